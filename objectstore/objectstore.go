@@ -1,0 +1,91 @@
+package objectstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Implementations wrap them (fmt.Errorf("...: %w", ErrNotExist)) so that
+// callers can test with errors.Is.
+var (
+	// ErrNotExist: the key does not exist (Get, Stat, GetRange).
+	ErrNotExist = errors.New("object does not exist")
+	// ErrExist: PutIfAbsent found the key already present.
+	ErrExist = errors.New("object already exists")
+	// ErrInvalidKey: the key breaks the key rules (see ValidateKey).
+	ErrInvalidKey = errors.New("invalid object key")
+)
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	Key     string    // full key, relative to the store root
+	Size    int64     // bytes
+	ModTime time.Time // last modification time as the backend reports it
+}
+
+// Store is a flat key/value object store with atomic whole-object writes.
+//
+// Contract (checked by objectstore/storetest for every implementation):
+//   - Get streams an object; a missing key gives ErrNotExist. The caller closes the reader.
+//   - Put writes an object atomically, replacing any previous one. size is the number of
+//     bytes r yields, or -1 when unknown.
+//   - PutIfAbsent writes an object atomically only if the key does not exist; otherwise it
+//     returns ErrExist and leaves the existing object untouched. Of several concurrent
+//     callers on one key exactly one succeeds.
+//   - List returns every object whose key starts with prefix (a plain string prefix, as in
+//     S3: "a/b" matches "a/b/c" and "a/bc") and sorts after startAfter (when not empty),
+//     in ascending byte order of keys. Implementations page internally.
+//   - Stat returns an object's info; a missing key gives ErrNotExist.
+//   - Delete removes an object; deleting a missing key is not an error.
+//
+// Every method honours ctx cancellation and validates keys with ValidateKey.
+type Store interface {
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	Put(ctx context.Context, key string, r io.Reader, size int64) error
+	PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) error
+	List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo, error)
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
+	Delete(ctx context.Context, key string) error
+}
+
+// RangeGetter is an optional extension: read length bytes of an object starting at offset
+// (length < 0 means to the end). Parquet readers use it to fetch footers and column chunks
+// without downloading whole files. Every implementation in this module provides it.
+type RangeGetter interface {
+	GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+}
+
+// ValidateKey checks the key rules: not empty, no leading or trailing slash, no empty,
+// "." or ".." segment, no backslash and no NUL byte.
+func ValidateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if strings.ContainsAny(key, "\\\x00") {
+		return fmt.Errorf("%w %q: contains a backslash or NUL byte", ErrInvalidKey, key)
+	}
+	for _, seg := range strings.Split(key, "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("%w %q: empty path segment (leading, trailing or double slash)", ErrInvalidKey, key)
+		case ".", "..":
+			return fmt.Errorf("%w %q: %q segment", ErrInvalidKey, key, seg)
+		}
+	}
+	return nil
+}
+
+// ValidatePrefix checks a List prefix: empty, or a key with an optional trailing slash.
+func ValidatePrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if err := ValidateKey(strings.TrimSuffix(prefix, "/")); err != nil {
+		return fmt.Errorf("prefix: %w", err)
+	}
+	return nil
+}
