@@ -44,13 +44,13 @@ var primitiveNames = map[string]bool{
 type PrimitiveType struct{ Name string }
 
 func (t *PrimitiveType) String() string { return t.Name }
-func (*PrimitiveType) isDataType()       {}
+func (*PrimitiveType) isDataType()      {}
 
 // DecimalType is decimal(precision, scale), precision 1..38.
 type DecimalType struct{ Precision, Scale int }
 
 func (t *DecimalType) String() string { return fmt.Sprintf("decimal(%d,%d)", t.Precision, t.Scale) }
-func (*DecimalType) isDataType()       {}
+func (*DecimalType) isDataType()      {}
 
 // StructField is one named field of a struct. Metadata holds field metadata such as
 // delta.identity.* (JSON numbers decode as json.Number) and column mapping ids.
@@ -101,7 +101,7 @@ type ArrayType struct {
 }
 
 func (t *ArrayType) String() string { return "array<" + t.ElementType.String() + ">" }
-func (*ArrayType) isDataType()       {}
+func (*ArrayType) isDataType()      {}
 
 // MapType is map<key,value>.
 type MapType struct {
