@@ -55,6 +55,10 @@ type Store interface {
 // RangeGetter is an optional extension: read length bytes of an object starting at offset
 // (length < 0 means to the end). Parquet readers use it to fetch footers and column chunks
 // without downloading whole files. Every implementation in this module provides it.
+//
+// A range that runs past the end of the object is cut short there; an offset at or past
+// the end gives an empty reader, not an error. A negative offset is an error. A missing
+// key gives ErrNotExist, as for Get.
 type RangeGetter interface {
 	GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 }
