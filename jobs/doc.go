@@ -1,0 +1,13 @@
+// Package jobs owns the stage kinds a pipeline is made of: ingest (bronze loads from files
+// or URLs), capture_history (copy a table's change feed into a permanent history table),
+// scd2_merge and scd1_merge (slowly changing dimensions), and vacuum. Each kind has a typed,
+// validated config (this file's types are what a pipeline's YAML decodes into) and a Run
+// that reads and writes tables through package delta.
+//
+// Invariants:
+//   - Every stage is exactly-once across crashes and reruns: its progress (files ingested,
+//     source versions captured, batches merged) is committed in the same Delta commit as its
+//     data, as a txn action, never in a side file.
+//   - A config that fails Validate never runs; every problem is reported, each naming the
+//     field it concerns, so the pipeline loader can point at the YAML line and column.
+package jobs

@@ -1,0 +1,110 @@
+package pipelines
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs"
+)
+
+func reflectTypeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }
+
+func sortStrings(s []string) { sort.Strings(s) }
+
+// checkStageTables checks that the tables a stage names are declared and fit the stage.
+func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
+	table := func(field, name string) *Table {
+		if name == "" {
+			return nil
+		}
+		t := spec.Table(name)
+		if t == nil {
+			ps.at(lookup(sn, field), "stage %s: %s: table %q is not declared under tables", st.Name, field, name)
+		}
+		return t
+	}
+	needColumn := func(field string, t *Table, col string, want string) {
+		if t == nil || t.Schema == nil || col == "" {
+			return
+		}
+		f := t.Schema.Field(col)
+		if f == nil {
+			ps.at(lookup(sn, field), "stage %s: %s: table %s has no column %q", st.Name, field, t.Name, col)
+			return
+		}
+		if want != "" && !typeIs(f.Type, want) {
+			ps.at(lookup(sn, field), "stage %s: %s: column %s.%s is %s, expected %s", st.Name, field, t.Name, col, f.Type, want)
+		}
+	}
+	switch c := st.Config.(type) {
+	case *jobs.IngestConfig:
+		t := table("target", c.Target)
+		table("quarantine_table", c.QuarantineTable)
+		needColumn("source_file_column", t, or(c.SourceFileColumn, "source_file"), "string")
+		needColumn("load_timestamp_column", t, or(c.LoadTimestampColumn, "load_timestamp"), "timestamp")
+	case *jobs.CaptureHistoryConfig:
+		src := table("source", c.Source)
+		dst := table("target", c.Target)
+		if src != nil && !src.ChangeDataFeed() {
+			ps.at(lookup(sn, "source"), "stage %s: source table %s has no change feed; set delta.enableChangeDataFeed: true in its properties", st.Name, src.Name)
+		}
+		for _, col := range []string{"_change_type", "_commit_version", "_commit_timestamp"} {
+			needColumn("target", dst, col, "")
+		}
+	case *jobs.SCD2Config:
+		src := table("source", c.Source)
+		dst := table("target", c.Target)
+		if c.SourceChanges && src != nil && !src.ChangeDataFeed() {
+			ps.at(lookup(sn, "source_changes"), "stage %s: source table %s has no change feed; set delta.enableChangeDataFeed: true in its properties", st.Name, src.Name)
+		}
+		for i, k := range c.Keys {
+			needColumn(fmt.Sprintf("keys[%d]", i), src, k, "")
+			needColumn(fmt.Sprintf("keys[%d]", i), dst, k, "")
+		}
+		for i, k := range c.Track {
+			needColumn(fmt.Sprintf("track[%d]", i), src, k, "")
+		}
+		for i, k := range c.Type1 {
+			needColumn(fmt.Sprintf("type1[%d]", i), src, k, "")
+		}
+		needColumn("sequence_by", src, c.SequenceBy, "")
+
+		needColumn("columns.valid_from", dst, or(c.Columns.ValidFrom, "valid_from"), "timestamp")
+		needColumn("columns.valid_to", dst, or(c.Columns.ValidTo, "valid_to"), "timestamp")
+		needColumn("columns.is_current", dst, or(c.Columns.IsCurrent, "is_current"), "boolean")
+		needColumn("columns.surrogate_key", dst, c.Columns.SurrogateKey, "bigint")
+	case *jobs.SCD1Config:
+		src := table("source", c.Source)
+		dst := table("target", c.Target)
+		for i, k := range c.Keys {
+			needColumn(fmt.Sprintf("keys[%d]", i), src, k, "")
+			needColumn(fmt.Sprintf("keys[%d]", i), dst, k, "")
+		}
+		needColumn("sequence_by", src, c.SequenceBy, "")
+	case *jobs.VacuumConfig:
+		for i, name := range c.TableNames {
+			table(fmt.Sprintf("tables[%d]", i), name)
+		}
+	}
+}
+
+// typeIs compares a column type with a pipeline type name.
+func typeIs(t delta.DataType, want string) bool {
+	w, err := delta.ParsePrimitive(want)
+	if err != nil {
+		return false
+	}
+	return strings.EqualFold(t.String(), w.String())
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

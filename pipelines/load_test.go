@@ -1,0 +1,158 @@
+package pipelines
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/jobs"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+func noEnv(string) (string, bool) { return "", false }
+
+// TestInvalidPipelines checks the exact messages a user sees for each broken pipeline in
+// testdata/invalid: every problem, with file:line:col, in one go.
+func TestInvalidPipelines(t *testing.T) {
+	files, err := filepath.Glob("testdata/invalid/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 15 {
+		t.Fatalf("found %d broken pipelines in testdata/invalid, want at least 15", len(files))
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			spec, err := Load(file, Options{LookupEnv: noEnv})
+			if err == nil {
+				t.Fatalf("Load(%s) = %+v, want an error", file, spec)
+			}
+			var perr *Error
+			if !errors.As(err, &perr) {
+				t.Fatalf("Load(%s) error %T %v, want *pipelines.Error", file, err, err)
+			}
+			for _, p := range perr.Problems {
+				if p.Line == 0 && name != "invalid_yaml" {
+					t.Errorf("problem without a position: %s", p)
+				}
+			}
+			got := err.Error() + "\n"
+			golden := strings.TrimSuffix(file, ".yaml") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden file (run go test ./pipelines -update to create it): %v", err)
+			}
+			if got != string(want) {
+				t.Errorf("problems for %s:\ngot:\n%s\nwant:\n%s", file, got, want)
+			}
+		})
+	}
+}
+
+func TestSeveralProblemsReportedTogether(t *testing.T) {
+	_, err := Load("testdata/invalid/several_problems.yaml", Options{LookupEnv: noEnv})
+	var perr *Error
+	if !errors.As(err, &perr) {
+		t.Fatalf("got %v, want *Error", err)
+	}
+	if len(perr.Problems) < 8 {
+		t.Errorf("got %d problems, want at least 8 reported together:\n%v", len(perr.Problems), err)
+	}
+	for i := 1; i < len(perr.Problems); i++ {
+		if perr.Problems[i].Line < perr.Problems[i-1].Line {
+			t.Errorf("problems not sorted by line: %v before %v", perr.Problems[i-1], perr.Problems[i])
+		}
+	}
+}
+
+func TestLoadExample(t *testing.T) {
+	spec, err := Load("../examples/pipelines/sales/pipeline.yaml", Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatalf("example pipeline does not validate:\n%v", err)
+	}
+	if spec.Name != "sales" {
+		t.Errorf("Name = %q, want sales", spec.Name)
+	}
+	if spec.Location.String() != "Europe/Berlin" {
+		t.Errorf("Location = %v, want Europe/Berlin", spec.Location)
+	}
+	if want := filepath.Join(spec.Dir, "warehouse"); spec.Warehouse != want {
+		t.Errorf("Warehouse = %q, want %q (relative to the pipeline file)", spec.Warehouse, want)
+	}
+	var names []string
+	for _, st := range spec.Stages {
+		names = append(names, st.Name)
+	}
+	if got, want := strings.Join(names, ","), "ingest_sales,capture_sales_history,ingest_customers,merge_customers,vacuum"; got != want {
+		t.Errorf("stages = %s, want %s", got, want)
+	}
+	bronze := spec.Table("bronze.sales_transactions")
+	if bronze == nil || !bronze.ChangeDataFeed() || bronze.Path != "bronze/sales_transactions" {
+		t.Fatalf("bronze table = %+v, want CDF on at bronze/sales_transactions", bronze)
+	}
+	if got := bronze.Properties["delta.logRetentionDuration"]; got != "interval 90 days" {
+		t.Errorf("logRetentionDuration = %q", got)
+	}
+	if f := bronze.Schema.Field("amount"); f == nil || f.Type.String() != "decimal(10,2)" {
+		t.Errorf("amount column = %+v, want decimal(10,2)", f)
+	}
+	dim := spec.Table("sales.customer")
+	sk := dim.Schema.Field("customer_sk")
+	if sk == nil || sk.Metadata["delta.identity.start"] != int64(1) || sk.Nullable {
+		t.Errorf("customer_sk = %+v, want a non-null identity column starting at 1", sk)
+	}
+	ingest := spec.Stage("ingest_sales")
+	if ingest.Retries != 2 || ingest.Timeout != 10*time.Minute {
+		t.Errorf("ingest retries/timeout = %d/%v, want 2/10m", ingest.Retries, ingest.Timeout)
+	}
+	cfg, ok := ingest.Config.(*jobs.IngestConfig)
+	if !ok || cfg.Mode != "upsert" || cfg.Keys[0] != "transaction_id" {
+		t.Errorf("ingest config = %+v", ingest.Config)
+	}
+	merge := spec.Stage("merge_customers").Config.(*jobs.SCD2Config)
+	if merge.Columns.SurrogateKey != "customer_sk" || merge.Deletes != "close" || !merge.SourceChanges {
+		t.Errorf("merge config = %+v", merge)
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	src := `pipeline: p
+warehouse: s3://${BUCKET}/${PREFIX:-wh}
+storage:
+  endpoint: ${S3_HOST}
+  secret_access_key: ${SECRET}
+tables:
+  raw.t:
+    columns: [{name: id, type: string}]
+stages:
+  - {name: v, kind: vacuum, tables: [raw.t], retries: "${RETRIES}"}
+`
+	env := map[string]string{"BUCKET": "lake", "S3_HOST": "127.0.0.1:9000", "SECRET": "s3cr3t", "RETRIES": "3"}
+	spec, err := Parse("env.yaml", []byte(src), Options{LookupEnv: func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Warehouse != "s3://lake/wh" {
+		t.Errorf("Warehouse = %q, want s3://lake/wh", spec.Warehouse)
+	}
+	if spec.Storage.Endpoint != "127.0.0.1:9000" || spec.Storage.SecretAccessKey != "s3cr3t" {
+		t.Errorf("Storage = %+v", spec.Storage)
+	}
+	if spec.Stages[0].Retries != 3 {
+		t.Errorf("Retries = %d, want 3", spec.Stages[0].Retries)
+	}
+}

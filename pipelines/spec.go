@@ -1,0 +1,97 @@
+package pipelines
+
+import (
+	"strings"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs"
+)
+
+// Spec is a validated pipeline. Build one with Load or Parse; never modify it.
+type Spec struct {
+	// File is the path the pipeline was read from; Dir its directory, against which
+	// relative paths in the file (warehouse, ingest sources) are resolved.
+	File, Dir   string
+	Name        string
+	Description string
+	// Schedule is a cron expression (5 fields or a descriptor such as @daily), or "" for a
+	// pipeline that only runs on demand; Location is the zone it is read in (default UTC).
+	Schedule string
+	Location *time.Location
+	// Warehouse is where tables live: an absolute directory, file:// URL, s3://bucket/prefix
+	// or mem:// URL. Default: the directory "warehouse" next to the pipeline file.
+	Warehouse string
+	Storage   Storage
+	// Identity is the userName recorded in every commit (default: the OS user).
+	Identity string
+	// MaxParallel bounds how many stages run at once (default 4).
+	MaxParallel int
+	Tables      []*Table // in declaration order
+	Stages      []*Stage // in declaration order
+}
+
+// Table returns the declared table with that name, or nil.
+func (s *Spec) Table(name string) *Table {
+	for _, t := range s.Tables {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// Stage returns the stage with that name, or nil.
+func (s *Spec) Stage(name string) *Stage {
+	for _, st := range s.Stages {
+		if st.Name == name {
+			return st
+		}
+	}
+	return nil
+}
+
+// Storage holds the S3 settings used for s3:// locations; empty fields fall back to the
+// standard AWS_* environment variables.
+type Storage struct {
+	Endpoint        string `yaml:"endpoint"`
+	Region          string `yaml:"region"`
+	AccessKeyID     string `yaml:"access_key_id"`
+	SecretAccessKey string `yaml:"secret_access_key"`
+	SessionToken    string `yaml:"session_token"`
+	PathStyle       *bool  `yaml:"path_style"`
+	Insecure        bool   `yaml:"insecure"` // plain http, as for a local MinIO
+}
+
+// Table is a declared Delta table.
+type Table struct {
+	// Name is "schema.table" (or a bare "table").
+	Name string
+	// Path is the table's location relative to the warehouse (default: the name with the
+	// dot turned into a slash, e.g. bronze/sales_transactions).
+	Path        string
+	Description string
+	Schema      *delta.StructType
+	PartitionBy []string
+	Properties  map[string]string
+}
+
+// ChangeDataFeed reports whether the table declares delta.enableChangeDataFeed = true.
+func (t *Table) ChangeDataFeed() bool {
+	return strings.EqualFold(t.Properties["delta.enableChangeDataFeed"], "true")
+}
+
+// Stage is one validated stage of a pipeline.
+type Stage struct {
+	Name        string
+	Description string
+	Kind        jobs.Kind
+	DependsOn   []string
+	// Retries is how many more attempts follow a failed one, RetryDelay the first wait
+	// (doubling, with jitter, up to MaxRetryDelay), Timeout the limit of one attempt.
+	Retries       int
+	RetryDelay    time.Duration
+	MaxRetryDelay time.Duration
+	Timeout       time.Duration
+	Config        jobs.Config
+}
