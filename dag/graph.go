@@ -34,7 +34,8 @@ type Node struct {
 	Retries int
 	// Backoff is the wait between a failed attempt and the next one.
 	Backoff Backoff
-	// Timeout bounds each attempt (0: no limit other than the run's context).
+	// Timeout bounds each attempt (0: no limit other than the run's context). It is
+	// measured by the real clock, through the attempt's context deadline.
 	Timeout time.Duration
 }
 
