@@ -18,7 +18,7 @@ func sortStrings(s []string) { sort.Strings(s) }
 
 // checkStageTables checks that the tables a stage names are declared and fit the stage.
 func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
-	table := func(field, name string) *Table {
+	table := func(field, name string) *jobs.Table {
 		if name == "" {
 			return nil
 		}
@@ -28,7 +28,7 @@ func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 		}
 		return t
 	}
-	needColumn := func(field string, t *Table, col string, want string) {
+	needColumn := func(field string, t *jobs.Table, col string, want string) {
 		if t == nil || t.Schema == nil || col == "" {
 			return
 		}

@@ -228,7 +228,7 @@ func decodeTables(ps *problems, root *yaml.Node, fs *fileSpec, spec *Spec) map[s
 		nodes[name] = v
 		var ts tableSpec
 		decodeInto(ps, v, &ts, "table "+name)
-		t := &Table{
+		t := &jobs.Table{
 			Name:        name,
 			Path:        ts.Path,
 			Description: ts.Description,
@@ -378,7 +378,7 @@ func checkInterval(v string) error {
 	return nil
 }
 
-func checkProperties(ps *problems, tableNode *yaml.Node, t *Table) {
+func checkProperties(ps *problems, tableNode *yaml.Node, t *jobs.Table) {
 	_, propsNode := mapEntry(tableNode, "properties")
 	for k, v := range t.Properties {
 		keyNode := propsNode

@@ -1,10 +1,8 @@
 package pipelines
 
 import (
-	"strings"
 	"time"
 
-	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/jobs"
 )
 
@@ -27,12 +25,12 @@ type Spec struct {
 	Identity string
 	// MaxParallel bounds how many stages run at once (default 4).
 	MaxParallel int
-	Tables      []*Table // in declaration order
-	Stages      []*Stage // in declaration order
+	Tables      []*jobs.Table // in declaration order
+	Stages      []*Stage      // in declaration order
 }
 
 // Table returns the declared table with that name, or nil.
-func (s *Spec) Table(name string) *Table {
+func (s *Spec) Table(name string) *jobs.Table {
 	for _, t := range s.Tables {
 		if t.Name == name {
 			return t
@@ -61,24 +59,6 @@ type Storage struct {
 	SessionToken    string `yaml:"session_token"`
 	PathStyle       *bool  `yaml:"path_style"`
 	Insecure        bool   `yaml:"insecure"` // plain http, as for a local MinIO
-}
-
-// Table is a declared Delta table.
-type Table struct {
-	// Name is "schema.table" (or a bare "table").
-	Name string
-	// Path is the table's location relative to the warehouse (default: the name with the
-	// dot turned into a slash, e.g. bronze/sales_transactions).
-	Path        string
-	Description string
-	Schema      *delta.StructType
-	PartitionBy []string
-	Properties  map[string]string
-}
-
-// ChangeDataFeed reports whether the table declares delta.enableChangeDataFeed = true.
-func (t *Table) ChangeDataFeed() bool {
-	return strings.EqualFold(t.Properties["delta.enableChangeDataFeed"], "true")
 }
 
 // Stage is one validated stage of a pipeline.

@@ -1,0 +1,25 @@
+package jobs
+
+import (
+	"strings"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// Table is a table as a pipeline declares it: where it lives below the warehouse, its
+// schema, partition columns and Delta properties. Stages create it on first use.
+type Table struct {
+	// Name is "schema.table" (or a bare "table").
+	Name string
+	// Path is the table's location relative to the warehouse root.
+	Path        string
+	Description string
+	Schema      *delta.StructType
+	PartitionBy []string
+	Properties  map[string]string
+}
+
+// ChangeDataFeed reports whether the table declares delta.enableChangeDataFeed = true.
+func (t *Table) ChangeDataFeed() bool {
+	return strings.EqualFold(t.Properties["delta.enableChangeDataFeed"], "true")
+}
