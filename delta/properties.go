@@ -1,0 +1,219 @@
+package delta
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Table property names and their defaults (Delta table-properties documentation).
+const (
+	PropEnableChangeDataFeed       = "delta.enableChangeDataFeed"
+	PropCheckpointInterval         = "delta.checkpointInterval"
+	PropLogRetentionDuration       = "delta.logRetentionDuration"
+	PropDeletedFileRetentionDur    = "delta.deletedFileRetentionDuration"
+	PropEnableExpiredLogCleanup    = "delta.enableExpiredLogCleanup"
+	PropAppendOnly                 = "delta.appendOnly"
+	PropCheckpointWriteStatsAsJSON = "delta.checkpoint.writeStatsAsJson"
+	PropIsolationLevel             = "delta.isolationLevel"
+	PropEnableInCommitTimestamps   = "delta.enableInCommitTimestamps"
+
+	DefaultCheckpointInterval   = 10
+	DefaultLogRetention         = 30 * 24 * time.Hour
+	DefaultDeletedFileRetention = 7 * 24 * time.Hour
+)
+
+// ChangeDataFeedEnabled says whether delta.enableChangeDataFeed is true.
+func (s *Snapshot) ChangeDataFeedEnabled() bool {
+	return strings.EqualFold(s.state.metadata.Configuration[PropEnableChangeDataFeed], "true")
+}
+
+// AppendOnly says whether delta.appendOnly is true.
+func (s *Snapshot) AppendOnly() bool {
+	return strings.EqualFold(s.state.metadata.Configuration[PropAppendOnly], "true")
+}
+
+// CheckpointInterval is delta.checkpointInterval, default 10.
+func (s *Snapshot) CheckpointInterval() int64 {
+	if v, ok := s.state.metadata.Configuration[PropCheckpointInterval]; ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {
+			return n
+		}
+	}
+	return DefaultCheckpointInterval
+}
+
+// LogRetention is delta.logRetentionDuration, default 30 days.
+func (s *Snapshot) LogRetention() time.Duration {
+	return durationProp(s.state.metadata.Configuration, PropLogRetentionDuration, DefaultLogRetention)
+}
+
+// DeletedFileRetention is delta.deletedFileRetentionDuration, default 1 week.
+func (s *Snapshot) DeletedFileRetention() time.Duration {
+	return durationProp(s.state.metadata.Configuration, PropDeletedFileRetentionDur, DefaultDeletedFileRetention)
+}
+
+// ExpiredLogCleanupEnabled is delta.enableExpiredLogCleanup, default true.
+func (s *Snapshot) ExpiredLogCleanupEnabled() bool {
+	v, ok := s.state.metadata.Configuration[PropEnableExpiredLogCleanup]
+	return !ok || !strings.EqualFold(v, "false")
+}
+
+func durationProp(config map[string]string, key string, def time.Duration) time.Duration {
+	v, ok := config[key]
+	if !ok {
+		return def
+	}
+	d, err := ParseInterval(v)
+	if err != nil {
+		return def
+	}
+	return d
+}
+
+var intervalUnits = map[string]time.Duration{
+	"nanosecond":  time.Nanosecond,
+	"microsecond": time.Microsecond,
+	"millisecond": time.Millisecond,
+	"second":      time.Second,
+	"minute":      time.Minute,
+	"hour":        time.Hour,
+	"day":         24 * time.Hour,
+	"week":        7 * 24 * time.Hour,
+}
+
+// ParseInterval parses the interval syntax of Delta's duration properties:
+// "interval <n> <unit>" with unit one of nanosecond … week, singular or plural, any case
+// ("interval 30 days", "interval 1 week"). The "interval" keyword may be omitted.
+// Several "<n> <unit>" pairs add up ("interval 1 day 12 hours").
+func ParseInterval(s string) (time.Duration, error) {
+	fields := strings.Fields(strings.ToLower(s))
+	if len(fields) > 0 && fields[0] == "interval" {
+		fields = fields[1:]
+	}
+	if len(fields) == 0 || len(fields)%2 != 0 {
+		return 0, fmt.Errorf("interval %q: want \"interval <n> <unit>\"", s)
+	}
+	var total time.Duration
+	for i := 0; i < len(fields); i += 2 {
+		n, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("interval %q: %q is not a whole number", s, fields[i])
+		}
+		unit, ok := intervalUnits[strings.TrimSuffix(fields[i+1], "s")]
+		if !ok {
+			return 0, fmt.Errorf("interval %q: unknown unit %q", s, fields[i+1])
+		}
+		total += time.Duration(n) * unit
+	}
+	return total, nil
+}
+
+// validateProperties checks the delta.* properties this package interprets.
+func validateProperties(config map[string]string) error {
+	var problems []string
+	for k, v := range config {
+		switch k {
+		case PropCheckpointInterval:
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil || n <= 0 {
+				problems = append(problems, fmt.Sprintf("%s=%q: want a positive integer", k, v))
+			}
+		case PropLogRetentionDuration, PropDeletedFileRetentionDur, "delta.checkpointRetentionDuration":
+			if _, err := ParseInterval(v); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", k, err))
+			}
+		case PropEnableChangeDataFeed, PropAppendOnly, PropEnableExpiredLogCleanup, PropCheckpointWriteStatsAsJSON:
+			if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
+				problems = append(problems, fmt.Sprintf("%s=%q: want true or false", k, v))
+			}
+		case PropEnableInCommitTimestamps:
+			if strings.EqualFold(v, "true") {
+				problems = append(problems, fmt.Sprintf("%s: in-commit timestamps are not written by this engine yet", k))
+			}
+		case "delta.columnMapping.mode":
+			if !strings.EqualFold(v, "none") {
+				problems = append(problems, fmt.Sprintf("%s=%q: %v", k, v, &UnsupportedFeatureError{Feature: FeatureColumnMapping}))
+			}
+		case "delta.enableDeletionVectors":
+			if strings.EqualFold(v, "true") {
+				problems = append(problems, fmt.Sprintf("%s: %v", k, &UnsupportedFeatureError{Feature: FeatureDeletionVectors}))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("invalid table properties: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// SetProperties changes table properties: keys in set are added or replaced, keys in
+// unset removed. It commits a new metaData with operation "SET TBLPROPERTIES" (or
+// "UNSET TBLPROPERTIES" when only unsetting), as ALTER TABLE does, and returns the new
+// version. Turning on change data feed upgrades the protocol when needed.
+func (t *Table) SetProperties(ctx context.Context, set map[string]string, unset []string) (int64, error) {
+	if len(set) == 0 && len(unset) == 0 {
+		return -1, fmt.Errorf("set properties of table %s: nothing to change", t.displayRoot())
+	}
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return -1, fmt.Errorf("set properties of table %s: %w", t.displayRoot(), err)
+	}
+	md := *snap.Metadata()
+	config := make(map[string]string, len(md.Configuration)+len(set))
+	for k, v := range md.Configuration {
+		config[k] = v
+	}
+	for _, k := range unset {
+		delete(config, k)
+	}
+	for k, v := range set {
+		config[k] = v
+	}
+	if err := validateProperties(set); err != nil {
+		return -1, fmt.Errorf("set properties of table %s: %w", t.displayRoot(), err)
+	}
+	md.Configuration = config
+	op := "SET TBLPROPERTIES"
+	params := map[string]any{}
+	if len(set) > 0 {
+		b, _ := json.Marshal(set)
+		params["properties"] = string(b)
+	} else {
+		op = "UNSET TBLPROPERTIES"
+		b, _ := json.Marshal(unset)
+		params["propKeys"] = string(b)
+		params["ifExists"] = "true"
+	}
+	tx := t.NewTransaction(snap, TxOptions{Operation: op, OperationParameters: params})
+	tx.UpdateMetadata(&md)
+	if strings.EqualFold(config[PropEnableChangeDataFeed], "true") && !snap.Protocol().HasWriterFeature(FeatureChangeDataFeed) {
+		tx.UpdateProtocol(withWriterFeature(snap.Protocol(), FeatureChangeDataFeed))
+	}
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		return -1, fmt.Errorf("set properties of table %s: %w", t.displayRoot(), err)
+	}
+	return v, nil
+}
+
+// withWriterFeature returns a protocol that also supports feature, moving a legacy
+// protocol to writer 7 with its implied features listed.
+func withWriterFeature(p *Protocol, feature string) *Protocol {
+	np := &Protocol{MinReaderVersion: p.MinReaderVersion, MinWriterVersion: 7}
+	np.WriterFeatures = p.EffectiveWriterFeatures()
+	if p.MinReaderVersion >= 3 {
+		np.ReaderFeatures = append([]string(nil), p.ReaderFeatures...)
+	}
+	for _, f := range np.WriterFeatures {
+		if f == feature {
+			return np
+		}
+	}
+	np.WriterFeatures = append(np.WriterFeatures, feature)
+	return np
+}

@@ -1,0 +1,198 @@
+package delta
+
+import (
+	"sort"
+	"time"
+)
+
+// fileKey identifies a logical file in log replay: its path and deletion vector id.
+type fileKey struct {
+	path string
+	dv   string
+}
+
+// tableState is the reconciled state of a table at one version.
+type tableState struct {
+	protocol   *Protocol
+	metadata   *Metadata
+	files      map[fileKey]*Add
+	tombstones map[fileKey]*Remove
+	txns       map[string]*Txn
+	domains    map[string]*DomainMetadata
+}
+
+func newTableState() *tableState {
+	return &tableState{
+		files:      map[fileKey]*Add{},
+		tombstones: map[fileKey]*Remove{},
+		txns:       map[string]*Txn{},
+		domains:    map[string]*DomainMetadata{},
+	}
+}
+
+// clone copies the maps (not the actions, which are never modified).
+func (s *tableState) clone() *tableState {
+	c := &tableState{
+		protocol:   s.protocol,
+		metadata:   s.metadata,
+		files:      make(map[fileKey]*Add, len(s.files)),
+		tombstones: make(map[fileKey]*Remove, len(s.tombstones)),
+		txns:       make(map[string]*Txn, len(s.txns)),
+		domains:    make(map[string]*DomainMetadata, len(s.domains)),
+	}
+	for k, v := range s.files {
+		c.files[k] = v
+	}
+	for k, v := range s.tombstones {
+		c.tombstones[k] = v
+	}
+	for k, v := range s.txns {
+		c.txns[k] = v
+	}
+	for k, v := range s.domains {
+		c.domains[k] = v
+	}
+	return c
+}
+
+// apply reconciles one action into the state (PROTOCOL.md, Action Reconciliation).
+func (s *tableState) apply(a *Action) {
+	switch {
+	case a.Add != nil:
+		k := fileKey{a.Add.Path, a.Add.DeletionVector.UniqueID()}
+		s.files[k] = a.Add
+		delete(s.tombstones, k)
+	case a.Remove != nil:
+		k := fileKey{a.Remove.Path, a.Remove.DeletionVector.UniqueID()}
+		delete(s.files, k)
+		s.tombstones[k] = a.Remove
+	case a.MetaData != nil:
+		s.metadata = a.MetaData
+	case a.Protocol != nil:
+		s.protocol = a.Protocol
+	case a.Txn != nil:
+		s.txns[a.Txn.AppID] = a.Txn
+	case a.DomainMetadata != nil:
+		if a.DomainMetadata.Removed {
+			delete(s.domains, a.DomainMetadata.Domain)
+		} else {
+			s.domains[a.DomainMetadata.Domain] = a.DomainMetadata
+		}
+	}
+}
+
+// Snapshot is the immutable state of a table at one version.
+type Snapshot struct {
+	table   *Table
+	version int64
+	state   *tableState
+	schema  *StructType
+	files   []*Add    // live adds sorted by path, then DV id
+	ts      time.Time // commit timestamp of version
+	// checkpointVersion is the version of the checkpoint the snapshot was loaded from,
+	// or -1.
+	checkpointVersion int64
+}
+
+// Table returns the table the snapshot belongs to.
+func (s *Snapshot) Table() *Table { return s.table }
+
+// Version returns the snapshot's table version.
+func (s *Snapshot) Version() int64 { return s.version }
+
+// Protocol returns the table's protocol action.
+func (s *Snapshot) Protocol() *Protocol { return s.state.protocol }
+
+// Metadata returns the table's metaData action.
+func (s *Snapshot) Metadata() *Metadata { return s.state.metadata }
+
+// Schema returns the parsed table schema.
+func (s *Snapshot) Schema() *StructType { return s.schema }
+
+// PartitionColumns returns the partition column names in order.
+func (s *Snapshot) PartitionColumns() []string { return s.state.metadata.PartitionColumns }
+
+// Properties returns a copy of the table configuration (metaData.configuration).
+func (s *Snapshot) Properties() map[string]string {
+	out := make(map[string]string, len(s.state.metadata.Configuration))
+	for k, v := range s.state.metadata.Configuration {
+		out[k] = v
+	}
+	return out
+}
+
+// Files returns the live add actions, sorted by path (then deletion vector id). The slice
+// is shared: do not modify it or the actions.
+func (s *Snapshot) Files() []*Add { return s.files }
+
+// NumRecords sums stats.numRecords over the live files; ok is false when a file has no
+// numRecords statistic.
+func (s *Snapshot) NumRecords() (n int64, ok bool) {
+	for _, a := range s.files {
+		r, has := numRecordsFromStats(a.Stats)
+		if !has {
+			return n, false
+		}
+		n += r
+	}
+	return n, true
+}
+
+// Tombstones returns the remove actions still kept in the state, sorted by path.
+func (s *Snapshot) Tombstones() []*Remove {
+	out := make([]*Remove, 0, len(s.state.tombstones))
+	for _, r := range s.state.tombstones {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return out[i].DeletionVector.UniqueID() < out[j].DeletionVector.UniqueID()
+	})
+	return out
+}
+
+// TxnVersion returns the last version committed by the idempotent writer appID (txn
+// action); ok is false when appID never committed.
+func (s *Snapshot) TxnVersion(appID string) (int64, bool) {
+	if t, ok := s.state.txns[appID]; ok {
+		return t.Version, true
+	}
+	return 0, false
+}
+
+// DomainMetadata returns the configuration of a metadata domain, if present.
+func (s *Snapshot) DomainMetadata(domain string) (string, bool) {
+	if d, ok := s.state.domains[domain]; ok {
+		return d.Configuration, true
+	}
+	return "", false
+}
+
+// Timestamp returns the commit timestamp of the snapshot's version: the in-commit
+// timestamp when the table has them enabled at that version, else the modification time of
+// the commit file (as listed; not monotonised against earlier versions).
+func (s *Snapshot) Timestamp() time.Time { return s.ts }
+
+// CheckpointVersion returns the version of the checkpoint the snapshot was loaded from,
+// or -1 when it was replayed from version 0.
+func (s *Snapshot) CheckpointVersion() int64 { return s.checkpointVersion }
+
+func sortAdds(files map[fileKey]*Add) []*Add {
+	keys := make([]fileKey, 0, len(files))
+	for k := range files {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].path != keys[j].path {
+			return keys[i].path < keys[j].path
+		}
+		return keys[i].dv < keys[j].dv
+	})
+	out := make([]*Add, len(keys))
+	for i, k := range keys {
+		out[i] = files[k]
+	}
+	return out
+}

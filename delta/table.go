@@ -1,0 +1,227 @@
+package delta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/user"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/orchestrator-io/orchestrator/objectstore"
+)
+
+// EngineVersion is the orchestrator version recorded in commitInfo.engineInfo
+// ("orchestrator/<EngineVersion>"). main may set it at link time.
+var EngineVersion = "dev"
+
+// Options are the dependencies of a Table. The zero value is usable.
+type Options struct {
+	// Now is the clock for commit timestamps, tombstone deletion times and retention
+	// checks. Default time.Now.
+	Now func() time.Time
+	// EngineInfo goes into commitInfo.engineInfo. Default "orchestrator/<EngineVersion>".
+	EngineInfo string
+	// UserName goes into commitInfo.userName. Default the OS user.
+	UserName string
+	// Logger receives non-fatal problems (a stale _last_checkpoint, a failed checkpoint
+	// after a successful commit). Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.EngineInfo == "" {
+		o.EngineInfo = "orchestrator/" + EngineVersion
+	}
+	if o.UserName == "" {
+		if u, err := user.Current(); err == nil {
+			o.UserName = u.Username
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Table is a Delta table at a root inside an object store. It is safe for concurrent use;
+// snapshots it returns are immutable.
+type Table struct {
+	store objectstore.Store
+	root  string // key prefix of the table root, no trailing slash; "" = store root
+	opts  Options
+
+	mu     sync.Mutex // guards latest
+	latest *Snapshot  // newest snapshot loaded so far, the base for incremental refresh
+}
+
+// Store returns the object store the table lives in.
+func (t *Table) Store() objectstore.Store { return t.store }
+
+// Root returns the table root, a key prefix inside the store ("" = the store root).
+func (t *Table) Root() string { return t.root }
+
+// Key returns the store key of a path relative to the table root (as found, URL-decoded,
+// in add.path).
+func (t *Table) Key(rel string) string { return t.key(rel) }
+
+// Options returns the table's options with defaults filled in.
+func (t *Table) Options() Options { return t.opts }
+
+func newTable(store objectstore.Store, root string, opts Options) (*Table, error) {
+	if strings.HasSuffix(root, "/") {
+		return nil, fmt.Errorf("table root %q: must not end with a slash", root)
+	}
+	if root != "" {
+		if err := objectstore.ValidateKey(root); err != nil {
+			return nil, fmt.Errorf("table root %q: %w", root, err)
+		}
+	}
+	return &Table{store: store, root: root, opts: opts.withDefaults()}, nil
+}
+
+// Open opens the Delta table at root and loads its latest snapshot, which also runs the
+// reader protocol gate. It fails if root has no _delta_log.
+func Open(ctx context.Context, store objectstore.Store, root string, opts Options) (*Table, error) {
+	t, err := newTable(store, root, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open table %s: %w", root, err)
+	}
+	if _, err := t.Snapshot(ctx); err != nil {
+		return nil, fmt.Errorf("open table %s: %w", t.displayRoot(), err)
+	}
+	return t, nil
+}
+
+func (t *Table) displayRoot() string {
+	if t.root == "" {
+		return "(store root)"
+	}
+	return t.root
+}
+
+// CreateOptions describe a new table.
+type CreateOptions struct {
+	Schema           *StructType
+	PartitionColumns []string
+	// Properties become metaData.configuration (e.g. delta.enableChangeDataFeed,
+	// delta.checkpointInterval, delta.logRetentionDuration).
+	Properties  map[string]string
+	Name        string
+	Description string
+	// Lineage is recorded in the commitInfo of version 0.
+	Lineage *Lineage
+}
+
+// ErrTableExists is returned by Create when the root already holds a Delta log.
+var ErrTableExists = errors.New("table already exists")
+
+// Create creates a Delta table at root: version 0 with protocol, metaData and a
+// "CREATE TABLE" commitInfo. The protocol is (1,2), or (1,7) with explicit writer
+// features when change data feed or identity columns are used, or (3,7) with
+// timestampNtz when a timestamp_ntz column exists. Creating over an existing table fails
+// with ErrTableExists.
+func Create(ctx context.Context, store objectstore.Store, root string, co CreateOptions, opts Options) (*Table, error) {
+	t, err := newTable(store, root, opts)
+	if err != nil {
+		return nil, fmt.Errorf("create table %s: %w", root, err)
+	}
+	md, err := newMetadata(co, t.opts.Now())
+	if err != nil {
+		return nil, fmt.Errorf("create table %s: %w", t.displayRoot(), err)
+	}
+	if files, err := t.listLog(ctx, -1); err != nil {
+		return nil, fmt.Errorf("create table %s: %w", t.displayRoot(), err)
+	} else if len(files) > 0 {
+		return nil, fmt.Errorf("create table %s: %w", t.displayRoot(), ErrTableExists)
+	}
+	schema, _ := md.Schema()
+	proto := newTableProtocol(schema, md.Configuration)
+	partBy, _ := json.Marshal(md.PartitionColumns)
+	props, _ := json.Marshal(md.Configuration)
+	params := map[string]any{
+		"isManaged":   "false",
+		"description": nilIfEmpty(co.Description),
+		"partitionBy": string(partBy),
+		"properties":  string(props),
+	}
+	tx := t.NewTransaction(nil, TxOptions{Operation: "CREATE TABLE", OperationParameters: params, Lineage: co.Lineage})
+	tx.UpdateProtocol(proto)
+	tx.UpdateMetadata(md)
+	if _, err := tx.Commit(ctx); err != nil {
+		if errors.Is(err, objectstore.ErrExist) {
+			err = ErrTableExists
+		}
+		return nil, fmt.Errorf("create table %s: %w", t.displayRoot(), err)
+	}
+	return t, nil
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// newMetadata validates CreateOptions into a metaData action.
+func newMetadata(co CreateOptions, now time.Time) (*Metadata, error) {
+	if co.Schema == nil || len(co.Schema.Fields) == 0 {
+		return nil, errors.New("schema has no columns")
+	}
+	ss, err := co.Schema.SchemaString()
+	if err != nil {
+		return nil, err
+	}
+	// Round-trip to catch duplicate names and bad types early.
+	if _, err := ParseSchema(ss); err != nil {
+		return nil, err
+	}
+	parts := make([]string, 0, len(co.PartitionColumns))
+	seen := map[string]bool{}
+	for _, p := range co.PartitionColumns {
+		f := co.Schema.Field(p)
+		if f == nil {
+			return nil, fmt.Errorf("partition column %q is not in the schema", p)
+		}
+		switch f.Type.(type) {
+		case *PrimitiveType, *DecimalType:
+		default:
+			return nil, fmt.Errorf("partition column %q has type %s; partition columns must be primitive", p, f.Type)
+		}
+		if seen[strings.ToLower(f.Name)] {
+			return nil, fmt.Errorf("partition column %q is listed twice", p)
+		}
+		seen[strings.ToLower(f.Name)] = true
+		parts = append(parts, f.Name)
+	}
+	if len(parts) == len(co.Schema.Fields) {
+		return nil, errors.New("every column is a partition column; at least one data column is needed")
+	}
+	config := map[string]string{}
+	for k, v := range co.Properties {
+		config[k] = v
+	}
+	if err := validateProperties(config); err != nil {
+		return nil, err
+	}
+	created := now.UnixMilli()
+	return &Metadata{
+		ID:               uuid.NewString(),
+		Name:             co.Name,
+		Description:      co.Description,
+		Format:           Format{Provider: "parquet", Options: map[string]string{}},
+		SchemaString:     ss,
+		PartitionColumns: parts,
+		Configuration:    config,
+		CreatedTime:      &created,
+	}, nil
+}
