@@ -1,0 +1,323 @@
+package jobs
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The dimension rows used here have three data columns: key, tracked, type1.
+var testSCDSpec = scdSpec{keys: []int{0}, tracked: []int{1}, type1: []int{2}, end: SeqMax}
+
+// memDim is an in-memory dimension the tests apply changes to.
+type memDim struct {
+	rows   map[int64]scdVersion
+	nextSK int64
+}
+
+func newMemDim() *memDim { return &memDim{rows: map[int64]scdVersion{}} }
+
+func (d *memDim) merge(t *testing.T, spec scdSpec, batch []scdEvent) error {
+	t.Helper()
+	byKey := map[string][]scdEvent{}
+	var order []string
+	for _, e := range batch {
+		k := keyString(eventKeyRow(e), spec.keys)
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], e)
+	}
+	type plan struct {
+		key      string
+		existing []scdVersion
+		events   []scdEvent
+	}
+	var plans []plan
+	for _, k := range order {
+		evs, err := normalizeBatch(k, byKey[k])
+		if err != nil {
+			return err
+		}
+		var existing []scdVersion
+		for _, v := range d.rows {
+			if keyString(v.Row, spec.keys) == k {
+				existing = append(existing, v)
+			}
+		}
+		plans = append(plans, plan{k, existing, evs})
+	}
+	for _, p := range plans {
+		for _, c := range foldKey(&spec, p.existing, p.events, func() int64 { d.nextSK++; return d.nextSK }) {
+			switch c.Kind {
+			case "insert":
+				if _, dup := d.rows[c.New.SK]; dup {
+					t.Fatalf("insert reuses surrogate key %d", c.New.SK)
+				}
+				d.rows[c.New.SK] = *c.New
+			case "update":
+				if c.Old.SK != c.New.SK {
+					t.Fatalf("update changes surrogate key %d -> %d", c.Old.SK, c.New.SK)
+				}
+				d.rows[c.New.SK] = *c.New
+			case "delete":
+				delete(d.rows, c.Old.SK)
+			}
+		}
+	}
+	return nil
+}
+
+// eventKeyRow gives a row carrying the event's key (deletes carry it in row too here).
+func eventKeyRow(e scdEvent) []any { return e.row }
+
+// checkInvariants asserts rule 7 of STAGES.md.
+func (d *memDim) checkInvariants(t *testing.T, spec scdSpec) {
+	t.Helper()
+	byKey := map[string][]scdVersion{}
+	for sk, v := range d.rows {
+		if sk != v.SK {
+			t.Fatalf("row stored under %d has SK %d", sk, v.SK)
+		}
+		k := keyString(v.Row, spec.keys)
+		byKey[k] = append(byKey[k], v)
+	}
+	for k, vs := range byKey {
+		slices.SortFunc(vs, func(a, b scdVersion) int { return cmp.Compare(a.From, b.From) })
+		current := 0
+		for i, v := range vs {
+			if v.From >= v.To {
+				t.Errorf("key %s: empty or inverted interval [%d,%d)", k, v.From, v.To)
+			}
+			if v.Current != (v.To == spec.end) {
+				t.Errorf("key %s: is_current=%v but valid_to=%d", k, v.Current, v.To)
+			}
+			if v.Current {
+				current++
+			}
+			if i > 0 && vs[i-1].To > v.From {
+				t.Errorf("key %s: overlapping intervals [%d,%d) and [%d,%d)", k, vs[i-1].From, vs[i-1].To, v.From, v.To)
+			}
+			if i > 0 && vs[i-1].To == v.From && !vs[i-1].Tombstone && !v.Tombstone && rowsEqualAt(vs[i-1].Row, v.Row, spec.tracked) {
+				t.Errorf("key %s: adjacent versions at %d with equal tracked values", k, v.From)
+			}
+		}
+		if current > 1 {
+			t.Errorf("key %s: %d current rows", k, current)
+		}
+	}
+}
+
+// canonical renders the dimension without surrogate key values, for comparing runs.
+func (d *memDim) canonical() string {
+	var lines []string
+	for _, v := range d.rows {
+		lines = append(lines, fmt.Sprintf("%v [%d,%d) current=%v tomb=%v", v.Row, v.From, v.To, v.Current, v.Tombstone))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+func upsert(key string, seq int64, tracked, type1 any) scdEvent {
+	return scdEvent{seq: seq, row: []any{key, tracked, type1}}
+}
+
+func del(key string, seq int64) scdEvent {
+	return scdEvent{seq: seq, delete: true, row: []any{key, nil, nil}}
+}
+
+func TestSCD2Scenarios(t *testing.T) {
+	type want struct {
+		tracked any
+		from    int64
+		to      int64
+	}
+	tests := []struct {
+		name    string
+		deletes string
+		batches [][]scdEvent
+		want    []string
+	}{
+		{
+			name:    "move city makes a closed row and a new current row",
+			batches: [][]scdEvent{{upsert("c1", 10, "Seattle", "x")}, {upsert("c1", 20, "Portland", "x")}},
+			want:    []string{"[c1 Seattle x] [10,20) current=false tomb=false", "[c1 Portland x] [20,253402214400000000) current=true tomb=false"},
+		},
+		{
+			name:    "equal tracked values are a no-op",
+			batches: [][]scdEvent{{upsert("c1", 10, "Seattle", "x")}, {upsert("c1", 20, "Seattle", "x")}},
+			want:    []string{"[c1 Seattle x] [10,253402214400000000) current=true tomb=false"},
+		},
+		{
+			name:    "change to NULL is a change",
+			batches: [][]scdEvent{{upsert("c1", 10, "Seattle", "x")}, {upsert("c1", 20, nil, "x")}},
+			want:    []string{"[c1 Seattle x] [10,20) current=false tomb=false", "[c1 <nil> x] [20,253402214400000000) current=true tomb=false"},
+		},
+		{
+			name:    "type 1 column overwrites every version in place",
+			batches: [][]scdEvent{{upsert("c1", 10, "Seattle", "a"), upsert("c1", 20, "Portland", "a")}, {upsert("c1", 30, "Portland", "b")}},
+			want:    []string{"[c1 Seattle b] [10,20) current=false tomb=false", "[c1 Portland b] [20,253402214400000000) current=true tomb=false"},
+		},
+		{
+			name:    "late event splits the interval it falls in",
+			batches: [][]scdEvent{{upsert("c1", 10, "A", nil), upsert("c1", 30, "C", nil)}, {upsert("c1", 20, "B", nil)}},
+			want:    []string{"[c1 A <nil>] [10,20) current=false tomb=false", "[c1 B <nil>] [20,30) current=false tomb=false", "[c1 C <nil>] [30,253402214400000000) current=true tomb=false"},
+		},
+		{
+			name:    "late event before the first version prepends one",
+			batches: [][]scdEvent{{upsert("c1", 10, "A", nil)}, {upsert("c1", 5, "Z", nil)}},
+			want:    []string{"[c1 Z <nil>] [5,10) current=false tomb=false", "[c1 A <nil>] [10,253402214400000000) current=true tomb=false"},
+		},
+		{
+			name:    "delete closes the current row and a returning key gets a new version",
+			deletes: "close",
+			batches: [][]scdEvent{{upsert("c1", 10, "A", nil)}, {del("c1", 20)}, {upsert("c1", 30, "A", nil)}},
+			want:    []string{"[c1 A <nil>] [10,20) current=false tomb=false", "[c1 A <nil>] [30,253402214400000000) current=true tomb=false"},
+		},
+		{
+			name:    "deletes ignored",
+			deletes: "ignore",
+			batches: [][]scdEvent{{upsert("c1", 10, "A", nil)}, {del("c1", 20)}},
+			want:    []string{"[c1 A <nil>] [10,253402214400000000) current=true tomb=false"},
+		},
+		{
+			name:    "tombstone marks the deletion with a current null row",
+			deletes: "tombstone",
+			batches: [][]scdEvent{{upsert("c1", 10, "A", "t")}, {del("c1", 20)}},
+			want:    []string{"[c1 A t] [10,20) current=false tomb=false", "[c1 <nil> <nil>] [20,253402214400000000) current=true tomb=true"},
+		},
+		{
+			name:    "exact duplicates in a batch are dropped and a delete wins at one sequence",
+			deletes: "close",
+			batches: [][]scdEvent{{upsert("c1", 10, "A", nil), upsert("c1", 10, "A", nil), upsert("c1", 20, "B", nil), del("c1", 20)}},
+			want:    []string{"[c1 A <nil>] [10,20) current=false tomb=false"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSCDSpec
+			spec.deletes = tc.deletes
+			if spec.deletes == "" {
+				spec.deletes = "close"
+			}
+			d := newMemDim()
+			for _, b := range tc.batches {
+				if err := d.merge(t, spec, b); err != nil {
+					t.Fatal(err)
+				}
+				d.checkInvariants(t, spec)
+			}
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if got := d.canonical(); got != strings.Join(want, "\n") {
+				t.Errorf("dimension:\ngot:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+func TestSCD2ConflictingEventsInOneBatch(t *testing.T) {
+	d := newMemDim()
+	err := d.merge(t, scdSpec{keys: []int{0}, tracked: []int{1}, deletes: "close", end: SeqMax},
+		[]scdEvent{upsert("c9", 10, "A", nil), upsert("c9", 10, "B", nil)})
+	var dup *DuplicateSequenceError
+	if !errors.As(err, &dup) || dup.Key != "c9" || dup.Seq != 10 {
+		t.Fatalf("err = %v, want a DuplicateSequenceError naming key c9 at 10", err)
+	}
+	if !strings.Contains(err.Error(), "key c9") {
+		t.Errorf("message %q does not name the key", err)
+	}
+}
+
+// TestSCD2BatchSplitsAgree is the property test of the issue: random event streams (random
+// order within a batch, duplicates, NULL transitions, deletes, returning keys) merged in
+// random batch splits give the same dimension as one big batch, and rule 7 holds after
+// every batch.
+//
+// The batches are consecutive in sequence order (each batch shuffled). Events that arrive
+// later than events of an earlier batch and fall between events the dimension has folded
+// away (no-op confirmations, deletes of absent keys) cannot be placed exactly from the
+// dimension alone; TestSCD2Scenarios covers the late events that can.
+func TestSCD2BatchSplitsAgree(t *testing.T) {
+	for _, deletes := range []string{"ignore", "close", "tombstone"} {
+		t.Run(deletes, func(t *testing.T) {
+			spec := testSCDSpec
+			spec.deletes = deletes
+			for seed := range uint64(300) {
+				rng := rand.New(rand.NewPCG(seed, 7))
+				stream := randomStream(rng)
+				whole := newMemDim()
+				if err := whole.merge(t, spec, stream); err != nil {
+					t.Fatalf("seed %d: one batch: %v", seed, err)
+				}
+				whole.checkInvariants(t, spec)
+				sorted := slices.Clone(stream)
+				slices.SortStableFunc(sorted, func(a, b scdEvent) int { return cmp.Compare(a.seq, b.seq) })
+				for split := range 3 {
+					parts := randomSplit(rng, sorted)
+					for _, p := range parts {
+						rng.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
+					}
+					d := newMemDim()
+					for _, p := range parts {
+						if err := d.merge(t, spec, p); err != nil {
+							t.Fatalf("seed %d split %d: %v", seed, split, err)
+						}
+						d.checkInvariants(t, spec)
+					}
+					if got, want := d.canonical(), whole.canonical(); got != want {
+						t.Fatalf("seed %d split %d (%d batches): dimension differs from one batch\nstream: %v\ngot:\n%s\nwant:\n%s", seed, split, len(parts), stream, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// randomStream makes events over a few keys with unique (key, sequence) pairs, plus exact
+// duplicates of some of them.
+func randomStream(rng *rand.Rand) []scdEvent {
+	keys := []string{"k1", "k2", "k3"}
+	values := []any{nil, "a", "b", "c"}
+	var evs []scdEvent
+	used := map[string]bool{}
+	for range 4 + rng.IntN(20) {
+		k := keys[rng.IntN(len(keys))]
+		seq := int64(1 + rng.IntN(40))
+		id := fmt.Sprint(k, seq)
+		if used[id] {
+			continue
+		}
+		used[id] = true
+		var e scdEvent
+		if rng.IntN(6) == 0 {
+			e = del(k, seq)
+		} else {
+			e = upsert(k, seq, values[rng.IntN(len(values))], values[rng.IntN(len(values))])
+		}
+		evs = append(evs, e)
+		if rng.IntN(5) == 0 {
+			evs = append(evs, e) // exact duplicate
+		}
+	}
+	return evs
+}
+
+// randomSplit cuts evs into consecutive batches (copies), never between two events with
+// the same sequence value.
+func randomSplit(rng *rand.Rand, evs []scdEvent) [][]scdEvent {
+	var parts [][]scdEvent
+	for len(evs) > 0 {
+		n := 1 + rng.IntN(len(evs))
+		for n < len(evs) && evs[n].seq == evs[n-1].seq {
+			n++
+		}
+		parts = append(parts, slices.Clone(evs[:n]))
+		evs = evs[n:]
+	}
+	return parts
+}
