@@ -1,0 +1,14 @@
+// Package testenv gives tests the services they need from the environment that
+// scripts/test.sh sets up, today an S3-compatible store (MinIO).
+//
+// The variables, exported by scripts/test.sh after it starts MinIO on 127.0.0.1:
+//
+//	ORCH_TEST_S3_ENDPOINT    http://127.0.0.1:PORT (a URL; the scheme says HTTP or HTTPS)
+//	ORCH_TEST_S3_ACCESS_KEY  access key (MinIO root user)
+//	ORCH_TEST_S3_SECRET_KEY  secret key
+//	ORCH_TEST_S3_BUCKET      bucket for tests; created if missing (default orchestrator-test)
+//
+// With no endpoint a test that needs S3 is skipped, with a message saying to run
+// scripts/test.sh, unless CI=true: then it fails, so CI can never pass by skipping the
+// S3 tests.
+package testenv

@@ -1,0 +1,112 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/s3"
+)
+
+// Names of the environment variables scripts/test.sh exports.
+const (
+	EnvS3Endpoint  = "ORCH_TEST_S3_ENDPOINT"
+	EnvS3AccessKey = "ORCH_TEST_S3_ACCESS_KEY"
+	EnvS3SecretKey = "ORCH_TEST_S3_SECRET_KEY"
+	EnvS3Bucket    = "ORCH_TEST_S3_BUCKET"
+)
+
+// DefaultS3Bucket is the bucket used when ORCH_TEST_S3_BUCKET is unset.
+const DefaultS3Bucket = "orchestrator-test"
+
+// InCI reports whether the tests run in CI (CI=true), where missing services are
+// failures, not skips.
+func InCI() bool {
+	ci, _ := strconv.ParseBool(os.Getenv("CI"))
+	return ci
+}
+
+// S3Config returns the configuration of the test MinIO: endpoint, credentials, path
+// style and bucket, with no Prefix. The bucket exists when it returns. With no
+// endpoint set it skips the test, or fails it when CI=true.
+func S3Config(t testing.TB) s3.Config {
+	t.Helper()
+	endpoint := os.Getenv(EnvS3Endpoint)
+	if endpoint == "" {
+		msg := EnvS3Endpoint + " is not set, so there is no S3 (MinIO) to test against"
+		if InCI() {
+			t.Fatalf("%s; CI=true requires the S3 tests to run: run them through scripts/test.sh, which starts MinIO and sets %s, %s, %s and %s",
+				msg, EnvS3Endpoint, EnvS3AccessKey, EnvS3SecretKey, EnvS3Bucket)
+		}
+		t.Skipf("%s; run bash scripts/test.sh to start MinIO and run every test", msg)
+	}
+	bucket := os.Getenv(EnvS3Bucket)
+	if bucket == "" {
+		bucket = DefaultS3Bucket
+	}
+	cfg := s3.Config{
+		Endpoint:  endpoint,
+		AccessKey: os.Getenv(EnvS3AccessKey),
+		SecretKey: os.Getenv(EnvS3SecretKey),
+		Region:    "us-east-1",
+		Bucket:    bucket,
+		PathStyle: true,
+	}
+	st, err := s3.New(cfg)
+	if err != nil {
+		t.Fatalf("test S3 store: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := st.EnsureBucket(ctx); err != nil {
+		t.Fatalf("test S3 at %s: %v", endpoint, err)
+	}
+	return cfg
+}
+
+var unsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// S3Prefix returns a fresh key prefix for t, unique across tests, runs and processes,
+// such as "test/TestConformance_RoundTrip-6XJ3…".
+func S3Prefix(t testing.TB) string {
+	name := strings.Trim(unsafe.ReplaceAllString(t.Name(), "_"), "_.")
+	if len(name) > 80 {
+		name = name[:80]
+	}
+	return "test/" + name + "-" + strings.ToLower(rand.Text()[:12])
+}
+
+// S3Store returns a store on the test MinIO under a fresh prefix (see S3Prefix). When
+// the test ends, everything under the prefix is deleted. It skips or fails like
+// S3Config when there is no endpoint.
+func S3Store(t testing.TB) objectstore.Store {
+	t.Helper()
+	cfg := S3Config(t)
+	cfg.Prefix = S3Prefix(t)
+	st, err := s3.New(cfg)
+	if err != nil {
+		t.Fatalf("test S3 store: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		infos, err := st.List(ctx, "", "")
+		if err != nil {
+			t.Logf("cleaning up %s: %v", st, err)
+			return
+		}
+		for _, in := range infos {
+			if err := st.Delete(ctx, in.Key); err != nil {
+				t.Logf("cleaning up %s: %v", st, err)
+				return
+			}
+		}
+	})
+	return st
+}
