@@ -1,0 +1,84 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+)
+
+// Env is what a stage runs with: where tables live, how to reach sources, who is running
+// it (recorded in every commit), a clock and a logger.
+type Env struct {
+	// Warehouse is the store holding every declared table, each under its Path.
+	Warehouse objectstore.Store
+	// Tables are the pipeline's declared tables by name.
+	Tables map[string]*Table
+	// OpenLocation opens the store behind a source location (a local path, file://, s3://
+	// or mem:// URL) and returns the key prefix inside it; ingest uses it for globs.
+	OpenLocation func(ctx context.Context, location string) (objectstore.Store, string, error)
+	// Lineage names the pipeline, stage, run and attempt; stages copy it into commits.
+	Lineage delta.Lineage
+	// Delta carries the clock, engine info and user name for delta operations.
+	Delta delta.Options
+	// Logger receives progress and warnings; nil means slog.Default().
+	Logger *slog.Logger
+	// Progress, when set, is called as rows flow, for live progress displays.
+	Progress func(Progress)
+}
+
+// Now returns the environment's clock reading.
+func (e *Env) Now() time.Time {
+	if e.Delta.Now != nil {
+		return e.Delta.Now()
+	}
+	return time.Now()
+}
+
+// Log returns the logger to use.
+func (e *Env) Log() *slog.Logger {
+	if e.Logger != nil {
+		return e.Logger
+	}
+	return slog.Default()
+}
+
+// Progress is a running count reported while a stage works.
+type Progress struct {
+	RowsRead    int64
+	RowsWritten int64
+}
+
+// TableVersion names a version of a table that a stage read or committed.
+type TableVersion struct {
+	Table   string
+	Version int64
+}
+
+// Result is what a stage did, for run records, the CLI summary and metrics.
+type Result struct {
+	RowsRead     int64
+	RowsWritten  int64
+	RowsSkipped  int64 // bad records skipped or quarantined (on_error skip / quarantine)
+	FilesRead    int64
+	FilesWritten int64
+	BytesRead    int64
+	BytesWritten int64
+	// VersionsRead and VersionsWritten list the table versions read and committed; a
+	// rerun that found nothing to do writes none.
+	VersionsRead    []TableVersion
+	VersionsWritten []TableVersion
+	Duration        time.Duration
+	// Notes are human-readable remarks ("3 files already ingested", "dry run: ...").
+	Notes []string
+}
+
+// Stage is one unit of pipeline work. Run must be safe to call again after a failure or a
+// crash at any point: it commits its progress with its data and does nothing twice.
+type Stage interface {
+	Name() string
+	Kind() Kind
+	Run(ctx context.Context, env *Env) (Result, error)
+}
