@@ -1,0 +1,135 @@
+"""Fixtures of the interoperability suite: the deltatool binary (built once), one local
+SparkSession with Delta (started once), and the MinIO settings from scripts/test.sh."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from support import DeltaTool
+
+REPO = Path(__file__).resolve().parent.parent
+IVY_DIR = Path(os.environ.get("ORCH_IVY_DIR", Path.home() / ".cache" / "orchestrator-ivy"))
+
+
+@pytest.fixture(scope="session")
+def deltatool_bin(tmp_path_factory) -> Path:
+    """The Go helper: $DELTATOOL when the test script built it, else built here once."""
+    given = os.environ.get("DELTATOOL")
+    if given:
+        return Path(given)
+    out = tmp_path_factory.mktemp("bin") / "deltatool"
+    proc = subprocess.run(
+        ["go", "build", "-o", str(out), "./interop/deltatool"], cwd=REPO, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"go build ./interop/deltatool failed:\n{proc.stderr}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def s3_env() -> dict[str, str] | None:
+    """MinIO settings exported by scripts/test.sh; None when absent (outside CI)."""
+    keys = ["ORCH_TEST_S3_ENDPOINT", "ORCH_TEST_S3_ACCESS_KEY", "ORCH_TEST_S3_SECRET_KEY", "ORCH_TEST_S3_BUCKET"]
+    env = {k: os.environ.get(k, "") for k in keys}
+    return env if all(env.values()) else None
+
+
+@pytest.fixture
+def deltatool(deltatool_bin, tmp_path) -> DeltaTool:
+    return DeltaTool(deltatool_bin, tmp_path)
+
+
+@pytest.fixture
+def s3(s3_env, request):
+    """MinIO settings; a test that needs them fails in CI and is skipped elsewhere when absent."""
+    if s3_env is None:
+        msg = "ORCH_TEST_S3_* not set (run through scripts/test.sh, which starts MinIO)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return S3(s3_env, request.node.name)
+
+
+class S3:
+    """A unique prefix in the test bucket, with the options each engine needs to reach it."""
+
+    def __init__(self, env: dict[str, str], test_name: str):
+        self.endpoint = env["ORCH_TEST_S3_ENDPOINT"]
+        if "://" not in self.endpoint:
+            self.endpoint = "http://" + self.endpoint
+        self.bucket = env["ORCH_TEST_S3_BUCKET"]
+        self.access_key = env["ORCH_TEST_S3_ACCESS_KEY"]
+        self.secret_key = env["ORCH_TEST_S3_SECRET_KEY"]
+        safe = "".join(c if c.isalnum() else "-" for c in test_name)[:60]
+        self.prefix = f"interop/{int(time.time() * 1000)}-{os.getpid()}-{safe}"
+
+    def url(self, name: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix}/{name}"
+
+    @property
+    def delta_rs_options(self) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": "us-east-1",
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_S3_ALLOW_UNSAFE_RENAME": "false",
+            "conditional_put": "etag",
+        }
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """One local SparkSession with Delta for the whole run (the JVM starts once, ~20 s).
+
+    The Delta jar comes from Maven Central through Ivy and is cached in IVY_DIR, so only the
+    first run on a machine downloads it. Session time zone is UTC so that timestamps compare
+    as instants; the driver binds to loopback only."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    delta_version = metadata.version("delta-spark")
+    spark_minor = ".".join(metadata.version("pyspark").split(".")[:2])
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    started = time.monotonic()
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("orchestrator-interop")
+        .config("spark.jars.packages", f"io.delta:delta-spark_{spark_minor}_2.13:{delta_version}")
+        .config("spark.jars.ivy", str(IVY_DIR))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={warehouse}")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    print(f"\nSparkSession with Delta {delta_version} started in {time.monotonic() - started:.1f}s")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def table_dir(tmp_path) -> Path:
+    """A fresh local directory for one table (not created: writers create it)."""
+    d = tmp_path / "table"
+    shutil.rmtree(d, ignore_errors=True)
+    return d
