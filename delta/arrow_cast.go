@@ -1,0 +1,229 @@
+package delta
+
+import (
+	"fmt"
+	"math/big"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// castToTable converts an array read from a data file to the table's Arrow type. It is
+// lenient where files written by other engines differ from the table schema in ways the
+// protocol allows: INT96 (nanosecond) and millisecond timestamps, zone labels, widened
+// integers and floats, decimals stored with another precision or scale, strings read as
+// binary, struct fields in another order or missing (schema evolution: nulls), list and
+// map field names of legacy encodings, nullability flags, and all-null columns.
+func castToTable(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (arrow.Array, error) {
+	src := arr.DataType()
+	if arrow.TypeEqual(src, target) {
+		arr.Retain()
+		return arr, nil
+	}
+	if src.ID() == arrow.NULL {
+		return array.MakeArrayOfNull(mem, target, arr.Len()), nil
+	}
+	fail := func() (arrow.Array, error) {
+		return nil, fmt.Errorf("cannot read %s as %s", src, target)
+	}
+	switch t := target.(type) {
+	case *arrow.TimestampType:
+		s, ok := src.(*arrow.TimestampType)
+		if !ok {
+			return fail()
+		}
+		return convertTimestamp(mem, arr.(*array.Timestamp), s.Unit, t), nil
+	case *arrow.Int64Type, *arrow.Int32Type, *arrow.Int16Type, *arrow.Int8Type:
+		return castInts(mem, arr, target)
+	case *arrow.Float64Type:
+		if a, ok := arr.(*array.Float32); ok {
+			b := array.NewFloat64Builder(mem)
+			defer b.Release()
+			b.Reserve(a.Len())
+			for i := 0; i < a.Len(); i++ {
+				if a.IsNull(i) {
+					b.AppendNull()
+				} else {
+					b.Append(float64(a.Value(i)))
+				}
+			}
+			return b.NewArray(), nil
+		}
+		return castInts(mem, arr, target)
+	case *arrow.StringType, *arrow.BinaryType:
+		switch src.ID() {
+		case arrow.STRING, arrow.BINARY:
+			return relabel(arr, target), nil
+		}
+		return fail()
+	case *arrow.Date32Type:
+		return fail()
+	case *arrow.Decimal128Type:
+		return castDecimal(mem, arr, t)
+	case *arrow.StructType:
+		s, ok := arr.(*array.Struct)
+		if !ok {
+			return fail()
+		}
+		st := src.(*arrow.StructType)
+		children := make([]arrow.Array, t.NumFields())
+		defer releaseAll(children)
+		for i, tf := range t.Fields() {
+			idx := -1
+			for j, sf := range st.Fields() {
+				if strings.EqualFold(sf.Name, tf.Name) {
+					idx = j
+					break
+				}
+			}
+			if idx < 0 {
+				children[i] = array.MakeArrayOfNull(mem, tf.Type, s.Len())
+				continue
+			}
+			c, err := castToTable(mem, s.Field(idx), tf.Type)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %w", tf.Name, err)
+			}
+			children[i] = c
+		}
+		return rebuild(arr, target, children), nil
+	case *arrow.MapType:
+		m, ok := arr.(*array.Map)
+		if !ok {
+			return fail()
+		}
+		k, err := castToTable(mem, m.Keys(), t.KeyType())
+		if err != nil {
+			return nil, fmt.Errorf("map key: %w", err)
+		}
+		defer k.Release()
+		v, err := castToTable(mem, m.Items(), t.ItemType())
+		if err != nil {
+			return nil, fmt.Errorf("map value: %w", err)
+		}
+		defer v.Release()
+		entries := array.NewData(t.Elem(), k.Len(), []*memory.Buffer{nil}, []arrow.ArrayData{k.Data(), v.Data()}, 0, 0)
+		defer entries.Release()
+		d := arr.Data()
+		out := array.NewData(target, d.Len(), d.Buffers(), []arrow.ArrayData{entries}, d.NullN(), d.Offset())
+		defer out.Release()
+		return array.MakeFromData(out), nil
+	case *arrow.ListType:
+		l, ok := arr.(*array.List)
+		if !ok {
+			return fail()
+		}
+		vals, err := castToTable(mem, l.ListValues(), t.Elem())
+		if err != nil {
+			return nil, fmt.Errorf("array element: %w", err)
+		}
+		defer vals.Release()
+		return rebuild(arr, target, []arrow.Array{vals}), nil
+	}
+	return fail()
+}
+
+// relabel reuses arr's buffers under another, layout-compatible type.
+func relabel(arr arrow.Array, target arrow.DataType) arrow.Array {
+	d := arr.Data()
+	nd := array.NewData(target, d.Len(), d.Buffers(), d.Children(), d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd)
+}
+
+// castInts widens integers (files written before a type change, or with a narrower
+// physical type) to the target integer or float type.
+func castInts(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (arrow.Array, error) {
+	get, ok := intGetter(arr)
+	if !ok {
+		return nil, fmt.Errorf("cannot read %s as %s", arr.DataType(), target)
+	}
+	b := array.NewBuilder(mem, target)
+	defer b.Release()
+	b.Reserve(arr.Len())
+	for i := 0; i < arr.Len(); i++ {
+		if arr.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		v := get(i)
+		switch bb := b.(type) {
+		case *array.Int64Builder:
+			bb.Append(v)
+		case *array.Int32Builder:
+			bb.Append(int32(v))
+		case *array.Int16Builder:
+			bb.Append(int16(v))
+		case *array.Int8Builder:
+			bb.Append(int8(v))
+		case *array.Float64Builder:
+			bb.Append(float64(v))
+		}
+	}
+	return b.NewArray(), nil
+}
+
+func intGetter(arr arrow.Array) (func(int) int64, bool) {
+	switch a := arr.(type) {
+	case *array.Int64:
+		return func(i int) int64 { return a.Value(i) }, true
+	case *array.Int32:
+		return func(i int) int64 { return int64(a.Value(i)) }, true
+	case *array.Int16:
+		return func(i int) int64 { return int64(a.Value(i)) }, true
+	case *array.Int8:
+		return func(i int) int64 { return int64(a.Value(i)) }, true
+	case *array.Uint32:
+		return func(i int) int64 { return int64(a.Value(i)) }, true
+	case *array.Uint16:
+		return func(i int) int64 { return int64(a.Value(i)) }, true
+	case *array.Uint8:
+		return func(i int) int64 { return int64(a.Value(i)) }, true
+	}
+	return nil, false
+}
+
+// castDecimal reads decimals stored with another precision or scale (or as a plain
+// integer column, or as decimal256) as the target decimal128.
+func castDecimal(mem memory.Allocator, arr arrow.Array, t *arrow.Decimal128Type) (arrow.Array, error) {
+	var get func(int) *big.Int
+	var srcScale int32
+	switch a := arr.(type) {
+	case *array.Decimal128:
+		srcScale = a.DataType().(*arrow.Decimal128Type).Scale
+		if srcScale == t.Scale {
+			return relabel(arr, t), nil
+		}
+		get = func(i int) *big.Int { return a.Value(i).BigInt() }
+	case *array.Decimal256:
+		srcScale = a.DataType().(*arrow.Decimal256Type).Scale
+		get = func(i int) *big.Int { return a.Value(i).BigInt() }
+	default:
+		g, ok := intGetter(arr)
+		if !ok {
+			return nil, fmt.Errorf("cannot read %s as %s", arr.DataType(), t)
+		}
+		get = func(i int) *big.Int { return big.NewInt(g(i)) }
+	}
+	b := array.NewDecimal128Builder(mem, t)
+	defer b.Release()
+	b.Reserve(arr.Len())
+	ten := big.NewInt(10)
+	for i := 0; i < arr.Len(); i++ {
+		if arr.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		v := get(i)
+		if d := t.Scale - srcScale; d > 0 {
+			v.Mul(v, new(big.Int).Exp(ten, big.NewInt(int64(d)), nil))
+		} else if d < 0 {
+			v.Quo(v, new(big.Int).Exp(ten, big.NewInt(int64(-d)), nil))
+		}
+		b.Append(decimal128.FromBigInt(v))
+	}
+	return b.NewArray(), nil
+}

@@ -1,0 +1,125 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/orchestrator-io/orchestrator/objectstore"
+)
+
+// wholeFileLimit: objects up to this size are fetched with one Get rather than ranged reads.
+const wholeFileLimit = 8 << 20
+
+// rangeReaderAt adapts a store with GetRange to the io.ReaderAt + io.Seeker that the
+// Parquet reader wants, so only the footer and the needed column chunks are fetched.
+type rangeReaderAt struct {
+	ctx  context.Context
+	rg   objectstore.RangeGetter
+	key  string
+	size int64
+	pos  int64
+}
+
+func (r *rangeReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off >= r.size {
+		return 0, io.EOF
+	}
+	n := int64(len(p))
+	if off+n > r.size {
+		n = r.size - off
+	}
+	rc, err := r.rg.GetRange(r.ctx, r.key, off, n)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	got, err := io.ReadFull(rc, p[:n])
+	if err == nil && got < len(p) {
+		err = io.EOF
+	}
+	return got, err
+}
+
+func (r *rangeReaderAt) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += r.pos
+	case io.SeekEnd:
+		offset += r.size
+	}
+	if offset < 0 {
+		return 0, errors.New("seek before start")
+	}
+	r.pos = offset
+	return offset, nil
+}
+
+// openParquet opens a data file for Arrow reading. size is the object's size if known
+// (the add action's), else -1. The returned closer releases the Parquet reader.
+func openParquet(ctx context.Context, store objectstore.Store, key string, size int64, mem memory.Allocator, batchSize int64) (*pqarrow.FileReader, func(), error) {
+	var src parquet.ReaderAtSeeker
+	rg, ranged := store.(objectstore.RangeGetter)
+	if size < 0 && ranged {
+		info, err := store.Stat(ctx, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		size = info.Size
+	}
+	if ranged && size > wholeFileLimit {
+		src = &rangeReaderAt{ctx: ctx, rg: rg, key: key, size: size}
+	} else {
+		rc, err := store.Get(ctx, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		var buf bytes.Buffer
+		if size > 0 {
+			buf.Grow(int(size))
+		}
+		_, err = io.Copy(&buf, rc)
+		rc.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", key, err)
+		}
+		src = bytes.NewReader(buf.Bytes())
+	}
+	props := parquet.NewReaderProperties(mem)
+	props.BufferedStreamEnabled = true
+	pf, err := file.NewParquetReader(src, file.WithReadProps(props))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchSize}, mem)
+	if err != nil {
+		pf.Close()
+		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
+	}
+	return fr, func() { pf.Close() }, nil
+}
+
+// leafIndices lists the Parquet leaf column indices under top-level field i.
+func leafIndices(fr *pqarrow.FileReader, i int) []int {
+	var out []int
+	var walk func(f *pqarrow.SchemaField)
+	walk = func(f *pqarrow.SchemaField) {
+		if f.IsLeaf() {
+			out = append(out, f.ColIndex)
+			return
+		}
+		for j := range f.Children {
+			walk(&f.Children[j])
+		}
+	}
+	walk(&fr.Manifest.Fields[i])
+	return out
+}

@@ -1,0 +1,180 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/google/uuid"
+)
+
+// parquetCreatedBy is written in the files' footers.
+const parquetCreatedBy = "orchestrator (github.com/orchestrator-io/orchestrator) via arrow-go parquet"
+
+// partFile is one data file being written: Parquet bytes buffered in memory (the store
+// wants a known size), the stats of its rows, and where it goes.
+type partFile struct {
+	w      *DataWriter
+	rel    string // path relative to the table root, unescaped (as on storage)
+	vals   []*string
+	buf    bytes.Buffer
+	pw     *pqarrow.FileWriter
+	stats  *fileStats
+	rgRows int64
+	// Size estimation: pqarrow reports little about a buffered row group, so the Arrow
+	// size of what went in is tracked and scaled by the compression ratio seen so far.
+	rgArrow      int64 // Arrow bytes in the open row group
+	flushedArrow int64 // Arrow bytes of the row groups already in buf
+}
+
+// parquetWriterProps are the Spark-compatible writer settings: the chosen codec, decimals
+// of precision ≤ 18 as INT32/INT64, timestamps as INT64 microseconds (never INT96), the
+// standard 3-level lists and MAP groups.
+func parquetWriterProps(o WriteOptions) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
+	props := parquet.NewWriterProperties(
+		parquet.WithCompression(o.Compression),
+		parquet.WithStoreDecimalAsInteger(true),
+		parquet.WithCreatedBy(parquetCreatedBy),
+		parquet.WithAllocator(o.Allocator),
+		parquet.WithStats(true),
+		parquet.WithDictionaryDefault(true),
+	)
+	aprops := pqarrow.NewArrowWriterProperties(
+		pqarrow.WithAllocator(o.Allocator),
+		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
+		pqarrow.WithTruncatedTimestamps(true),
+	)
+	return props, aprops
+}
+
+func newPartFile(w *DataWriter, dir string, vals []*string) (*partFile, error) {
+	name := fmt.Sprintf("part-%05d-%s-c000%s.parquet", w.seq, uuid.NewString(), codecSuffix(w.opts))
+	w.seq++
+	rel := name
+	if dir != "" {
+		rel = dir + "/" + name
+	}
+	if w.opts.Dir != "" {
+		rel = w.opts.Dir + "/" + rel
+	}
+	f := &partFile{w: w, rel: rel, vals: vals, stats: newFileStats(w.dataST, w.opts.NumIndexedCols)}
+	props, aprops := parquetWriterProps(w.opts)
+	pw, err := pqarrow.NewFileWriter(w.dataArrow, &f.buf, props, aprops)
+	if err != nil {
+		return nil, fmt.Errorf("open parquet writer: %w", err)
+	}
+	f.pw = pw
+	return f, nil
+}
+
+func codecSuffix(o WriteOptions) string {
+	switch o.Compression.String() {
+	case "UNCOMPRESSED":
+		return ""
+	case "SNAPPY":
+		return ".snappy"
+	case "GZIP":
+		return ".gz"
+	case "ZSTD":
+		return ".zstd"
+	case "LZ4_RAW", "LZ4":
+		return ".lz4"
+	case "BROTLI":
+		return ".br"
+	}
+	return ""
+}
+
+// write appends rows to the current row group, starting a new one once the current one
+// reaches the row group size.
+func (f *partFile) write(rec arrow.RecordBatch) error {
+	if f.rgRows > 0 && f.rgArrow >= f.w.opts.RowGroupSize {
+		if err := f.pw.NewBufferedRowGroupChecked(); err != nil {
+			return err
+		}
+		f.rgRows = 0
+		f.flushedArrow += f.rgArrow
+		f.rgArrow = 0
+	}
+	if err := f.pw.WriteBuffered(rec); err != nil {
+		return err
+	}
+	f.rgRows += rec.NumRows()
+	for _, c := range rec.Columns() {
+		f.rgArrow += approxSize(c)
+	}
+	f.stats.update(rec)
+	return nil
+}
+
+// size estimates the file's size so far: bytes flushed plus the open row group's Arrow
+// size scaled by the compression ratio of the flushed ones (1 before the first flush).
+func (f *partFile) size() int64 {
+	flushed := int64(f.buf.Len())
+	if f.flushedArrow == 0 {
+		return flushed + f.rgArrow
+	}
+	return flushed + int64(float64(f.rgArrow)*float64(flushed)/float64(f.flushedArrow))
+}
+
+// approxSize is the Arrow size in bytes of an array's values, honouring slices.
+func approxSize(arr arrow.Array) int64 {
+	n := int64(arr.Len())
+	if n == 0 {
+		return 0
+	}
+	switch a := arr.(type) {
+	case *array.String:
+		offs := a.ValueOffsets()
+		return int64(offs[len(offs)-1]-offs[0]) + 4*n
+	case *array.Binary:
+		offs := a.ValueOffsets()
+		return int64(offs[len(offs)-1]-offs[0]) + 4*n
+	case *array.Struct:
+		var sum int64
+		for i := 0; i < a.NumField(); i++ {
+			sum += approxSize(a.Field(i))
+		}
+		return sum + n/8
+	case array.ListLike:
+		child := a.ListValues()
+		if child.Len() == 0 || n == 0 {
+			return 4 * n
+		}
+		start, _ := a.ValueOffsets(0)
+		_, end := a.ValueOffsets(int(n) - 1)
+		return approxSize(child)*(end-start)/int64(child.Len()) + 4*n
+	}
+	if fw, ok := arr.DataType().(arrow.FixedWidthDataType); ok {
+		return n*int64(fw.BitWidth())/8 + n/8
+	}
+	return 8 * n
+}
+
+// finish writes the footer, uploads the file and returns its add action.
+func (f *partFile) finish(ctx context.Context) (*Add, error) {
+	if err := f.pw.Close(); err != nil {
+		return nil, fmt.Errorf("close parquet writer: %w", err)
+	}
+	data := f.buf.Bytes()
+	key := joinKey(f.w.root, f.rel)
+	if err := f.w.store.Put(ctx, key, bytes.NewReader(data), int64(len(data))); err != nil {
+		return nil, fmt.Errorf("upload %s: %w", key, err)
+	}
+	pv := make(map[string]*string, len(f.w.partIdx))
+	for i, ci := range f.w.partIdx {
+		pv[f.w.schema.Fields[ci].Name] = f.vals[i]
+	}
+	return &Add{
+		Path:             encodePath(f.rel),
+		PartitionValues:  pv,
+		Size:             int64(len(data)),
+		ModificationTime: f.w.opts.Now().UnixMilli(),
+		DataChange:       true,
+		Stats:            f.stats.JSON(),
+	}, nil
+}

@@ -1,0 +1,532 @@
+package delta
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// boundPredicate is a Predicate resolved against a table schema: columns found, literals
+// converted to the columns' types.
+type boundPredicate struct {
+	kind  boundKind
+	terms []*boundPredicate
+	path  []string // resolved field names, top-level first
+	typ   DataType // the column's type
+	op    Op
+	vals  []value
+	not   bool
+}
+
+type boundKind int
+
+const (
+	bAnd boundKind = iota
+	bOr
+	bCmp
+	bIn
+	bNull
+)
+
+// tri-state truth (SQL three-valued logic).
+const (
+	tFalse int8 = iota
+	tTrue
+	tNull
+)
+
+func bindPredicate(p Predicate, schema *StructType) (*boundPredicate, error) {
+	switch x := p.(type) {
+	case *AndPredicate, *OrPredicate:
+		b := &boundPredicate{kind: bAnd}
+		terms := []Predicate(nil)
+		if a, ok := x.(*AndPredicate); ok {
+			terms = a.Terms
+		} else {
+			b.kind = bOr
+			terms = x.(*OrPredicate).Terms
+		}
+		if len(terms) == 0 {
+			return nil, fmt.Errorf("empty %s", map[boundKind]string{bAnd: "AND", bOr: "OR"}[b.kind])
+		}
+		for _, t := range terms {
+			bt, err := bindPredicate(t, schema)
+			if err != nil {
+				return nil, err
+			}
+			b.terms = append(b.terms, bt)
+		}
+		return b, nil
+	case *Comparison:
+		b, err := bindColumn(x.Column, schema)
+		if err != nil {
+			return nil, err
+		}
+		switch x.Op {
+		case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
+		default:
+			return nil, fmt.Errorf("unknown operator %q", x.Op)
+		}
+		b.kind, b.op = bCmp, x.Op
+		v, err := literalValue(b.typ, x.Value)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", x.Column, err)
+		}
+		b.vals = []value{v}
+		return b, nil
+	case *InList:
+		b, err := bindColumn(x.Column, schema)
+		if err != nil {
+			return nil, err
+		}
+		b.kind = bIn
+		for _, lv := range x.Values {
+			v, err := literalValue(b.typ, lv)
+			if err != nil {
+				return nil, fmt.Errorf("column %s: %w", x.Column, err)
+			}
+			b.vals = append(b.vals, v)
+		}
+		return b, nil
+	case *NullCheck:
+		b, err := bindColumn(x.Column, schema)
+		if err != nil {
+			return nil, err
+		}
+		b.kind, b.not = bNull, x.Not
+		return b, nil
+	case nil:
+		return nil, fmt.Errorf("nil predicate")
+	}
+	return nil, fmt.Errorf("unknown predicate %T", p)
+}
+
+func bindColumn(name string, schema *StructType) (*boundPredicate, error) {
+	parts := strings.Split(name, ".")
+	if schema.Field(name) != nil {
+		parts = []string{name} // a top-level name containing dots
+	}
+	st := schema
+	b := &boundPredicate{}
+	for i, p := range parts {
+		if st == nil {
+			return nil, fmt.Errorf("column %s: %s is not a struct", name, strings.Join(parts[:i], "."))
+		}
+		f := st.Field(p)
+		if f == nil {
+			return nil, fmt.Errorf("column %s is not in the table schema", name)
+		}
+		b.path = append(b.path, f.Name)
+		b.typ = f.Type
+		st, _ = f.Type.(*StructType)
+	}
+	switch b.typ.(type) {
+	case *ArrayType, *MapType, *StructType:
+		return nil, fmt.Errorf("column %s has type %s, which predicates cannot compare", name, b.typ)
+	}
+	return b, nil
+}
+
+// columns lists the top-level columns the predicate reads.
+func (b *boundPredicate) columns() []string {
+	var out []string
+	seen := map[string]bool{}
+	var walk func(*boundPredicate)
+	walk = func(p *boundPredicate) {
+		if len(p.path) > 0 && !seen[strings.ToLower(p.path[0])] {
+			seen[strings.ToLower(p.path[0])] = true
+			out = append(out, p.path[0])
+		}
+		for _, t := range p.terms {
+			walk(t)
+		}
+	}
+	walk(b)
+	return out
+}
+
+// test applies a leaf predicate to one value (null: vNull kind).
+func (b *boundPredicate) test(v value) int8 {
+	if b.kind == bNull {
+		return boolTri((v.kind == vNull) != b.not)
+	}
+	if v.kind == vNull {
+		return tNull
+	}
+	if b.kind == bIn {
+		for _, w := range b.vals {
+			if compareValues(v, w) == 0 {
+				return tTrue
+			}
+		}
+		return tFalse
+	}
+	c := compareValues(v, b.vals[0])
+	switch b.op {
+	case OpEq:
+		return boolTri(c == 0)
+	case OpNe:
+		return boolTri(c != 0)
+	case OpLt:
+		return boolTri(c < 0)
+	case OpLe:
+		return boolTri(c <= 0)
+	case OpGt:
+		return boolTri(c > 0)
+	}
+	return boolTri(c >= 0)
+}
+
+func boolTri(b bool) int8 {
+	if b {
+		return tTrue
+	}
+	return tFalse
+}
+
+// fileStatsView is a parsed stats string.
+type fileStatsView struct {
+	numRecords *int64
+	min, max   map[string]any
+	nulls      map[string]any
+}
+
+func parseStatsView(s string) *fileStatsView {
+	if s == "" {
+		return nil
+	}
+	var raw struct {
+		NumRecords *int64         `json:"numRecords"`
+		MinValues  map[string]any `json:"minValues"`
+		MaxValues  map[string]any `json:"maxValues"`
+		NullCount  map[string]any `json:"nullCount"`
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	dec.UseNumber()
+	if dec.Decode(&raw) != nil {
+		return nil // unreadable stats never prune
+	}
+	return &fileStatsView{numRecords: raw.NumRecords, min: raw.MinValues, max: raw.MaxValues, nulls: raw.NullCount}
+}
+
+func lookupPath(m map[string]any, path []string) (any, bool) {
+	var cur any = m
+	for _, p := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		var found bool
+		cur, found = mm[p]
+		if !found {
+			for k, v := range mm { // names are case-insensitive
+				if strings.EqualFold(k, p) {
+					cur, found = v, true
+					break
+				}
+			}
+		}
+		if !found {
+			return nil, false
+		}
+	}
+	return cur, cur != nil
+}
+
+// statValue converts a min/max stat to a value of the column's type.
+func statValue(dt DataType, raw any) (value, bool) {
+	var s string
+	switch x := raw.(type) {
+	case json.Number:
+		s = x.String()
+	case string:
+		s = x
+	case bool:
+		return value{kind: vBool, b: x}, true
+	default:
+		return value{}, false
+	}
+	v, err := parseTyped(dt, s, false)
+	return v, err == nil
+}
+
+// mayMatchFile reports whether a file can hold a row for which the predicate is true:
+// exactly for partition columns, conservatively from stats for others (a file without
+// stats is never pruned).
+func (b *boundPredicate) mayMatchFile(a *Add, isPart map[string]bool) (bool, error) {
+	var sv *fileStatsView
+	parsed := false
+	var rec func(p *boundPredicate) (bool, error)
+	rec = func(p *boundPredicate) (bool, error) {
+		switch p.kind {
+		case bAnd:
+			for _, t := range p.terms {
+				if ok, err := rec(t); err != nil || !ok {
+					return ok, err
+				}
+			}
+			return true, nil
+		case bOr:
+			for _, t := range p.terms {
+				if ok, err := rec(t); err != nil || ok {
+					return ok, err
+				}
+			}
+			return false, nil
+		}
+		if len(p.path) == 1 && isPart[strings.ToLower(p.path[0])] {
+			var raw *string
+			for k, v := range a.PartitionValues {
+				if strings.EqualFold(k, p.path[0]) {
+					raw = v
+				}
+			}
+			v, err := parsePartitionValue(p.typ, raw)
+			if err != nil {
+				return false, err
+			}
+			return p.test(v) == tTrue, nil
+		}
+		if !parsed {
+			sv, parsed = parseStatsView(a.Stats), true
+		}
+		return p.mayMatchStats(sv), nil
+	}
+	return rec(b)
+}
+
+func (b *boundPredicate) mayMatchStats(sv *fileStatsView) bool {
+	if sv == nil {
+		return true
+	}
+	var nullCount int64 = -1
+	if raw, ok := lookupPath(sv.nulls, b.path); ok {
+		if n, ok := raw.(json.Number); ok {
+			if x, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
+				nullCount = x
+			}
+		}
+	}
+	allNull := nullCount >= 0 && sv.numRecords != nil && nullCount == *sv.numRecords
+	if b.kind == bNull {
+		if b.not {
+			return !allNull
+		}
+		return nullCount != 0
+	}
+	if allNull {
+		return false // every comparison with null is null
+	}
+	var mn, mx value
+	hasMin, hasMax := false, false
+	if raw, ok := lookupPath(sv.min, b.path); ok {
+		mn, hasMin = statValue(b.typ, raw)
+	}
+	if raw, ok := lookupPath(sv.max, b.path); ok {
+		mx, hasMax = statValue(b.typ, raw)
+		if p, ok := b.typ.(*PrimitiveType); ok && hasMax && (p.Name == TypeTimestamp || p.Name == TypeTimestampNTZ) {
+			mx.i += 999 // stats are truncated to milliseconds
+		}
+	}
+	inRange := func(v value) bool {
+		if hasMin && compareValues(v, mn) < 0 {
+			return false
+		}
+		if hasMax && compareValues(v, mx) > 0 {
+			return false
+		}
+		return true
+	}
+	if b.kind == bIn {
+		for _, v := range b.vals {
+			if inRange(v) {
+				return true
+			}
+		}
+		return false
+	}
+	v := b.vals[0]
+	switch b.op {
+	case OpEq:
+		return inRange(v)
+	case OpNe:
+		if hasMin && hasMax && exactStats(b.typ) && compareValues(mn, mx) == 0 && compareValues(mn, v) == 0 {
+			return false
+		}
+	case OpLt:
+		return !hasMin || compareValues(mn, v) < 0
+	case OpLe:
+		return !hasMin || compareValues(mn, v) <= 0
+	case OpGt:
+		return !hasMax || compareValues(mx, v) > 0
+	case OpGe:
+		return !hasMax || compareValues(mx, v) >= 0
+	}
+	return true
+}
+
+// exactStats: the type's min/max stats are exact values (not truncated).
+func exactStats(dt DataType) bool {
+	if p, ok := dt.(*PrimitiveType); ok {
+		switch p.Name {
+		case TypeString, TypeTimestamp, TypeTimestampNTZ, TypeFloat, TypeDouble:
+			return false
+		}
+	}
+	return true
+}
+
+// evalRows evaluates the predicate on every row of rec (whose columns include all the
+// predicate's top-level columns, in the table's Arrow types). It returns a boolean mask
+// of the rows to keep, or all=true (and a nil mask) when every row is kept.
+func (b *boundPredicate) evalRows(mem memory.Allocator, rec arrow.RecordBatch) (*array.Boolean, bool, error) {
+	n := int(rec.NumRows())
+	res, err := b.evalTri(rec, n)
+	if err != nil {
+		return nil, false, err
+	}
+	all := true
+	for _, r := range res {
+		if r != tTrue {
+			all = false
+			break
+		}
+	}
+	if all {
+		return nil, true, nil
+	}
+	bb := array.NewBooleanBuilder(mem)
+	defer bb.Release()
+	bb.Reserve(n)
+	for _, r := range res {
+		bb.UnsafeAppend(r == tTrue)
+	}
+	return bb.NewBooleanArray(), false, nil
+}
+
+func (b *boundPredicate) evalTri(rec arrow.RecordBatch, n int) ([]int8, error) {
+	switch b.kind {
+	case bAnd, bOr:
+		var acc []int8
+		for _, t := range b.terms {
+			r, err := t.evalTri(rec, n)
+			if err != nil {
+				return nil, err
+			}
+			if acc == nil {
+				acc = r
+				continue
+			}
+			for i := range acc {
+				acc[i] = combine(b.kind, acc[i], r[i])
+			}
+		}
+		return acc, nil
+	}
+	arr, valid, err := resolveColumn(rec, b.path)
+	if err != nil {
+		return nil, err
+	}
+	get, err := valueGetter(arr)
+	if err != nil {
+		return nil, fmt.Errorf("column %s: %w", strings.Join(b.path, "."), err)
+	}
+	out := make([]int8, n)
+	for i := range out {
+		v := value{}
+		if arr.IsValid(i) && (valid == nil || valid[i]) {
+			v = get(i)
+		}
+		out[i] = b.test(v)
+	}
+	return out, nil
+}
+
+func combine(k boundKind, a, b int8) int8 {
+	if k == bAnd {
+		switch {
+		case a == tFalse || b == tFalse:
+			return tFalse
+		case a == tTrue && b == tTrue:
+			return tTrue
+		}
+		return tNull
+	}
+	switch {
+	case a == tTrue || b == tTrue:
+		return tTrue
+	case a == tFalse && b == tFalse:
+		return tFalse
+	}
+	return tNull
+}
+
+// resolveColumn finds the array for a (possibly nested) column path in rec, with the
+// validity of its enclosing structs (nil when they have no nulls).
+func resolveColumn(rec arrow.RecordBatch, path []string) (arrow.Array, []bool, error) {
+	var arr arrow.Array
+	for i, f := range rec.Schema().Fields() {
+		if strings.EqualFold(f.Name, path[0]) {
+			arr = rec.Column(i)
+		}
+	}
+	if arr == nil {
+		return nil, nil, fmt.Errorf("column %s missing from the scanned batch", path[0])
+	}
+	var valid []bool
+	for _, p := range path[1:] {
+		st := arr.(*array.Struct)
+		if st.NullN() > 0 {
+			nv := make([]bool, st.Len())
+			for i := range nv {
+				nv[i] = st.IsValid(i) && (valid == nil || valid[i])
+			}
+			valid = nv
+		}
+		idx := -1
+		for j, f := range st.DataType().(*arrow.StructType).Fields() {
+			if strings.EqualFold(f.Name, p) {
+				idx = j
+			}
+		}
+		arr = st.Field(idx)
+	}
+	return arr, valid, nil
+}
+
+// valueGetter reads row values of an array as values.
+func valueGetter(arr arrow.Array) (func(int) value, error) {
+	if g, ok := intGetter(arr); ok {
+		return func(i int) value { return value{kind: vInt, i: g(i)} }, nil
+	}
+	switch a := arr.(type) {
+	case *array.String:
+		return func(i int) value { return value{kind: vString, s: a.Value(i)} }, nil
+	case *array.Binary:
+		return func(i int) value { return value{kind: vString, s: string(a.Value(i))} }, nil
+	case *array.Float64:
+		return func(i int) value { return value{kind: vFloat, f: a.Value(i)} }, nil
+	case *array.Float32:
+		return func(i int) value { return value{kind: vFloat, f: float64(a.Value(i))} }, nil
+	case *array.Boolean:
+		return func(i int) value { return value{kind: vBool, b: a.Value(i)} }, nil
+	case *array.Date32:
+		return func(i int) value { return value{kind: vInt, i: int64(a.Value(i))} }, nil
+	case *array.Timestamp:
+		return func(i int) value { return value{kind: vInt, i: int64(a.Value(i))} }, nil
+	case *array.Decimal128:
+		scale := a.DataType().(*arrow.Decimal128Type).Scale
+		den := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)
+		return func(i int) value {
+			return value{kind: vDecimal, r: new(big.Rat).SetFrac(a.Value(i).BigInt(), den)}
+		}, nil
+	}
+	return nil, fmt.Errorf("cannot compare values of type %s", arr.DataType())
+}

@@ -1,0 +1,423 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/orchestrator-io/orchestrator/objectstore"
+)
+
+// DefaultScanBatchSize is the number of rows per record a scan returns at most.
+const DefaultScanBatchSize = 64 * 1024
+
+// changeTypeColumn is the CDF column found in _change_data files (and, from some writers,
+// in data files); a table scan never returns it.
+const changeTypeColumn = "_change_type"
+
+// ScanOptions selects what a scan returns.
+type ScanOptions struct {
+	// Columns to return, by name (case-insensitive), in this order; empty means every
+	// column of the table schema in schema order.
+	Columns []string
+	// Filter, when not nil, keeps only the rows for which it is true (SQL semantics: a
+	// comparison with null is not true). Files whose partition values or stats show they
+	// hold no such row are not read.
+	Filter Predicate
+	// BatchSize caps the rows per record (default DefaultScanBatchSize).
+	BatchSize int64
+	// Allocator for Arrow buffers (default memory.DefaultAllocator).
+	Allocator memory.Allocator
+	// TableURI is the table's absolute location (e.g. "s3://bucket/tables/t" or
+	// "file:///data/t"), used to resolve add paths that are absolute URIs. An absolute path
+	// outside it is an error.
+	TableURI string
+}
+
+// ScanStats counts what a scan did; pruning tests and metrics read it.
+type ScanStats struct {
+	FilesTotal  int   // files given to the scan
+	FilesPruned int   // skipped by partition values or stats
+	FilesRead   int   // opened
+	RowsRead    int64 // rows decoded from files
+	RowsOut     int64 // rows returned
+}
+
+// Scanner streams a table's rows as Arrow records, one data file at a time. It implements
+// array.RecordReader; a record is valid until the next call to Next.
+type Scanner struct {
+	ctx    context.Context
+	store  objectstore.Store
+	root   string
+	opts   ScanOptions
+	mem    memory.Allocator
+	schema *StructType
+	isPart map[string]bool // lower-case partition column names
+
+	out       *arrow.Schema   // the records returned
+	work      []*StructField  // out's fields plus filter-only columns
+	workArrow *arrow.Schema   // Arrow form of work
+	filter    *boundPredicate // nil: keep all rows
+	files     []*Add
+
+	next    int // index into files
+	cur     pqarrow.RecordReader
+	curPart []arrow.Array // constant partition columns for the current batch, by work index
+	curAdd  *Add
+	closeFn func()
+	curRows int64 // rows left to emit for files read without data columns (-1: none)
+	rec     arrow.RecordBatch
+	err     error
+	stats   ScanStats
+	refs    atomic.Int64
+}
+
+var _ array.RecordReader = (*Scanner)(nil)
+
+// Scan prepares a scan over the given live files of a table (schema and partition
+// columns from its metadata, files from its snapshot) under root in store. Files are
+// pruned up front with opts.Filter; nothing is read until Next.
+func Scan(ctx context.Context, store objectstore.Store, root string, schema *StructType, partitionColumns []string, files []*Add, opts ScanOptions) (*Scanner, error) {
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = DefaultScanBatchSize
+	}
+	if opts.Allocator == nil {
+		opts.Allocator = memory.DefaultAllocator
+	}
+	s := &Scanner{ctx: ctx, store: store, root: strings.Trim(root, "/"), opts: opts, mem: opts.Allocator,
+		schema: schema, isPart: map[string]bool{}, curRows: -1}
+	s.refs.Store(1)
+	for _, pc := range partitionColumns {
+		if schema.Field(pc) == nil {
+			return nil, fmt.Errorf("scan: partition column %s is not in the table schema", pc)
+		}
+		s.isPart[strings.ToLower(pc)] = true
+	}
+	var outFields []*StructField
+	if len(opts.Columns) == 0 {
+		outFields = schema.Fields
+	} else {
+		for _, c := range opts.Columns {
+			f := schema.Field(c)
+			if f == nil {
+				return nil, fmt.Errorf("scan: column %s is not in the table schema", c)
+			}
+			outFields = append(outFields, f)
+		}
+	}
+	out, err := ArrowSchema(&StructType{Fields: outFields})
+	if err != nil {
+		return nil, fmt.Errorf("scan: %w", err)
+	}
+	s.out = out
+	s.work = append([]*StructField(nil), outFields...)
+	if opts.Filter != nil {
+		bp, err := bindPredicate(opts.Filter, schema)
+		if err != nil {
+			return nil, fmt.Errorf("scan: filter: %w", err)
+		}
+		s.filter = bp
+		for _, name := range bp.columns() {
+			found := false
+			for _, f := range s.work {
+				if strings.EqualFold(f.Name, name) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				s.work = append(s.work, schema.Field(name))
+			}
+		}
+	}
+	if s.workArrow, err = ArrowSchema(&StructType{Fields: s.work}); err != nil {
+		return nil, fmt.Errorf("scan: %w", err)
+	}
+	s.stats.FilesTotal = len(files)
+	for _, a := range files {
+		if s.filter != nil {
+			keep, err := s.filter.mayMatchFile(a, s.isPart)
+			if err != nil {
+				return nil, fmt.Errorf("scan: file %s: %w", a.Path, err)
+			}
+			if !keep {
+				s.stats.FilesPruned++
+				continue
+			}
+		}
+		s.files = append(s.files, a)
+	}
+	return s, nil
+}
+
+// Schema is the schema of the returned records.
+func (s *Scanner) Schema() *arrow.Schema { return s.out }
+
+// Stats reports what the scan did so far.
+func (s *Scanner) Stats() ScanStats { return s.stats }
+
+// Err is the error that ended the scan, if any.
+func (s *Scanner) Err() error { return s.err }
+
+// RecordBatch is the current record.
+func (s *Scanner) RecordBatch() arrow.RecordBatch { return s.rec }
+
+// Record is RecordBatch (array.RecordReader's deprecated name).
+func (s *Scanner) Record() arrow.RecordBatch { return s.rec }
+
+// Retain adds a reference.
+func (s *Scanner) Retain() { s.refs.Add(1) }
+
+// Release drops a reference; the last one closes the current file and record.
+func (s *Scanner) Release() {
+	if s.refs.Add(-1) == 0 {
+		s.closeFile()
+		if s.rec != nil {
+			s.rec.Release()
+			s.rec = nil
+		}
+	}
+}
+
+// Next advances to the next non-empty record.
+func (s *Scanner) Next() bool {
+	if s.rec != nil {
+		s.rec.Release()
+		s.rec = nil
+	}
+	if s.err != nil {
+		return false
+	}
+	for {
+		if err := s.ctx.Err(); err != nil {
+			s.err = err
+			return false
+		}
+		if s.cur == nil && s.curRows < 0 {
+			if s.next >= len(s.files) {
+				return false
+			}
+			a := s.files[s.next]
+			s.next++
+			if err := s.openFile(a); err != nil {
+				s.err = fmt.Errorf("scan %s: %w", a.Path, err)
+				return false
+			}
+		}
+		raw, err := s.nextRaw()
+		if err != nil {
+			s.err = fmt.Errorf("scan %s: %w", s.curAdd.Path, err)
+			s.closeFile()
+			return false
+		}
+		if raw == nil {
+			s.closeFile()
+			continue
+		}
+		s.stats.RowsRead += raw.NumRows()
+		rec, err := s.finishBatch(raw)
+		raw.Release()
+		if err != nil {
+			s.err = fmt.Errorf("scan %s: %w", s.curAdd.Path, err)
+			s.closeFile()
+			return false
+		}
+		if rec.NumRows() == 0 {
+			rec.Release()
+			continue
+		}
+		s.stats.RowsOut += rec.NumRows()
+		s.rec = rec
+		return true
+	}
+}
+
+// openFile opens one data file (or, when no data column is needed, only counts its rows).
+func (s *Scanner) openFile(a *Add) error {
+	if a.DeletionVector != nil {
+		return errors.New("unsupported table feature: deletionVectors (file has a deletion vector)")
+	}
+	rel, err := s.resolvePath(a.Path)
+	if err != nil {
+		return err
+	}
+	s.curAdd = a
+	fr, closeFn, err := openParquet(s.ctx, s.store, joinKey(s.root, rel), a.Size, s.mem, s.opts.BatchSize)
+	if err != nil {
+		return err
+	}
+	s.stats.FilesRead++
+	fileSchema, err := fr.Schema()
+	if err != nil {
+		closeFn()
+		return err
+	}
+	var leaves []int
+	for _, f := range s.work {
+		if s.isPart[strings.ToLower(f.Name)] {
+			continue
+		}
+		for i, ff := range fileSchema.Fields() {
+			if strings.EqualFold(ff.Name, f.Name) {
+				leaves = append(leaves, leafIndices(fr, i)...)
+				break
+			}
+		}
+	}
+	if len(leaves) == 0 {
+		s.curRows = fr.ParquetReader().NumRows()
+		closeFn()
+		return nil
+	}
+	rr, err := fr.GetRecordReader(s.ctx, leaves, nil)
+	if err != nil {
+		closeFn()
+		return err
+	}
+	s.cur, s.closeFn = rr, closeFn
+	return nil
+}
+
+// resolvePath turns an add path into a key relative to the table root: URL-decoded, and
+// for absolute URIs made relative to TableURI.
+func (s *Scanner) resolvePath(p string) (string, error) {
+	u, err := url.Parse(p)
+	if err != nil {
+		return "", fmt.Errorf("bad path %q: %w", p, err)
+	}
+	if u.Scheme == "" {
+		dec, err := url.PathUnescape(p)
+		if err != nil {
+			return "", fmt.Errorf("bad path %q: %w", p, err)
+		}
+		return strings.TrimPrefix(dec, "/"), nil
+	}
+	if s.opts.TableURI != "" {
+		base, err := url.Parse(strings.TrimSuffix(s.opts.TableURI, "/"))
+		if err == nil && base.Scheme == u.Scheme && base.Host == u.Host && strings.HasPrefix(u.Path, base.Path+"/") {
+			return strings.TrimPrefix(u.Path, base.Path+"/"), nil
+		}
+	}
+	return "", fmt.Errorf("absolute path %s is outside the table (set ScanOptions.TableURI)", p)
+}
+
+// nextRaw returns the next batch of the current file (nil at its end). For files read
+// without data columns it returns a record with no columns and the right row count.
+func (s *Scanner) nextRaw() (arrow.RecordBatch, error) {
+	if s.cur == nil {
+		if s.curRows <= 0 {
+			return nil, nil
+		}
+		n := min(s.curRows, s.opts.BatchSize)
+		s.curRows -= n
+		return array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, n), nil
+	}
+	if !s.cur.Next() {
+		if err := s.cur.Err(); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return nil, nil
+	}
+	rec := s.cur.RecordBatch()
+	rec.Retain()
+	return rec, nil
+}
+
+// finishBatch builds the work record from a file batch (casting to the table types,
+// filling partition values and missing columns), filters it and projects the output.
+func (s *Scanner) finishBatch(raw arrow.RecordBatch) (arrow.RecordBatch, error) {
+	n := raw.NumRows()
+	cols := make([]arrow.Array, len(s.work))
+	defer releaseAll(cols)
+	for i, f := range s.work {
+		tf := s.workArrow.Field(i)
+		if s.isPart[strings.ToLower(f.Name)] {
+			c, err := partitionColumn(s.mem, f, tf.Type, s.curAdd, int(n))
+			if err != nil {
+				return nil, err
+			}
+			cols[i] = c
+			continue
+		}
+		idx := -1
+		for j, rf := range raw.Schema().Fields() {
+			if strings.EqualFold(rf.Name, f.Name) {
+				idx = j
+				break
+			}
+		}
+		if idx < 0 {
+			cols[i] = array.MakeArrayOfNull(s.mem, tf.Type, int(n))
+			continue
+		}
+		c, err := castToTable(s.mem, raw.Column(idx), tf.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", f.Name, err)
+		}
+		cols[i] = c
+	}
+	work := array.NewRecordBatch(s.workArrow, cols, n)
+	defer work.Release()
+	if s.filter != nil {
+		mask, all, err := s.filter.evalRows(s.mem, work)
+		if err != nil {
+			return nil, err
+		}
+		if !all {
+			filtered, err := compute.FilterRecordBatch(compute.WithAllocator(s.ctx, s.mem), work, mask, compute.DefaultFilterOptions())
+			mask.Release()
+			if err != nil {
+				return nil, err
+			}
+			defer filtered.Release()
+			work = filtered
+		} else if mask != nil {
+			mask.Release()
+		}
+	}
+	outCols := make([]arrow.Array, s.out.NumFields())
+	for i := range outCols {
+		outCols[i] = work.Column(i)
+	}
+	return array.NewRecordBatch(s.out, outCols, work.NumRows()), nil
+}
+
+func (s *Scanner) closeFile() {
+	if s.cur != nil {
+		s.cur.Release()
+		s.cur = nil
+	}
+	if s.closeFn != nil {
+		s.closeFn()
+		s.closeFn = nil
+	}
+	s.curRows = -1
+}
+
+// ReadAll runs a scan to the end and returns its records (the caller releases them).
+// Meant for tests and small tables; large scans should stream with Next.
+func ReadAll(s *Scanner) ([]arrow.RecordBatch, error) {
+	var out []arrow.RecordBatch
+	for s.Next() {
+		r := s.RecordBatch()
+		r.Retain()
+		out = append(out, r)
+	}
+	if err := s.Err(); err != nil {
+		for _, r := range out {
+			r.Release()
+		}
+		return nil, err
+	}
+	return out, nil
+}
