@@ -61,7 +61,7 @@ func newPartFile(w *DataWriter, dir string, vals []*string) (*partFile, error) {
 	if w.opts.Dir != "" {
 		rel = w.opts.Dir + "/" + rel
 	}
-	f := &partFile{w: w, rel: rel, vals: vals, stats: newFileStats(w.dataST, w.opts.NumIndexedCols)}
+	f := &partFile{w: w, rel: rel, vals: vals, stats: newFileStats(w.dataST, w.opts.indexedCols())}
 	props, aprops := parquetWriterProps(w.opts)
 	pw, err := pqarrow.NewFileWriter(w.dataArrow, &f.buf, props, aprops)
 	if err != nil {
@@ -177,4 +177,12 @@ func (f *partFile) finish(ctx context.Context) (*Add, error) {
 		DataChange:       true,
 		Stats:            f.stats.JSON(),
 	}, nil
+}
+
+// indexedCols is the number of leaf columns that get stats (negative: all).
+func (o WriteOptions) indexedCols() int {
+	if o.NoColumnStats {
+		return 0
+	}
+	return o.NumIndexedCols
 }

@@ -40,6 +40,8 @@ type WriteOptions struct {
 	// NumIndexedCols is delta.dataSkippingNumIndexedCols: stats cover that many leaf
 	// columns (0 means DefaultNumIndexedCols; negative means all).
 	NumIndexedCols int
+	// NoColumnStats limits stats to numRecords (delta.dataSkippingNumIndexedCols = 0).
+	NoColumnStats bool
 	// MaxOpenFiles bounds how many partitions are written at once; beyond it the largest
 	// open file is finished early (default DefaultMaxOpenFiles). Each open file is buffered
 	// in memory until it is finished, so memory is about MaxOpenFiles × TargetFileSize at

@@ -1,0 +1,30 @@
+package delta
+
+import (
+	"context"
+	"strconv"
+)
+
+// Scan streams the snapshot's rows as Arrow records (see Scan for the options): partition
+// values come from the log, files are pruned with opts.Filter, and the records have the
+// snapshot's schema (or opts.Columns of it).
+func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error) {
+	t := s.Table()
+	return Scan(ctx, t.Store(), t.Root(), s.Schema(), s.PartitionColumns(), s.Files(), opts)
+}
+
+// NewDataWriter returns a writer for new data files of this snapshot's table: its schema
+// and partition columns, and delta.dataSkippingNumIndexedCols from its properties unless
+// opts sets NumIndexedCols. The adds it returns go into a Transaction on this snapshot.
+func (s *Snapshot) NewDataWriter(opts WriteOptions) (*DataWriter, error) {
+	if opts.NumIndexedCols == 0 {
+		if v, ok := s.Metadata().Configuration["delta.dataSkippingNumIndexedCols"]; ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				opts.NumIndexedCols = n
+				opts.NoColumnStats = n == 0
+			}
+		}
+	}
+	t := s.Table()
+	return NewDataWriter(t.Store(), t.Root(), s.Schema(), s.PartitionColumns(), opts)
+}
