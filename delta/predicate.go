@@ -215,9 +215,14 @@ func numericLiteral(dt DataType, v value) (value, error) {
 		return value{kind: vDecimal, r: v.rat()}, nil
 	case *PrimitiveType:
 		switch t.Name {
-		case TypeLong, TypeInteger, TypeShort, TypeByte, TypeFloat, TypeDouble:
+		case TypeFloat, TypeDouble:
+			return value{kind: vFloat, f: v.num()}, nil
+		case TypeLong, TypeInteger, TypeShort, TypeByte:
+			if v.kind == vDecimal && v.r.IsInt() && v.r.Num().IsInt64() {
+				return value{kind: vInt, i: v.r.Num().Int64()}, nil
+			}
 			return v, nil
 		}
 	}
-	return value{}, fmt.Errorf("numeric literal does not fit type %s", dt)
+	return value{}, fmt.Errorf("numeric literal %s does not fit type %s", v.rat().RatString(), dt)
 }

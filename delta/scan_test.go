@@ -1,0 +1,261 @@
+package delta
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/objectstore/mem"
+)
+
+const pruneSchema = `{"type":"struct","fields":[
+ {"name":"id","type":"long","nullable":true,"metadata":{}},
+ {"name":"country","type":"string","nullable":true,"metadata":{}},
+ {"name":"amount","type":"decimal(10,2)","nullable":true,"metadata":{}},
+ {"name":"name","type":"string","nullable":true,"metadata":{}},
+ {"name":"ts","type":"timestamp","nullable":true,"metadata":{}},
+ {"name":"day","type":"date","nullable":true,"metadata":{}}]}`
+
+// pruneTable writes 12 files: for each country (US, FR, null) and each block of 100 ids
+// (0..399), one file. Rows with id%10==0 have a null name.
+func pruneTable(t *testing.T) (*mem.Store, *StructType, []*Add, []arrow.RecordBatch) {
+	t.Helper()
+	st := mem.New(mem.Config{})
+	sch := mustSchema(t, pruneSchema)
+	asch, _ := ArrowSchema(sch)
+	var adds []*Add
+	var all []arrow.RecordBatch
+	base := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, country := range []string{"US", "FR", ""} {
+		for block := 0; block < 4; block++ {
+			b := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+			for id := block * 100; id < block*100+100; id++ {
+				b.Field(0).(*array.Int64Builder).Append(int64(id))
+				if country == "" {
+					b.Field(1).AppendNull()
+				} else {
+					b.Field(1).(*array.StringBuilder).Append(country)
+				}
+				b.Field(2).(*array.Decimal128Builder).Append(decimalOf(int64(id) * 150)) // id * 1.50
+				if id%10 == 0 {
+					b.Field(3).AppendNull()
+				} else {
+					b.Field(3).(*array.StringBuilder).Append(fmt.Sprintf("name-%04d-%s", id, strings.Repeat("x", 40)))
+				}
+				ts := base.Add(time.Duration(id) * time.Hour).Add(time.Duration(id%7) * 123456 * time.Microsecond)
+				b.Field(4).(*array.TimestampBuilder).Append(arrow.Timestamp(ts.UnixMicro()))
+				b.Field(5).(*array.Date32Builder).Append(arrow.Date32FromTime(ts))
+			}
+			rec := b.NewRecordBatch()
+			b.Release()
+			a, err := WriteRecords(context.Background(), st, "t", sch, []string{"country"}, []arrow.RecordBatch{rec}, WriteOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			adds = append(adds, a...)
+			all = append(all, rec)
+		}
+	}
+	return st, sch, adds, all
+}
+
+func TestScanPruning(t *testing.T) {
+	st, sch, adds, all := pruneTable(t)
+	if len(adds) != 12 {
+		t.Fatalf("%d files, want 12", len(adds))
+	}
+	for _, tc := range []struct {
+		where     string
+		wantFiles int
+		keep      func(id int64, country string, hasName bool) bool
+	}{
+		{"country = 'US'", 4, func(id int64, c string, _ bool) bool { return c == "US" }},
+		{"country IS NULL", 4, func(id int64, c string, _ bool) bool { return c == "" }},
+		{"country != 'US'", 4, func(id int64, c string, _ bool) bool { return c == "FR" }},
+		{"id >= 350", 3, func(id int64, _ string, _ bool) bool { return id >= 350 }},
+		{"id < 100 AND country = 'FR'", 1, func(id int64, c string, _ bool) bool { return id < 100 && c == "FR" }},
+		{"id = 150 OR id = 399", 6, func(id int64, _ string, _ bool) bool { return id == 150 || id == 399 }},
+		{"id IN (5, 205)", 6, func(id int64, _ string, _ bool) bool { return id == 5 || id == 205 }},
+		{"amount > 450.00", 3, func(id int64, _ string, _ bool) bool { return id > 300 }},
+		{"amount BETWEEN 0.5 AND 3", 3, func(id int64, _ string, _ bool) bool { return id >= 1 && id <= 2 }},
+		{"name IS NULL", 12, func(id int64, _ string, hasName bool) bool { return !hasName }},
+		{"name > 'name-0390'", 3, func(id int64, _ string, hasName bool) bool { return hasName && id >= 390 }},
+		{"name = 'nope'", 0, func(int64, string, bool) bool { return false }},
+		{"day = DATE '2024-03-02'", 3, func(id int64, _ string, _ bool) bool { return id >= 12 && id < 36 }},
+		// Stats hold milliseconds: block 0's max (id 99) is 15:00:00.123456, stored as .123;
+		// the reader must still read it for .1234 and may skip it only past .123999.
+		{"ts >= TIMESTAMP '2024-03-05T15:00:00.123400Z'", 12, func(id int64, _ string, _ bool) bool { return id >= 99 }},
+		{"ts > TIMESTAMP '2024-03-05T15:00:00.124Z'", 9, func(id int64, _ string, _ bool) bool { return id > 99 }},
+		{"(country = 'US' OR country = 'FR') AND id < 10 AND name IS NOT NULL", 2,
+			func(id int64, c string, hasName bool) bool { return c != "" && id < 10 && hasName }},
+	} {
+		t.Run(tc.where, func(t *testing.T) {
+			pred, err := ParsePredicate(tc.where)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, stats := scanAll(t, st, "t", sch, []string{"country"}, adds, ScanOptions{Filter: pred})
+			if stats.FilesRead != tc.wantFiles {
+				t.Errorf("read %d files (pruned %d), want %d", stats.FilesRead, stats.FilesPruned, tc.wantFiles)
+			}
+			var want []arrow.RecordBatch
+			for _, rec := range all {
+				ids := rec.Column(0).(*array.Int64)
+				cs := rec.Column(1).(*array.String)
+				var rows []int32
+				for i := 0; i < int(rec.NumRows()); i++ {
+					c := ""
+					if cs.IsValid(i) {
+						c = cs.Value(i)
+					}
+					if tc.keep(ids.Value(i), c, rec.Column(3).IsValid(i)) {
+						rows = append(rows, int32(i))
+					}
+				}
+				r, err := takeRows(context.Background(), memory.DefaultAllocator, rec, rows)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, r)
+			}
+			diffRows(t, rowSet(t, got), rowSet(t, want))
+		})
+	}
+}
+
+func TestScanNeverPrunesFilesWithoutStats(t *testing.T) {
+	st, sch, adds, _ := pruneTable(t)
+	var bare []*Add
+	for _, a := range adds {
+		c := *a
+		c.Stats = ""
+		bare = append(bare, &c)
+	}
+	got, stats := scanAll(t, st, "t", sch, []string{"country"}, bare, ScanOptions{Filter: Gt("id", 390), Columns: []string{"id"}})
+	if stats.FilesRead != 12 {
+		t.Errorf("read %d files, want all 12", stats.FilesRead)
+	}
+	if rows := rowSet(t, got); len(rows) != 27 {
+		t.Errorf("%d rows, want 27 (ids 391..399 in 3 countries)", len(rows))
+	}
+}
+
+func TestScanProjectionAndSchemaEvolution(t *testing.T) {
+	ctx := context.Background()
+	st := mem.New(mem.Config{})
+	old := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"p","type":"string","nullable":true,"metadata":{}}]}`)
+	// A file written with an extra _change_type column (as CDC files have) must not leak it.
+	withCT := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"p","type":"string","nullable":true,"metadata":{}},{"name":"_change_type","type":"string","nullable":true,"metadata":{}}]}`)
+	asch, _ := ArrowSchema(withCT)
+	rec := recordFromJSON(t, asch, `[{"id":1,"p":"a","_change_type":"insert"},{"id":2,"p":"b","_change_type":"insert"}]`)
+	defer rec.Release()
+	adds, err := WriteRecords(ctx, st, "t", withCT, []string{"p"}, []arrow.RecordBatch{rec}, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The table later gained a nullable column and a nested struct.
+	evolved, _, err := MergeSchema(old, arrow.NewSchema([]arrow.Field{
+		{Name: "extra", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true}), Nullable: true},
+	}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := scanAll(t, st, "t", evolved, []string{"p"}, adds, ScanOptions{})
+	diffRows(t, rowSet(t, got), []string{`{"extra":null,"id":1,"p":"a","st":null}`, `{"extra":null,"id":2,"p":"b","st":null}`})
+
+	got, _ = scanAll(t, st, "t", evolved, []string{"p"}, adds, ScanOptions{Columns: []string{"P", "extra"}, Filter: Eq("id", 2)})
+	diffRows(t, rowSet(t, got), []string{`{"extra":null,"p":"b"}`})
+	if got[0].Schema().Field(0).Name != "p" {
+		t.Errorf("projected column named %q, want the schema's name p", got[0].Schema().Field(0).Name)
+	}
+
+	// Partition columns only: no data column is read, row counts still come out right.
+	got, _ = scanAll(t, st, "t", evolved, []string{"p"}, adds, ScanOptions{Columns: []string{"p"}})
+	diffRows(t, rowSet(t, got), []string{`{"p":"a"}`, `{"p":"b"}`})
+}
+
+func TestScanAbsoluteAndEncodedPaths(t *testing.T) {
+	ctx := context.Background()
+	st := mem.New(mem.Config{})
+	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"p","type":"timestamp_ntz","nullable":true,"metadata":{}}]}`)
+	asch, _ := ArrowSchema(sch)
+	rec := recordFromJSON(t, asch, `[{"id":1,"p":"2021-09-08T11:11:11"}]`)
+	defer rec.Release()
+	adds, err := WriteRecords(ctx, st, "db/t", sch, []string{"p"}, []arrow.RecordBatch{rec}, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(adds[0].Path, "p=2021-09-08%2011%253A11%253A11/") || *adds[0].PartitionValues["p"] != "2021-09-08 11:11:11" {
+		t.Fatalf("path %s partitionValues %v", adds[0].Path, *adds[0].PartitionValues["p"])
+	}
+	abs := *adds[0]
+	abs.Path = "s3://bucket/db/t/" + adds[0].Path
+	got, _ := scanAll(t, st, "db/t", sch, []string{"p"}, []*Add{&abs}, ScanOptions{TableURI: "s3://bucket/db/t"})
+	diffRows(t, rowSet(t, got), []string{`{"id":1,"p":"2021-09-08T11:11:11"}`})
+
+	_, err = Scan(ctx, st, "db/t", sch, []string{"p"}, []*Add{&abs}, ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := Scan(ctx, st, "db/t", sch, []string{"p"}, []*Add{&abs}, ScanOptions{})
+	if _, err := ReadAll(sc); err == nil || !strings.Contains(err.Error(), "outside the table") {
+		t.Errorf("absolute path without TableURI: error %v", err)
+	}
+}
+
+func TestParsePredicate(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"country = 'US' AND amount > 10", "country = 'US' AND amount > 10"},
+		{"a <> 1 or b == 'x''y'", "a != 1 OR b = 'x''y'"},
+		{"x IS NOT NULL AND (y IN (1, 2.5) OR z IS NULL)", "x IS NOT NULL AND (y IN (1, 5/2) OR z IS NULL)"},
+		{"d BETWEEN DATE '2024-01-01' AND '2024-12-31'", "d >= '2024-01-01' AND d <= '2024-12-31'"},
+		{"`odd name` NOT IN ('a', 'b')", "`odd name` != 'a' AND `odd name` != 'b'"},
+		{"flag = true AND s.inner >= -3", "flag = true AND s.inner >= -3"},
+	} {
+		p, err := ParsePredicate(tc.in)
+		if err != nil {
+			t.Errorf("ParsePredicate(%q): %v", tc.in, err)
+			continue
+		}
+		if got := p.String(); got != tc.want {
+			t.Errorf("ParsePredicate(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ in, wantErr string }{
+		{"country = ", `position 11: expected a literal, found the end`},
+		{"country = 'US' AND", `position 19: expected a column name, found the end`},
+		{"(a = 1", `position 7: expected ")", found the end`},
+		{"a = 1 b", `position 7: expected AND, OR or the end, found "b"`},
+		{"a IN (1 2)", `position 9: expected "," or ")", found "2"`},
+		{"a = 'open", `position 5: unterminated '`},
+		{"a ~ 1", `position 3: unexpected character '~'`},
+		{"a = NULL", `position 5: NULL cannot be compared (use IS NULL)`},
+	} {
+		_, err := ParsePredicate(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("ParsePredicate(%q) error %v, want %q", tc.in, err, tc.wantErr)
+		}
+	}
+	sch := mustSchema(t, pruneSchema)
+	for _, tc := range []struct{ where, wantErr string }{
+		{"nope = 1", "column nope is not in the table schema"},
+		{"id = 'abc'", `"abc" is not a valid long`},
+		{"day > 'tomorrow'", `"tomorrow" is not a valid date`},
+	} {
+		p, _ := ParsePredicate(tc.where)
+		_, err := Scan(context.Background(), mem.New(mem.Config{}), "", sch, nil, nil, ScanOptions{Filter: p})
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("scan with %q: error %v, want %q", tc.where, err, tc.wantErr)
+		}
+	}
+}
+
+func decimalOf(unscaled int64) decimal128.Num { return decimal128.FromI64(unscaled) }
