@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -45,6 +46,7 @@ func rootCommand() *command {
 			"or time, their properties.",
 		subs: []*command{
 			validateCommand(),
+			tableCommand(),
 			versionCommand(),
 		},
 	}
@@ -241,5 +243,27 @@ func (l *listFlag) Set(v string) error {
 			l.values = append(l.values, part)
 		}
 	}
+	return nil
+}
+
+// optionalInt is an integer flag that knows whether it was given.
+type optionalInt struct {
+	value int64
+	set   bool
+}
+
+func (o *optionalInt) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.FormatInt(o.value, 10)
+}
+
+func (o *optionalInt) Set(s string) error {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	o.value, o.set = v, true
 	return nil
 }

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"strconv"
+	"strings"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+func historyCommand() *command {
+	return &command{
+		name:    "history",
+		args:    "TABLE",
+		summary: "list the versions of a table, newest first",
+		help: "List the versions of a table, newest first: version, commit timestamp (RFC 3339,\n" +
+			"UTC), operation, user, engine, the pipeline, stage, run and attempt that wrote it\n" +
+			"(for commits made by orchestrator), operation metrics and parameters.\n\n" + tableArgHelp,
+		setup: func(fs *flag.FlagSet) runFunc {
+			tf := addTableFlags(fs)
+			limit := fs.Int("limit", 0, "show only the newest `n` versions (0: all)")
+			return func(ctx context.Context, e *env, args []string) error {
+				if *limit < 0 {
+					return usagef("--limit must be 0 or more, got %d", *limit)
+				}
+				t, err := tf.open(ctx, e, args)
+				if err != nil {
+					return err
+				}
+				entries, err := t.table.History(ctx, *limit)
+				if err != nil {
+					return err
+				}
+				return writeRows(e, tf.format, historyColumns, historyRows(entries))
+			}
+		},
+	}
+}
+
+var historyColumns = []column{
+	{name: "version", numeric: true},
+	{name: "timestamp"},
+	{name: "operation"},
+	{name: "user"},
+	{name: "engine"},
+	{name: "pipeline"},
+	{name: "stage"},
+	{name: "run"},
+	{name: "attempt", numeric: true},
+	{name: "metrics"},
+	{name: "parameters"},
+}
+
+func historyRows(entries []delta.HistoryEntry) [][]cell {
+	rows := make([][]cell, len(entries))
+	for i, h := range entries {
+		r := []cell{
+			intCell(h.Version),
+			textCell(formatTime(h.Timestamp)),
+			optText(h.Operation),
+			optText(h.UserName),
+			optText(h.EngineInfo),
+			nullCell, nullCell, nullCell, nullCell,
+			mapCell(h.OperationMetrics),
+			mapCell(h.OperationParameters),
+		}
+		if l := h.Lineage; l != nil {
+			r[5], r[6], r[7] = optText(l.Pipeline), optText(l.Stage), optText(l.RunID)
+			if l.Attempt > 0 {
+				r[8] = intCell(int64(l.Attempt))
+			}
+		}
+		rows[i] = r
+	}
+	return rows
+}
+
+// optText is an empty string as null.
+func optText(s string) cell {
+	if s == "" {
+		return nullCell
+	}
+	return textCell(s)
+}
+
+// mapCell shows operation parameters or metrics: "k=v, k=v" (sorted keys, strings as
+// they are) in text and CSV, an object in JSON. Empty is null.
+func mapCell(m map[string]any) cell {
+	if len(m) == 0 {
+		return nullCell
+	}
+	var b strings.Builder
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(scalarText(m[k]))
+	}
+	return cell{text: b.String(), json: m}
+}
+
+func scalarText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
+	case nil:
+		return "null"
+	}
+	b, err := marshalJSON(v)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Output formats of the table commands (--format).
+const (
+	formatText = "text" // aligned columns with a header; numbers right-aligned; NULL for null
+	formatCSV  = "csv"  // RFC 4180 with a header row; null is an empty field
+	formatJSON = "json" // JSON Lines: one object per row, keys in column order; null is null
+)
+
+const formatUsage = "output format, one of `text|csv|json`: text is aligned columns, csv has a\n" +
+	"header row, json is JSON Lines (one object per row, keys in column order)"
+
+func checkFormat(f string) error {
+	switch f {
+	case formatText, formatCSV, formatJSON:
+		return nil
+	}
+	return usagef("unknown format %q: want text, csv or json", f)
+}
+
+// column is one output column; numeric columns are right-aligned in text.
+type column struct {
+	name    string
+	numeric bool
+}
+
+// cell is one value in every rendering: text (text and CSV) and the JSON value.
+type cell struct {
+	null bool
+	text string
+	json any // marshalled with encoding/json; json.Number keeps a number's digits
+}
+
+func textCell(s string) cell { return cell{text: s, json: s} }
+
+var nullCell = cell{null: true}
+
+// rowWriter renders rows in one format. Text buffers every row to align the columns;
+// CSV and JSON stream.
+type rowWriter interface {
+	header(cols []column) error
+	row(cells []cell) error
+	flush() error
+}
+
+func newRowWriter(w io.Writer, format string) rowWriter {
+	switch format {
+	case formatCSV:
+		return &csvWriter{w: csv.NewWriter(w)}
+	case formatJSON:
+		return &jsonWriter{w: w}
+	default:
+		return &textWriter{w: w}
+	}
+}
+
+type textWriter struct {
+	w    io.Writer
+	cols []column
+	rows [][]string
+}
+
+func (t *textWriter) header(cols []column) error {
+	t.cols = cols
+	return nil
+}
+
+func (t *textWriter) row(cells []cell) error {
+	r := make([]string, len(cells))
+	for i, c := range cells {
+		if c.null {
+			r[i] = "NULL"
+		} else {
+			r[i] = escapeControl(c.text)
+		}
+	}
+	t.rows = append(t.rows, r)
+	return nil
+}
+
+func (t *textWriter) flush() error {
+	widths := make([]int, len(t.cols))
+	for i, c := range t.cols {
+		widths[i] = utf8.RuneCountInString(c.name)
+	}
+	for _, r := range t.rows {
+		for i, s := range r {
+			widths[i] = max(widths[i], utf8.RuneCountInString(s))
+		}
+	}
+	var b bytes.Buffer
+	line := func(vals []string) {
+		var l strings.Builder
+		for i, v := range vals {
+			if i > 0 {
+				l.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(v))
+			if t.cols[i].numeric {
+				l.WriteString(pad + v)
+			} else {
+				l.WriteString(v + pad)
+			}
+		}
+		b.WriteString(strings.TrimRight(l.String(), " "))
+		b.WriteByte('\n')
+	}
+	names := make([]string, len(t.cols))
+	dashes := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		names[i] = c.name
+		dashes[i] = strings.Repeat("-", widths[i])
+	}
+	line(names)
+	line(dashes)
+	for _, r := range t.rows {
+		line(r)
+	}
+	_, err := t.w.Write(b.Bytes())
+	return err
+}
+
+// escapeControl keeps one value on one line of text output.
+func escapeControl(s string) string {
+	if !strings.ContainsAny(s, "\n\r\t") {
+		return s
+	}
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s)
+}
+
+type csvWriter struct {
+	w   *csv.Writer
+	buf []string
+}
+
+func (c *csvWriter) header(cols []column) error {
+	names := make([]string, len(cols))
+	for i, col := range cols {
+		names[i] = col.name
+	}
+	return c.w.Write(names)
+}
+
+func (c *csvWriter) row(cells []cell) error {
+	c.buf = c.buf[:0]
+	for _, v := range cells {
+		if v.null {
+			c.buf = append(c.buf, "")
+		} else {
+			c.buf = append(c.buf, v.text)
+		}
+	}
+	return c.w.Write(c.buf)
+}
+
+func (c *csvWriter) flush() error {
+	c.w.Flush()
+	return c.w.Error()
+}
+
+type jsonWriter struct {
+	w    io.Writer
+	keys [][]byte // JSON-encoded column names
+	buf  bytes.Buffer
+}
+
+func (j *jsonWriter) header(cols []column) error {
+	j.keys = make([][]byte, len(cols))
+	for i, c := range cols {
+		k, err := json.Marshal(c.name)
+		if err != nil {
+			return err
+		}
+		j.keys[i] = k
+	}
+	return nil
+}
+
+func (j *jsonWriter) row(cells []cell) error {
+	j.buf.Reset()
+	j.buf.WriteByte('{')
+	for i, c := range cells {
+		if i > 0 {
+			j.buf.WriteByte(',')
+		}
+		j.buf.Write(j.keys[i])
+		j.buf.WriteByte(':')
+		if err := writeJSONValue(&j.buf, c); err != nil {
+			return fmt.Errorf("column %s: %w", j.keys[i], err)
+		}
+	}
+	j.buf.WriteString("}\n")
+	_, err := j.w.Write(j.buf.Bytes())
+	return err
+}
+
+func (j *jsonWriter) flush() error { return nil }
+
+func writeJSONValue(b *bytes.Buffer, c cell) error {
+	if c.null || c.json == nil {
+		b.WriteString("null")
+		return nil
+	}
+	v, err := marshalJSON(c.json)
+	if err != nil {
+		return err
+	}
+	b.Write(v)
+	return nil
+}
+
+// marshalJSON encodes without HTML escaping, so "<" and "&" stay readable.
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// object is a JSON object that keeps its keys in order (struct values, maps).
+type object []member
+
+type member struct {
+	key   string
+	value any
+}
+
+func (o object) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range o {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, err := marshalJSON(m.key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := marshalJSON(m.value)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}

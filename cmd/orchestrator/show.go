@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+func showCommand() *command {
+	return &command{
+		name:    "show",
+		args:    "TABLE",
+		summary: "print a table's rows, at any version or time",
+		help: "Print the rows of a table: its latest version, or the version given with --version,\n" +
+			"or the version that was current at --timestamp (RFC 3339, e.g.\n" +
+			"2026-01-14T10:00:00Z; a time without a zone, or a bare date, is UTC).\n\n" +
+			"Values are shown exactly: decimals with their scale, timestamps in UTC (RFC 3339),\n" +
+			"dates as YYYY-MM-DD, binary as base64, structs, arrays and maps as JSON. A null is\n" +
+			"NULL in text, an empty field in CSV and null in JSON.\n\n" + tableArgHelp,
+		setup: func(fs *flag.FlagSet) runFunc {
+			tf := addTableFlags(fs)
+			var version optionalInt
+			fs.Var(&version, "version", "show the table as of version `n`")
+			timestamp := fs.String("timestamp", "", "show the table as of `time`")
+			var columns listFlag
+			columns.split = true
+			fs.Var(&columns, "columns", "print only these `columns`, in this order (comma-separated, repeatable)")
+			limit := fs.Int64("limit", 0, "print at most `n` rows (0: all)")
+			return func(ctx context.Context, e *env, args []string) error {
+				if version.set && *timestamp != "" {
+					return usagef("--version and --timestamp are exclusive")
+				}
+				if version.set && version.value < 0 {
+					return usagef("--version must be 0 or more, got %d", version.value)
+				}
+				if *limit < 0 {
+					return usagef("--limit must be 0 or more, got %d", *limit)
+				}
+				var asOf time.Time
+				if *timestamp != "" {
+					t, err := parseTimestamp(*timestamp)
+					if err != nil {
+						return usagef("--timestamp: %v", err)
+					}
+					asOf = t
+				}
+				t, err := tf.open(ctx, e, args)
+				if err != nil {
+					return err
+				}
+				var snap *delta.Snapshot
+				switch {
+				case version.set:
+					snap, err = t.table.SnapshotAt(ctx, version.value)
+				case *timestamp != "":
+					snap, err = t.table.SnapshotAsOf(ctx, asOf)
+				default:
+					snap, err = t.table.Snapshot(ctx)
+				}
+				if err != nil {
+					return err
+				}
+				if err := showRows(ctx, e, tf.format, snap, delta.ScanOptions{Columns: columns.values}, *limit); err != nil {
+					return fmt.Errorf("table %s: %w", t.name, err)
+				}
+				return nil
+			}
+		},
+	}
+}
+
+// showRows streams a snapshot's rows to the output (text output is aligned, so it holds
+// the rows it prints; --limit bounds them).
+func showRows(ctx context.Context, e *env, format string, snap *delta.Snapshot, opts delta.ScanOptions, limit int64) error {
+	sc, err := snap.Scan(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer sc.Release()
+	fields := sc.Schema().Fields()
+	cols := make([]column, len(fields))
+	for i, f := range fields {
+		cols[i] = column{name: f.Name, numeric: numericType(f.Type)}
+	}
+	w := newRowWriter(e.stdout, format)
+	if err := w.header(cols); err != nil {
+		return err
+	}
+	var n int64
+	row := make([]cell, len(cols))
+scan:
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		for r := 0; r < int(rec.NumRows()); r++ {
+			if limit > 0 && n >= limit {
+				break scan
+			}
+			for c := range cols {
+				row[c] = arrowCell(rec.Column(c), r)
+			}
+			if err := w.row(row); err != nil {
+				return err
+			}
+			n++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return w.flush()
+}
+
+// parseTimestamp reads --timestamp: RFC 3339, or a date and time without a zone (UTC),
+// or a bare date (midnight UTC).
+func parseTimestamp(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time: want RFC 3339 (2026-01-14T10:00:00Z), a UTC date and time (2026-01-14T10:00:00) or a date (2026-01-14)", s)
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
+	"github.com/orchestrator-io/orchestrator/pipelines"
+)
+
+// tableArgHelp explains TABLE; every table command shows it.
+const tableArgHelp = "TABLE is a table name declared in the pipeline given with --pipeline (it lives\n" +
+	"under the pipeline's warehouse), or a location: a directory (./sales, /data/sales),\n" +
+	"file:///data/sales or s3://bucket/prefix/sales. S3 settings come from --s3-* flags,\n" +
+	"else the pipeline's storage section, else AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n" +
+	"AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL) and\n" +
+	"S3_FORCE_PATH_STYLE. Credentials are never flags."
+
+func tableCommand() *command {
+	return &command{
+		name:    "table",
+		summary: "ask a Delta table about its history, rows and properties",
+		help:    "Inspect and maintain Delta tables.\n\n" + tableArgHelp,
+		subs: []*command{
+			historyCommand(),
+			showCommand(),
+			propertiesCommand(),
+		},
+	}
+}
+
+// tableFlags are the flags every table command has: where the table is and how to print.
+type tableFlags struct {
+	pipeline string
+	format   string
+	s3       storeurl.Options
+}
+
+func addTableFlags(fs *flag.FlagSet) *tableFlags {
+	tf := &tableFlags{}
+	fs.StringVar(&tf.pipeline, "pipeline", "", "resolve TABLE as a table declared in this pipeline `file`")
+	fs.StringVar(&tf.format, "format", formatText, formatUsage)
+	fs.StringVar(&tf.s3.Endpoint, "s3-endpoint", "", "S3 endpoint `URL`, e.g. http://127.0.0.1:9000 for MinIO (default AWS)")
+	fs.StringVar(&tf.s3.Region, "s3-region", "", "S3 `region`")
+	fs.BoolVar(&tf.s3.PathStyle, "s3-path-style", false, "use path-style S3 requests (MinIO and most self-hosted stores)")
+	return tf
+}
+
+// openedTable is a table a command works on.
+type openedTable struct {
+	name  string // as the user gave it
+	table *delta.Table
+}
+
+// open resolves TABLE and opens the Delta table there.
+func (tf *tableFlags) open(ctx context.Context, e *env, args []string) (*openedTable, error) {
+	if err := checkFormat(tf.format); err != nil {
+		return nil, err
+	}
+	switch len(args) {
+	case 0:
+		return nil, usagef("missing TABLE")
+	case 1:
+	default:
+		return nil, usagef("unexpected argument %q after TABLE", args[1])
+	}
+	name := args[0]
+	loc, opts, identity, err := tf.resolve(e, name)
+	if err != nil {
+		return nil, err
+	}
+	storeURL, root := splitLocation(loc)
+	store, err := storeurl.Open(ctx, storeURL, opts)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", name, err)
+	}
+	tbl, err := delta.Open(ctx, store, root, delta.Options{
+		EngineInfo: "orchestrator/" + version,
+		UserName:   identity,
+		Logger:     slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", name, err)
+	}
+	return &openedTable{name: name, table: tbl}, nil
+}
+
+// resolve turns TABLE into a store location (a directory or URL whose root is the
+// table), the S3 options for it and the identity to record in commits.
+func (tf *tableFlags) resolve(e *env, name string) (loc string, opts storeurl.Options, identity string, err error) {
+	if tf.pipeline == "" {
+		if !isLocation(name) {
+			if _, statErr := os.Stat(name); statErr != nil {
+				return "", opts, "", usagef("TABLE %q is neither a location nor a declared table: write ./%s for a directory, or pass --pipeline FILE to look the name up", name, name)
+			}
+		}
+		loc, err = localCheck(name)
+		return loc, tf.s3, "", err
+	}
+	spec, err := pipelines.Load(tf.pipeline, pipelines.Options{LookupEnv: e.lookupEnv})
+	if err != nil {
+		var perr *pipelines.Error
+		if errors.As(err, &perr) {
+			return "", opts, "", fmt.Errorf("pipeline %s is invalid (run orchestrator validate):\n%w", tf.pipeline, err)
+		}
+		return "", opts, "", err
+	}
+	t := spec.Table(name)
+	if t == nil {
+		if isLocation(name) {
+			loc, err = localCheck(name)
+			return loc, tf.mergeStorage(spec.Storage), spec.Identity, err
+		}
+		names := make([]string, len(spec.Tables))
+		for i, t := range spec.Tables {
+			names[i] = t.Name
+		}
+		return "", opts, "", usagef("table %q is not declared in %s; declared: %s", name, tf.pipeline, strings.Join(names, ", "))
+	}
+	wh := spec.Warehouse
+	switch {
+	case strings.HasPrefix(wh, "mem://"):
+		return "", opts, "", fmt.Errorf("table %s: the warehouse of %s is %s, which lives only inside a running process", name, tf.pipeline, wh)
+	case strings.Contains(wh, "://"):
+		loc = strings.TrimRight(wh, "/") + "/" + t.Path
+	default:
+		loc = filepath.Join(wh, filepath.FromSlash(t.Path))
+	}
+	loc, err = localCheck(loc)
+	return loc, tf.mergeStorage(spec.Storage), spec.Identity, err
+}
+
+// mergeStorage layers the flags over the pipeline's storage section; storeurl layers
+// both over the AWS_* variables.
+func (tf *tableFlags) mergeStorage(st pipelines.Storage) storeurl.Options {
+	o := storeurl.Options{
+		Endpoint:     st.Endpoint,
+		Region:       st.Region,
+		AccessKey:    st.AccessKeyID,
+		SecretKey:    st.SecretAccessKey,
+		SessionToken: st.SessionToken,
+		PathStyle:    st.PathStyle != nil && *st.PathStyle,
+	}
+	if o.Endpoint != "" && !strings.Contains(o.Endpoint, "://") && st.Insecure {
+		o.Endpoint = "http://" + o.Endpoint
+	}
+	if tf.s3.Endpoint != "" {
+		o.Endpoint = tf.s3.Endpoint
+	}
+	if tf.s3.Region != "" {
+		o.Region = tf.s3.Region
+	}
+	o.PathStyle = o.PathStyle || tf.s3.PathStyle
+	return o
+}
+
+// isLocation reports whether TABLE is written as a location rather than a name.
+func isLocation(s string) bool {
+	return strings.Contains(s, "://") || strings.ContainsRune(s, '/') ||
+		strings.ContainsRune(s, filepath.Separator) || s == "." || s == ".."
+}
+
+// splitLocation opens the store one level above the table, so that the table root has
+// a name (its last path segment) that the delta package's messages can show.
+func splitLocation(loc string) (storeURL, root string) {
+	if rest, ok := strings.CutPrefix(loc, "file://"); ok {
+		loc = rest
+	}
+	if scheme, rest, ok := strings.Cut(loc, "://"); ok {
+		rest = strings.TrimRight(rest, "/")
+		i := strings.LastIndexByte(rest, '/')
+		if i < 0 { // s3://bucket: the table is the whole bucket
+			return loc, ""
+		}
+		return scheme + "://" + rest[:i], rest[i+1:]
+	}
+	abs, err := filepath.Abs(loc)
+	if err != nil {
+		return loc, ""
+	}
+	parent := filepath.Dir(abs)
+	if parent == abs {
+		return abs, ""
+	}
+	return parent, filepath.Base(abs)
+}
+
+// localCheck refuses a local directory that does not exist, which opening a store would
+// otherwise create.
+func localCheck(loc string) (string, error) {
+	dir := loc
+	if rest, ok := strings.CutPrefix(loc, "file://"); ok {
+		dir = rest
+	} else if strings.Contains(loc, "://") {
+		return loc, nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("table %s: no such directory", loc)
+	case err != nil:
+		return "", fmt.Errorf("table %s: %w", loc, err)
+	case !fi.IsDir():
+		return "", fmt.Errorf("table %s: not a directory", loc)
+	}
+	return loc, nil
+}
+
+// writeRows renders a whole result set in the chosen format.
+func writeRows(e *env, format string, cols []column, rows [][]cell) error {
+	w := newRowWriter(e.stdout, format)
+	if err := w.header(cols); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := w.row(r); err != nil {
+			return err
+		}
+	}
+	return w.flush()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
