@@ -267,7 +267,7 @@ func releaseAll(arrs []arrow.Array) {
 // when not nil, marks rows whose enclosing structs are all non-null.
 func checkNotNull(arr arrow.Array, column string, nullable bool, dt DataType, parentValid []bool) error {
 	nulls := 0
-	if !nullable {
+	if !nullable && arr.NullN() > 0 {
 		for i := 0; i < arr.Len(); i++ {
 			if arr.IsNull(i) && (parentValid == nil || parentValid[i]) {
 				nulls++

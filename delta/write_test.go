@@ -479,3 +479,39 @@ func TestArrowSchemaRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteManyPartitionsBoundedOpenFiles(t *testing.T) {
+	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"p","type":"integer","nullable":true,"metadata":{}},{"name":"at","type":"timestamp","nullable":true,"metadata":{}}]}`)
+	// Rows arrive interleaved across 5 partitions, in millisecond timestamps (converted
+	// to microseconds on write).
+	in := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "p", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		{Name: "at", Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "Europe/Paris"}, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, in)
+	for i := 0; i < 1000; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.Int32Builder).Append(int32(i % 5))
+		b.Field(2).(*array.TimestampBuilder).Append(arrow.Timestamp(1700000000000 + int64(i)))
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	st := mem.New(mem.Config{})
+	adds, err := WriteRecords(context.Background(), st, "", sch, []string{"p"}, []arrow.RecordBatch{rec.NewSlice(0, 500), rec.NewSlice(500, 1000)}, WriteOptions{MaxOpenFiles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(adds) <= 5 {
+		t.Errorf("%d files with 5 partitions and MaxOpenFiles 2, want more than 5 (files finished early)", len(adds))
+	}
+	got, _ := scanAll(t, st, "", sch, []string{"p"}, adds, ScanOptions{Filter: Eq("p", 3)})
+	rows := rowSet(t, got)
+	if len(rows) != 200 {
+		t.Fatalf("%d rows in partition 3, want 200", len(rows))
+	}
+	if want := `{"at":"2023-11-14T22:13:20.003Z","id":3,"p":3}`; rows[0] != want {
+		t.Errorf("first row %s, want %s", rows[0], want)
+	}
+}
