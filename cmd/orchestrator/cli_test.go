@@ -33,7 +33,11 @@ func runCLI(t *testing.T, args ...string) result {
 // transcript renders an invocation the way the golden files hold it.
 func (r result) transcript(args []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nexit %d\n", strings.TrimSpace("$ orchestrator "+strings.Join(args, " ")), r.code)
+	line := "$ orchestrator"
+	for _, a := range args {
+		line += " " + shellQuote(a)
+	}
+	fmt.Fprintf(&b, "%s\nexit %d\n", line, r.code)
 	if r.stdout != "" {
 		fmt.Fprintf(&b, "-- stdout --\n%s", r.stdout)
 	}
@@ -41,6 +45,21 @@ func (r result) transcript(args []string) string {
 		fmt.Fprintf(&b, "-- stderr --\n%s", r.stderr)
 	}
 	return b.String()
+}
+
+var plainArg = regexp.MustCompile(`^[A-Za-z0-9_./=:,@%+$-]+$`)
+
+// shellQuote writes an argument as a shell would need it.
+func shellQuote(s string) string {
+	switch {
+	case plainArg.MatchString(s):
+		return s
+	case !strings.Contains(s, "'"):
+		return "'" + s + "'"
+	case !strings.ContainsAny(s, "\"$`\\"):
+		return `"` + s + `"`
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // checkGolden compares got with testdata/<name>.golden, rewriting it under -update.

@@ -16,7 +16,9 @@ func showCommand() *command {
 		summary: "print a table's rows, at any version or time",
 		help: "Print the rows of a table: its latest version, or the version given with --version,\n" +
 			"or the version that was current at --timestamp (RFC 3339, e.g.\n" +
-			"2026-01-14T10:00:00Z; a time without a zone, or a bare date, is UTC).\n\n" +
+			"2026-01-14T10:00:00Z; a time without a zone, or a bare date, is UTC). --where\n" +
+			"keeps the rows that match a condition (files that cannot match are not read);\n" +
+			"--columns picks columns; --limit stops after that many rows.\n\n" +
 			"Values are shown exactly: decimals with their scale, timestamps in UTC (RFC 3339),\n" +
 			"dates as YYYY-MM-DD, binary as base64, structs, arrays and maps as JSON. A null is\n" +
 			"NULL in text, an empty field in CSV and null in JSON.\n\n" + tableArgHelp,
@@ -28,6 +30,7 @@ func showCommand() *command {
 			var columns listFlag
 			columns.split = true
 			fs.Var(&columns, "columns", "print only these `columns`, in this order (comma-separated, repeatable)")
+			where := fs.String("where", "", "print only the rows for which `expr` is true, e.g.\n\"city = 'Portland' AND amount >= 10\" (comparisons, IN, BETWEEN, IS NULL,\nAND, OR; DATE '2026-01-14' and TIMESTAMP '2026-01-14 10:00:00' literals)")
 			limit := fs.Int64("limit", 0, "print at most `n` rows (0: all)")
 			return func(ctx context.Context, e *env, args []string) error {
 				if version.set && *timestamp != "" {
@@ -47,6 +50,14 @@ func showCommand() *command {
 					}
 					asOf = t
 				}
+				opts := delta.ScanOptions{Columns: columns.values}
+				if *where != "" {
+					pred, err := delta.ParsePredicate(*where)
+					if err != nil {
+						return usagef("--where: %v", err)
+					}
+					opts.Filter = pred
+				}
 				t, err := tf.open(ctx, e, args)
 				if err != nil {
 					return err
@@ -63,7 +74,7 @@ func showCommand() *command {
 				if err != nil {
 					return err
 				}
-				if err := showRows(ctx, e, tf.format, snap, delta.ScanOptions{Columns: columns.values}, *limit); err != nil {
+				if err := showRows(ctx, e, tf.format, snap, opts, *limit); err != nil {
 					return fmt.Errorf("table %s: %w", t.name, err)
 				}
 				return nil
