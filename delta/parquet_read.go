@@ -15,8 +15,9 @@ import (
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
-// wholeFileLimit: objects up to this size are fetched with one Get rather than ranged reads.
-const wholeFileLimit = 8 << 20
+// wholeFileLimit: objects up to this size are fetched with one Get rather than ranged
+// reads (a variable so tests can force the ranged path).
+var wholeFileLimit int64 = 8 << 20
 
 // rangeReaderAt adapts a store with GetRange to the io.ReaderAt + io.Seeker that the
 // Parquet reader wants, so only the footer and the needed column chunks are fetched.
@@ -67,6 +68,7 @@ func (r *rangeReaderAt) Seek(offset int64, whence int) (int64, error) {
 // (the add action's), else -1. The returned closer releases the Parquet reader.
 func openParquet(ctx context.Context, store objectstore.Store, key string, size int64, mem memory.Allocator, batchSize int64) (*pqarrow.FileReader, func(), error) {
 	var src parquet.ReaderAtSeeker
+	props := parquet.NewReaderProperties(mem)
 	rg, ranged := store.(objectstore.RangeGetter)
 	if size < 0 && ranged {
 		info, err := store.Stat(ctx, key)
@@ -76,8 +78,11 @@ func openParquet(ctx context.Context, store objectstore.Store, key string, size 
 		size = info.Size
 	}
 	if ranged && size > wholeFileLimit {
+		// One ranged read per column chunk (not per 16 KiB buffer): few requests on S3.
 		src = &rangeReaderAt{ctx: ctx, rg: rg, key: key, size: size}
 	} else {
+		// The file is in memory: stream pages from it without another copy.
+		props.BufferedStreamEnabled = true
 		rc, err := store.Get(ctx, key)
 		if err != nil {
 			return nil, nil, err
@@ -93,8 +98,6 @@ func openParquet(ctx context.Context, store objectstore.Store, key string, size 
 		}
 		src = bytes.NewReader(buf.Bytes())
 	}
-	props := parquet.NewReaderProperties(mem)
-	props.BufferedStreamEnabled = true
 	pf, err := file.NewParquetReader(src, file.WithReadProps(props))
 	if err != nil {
 		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
