@@ -7,6 +7,7 @@
 //	ORCH_TEST_S3_ACCESS_KEY  access key (MinIO root user)
 //	ORCH_TEST_S3_SECRET_KEY  secret key
 //	ORCH_TEST_S3_BUCKET      bucket for tests; created if missing (default orchestrator-test)
+//	ORCH_TEST_S3_USAGE_LOG   optional file listing the tests that used MinIO (for the summary)
 //
 // With no endpoint a test that needs S3 is skipped, with a message saying to run
 // scripts/test.sh, unless CI=true: then it fails, so CI can never pass by skipping the

@@ -3,7 +3,9 @@ package testenv
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +22,10 @@ const (
 	EnvS3AccessKey = "ORCH_TEST_S3_ACCESS_KEY"
 	EnvS3SecretKey = "ORCH_TEST_S3_SECRET_KEY"
 	EnvS3Bucket    = "ORCH_TEST_S3_BUCKET"
+	// EnvS3UsageLog names a file to which S3Config appends "<test binary> <test name>"
+	// for every test that got the test MinIO; scripts/test.sh summarises it so the
+	// output shows which tests ran against MinIO rather than skipping.
+	EnvS3UsageLog = "ORCH_TEST_S3_USAGE_LOG"
 )
 
 // DefaultS3Bucket is the bucket used when ORCH_TEST_S3_BUCKET is unset.
@@ -67,7 +73,26 @@ func S3Config(t testing.TB) s3.Config {
 	if err := st.EnsureBucket(ctx); err != nil {
 		t.Fatalf("test S3 at %s: %v", endpoint, err)
 	}
+	noteUsage(t)
 	return cfg
+}
+
+// noteUsage records in $ORCH_TEST_S3_USAGE_LOG that t uses the test MinIO. Lines are
+// short single writes with O_APPEND, so parallel test processes do not interleave them.
+func noteUsage(t testing.TB) {
+	path := os.Getenv(EnvS3UsageLog)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Logf("note S3 usage: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "%s %s\n", filepath.Base(os.Args[0]), t.Name()); err != nil {
+		t.Logf("note S3 usage: %v", err)
+	}
 }
 
 var unsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# The project's one test command; CI runs it through .ci/run with CI=true.
+#
+#   bash scripts/test.sh                        # everything
+#   bash scripts/test.sh ./objectstore/... -v   # other `go test` arguments (default ./...)
+#
+# In order:
+#   1. gofmt -l (any file listed fails the run) and go vet ./...
+#   2. MinIO: installed with `go install` at the pinned version if it is neither on PATH
+#      nor in $(go env GOPATH)/bin, started on 127.0.0.1 on a free port with a temporary
+#      data dir and generated credentials; once /minio/health/live answers, the tests
+#      get ORCH_TEST_S3_ENDPOINT, ORCH_TEST_S3_ACCESS_KEY, ORCH_TEST_S3_SECRET_KEY and
+#      ORCH_TEST_S3_BUCKET (see internal/testenv).
+#   3. the suites in SUITES: go test -race -count=1, then any additional suites.
+# MinIO is stopped and the temporary dir removed on every exit: success, failure,
+# Ctrl-C, SIGTERM. If this script is killed with SIGKILL, MinIO still gets SIGTERM
+# (setpriv --pdeathsig), so no MinIO outlives the script; only the temporary dir stays,
+# and a running `go test` finishes on its own (its S3 tests then fail fast).
+#
+# MinIO is AGPL-licensed: it is only ever run as a separate process, never imported.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO_ROOT"
+
+MINIO_MODULE="github.com/minio/minio"
+MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
+MINIO_START_TIMEOUT="${MINIO_START_TIMEOUT:-60}" # seconds to wait for /minio/health/live
+GO_TEST_ARGS=("$@")
+if [[ ${#GO_TEST_ARGS[@]} -eq 0 ]]; then
+  GO_TEST_ARGS=(./...)
+fi
+
+# State that cleanup undoes.
+WORK_DIR=""  # temporary dir: MinIO data and log
+MINIO_PID="" # MinIO server process
+SUITE_PID="" # process group leader of the running test command, if any
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() {
+  printf 'scripts/test.sh: %s\n' "$*" >&2
+  exit 1
+}
+
+# --------------------------------------------------------------------------------------
+# Cleanup: runs on every exit; INT and TERM exit through it too.
+# --------------------------------------------------------------------------------------
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  if [[ -n $SUITE_PID ]]; then
+    kill -TERM -- "-$SUITE_PID" 2>/dev/null || kill -TERM "$SUITE_PID" 2>/dev/null || true
+    wait "$SUITE_PID" 2>/dev/null || true
+  fi
+  stop_minio
+  if [[ -n $WORK_DIR ]]; then
+    rm -rf -- "$WORK_DIR"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'log "interrupted (SIGINT): stopping"; exit 130' INT
+trap 'log "terminated (SIGTERM): stopping"; exit 143' TERM
+
+# --------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------
+
+# random_hex N: 2N random hex digits.
+random_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+
+# free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
+free_port() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+    return
+  fi
+  local port
+  for _ in $(seq 200); do
+    port=$((20000 + RANDOM % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return
+    fi
+  done
+  die "found no free TCP port on 127.0.0.1"
+}
+
+# http_ok URL: true if URL answers 2xx.
+http_ok() {
+  if command -v curl >/dev/null 2>&1; then
+    curl -fsS -o /dev/null --max-time 2 "$1" 2>/dev/null
+  else
+    python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$1" 2>/dev/null
+  fi
+}
+
+# run_in_group CMD...: runs CMD in its own process group and waits for it, so a signal
+# to this script can stop CMD and every process it started (go test runs test binaries).
+run_in_group() {
+  if command -v setsid >/dev/null 2>&1; then
+    setsid "$@" </dev/null &
+  else
+    "$@" </dev/null &
+  fi
+  SUITE_PID=$!
+  local status=0
+  wait "$SUITE_PID" || status=$?
+  SUITE_PID=""
+  return "$status"
+}
+
+# --------------------------------------------------------------------------------------
+# Static checks
+# --------------------------------------------------------------------------------------
+check_tools() {
+  command -v go >/dev/null 2>&1 || die "go is not on PATH (need Go 1.26)"
+  log "$(go version)"
+}
+
+check_format() {
+  log "gofmt -l"
+  local unformatted
+  unformatted="$(find . -name '*.go' -not -path '*/.*' -not -path '*/testdata/*' \
+    -not -path './vendor/*' -not -path '*/node_modules/*' -print0 | xargs -0 -r gofmt -l)"
+  if [[ -n $unformatted ]]; then
+    printf '%s\n' "$unformatted" >&2
+    die "the files above are not gofmt-formatted: run gofmt -w on them"
+  fi
+}
+
+run_go_vet() {
+  log "go vet ./..."
+  go vet ./...
+}
+
+# --------------------------------------------------------------------------------------
+# MinIO
+# --------------------------------------------------------------------------------------
+MINIO_BIN=""
+
+ensure_minio() {
+  local gobin gopath
+  gobin="$(go env GOBIN)"
+  if [[ -z $gobin ]]; then
+    gopath="$(go env GOPATH)"
+    gobin="${gopath%%:*}/bin"
+  fi
+  if command -v minio >/dev/null 2>&1; then
+    MINIO_BIN="$(command -v minio)"
+  elif [[ -x $gobin/minio ]]; then
+    MINIO_BIN="$gobin/minio"
+  else
+    log "MinIO not found: go install $MINIO_MODULE@$MINIO_VERSION (builds once, takes minutes)"
+    go install "$MINIO_MODULE@$MINIO_VERSION"
+    MINIO_BIN="$gobin/minio"
+    [[ -x $MINIO_BIN ]] || die "go install finished but $MINIO_BIN is not there"
+  fi
+  log "MinIO: $MINIO_BIN"
+}
+
+# wait_for_minio PORT: true once MinIO answers its liveness probe; false if it exits or
+# MINIO_START_TIMEOUT passes.
+wait_for_minio() {
+  local url="http://127.0.0.1:$1/minio/health/live"
+  local deadline=$((SECONDS + MINIO_START_TIMEOUT))
+  while ((SECONDS < deadline)); do
+    if ! kill -0 "$MINIO_PID" 2>/dev/null; then
+      log "MinIO exited before answering $url"
+      return 1
+    fi
+    if http_ok "$url"; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  log "MinIO did not answer $url within ${MINIO_START_TIMEOUT}s"
+  return 1
+}
+
+start_minio() {
+  WORK_DIR="$(mktemp -d "${TMPDIR:-/tmp}/orch-test.XXXXXX")"
+  local user pass port console attempt
+  user="orch-$(random_hex 4)"
+  pass="$(random_hex 16)"
+  # setpriv --pdeathsig: the kernel sends MinIO SIGTERM if this script dies, even by SIGKILL.
+  local launcher=()
+  if command -v setpriv >/dev/null 2>&1; then
+    launcher=(setpriv --pdeathsig TERM --)
+  fi
+  for attempt in 1 2 3; do
+    port="$(free_port)"
+    console="$(free_port)"
+    [[ $port != "$console" ]] || continue
+    log "starting MinIO on 127.0.0.1:$port (console :$console, log $WORK_DIR/minio.log)"
+    MINIO_ROOT_USER="$user" MINIO_ROOT_PASSWORD="$pass" MINIO_UPDATE=off \
+      "${launcher[@]}" "$MINIO_BIN" server "$WORK_DIR/data" \
+      --address "127.0.0.1:$port" --console-address "127.0.0.1:$console" \
+      >"$WORK_DIR/minio.log" 2>&1 </dev/null &
+    MINIO_PID=$!
+    if wait_for_minio "$port"; then
+      export ORCH_TEST_S3_ENDPOINT="http://127.0.0.1:$port"
+      export ORCH_TEST_S3_ACCESS_KEY="$user"
+      export ORCH_TEST_S3_SECRET_KEY="$pass"
+      export ORCH_TEST_S3_BUCKET="orchestrator-test"
+      log "MinIO is up: ORCH_TEST_S3_ENDPOINT=$ORCH_TEST_S3_ENDPOINT ORCH_TEST_S3_BUCKET=$ORCH_TEST_S3_BUCKET"
+      return 0
+    fi
+    log "MinIO start attempt $attempt failed; last lines of its log:"
+    tail -n 20 "$WORK_DIR/minio.log" >&2 || true
+    stop_minio
+  done
+  die "MinIO did not start (3 attempts); see its log above"
+}
+
+stop_minio() {
+  [[ -n $MINIO_PID ]] || return 0
+  if kill -0 "$MINIO_PID" 2>/dev/null; then
+    kill -TERM "$MINIO_PID" 2>/dev/null || true
+    for _ in $(seq 100); do # up to 10s for a clean shutdown
+      kill -0 "$MINIO_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$MINIO_PID" 2>/dev/null || true
+  fi
+  wait "$MINIO_PID" 2>/dev/null || true
+  MINIO_PID=""
+}
+
+# --------------------------------------------------------------------------------------
+# Test suites
+# --------------------------------------------------------------------------------------
+# Each suite is a function that runs from the repository root with MinIO up and the
+# ORCH_TEST_S3_* variables exported, prints its runner's own output, and returns non-zero
+# on failure. Run long commands through run_in_group so Ctrl-C / SIGTERM stop them.
+
+run_go_tests() {
+  log "go test -race -count=1 ${GO_TEST_ARGS[*]}"
+  export ORCH_TEST_S3_USAGE_LOG="$WORK_DIR/s3-usage.log"
+  local status=0
+  run_in_group go test -race -count=1 "${GO_TEST_ARGS[@]}" || status=$?
+  report_s3_usage
+  return "$status"
+}
+
+# report_s3_usage: which tests ran against MinIO (internal/testenv records them), so the
+# output shows the S3 tests ran rather than skipped.
+report_s3_usage() {
+  if [[ ! -s $ORCH_TEST_S3_USAGE_LOG ]]; then
+    log "no test used MinIO"
+    return 0
+  fi
+  log "tests that ran against MinIO at $ORCH_TEST_S3_ENDPOINT (test binary, test: count with subtests):"
+  awk '{ split($2, p, "/"); n[$1 " " p[1]]++ } END { for (k in n) printf "      %s: %d\n", k, n[k] }' \
+    "$ORCH_TEST_S3_USAGE_LOG" | sort >&2
+}
+
+# ---- Additional suites go here. ------------------------------------------------------
+# Define run_<name> above this line's block and append it to SUITES, for example:
+#   run_python_interop: create a virtualenv (python3 -m venv "$WORK_DIR/venv"), pip install
+#     the pinned requirements, then run_in_group pytest; treat pytest's exit 5 ("no tests
+#     collected") as a failure or not, deliberately.
+#   run_browser: headless Chromium against the web UI.
+SUITES=(run_go_tests)
+
+# --------------------------------------------------------------------------------------
+main() {
+  check_tools
+  check_format
+  run_go_vet
+  ensure_minio
+  start_minio
+
+  local failed=() suite
+  for suite in "${SUITES[@]}"; do
+    if ! "$suite"; then
+      failed+=("$suite")
+    fi
+  done
+  if ((${#failed[@]} > 0)); then
+    log "FAILED suites: ${failed[*]}"
+    return 1
+  fi
+  log "all suites passed: ${SUITES[*]}"
+}
+
+main
