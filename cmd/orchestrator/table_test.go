@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
 
@@ -37,13 +38,26 @@ var fixtureTimes = []time.Time{
 // from which history and time travel read them.
 func makeOrdersTable(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "orders")
 	store, err := fs.New(fs.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
+	writeOrdersTable(t, store, "")
+	for v, ts := range fixtureTimes {
+		name := filepath.Join(dir, "_delta_log", fmt.Sprintf("%020d.json", v))
+		if err := os.Chtimes(name, ts, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// writeOrdersTable writes the versions of the fixture table at root in store.
+func writeOrdersTable(t *testing.T, store objectstore.Store, root string) {
+	t.Helper()
+	ctx := context.Background()
 	commit := 0
 	opts := delta.Options{
 		Now:        func() time.Time { return fixtureTimes[commit] },
@@ -60,7 +74,7 @@ func makeOrdersTable(t *testing.T) string {
 		{Name: "amount", Type: &delta.DecimalType{Precision: 10, Scale: 2}, Nullable: true},
 		{Name: "ordered_at", Type: &delta.PrimitiveType{Name: delta.TypeTimestamp}, Nullable: true},
 	}}
-	tbl, err := delta.Create(ctx, store, "", delta.CreateOptions{
+	tbl, err := delta.Create(ctx, store, root, delta.CreateOptions{
 		Schema:     schema,
 		Properties: map[string]string{"delta.enableChangeDataFeed": "true"},
 		Name:       "bronze.orders",
@@ -125,13 +139,6 @@ func makeOrdersTable(t *testing.T) string {
 	if _, err := tbl.SetProperties(ctx, map[string]string{"delta.logRetentionDuration": "interval 90 days"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	for v, ts := range fixtureTimes {
-		name := filepath.Join(dir, "_delta_log", fmt.Sprintf("%020d.json", v))
-		if err := os.Chtimes(name, ts, ts); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }
 
 // scrubDir replaces a temporary directory in a transcript with a fixed name.
