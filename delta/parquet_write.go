@@ -52,7 +52,7 @@ func parquetWriterProps(o WriteOptions) (*parquet.WriterProperties, pqarrow.Arro
 }
 
 func newPartFile(w *DataWriter, dir string, vals []*string) (*partFile, error) {
-	name := fmt.Sprintf("part-%05d-%s-c000%s.parquet", w.seq, uuid.NewString(), codecSuffix(w.opts))
+	name := fmt.Sprintf("%s-%05d-%s-c000%s.parquet", w.opts.FilePrefix, w.seq, uuid.NewString(), codecSuffix(w.opts))
 	w.seq++
 	rel := name
 	if dir != "" {

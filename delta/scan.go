@@ -21,10 +21,6 @@ import (
 // DefaultScanBatchSize is the number of rows per record a scan returns at most.
 const DefaultScanBatchSize = 64 * 1024
 
-// changeTypeColumn is the CDF column found in _change_data files (and, from some writers,
-// in data files); a table scan never returns it.
-const changeTypeColumn = "_change_type"
-
 // ScanOptions selects what a scan returns.
 type ScanOptions struct {
 	// Columns to return, by name (case-insensitive), in this order; empty means every

@@ -50,6 +50,8 @@ type WriteOptions struct {
 	// Dir is a directory under the table root for the files, e.g. "_change_data" for CDC
 	// files; empty means the root itself (then the partition directories).
 	Dir string
+	// FilePrefix starts each file name (default "part"; change files use "cdc").
+	FilePrefix string
 	// Allocator for Arrow buffers (default memory.DefaultAllocator).
 	Allocator memory.Allocator
 	// Now is the clock for modificationTime (default time.Now).
@@ -83,6 +85,9 @@ func (o WriteOptions) withDefaults() WriteOptions {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.FilePrefix == "" {
+		o.FilePrefix = "part"
 	}
 	return o
 }

@@ -515,3 +515,26 @@ func TestWriteManyPartitionsBoundedOpenFiles(t *testing.T) {
 		t.Errorf("first row %s, want %s", rows[0], want)
 	}
 }
+
+func TestWriteChangeFiles(t *testing.T) {
+	ctx := context.Background()
+	st := mem.New(mem.Config{})
+	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"p","type":"string","nullable":true,"metadata":{}}]}`)
+	cs := ChangeDataSchema(sch)
+	asch, _ := ArrowSchema(cs)
+	rec := recordFromJSON(t, asch, `[{"id":1,"p":"a","_change_type":"update_preimage"},{"id":1,"p":"a","_change_type":"update_postimage"}]`)
+	defer rec.Release()
+	cdcs, err := WriteChangeFiles(ctx, st, "t", sch, []string{"p"}, []arrow.RecordBatch{rec}, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cdcs) != 1 || !strings.HasPrefix(cdcs[0].Path, "_change_data/p=a/cdc-00000-") || cdcs[0].DataChange {
+		t.Fatalf("cdc actions %+v", cdcs[0])
+	}
+	adds := []*Add{CDCAsAdd(cdcs[0])}
+	got, _ := scanAll(t, st, "t", cs, []string{"p"}, adds, ScanOptions{})
+	diffRows(t, rowSet(t, got), []string{`{"_change_type":"update_postimage","id":1,"p":"a"}`, `{"_change_type":"update_preimage","id":1,"p":"a"}`})
+	// A table scan of the same file drops the column.
+	got, _ = scanAll(t, st, "t", sch, []string{"p"}, adds, ScanOptions{})
+	diffRows(t, rowSet(t, got), []string{`{"id":1,"p":"a"}`, `{"id":1,"p":"a"}`})
+}
