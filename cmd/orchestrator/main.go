@@ -1,6 +1,3 @@
-// Command orchestrator runs YAML data pipelines over Delta Lake tables and answers
-// questions about the tables: their history, their rows at a version or time, their
-// properties. Run "orchestrator help" for the commands.
 package main
 
 import (

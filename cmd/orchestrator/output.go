@@ -45,8 +45,8 @@ func textCell(s string) cell { return cell{text: s, json: s} }
 
 var nullCell = cell{null: true}
 
-// rowWriter renders rows in one format. Text buffers every row to align the columns;
-// CSV and JSON stream.
+// rowWriter renders rows in one format. Text buffers rows in blocks to align the
+// columns; CSV and JSON stream.
 type rowWriter interface {
 	header(cols []column) error
 	row(cells []cell) error
@@ -64,14 +64,24 @@ func newRowWriter(w io.Writer, format string) rowWriter {
 	}
 }
 
+// textBlock is how many rows text output aligns at a time, so that memory stays bounded
+// on big tables: columns widen between blocks when later values are wider, never shrink.
+const textBlock = 1000
+
 type textWriter struct {
-	w    io.Writer
-	cols []column
-	rows [][]string
+	w       io.Writer
+	cols    []column
+	rows    [][]string
+	widths  []int
+	started bool // header written
 }
 
 func (t *textWriter) header(cols []column) error {
 	t.cols = cols
+	t.widths = make([]int, len(cols))
+	for i, c := range cols {
+		t.widths[i] = utf8.RuneCountInString(c.name)
+	}
 	return nil
 }
 
@@ -85,17 +95,19 @@ func (t *textWriter) row(cells []cell) error {
 		}
 	}
 	t.rows = append(t.rows, r)
+	if len(t.rows) >= textBlock {
+		return t.writeBlock()
+	}
 	return nil
 }
 
-func (t *textWriter) flush() error {
-	widths := make([]int, len(t.cols))
-	for i, c := range t.cols {
-		widths[i] = utf8.RuneCountInString(c.name)
-	}
+func (t *textWriter) flush() error { return t.writeBlock() }
+
+// writeBlock writes the buffered rows (and, the first time, the header).
+func (t *textWriter) writeBlock() error {
 	for _, r := range t.rows {
 		for i, s := range r {
-			widths[i] = max(widths[i], utf8.RuneCountInString(s))
+			t.widths[i] = max(t.widths[i], utf8.RuneCountInString(s))
 		}
 	}
 	var b bytes.Buffer
@@ -105,7 +117,7 @@ func (t *textWriter) flush() error {
 			if i > 0 {
 				l.WriteString("  ")
 			}
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(v))
+			pad := strings.Repeat(" ", t.widths[i]-utf8.RuneCountInString(v))
 			if t.cols[i].numeric {
 				l.WriteString(pad + v)
 			} else {
@@ -115,17 +127,21 @@ func (t *textWriter) flush() error {
 		b.WriteString(strings.TrimRight(l.String(), " "))
 		b.WriteByte('\n')
 	}
-	names := make([]string, len(t.cols))
-	dashes := make([]string, len(t.cols))
-	for i, c := range t.cols {
-		names[i] = c.name
-		dashes[i] = strings.Repeat("-", widths[i])
+	if !t.started {
+		t.started = true
+		names := make([]string, len(t.cols))
+		dashes := make([]string, len(t.cols))
+		for i, c := range t.cols {
+			names[i] = c.name
+			dashes[i] = strings.Repeat("-", t.widths[i])
+		}
+		line(names)
+		line(dashes)
 	}
-	line(names)
-	line(dashes)
 	for _, r := range t.rows {
 		line(r)
 	}
+	t.rows = t.rows[:0]
 	_, err := t.w.Write(b.Bytes())
 	return err
 }
