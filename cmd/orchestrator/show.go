@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+
 	"github.com/orchestrator-io/orchestrator/delta"
 )
 
@@ -83,15 +85,21 @@ func showCommand() *command {
 	}
 }
 
-// showRows streams a snapshot's rows to the output (text output is aligned, so it holds
-// the rows it prints; --limit bounds them).
+// showRows streams a snapshot's rows to the output.
 func showRows(ctx context.Context, e *env, format string, snap *delta.Snapshot, opts delta.ScanOptions, limit int64) error {
 	sc, err := snap.Scan(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer sc.Release()
-	fields := sc.Schema().Fields()
+	return writeRecords(e, format, sc, limit)
+}
+
+// writeRecords prints the records of a stream (a scan, a change feed), at most limit
+// rows when limit > 0. A record is used before the next call to Next, as
+// array.RecordReader requires.
+func writeRecords(e *env, format string, rdr array.RecordReader, limit int64) error {
+	fields := rdr.Schema().Fields()
 	cols := make([]column, len(fields))
 	for i, f := range fields {
 		cols[i] = column{name: f.Name, numeric: numericType(f.Type)}
@@ -102,12 +110,12 @@ func showRows(ctx context.Context, e *env, format string, snap *delta.Snapshot, 
 	}
 	var n int64
 	row := make([]cell, len(cols))
-scan:
-	for sc.Next() {
-		rec := sc.RecordBatch()
+read:
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
 		for r := 0; r < int(rec.NumRows()); r++ {
 			if limit > 0 && n >= limit {
-				break scan
+				break read
 			}
 			for c := range cols {
 				row[c] = arrowCell(rec.Column(c), r)
@@ -118,7 +126,7 @@ scan:
 			n++
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if err := rdr.Err(); err != nil {
 		return err
 	}
 	return w.flush()
