@@ -1,7 +1,6 @@
 package delta
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
@@ -21,7 +20,7 @@ type partFile struct {
 	w      *DataWriter
 	rel    string // path relative to the table root, unescaped (as on storage)
 	vals   []*string
-	buf    bytes.Buffer
+	sink   fileSink
 	pw     *pqarrow.FileWriter
 	stats  *fileStats
 	rgRows int64
@@ -62,8 +61,9 @@ func newPartFile(w *DataWriter, dir string, vals []*string) (*partFile, error) {
 		rel = w.opts.Dir + "/" + rel
 	}
 	f := &partFile{w: w, rel: rel, vals: vals, stats: newFileStats(w.dataST, w.opts.indexedCols())}
+	f.sink.w = w
 	props, aprops := parquetWriterProps(w.opts)
-	pw, err := pqarrow.NewFileWriter(w.dataArrow, &f.buf, props, aprops)
+	pw, err := pqarrow.NewFileWriter(w.dataArrow, &f.sink, props, aprops)
 	if err != nil {
 		return nil, fmt.Errorf("open parquet writer: %w", err)
 	}
@@ -93,28 +93,39 @@ func codecSuffix(o WriteOptions) string {
 // reaches the row group size.
 func (f *partFile) write(rec arrow.RecordBatch) error {
 	if f.rgRows > 0 && f.rgArrow >= f.w.opts.RowGroupSize {
-		if err := f.pw.NewBufferedRowGroupChecked(); err != nil {
+		if err := f.flushRowGroup(); err != nil {
 			return err
 		}
-		f.rgRows = 0
-		f.flushedArrow += f.rgArrow
-		f.rgArrow = 0
 	}
 	if err := f.pw.WriteBuffered(rec); err != nil {
 		return err
 	}
 	f.rgRows += rec.NumRows()
 	for _, c := range rec.Columns() {
-		f.rgArrow += approxSize(c)
+		n := approxSize(c)
+		f.rgArrow += n
+		f.w.rgBytes += n
 	}
 	f.stats.update(rec)
+	return nil
+}
+
+// flushRowGroup closes the open (buffered) row group, writing it to the sink.
+func (f *partFile) flushRowGroup() error {
+	if err := f.pw.NewBufferedRowGroupChecked(); err != nil {
+		return err
+	}
+	f.rgRows = 0
+	f.flushedArrow += f.rgArrow
+	f.w.rgBytes -= f.rgArrow
+	f.rgArrow = 0
 	return nil
 }
 
 // size estimates the file's size so far: bytes flushed plus the open row group's Arrow
 // size scaled by the compression ratio of the flushed ones (1 before the first flush).
 func (f *partFile) size() int64 {
-	flushed := int64(f.buf.Len())
+	flushed := f.sink.len()
 	if f.flushedArrow == 0 {
 		return flushed + f.rgArrow
 	}
@@ -157,12 +168,15 @@ func approxSize(arr arrow.Array) int64 {
 
 // finish writes the footer, uploads the file and returns its add action.
 func (f *partFile) finish(ctx context.Context) (*Add, error) {
+	f.w.rgBytes -= f.rgArrow
+	f.rgArrow = 0
 	if err := f.pw.Close(); err != nil {
+		f.sink.release()
 		return nil, fmt.Errorf("close parquet writer: %w", err)
 	}
-	data := f.buf.Bytes()
+	size := f.sink.len()
 	key := joinKey(f.w.root, f.rel)
-	if err := f.w.store.Put(ctx, key, bytes.NewReader(data), int64(len(data))); err != nil {
+	if err := f.sink.upload(ctx, f.w.store, key); err != nil {
 		return nil, fmt.Errorf("upload %s: %w", key, err)
 	}
 	pv := make(map[string]*string, len(f.w.partIdx))
@@ -172,7 +186,7 @@ func (f *partFile) finish(ctx context.Context) (*Add, error) {
 	return &Add{
 		Path:             encodePath(f.rel),
 		PartitionValues:  pv,
-		Size:             int64(len(data)),
+		Size:             size,
 		ModificationTime: f.w.opts.Now().UnixMilli(),
 		DataChange:       true,
 		Stats:            f.stats.JSON(),
@@ -185,4 +199,12 @@ func (o WriteOptions) indexedCols() int {
 		return 0
 	}
 	return o.NumIndexedCols
+}
+
+// abort drops the file without uploading it.
+func (f *partFile) abort() {
+	f.w.rgBytes -= f.rgArrow
+	f.rgArrow = 0
+	f.pw.Close()
+	f.sink.release()
 }

@@ -22,6 +22,7 @@ const (
 	DefaultTargetFileSize = 128 << 20
 	DefaultRowGroupSize   = 64 << 20
 	DefaultMaxOpenFiles   = 64
+	DefaultMaxMemory      = 512 << 20
 )
 
 // WriteOptions tunes how data files are written. The zero value is usable.
@@ -47,6 +48,13 @@ type WriteOptions struct {
 	// in memory until it is finished, so memory is about MaxOpenFiles × TargetFileSize at
 	// worst, independent of the table size.
 	MaxOpenFiles int
+	// MaxMemory bounds the bytes the writer buffers: open row groups (by their Arrow
+	// size) and finished row groups of files not yet uploaded. Past it, the largest open
+	// row group is flushed and file bytes spill to temporary files in TempDir
+	// (default DefaultMaxMemory).
+	MaxMemory int64
+	// TempDir holds spilled files (default os.TempDir()).
+	TempDir string
 	// Dir is a directory under the table root for the files, e.g. "_change_data" for CDC
 	// files; empty means the root itself (then the partition directories).
 	Dir string
@@ -86,6 +94,9 @@ func (o WriteOptions) withDefaults() WriteOptions {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.MaxMemory <= 0 {
+		o.MaxMemory = DefaultMaxMemory
+	}
 	if o.FilePrefix == "" {
 		o.FilePrefix = "part"
 	}
@@ -113,6 +124,9 @@ type DataWriter struct {
 	adds   []*Add
 	closed bool
 	rows   int64
+
+	memBytes int64 // file bytes held in memory by open files' sinks
+	rgBytes  int64 // Arrow bytes in open row groups
 }
 
 // NewDataWriter prepares a writer for a table with the given schema and partition columns,
@@ -293,9 +307,32 @@ func (w *DataWriter) writeTo(ctx context.Context, dir string, vals []*string, da
 	if err := f.write(data); err != nil {
 		return fmt.Errorf("write data file %s: %w", f.rel, err)
 	}
+	for w.rgBytes > w.opts.MaxMemory/2 {
+		if err := w.flushLargestRowGroup(); err != nil {
+			return err
+		}
+	}
 	if f.size() >= w.opts.TargetFileSize {
 		delete(w.open, dir)
 		return w.finish(ctx, f)
+	}
+	return nil
+}
+
+// flushLargestRowGroup writes out the biggest open row group to bound memory.
+func (w *DataWriter) flushLargestRowGroup() error {
+	var big *partFile
+	for _, f := range w.open {
+		if big == nil || f.rgArrow > big.rgArrow {
+			big = f
+		}
+	}
+	if big == nil || big.rgArrow == 0 {
+		w.rgBytes = 0
+		return nil
+	}
+	if err := big.flushRowGroup(); err != nil {
+		return fmt.Errorf("write data file %s: %w", big.rel, err)
 	}
 	return nil
 }
@@ -339,6 +376,16 @@ func (w *DataWriter) Close(ctx context.Context) ([]*Add, error) {
 	return w.adds, nil
 }
 
+// Abort drops the files still open (their bytes are never uploaded) and closes the
+// writer. Files already uploaded stay as harmless orphans. Use it when giving up.
+func (w *DataWriter) Abort() {
+	w.closed = true
+	for dir, f := range w.open {
+		f.abort()
+		delete(w.open, dir)
+	}
+}
+
 // Rows is the number of rows written so far.
 func (w *DataWriter) Rows() int64 { return w.rows }
 
@@ -356,16 +403,23 @@ func WriteFiles(ctx context.Context, store objectstore.Store, root string, schem
 	}
 	for rdr.Next() {
 		if err := ctx.Err(); err != nil {
+			w.Abort()
 			return nil, err
 		}
 		if err := w.Write(ctx, rdr.RecordBatch()); err != nil {
+			w.Abort()
 			return nil, err
 		}
 	}
 	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		w.Abort()
 		return nil, fmt.Errorf("write data: read input: %w", err)
 	}
-	return w.Close(ctx)
+	adds, err := w.Close(ctx)
+	if err != nil {
+		w.Abort()
+	}
+	return adds, err
 }
 
 // WriteRecords is WriteFiles over a slice of records.
@@ -376,10 +430,15 @@ func WriteRecords(ctx context.Context, store objectstore.Store, root string, sch
 	}
 	for _, r := range recs {
 		if err := w.Write(ctx, r); err != nil {
+			w.Abort()
 			return nil, err
 		}
 	}
-	return w.Close(ctx)
+	adds, err := w.Close(ctx)
+	if err != nil {
+		w.Abort()
+	}
+	return adds, err
 }
 
 // joinKey joins the table root and a relative path into a store key.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -537,4 +539,47 @@ func TestWriteChangeFiles(t *testing.T) {
 	// A table scan of the same file drops the column.
 	got, _ = scanAll(t, st, "t", sch, []string{"p"}, adds, ScanOptions{})
 	diffRows(t, rowSet(t, got), []string{`{"id":1,"p":"a"}`, `{"id":1,"p":"a"}`})
+}
+
+func TestWriteSpillsUnderMemoryBudget(t *testing.T) {
+	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"s","type":"string","nullable":true,"metadata":{}},{"name":"p","type":"integer","nullable":true,"metadata":{}}]}`)
+	asch, _ := ArrowSchema(sch)
+	tmp := t.TempDir()
+	st := mem.New(mem.Config{})
+	w, err := NewDataWriter(st, "t", sch, []string{"p"}, WriteOptions{MaxMemory: 256 << 10, TempDir: tmp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []arrow.RecordBatch
+	for b := 0; b < 10; b++ {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+		for i := 0; i < 5000; i++ {
+			id := b*5000 + i
+			rb.Field(0).(*array.Int64Builder).Append(int64(id))
+			rb.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("%d-%s", id*7919, strings.Repeat("v", id%64)))
+			rb.Field(2).(*array.Int32Builder).Append(int32(id % 8))
+		}
+		rec := rb.NewRecordBatch()
+		rb.Release()
+		all = append(all, rec)
+		if err := w.Write(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.memBytes > 256<<10 || w.rgBytes > 128<<10 {
+		t.Errorf("buffered %d file bytes and %d row-group bytes, budget 256 KiB", w.memBytes, w.rgBytes)
+	}
+	spilled, _ := os.ReadDir(tmp)
+	if len(spilled) == 0 {
+		t.Errorf("no file spilled to %s under a 256 KiB budget", tmp)
+	}
+	adds, err := w.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("%d temporary files left after Close", len(left))
+	}
+	got, _ := scanAll(t, st, "t", sch, []string{"p"}, adds, ScanOptions{})
+	diffRows(t, rowSet(t, got), rowSet(t, all))
 }
