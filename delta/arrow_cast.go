@@ -105,12 +105,7 @@ func castToTable(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (
 			return nil, fmt.Errorf("map value: %w", err)
 		}
 		defer v.Release()
-		entries := array.NewData(t.Elem(), k.Len(), []*memory.Buffer{nil}, []arrow.ArrayData{k.Data(), v.Data()}, 0, 0)
-		defer entries.Release()
-		d := arr.Data()
-		out := array.NewData(target, d.Len(), d.Buffers(), []arrow.ArrayData{entries}, d.NullN(), d.Offset())
-		defer out.Release()
-		return array.MakeFromData(out), nil
+		return rebuildMap(arr, t, k, v), nil
 	case *arrow.ListType:
 		l, ok := arr.(*array.List)
 		if !ok {

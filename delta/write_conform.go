@@ -132,9 +132,8 @@ func conformArray(mem memory.Allocator, arr arrow.Array, target arrow.DataType, 
 		}
 		return rebuild(arr, target, children), nil
 	case *arrow.MapType:
-		s, ok := src.(*arrow.MapType)
 		mdt, _ := dt.(*MapType)
-		if !ok || mdt == nil {
+		if _, ok := src.(*arrow.MapType); !ok || mdt == nil {
 			return nil, mismatch()
 		}
 		m := arr.(*array.Map)
@@ -148,22 +147,12 @@ func conformArray(mem memory.Allocator, arr arrow.Array, target arrow.DataType, 
 			return nil, err
 		}
 		defer v.Release()
-		_ = s
-		entries := array.NewData(t.Elem(), m.Keys().Len(), []*memory.Buffer{nil}, []arrow.ArrayData{k.Data(), v.Data()}, 0, 0)
-		defer entries.Release()
-		d := arr.Data()
-		// Keys/Items are already sliced to the map's offsets range only when offset 0; rebuild
-		// from the list offsets as stored.
-		out := array.NewData(target, d.Len(), d.Buffers(), []arrow.ArrayData{entries}, d.NullN(), d.Offset())
-		defer out.Release()
-		return array.MakeFromData(out), nil
+		return rebuildMap(arr, t, k, v), nil
 	case *arrow.ListType:
-		s, ok := src.(*arrow.ListType)
 		adt, _ := dt.(*ArrayType)
-		if !ok || adt == nil {
+		if _, ok := src.(*arrow.ListType); !ok || adt == nil {
 			return nil, mismatch()
 		}
-		_ = s
 		l := arr.(*array.List)
 		vals, err := conformArray(mem, l.ListValues(), t.Elem(), column+".element", adt.ElementType)
 		if err != nil {
@@ -175,7 +164,10 @@ func conformArray(mem memory.Allocator, arr arrow.Array, target arrow.DataType, 
 	return nil, mismatch()
 }
 
-// rebuild makes an array of type target from arr's own buffers and new children.
+// rebuild makes an array of type target from arr's own buffers (validity, offsets) and
+// new children. List children are the unsliced ListValues, so the parent's offset still
+// applies; struct children come from Field(), already sliced to the parent's range, so a
+// sliced struct is rebuilt at offset 0 with its validity copied.
 func rebuild(arr arrow.Array, target arrow.DataType, children []arrow.Array) arrow.Array {
 	d := arr.Data()
 	cd := make([]arrow.ArrayData, len(children))
@@ -183,14 +175,22 @@ func rebuild(arr arrow.Array, target arrow.DataType, children []arrow.Array) arr
 		cd[i] = c.Data()
 	}
 	if _, ok := target.(*arrow.StructType); ok && d.Offset() != 0 {
-		// Struct children were sliced by Field(); keep the parent's offset for validity only
-		// by slicing the new children back into the parent's coordinates is not possible,
-		// so use an unsliced view: copy the validity into an offset-0 array.
 		return rebuildStructAtZero(arr, target, children)
 	}
 	nd := array.NewData(target, d.Len(), d.Buffers(), cd, d.NullN(), d.Offset())
 	defer nd.Release()
 	return array.MakeFromData(nd)
+}
+
+// rebuildMap makes a map array of type target from arr's offsets and validity and new
+// (unsliced) keys and items.
+func rebuildMap(arr arrow.Array, target *arrow.MapType, keys, items arrow.Array) arrow.Array {
+	entries := array.NewData(target.Elem(), keys.Len(), []*memory.Buffer{nil}, []arrow.ArrayData{keys.Data(), items.Data()}, 0, 0)
+	defer entries.Release()
+	d := arr.Data()
+	out := array.NewData(target, d.Len(), d.Buffers(), []arrow.ArrayData{entries}, d.NullN(), d.Offset())
+	defer out.Release()
+	return array.MakeFromData(out)
 }
 
 func rebuildStructAtZero(arr arrow.Array, target arrow.DataType, children []arrow.Array) arrow.Array {
