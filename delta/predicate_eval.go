@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // boundPredicate is a Predicate resolved against a table schema: columns found, literals
@@ -383,32 +382,21 @@ func exactStats(dt DataType) bool {
 	return true
 }
 
-// evalRows evaluates the predicate on every row of rec (whose columns include all the
-// predicate's top-level columns, in the table's Arrow types). It returns a boolean mask
-// of the rows to keep, or all=true (and a nil mask) when every row is kept.
-func (b *boundPredicate) evalRows(mem memory.Allocator, rec arrow.RecordBatch) (*array.Boolean, bool, error) {
-	n := int(rec.NumRows())
-	res, err := b.evalTri(rec, n)
+// keptRows evaluates the predicate on every row of rec (whose columns include all the
+// predicate's top-level columns, in the table's Arrow types) and returns the indices of
+// the rows where it is true, or all=true when every row is.
+func (b *boundPredicate) keptRows(rec arrow.RecordBatch) (rows []int32, all bool, err error) {
+	res, err := b.evalTri(rec, int(rec.NumRows()))
 	if err != nil {
 		return nil, false, err
 	}
-	all := true
-	for _, r := range res {
-		if r != tTrue {
-			all = false
-			break
+	rows = make([]int32, 0, len(res))
+	for i, r := range res {
+		if r == tTrue {
+			rows = append(rows, int32(i))
 		}
 	}
-	if all {
-		return nil, true, nil
-	}
-	bb := array.NewBooleanBuilder(mem)
-	defer bb.Release()
-	bb.Reserve(n)
-	for _, r := range res {
-		bb.UnsafeAppend(r == tTrue)
-	}
-	return bb.NewBooleanArray(), false, nil
+	return rows, len(rows) == len(res), nil
 }
 
 func (b *boundPredicate) evalTri(rec arrow.RecordBatch, n int) ([]int8, error) {

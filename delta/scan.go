@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -365,20 +364,25 @@ func (s *Scanner) finishBatch(raw arrow.RecordBatch) (arrow.RecordBatch, error) 
 	work := array.NewRecordBatch(s.workArrow, cols, n)
 	defer work.Release()
 	if s.filter != nil {
-		mask, all, err := s.filter.evalRows(s.mem, work)
+		rows, all, err := s.filter.keptRows(work)
 		if err != nil {
 			return nil, err
 		}
 		if !all {
-			filtered, err := compute.FilterRecordBatch(compute.WithAllocator(s.ctx, s.mem), work, mask, compute.DefaultFilterOptions())
-			mask.Release()
-			if err != nil {
-				return nil, err
+			// Gather with Take (arrow-go's filter kernels mishandle booleans and lack maps).
+			var kept arrow.RecordBatch
+			switch {
+			case len(rows) == 0:
+				kept = work.NewSlice(0, 0)
+			case int(rows[len(rows)-1]-rows[0]) == len(rows)-1:
+				kept = work.NewSlice(int64(rows[0]), int64(rows[len(rows)-1])+1)
+			default:
+				if kept, err = takeRows(s.ctx, s.mem, work, rows); err != nil {
+					return nil, err
+				}
 			}
-			defer filtered.Release()
-			work = filtered
-		} else if mask != nil {
-			mask.Release()
+			defer kept.Release()
+			work = kept
 		}
 	}
 	outCols := make([]arrow.Array, s.out.NumFields())

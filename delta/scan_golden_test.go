@@ -257,19 +257,13 @@ func TestGoldenPruning(t *testing.T) {
 			}
 			var want []arrow.RecordBatch
 			for _, r := range all {
-				mask, keepAll, err := bp.evalRows(memory.DefaultAllocator, r)
+				rows, keepAll, err := bp.keptRows(r)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if keepAll {
 					want = append(want, r)
 					continue
-				}
-				var rows []int32
-				for i := 0; i < mask.Len(); i++ {
-					if mask.Value(i) {
-						rows = append(rows, int32(i))
-					}
 				}
 				fr, err := takeRows(ctx, memory.DefaultAllocator, r, rows)
 				if err != nil {

@@ -310,3 +310,46 @@ func TestScanNestedSchemaEvolution(t *testing.T) {
 	got, _ := scanAll(t, st, "", evolved, nil, adds, ScanOptions{Filter: Ge("n", int64(1))})
 	diffRows(t, rowSet(t, got), []string{`{"n":1,"st":{"a":1,"b":null}}`, `{"n":2,"st":null}`})
 }
+
+func TestScanFilterNestedColumns(t *testing.T) {
+	sch := mustSchema(t, allTypesSchema)
+	asch, _ := ArrowSchema(sch)
+	rec := recordFromJSON(t, asch, allTypesRows)
+	defer rec.Release()
+	st := mem.New(mem.Config{})
+	adds, err := WriteRecords(context.Background(), st, "", sch, nil, []arrow.RecordBatch{rec}, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		where string
+		ids   []int64
+	}{
+		{"id != 1 AND id != 2", []int64{3, 4}},
+		{"b = true", []int64{1, 4}},
+		{"id = 1 OR id = 3", []int64{1, 3}},
+		{"s > 'b' AND (bin IS NULL OR bin != '')", []int64{4}},
+		{"st.y.z = 'zz'", []int64{1}},
+		{"st.x IS NULL", []int64{2, 3}},
+		{"dec38 < 0 OR f = 4", []int64{3, 4}},
+		{"ntz < TIMESTAMP '2000-01-01 00:00:00' OR bin = ''", []int64{3}},
+		{"b = false OR ts >= '2024-01-31T10:11:12.345678Z'", []int64{1, 3}},
+	} {
+		t.Run(tc.where, func(t *testing.T) {
+			p, err := ParsePredicate(tc.where)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := scanAll(t, st, "", sch, nil, adds, ScanOptions{Filter: p})
+			var want []string
+			for _, r := range rowSet(t, []arrow.RecordBatch{rec}) {
+				for _, id := range tc.ids {
+					if strings.Contains(r, fmt.Sprintf(`"id":%d,`, id)) {
+						want = append(want, r)
+					}
+				}
+			}
+			diffRows(t, rowSet(t, got), want)
+		})
+	}
+}
