@@ -47,8 +47,20 @@ def deltatool(deltatool_bin, tmp_path) -> DeltaTool:
     return DeltaTool(deltatool_bin, tmp_path)
 
 
+@pytest.fixture(scope="session")
+def s3_bucket(s3_env, deltatool_bin, tmp_path_factory):
+    """Creates the test bucket once (scripts/test.sh starts an empty MinIO)."""
+    if s3_env is None:
+        return None
+    s3 = S3(s3_env, "bucket")
+    DeltaTool(deltatool_bin, tmp_path_factory.mktemp("s3"), s3.deltatool_env).run(
+        "ensure-bucket", "--table", f"s3://{s3.bucket}"
+    )
+    return s3.bucket
+
+
 @pytest.fixture
-def s3(s3_env, request):
+def s3(s3_env, s3_bucket, request):
     """MinIO settings; a test that needs them fails in CI and is skipped elsewhere when absent."""
     if s3_env is None:
         msg = "ORCH_TEST_S3_* not set (run through scripts/test.sh, which starts MinIO)"
@@ -73,6 +85,17 @@ class S3:
 
     def url(self, name: str) -> str:
         return f"s3://{self.bucket}/{self.prefix}/{name}"
+
+    @property
+    def deltatool_env(self) -> dict[str, str]:
+        """The standard AWS variables objectstore/s3.ConfigFromEnv reads."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_REGION": "us-east-1",
+            "AWS_S3_FORCE_PATH_STYLE": "true",
+        }
 
     @property
     def delta_rs_options(self) -> dict[str, str]:

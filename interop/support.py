@@ -62,7 +62,7 @@ def sample_rows(start: int, count: int, *, parts=_PARTS, ntz: bool = True) -> pa
         vals = {
             "id": k,
             "s": _STRINGS[k % len(_STRINGS)],
-            "l": (k * 7919 - 50_000) * (1 if k % 2 else -1) * 10**12,
+            "l": [-(2**63), 2**63 - 1, (k * 7919 - 50_000) * 10**9 * (1 if k % 2 else -1)][k % 3],
             "i": [-(2**31), 2**31 - 1, 0, k * 31][k % 4],
             "sh": [-(2**15), 2**15 - 1, k % 1000][k % 3],
             "by": [-128, 127, k % 100][k % 3],
@@ -176,6 +176,10 @@ class DeltaTool:
     def _tmp(self, suffix: str) -> Path:
         self._n += 1
         return self.workdir / f"io-{os.getpid()}-{self._n}{suffix}"
+
+    def with_env(self, env: dict[str, str]) -> "DeltaTool":
+        """The same tool with extra environment variables (e.g. S3 settings)."""
+        return DeltaTool(self.binary, self.workdir, {**self.env, **env})
 
     def run(self, *args: str) -> str:
         proc = subprocess.run([str(self.binary), *args], capture_output=True, text=True, env=self.env, timeout=300)

@@ -1,0 +1,28 @@
+// Command deltatool is the Go side of the interoperability suite in interop/: a small,
+// scriptable front end to our Delta reader and writer that the Python tests (pytest, with
+// delta-rs and Spark as reference implementations) call as a subprocess. Data crosses the
+// process boundary as Arrow IPC files, which keep every type exact.
+//
+// Usage (TABLE is a directory, file:///dir or s3://bucket/prefix; S3 settings come from the
+// standard AWS_* environment variables, see objectstore/s3.ConfigFromEnv):
+//
+//	deltatool read --table TABLE [--version N | --timestamp RFC3339] --out FILE.arrow
+//	deltatool write --table TABLE --in FILE.arrow [--mode append|overwrite]
+//	          [--partition-by a,b] [--property k=v ...]
+//	deltatool set-property --table TABLE [--property k=v ...] [--unset k ...]
+//	deltatool checkpoint --table TABLE
+//	deltatool history --table TABLE
+//	deltatool version --table TABLE
+//	deltatool ensure-bucket --table s3://bucket/prefix
+//
+// read writes the snapshot's rows, partition columns included, with the schema the table
+// declares (delta.ArrowSchema). write creates the table when TABLE has no Delta log
+// (version 0, CREATE TABLE, with the partition columns and properties given) and then
+// commits the file's records as one WRITE (append, or overwrite of every live file).
+// write, set-property and checkpoint print the version they committed or checkpointed,
+// version prints the latest version, ensure-bucket creates a missing bucket, and history prints DESCRIBE HISTORY as a JSON array,
+// oldest version first. Errors go to stderr with exit status 1 (2 for usage errors).
+//
+// It is a test helper, not the product's CLI (cmd/orchestrator): it exposes the library
+// directly so that the suite can exercise it before the CLI has every command.
+package main
