@@ -261,7 +261,52 @@ report_s3_usage() {
 #     the pinned requirements, then run_in_group pytest; treat pytest's exit 5 ("no tests
 #     collected") as a failure or not, deliberately.
 #   run_browser: headless Chromium against the web UI.
-SUITES=(run_go_tests)
+# ---- Interoperability suite (interop/, owned by the delta interop work) ---------------
+# Python + pytest with the reference Delta implementations (delta-rs, Spark with Delta)
+# against our reader and writer, through the Go helper interop/deltatool.
+#   - The virtualenv lives outside the clone, keyed by the hash of interop/requirements.txt
+#     and the Python version, so CI's fresh clones reuse it; a changed pin rebuilds it.
+#   - Spark's Delta jar comes from Maven Central into ~/.cache/orchestrator-ivy (conftest.py).
+#   - Runs only in the full run (no go test arguments given); CI always runs it.
+#   - pytest exit 5 (no tests collected) is a failure.
+INTEROP_CACHE="${ORCH_CACHE_DIR:-$HOME/.cache/orchestrator}"
+
+interop_venv() {
+  local python="${ORCH_INTEROP_PYTHON:-python3}" stamp venv
+  command -v "$python" >/dev/null 2>&1 || die "interop: $python not found (need Python 3.10+)"
+  stamp="$( (cat interop/requirements.txt; "$python" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)"
+  venv="$INTEROP_CACHE/interop-venv-$stamp"
+  if [[ ! -f $venv/.complete ]]; then
+    log "interop: creating virtualenv $venv (pip install -r interop/requirements.txt)"
+    rm -rf -- "$venv"
+    mkdir -p "$INTEROP_CACHE"
+    "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r interop/requirements.txt ||
+      { rm -rf -- "$venv"; return 1; }
+    touch "$venv/.complete"
+  fi
+  INTEROP_PY="$venv/bin/python"
+}
+
+run_interop() {
+  if [[ ${#GO_TEST_ARGS[@]} -ne 1 || ${GO_TEST_ARGS[0]} != ./... ]]; then
+    log "interop suite not run: go test arguments were given (run without arguments for it)"
+    return 0
+  fi
+  command -v java >/dev/null 2>&1 || die "interop: java not found (Spark needs Java 17)"
+  interop_venv || { log "interop: virtualenv setup failed"; return 1; }
+  log "interop: go build ./interop/deltatool"
+  go build -o "$WORK_DIR/deltatool" ./interop/deltatool || return 1
+  log "interop: python -m pytest -q interop"
+  local status=0
+  DELTATOOL="$WORK_DIR/deltatool" run_in_group "$INTEROP_PY" -m pytest -q interop || status=$?
+  if ((status == 5)); then
+    log "interop: pytest collected no tests; that is a failure"
+  fi
+  return "$status"
+}
+
+SUITES=(run_go_tests run_interop)
 
 # --------------------------------------------------------------------------------------
 main() {
