@@ -1,0 +1,341 @@
+package decode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// csvSource decodes CSV: a splitter cuts the input into chunks of whole records, a
+// csvParser per goroutine turns a chunk into one batch.
+type csvSource struct {
+	file   string
+	opts   *Options
+	schema *arrow.Schema
+	delim  byte
+	quote  byte
+	null   []byte
+	// fileCols maps a file column to the schema column it fills, or -1 (ignored);
+	// fileNames are the file's column names, for errors.
+	fileCols  []int
+	fileNames []string
+	split     *splitter
+	seq       *csvParser // sequential mode
+	par       *pipeline  // parallel mode
+}
+
+func newCSVSource(ctx context.Context, r io.Reader, file string, opts *Options, schema *arrow.Schema) (*csvSource, error) {
+	s := &csvSource{file: file, opts: opts, schema: schema, delim: opts.CSV.Delimiter,
+		quote: opts.CSV.Quote, null: []byte(opts.CSV.NullString)}
+	if s.delim == 0 {
+		s.delim = ','
+	}
+	if s.quote == 0 {
+		s.quote = '"'
+	}
+	if s.delim == s.quote || s.delim == '\n' || s.delim == '\r' || s.quote == '\n' || s.quote == '\r' {
+		return nil, fmt.Errorf("decode %s: delimiter %q and quote %q must differ and not be line breaks", file, s.delim, s.quote)
+	}
+	for _, f := range opts.Schema.Fields {
+		switch f.Type.(type) {
+		case *delta.StructType, *delta.ArrayType, *delta.MapType:
+			return nil, fmt.Errorf("decode %s: column %s: type %s cannot be read from CSV", file, f.Name, f.Type)
+		}
+	}
+	s.split = newSplitter(r, s.quote, opts.BatchSize, opts.Parallelism > 1)
+	if opts.CSV.NoHeader {
+		for i, f := range opts.Schema.Fields {
+			s.fileCols = append(s.fileCols, i)
+			s.fileNames = append(s.fileNames, f.Name)
+		}
+	} else if err := s.readHeader(); err != nil {
+		return nil, err
+	}
+	s.split.rows = opts.BatchSize
+	if opts.Parallelism > 1 {
+		s.par = newPipeline(ctx, s, opts.Parallelism)
+	} else {
+		p, err := s.newParser()
+		if err != nil {
+			return nil, err
+		}
+		s.seq = p
+	}
+	return s, nil
+}
+
+// readHeader reads the first record and maps its names onto the schema, reporting every
+// problem at once.
+func (s *csvSource) readHeader() error {
+	s.split.rows = 1
+	s.split.handoff = false
+	c, err := s.split.next()
+	s.split.handoff = s.opts.Parallelism > 1
+	s.split.seq = 0 // chunks are numbered from the first record
+	if err != nil {
+		return fmt.Errorf("decode %s: read header: %w", s.file, err)
+	}
+	if len(c.data) == 0 { // empty file: no rows
+		s.fileCols, s.fileNames = nil, nil
+		return nil
+	}
+	names, ok := splitFields(c.data, s.delim, s.quote)
+	if !ok {
+		return fmt.Errorf("decode %s:%d: header: malformed quoting", s.file, c.line)
+	}
+	var problems []string
+	seen := map[int]string{}
+	for i, n := range names {
+		si := s.opts.Schema.FieldIndex(n)
+		if si < 0 {
+			s.fileCols = append(s.fileCols, -1)
+			if !s.opts.IgnoreExtraColumns {
+				problems = append(problems, fmt.Sprintf("header column %q (%d) is not in the schema", n, i+1))
+			}
+		} else {
+			if prev, dup := seen[si]; dup {
+				problems = append(problems, fmt.Sprintf("header columns %q and %q (%d) both name column %s", prev, n, i+1, s.opts.Schema.Fields[si].Name))
+			}
+			seen[si] = n
+			s.fileCols = append(s.fileCols, si)
+		}
+		s.fileNames = append(s.fileNames, n)
+	}
+	for si, f := range s.opts.Schema.Fields {
+		if _, ok := seen[si]; !ok && !f.Nullable {
+			problems = append(problems, fmt.Sprintf("column %s is not nullable but missing from the header", f.Name))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("decode %s:%d: %s", s.file, c.line, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func (s *csvSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, error) {
+	if s.par != nil {
+		return s.par.next()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	c, err := s.split.next()
+	if err != nil {
+		return nil, nil, fmt.Errorf("decode %s: %w", s.file, err)
+	}
+	if len(c.data) == 0 {
+		return nil, nil, nil
+	}
+	return s.seq.parseChunk(c)
+}
+
+func (s *csvSource) close() {
+	if s.par != nil {
+		s.par.close()
+	}
+}
+
+// csvParser turns chunks into batches; each parsing goroutine has its own.
+type csvParser struct {
+	src      *csvSource
+	cols     []column // per schema column; nil when the file lacks it
+	isString []bool
+	nullable []bool
+	special  [256]bool
+	scratch  []byte
+}
+
+func (s *csvSource) newParser() (*csvParser, error) {
+	p := &csvParser{src: s, cols: make([]column, len(s.opts.Schema.Fields))}
+	present := map[int]bool{}
+	for _, si := range s.fileCols {
+		if si >= 0 {
+			present[si] = true
+		}
+	}
+	for i, f := range s.opts.Schema.Fields {
+		p.nullable = append(p.nullable, f.Nullable)
+		pt, ok := f.Type.(*delta.PrimitiveType)
+		p.isString = append(p.isString, ok && (pt.Name == delta.TypeString || pt.Name == delta.TypeBinary))
+		if !present[i] {
+			continue
+		}
+		col, err := newColumn(f, s.schema.Field(i).Type, s.opts.Mem, s.opts.Location, s.opts.CSV.TimestampFormat, false)
+		if err != nil {
+			return nil, fmt.Errorf("decode %s: %w", s.file, err)
+		}
+		p.cols[i] = col
+	}
+	p.special[s.delim] = true
+	p.special[s.quote] = true
+	p.special['\n'] = true
+	return p, nil
+}
+
+// parseChunk decodes the records of c into one batch. In Fail mode the first bad record
+// is returned as the error (and no batch); in Skip mode bad records are dropped and
+// returned in order.
+func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
+	s := p.src
+	failFast := s.opts.OnError != Skip
+	data := c.data
+	n := len(data)
+	line := c.line
+	fileCols := s.fileCols
+	nf := len(fileCols)
+	delim, q := s.delim, s.quote
+	null := s.null
+	rows := 0
+	var bads []*Error
+	pos := 0
+	skipBlank := nf > 1 // with one column, an empty line is an empty field
+	for pos < n {
+		if skipBlank {
+			if data[pos] == '\n' { // blank line
+				pos++
+				line++
+				continue
+			}
+			if data[pos] == '\r' && pos+1 < n && data[pos+1] == '\n' {
+				pos += 2
+				line++
+				continue
+			}
+		}
+		recLine := line
+		var bad *Error
+		fi := 0
+		for {
+			var field []byte
+			quoted := false
+			if pos < n && data[pos] == q {
+				quoted = true
+				pos++
+				fieldStart, segStart := pos, pos
+				esc := false
+				for {
+					k := bytes.IndexByte(data[pos:], q)
+					if k < 0 {
+						line += int64(bytes.Count(data[fieldStart:], []byte{'\n'}))
+						pos = n
+						if bad == nil {
+							bad = &Error{File: s.file, Line: recLine, Msg: "quoted field never closed"}
+						}
+						break
+					}
+					qi := pos + k
+					if qi+1 < n && data[qi+1] == q { // doubled quote
+						if !esc {
+							p.scratch = p.scratch[:0]
+							esc = true
+						}
+						p.scratch = append(p.scratch, data[segStart:qi+1]...)
+						pos = qi + 2
+						segStart = pos
+						continue
+					}
+					if esc {
+						p.scratch = append(p.scratch, data[segStart:qi]...)
+						field = p.scratch
+					} else {
+						field = data[segStart:qi]
+					}
+					line += int64(bytes.Count(data[fieldStart:qi], []byte{'\n'}))
+					pos = qi + 1
+					break
+				}
+				if pos < n && data[pos] != delim && data[pos] != '\n' {
+					if data[pos] == '\r' && (pos+1 == n || data[pos+1] == '\n') {
+						pos++
+					} else {
+						if bad == nil {
+							bad = &Error{File: s.file, Line: recLine, Msg: fmt.Sprintf("field %d: %q after the closing quote", fi+1, data[pos])}
+						}
+						for pos < n && data[pos] != delim && data[pos] != '\n' {
+							pos++
+						}
+					}
+				}
+			} else {
+				start := pos
+				for pos < n && !p.special[data[pos]] {
+					pos++
+				}
+				if pos < n && data[pos] == q {
+					if bad == nil {
+						bad = &Error{File: s.file, Line: recLine, Msg: fmt.Sprintf("field %d: quote inside an unquoted field (quote the whole field and double the quote)", fi+1)}
+					}
+					for pos < n && data[pos] != delim && data[pos] != '\n' {
+						pos++
+					}
+				}
+				field = data[start:pos]
+				if (pos >= n || data[pos] == '\n') && len(field) > 0 && field[len(field)-1] == '\r' {
+					field = field[:len(field)-1]
+				}
+			}
+			if fi < nf && bad == nil {
+				if si := fileCols[fi]; si >= 0 {
+					col := p.cols[si]
+					if (!quoted && len(field) == len(null) && string(field) == string(null)) || (len(field) == 0 && !p.isString[si]) {
+						if p.nullable[si] {
+							col.appendNull()
+						} else {
+							bad = nullError(s.file, recLine, s.fileNames[fi], fi+1)
+						}
+					} else if ok, why := col.parse(field); !ok {
+						bad = valueError(s.file, recLine, s.fileNames[fi], fi+1, field, s.opts.Schema.Fields[si].Type, why)
+					}
+				}
+			}
+			fi++
+			if pos >= n || data[pos] == '\n' {
+				pos++
+				line++
+				break
+			}
+			pos++ // delimiter
+		}
+		if bad == nil && fi != nf {
+			bad = &Error{File: s.file, Line: recLine, Msg: fmt.Sprintf("%d fields, want %d", fi, nf)}
+		}
+		if bad != nil {
+			for _, col := range p.cols {
+				if col != nil {
+					col.truncate(rows)
+				}
+			}
+			if failFast {
+				return nil, nil, bad
+			}
+			bads = append(bads, bad)
+			continue
+		}
+		rows++
+	}
+	return p.build(rows), bads, nil
+}
+
+func (p *csvParser) build(rows int) arrow.RecordBatch {
+	s := p.src
+	arrs := make([]arrow.Array, len(p.cols))
+	for i, col := range p.cols {
+		if col == nil {
+			arrs[i] = array.MakeArrayOfNull(s.opts.Mem, s.schema.Field(i).Type, rows)
+		} else {
+			arrs[i] = col.build(s.opts.Mem)
+		}
+	}
+	rec := array.NewRecordBatch(s.schema, arrs, int64(rows))
+	for _, a := range arrs {
+		a.Release()
+	}
+	return rec
+}

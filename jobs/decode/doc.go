@@ -1,0 +1,23 @@
+// Package decode turns source files (CSV, NDJSON, Parquet) into Arrow record batches of a
+// declared Delta schema, for the ingest stage.
+//
+// It owns the reading of file formats and the parsing of text values into typed columns:
+// integers with range checks, floats, booleans, dates, timestamps with zone handling,
+// decimals with exact scale, strings checked as UTF-8. It does not know about tables,
+// object stores or commits; the caller opens the file and writes the batches.
+//
+// Invariants:
+//   - A value is converted exactly or it is an error: decimals are never rounded,
+//     timestamps never lose sub-microsecond digits, integers never wrap.
+//   - Every bad record is reported with the file, the 1-based physical line where it
+//     starts (counting the header), the column's name and 1-based position, the raw value
+//     and the expected type, e.g.
+//     `sales/2026-01-14.csv:17: column amount (5): "12,50" is not a decimal(10,2)`.
+//   - In Skip mode a bad record is dropped whole and reported; the other rows come out
+//     exactly as in a clean file. Nothing is dropped silently.
+//   - Memory is bounded by the batch size (a few batches in flight when CSV is parsed in
+//     parallel), not by the file size; batches come out in file order.
+//   - CSV parsing is allocation-free per value on the fast paths (numbers, decimals up to
+//     precision 18 in int64 arithmetic, above that in two 64-bit limbs, ISO dates and
+//     timestamps by digit arithmetic, no time.Parse), and runs on all cores.
+package decode
