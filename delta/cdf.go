@@ -1,0 +1,346 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/objectstore"
+)
+
+// Change data feed columns added to the data columns (DELTA.md §5).
+const (
+	CommitVersionColumn   = "_commit_version"
+	CommitTimestampColumn = "_commit_timestamp"
+)
+
+// Change types of the change data feed.
+const (
+	ChangeInsert          = "insert"
+	ChangeDelete          = "delete"
+	ChangeUpdatePreimage  = "update_preimage"
+	ChangeUpdatePostimage = "update_postimage"
+)
+
+// ChangesOptions select the part of the change data feed Changes returns: the
+// table_changes(table, start, end) of Spark.
+//
+// The range is given by versions or by timestamps (a version wins over a timestamp
+// when both are set). A start timestamp selects the first version committed at or after
+// it; an end timestamp the last version committed at or before it. With timestamps,
+// every version whose commit timestamp falls outside [StartTime, EndTime] is left out
+// even when it lies between the two versions (only possible when timestamps are not
+// monotonic, e.g. a hand-edited in-commit timestamp; delta-rs does the same).
+type ChangesOptions struct {
+	// StartVersion is the first version read (inclusive). Either it or StartTime is
+	// required.
+	StartVersion *int64
+	// EndVersion is the last version read (inclusive); a version after the latest is
+	// clamped to the latest, as Spark does. Default: the latest version.
+	EndVersion *int64
+	// StartTime and EndTime bound the range by commit timestamp (inclusive).
+	StartTime, EndTime time.Time
+	// Types keeps only these change types (e.g. "insert", "update_postimage"); empty keeps
+	// all. Values outside the four standard types are allowed: _change_type is taken
+	// verbatim from change data files.
+	Types []string
+	// Columns are the data columns to return, by name, in this order; empty means all.
+	// The _change_type, _commit_version and _commit_timestamp columns always follow.
+	Columns []string
+	// BatchSize caps the rows per record (default DefaultScanBatchSize).
+	BatchSize int64
+	// Allocator for Arrow buffers (default memory.DefaultAllocator).
+	Allocator memory.Allocator
+	// TableURI resolves absolute file paths, as in ScanOptions.
+	TableURI string
+}
+
+// cdfUnit is a group of files of one version read the same way: change data files
+// (changeType "", the type comes from the file), or added/removed data files (one
+// constant change type).
+type cdfUnit struct {
+	version    int64
+	tsMicros   int64
+	changeType string
+	files      []*Add
+}
+
+// changesPlan is a resolved change data feed query.
+type changesPlan struct {
+	start, end int64
+	schema     *StructType // the schema of the end version
+	partCols   []string
+	units      []cdfUnit
+}
+
+// Changes returns the table's change data feed over a range of versions (DELTA.md §5): the
+// data columns plus _change_type, _commit_version (int64) and _commit_timestamp
+// (timestamp[us, UTC]), streamed one file at a time.
+//
+// Per version: when the commit has cdc actions only its change data files are read and
+// _change_type comes from them verbatim; otherwise added files with dataChange=true are
+// inserts and removed ones deletes (the removed file is read, with the partition values
+// of the remove action); actions with dataChange=false (OPTIMIZE) give nothing.
+// _commit_timestamp is the in-commit timestamp where the table enables them, else the
+// commit file's modification time made monotonic (as Spark and time travel use).
+//
+// The whole range is checked before any row is returned. Errors name the versions: the
+// feed not enabled (delta.enableChangeDataFeed) at the start or disabled by a metadata
+// change inside the range; versions no longer in the log (naming the earliest
+// available one); a start after the latest version or after the end. Data files that
+// VACUUM already deleted fail the read when they are reached, naming the version and the
+// earliest version from which the range can still be read.
+func (t *Table) Changes(ctx context.Context, opts ChangesOptions) (*ChangesReader, error) {
+	plan, err := t.planChanges(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("change data feed of table %s: %w", t.displayRoot(), err)
+	}
+	r, err := newChangesReader(ctx, t, plan, opts)
+	if err != nil {
+		return nil, fmt.Errorf("change data feed of table %s: %w", t.displayRoot(), err)
+	}
+	return r, nil
+}
+
+// ErrVersionCleaned is wrapped by errors about versions whose commit files were removed by
+// log cleanup (or whose data files were removed by VACUUM).
+var ErrVersionCleaned = errors.New("version no longer available")
+
+// ErrChangeDataFeedDisabled is wrapped by Changes when delta.enableChangeDataFeed is not
+// true for part of the requested range.
+var ErrChangeDataFeedDisabled = errors.New("change data feed not enabled")
+
+func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesPlan, error) {
+	latest, err := t.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	files, err := t.listLog(ctx, -1)
+	if err != nil {
+		return nil, err
+	}
+	idx := indexLog(files)
+	earliest := idx.earliestVersion()
+	var commits []logFile
+	for _, c := range idx.commits {
+		if c.version >= earliest && c.version <= latest.version {
+			commits = append(commits, c)
+		}
+	}
+	stamps, err := t.commitStamps(ctx, commits, latest.Metadata())
+	if err != nil {
+		return nil, err
+	}
+	byVersion := make(map[int64]int, len(commits))
+	for i, c := range commits {
+		byVersion[c.version] = i
+	}
+
+	// Resolve the range.
+	var start, end int64
+	switch {
+	case opts.StartVersion != nil:
+		start = *opts.StartVersion
+		if start < 0 {
+			return nil, fmt.Errorf("negative start version %d", start)
+		}
+	case !opts.StartTime.IsZero():
+		want := opts.StartTime.UnixMilli()
+		start = -1
+		for i, c := range commits {
+			if stamps[i] >= want {
+				start = c.version
+				break
+			}
+		}
+		if start < 0 {
+			last := len(commits) - 1
+			return nil, fmt.Errorf("start timestamp %s is after the latest version %d (committed %s)",
+				fmtTime(opts.StartTime), commits[last].version, fmtMillis(stamps[last]))
+		}
+	default:
+		return nil, errors.New("a start version or start timestamp is required")
+	}
+	end = latest.version
+	switch {
+	case opts.EndVersion != nil:
+		end = min(*opts.EndVersion, latest.version)
+	case !opts.EndTime.IsZero():
+		want := opts.EndTime.UnixMilli()
+		end = -1
+		for i := len(commits) - 1; i >= 0; i-- {
+			if stamps[i] <= want {
+				end = commits[i].version
+				break
+			}
+		}
+		if end < 0 {
+			return nil, fmt.Errorf("end timestamp %s is before the earliest available version %d (committed %s)",
+				fmtTime(opts.EndTime), commits[0].version, fmtMillis(stamps[0]))
+		}
+	}
+	if start > latest.version {
+		return nil, fmt.Errorf("start version %d is after the latest version %d", start, latest.version)
+	}
+	if opts.EndVersion != nil && *opts.EndVersion < 0 {
+		return nil, fmt.Errorf("negative end version %d", *opts.EndVersion)
+	}
+	if start > end {
+		return nil, fmt.Errorf("start version %d is after end version %d", start, end)
+	}
+	firstJSON := int64(-1)
+	if len(commits) > 0 {
+		firstJSON = commits[0].version
+	}
+	for v := start; v <= end; v++ {
+		if _, ok := byVersion[v]; !ok || v < earliest {
+			avail := max(earliest, firstJSON)
+			return nil, fmt.Errorf("%w: version %d was removed from the log by log cleanup; the earliest available version is %d",
+				ErrVersionCleaned, v, avail)
+		}
+	}
+
+	// The snapshot at start gives the metadata in force there (and runs the reader gate).
+	snap, err := t.SnapshotAt(ctx, start)
+	if err != nil {
+		return nil, err
+	}
+	endSnap := latest
+	if end != latest.version {
+		if endSnap, err = t.SnapshotAt(ctx, end); err != nil {
+			return nil, err
+		}
+	}
+	plan := &changesPlan{start: start, end: end, schema: endSnap.Schema(), partCols: endSnap.PartitionColumns()}
+	md, proto := snap.Metadata(), snap.Protocol()
+	if !cdfEnabled(md) {
+		return nil, t.cdfDisabledError(ctx, start, end)
+	}
+	lo, hi := int64(-1<<63), int64(1<<63-1)
+	if opts.StartVersion == nil && !opts.StartTime.IsZero() {
+		lo = opts.StartTime.UnixMilli()
+	}
+	if opts.EndVersion == nil && !opts.EndTime.IsZero() {
+		hi = opts.EndTime.UnixMilli()
+	}
+	for v := start; v <= end; v++ {
+		acts, err := t.readCommit(ctx, v)
+		if err != nil {
+			return nil, err
+		}
+		var cdcs, adds, removes []*Add
+		changed := false
+		for i := range acts {
+			a := &acts[i]
+			switch {
+			case a.MetaData != nil:
+				md, changed = a.MetaData, true
+			case a.Protocol != nil:
+				proto, changed = a.Protocol, true
+			case a.CDC != nil:
+				cdcs = append(cdcs, CDCAsAdd(a.CDC))
+			case a.Add != nil && a.Add.DataChange:
+				if a.Add.DeletionVector != nil {
+					return nil, fmt.Errorf("version %d: %w", v, &UnsupportedFeatureError{Feature: FeatureDeletionVectors})
+				}
+				adds = append(adds, a.Add)
+			case a.Remove != nil && a.Remove.DataChange:
+				if a.Remove.DeletionVector != nil {
+					return nil, fmt.Errorf("version %d: %w", v, &UnsupportedFeatureError{Feature: FeatureDeletionVectors})
+				}
+				removes = append(removes, removeAsAdd(a.Remove))
+			}
+		}
+		if changed && v > start {
+			if err := checkRead(proto, md); err != nil {
+				return nil, fmt.Errorf("version %d: %w", v, err)
+			}
+			if !cdfEnabled(md) {
+				return nil, fmt.Errorf("%w at version %d: delta.enableChangeDataFeed was turned off there (the range is %d to %d)",
+					ErrChangeDataFeedDisabled, v, start, end)
+			}
+		}
+		ts := stamps[byVersion[v]]
+		if ts < lo || ts > hi {
+			continue
+		}
+		micros := ts * 1000
+		if len(cdcs) > 0 {
+			plan.units = append(plan.units, cdfUnit{version: v, tsMicros: micros, files: cdcs})
+			continue
+		}
+		if len(removes) > 0 {
+			plan.units = append(plan.units, cdfUnit{version: v, tsMicros: micros, changeType: ChangeDelete, files: removes})
+		}
+		if len(adds) > 0 {
+			plan.units = append(plan.units, cdfUnit{version: v, tsMicros: micros, changeType: ChangeInsert, files: adds})
+		}
+	}
+	return plan, nil
+}
+
+// cdfDisabledError explains that the feed is off at start, naming the version that turns
+// it on inside the range if there is one.
+func (t *Table) cdfDisabledError(ctx context.Context, start, end int64) error {
+	for v := start + 1; v <= end; v++ {
+		acts, err := t.readCommit(ctx, v)
+		if err != nil {
+			break
+		}
+		for i := range acts {
+			if md := acts[i].MetaData; md != nil && cdfEnabled(md) {
+				return fmt.Errorf("%w at start version %d: delta.enableChangeDataFeed is not true there; it was turned on at version %d, so start at %d or later",
+					ErrChangeDataFeedDisabled, start, v, v)
+			}
+		}
+	}
+	return fmt.Errorf("%w at start version %d: delta.enableChangeDataFeed is not true there (the range is %d to %d)",
+		ErrChangeDataFeedDisabled, start, start, end)
+}
+
+func cdfEnabled(md *Metadata) bool {
+	return md != nil && strings.EqualFold(md.Configuration[PropEnableChangeDataFeed], "true")
+}
+
+// removeAsAdd views a remove action as an add so that a scan can read the removed file.
+func removeAsAdd(r *Remove) *Add {
+	size := int64(-1)
+	if r.Size != nil {
+		size = *r.Size
+	}
+	return &Add{Path: r.Path, PartitionValues: r.PartitionValues, Size: size, Stats: r.Stats}
+}
+
+// commitStamps returns the commit timestamps (ms) of commits (ascending, contiguous from
+// the earliest available version): the in-commit timestamp from the version the table
+// (per md, the latest metadata) enables them, else the file mtime made monotonic.
+func (t *Table) commitStamps(ctx context.Context, commits []logFile, md *Metadata) ([]int64, error) {
+	stamps := monotonicMtimes(commits)
+	if md == nil || md.Configuration[PropEnableInCommitTimestamps] != "true" {
+		return stamps, nil
+	}
+	for i, c := range commits {
+		if !ictEnabledAt(md, c.version) {
+			continue
+		}
+		acts, err := t.readCommit(ctx, c.version)
+		if err != nil {
+			return nil, err
+		}
+		ci := findCommitInfo(acts)
+		if ci == nil || ci.InCommitTimestamp == nil {
+			return nil, fmt.Errorf("version %d has no inCommitTimestamp although the table enables them", c.version)
+		}
+		stamps[i] = *ci.InCommitTimestamp
+	}
+	return stamps, nil
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// isNotExist says whether err means a missing object.
+func isNotExist(err error) bool { return errors.Is(err, objectstore.ErrNotExist) }
