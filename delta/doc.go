@@ -12,4 +12,48 @@
 //     "unsupported table feature: <name>", and a log with a missing version, naming it.
 //   - Every operation that depends on time takes its clock from the table's options, so
 //     retention and timestamp travel are testable without sleeping.
+//
+// # Tables, snapshots and commits
+//
+// A Table is a root (a key prefix, "" for the store root) inside an objectstore.Store:
+//
+//	tbl, err := delta.Open(ctx, store, "warehouse/sales", delta.Options{})   // loads the latest snapshot
+//	tbl, err := delta.Create(ctx, store, root, delta.CreateOptions{Schema: s, PartitionColumns: []string{"day"}}, opts)
+//
+// Options carries the clock (Now), engineInfo, userName and a logger; CreateOptions the
+// schema, partition columns, properties (metaData.configuration), name and description.
+// Create picks the protocol (1,2), or (1,7) with explicit writer features for change data
+// feed and identity columns, or (3,7) with timestampNtz.
+//
+// Snapshots are immutable: Table.Snapshot (latest; later calls only read the new commits),
+// SnapshotAt(version), SnapshotAsOf(time) (in-commit timestamps when enabled, else commit
+// file mtimes made monotonic) and VersionAsOf. A snapshot gives Version, Protocol, Metadata,
+// Schema, PartitionColumns, Properties, Files (live adds sorted by path), Tombstones,
+// TxnVersion(appID), Timestamp, NumRecords and the property helpers (CheckpointInterval,
+// LogRetention, DeletedFileRetention, ChangeDataFeedEnabled, AppendOnly). Loading uses the
+// newest complete checkpoint at or before the version (classic or multi-part;
+// _last_checkpoint is only a hint) and the JSON commits after it.
+//
+// Writes go through a Transaction built on the snapshot they read:
+//
+//	tx := tbl.NewTransaction(snap, delta.TxOptions{Operation: "WRITE", Lineage: lin})
+//	tx.AddFiles(adds...)          // from the data writer
+//	tx.ReadWholeTable()           // an overwrite depends on everything it replaces
+//	tx.RemoveAdds(snap.Files()...)
+//	tx.SetTxn(appID, batch)       // exactly-once progress, in the same commit
+//	version, err := tx.Commit(ctx)
+//
+// Commit runs the writer protocol gate, writes commitInfo first and the actions after it
+// with put-if-absent, and on a lost race checks the winning commits with the conflict rules
+// of Delta's Serializable isolation: appends never conflict with appends; a winner's add in
+// what the transaction read (ReadWholeTable, ReadPartitions), a winner's remove of a file it
+// read (ReadFiles, RemoveFiles), both removing one file, the same txn appId, or a metadata or
+// protocol change make Commit return a *ConflictError (errors.As). Otherwise it retries at
+// the next version. Every delta.checkpointInterval versions (default 10) the committer
+// writes a classic checkpoint and _last_checkpoint; a failure there is logged and reported
+// by Transaction.CheckpointError, never as a failed commit.
+//
+// Table.History lists commitInfo newest first (the DESCRIBE HISTORY equivalent, with
+// orchestrator's Lineage); Table.SetProperties is ALTER TABLE SET/UNSET TBLPROPERTIES.
+// Errors for unsupported protocols are *UnsupportedFeatureError.
 package delta
