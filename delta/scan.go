@@ -41,11 +41,13 @@ type ScanOptions struct {
 
 // ScanStats counts what a scan did; pruning tests and metrics read it.
 type ScanStats struct {
-	FilesTotal  int   // files given to the scan
-	FilesPruned int   // skipped by partition values or stats
-	FilesRead   int   // opened
-	RowsRead    int64 // rows decoded from files
-	RowsOut     int64 // rows returned
+	FilesTotal  int // files given to the scan
+	FilesPruned int // skipped by partition values or stats
+	FilesRead   int // opened
+	// RowGroupsPruned counts row groups of opened files skipped by their Parquet stats.
+	RowGroupsPruned int
+	RowsRead        int64 // rows decoded from files
+	RowsOut         int64 // rows returned
 }
 
 // Scanner streams a table's rows as Arrow records, one data file at a time. It implements
@@ -274,7 +276,17 @@ func (s *Scanner) openFile(a *Add) error {
 		closeFn()
 		return nil
 	}
-	rr, err := fr.GetRecordReader(s.ctx, leaves, nil)
+	rowGroups, err := s.keptRowGroups(fr, fileSchema, a)
+	if err != nil {
+		closeFn()
+		return err
+	}
+	if rowGroups != nil && len(rowGroups) == 0 {
+		s.curRows = 0 // every row group pruned
+		closeFn()
+		return nil
+	}
+	rr, err := fr.GetRecordReader(s.ctx, leaves, rowGroups)
 	if err != nil {
 		closeFn()
 		return err

@@ -353,3 +353,49 @@ func TestScanFilterNestedColumns(t *testing.T) {
 		})
 	}
 }
+
+func TestScanPrunesRowGroups(t *testing.T) {
+	ctx := context.Background()
+	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"d","type":"date","nullable":true,"metadata":{}},{"name":"amt","type":"decimal(9,2)","nullable":true,"metadata":{}},{"name":"s","type":"string","nullable":true,"metadata":{}}]}`)
+	asch, _ := ArrowSchema(sch)
+	var recs []arrow.RecordBatch
+	for b := 0; b < 8; b++ {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+		for i := b * 1000; i < b*1000+1000; i++ {
+			rb.Field(0).(*array.Int64Builder).Append(int64(i))
+			rb.Field(1).(*array.Date32Builder).Append(arrow.Date32(19000 + i/100))
+			rb.Field(2).(*array.Decimal128Builder).Append(decimal128.FromI64(int64(i)))
+			rb.Field(3).(*array.StringBuilder).Append(fmt.Sprint(i))
+		}
+		recs = append(recs, rb.NewRecordBatch())
+		rb.Release()
+	}
+	st := mem.New(mem.Config{})
+	adds, err := WriteRecords(ctx, st, "", sch, nil, recs, WriteOptions{RowGroupSize: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(adds) != 1 {
+		t.Fatalf("%d files, want 1", len(adds))
+	}
+	for _, where := range []string{"id >= 7500", "d = DATE '2022-01-08'", "amt < 5.00", "id = 3000 OR s = '9'"} {
+		t.Run(where, func(t *testing.T) {
+			p, _ := ParsePredicate(where)
+			got, stats := scanAll(t, st, "", sch, nil, adds, ScanOptions{Filter: p})
+			bp, _ := bindPredicate(p, sch)
+			var want []arrow.RecordBatch
+			for _, r := range recs {
+				rows, _, _ := bp.keptRows(r)
+				k, _ := takeRows(ctx, memory.DefaultAllocator, r, rows)
+				want = append(want, k)
+			}
+			diffRows(t, rowSet(t, got), rowSet(t, want))
+			if where != "id = 3000 OR s = '9'" && stats.RowGroupsPruned == 0 {
+				t.Errorf("no row group pruned")
+			}
+			if where == "id = 3000 OR s = '9'" && stats.RowGroupsPruned != 0 {
+				t.Errorf("%d row groups pruned though strings never prune", stats.RowGroupsPruned)
+			}
+		})
+	}
+}
