@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -148,8 +149,8 @@ type csvParser struct {
 	cols     []column // per schema column; nil when the file lacks it
 	isString []bool
 	nullable []bool
-	special  [256]bool
 	scratch  []byte
+	line     int64 // physical line being parsed
 }
 
 func (s *csvSource) newParser() (*csvParser, error) {
@@ -173,9 +174,6 @@ func (s *csvSource) newParser() (*csvParser, error) {
 		}
 		p.cols[i] = col
 	}
-	p.special[s.delim] = true
-	p.special[s.quote] = true
-	p.special['\n'] = true
 	return p, nil
 }
 
@@ -187,124 +185,59 @@ func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
 	failFast := s.opts.OnError != Skip
 	data := c.data
 	n := len(data)
-	line := c.line
-	fileCols := s.fileCols
-	nf := len(fileCols)
+	p.line = c.line
+	nf := len(s.fileCols)
 	delim, q := s.delim, s.quote
-	null := s.null
+	// A chunk that is valid UTF-8 as a whole has valid fields (they are cut at ASCII
+	// bytes), so string columns need not check each value.
+	p.setTrusted(delim < utf8.RuneSelf && q < utf8.RuneSelf && utf8.Valid(data))
 	rows := 0
 	var bads []*Error
 	pos := 0
 	skipBlank := nf > 1 // with one column, an empty line is an empty field
 	for pos < n {
-		if skipBlank {
-			if data[pos] == '\n' { // blank line
-				pos++
-				line++
-				continue
-			}
-			if data[pos] == '\r' && pos+1 < n && data[pos+1] == '\n' {
-				pos += 2
-				line++
-				continue
-			}
-		}
-		recLine := line
+		recLine := p.line
 		var bad *Error
-		fi := 0
-		for {
-			var field []byte
-			quoted := false
-			if pos < n && data[pos] == q {
-				quoted = true
-				pos++
-				fieldStart, segStart := pos, pos
-				esc := false
-				for {
-					k := bytes.IndexByte(data[pos:], q)
-					if k < 0 {
-						line += int64(bytes.Count(data[fieldStart:], []byte{'\n'}))
-						pos = n
-						if bad == nil {
-							bad = &Error{File: s.file, Line: recLine, Msg: "quoted field never closed"}
-						}
-						break
-					}
-					qi := pos + k
-					if qi+1 < n && data[qi+1] == q { // doubled quote
-						if !esc {
-							p.scratch = p.scratch[:0]
-							esc = true
-						}
-						p.scratch = append(p.scratch, data[segStart:qi+1]...)
-						pos = qi + 2
-						segStart = pos
-						continue
-					}
-					if esc {
-						p.scratch = append(p.scratch, data[segStart:qi]...)
-						field = p.scratch
-					} else {
-						field = data[segStart:qi]
-					}
-					line += int64(bytes.Count(data[fieldStart:qi], []byte{'\n'}))
-					pos = qi + 1
+		eol := bytes.IndexByte(data[pos:], '\n')
+		if eol < 0 {
+			eol = n
+		} else {
+			eol += pos
+		}
+		rec := data[pos:eol]
+		if len(rec) > 0 && rec[len(rec)-1] == '\r' {
+			rec = rec[:len(rec)-1]
+		}
+		if len(rec) == 0 && skipBlank {
+			pos = eol + 1
+			p.line++
+			continue
+		}
+		if bytes.IndexByte(rec, q) < 0 {
+			// Fast path: no quotes, the record is this line.
+			fi := 0
+			for {
+				k := bytes.IndexByte(rec, delim)
+				field := rec
+				if k >= 0 {
+					field = rec[:k]
+				}
+				if fi < nf && bad == nil {
+					bad = p.value(fi, field, false, recLine)
+				}
+				fi++
+				if k < 0 {
 					break
 				}
-				if pos < n && data[pos] != delim && data[pos] != '\n' {
-					if data[pos] == '\r' && (pos+1 == n || data[pos+1] == '\n') {
-						pos++
-					} else {
-						if bad == nil {
-							bad = &Error{File: s.file, Line: recLine, Msg: fmt.Sprintf("field %d: %q after the closing quote", fi+1, data[pos])}
-						}
-						for pos < n && data[pos] != delim && data[pos] != '\n' {
-							pos++
-						}
-					}
-				}
-			} else {
-				start := pos
-				for pos < n && !p.special[data[pos]] {
-					pos++
-				}
-				if pos < n && data[pos] == q {
-					if bad == nil {
-						bad = &Error{File: s.file, Line: recLine, Msg: fmt.Sprintf("field %d: quote inside an unquoted field (quote the whole field and double the quote)", fi+1)}
-					}
-					for pos < n && data[pos] != delim && data[pos] != '\n' {
-						pos++
-					}
-				}
-				field = data[start:pos]
-				if (pos >= n || data[pos] == '\n') && len(field) > 0 && field[len(field)-1] == '\r' {
-					field = field[:len(field)-1]
-				}
+				rec = rec[k+1:]
 			}
-			if fi < nf && bad == nil {
-				if si := fileCols[fi]; si >= 0 {
-					col := p.cols[si]
-					if (!quoted && len(field) == len(null) && string(field) == string(null)) || (len(field) == 0 && !p.isString[si]) {
-						if p.nullable[si] {
-							col.appendNull()
-						} else {
-							bad = nullError(s.file, recLine, s.fileNames[fi], fi+1)
-						}
-					} else if ok, why := col.parse(field); !ok {
-						bad = valueError(s.file, recLine, s.fileNames[fi], fi+1, field, s.opts.Schema.Fields[si].Type, why)
-					}
-				}
+			if bad == nil && fi != nf {
+				bad = &Error{File: s.file, Line: recLine, Msg: fmt.Sprintf("%d fields, want %d", fi, nf)}
 			}
-			fi++
-			if pos >= n || data[pos] == '\n' {
-				pos++
-				line++
-				break
-			}
-			pos++ // delimiter
-		}
-		if bad == nil && fi != nf {
-			bad = &Error{File: s.file, Line: recLine, Msg: fmt.Sprintf("%d fields, want %d", fi, nf)}
+			pos = eol + 1
+			p.line++
+		} else {
+			bad, pos = p.quotedRecord(data, pos, recLine)
 		}
 		if bad != nil {
 			for _, col := range p.cols {
@@ -321,6 +254,130 @@ func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
 		rows++
 	}
 	return p.build(rows), bads, nil
+}
+
+func (p *csvParser) setTrusted(ok bool) {
+	for _, c := range p.cols {
+		if sc, isStr := c.(*stringColumn); isStr {
+			sc.trusted = ok
+		}
+	}
+}
+
+// value appends field (file column fi) to its column, or returns why it cannot.
+func (p *csvParser) value(fi int, field []byte, quoted bool, line int64) *Error {
+	s := p.src
+	si := s.fileCols[fi]
+	if si < 0 {
+		return nil
+	}
+	col := p.cols[si]
+	if (!quoted && len(field) == len(s.null) && string(field) == string(s.null)) || (len(field) == 0 && !p.isString[si]) {
+		if p.nullable[si] {
+			col.appendNull()
+			return nil
+		}
+		return nullError(s.file, line, s.fileNames[fi], fi+1)
+	}
+	if ok, why := col.parse(field); !ok {
+		return valueError(s.file, line, s.fileNames[fi], fi+1, field, s.opts.Schema.Fields[si].Type, why)
+	}
+	return nil
+}
+
+// quotedRecord decodes a record that has quotes somewhere, from data[pos]; it returns
+// the record's problem, if any, and the position after the record.
+func (p *csvParser) quotedRecord(data []byte, pos int, recLine int64) (*Error, int) {
+	s := p.src
+	n := len(data)
+	nf := len(s.fileCols)
+	delim, q := s.delim, s.quote
+	var bad *Error
+	fi := 0
+	for {
+		var field []byte
+		quoted := false
+		if pos < n && data[pos] == q {
+			quoted = true
+			pos++
+			fieldStart, segStart := pos, pos
+			esc := false
+			for {
+				k := bytes.IndexByte(data[pos:], q)
+				if k < 0 {
+					p.line += int64(bytes.Count(data[fieldStart:], []byte{'\n'}))
+					pos = n
+					if bad == nil {
+						bad = &Error{File: s.file, Line: recLine, Msg: "quoted field never closed"}
+					}
+					break
+				}
+				qi := pos + k
+				if qi+1 < n && data[qi+1] == q { // doubled quote
+					if !esc {
+						p.scratch = p.scratch[:0]
+						esc = true
+					}
+					p.scratch = append(p.scratch, data[segStart:qi+1]...)
+					pos = qi + 2
+					segStart = pos
+					continue
+				}
+				if esc {
+					p.scratch = append(p.scratch, data[segStart:qi]...)
+					field = p.scratch
+				} else {
+					field = data[segStart:qi]
+				}
+				p.line += int64(bytes.Count(data[fieldStart:qi], []byte{'\n'}))
+				pos = qi + 1
+				break
+			}
+			if pos < n && data[pos] != delim && data[pos] != '\n' {
+				if data[pos] == '\r' && (pos+1 == n || data[pos+1] == '\n') {
+					pos++
+				} else {
+					if bad == nil {
+						bad = &Error{File: s.file, Line: recLine, Msg: fmt.Sprintf("field %d: %q after the closing quote", fi+1, data[pos])}
+					}
+					for pos < n && data[pos] != delim && data[pos] != '\n' {
+						pos++
+					}
+				}
+			}
+		} else {
+			start := pos
+			for pos < n && data[pos] != delim && data[pos] != '\n' && data[pos] != q {
+				pos++
+			}
+			if pos < n && data[pos] == q {
+				if bad == nil {
+					bad = &Error{File: s.file, Line: recLine, Msg: fmt.Sprintf("field %d: quote inside an unquoted field (quote the whole field and double the quote)", fi+1)}
+				}
+				for pos < n && data[pos] != delim && data[pos] != '\n' {
+					pos++
+				}
+			}
+			field = data[start:pos]
+			if (pos >= n || data[pos] == '\n') && len(field) > 0 && field[len(field)-1] == '\r' {
+				field = field[:len(field)-1]
+			}
+		}
+		if fi < nf && bad == nil {
+			bad = p.value(fi, field, quoted, recLine)
+		}
+		fi++
+		if pos >= n || data[pos] == '\n' {
+			pos++
+			p.line++
+			break
+		}
+		pos++ // delimiter
+	}
+	if bad == nil && fi != nf {
+		bad = &Error{File: s.file, Line: recLine, Msg: fmt.Sprintf("%d fields, want %d", fi, nf)}
+	}
+	return bad, pos
 }
 
 func (p *csvParser) build(rows int) arrow.RecordBatch {

@@ -131,12 +131,31 @@ func (s *splitter) next() (chunk, error) {
 	pos := s.start
 	lines := int64(0)
 	for recs := 0; recs < s.rows; {
-		end, ok := s.scanRecord(pos)
-		if ok {
-			lines += int64(bytes.Count(s.buf[pos:end], []byte{'\n'}))
-			pos = end
+		// Lines before the next quote are whole records: count them off quickly.
+		limit := s.end
+		qpos := bytes.IndexByte(s.buf[pos:s.end], s.quote)
+		if qpos >= 0 {
+			limit = pos + qpos
+		}
+		for recs < s.rows {
+			j := bytes.IndexByte(s.buf[pos:limit], '\n')
+			if j < 0 {
+				break
+			}
+			pos += j + 1
 			recs++
-			continue
+			lines++
+		}
+		if recs == s.rows {
+			break
+		}
+		if qpos >= 0 { // the record at pos has a quote: scan it with quote parity
+			if end, ok := s.scanRecord(pos); ok {
+				lines += int64(bytes.Count(s.buf[pos:end], []byte{'\n'}))
+				pos = end
+				recs++
+				continue
+			}
 		}
 		if s.eof {
 			if s.rerr != nil {

@@ -1,0 +1,110 @@
+package decode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/csv"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// benchRows is the size of the generated file: the ingest benchmark's shape (string id,
+// string key, decimal(10,2), UTC timestamp, nullable string).
+const benchRows = 1_000_000
+
+var benchData = sync.OnceValue(func() []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var b bytes.Buffer
+	b.Grow(benchRows * 80)
+	b.WriteString("transaction_id,customer_key,amount,event_time,note\n")
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	for i := range benchRows {
+		ts := time.UnixMicro(t0 + rng.Int64N(90*86400e6)).UTC()
+		fmt.Fprintf(&b, "TX-%09d,CUST-%06d,%d.%02d,%s,", i, rng.IntN(200000), rng.IntN(100000), rng.IntN(100),
+			ts.Format("2006-01-02T15:04:05.000000Z"))
+		if rng.IntN(4) != 0 {
+			fmt.Fprintf(&b, "note %d", rng.IntN(1000))
+		}
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+})
+
+func benchSchema(tb testing.TB) Options {
+	return Options{Format: CSV, Schema: schema(tb, "transaction_id string!", "customer_key string!", "amount decimal(10,2)!",
+		"event_time timestamp!", "note string")}
+}
+
+func BenchmarkCSVDecode(b *testing.B) {
+	data := benchData()
+	for _, par := range []int{1, 2} {
+		b.Run(fmt.Sprintf("par%d", par), func(b *testing.B) {
+			opts := benchSchema(b)
+			opts.Parallelism = par
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				r, err := NewReader(context.Background(), bytes.NewReader(data), "bench.csv", opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for r.Next() {
+				}
+				if r.Err() != nil || r.Rows() != benchRows {
+					b.Fatalf("rows %d, err %v", r.Rows(), r.Err())
+				}
+				r.Release()
+			}
+			b.ReportMetric(float64(benchRows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(benchRows)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "rows/cpu-s")
+		})
+	}
+}
+
+// BenchmarkArrowCSVReader is arrow-go's CSV reader on the same data and schema, for
+// comparison.
+func BenchmarkArrowCSVReader(b *testing.B) {
+	data := benchData()
+	sch := arrow.NewSchema([]arrow.Field{
+		{Name: "transaction_id", Type: arrow.BinaryTypes.String},
+		{Name: "customer_key", Type: arrow.BinaryTypes.String},
+		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}},
+		{Name: "event_time", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+		{Name: "note", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		r := csv.NewReader(bytes.NewReader(data), sch, csv.WithHeader(true), csv.WithChunk(DefaultBatchSize),
+			csv.WithNullReader(true, ""), csv.WithAllocator(memory.DefaultAllocator))
+		n := int64(0)
+		for r.Next() {
+			n += r.RecordBatch().NumRows()
+		}
+		if r.Err() != nil || n != benchRows {
+			b.Fatalf("rows %d, err %v", n, r.Err())
+		}
+		r.Release()
+	}
+	b.ReportMetric(float64(benchRows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(benchRows)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "rows/cpu-s")
+}
+
+// cpuTime is the process's user+system CPU time: on a shared machine, rows per CPU
+// second says more about the decoder than rows per wall-clock second.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
