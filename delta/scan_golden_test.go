@@ -16,8 +16,27 @@ import (
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
 
-// goldenDir holds the conformance tables (read in place, never written).
-const goldenDir = "../../shared/golden/delta-golden"
+// goldenTables finds the delta-golden conformance tables (read in place, never written)
+// as golden_test.go does: under $ORCH_GOLDEN_DIR, else ../../shared/golden. Missing is a
+// failure in CI and a skip elsewhere.
+func goldenTables(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("ORCH_GOLDEN_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "golden")
+	}
+	dir, err := filepath.Abs(filepath.Join(dir, "delta-golden"))
+	if err == nil {
+		_, err = os.Stat(dir)
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("golden tables not found at %s (set ORCH_GOLDEN_DIR): %v", dir, err)
+		}
+		t.Skipf("golden tables not found at %s: %v", dir, err)
+	}
+	return dir
+}
 
 // goldenRefusals are the tables the log side refuses; their row tests assert the error
 // names the feature instead of comparing rows.
@@ -34,13 +53,10 @@ var goldenSkipColumns = map[string][]string{
 }
 
 func TestGoldenRows(t *testing.T) {
-	root, err := filepath.Abs(goldenDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := goldenTables(t)
 	entries, err := os.ReadDir(root)
 	if err != nil {
-		t.Skipf("golden tables not available: %v", err)
+		t.Fatal(err)
 	}
 	ran := 0
 	for _, e := range entries {
@@ -200,10 +216,7 @@ func dropColumns(recs []arrow.RecordBatch, names []string) []arrow.RecordBatch {
 // and checks that pruning skipped files yet lost no row: the filtered scan equals the
 // unfiltered scan with the predicate applied row by row.
 func TestGoldenPruning(t *testing.T) {
-	root, err := filepath.Abs(goldenDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := goldenTables(t)
 	for _, tc := range []struct {
 		table, where string
 		wantPruned   bool
