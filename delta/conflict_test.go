@@ -304,3 +304,62 @@ func TestConcurrentOverwrites(t *testing.T) {
 		})
 	}
 }
+
+// Overwrites retried through CommitWithRetry all land, one after the other, and the table
+// ends with exactly the last one's file.
+func TestCommitWithRetryOverwrites(t *testing.T) {
+	const writers = 4
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			root := "retry-overwrites/" + t.Name()
+			tbl, err := delta.Create(ctx, st, root, delta.CreateOptions{Schema: testSchema(), PartitionColumns: []string{"part"}}, delta.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendFiles(t, tbl, addFile("part=a/seed.parquet", "a", 1))
+			var wg sync.WaitGroup
+			errs := make([]error, writers)
+			for w := 0; w < writers; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					mine, err := delta.Open(ctx, st, root, delta.Options{})
+					if err != nil {
+						errs[w] = err
+						return
+					}
+					_, errs[w] = mine.CommitWithRetry(ctx, 20, func(snap *delta.Snapshot) (*delta.Transaction, error) {
+						tx := overwrite(mine, snap, fmt.Sprintf("w%d", w))
+						return tx, nil
+					})
+				}(w)
+			}
+			wg.Wait()
+			for w, err := range errs {
+				if err != nil {
+					t.Fatalf("writer %d: %v", w, err)
+				}
+			}
+			snap, err := tbl.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Version() != 1+writers {
+				t.Errorf("latest version = %d, want %d", snap.Version(), 1+writers)
+			}
+			files := snap.Files()
+			if len(files) != 1 {
+				t.Fatalf("live files = %v, want exactly one", fileNames(files))
+			}
+			// The surviving file is the one the last commit added.
+			last, err := tbl.SnapshotAt(ctx, snap.Version()-1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(last.Files()) != 1 || last.Files()[0].Path == files[0].Path {
+				t.Errorf("v%d files %v, v%d files %v: each overwrite must replace the previous one", last.Version(), fileNames(last.Files()), snap.Version(), fileNames(files))
+			}
+		})
+	}
+}

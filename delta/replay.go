@@ -56,13 +56,30 @@ func (t *Table) SnapshotAt(ctx context.Context, version int64) (*Snapshot, error
 	if base != nil && base.version == version {
 		return base, nil
 	}
+	fail := func(err error) (*Snapshot, error) {
+		return nil, fmt.Errorf("snapshot of table %s at version %d: %w", t.displayRoot(), version, err)
+	}
+	// At or after the _last_checkpoint hint, listing from the hint is enough.
+	if hint, err := t.readLastCheckpoint(ctx); err == nil && hint.Version <= version {
+		files, err := t.listLog(ctx, hint.Version)
+		if err != nil {
+			return fail(err)
+		}
+		s, err := t.loadFromListing(ctx, indexLog(files), version, false)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, errNeedFullListing) && !errors.Is(err, errNoLog) {
+			return fail(err)
+		}
+	}
 	files, err := t.listLog(ctx, -1)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot of table %s: %w", t.displayRoot(), err)
+		return fail(err)
 	}
 	s, err := t.loadFromListing(ctx, indexLog(files), version, true)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot of table %s at version %d: %w", t.displayRoot(), version, err)
+		return fail(err)
 	}
 	return s, nil
 }

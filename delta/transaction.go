@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -71,6 +72,7 @@ type Transaction struct {
 
 	committed     bool
 	version       int64
+	commitTS      int64 // commitInfo.timestamp of the last attempt, ms
 	checkpointErr error
 }
 
@@ -334,8 +336,9 @@ func (tx *Transaction) validate() error {
 // actions.
 func (tx *Transaction) buildCommit(readVersion int64) ([]byte, error) {
 	blind := tx.isBlindAppend()
+	tx.commitTS = tx.table.opts.Now().UnixMilli()
 	info := &CommitInfo{
-		Timestamp:           tx.table.opts.Now().UnixMilli(),
+		Timestamp:           tx.commitTS,
 		UserName:            tx.table.opts.UserName,
 		Operation:           tx.opts.Operation,
 		OperationParameters: tx.opts.OperationParameters,
@@ -442,7 +445,8 @@ func (tx *Transaction) Commit(ctx context.Context) (int64, error) {
 	return version, nil
 }
 
-// afterCommit remembers the new snapshot when it is cheap to build, and writes a
+// afterCommit remembers the new snapshot when it is cheap to build (its Timestamp is the
+// commitInfo timestamp, the closest known value to the file's mtime), and writes a
 // checkpoint when the version calls for one.
 func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 	t := tx.table
@@ -464,7 +468,7 @@ func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 		schema, err := st.metadata.Schema()
 		if err == nil {
 			post = &Snapshot{table: t, version: version, state: st, schema: schema, files: sortAdds(st.files),
-				checkpointVersion: tx.snap.checkpointVersion, ts: t.opts.Now()}
+				checkpointVersion: tx.snap.checkpointVersion, ts: time.UnixMilli(tx.commitTS)}
 			t.remember(post)
 		}
 	}
@@ -492,4 +496,34 @@ func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 		tx.checkpointErr = err
 		t.opts.Logger.Warn("delta: checkpoint failed (the commit stands)", "table", t.displayRoot(), "version", version, "err", err)
 	}
+}
+
+// CommitWithRetry runs build on the latest snapshot and commits the transaction it
+// returns; on a *ConflictError it reloads the snapshot and runs build again, up to
+// attempts times (default 3 when attempts <= 0). build must derive everything it writes
+// from the snapshot it is given (an overwrite removes that snapshot's files), so a retry
+// never loses or doubles data; data files written by a failed attempt are left as orphans
+// for VACUUM. It returns the committed version, or the last error.
+func (t *Table) CommitWithRetry(ctx context.Context, attempts int, build func(snap *Snapshot) (*Transaction, error)) (int64, error) {
+	if attempts <= 0 {
+		attempts = 3
+	}
+	var lastErr error
+	for i := 0; i < attempts; i++ {
+		snap, err := t.Snapshot(ctx)
+		if err != nil {
+			return -1, err
+		}
+		tx, err := build(snap)
+		if err != nil {
+			return -1, err
+		}
+		v, err := tx.Commit(ctx)
+		var ce *ConflictError
+		if !errors.As(err, &ce) {
+			return v, err
+		}
+		lastErr = err
+	}
+	return -1, lastErr
 }
