@@ -1,0 +1,162 @@
+package delta
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CleanupResult reports what CleanupLog did.
+type CleanupResult struct {
+	// Cutoff is now − delta.logRetentionDuration truncated to UTC midnight.
+	Cutoff time.Time
+	// CheckpointVersion is the checkpoint kept as the new start of the log (-1 when
+	// nothing was eligible).
+	CheckpointVersion int64
+	// FilesDeleted are the deleted log files, relative to _delta_log, sorted.
+	FilesDeleted []string
+	// Skipped says why nothing was done, when that is the case.
+	Skipped string
+}
+
+// CleanupLog removes expired log files (DELTA.md §7): with cutoff = (now −
+// delta.logRetentionDuration) truncated to UTC midnight, it takes the newest checkpoint
+// at or before the newest commit whose timestamp is at or before the cutoff, and deletes
+// every commit, checkpoint, .crc and compacted file of older versions. That checkpoint
+// and its commit file stay, so every version from it on can still be read, and time
+// travel to an older one fails naming it as the earliest available version. Nothing is
+// done when delta.enableExpiredLogCleanup is false, or when no such checkpoint exists.
+// Commits call it after writing a checkpoint; the clock is Options.Now.
+func (t *Table) CleanupLog(ctx context.Context) (*CleanupResult, error) {
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("clean up log of table %s: %w", t.displayRoot(), err)
+	}
+	res, err := t.cleanupLog(ctx, snap)
+	if err != nil {
+		return nil, fmt.Errorf("clean up log of table %s: %w", t.displayRoot(), err)
+	}
+	return res, nil
+}
+
+// cleanupAfterCheckpoint is the commit path's hook: it runs log cleanup after a
+// checkpoint of snap was written and logs, never returns, a failure.
+func (t *Table) cleanupAfterCheckpoint(ctx context.Context, snap *Snapshot) {
+	res, err := t.cleanupLog(ctx, snap)
+	if err != nil {
+		t.opts.Logger.Warn("delta: log cleanup failed (the commit and checkpoint stand)", "table", t.displayRoot(), "version", snap.version, "err", err)
+		return
+	}
+	if len(res.FilesDeleted) > 0 {
+		t.opts.Logger.Debug("delta: cleaned up expired log files", "table", t.displayRoot(), "files", len(res.FilesDeleted), "earliest", res.CheckpointVersion)
+	}
+}
+
+func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot) (*CleanupResult, error) {
+	res := &CleanupResult{CheckpointVersion: -1}
+	if !snap.ExpiredLogCleanupEnabled() {
+		res.Skipped = PropEnableExpiredLogCleanup + " is false"
+		return res, nil
+	}
+	for _, f := range snap.Protocol().WriterFeatures {
+		if f == FeatureV2Checkpoint {
+			res.Skipped = "V2 checkpoints are not supported"
+			return res, nil
+		}
+	}
+	now := t.opts.Now().UTC()
+	res.Cutoff = now.Add(-snap.LogRetention()).Truncate(24 * time.Hour)
+	files, err := t.listLog(ctx, -1)
+	if err != nil {
+		return nil, err
+	}
+	idx := indexLog(files)
+	var commits []logFile
+	for _, c := range idx.commits {
+		if c.version <= snap.version {
+			commits = append(commits, c)
+		}
+	}
+	if len(commits) == 0 {
+		res.Skipped = "no commit files"
+		return res, nil
+	}
+	stamps, err := t.commitStamps(ctx, commits, snap.Metadata())
+	if err != nil {
+		return nil, err
+	}
+	newestExpired := int64(-1)
+	cut := res.Cutoff.UnixMilli()
+	for i, c := range commits {
+		if stamps[i] <= cut {
+			newestExpired = c.version
+		}
+	}
+	if newestExpired < 0 {
+		res.Skipped = "no commit is older than the cutoff"
+		return res, nil
+	}
+	keep := int64(-1)
+	for _, cp := range idx.checkpoints {
+		if cp.version <= newestExpired && cp.version > keep && cp.kind != kindV2Checkpoint {
+			keep = cp.version
+		}
+	}
+	if keep <= 0 {
+		res.Skipped = "no checkpoint at or before the newest expired commit"
+		return res, nil
+	}
+	res.CheckpointVersion = keep
+	prefix := t.logPrefix()
+	infos, err := t.store.List(ctx, prefix, "")
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	var doomed []string
+	for _, info := range infos {
+		name := strings.TrimPrefix(info.Key, prefix)
+		if v, ok := logFileVersion(name); ok && v < keep {
+			doomed = append(doomed, name)
+		}
+	}
+	sort.Strings(doomed)
+	// Oldest first: a crash midway leaves a log that still starts at a readable point.
+	for _, name := range doomed {
+		if err := t.store.Delete(ctx, prefix+name); err != nil {
+			return res, fmt.Errorf("delete %s: %w", name, err)
+		}
+		res.FilesDeleted = append(res.FilesDeleted, name)
+	}
+	return res, nil
+}
+
+// logFileVersion returns the version a _delta_log file belongs to, for the files log
+// cleanup may delete: N.json, N.crc, N.checkpoint*.parquet|json and
+// M.N.compacted.json (version N, the end of the compacted range). Anything else
+// (_last_checkpoint, subdirectories, temp files) gives ok false.
+func logFileVersion(name string) (int64, bool) {
+	if strings.Contains(name, "/") || len(name) < 21 || name[20] != '.' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(name[:20], 10, 63)
+	if err != nil {
+		return 0, false
+	}
+	rest := name[21:]
+	switch {
+	case rest == "json", rest == "crc":
+		return int64(v), true
+	case strings.HasPrefix(rest, "checkpoint.") && (strings.HasSuffix(rest, ".parquet") || strings.HasSuffix(rest, ".json")):
+		return int64(v), true
+	case strings.HasSuffix(rest, ".compacted.json") && len(rest) == 20+len(".compacted.json"):
+		end, err := strconv.ParseUint(rest[:20], 10, 63)
+		if err != nil {
+			return 0, false
+		}
+		return int64(end), true
+	}
+	return 0, false
+}
