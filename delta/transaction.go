@@ -495,7 +495,9 @@ func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 	if err := t.writeCheckpoint(ctx, post); err != nil {
 		tx.checkpointErr = err
 		t.opts.Logger.Warn("delta: checkpoint failed (the commit stands)", "table", t.displayRoot(), "version", version, "err", err)
+		return
 	}
+	t.cleanupAfterCheckpoint(ctx, post) // expired log files (cleanup.go)
 }
 
 // CommitWithRetry runs build on the latest snapshot and commits the transaction it
