@@ -44,28 +44,9 @@ func (t *Table) VersionAsOf(ctx context.Context, ts time.Time) (int64, error) {
 	if len(commits) == 0 {
 		return fail(fmt.Errorf("no commit files in the log"))
 	}
-	stamps := monotonicMtimes(commits)
-	if md := latest.Metadata(); md.Configuration[PropEnableInCommitTimestamps] == "true" {
-		enable := int64(0)
-		if ev, ok := md.Configuration["delta.inCommitTimestampEnablementVersion"]; ok {
-			if n, err := strconv.ParseInt(ev, 10, 64); err == nil {
-				enable = n
-			}
-		}
-		for i, c := range commits {
-			if c.version < enable {
-				continue
-			}
-			acts, err := t.readCommit(ctx, c.version)
-			if err != nil {
-				return fail(err)
-			}
-			ci := findCommitInfo(acts)
-			if ci == nil || ci.InCommitTimestamp == nil {
-				return fail(fmt.Errorf("version %d has no inCommitTimestamp although the table enables them", c.version))
-			}
-			stamps[i] = *ci.InCommitTimestamp
-		}
+	stamps, err := t.commitStamps(ctx, commits, latest.Metadata())
+	if err != nil {
+		return fail(err)
 	}
 	target := ts.UnixMilli()
 	if target < stamps[0] {
@@ -81,6 +62,37 @@ func (t *Table) VersionAsOf(ctx context.Context, ts time.Time) (int64, error) {
 		}
 	}
 	return fail(fmt.Errorf("no version at or before the timestamp"))
+}
+
+// commitStamps returns the commit timestamp (ms) of each commit file, in order: the
+// in-commit timestamp from delta.inCommitTimestampEnablementVersion on when md enables
+// them (reading those commits), else the modification time made monotonic.
+func (t *Table) commitStamps(ctx context.Context, commits []logFile, md *Metadata) ([]int64, error) {
+	stamps := monotonicMtimes(commits)
+	if md == nil || md.Configuration[PropEnableInCommitTimestamps] != "true" {
+		return stamps, nil
+	}
+	enable := int64(0)
+	if ev, ok := md.Configuration["delta.inCommitTimestampEnablementVersion"]; ok {
+		if n, err := strconv.ParseInt(ev, 10, 64); err == nil {
+			enable = n
+		}
+	}
+	for i, c := range commits {
+		if c.version < enable {
+			continue
+		}
+		acts, err := t.readCommit(ctx, c.version)
+		if err != nil {
+			return nil, err
+		}
+		ci := findCommitInfo(acts)
+		if ci == nil || ci.InCommitTimestamp == nil {
+			return nil, fmt.Errorf("version %d has no inCommitTimestamp although the table enables them", c.version)
+		}
+		stamps[i] = *ci.InCommitTimestamp
+	}
+	return stamps, nil
 }
 
 func fmtMillis(ms int64) string {
