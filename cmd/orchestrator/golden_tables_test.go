@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -37,4 +39,20 @@ func TestShowForeignTables(t *testing.T) {
 			cliCase{"foreign_" + name + "_json", []string{"table", "show", loc, "--limit", "4", "--format", "json"}, 0})
 	}
 	runCases(t, cases, scrubDir(dir, "$GOLDEN"))
+}
+
+// TestChangesForeignTables reads the change data feed of tables Spark wrote with UPDATE
+// and DELETE (cdc files with update pre- and post-images). Commit timestamps come from
+// the commit files' modification times, which a copy of the tables changes, so they are
+// replaced by <TS>.
+func TestChangesForeignTables(t *testing.T) {
+	dir := sharedGoldenDir(t)
+	stamp := regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+	scrub := func(s string) string {
+		return stamp.ReplaceAllString(strings.ReplaceAll(s, dir, "$GOLDEN"), "<TS>")
+	}
+	runCases(t, []cliCase{
+		{"foreign_changes_update_delete", []string{"table", "changes", filepath.Join(dir, "delta-rs", "cdf-table"), "--from", "1", "--format", "csv"}, 0},
+		{"foreign_changes_postimages", []string{"table", "changes", filepath.Join(dir, "delta-rs", "cdf-table"), "--from", "0", "--types", "update_postimage", "--format", "json"}, 0},
+	}, scrub)
 }

@@ -27,11 +27,12 @@ const tableArgHelp = "TABLE is a table name declared in the pipeline given with 
 func tableCommand() *command {
 	return &command{
 		name:    "table",
-		summary: "ask a Delta table about its history, rows and properties",
+		summary: "ask a Delta table about its history, rows, changes and properties",
 		help:    "Inspect and maintain Delta tables.\n\n" + tableArgHelp,
 		subs: []*command{
 			historyCommand(),
 			showCommand(),
+			changesCommand(),
 			propertiesCommand(),
 		},
 	}
