@@ -167,20 +167,7 @@ func (b *boundPredicate) test(v value) int8 {
 		}
 		return tFalse
 	}
-	c := compareValues(v, b.vals[0])
-	switch b.op {
-	case OpEq:
-		return boolTri(c == 0)
-	case OpNe:
-		return boolTri(c != 0)
-	case OpLt:
-		return boolTri(c < 0)
-	case OpLe:
-		return boolTri(c <= 0)
-	case OpGt:
-		return boolTri(c > 0)
-	}
-	return boolTri(c >= 0)
+	return opTri(b.op, compareValues(v, b.vals[0]))
 }
 
 func boolTri(b bool) int8 {
@@ -422,6 +409,9 @@ func (b *boundPredicate) evalTri(rec arrow.RecordBatch, n int) ([]int8, error) {
 	if err != nil {
 		return nil, err
 	}
+	if out, ok := b.evalFast(arr, valid); ok {
+		return out, nil
+	}
 	get, err := valueGetter(arr)
 	if err != nil {
 		return nil, fmt.Errorf("column %s: %w", strings.Join(b.path, "."), err)
@@ -435,6 +425,89 @@ func (b *boundPredicate) evalTri(rec arrow.RecordBatch, n int) ([]int8, error) {
 		out[i] = b.test(v)
 	}
 	return out, nil
+}
+
+// evalFast evaluates a comparison with one literal directly over the values of the
+// common column types (no per-row boxing); ok is false when it does not apply.
+func (b *boundPredicate) evalFast(arr arrow.Array, valid []bool) ([]int8, bool) {
+	if b.kind != bCmp || valid != nil {
+		return nil, false
+	}
+	lit := b.vals[0]
+	switch a := arr.(type) {
+	case *array.Int64:
+		if lit.kind == vInt {
+			return cmpSlice(arr, a.Int64Values(), lit.i, b.op), true
+		}
+	case *array.Int32:
+		if lit.kind == vInt {
+			return cmpSlice(arr, a.Int32Values(), lit.i, b.op), true
+		}
+	case *array.Date32:
+		if lit.kind == vInt {
+			return cmpSlice(arr, a.Date32Values(), lit.i, b.op), true
+		}
+	case *array.Timestamp:
+		if lit.kind == vInt {
+			return cmpSlice(arr, a.TimestampValues(), lit.i, b.op), true
+		}
+	case *array.Float64:
+		if lit.kind == vFloat && lit.f == lit.f {
+			out := make([]int8, a.Len())
+			for i, v := range a.Float64Values() {
+				out[i] = opTri(b.op, cmpFloat(v, lit.f))
+			}
+			nullsToTri(arr, out)
+			return out, true
+		}
+	case *array.String:
+		if lit.kind == vString {
+			out := make([]int8, a.Len())
+			for i := range out {
+				out[i] = opTri(b.op, strings.Compare(a.Value(i), lit.s))
+			}
+			nullsToTri(arr, out)
+			return out, true
+		}
+	}
+	return nil, false
+}
+
+func cmpSlice[T ~int32 | ~int64](arr arrow.Array, vals []T, lit int64, op Op) []int8 {
+	out := make([]int8, len(vals))
+	for i, v := range vals {
+		out[i] = opTri(op, cmp3(int64(v), lit))
+	}
+	nullsToTri(arr, out)
+	return out
+}
+
+func nullsToTri(arr arrow.Array, out []int8) {
+	if arr.NullN() == 0 {
+		return
+	}
+	for i := range out {
+		if arr.IsNull(i) {
+			out[i] = tNull
+		}
+	}
+}
+
+// opTri turns a three-way comparison into the operator's truth value.
+func opTri(op Op, c int) int8 {
+	switch op {
+	case OpEq:
+		return boolTri(c == 0)
+	case OpNe:
+		return boolTri(c != 0)
+	case OpLt:
+		return boolTri(c < 0)
+	case OpLe:
+		return boolTri(c <= 0)
+	case OpGt:
+		return boolTri(c > 0)
+	}
+	return boolTri(c >= 0)
 }
 
 func combine(k boundKind, a, b int8) int8 {
