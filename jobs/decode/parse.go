@@ -187,17 +187,12 @@ func parseDecimal(b []byte, prec, scale int) (hi int64, lo uint64, ok bool, why 
 
 // parseDecimalSlow handles exponent notation ("1.5e3") through math/big.
 func parseDecimalSlow(b []byte, prec, scale int) (int64, uint64, bool, string) {
-	if len(b) > 64 {
+	if len(b) > 64 || !isExpLiteral(b) {
 		return 0, 0, false, ""
 	}
 	var r big.Rat
 	if _, ok := r.SetString(string(b)); !ok {
 		return 0, 0, false, ""
-	}
-	for _, c := range b { // big.Rat also takes fractions like "1/3": not a decimal literal
-		if c == '/' {
-			return 0, 0, false, ""
-		}
 	}
 	r.Mul(&r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)))
 	if !r.IsInt() {
@@ -211,6 +206,37 @@ func parseDecimalSlow(b []byte, prec, scale int) (int64, uint64, bool, string) {
 	lo := new(big.Int).And(n, new(big.Int).SetUint64(math.MaxUint64)).Uint64()
 	hi := new(big.Int).Rsh(n, 64).Int64()
 	return hi, lo, true, ""
+}
+
+// isExpLiteral reports whether b is [+-]digits[.digits](e|E)[+-]digits (big.Rat alone
+// would also take "1/3" and "0x10").
+func isExpLiteral(b []byte) bool {
+	digits := func(i int) int {
+		for i < len(b) && b[i]-'0' <= 9 {
+			i++
+		}
+		return i
+	}
+	i := 0
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		i++
+	}
+	j := digits(i)
+	n := j - i
+	if j < len(b) && b[j] == '.' {
+		k := digits(j + 1)
+		n += k - j - 1
+		j = k
+	}
+	if n == 0 || j >= len(b) || (b[j] != 'e' && b[j] != 'E') {
+		return false
+	}
+	j++
+	if j < len(b) && (b[j] == '+' || b[j] == '-') {
+		j++
+	}
+	k := digits(j)
+	return k > j && k == len(b)
 }
 
 // daysFromCivil returns the days since 1970-01-01 of a proleptic Gregorian date
@@ -338,7 +364,9 @@ func parseTimestamp(b []byte, loc *time.Location, ntz bool) (int64, bool, string
 		t := time.Date(y, time.Month(m), d, h, mi, s, frac*1000, loc)
 		return t.UnixMicro(), true, ""
 	}
-	// zone
+	if i == 10 { // a zone needs a time
+		return 0, false, ""
+	}
 	var off int
 	switch c := b[i]; c {
 	case 'Z', 'z':
