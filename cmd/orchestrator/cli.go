@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // A command is one node of the command tree: a group (subs set) or a leaf (setup set).
@@ -34,6 +35,8 @@ type env struct {
 	stdout, stderr io.Writer
 	// lookupEnv reads environment variables (S3 settings, ${VAR} in pipelines).
 	lookupEnv func(string) (string, bool)
+	// now is the clock for commit timestamps and retention checks.
+	now func() time.Time
 }
 
 // rootCommand is the command tree. New commands (run, table changes/vacuum/restore) are
@@ -54,7 +57,11 @@ func rootCommand() *command {
 
 // run is the whole program; main only adds the process around it (signals, exit code).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	e := &env{stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv}
+	return runEnv(ctx, &env{stdout: stdout, stderr: stderr, lookupEnv: os.LookupEnv, now: time.Now}, args)
+}
+
+// runEnv runs the program in a given environment (tests pin the clock).
+func runEnv(ctx context.Context, e *env, args []string) error {
 	root := rootCommand()
 	return dispatch(ctx, e, root, root.name, args)
 }

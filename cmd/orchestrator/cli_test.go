@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -21,11 +22,17 @@ type result struct {
 	code           int
 }
 
-// runCLI runs the program in-process as main would, with args after "orchestrator".
+// testNow is the clock of in-process runs: commits made by commands get this timestamp,
+// and retention is counted back from it.
+var testNow = time.Date(2026, 2, 1, 12, 0, 0, 0, time.UTC)
+
+// runCLI runs the program in-process as main would, with args after "orchestrator", with
+// the clock at testNow.
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), args, &stdout, &stderr)
+	e := &env{stdout: &stdout, stderr: &stderr, lookupEnv: os.LookupEnv, now: func() time.Time { return testNow }}
+	err := runEnv(context.Background(), e, args)
 	code := exitCode(err, &stderr)
 	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }

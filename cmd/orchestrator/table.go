@@ -84,6 +84,7 @@ func (tf *tableFlags) open(ctx context.Context, e *env, args []string) (*openedT
 		return nil, fmt.Errorf("table %s: %w", name, err)
 	}
 	tbl, err := delta.Open(ctx, store, root, delta.Options{
+		Now:        e.now,
 		EngineInfo: "orchestrator/" + version,
 		UserName:   identity,
 		Logger:     slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
