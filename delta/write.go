@@ -213,14 +213,12 @@ func (w *DataWriter) writePartitioned(ctx context.Context, rec arrow.RecordBatch
 	var kb strings.Builder
 	for r := 0; r < n; r++ {
 		kb.Reset()
-		vals := make([]*string, len(w.partIdx))
-		for k, ci := range w.partIdx {
+		for _, ci := range w.partIdx {
 			s, ok, err := partitionValueString(rec.Column(ci), r)
 			if err != nil {
 				return fmt.Errorf("write data: partition column %s: %w", w.schema.Fields[ci].Name, err)
 			}
 			if ok {
-				vals[k] = &s
 				kb.WriteByte(1)
 				kb.WriteString(s)
 			}
@@ -229,7 +227,7 @@ func (w *DataWriter) writePartitioned(ctx context.Context, rec arrow.RecordBatch
 		key := kb.String()
 		g := groups[key]
 		if g == nil {
-			g = &group{vals: vals}
+			g = &group{vals: w.partitionValues(rec, r)}
 			groups[key] = g
 			order = append(order, key)
 		}
@@ -259,6 +257,18 @@ func (w *DataWriter) writePartitioned(ctx context.Context, rec arrow.RecordBatch
 		}
 	}
 	return nil
+}
+
+// partitionValues serializes row r's partition values (nil for null).
+func (w *DataWriter) partitionValues(rec arrow.RecordBatch, r int) []*string {
+	vals := make([]*string, len(w.partIdx))
+	for k, ci := range w.partIdx {
+		if s, ok, _ := partitionValueString(rec.Column(ci), r); ok {
+			s = strings.Clone(s)
+			vals[k] = &s
+		}
+	}
+	return vals
 }
 
 func (w *DataWriter) partColNames() []string {

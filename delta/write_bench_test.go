@@ -163,3 +163,40 @@ func BenchmarkPlainPqarrow(b *testing.B) {
 	b.StopTimer()
 	reportThroughput(b, written)
 }
+
+// BenchmarkAppendPartitioned writes the same rows split over 16 partitions whose rows
+// are interleaved (the worst case: every batch is gathered per partition).
+func BenchmarkAppendPartitioned(b *testing.B) {
+	ctx := context.Background()
+	sch, recs := benchRecords(b)
+	psch := &StructType{Fields: append(append([]*StructField(nil), sch.Fields...),
+		&StructField{Name: "bucket", Type: &PrimitiveType{Name: TypeInteger}, Nullable: true})}
+	asch, _ := ArrowSchema(psch)
+	var precs []arrow.RecordBatch
+	for _, r := range recs {
+		ib := array.NewInt32Builder(memory.DefaultAllocator)
+		for i := 0; i < int(r.NumRows()); i++ {
+			ib.Append(int32(i % 16))
+		}
+		bucket := ib.NewArray()
+		ib.Release()
+		precs = append(precs, array.NewRecordBatch(asch, append(append([]arrow.Array(nil), r.Columns()...), bucket), r.NumRows()))
+	}
+	st, err := fs.New(fs.Config{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var written int64
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		adds, err := WriteRecords(ctx, st, fmt.Sprintf("t%d", n), psch, []string{"bucket"}, precs, WriteOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, a := range adds {
+			written += a.Size
+		}
+	}
+	b.StopTimer()
+	reportThroughput(b, written)
+}
