@@ -315,31 +315,6 @@ func removeAsAdd(r *Remove) *Add {
 	return &Add{Path: r.Path, PartitionValues: r.PartitionValues, Size: size, Stats: r.Stats}
 }
 
-// commitStamps returns the commit timestamps (ms) of commits (ascending, contiguous from
-// the earliest available version): the in-commit timestamp from the version the table
-// (per md, the latest metadata) enables them, else the file mtime made monotonic.
-func (t *Table) commitStamps(ctx context.Context, commits []logFile, md *Metadata) ([]int64, error) {
-	stamps := monotonicMtimes(commits)
-	if md == nil || md.Configuration[PropEnableInCommitTimestamps] != "true" {
-		return stamps, nil
-	}
-	for i, c := range commits {
-		if !ictEnabledAt(md, c.version) {
-			continue
-		}
-		acts, err := t.readCommit(ctx, c.version)
-		if err != nil {
-			return nil, err
-		}
-		ci := findCommitInfo(acts)
-		if ci == nil || ci.InCommitTimestamp == nil {
-			return nil, fmt.Errorf("version %d has no inCommitTimestamp although the table enables them", c.version)
-		}
-		stamps[i] = *ci.InCommitTimestamp
-	}
-	return stamps, nil
-}
-
 func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // isNotExist says whether err means a missing object.
