@@ -1,0 +1,378 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// VacuumOptions control Vacuum.
+type VacuumOptions struct {
+	// Retain is how long removed files are kept after their removal (and how old an
+	// unreferenced file must be to be deleted). Default: the table's
+	// delta.deletedFileRetentionDuration (1 week when unset).
+	Retain *time.Duration
+	// Force allows a Retain shorter than delta.deletedFileRetentionDuration (Spark's
+	// retentionDurationCheck.enabled=false, delta-rs enforce_retention_duration=false).
+	// Time travel and change feed reads of versions older than Retain may fail afterwards.
+	Force bool
+	// DryRun lists what would be deleted, deletes nothing and records nothing.
+	DryRun bool
+	// Lite deletes only the files of expired tombstones still in the log (delta-rs's
+	// default mode): no listing of the table, but orphan files (from failed writes) and
+	// files of tombstones already dropped from checkpoints are left. The default (FULL)
+	// lists the table.
+	Lite bool
+	// KeepVersionsFrom, when not nil, protects every file needed to read any version
+	// >= *KeepVersionsFrom (time travel) or the change feed from that version on: the
+	// files live at that version and every file an add, remove or cdc action of a later
+	// (or that) commit names. Such files survive whatever their age: the vacuum is
+	// clamped, not refused, and VacuumResult.FilesKept counts what was spared. It is
+	// meant for a consumer that still has to read those versions (a capture_history
+	// stage whose next run starts there). When that version is already gone from the log,
+	// Vacuum fails naming KeepFor and the version.
+	KeepVersionsFrom *int64
+	// KeepFor names the consumer behind KeepVersionsFrom, for error messages
+	// (e.g. `stage "history" of pipeline "crm"`).
+	KeepFor string
+	// Lineage is recorded in the VACUUM START/END commits.
+	Lineage *Lineage
+}
+
+// VacuumResult reports what Vacuum deleted (or, on a dry run, would delete).
+type VacuumResult struct {
+	// FilesDeleted are the deleted paths relative to the table root, sorted.
+	FilesDeleted []string
+	// BytesDeleted is their total size.
+	BytesDeleted int64
+	// FilesKept counts files that were old enough and unreferenced by the retention window
+	// but were kept for KeepVersionsFrom.
+	FilesKept int
+	// Retention is the retention used; Cutoff = now − Retention.
+	Retention time.Duration
+	Cutoff    time.Time
+	// DryRun is set when nothing was deleted on purpose.
+	DryRun bool
+	// StartVersion and EndVersion are the versions of the VACUUM START and VACUUM END
+	// commits (-1 on a dry run, or when nothing was committed).
+	StartVersion, EndVersion int64
+}
+
+// ErrRetentionTooShort is wrapped by Vacuum when the retention is shorter than the
+// table's delta.deletedFileRetentionDuration and Force is not set.
+var ErrRetentionTooShort = errors.New("retention shorter than the table's delta.deletedFileRetentionDuration")
+
+// vacuumDeleteWorkers bounds concurrent deletes.
+const vacuumDeleteWorkers = 16
+
+// Vacuum deletes data files the table no longer needs (DELTA.md §8): files that are
+// neither live nor removed within the retention window, and whose modification time is
+// older than the retention. It runs the writer protocol gate first, refuses a retention
+// shorter than delta.deletedFileRetentionDuration unless Force, and records VACUUM START
+// and VACUUM END commits (commitInfo only) in the history, as delta-rs and Spark on cloud
+// stores do. The clock is the table's Options.Now.
+//
+// FULL mode lists the table: it never touches _delta_log, nor names starting with "_"
+// or "." (except _change_data and col=value partition directories); change data files
+// age out by modification time. Empty directories go with their last file on stores
+// that have directories.
+func (t *Table) Vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, error) {
+	res, err := t.vacuum(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("vacuum table %s: %w", t.displayRoot(), err)
+	}
+	return res, nil
+}
+
+func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, error) {
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWrite(snap.Protocol(), snap.Metadata()); err != nil {
+		return nil, err
+	}
+	tableRetention := snap.DeletedFileRetention()
+	retention := tableRetention
+	if opts.Retain != nil {
+		retention = *opts.Retain
+	}
+	if retention < 0 {
+		return nil, fmt.Errorf("negative retention %s", retention)
+	}
+	if retention < tableRetention && !opts.Force {
+		return nil, fmt.Errorf("%w: asked to retain %s, but delta.deletedFileRetentionDuration is %s; files younger than that may still be needed by readers and time travel (set Force to vacuum anyway)",
+			ErrRetentionTooShort, fmtDuration(retention), fmtDuration(tableRetention))
+	}
+	now := t.opts.Now()
+	cutoff := now.Add(-retention)
+	res := &VacuumResult{Retention: retention, Cutoff: cutoff, DryRun: opts.DryRun, StartVersion: -1, EndVersion: -1}
+
+	valid := map[string]bool{}
+	for _, a := range snap.Files() {
+		if p, ok := t.relPath(a.Path); ok {
+			valid[p] = true
+		}
+	}
+	cutoffMs := cutoff.UnixMilli()
+	var expired []*Remove
+	for _, r := range snap.Tombstones() {
+		if r.DeletionTimestamp != nil && *r.DeletionTimestamp >= cutoffMs {
+			if p, ok := t.relPath(r.Path); ok {
+				valid[p] = true
+			}
+		} else {
+			expired = append(expired, r)
+		}
+	}
+	keep, err := t.filesNeededFrom(ctx, snap, opts)
+	if err != nil {
+		return nil, err
+	}
+
+	type candidate struct {
+		path string
+		size int64
+	}
+	var cands []candidate
+	if opts.Lite {
+		seen := map[string]bool{}
+		for _, r := range expired {
+			p, ok := t.relPath(r.Path)
+			if !ok || valid[p] || seen[p] {
+				continue
+			}
+			seen[p] = true
+			info, err := t.store.Stat(ctx, t.key(p))
+			if isNotExist(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if keep[p] {
+				res.FilesKept++
+				continue
+			}
+			cands = append(cands, candidate{p, info.Size})
+		}
+	} else {
+		prefix := ""
+		if t.root != "" {
+			prefix = t.root + "/"
+		}
+		infos, err := t.store.List(ctx, prefix, "")
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", t.displayRoot(), err)
+		}
+		for _, info := range infos {
+			rel := strings.TrimPrefix(info.Key, prefix)
+			if hiddenForVacuum(rel) || valid[rel] || !info.ModTime.Before(cutoff) {
+				continue
+			}
+			if keep[rel] {
+				res.FilesKept++
+				continue
+			}
+			cands = append(cands, candidate{rel, info.Size})
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].path < cands[j].path })
+	for _, c := range cands {
+		res.FilesDeleted = append(res.FilesDeleted, c.path)
+		res.BytesDeleted += c.size
+	}
+	if opts.DryRun {
+		return res, nil
+	}
+
+	mode := "FULL"
+	if opts.Lite {
+		mode = "LITE"
+	}
+	startTx := t.NewTransaction(snap, TxOptions{Operation: "VACUUM START", Lineage: opts.Lineage,
+		OperationParameters: map[string]any{
+			"retentionCheckEnabled":    !opts.Force,
+			"specifiedRetentionMillis": retention.Milliseconds(),
+			"defaultRetentionMillis":   tableRetention.Milliseconds(),
+			"vacuumType":               mode,
+		},
+		OperationMetrics: map[string]int64{"numFilesToDelete": int64(len(cands)), "sizeOfDataToDelete": res.BytesDeleted},
+	})
+	if res.StartVersion, err = startTx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("record VACUUM START: %w", err)
+	}
+	deleted, derr := t.deleteAll(ctx, res.FilesDeleted)
+	status := "COMPLETED"
+	if derr != nil {
+		status = "FAILED"
+	}
+	endSnap, err := t.Snapshot(ctx)
+	if err != nil {
+		return nil, errors.Join(derr, err)
+	}
+	endTx := t.NewTransaction(endSnap, TxOptions{Operation: "VACUUM END", Lineage: opts.Lineage,
+		OperationParameters: map[string]any{"status": status},
+		OperationMetrics:    map[string]int64{"numDeletedFiles": int64(deleted)},
+	})
+	if res.EndVersion, err = endTx.Commit(ctx); err != nil {
+		return nil, errors.Join(derr, fmt.Errorf("record VACUUM END: %w", err))
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	return res, nil
+}
+
+// deleteAll deletes paths (relative to the root) with a few concurrent workers and
+// returns how many were deleted; the first error stops the rest.
+func (t *Table) deleteAll(ctx context.Context, paths []string) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan string)
+	var (
+		mu       sync.Mutex // guards n and firstErr
+		n        int
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for i := 0; i < min(vacuumDeleteWorkers, len(paths)); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				err := t.store.Delete(ctx, t.key(p))
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("delete %s: %w", p, err)
+					cancel()
+				} else if err == nil {
+					n++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for _, p := range paths {
+		select {
+		case work <- p:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	return n, firstErr
+}
+
+// filesNeededFrom returns the files KeepVersionsFrom protects (nil when unset).
+func (t *Table) filesNeededFrom(ctx context.Context, latest *Snapshot, opts VacuumOptions) (map[string]bool, error) {
+	if opts.KeepVersionsFrom == nil {
+		return nil, nil
+	}
+	from := *opts.KeepVersionsFrom
+	who := opts.KeepFor
+	if who == "" {
+		who = "a consumer"
+	}
+	if from > latest.version {
+		return map[string]bool{}, nil
+	}
+	if from < 0 {
+		from = 0
+	}
+	snap, err := t.SnapshotAt(ctx, from)
+	if err != nil {
+		return nil, fmt.Errorf("%s still needs version %d, which can no longer be read: %w", who, from, err)
+	}
+	keep := map[string]bool{}
+	for _, a := range snap.Files() {
+		if p, ok := t.relPath(a.Path); ok {
+			keep[p] = true
+		}
+	}
+	for v := from; v <= latest.version; v++ {
+		acts, err := t.readCommit(ctx, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s still needs version %d: %w", who, from, err)
+		}
+		for i := range acts {
+			var p string
+			switch a := &acts[i]; {
+			case a.Add != nil:
+				p = a.Add.Path
+			case a.Remove != nil:
+				p = a.Remove.Path
+			case a.CDC != nil:
+				p = a.CDC.Path
+			default:
+				continue
+			}
+			if rel, ok := t.relPath(p); ok {
+				keep[rel] = true
+			}
+		}
+	}
+	return keep, nil
+}
+
+// relPath turns a path of an action into a key relative to the table root (URL-decoded).
+// Absolute URIs are not resolved (ok false): vacuum leaves such files alone.
+func (t *Table) relPath(p string) (string, bool) {
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" {
+		return "", false
+	}
+	dec, err := url.PathUnescape(p)
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimPrefix(dec, "/"), true
+}
+
+// hiddenForVacuum says whether a key relative to the table root is outside vacuum's
+// reach: _delta_log, and any path with a segment starting with "_" or "." other than
+// _change_data (top level) and col=value partition directories.
+func hiddenForVacuum(rel string) bool {
+	segs := strings.Split(rel, "/")
+	for i, s := range segs {
+		if s == "" || (s[0] != '_' && s[0] != '.') {
+			continue
+		}
+		if i == 0 && s == ChangeDataDir && len(segs) > 1 {
+			continue
+		}
+		if i < len(segs)-1 && strings.Contains(s, "=") {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// fmtDuration prints a duration in the largest whole unit Delta intervals use.
+func fmtDuration(d time.Duration) string {
+	day := 24 * time.Hour
+	switch {
+	case d != 0 && d%(7*day) == 0:
+		return fmt.Sprintf("%s (%s)", plural(int64(d/(7*day)), "week"), plural(int64(d/day), "day"))
+	case d != 0 && d%day == 0:
+		return plural(int64(d/day), "day")
+	case d != 0 && d%time.Hour == 0:
+		return plural(int64(d/time.Hour), "hour")
+	}
+	return d.String()
+}
+
+func plural(n int64, unit string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", unit)
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
