@@ -405,7 +405,8 @@ func (w *DataWriter) Rows() int64 { return w.rows }
 // missing from the records is filled with nulls if nullable, else rejected; a column the
 // table lacks, a type mismatch (the error names the column and both types) or a null in a
 // non-nullable column is rejected. Partition columns become Hive-style directories and are
-// not stored in the files.
+// not stored in the files; an empty string partition value is written as null, as Spark
+// does.
 func WriteFiles(ctx context.Context, store objectstore.Store, root string, schema *StructType, partitionColumns []string, rdr array.RecordReader, opts WriteOptions) ([]*Add, error) {
 	w, err := NewDataWriter(store, root, schema, partitionColumns, opts)
 	if err != nil {
