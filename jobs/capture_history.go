@@ -1,0 +1,237 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// CaptureHistory copies a table's change data feed into a permanent history table, so
+// that its changes outlive the source's log and file retention.
+//
+// Each run reads the source's change feed over (last captured version, latest version at
+// stage start] — every change type, with _change_type, _commit_version and
+// _commit_timestamp — and appends the rows to the history table in ONE commit that also
+// records the last captured source version as a txn action (appId
+// "capture_history:<source table>"). A crash before that commit leaves the history table
+// unchanged; a rerun after it finds nothing new. The first run starts at
+// starting_version, or else at the version from which the source's change feed has been
+// enabled ever since.
+//
+// It fails, writing nothing, when the versions it needs were cleaned from the source's log
+// or their files vacuumed, when the change feed was off for part of the range, or when a
+// source column is missing from the history table or has another type (unless
+// schema_evolution, which adds new source columns to the history table as nullable).
+type CaptureHistory struct {
+	name string
+	cfg  *CaptureHistoryConfig
+}
+
+// NewCaptureHistory returns the stage for a validated config.
+func NewCaptureHistory(name string, cfg *CaptureHistoryConfig) *CaptureHistory {
+	return &CaptureHistory{name: name, cfg: cfg}
+}
+
+// Name implements Stage.
+func (s *CaptureHistory) Name() string { return s.name }
+
+// Kind implements Stage.
+func (s *CaptureHistory) Kind() Kind { return KindCaptureHistory }
+
+// AppID is the txn appId under which the stage records its progress in the history table.
+func (s *CaptureHistory) AppID() string { return "capture_history:" + s.cfg.Source }
+
+// Run implements Stage.
+func (s *CaptureHistory) Run(ctx context.Context, env *Env) (Result, error) {
+	start := time.Now()
+	res, err := s.run(ctx, env)
+	res.Duration = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("capture_history %s: %w", s.name, err)
+	}
+	return res, nil
+}
+
+func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
+	var res Result
+	srcDecl, err := env.declared(s.cfg.Source)
+	if err != nil {
+		return res, err
+	}
+	dstDecl, err := env.declared(s.cfg.Target)
+	if err != nil {
+		return res, err
+	}
+	src, err := env.openTable(ctx, srcDecl)
+	if err != nil {
+		return res, err
+	}
+	srcSnap, err := src.Snapshot(ctx)
+	if err != nil {
+		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+	}
+	latest := srcSnap.Version()
+	dst, err := env.openOrCreate(ctx, dstDecl)
+	if err != nil {
+		return res, err
+	}
+	dstSnap, err := dst.Snapshot(ctx)
+	if err != nil {
+		return res, fmt.Errorf("history table %s: %w", dstDecl.Name, err)
+	}
+
+	var from int64
+	if last, ok := dstSnap.TxnVersion(s.AppID()); ok {
+		from = last + 1
+	} else if s.cfg.StartingVersion != nil {
+		from = *s.cfg.StartingVersion
+	} else if from, err = feedStart(ctx, src, srcSnap); err != nil {
+		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+	}
+	res.VersionsRead = []TableVersion{{Table: srcDecl.Name, Version: latest}}
+	if from > latest {
+		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s captured through version %d", srcDecl.Name, latest))
+		return res, nil
+	}
+
+	opts := delta.ChangesOptions{StartVersion: &from, EndVersion: &latest}
+	if s.cfg.IgnoreDeletes {
+		opts.Types = []string{delta.ChangeInsert, delta.ChangeUpdatePreimage, delta.ChangeUpdatePostimage}
+	}
+	changes, err := src.Changes(ctx, opts)
+	if err != nil {
+		return res, err
+	}
+	defer changes.Release()
+	changeCols, err := delta.SchemaFromArrow(changes.Schema())
+	if err != nil {
+		return res, err
+	}
+	md := dstSnap.Metadata()
+	merged, added, err := fitHistorySchema(dstSnap.Schema(), changeCols, s.cfg.SchemaEvolution)
+	if err != nil {
+		return res, fmt.Errorf("history table %s does not fit source %s: %w", dstDecl.Name, srcDecl.Name, err)
+	}
+
+	writer, err := delta.NewDataWriter(dst.Store(), dst.Root(), merged, dstSnap.PartitionColumns(), delta.WriteOptions{})
+	if err != nil {
+		return res, err
+	}
+	for changes.Next() {
+		rec := changes.RecordBatch()
+		if err := writer.Write(ctx, rec); err != nil {
+			writer.Abort()
+			return res, fmt.Errorf("write history rows: %w", err)
+		}
+		res.RowsRead += rec.NumRows()
+		report(env, res.RowsRead, res.RowsRead)
+	}
+	if err := changes.Err(); err != nil {
+		writer.Abort()
+		return res, err
+	}
+	adds, err := writer.Close(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.RowsWritten = res.RowsRead
+	res.FilesWritten = int64(len(adds))
+	for _, a := range adds {
+		res.BytesWritten += a.Size
+	}
+
+	tx := dst.NewTransaction(dstSnap, delta.TxOptions{
+		Operation: "WRITE",
+		OperationParameters: map[string]any{
+			"mode":        "Append",
+			"partitionBy": "[]",
+		},
+		OperationMetrics: map[string]int64{
+			"numFiles":       res.FilesWritten,
+			"numOutputRows":  res.RowsWritten,
+			"numOutputBytes": res.BytesWritten,
+		},
+		Lineage: env.lineage(),
+	})
+	if len(added) > 0 {
+		newMD := *md
+		if newMD.SchemaString, err = merged.SchemaString(); err != nil {
+			return res, err
+		}
+		tx.UpdateMetadata(&newMD)
+		res.Notes = append(res.Notes, "schema evolution: added "+strings.Join(added, ", "))
+	}
+	tx.AddFiles(adds...)
+	tx.SetTxn(s.AppID(), latest)
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		return res, fmt.Errorf("commit to %s: %w", dstDecl.Name, err)
+	}
+	res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: v}}
+	res.Notes = append(res.Notes, fmt.Sprintf("captured %s versions %d..%d", srcDecl.Name, from, latest))
+	return res, nil
+}
+
+// feedStart finds the version from which the change feed has been on ever since: the
+// first run's start. It assumes the feed was turned on once (a feed turned off and on
+// again inside the range makes Changes fail, naming the versions).
+func feedStart(ctx context.Context, t *delta.Table, latest *delta.Snapshot) (int64, error) {
+	if !feedOn(latest) {
+		return 0, fmt.Errorf("%w at its latest version %d: set delta.enableChangeDataFeed = true", delta.ErrChangeDataFeedDisabled, latest.Version())
+	}
+	lo, hi := int64(0), latest.Version() // the answer is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		snap, err := t.SnapshotAt(ctx, mid)
+		switch {
+		case errors.Is(err, delta.ErrVersionCleaned):
+			lo = mid + 1 // older versions are gone; start no earlier than what remains
+		case err != nil:
+			// A version that cannot be loaded (cleaned log without the sentinel): move on.
+			lo = mid + 1
+		case feedOn(snap):
+			hi = mid
+		default:
+			lo = mid + 1
+		}
+	}
+	return lo, nil
+}
+
+func feedOn(s *delta.Snapshot) bool {
+	return strings.EqualFold(s.Metadata().Configuration["delta.enableChangeDataFeed"], "true")
+}
+
+// fitHistorySchema checks that every change-feed column exists in the history schema with
+// the same type; with evolve, missing columns are appended as nullable.
+func fitHistorySchema(history, changes *delta.StructType, evolve bool) (*delta.StructType, []string, error) {
+	merged := &delta.StructType{Fields: append([]*delta.StructField(nil), history.Fields...)}
+	var added, problems []string
+	for _, f := range changes.Fields {
+		h := history.Field(f.Name)
+		switch {
+		case h == nil && evolve:
+			merged.Fields = append(merged.Fields, &delta.StructField{Name: f.Name, Type: f.Type, Nullable: true, Metadata: map[string]any{}})
+			added = append(added, f.Name+" "+f.Type.String())
+		case h == nil:
+			problems = append(problems, fmt.Sprintf("source column %s (%s) is missing from the history table (declare it, or set schema_evolution: true)", f.Name, f.Type))
+		case h.Type.String() != f.Type.String():
+			problems = append(problems, fmt.Sprintf("column %s is %s in the source but %s in the history table", f.Name, f.Type, h.Type))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, nil, errors.New(strings.Join(problems, "; "))
+	}
+	return merged, added, nil
+}
+
+// report passes progress to the environment's display, if any.
+func report(env *Env, read, written int64) {
+	if env.Progress != nil {
+		env.Progress(Progress{RowsRead: read, RowsWritten: written})
+	}
+}

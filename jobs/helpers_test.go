@@ -1,0 +1,201 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+)
+
+// testClock is a settable clock for commit timestamps.
+type testClock struct{ t time.Time }
+
+func (c *testClock) Now() time.Time { return c.t }
+
+func (c *testClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func newTestEnv(store objectstore.Store, clock *testClock, tables ...*Table) *Env {
+	m := map[string]*Table{}
+	for _, t := range tables {
+		m[t.Name] = t
+	}
+	return &Env{
+		Warehouse: store,
+		Tables:    m,
+		Lineage:   delta.Lineage{Pipeline: "test", Stage: "stage", RunID: "run-1", Attempt: 1},
+		Delta:     delta.Options{Now: clock.Now, UserName: "tester"},
+	}
+}
+
+// schemaOf builds a schema from "name type" pairs.
+func schemaOf(t *testing.T, cols ...string) *delta.StructType {
+	t.Helper()
+	st := &delta.StructType{}
+	for _, c := range cols {
+		name, typ, _ := strings.Cut(c, " ")
+		dt, err := delta.ParsePrimitive(typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Fields = append(st.Fields, &delta.StructField{Name: name, Type: dt, Nullable: true, Metadata: map[string]any{}})
+	}
+	return st
+}
+
+// record builds one Arrow record of the schema from rows of Go values (nil is null;
+// time.Time for timestamps; string, int, int64, float64, bool otherwise).
+func record(t *testing.T, st *delta.StructType, rows ...[]any) arrow.RecordBatch {
+	t.Helper()
+	as, err := delta.ArrowSchema(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, as)
+	defer b.Release()
+	for _, row := range rows {
+		for i, v := range row {
+			fb := b.Field(i)
+			if v == nil {
+				fb.AppendNull()
+				continue
+			}
+			switch fb := fb.(type) {
+			case *array.StringBuilder:
+				fb.Append(v.(string))
+			case *array.Int64Builder:
+				fb.Append(int64(toInt(v)))
+			case *array.Int32Builder:
+				fb.Append(int32(toInt(v)))
+			case *array.Float64Builder:
+				fb.Append(v.(float64))
+			case *array.BooleanBuilder:
+				fb.Append(v.(bool))
+			case *array.TimestampBuilder:
+				fb.Append(arrow.Timestamp(v.(time.Time).UnixMicro()))
+			default:
+				t.Fatalf("record: unsupported builder %T", fb)
+			}
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case int64:
+		return x
+	case int32:
+		return int64(x)
+	}
+	panic(fmt.Sprintf("not an int: %T", v))
+}
+
+// appendRows commits rows to a declared table (creating it), as a plain append.
+func appendRows(t *testing.T, env *Env, decl *Table, rows ...[]any) int64 {
+	t.Helper()
+	return writeRows(t, env, decl, false, rows...)
+}
+
+// writeRows appends or overwrites rows in a declared table and returns the version.
+func writeRows(t *testing.T, env *Env, decl *Table, overwrite bool, rows ...[]any) int64 {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := env.openOrCreate(ctx, decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record(t, snap.Schema(), rows...)
+	defer rec.Release()
+	adds, err := delta.WriteRecords(ctx, tbl.Store(), tbl.Root(), snap.Schema(), snap.PartitionColumns(), []arrow.RecordBatch{rec}, delta.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mode := "Append"
+	if overwrite {
+		mode = "Overwrite"
+	}
+	tx := tbl.NewTransaction(snap, delta.TxOptions{Operation: "WRITE", OperationParameters: map[string]any{"mode": mode}})
+	if overwrite {
+		tx.ReadWholeTable()
+		tx.RemoveAdds(snap.Files()...)
+	}
+	tx.AddFiles(adds...)
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// tableRows reads a declared table's latest rows, rendered one string per row
+// ("a|b|NULL"), sorted, with the named columns (all when none).
+func tableRows(t *testing.T, env *Env, decl *Table, cols ...string) []string {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := env.openTable(ctx, decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: cols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Release()
+	var out []string
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		for r := range int(rec.NumRows()) {
+			parts := make([]string, rec.NumCols())
+			for c := range parts {
+				col := rec.Column(c)
+				if col.IsNull(r) {
+					parts[c] = "NULL"
+				} else {
+					parts[c] = col.ValueStr(r)
+				}
+			}
+			out = append(out, strings.Join(parts, "|"))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func tableVersion(t *testing.T, env *Env, decl *Table) int64 {
+	t.Helper()
+	tbl, err := env.openTable(context.Background(), decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Version()
+}
+
+func diff(got, want []string) string {
+	return fmt.Sprintf("got %d rows:\n  %s\nwant %d rows:\n  %s", len(got), strings.Join(got, "\n  "), len(want), strings.Join(want, "\n  "))
+}

@@ -1,0 +1,77 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// declared returns the declared table named name, or a clear error.
+func (e *Env) declared(name string) (*Table, error) {
+	t, ok := e.Tables[name]
+	if !ok {
+		return nil, fmt.Errorf("table %s is not declared in the pipeline", name)
+	}
+	return t, nil
+}
+
+// tableExists reports whether a Delta log exists at the table's path.
+func (e *Env) tableExists(ctx context.Context, t *Table) (bool, error) {
+	objs, err := e.Warehouse.List(ctx, t.Path+"/_delta_log/", "")
+	if err != nil {
+		return false, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	return len(objs) > 0, nil
+}
+
+// openTable opens a declared table that must exist (a source).
+func (e *Env) openTable(ctx context.Context, t *Table) (*delta.Table, error) {
+	ok, err := e.tableExists(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("table %s does not exist yet at %s (has the stage that fills it run?)", t.Name, t.Path)
+	}
+	dt, err := delta.Open(ctx, e.Warehouse, t.Path, e.Delta)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	return dt, nil
+}
+
+// openOrCreate opens a declared table, creating it from its declaration on first use.
+// Two stages creating it at once is fine: the loser opens the winner's table.
+func (e *Env) openOrCreate(ctx context.Context, t *Table) (*delta.Table, error) {
+	ok, err := e.tableExists(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		lineage := e.Lineage
+		_, err := delta.Create(ctx, e.Warehouse, t.Path, delta.CreateOptions{
+			Schema:           t.Schema,
+			PartitionColumns: t.PartitionBy,
+			Properties:       t.Properties,
+			Name:             t.Name,
+			Description:      t.Description,
+			Lineage:          &lineage,
+		}, e.Delta)
+		if err != nil && !errors.Is(err, delta.ErrTableExists) {
+			return nil, fmt.Errorf("create table %s: %w", t.Name, err)
+		}
+	}
+	dt, err := delta.Open(ctx, e.Warehouse, t.Path, e.Delta)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	return dt, nil
+}
+
+// lineage returns a copy of the environment's lineage for one commit.
+func (e *Env) lineage() *delta.Lineage {
+	l := e.Lineage
+	return &l
+}
