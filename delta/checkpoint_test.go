@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -201,5 +203,108 @@ func TestCleanedLogNamesEarliestVersion(t *testing.T) {
 	_, err = re.SnapshotAt(ctx, 1)
 	if err == nil || !strings.Contains(err.Error(), "earliest available version is 3") {
 		t.Fatalf("SnapshotAt(1) error = %v", err)
+	}
+}
+
+// A checkpoint that cannot be written does not fail the commit that triggered it; the
+// table stays readable and the next interval writes one.
+func TestCheckpointFailureKeepsCommit(t *testing.T) {
+	c := newTestClock()
+	fst := faultstore.New(mem.New(mem.Config{Now: c.Now}))
+	ctx := context.Background()
+	tbl, err := delta.Create(ctx, fst, "t", delta.CreateOptions{Schema: testSchema(), PartitionColumns: []string{"part"},
+		Properties: map[string]string{"delta.checkpointInterval": "5"}}, testOptions(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		appendFiles(t, tbl, addFile(fmt.Sprintf("part=a/f%d.parquet", i), "a", 1))
+	}
+	fst.FailWritesUnder("t/_delta_log/00000000000000000005.checkpoint")
+	snap, _ := tbl.Snapshot(ctx)
+	tx := tbl.NewTransaction(snap, delta.TxOptions{})
+	tx.AddFiles(addFile("part=a/f5.parquet", "a", 1))
+	v, err := tx.Commit(ctx)
+	if err != nil || v != 5 {
+		t.Fatalf("commit = %d, %v; want version 5 committed", v, err)
+	}
+	if !errors.Is(tx.CheckpointError(), faultstore.ErrInjected) {
+		t.Errorf("CheckpointError = %v, want the injected failure", tx.CheckpointError())
+	}
+	fst.Heal()
+	re, err := delta.Open(ctx, fst, "t", delta.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := re.Snapshot(ctx)
+	if s.Version() != 5 || len(s.Files()) != 5 || s.CheckpointVersion() != -1 {
+		t.Errorf("after failed checkpoint: v%d, %d files, checkpoint %d", s.Version(), len(s.Files()), s.CheckpointVersion())
+	}
+	for i := 6; i <= 10; i++ {
+		appendFiles(t, tbl, addFile(fmt.Sprintf("part=a/f%d.parquet", i), "a", 1))
+	}
+	s, _ = re.Snapshot(ctx)
+	if s.Version() != 10 || len(s.Files()) != 10 {
+		t.Errorf("v%d with %d files, want v10 with 10", s.Version(), len(s.Files()))
+	}
+	if _, err := fst.Stat(ctx, "t/_delta_log/00000000000000000010.checkpoint.parquet"); err != nil {
+		t.Errorf("checkpoint 10: %v", err)
+	}
+}
+
+// A writer that fails at any write (a crash) leaves a table that loads, at the last
+// version whose commit file was written, with exactly that version's files.
+func TestFailureAtEveryWriteLeavesConsistentTable(t *testing.T) {
+	run := func(fst *faultstore.Store) int {
+		c := newTestClock()
+		ctx := context.Background()
+		tbl, err := delta.Create(ctx, fst, "t", delta.CreateOptions{Schema: testSchema(), PartitionColumns: []string{"part"},
+			Properties: map[string]string{"delta.checkpointInterval": "2"}}, testOptions(c))
+		if err != nil {
+			return 0
+		}
+		committed := 0
+		for i := 1; i <= 5; i++ {
+			snap, err := tbl.Snapshot(ctx)
+			if err != nil {
+				break
+			}
+			tx := tbl.NewTransaction(snap, delta.TxOptions{})
+			if i == 4 {
+				tx.ReadWholeTable()
+				tx.RemoveAdds(snap.Files()...)
+			}
+			tx.AddFiles(addFile(fmt.Sprintf("part=a/f%d.parquet", i), "a", 1))
+			if _, err := tx.Commit(ctx); err != nil {
+				break
+			}
+			committed = i
+		}
+		return committed
+	}
+	probe := faultstore.New(mem.New(mem.Config{}))
+	probe.FailNth(1<<30, false, true)
+	run(probe)
+	writes := probe.Count()
+	wantFiles := []int{0, 1, 2, 3, 1, 2}
+	for n := 1; n <= writes; n++ {
+		inner := mem.New(mem.Config{})
+		fst := faultstore.New(inner)
+		fst.FailNth(n, true, true)
+		committed := run(fst)
+		tbl, err := delta.Open(context.Background(), inner, "t", delta.Options{})
+		if n == 1 {
+			if err == nil {
+				t.Errorf("failing the first write left a table")
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("failure at write %d: Open: %v", n, err)
+		}
+		s, _ := tbl.Snapshot(context.Background())
+		if s.Version() != int64(committed) || len(s.Files()) != wantFiles[committed] {
+			t.Errorf("failure at write %d: v%d with %d files; the writer saw %d commits (want %d files)", n, s.Version(), len(s.Files()), committed, wantFiles[committed])
+		}
 	}
 }
