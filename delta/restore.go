@@ -1,0 +1,168 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// RestoreOptions name the version to restore: Version, or else the version as of
+// Timestamp (the newest committed at or before it).
+type RestoreOptions struct {
+	Version   *int64
+	Timestamp time.Time
+	// Lineage is recorded in the RESTORE commit.
+	Lineage *Lineage
+}
+
+// RestoreMetrics are the operationMetrics of a RESTORE commit (Spark's names).
+type RestoreMetrics struct {
+	NumRestoredFiles       int64 // files of the target version added back
+	RestoredFilesSize      int64
+	NumRemovedFiles        int64 // live files not in the target version, removed
+	RemovedFilesSize       int64
+	NumOfFilesAfterRestore int64
+	TableSizeAfterRestore  int64
+}
+
+// Restore makes the table's content that of an earlier version with one new commit
+// (Spark's RESTORE TABLE … TO VERSION AS OF / TIMESTAMP AS OF): live files that are not
+// in the target version are removed and files of the target version that are not live
+// are added back, all with dataChange=true, so the change data feed shows the restore as
+// deletes and inserts. The target's metadata (schema, properties) comes back too when it
+// differs; the protocol is never downgraded. commitInfo has operation "RESTORE",
+// operationParameters {version, timestamp} and the metrics above. It fails, before
+// committing anything, when a file it needs was already deleted by VACUUM.
+func (t *Table) Restore(ctx context.Context, opts RestoreOptions) (int64, *RestoreMetrics, error) {
+	v, m, err := t.restore(ctx, opts)
+	if err != nil {
+		return -1, nil, fmt.Errorf("restore table %s: %w", t.displayRoot(), err)
+	}
+	return v, m, nil
+}
+
+func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *RestoreMetrics, error) {
+	latest, err := t.Snapshot(ctx)
+	if err != nil {
+		return -1, nil, err
+	}
+	if err := checkWrite(latest.Protocol(), latest.Metadata()); err != nil {
+		return -1, nil, err
+	}
+	params := map[string]any{"version": nil, "timestamp": nil}
+	var target *Snapshot
+	switch {
+	case opts.Version != nil:
+		if *opts.Version > latest.version {
+			return -1, nil, fmt.Errorf("cannot restore to version %d: the latest version is %d", *opts.Version, latest.version)
+		}
+		target, err = t.SnapshotAt(ctx, *opts.Version)
+		params["version"] = *opts.Version
+	case !opts.Timestamp.IsZero():
+		target, err = t.SnapshotAsOf(ctx, opts.Timestamp)
+		params["timestamp"] = opts.Timestamp.UTC().Format("2006-01-02 15:04:05.000")
+	default:
+		return -1, nil, errors.New("a version or timestamp to restore is required")
+	}
+	if err != nil {
+		return -1, nil, err
+	}
+	if err := checkWrite(target.Protocol(), target.Metadata()); err != nil {
+		return -1, nil, fmt.Errorf("version %d: %w", target.version, err)
+	}
+
+	m := &RestoreMetrics{}
+	var restore []*Add
+	for k, a := range target.state.files {
+		m.NumOfFilesAfterRestore++
+		m.TableSizeAfterRestore += a.Size
+		if _, live := latest.state.files[k]; !live {
+			restore = append(restore, a)
+		}
+	}
+	var remove []*Add
+	for k, a := range latest.state.files {
+		if _, keep := target.state.files[k]; !keep {
+			remove = append(remove, a)
+		}
+	}
+	sortAddSlice(restore)
+	sortAddSlice(remove)
+	// Every file brought back must still exist (VACUUM may have deleted it).
+	var missing []string
+	for _, a := range restore {
+		rel, ok := t.relPath(a.Path)
+		if !ok {
+			continue
+		}
+		if _, err := t.store.Stat(ctx, t.key(rel)); isNotExist(err) {
+			missing = append(missing, a.Path)
+		} else if err != nil {
+			return -1, nil, err
+		}
+	}
+	if len(missing) > 0 {
+		return -1, nil, fmt.Errorf("%w: cannot restore to version %d: %d of its data files were deleted (by VACUUM), e.g. %s",
+			ErrVersionCleaned, target.version, len(missing), missing[0])
+	}
+
+	for _, a := range restore {
+		m.NumRestoredFiles++
+		m.RestoredFilesSize += a.Size
+	}
+	for _, a := range remove {
+		m.NumRemovedFiles++
+		m.RemovedFilesSize += a.Size
+	}
+	tx := t.NewTransaction(latest, TxOptions{Operation: "RESTORE", OperationParameters: params, Lineage: opts.Lineage,
+		OperationMetrics: map[string]int64{
+			"numRestoredFiles":       m.NumRestoredFiles,
+			"restoredFilesSize":      m.RestoredFilesSize,
+			"numRemovedFiles":        m.NumRemovedFiles,
+			"removedFilesSize":       m.RemovedFilesSize,
+			"numOfFilesAfterRestore": m.NumOfFilesAfterRestore,
+			"tableSizeAfterRestore":  m.TableSizeAfterRestore,
+		}})
+	tx.ReadWholeTable()
+	for _, a := range restore {
+		c := *a
+		c.DataChange = true
+		tx.AddFiles(&c)
+	}
+	tx.RemoveAdds(remove...)
+	if md := target.Metadata(); !sameMetadata(md, latest.Metadata()) {
+		tx.UpdateMetadata(md)
+	}
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		return -1, nil, err
+	}
+	return v, m, nil
+}
+
+// sameMetadata compares what RESTORE brings back: schema, partitioning and properties.
+func sameMetadata(a, b *Metadata) bool {
+	if a.SchemaString != b.SchemaString || len(a.PartitionColumns) != len(b.PartitionColumns) || len(a.Configuration) != len(b.Configuration) {
+		return false
+	}
+	for i := range a.PartitionColumns {
+		if a.PartitionColumns[i] != b.PartitionColumns[i] {
+			return false
+		}
+	}
+	for k, v := range a.Configuration {
+		if bv, ok := b.Configuration[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func sortAddSlice(adds []*Add) {
+	m := make(map[fileKey]*Add, len(adds))
+	for _, a := range adds {
+		m[fileKey{a.Path, a.DeletionVector.UniqueID()}] = a
+	}
+	copy(adds, sortAdds(m))
+}
