@@ -24,6 +24,8 @@ type column interface {
 	// false and an optional reason ("out of range").
 	parse(b []byte) (bool, string)
 	appendNull()
+	// reserve makes room for n values, so a batch does not grow its slices.
+	reserve(n int)
 	len() int
 	truncate(n int)
 	// build returns the values appended since the last build as an array and starts over.
@@ -136,6 +138,12 @@ func (c *fixed[T]) add(v T) {
 }
 
 func (c *fixed[T]) len() int { return len(c.vals) }
+
+func (c *fixed[T]) reserve(n int) {
+	if cap(c.vals) < n {
+		c.vals = make([]T, 0, n)
+	}
+}
 
 func (c *fixed[T]) truncate(n int) {
 	c.validity.truncate(n)
@@ -276,6 +284,15 @@ func (c *stringColumn) appendNull() {
 
 func (c *stringColumn) len() int { return len(c.offs) - 1 }
 
+func (c *stringColumn) reserve(n int) {
+	if cap(c.offs) < n+1 {
+		c.offs = append(make([]int32, 0, n+1), c.offs...)
+	}
+	if cap(c.data) < n*8 {
+		c.data = append(make([]byte, 0, n*8), c.data...)
+	}
+}
+
 func (c *stringColumn) truncate(n int) {
 	c.validity.truncate(n)
 	c.offs = c.offs[:n+1]
@@ -312,6 +329,7 @@ func (c *nestedColumn) parse(b []byte) (bool, string) {
 
 func (c *nestedColumn) appendNull()    { c.raws = append(c.raws, nil) }
 func (c *nestedColumn) len() int       { return len(c.raws) }
+func (c *nestedColumn) reserve(int)    {}
 func (c *nestedColumn) truncate(n int) { c.raws = c.raws[:n] }
 
 func (c *nestedColumn) build(mem memory.Allocator) arrow.Array {

@@ -172,6 +172,7 @@ func (s *csvSource) newParser() (*csvParser, error) {
 		if err != nil {
 			return nil, fmt.Errorf("decode %s: %w", s.file, err)
 		}
+		col.reserve(s.opts.BatchSize)
 		p.cols[i] = col
 	}
 	return p, nil
@@ -191,6 +192,7 @@ func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
 	// A chunk that is valid UTF-8 as a whole has valid fields (they are cut at ASCII
 	// bytes), so string columns need not check each value.
 	p.setTrusted(delim < utf8.RuneSelf && q < utf8.RuneSelf && utf8.Valid(data))
+	noQuotes := bytes.IndexByte(data, q) < 0
 	rows := 0
 	var bads []*Error
 	pos := 0
@@ -213,7 +215,7 @@ func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
 			p.line++
 			continue
 		}
-		if bytes.IndexByte(rec, q) < 0 {
+		if noQuotes || bytes.IndexByte(rec, q) < 0 {
 			// Fast path: no quotes, the record is this line.
 			fi := 0
 			for {

@@ -137,6 +137,16 @@ func (s *splitter) next() (chunk, error) {
 		if qpos >= 0 {
 			limit = pos + qpos
 		}
+		for recs < s.rows { // whole blocks at a time while they hold fewer lines than needed
+			blk := s.buf[pos:min(limit, pos+64<<10)]
+			cnt := bytes.Count(blk, []byte{'\n'})
+			if cnt == 0 || recs+cnt > s.rows {
+				break
+			}
+			pos += bytes.LastIndexByte(blk, '\n') + 1
+			recs += cnt
+			lines += int64(cnt)
+		}
 		for recs < s.rows {
 			j := bytes.IndexByte(s.buf[pos:limit], '\n')
 			if j < 0 {
