@@ -66,6 +66,9 @@ type Result struct {
 	FilesWritten int64
 	BytesRead    int64
 	BytesWritten int64
+	// FilesDeleted and BytesDeleted count what vacuum removed.
+	FilesDeleted int64
+	BytesDeleted int64
 	// VersionsRead and VersionsWritten list the table versions read and committed; a
 	// rerun that found nothing to do writes none.
 	VersionsRead    []TableVersion

@@ -1,0 +1,178 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// Consumer is a capture_history stage (of any loaded pipeline) that still has to read a
+// table's change feed: vacuum must keep the files of every version it has not captured.
+type Consumer struct {
+	Pipeline string
+	Stage    string
+	// Source is the table whose change feed it reads; History the table holding its
+	// progress txn under AppID; StartingVersion its configured first version, if any.
+	Source, History *Table
+	AppID           string
+	StartingVersion *int64
+}
+
+func (c Consumer) String() string {
+	return fmt.Sprintf("stage %q of pipeline %q", c.Stage, c.Pipeline)
+}
+
+// Vacuum deletes data files its tables no longer need (delta.Table.Vacuum: files neither
+// live nor removed within the retention window) and, unless log_cleanup is false, expired
+// log files. A retention shorter than a table's delta.deletedFileRetentionDuration is
+// refused unless force. It never deletes files a capture_history consumer has yet to
+// read: the vacuum is clamped to keep every version from the consumer's next start on,
+// and the result names the consumer and version. A dry run lists what would go.
+type Vacuum struct {
+	name      string
+	cfg       *VacuumConfig
+	consumers []Consumer
+}
+
+// NewVacuum returns the stage for a validated config; consumers are the capture_history
+// stages of every loaded pipeline.
+func NewVacuum(name string, cfg *VacuumConfig, consumers []Consumer) *Vacuum {
+	return &Vacuum{name: name, cfg: cfg, consumers: consumers}
+}
+
+// Name implements Stage.
+func (s *Vacuum) Name() string { return s.name }
+
+// Kind implements Stage.
+func (s *Vacuum) Kind() Kind { return KindVacuum }
+
+// Run implements Stage.
+func (s *Vacuum) Run(ctx context.Context, env *Env) (Result, error) {
+	start := time.Now()
+	var res Result
+	for _, name := range s.cfg.TableNames {
+		if err := s.vacuumTable(ctx, env, name, &res); err != nil {
+			res.Duration = time.Since(start)
+			return res, fmt.Errorf("vacuum %s: table %s: %w", s.name, name, err)
+		}
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func (s *Vacuum) vacuumTable(ctx context.Context, env *Env, name string, res *Result) error {
+	decl, err := env.declared(name)
+	if err != nil {
+		return err
+	}
+	if ok, err := env.tableExists(ctx, decl); err != nil {
+		return err
+	} else if !ok {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s: does not exist yet, nothing to vacuum", name))
+		return nil
+	}
+	tbl, err := delta.Open(ctx, env.Warehouse, decl.Path, env.Delta)
+	if err != nil {
+		return err
+	}
+	opts := delta.VacuumOptions{Force: s.cfg.Force, DryRun: s.cfg.DryRun, Lineage: env.lineage()}
+	if s.cfg.Retain != nil {
+		d := time.Duration(*s.cfg.Retain)
+		opts.Retain = &d
+	}
+	keep, who, err := s.keepFrom(ctx, env, tbl, decl)
+	if err != nil {
+		return err
+	}
+	if keep >= 0 {
+		opts.KeepVersionsFrom, opts.KeepFor = &keep, who
+	}
+	vr, err := tbl.Vacuum(ctx, opts)
+	if err != nil {
+		return err
+	}
+	verb := "deleted"
+	if vr.DryRun {
+		verb = "would delete"
+	}
+	note := fmt.Sprintf("%s: %s %d files (%d bytes), retention %s", name, verb, len(vr.FilesDeleted), vr.BytesDeleted, vr.Retention)
+	if vr.FilesKept > 0 {
+		note += fmt.Sprintf("; kept %d files that %s still needs from version %d", vr.FilesKept, who, keep)
+	}
+	res.Notes = append(res.Notes, note)
+	if vr.DryRun {
+		for _, f := range vr.FilesDeleted {
+			res.Notes = append(res.Notes, "  "+f)
+		}
+	} else {
+		res.FilesDeleted += int64(len(vr.FilesDeleted))
+		res.BytesDeleted += vr.BytesDeleted
+	}
+	if vr.EndVersion >= 0 {
+		res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: name, Version: vr.EndVersion})
+	}
+	if !s.cfg.DryRun && (s.cfg.LogCleanup == nil || *s.cfg.LogCleanup) {
+		cr, err := tbl.CleanupLog(ctx)
+		if err != nil {
+			return err
+		}
+		if n := len(cr.FilesDeleted); n > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: removed %d expired log files", name, n))
+		}
+	}
+	return nil
+}
+
+// keepFrom returns the oldest version any consumer of the table still has to read (or -1
+// when none does) and who they are.
+func (s *Vacuum) keepFrom(ctx context.Context, env *Env, tbl *delta.Table, decl *Table) (int64, string, error) {
+	keep := int64(-1)
+	var who []string
+	for _, c := range s.consumers {
+		if c.Source.Path != decl.Path {
+			continue
+		}
+		next, err := c.nextVersion(ctx, env, tbl)
+		if err != nil {
+			return 0, "", fmt.Errorf("find what %s still needs: %w", c, err)
+		}
+		if keep < 0 || next < keep {
+			keep = next
+		}
+		who = append(who, c.String())
+	}
+	return keep, strings.Join(who, ", "), nil
+}
+
+// nextVersion is the first source version the consumer's next run reads.
+func (c Consumer) nextVersion(ctx context.Context, env *Env, src *delta.Table) (int64, error) {
+	if ok, err := env.tableExists(ctx, c.History); err != nil {
+		return 0, err
+	} else if ok {
+		h, err := delta.Open(ctx, env.Warehouse, c.History.Path, env.Delta)
+		if err != nil {
+			return 0, err
+		}
+		snap, err := h.Snapshot(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if last, ok := snap.TxnVersion(c.AppID); ok {
+			return last + 1, nil
+		}
+	}
+	if c.StartingVersion != nil {
+		return *c.StartingVersion, nil
+	}
+	latest, err := src.Snapshot(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if !feedOn(latest) {
+		return latest.Version(), nil
+	}
+	return feedStart(ctx, src, latest)
+}
