@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"syscall"
@@ -13,6 +14,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // benchRows is the size of the generated file: the ingest benchmark's shape (string id,
@@ -107,4 +111,45 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkCSVToParquet is the decoder feeding pqarrow's writer (decimals stored as
+// integers, no dictionary, snappy), to io.Discard: an upper bound for the ingest stage
+// before Delta's log and the object store.
+func BenchmarkCSVToParquet(b *testing.B) {
+	data := benchData()
+	for _, par := range []int{1, 2} {
+		b.Run(fmt.Sprintf("par%d", par), func(b *testing.B) {
+			opts := benchSchema(b)
+			opts.Parallelism = par
+			props := parquet.NewWriterProperties(parquet.WithStoreDecimalAsInteger(true),
+				parquet.WithDictionaryDefault(false), parquet.WithCompression(compress.Codecs.Snappy))
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				r, err := NewReader(context.Background(), bytes.NewReader(data), "bench.csv", opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				w, err := pqarrow.NewFileWriter(r.Schema(), io.Discard, props, pqarrow.DefaultWriterProps())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for r.Next() {
+					if err := w.WriteBuffered(r.RecordBatch()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if r.Err() != nil || r.Rows() != benchRows {
+					b.Fatalf("rows %d, err %v", r.Rows(), r.Err())
+				}
+				if err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+				r.Release()
+			}
+			b.ReportMetric(float64(benchRows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(benchRows)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "rows/cpu-s")
+		})
+	}
 }
