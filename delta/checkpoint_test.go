@@ -201,8 +201,8 @@ func TestCleanedLogNamesEarliestVersion(t *testing.T) {
 		t.Errorf("latest = v%d with %d files", s.Version(), len(s.Files()))
 	}
 	_, err = re.SnapshotAt(ctx, 1)
-	if err == nil || !strings.Contains(err.Error(), "earliest available version is 3") {
-		t.Fatalf("SnapshotAt(1) error = %v", err)
+	if !errors.Is(err, delta.ErrVersionCleaned) || !strings.Contains(err.Error(), "earliest available version is 3") {
+		t.Fatalf("SnapshotAt(1) error = %v, want ErrVersionCleaned naming version 3", err)
 	}
 }
 

@@ -330,7 +330,7 @@ func (idx *logIndex) segment(target int64, bad map[*checkpointRef]bool, full boo
 		}
 		if len(idx.commits) == 0 || idx.commits[0].version > 0 {
 			if e := idx.earliestVersion(); e >= 0 {
-				return nil, fmt.Errorf("version %d is not reconstructable: the earliest available version is %d (older log files were cleaned up)", target, e)
+				return nil, fmt.Errorf("%w: version %d is not reconstructable: the earliest available version is %d (older log files were cleaned up)", ErrVersionCleaned, target, e)
 			}
 			return nil, fmt.Errorf("version %d is not reconstructable: the log has no checkpoint and starts at version %d, not 0", target, idx.commits[0].version)
 		}
