@@ -198,7 +198,7 @@ func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
 	pos := 0
 	skipBlank := nf > 1 // with one column, an empty line is an empty field
 	for pos < n {
-		recLine := p.line
+		recLine, recStart := p.line, pos
 		var bad *Error
 		eol := bytes.IndexByte(data[pos:], '\n')
 		if eol < 0 {
@@ -247,6 +247,9 @@ func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
 					col.truncate(rows)
 				}
 			}
+			rec := data[recStart:min(pos, n)]
+			rec = bytes.TrimSuffix(bytes.TrimSuffix(rec, []byte{'\n'}), []byte{'\r'})
+			bad.Record = string(rec)
 			if failFast {
 				return nil, nil, bad
 			}

@@ -182,7 +182,7 @@ func TestCSVErrorFields(t *testing.T) {
 	if !ok {
 		t.Fatalf("error %v is not an *Error", got.err)
 	}
-	want := Error{File: "f.csv", Line: 3, Column: "amount", ColumnNumber: 2, Value: "12,50",
+	want := Error{File: "f.csv", Line: 3, Column: "amount", ColumnNumber: 2, Value: "12,50", Record: `b,"12,50"`,
 		Msg: `column amount (2): "12,50" is not a decimal(10,2)`}
 	if *e != want {
 		t.Errorf("got  %+v\nwant %+v", *e, want)
@@ -218,6 +218,10 @@ func TestCSVSkip(t *testing.T) {
 		}
 		if !eqStrings(got.bad, wantBad) {
 			t.Errorf("bad records:%s\nwant:%s", showRows(got.bad), showRows(wantBad))
+		}
+		wantRecords := []string{"b,x,2.00", "d,4,4.001", "e,5", ",7,7.00"}
+		if !eqStrings(got.badRecords, wantRecords) {
+			t.Errorf("bad record texts:%s\nwant:%s", showRows(got.badRecords), showRows(wantRecords))
 		}
 	})
 }

@@ -32,11 +32,12 @@ func schema(t testing.TB, cols ...string) *delta.StructType {
 }
 
 type decoded struct {
-	rows    []string // one line per row: values joined by "|", null as "∅"
-	batches []int    // rows per batch
-	bad     []string // Error() of each skipped record
-	err     error
-	schema  *arrow.Schema
+	rows       []string // one line per row: values joined by "|", null as "∅"
+	batches    []int    // rows per batch
+	bad        []string // Error() of each skipped record
+	badRecords []string // and its Record
+	err        error
+	schema     *arrow.Schema
 }
 
 // decodeAll reads everything; opts.Mem is a checked allocator verified at the end.
@@ -47,7 +48,10 @@ func decodeAll(t testing.TB, data string, opts Options) decoded {
 	opts.Mem = mem
 	var out decoded
 	if opts.OnError == Skip {
-		opts.OnBadRecord = func(e *Error) { out.bad = append(out.bad, e.Error()) }
+		opts.OnBadRecord = func(e *Error) {
+			out.bad = append(out.bad, e.Error())
+			out.badRecords = append(out.badRecords, e.Record)
+		}
 	}
 	if opts.Format == "" {
 		opts.Format = CSV

@@ -124,6 +124,7 @@ func (s *ndjsonSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, e
 			for _, c := range s.cols {
 				c.truncate(rows)
 			}
+			bad.Record = string(b)
 			if s.opts.OnError != Skip {
 				return nil, nil, bad
 			}

@@ -96,8 +96,10 @@ type Error struct {
 	// wrong number of fields.
 	Column       string
 	ColumnNumber int
-	// Value is the raw text of the bad value.
-	Value string
+	// Value is the raw text of the bad value; Record the whole record as it is in the
+	// file (without its line break; empty for Parquet), for a quarantine table.
+	Value  string
+	Record string
 	// Msg says what is wrong, e.g. `column amount (5): "12,50" is not a decimal(10,2)`.
 	Msg string
 }
