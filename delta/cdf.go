@@ -189,7 +189,15 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 	if opts.EndVersion != nil && *opts.EndVersion < 0 {
 		return nil, fmt.Errorf("negative end version %d", *opts.EndVersion)
 	}
+	byTime := (opts.StartVersion == nil && !opts.StartTime.IsZero()) || (opts.EndVersion == nil && !opts.EndTime.IsZero())
+	if byTime && !opts.StartTime.IsZero() && !opts.EndTime.IsZero() && opts.StartTime.After(opts.EndTime) {
+		return nil, fmt.Errorf("start timestamp %s is after end timestamp %s", fmtTime(opts.StartTime), fmtTime(opts.EndTime))
+	}
 	if start > end {
+		if byTime {
+			// Both timestamps fall between the same two commits: no version, no rows.
+			return &changesPlan{start: start, end: end, schema: latest.Schema(), partCols: latest.PartitionColumns()}, nil
+		}
 		return nil, fmt.Errorf("start version %d is after end version %d", start, end)
 	}
 	firstJSON := int64(-1)

@@ -280,3 +280,37 @@ func TestGoldenChangeDataFeedErrors(t *testing.T) {
 		})
 	}
 }
+
+// Timestamps that both fall between two commits select no version: an empty feed, not an
+// error; a start timestamp after the end timestamp is an error.
+func TestGoldenChangeDataFeedTimestampsBetweenCommits(t *testing.T) {
+	dir := goldenDir(t)
+	tbl, err := openDir(t, copyTableWithMtimes(t, filepath.Join(dir, "delta-rs", "cdf-table")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	v1, v2 := time.UnixMilli(1703265021675), time.UnixMilli(1703886093785)
+	r, err := tbl.Changes(ctx, delta.ChangesOptions{StartTime: v1.Add(time.Millisecond), EndTime: v2.Add(-time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := changeRows(t, r, []string{"id"}); len(got) != 0 {
+		t.Errorf("feed between v1 and v2 = %v, want nothing", got)
+	}
+	_, err = tbl.Changes(ctx, delta.ChangesOptions{StartTime: v2, EndTime: v1})
+	if err == nil || !strings.Contains(err.Error(), "start timestamp 2023-12-29T21:41:33.785Z is after end timestamp 2023-12-22T17:10:21.675Z") {
+		t.Errorf("reversed timestamps: %v", err)
+	}
+	// The exact commit timestamps select exactly versions 1 and 2.
+	r, err = tbl.Changes(ctx, delta.ChangesOptions{StartTime: v1, EndTime: v2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StartVersion() != 1 || r.EndVersion() != 2 {
+		t.Errorf("range %d..%d, want 1..2", r.StartVersion(), r.EndVersion())
+	}
+	if got := changeRows(t, r, []string{"id"}); len(got) != 12 {
+		t.Errorf("feed of v1..v2 has %d rows, want 12", len(got))
+	}
+}
