@@ -42,6 +42,10 @@ type VacuumOptions struct {
 	KeepFor string
 	// Lineage is recorded in the VACUUM START/END commits.
 	Lineage *Lineage
+	// TableURI is the table's absolute location (as in ScanOptions), needed only when the
+	// log names files by absolute URI: without it such a table is refused, since vacuum
+	// could not tell that those files are referenced.
+	TableURI string
 }
 
 // VacuumResult reports what Vacuum deleted (or, on a dry run, would delete).
@@ -115,16 +119,16 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 
 	valid := map[string]bool{}
 	for _, a := range snap.Files() {
-		if p, ok := t.relPath(a.Path); ok {
-			valid[p] = true
+		if err := t.markPath(valid, a.Path, opts.TableURI); err != nil {
+			return nil, err
 		}
 	}
 	cutoffMs := cutoff.UnixMilli()
 	var expired []*Remove
 	for _, r := range snap.Tombstones() {
 		if r.DeletionTimestamp != nil && *r.DeletionTimestamp >= cutoffMs {
-			if p, ok := t.relPath(r.Path); ok {
-				valid[p] = true
+			if err := t.markPath(valid, r.Path, opts.TableURI); err != nil {
+				return nil, err
 			}
 		} else {
 			expired = append(expired, r)
@@ -293,8 +297,8 @@ func (t *Table) filesNeededFrom(ctx context.Context, latest *Snapshot, opts Vacu
 	}
 	keep := map[string]bool{}
 	for _, a := range snap.Files() {
-		if p, ok := t.relPath(a.Path); ok {
-			keep[p] = true
+		if err := t.markPath(keep, a.Path, opts.TableURI); err != nil {
+			return nil, err
 		}
 	}
 	for v := from; v <= latest.version; v++ {
@@ -314,8 +318,8 @@ func (t *Table) filesNeededFrom(ctx context.Context, latest *Snapshot, opts Vacu
 			default:
 				continue
 			}
-			if rel, ok := t.relPath(p); ok {
-				keep[rel] = true
+			if err := t.markPath(keep, p, opts.TableURI); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -334,6 +338,31 @@ func (t *Table) relPath(p string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimPrefix(dec, "/"), true
+}
+
+// markPath adds an action's path, relative to the table root, to set. An absolute URI is
+// made relative with tableURI; one outside the table is skipped, and one that cannot be
+// placed (no tableURI) is an error.
+func (t *Table) markPath(set map[string]bool, p, tableURI string) error {
+	if rel, ok := t.relPath(p); ok {
+		set[rel] = true
+		return nil
+	}
+	u, err := url.Parse(p)
+	if err != nil {
+		return fmt.Errorf("bad file path %q in the log: %w", p, err)
+	}
+	if tableURI == "" {
+		return fmt.Errorf("the log names file %s by absolute URI; set VacuumOptions.TableURI to the table's location so vacuum can tell which files are referenced", p)
+	}
+	base, err := url.Parse(strings.TrimSuffix(tableURI, "/"))
+	if err != nil {
+		return fmt.Errorf("bad TableURI %q: %w", tableURI, err)
+	}
+	if base.Scheme == u.Scheme && base.Host == u.Host && strings.HasPrefix(u.Path, base.Path+"/") {
+		set[strings.TrimPrefix(u.Path, base.Path+"/")] = true
+	}
+	return nil
 }
 
 // hiddenForVacuum says whether a key relative to the table root is outside vacuum's

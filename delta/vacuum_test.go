@@ -358,3 +358,30 @@ func fsStoreAt(t testing.TB, dir string) objectstore.Store {
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// Files named by absolute URI count as referenced once TableURI places them; without it
+// vacuum refuses rather than deleting them.
+func TestVacuumAbsolutePaths(t *testing.T) {
+	clock := &manualClock{t: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
+	st := mem.New(mem.Config{Now: clock.Now})
+	ctx := context.Background()
+	tbl, err := delta.Create(ctx, st, "wh/t", delta.CreateOptions{Schema: testSchema(), PartitionColumns: []string{"part"}}, delta.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putFile(t, st, "wh/t/part=a/abs.parquet", "data")
+	putFile(t, st, "wh/t/part=a/orphan.parquet", "junk")
+	a := addFile("s3://bucket/wh/t/part=a/abs.parquet", "a", 1)
+	appendFiles(t, tbl, a)
+	clock.Advance(30 * day)
+	if _, err := tbl.Vacuum(ctx, delta.VacuumOptions{DryRun: true}); err == nil || !strings.Contains(err.Error(), "set VacuumOptions.TableURI") {
+		t.Fatalf("vacuum without TableURI: %v", err)
+	}
+	res, err := tbl.Vacuum(ctx, delta.VacuumOptions{DryRun: true, TableURI: "s3://bucket/wh/t/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.FilesDeleted, []string{"part=a/orphan.parquet"}) {
+		t.Errorf("would delete %v, want only the orphan", res.FilesDeleted)
+	}
+}
