@@ -1,0 +1,15 @@
+package jobs
+
+import "fmt"
+
+// New returns the stage for a validated config. consumers are the capture_history stages
+// of every loaded pipeline (vacuum stages protect what they still need).
+func New(name string, cfg Config, consumers []Consumer) (Stage, error) {
+	switch c := cfg.(type) {
+	case *CaptureHistoryConfig:
+		return NewCaptureHistory(name, c), nil
+	case *VacuumConfig:
+		return NewVacuum(name, c, consumers), nil
+	}
+	return nil, fmt.Errorf("stage %s: kind %s cannot run in this build yet", name, cfg.Kind())
+}

@@ -1,0 +1,114 @@
+package pipelines
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/orchestrator-io/orchestrator/dag"
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+)
+
+// Runtime is what a compiled pipeline runs with.
+type Runtime struct {
+	// Warehouse holds the pipeline's tables, each under its Path.
+	Warehouse objectstore.Store
+	// OpenLocation opens the store behind a source location (see jobs.Env).
+	OpenLocation func(ctx context.Context, location string) (objectstore.Store, string, error)
+	// Delta carries the clock, engine info and user name for commits.
+	Delta delta.Options
+	// RunID names this run in every commit's lineage.
+	RunID string
+	// Logger receives stage logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Consumers are the capture_history stages of every loaded pipeline, which vacuum
+	// stages must not starve; nil means this pipeline's own (Spec.Consumers).
+	Consumers []jobs.Consumer
+	// Progress, when set, receives running row counts per stage.
+	Progress func(stage string, p jobs.Progress)
+	// Done, when set, receives each attempt's result.
+	Done func(stage string, attempt int, res jobs.Result, err error)
+}
+
+// Compile turns a validated pipeline into a graph of its stages, each node running the
+// stage's kind with the runtime, its retries (exponential backoff from retry_delay up to
+// max_retry_delay, full jitter) and its per-attempt timeout.
+func Compile(spec *Spec, rt Runtime) (*dag.Graph, error) {
+	consumers := rt.Consumers
+	if consumers == nil {
+		consumers = spec.Consumers()
+	}
+	tables := make(map[string]*jobs.Table, len(spec.Tables))
+	for _, t := range spec.Tables {
+		tables[t.Name] = t
+	}
+	nodes := make([]dag.Node, 0, len(spec.Stages))
+	for _, st := range spec.Stages {
+		stage, err := jobs.New(st.Name, st.Config, consumers)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", spec.Name, err)
+		}
+		nodes = append(nodes, dag.Node{
+			Name:      st.Name,
+			DependsOn: st.DependsOn,
+			Retries:   st.Retries,
+			Backoff:   dag.Backoff{Initial: st.RetryDelay, Max: st.MaxRetryDelay, Jitter: dag.FullJitter},
+			Timeout:   st.Timeout,
+			Task:      stageTask(spec, rt, tables, stage),
+		})
+	}
+	g, err := dag.New(nodes)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline %s: %w", spec.Name, err)
+	}
+	return g, nil
+}
+
+// stageTask adapts a stage to a dag task: each attempt gets its own environment, whose
+// lineage names the pipeline, stage, run and attempt.
+func stageTask(spec *Spec, rt Runtime, tables map[string]*jobs.Table, stage jobs.Stage) dag.Task {
+	return dag.TaskFunc(func(ctx context.Context, attempt int) error {
+		env := &jobs.Env{
+			Warehouse:    rt.Warehouse,
+			Tables:       tables,
+			OpenLocation: rt.OpenLocation,
+			Lineage:      delta.Lineage{Pipeline: spec.Name, Stage: stage.Name(), RunID: rt.RunID, Attempt: attempt},
+			Delta:        rt.Delta,
+			Logger:       rt.Logger,
+		}
+		if rt.Progress != nil {
+			env.Progress = func(p jobs.Progress) { rt.Progress(stage.Name(), p) }
+		}
+		res, err := stage.Run(ctx, env)
+		if rt.Done != nil {
+			rt.Done(stage.Name(), attempt, res, err)
+		}
+		return err
+	})
+}
+
+// Consumers lists the pipeline's capture_history stages as change feed consumers.
+func (s *Spec) Consumers() []jobs.Consumer {
+	var out []jobs.Consumer
+	for _, st := range s.Stages {
+		c, ok := st.Config.(*jobs.CaptureHistoryConfig)
+		if !ok {
+			continue
+		}
+		src, dst := s.Table(c.Source), s.Table(c.Target)
+		if src == nil || dst == nil {
+			continue
+		}
+		out = append(out, jobs.Consumer{
+			Pipeline:        s.Name,
+			Stage:           st.Name,
+			Source:          src,
+			History:         dst,
+			AppID:           jobs.NewCaptureHistory(st.Name, c).AppID(),
+			StartingVersion: c.StartingVersion,
+		})
+	}
+	return out
+}
