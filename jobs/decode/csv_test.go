@@ -1,10 +1,15 @@
 package decode
 
 import (
+	"context"
+	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 func TestCSVTypes(t *testing.T) {
@@ -287,4 +292,48 @@ func firstDiff(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestCSVStopEarly releases a parallel reader after one batch, and cancels another: the
+// parsing goroutines stop, nothing leaks, and the cancellation is the reader's error.
+func TestCSVStopEarly(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("n\n")
+	for i := range 5000 {
+		sb.WriteString(strconv.Itoa(i) + "\n")
+	}
+	base := runtime.NumGoroutine()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	opts := Options{Format: CSV, Schema: schema(t, "n long"), BatchSize: 10, Parallelism: 3, Mem: mem}
+
+	r, err := NewReader(context.Background(), strings.NewReader(sb.String()), "f.csv", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Next() {
+		t.Fatalf("no first batch: %v", r.Err())
+	}
+	r.Release()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err = NewReader(ctx, strings.NewReader(sb.String()), "f.csv", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Next()
+	cancel()
+	for r.Next() {
+	}
+	if !errors.Is(r.Err(), context.Canceled) {
+		t.Errorf("Err() = %v, want context.Canceled", r.Err())
+	}
+	r.Release()
+
+	mem.AssertSize(t, 0)
+	for i := 0; runtime.NumGoroutine() > base; i++ {
+		if i == 100 {
+			t.Fatalf("%d goroutines, %d before: parsing goroutines still running", runtime.NumGoroutine(), base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
