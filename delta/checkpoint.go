@@ -181,7 +181,7 @@ func buildCheckpointRecord(mem memory.Allocator, s *Snapshot, nowMillis int64) (
 	}
 
 	// adds
-	for _, a := range s.files {
+	for _, a := range s.Files() {
 		others(addB)
 		addB.Append(true)
 		addB.FieldBuilder(0).(*array.StringBuilder).Append(a.Path)
@@ -212,7 +212,7 @@ func buildCheckpointRecord(mem memory.Allocator, s *Snapshot, nowMillis int64) (
 		}
 		appendOptInt(remB.FieldBuilder(5).(*array.Int64Builder), r.Size)
 	}
-	return b.NewRecordBatch(), int64(len(s.files))
+	return b.NewRecordBatch(), int64(len(s.Files()))
 }
 
 func appendOptStr(b *array.StringBuilder, s string) {

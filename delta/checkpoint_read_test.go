@@ -112,14 +112,14 @@ func TestCheckpointWithOnlyStatsParsed(t *testing.T) {
 	if st.metadata == nil || st.metadata.ID != "id-1" || st.metadata.PartitionColumns[0] != "p" || st.metadata.Configuration["k"] != "v" || st.metadata.Format.Options == nil {
 		t.Errorf("metadata = %+v", st.metadata)
 	}
-	s := &Snapshot{state: st, files: sortAdds(st.files)}
+	s := &Snapshot{state: st}
 	if n, ok := s.NumRecords(); !ok || n != 30 {
 		t.Errorf("records from stats_parsed = %d %v, want 30", n, ok)
 	}
-	if got := s.files[1].Stats; got != `{"minValues":{"id":1},"numRecords":20}` {
+	if got := s.Files()[1].Stats; got != `{"minValues":{"id":1},"numRecords":20}` {
 		t.Errorf("stats rebuilt from stats_parsed = %s", got)
 	}
-	if pv := s.files[0].PartitionValues["p"]; pv == nil || *pv != "1" {
-		t.Errorf("partitionValues = %v", s.files[0].PartitionValues)
+	if pv := s.Files()[0].PartitionValues["p"]; pv == nil || *pv != "1" {
+		t.Errorf("partitionValues = %v", s.Files()[0].PartitionValues)
 	}
 }

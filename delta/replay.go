@@ -199,7 +199,6 @@ func (t *Table) finishSnapshot(ctx context.Context, st *tableState, version, cpV
 		version:           version,
 		state:             st,
 		schema:            schema,
-		files:             sortAdds(st.files),
 		checkpointVersion: cpVersion,
 	}
 	if versionFile != nil {

@@ -2,6 +2,7 @@ package delta
 
 import (
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -87,8 +88,11 @@ type Snapshot struct {
 	version int64
 	state   *tableState
 	schema  *StructType
-	files   []*Add    // live adds sorted by path, then DV id
-	ts      time.Time // commit timestamp of version
+	// files are the live adds sorted by path, then DV id, computed on first use
+	// (filesOnce) so that snapshots made after each commit cost no sort.
+	files     []*Add
+	filesOnce sync.Once
+	ts        time.Time // commit timestamp of version
 	// checkpointVersion is the version of the checkpoint the snapshot was loaded from,
 	// or -1.
 	checkpointVersion int64
@@ -123,12 +127,19 @@ func (s *Snapshot) Properties() map[string]string {
 
 // Files returns the live add actions, sorted by path (then deletion vector id). The slice
 // is shared: do not modify it or the actions.
-func (s *Snapshot) Files() []*Add { return s.files }
+func (s *Snapshot) Files() []*Add {
+	s.filesOnce.Do(func() {
+		if s.files == nil {
+			s.files = sortAdds(s.state.files)
+		}
+	})
+	return s.files
+}
 
 // NumRecords sums stats.numRecords over the live files; ok is false when a file has no
 // numRecords statistic.
 func (s *Snapshot) NumRecords() (n int64, ok bool) {
-	for _, a := range s.files {
+	for _, a := range s.Files() {
 		r, has := numRecordsFromStats(a.Stats)
 		if !has {
 			return n, false

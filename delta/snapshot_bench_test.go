@@ -66,7 +66,7 @@ func buildBenchLog() (*mem.Store, error) {
 			state.apply(&acts[i])
 		}
 		if v > 0 && v%DefaultCheckpointInterval == 0 {
-			snap := &Snapshot{table: t, version: v, state: state, files: sortAdds(state.files)}
+			snap := &Snapshot{table: t, version: v, state: state}
 			if err := t.writeCheckpoint(ctx, snap); err != nil {
 				return nil, err
 			}

@@ -467,7 +467,7 @@ func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 		}
 		schema, err := st.metadata.Schema()
 		if err == nil {
-			post = &Snapshot{table: t, version: version, state: st, schema: schema, files: sortAdds(st.files),
+			post = &Snapshot{table: t, version: version, state: st, schema: schema,
 				checkpointVersion: tx.snap.checkpointVersion, ts: time.UnixMilli(tx.commitTS)}
 			t.remember(post)
 		}
