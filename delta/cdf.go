@@ -291,6 +291,66 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 	return plan, nil
 }
 
+// ChangeDataFeedStart returns the earliest version from which the change feed can be
+// read up to the latest version: the version that last turned delta.enableChangeDataFeed
+// on (0 when it was on from the start), but no earlier than the earliest version still in
+// the log. A capture_history stage starts there on its first run. It fails when the feed
+// is off at the latest version. (Data files deleted by VACUUM are not checked.)
+func (t *Table) ChangeDataFeedStart(ctx context.Context) (int64, error) {
+	fail := func(err error) (int64, error) {
+		return -1, fmt.Errorf("change data feed of table %s: %w", t.displayRoot(), err)
+	}
+	latest, err := t.Snapshot(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if !latest.ChangeDataFeedEnabled() {
+		return fail(fmt.Errorf("%w at the latest version %d", ErrChangeDataFeedDisabled, latest.version))
+	}
+	files, err := t.listLog(ctx, -1)
+	if err != nil {
+		return fail(err)
+	}
+	idx := indexLog(files)
+	have := make(map[int64]bool, len(idx.commits))
+	for _, c := range idx.commits {
+		have[c.version] = true
+	}
+	// The oldest version with an unbroken run of commit files up to the latest.
+	first := latest.version
+	for first > idx.earliestVersion() && have[first-1] {
+		first--
+	}
+	snap, err := t.SnapshotAt(ctx, first)
+	if err != nil {
+		return fail(err)
+	}
+	from := int64(-1)
+	if snap.ChangeDataFeedEnabled() {
+		from = first
+	}
+	for v := first + 1; v <= latest.version; v++ {
+		acts, err := t.readCommit(ctx, v)
+		if err != nil {
+			return fail(err)
+		}
+		for i := range acts {
+			if md := acts[i].MetaData; md != nil {
+				switch on := cdfEnabled(md); {
+				case on && from < 0:
+					from = v
+				case !on:
+					from = -1
+				}
+			}
+		}
+	}
+	if from < 0 {
+		return fail(fmt.Errorf("%w at the latest version %d", ErrChangeDataFeedDisabled, latest.version))
+	}
+	return from, nil
+}
+
 // cdfDisabledError explains that the feed is off at start, naming the version that turns
 // it on inside the range if there is one.
 func (t *Table) cdfDisabledError(ctx context.Context, start, end int64) error {

@@ -314,3 +314,18 @@ func TestGoldenChangeDataFeedTimestampsBetweenCommits(t *testing.T) {
 		t.Errorf("feed of v1..v2 has %d rows, want 12", len(got))
 	}
 }
+
+// The feed of Spark-written tables starts at version 0, or at the oldest version left
+// after log cleanup.
+func TestGoldenChangeDataFeedStart(t *testing.T) {
+	dir := goldenDir(t)
+	for table, want := range map[string]int64{"delta-rs/cdf-table": 0, "delta-rs/checkpoint-cdf-table": 3, "delta-kernel-rs/cdf-table-update-ops": 0} {
+		tbl, err := openDir(t, filepath.Join(dir, filepath.FromSlash(table)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := tbl.ChangeDataFeedStart(context.Background()); err != nil || got != want {
+			t.Errorf("%s: ChangeDataFeedStart = %d, %v; want %d", table, got, err, want)
+		}
+	}
+}

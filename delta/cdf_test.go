@@ -354,6 +354,16 @@ func TestChangeDataFeedDisabledInRange(t *testing.T) {
 			t.Errorf("Changes(%d, %d) error = %v\nwant %q", tc.start, tc.end, err, tc.want)
 		}
 	}
+	if _, err := tbl.ChangeDataFeedStart(ctx); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("change data feed not enabled at the latest version %d", v3)) {
+		t.Errorf("ChangeDataFeedStart with the feed off: %v", err)
+	}
+	v4, err := tbl.SetProperties(ctx, map[string]string{delta.PropEnableChangeDataFeed: "true"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from, err := tbl.ChangeDataFeedStart(ctx); err != nil || from != v4 {
+		t.Errorf("ChangeDataFeedStart = %d, %v; want %d", from, err, v4)
+	}
 	r, err := tbl.Changes(ctx, delta.ChangesOptions{StartVersion: ptr(v1), EndVersion: ptr(v3 - 1)})
 	if err != nil {
 		t.Fatal(err)
