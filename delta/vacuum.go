@@ -40,6 +40,10 @@ type VacuumOptions struct {
 	// KeepFor names the consumer behind KeepVersionsFrom, for error messages
 	// (e.g. `stage "history" of pipeline "crm"`).
 	KeepFor string
+	// RefuseKept turns the clamp into a refusal: when KeepVersionsFrom spares any file,
+	// Vacuum fails (ErrNeededByConsumer) naming KeepFor and the version, and deletes
+	// nothing.
+	RefuseKept bool
 	// Lineage is recorded in the VACUUM START/END commits.
 	Lineage *Lineage
 	// TableURI is the table's absolute location (as in ScanOptions), needed only when the
@@ -70,6 +74,10 @@ type VacuumResult struct {
 // ErrRetentionTooShort is wrapped by Vacuum when the retention is shorter than the
 // table's delta.deletedFileRetentionDuration and Force is not set.
 var ErrRetentionTooShort = errors.New("retention shorter than the table's delta.deletedFileRetentionDuration")
+
+// ErrNeededByConsumer is wrapped by Vacuum when RefuseKept is set and files that
+// KeepVersionsFrom protects would otherwise have been deleted.
+var ErrNeededByConsumer = errors.New("files still needed by a consumer")
 
 // vacuumDeleteWorkers bounds concurrent deletes.
 const vacuumDeleteWorkers = 16
@@ -185,6 +193,14 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 			}
 			cands = append(cands, candidate{rel, info.Size})
 		}
+	}
+	if opts.RefuseKept && res.FilesKept > 0 {
+		who := opts.KeepFor
+		if who == "" {
+			who = "a consumer"
+		}
+		return nil, fmt.Errorf("%w: %s still needs to read version %d and later, and %d of the files this vacuum would delete belong to them",
+			ErrNeededByConsumer, who, *opts.KeepVersionsFrom, res.FilesKept)
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].path < cands[j].path })
 	for _, c := range cands {

@@ -174,6 +174,11 @@ func TestVacuumScenario(t *testing.T) {
 					t.Errorf("keep from v%d: kept %d, deleting %v; want %d kept", tc.from, res.FilesKept, res.FilesDeleted, tc.kept)
 				}
 			}
+			if _, err := tbl.Vacuum(ctx, delta.VacuumOptions{KeepVersionsFrom: ptr(int64(3)), KeepFor: `stage "history"`, RefuseKept: true}); err == nil ||
+				!errors.Is(err, delta.ErrNeededByConsumer) ||
+				!strings.Contains(err.Error(), `stage "history" still needs to read version 3 and later, and 1 of the files this vacuum would delete belong to them`) {
+				t.Errorf("refused vacuum: %v", err)
+			}
 			// Dry run: the list, nothing deleted, nothing committed.
 			before, _ := tbl.Snapshot(ctx)
 			dry, err := tbl.Vacuum(ctx, delta.VacuumOptions{DryRun: true})
