@@ -70,6 +70,8 @@ type Transaction struct {
 	readFiles      map[string]bool
 	readPredicates []PartitionPredicate
 
+	ident *identityState // identity values this transaction allocated (identity.go)
+
 	committed     bool
 	version       int64
 	commitTS      int64 // commitInfo.timestamp of the last attempt, ms
