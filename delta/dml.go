@@ -1,0 +1,375 @@
+package delta
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// DeleteOptions describe a DELETE FROM table WHERE ...
+type DeleteOptions struct {
+	// Where selects the rows to delete (SQL semantics: rows where it is null stay);
+	// nil deletes every row.
+	Where Predicate
+	// Lineage is recorded in commitInfo.
+	Lineage *Lineage
+	// Txn, when set, is committed in the same commit (exactly-once progress).
+	Txn *Txn
+	// UserMetadata is commitInfo.userMetadata.
+	UserMetadata string
+}
+
+// UpdateOptions describe an UPDATE table SET ... WHERE ...
+type UpdateOptions struct {
+	// Where selects the rows to update; nil updates every row.
+	Where Predicate
+	// Set maps a column to its new value: a literal (nil for null), Col("other column")
+	// or an ExprFunc over the rows being updated.
+	Set map[string]any
+	// Lineage is recorded in commitInfo.
+	Lineage *Lineage
+	// Txn, when set, is committed in the same commit.
+	Txn *Txn
+	// UserMetadata is commitInfo.userMetadata.
+	UserMetadata string
+}
+
+// DMLResult reports what a DELETE or UPDATE did (Spark's operationMetrics).
+type DMLResult struct {
+	// Version is the committed version, or the unchanged table version when nothing
+	// matched and there was no Txn to record (Committed is then false).
+	Version             int64
+	Committed           bool
+	NumRemovedFiles     int64
+	NumAddedFiles       int64
+	NumDeletedRows      int64
+	NumUpdatedRows      int64
+	NumCopiedRows       int64
+	NumAddedChangeFiles int64
+	NumRemovedBytes     int64
+	NumAddedBytes       int64
+}
+
+// Delete removes the rows matching opts.Where in one commit (copy-on-write). Only the
+// files whose partition values and stats allow a match are read; a file whose rows all
+// match is removed, one with some matches is rewritten without them. With the change
+// feed on, deleted rows of rewritten files go to _change_data files as "delete"; files
+// removed whole on their partition values alone rely on their remove (unless the commit
+// has change files anyway, then their rows are written too).
+func (t *Table) Delete(ctx context.Context, opts DeleteOptions) (*DMLResult, error) {
+	return t.runDML(ctx, "DELETE", opts.Where, nil, opts.Lineage, opts.Txn, opts.UserMetadata)
+}
+
+// Update sets columns of the rows matching opts.Where in one commit (copy-on-write).
+// Files that can hold matching rows are read; those with a match are rewritten with the
+// updated rows and the others copied. With the change feed on, every updated row gives
+// an update_preimage and an update_postimage change row; copied rows give none.
+func (t *Table) Update(ctx context.Context, opts UpdateOptions) (*DMLResult, error) {
+	if len(opts.Set) == 0 {
+		return nil, fmt.Errorf("update table %s: no SET assignments", t.displayRoot())
+	}
+	return t.runDML(ctx, "UPDATE", opts.Where, opts.Set, opts.Lineage, opts.Txn, opts.UserMetadata)
+}
+
+func (t *Table) runDML(ctx context.Context, op string, where Predicate, set map[string]any, lin *Lineage, txn *Txn, um string) (*DMLResult, error) {
+	res, err := t.dml(ctx, op, where, set, lin, txn, um)
+	if err != nil {
+		return nil, fmt.Errorf("%s on table %s: %w", op, t.displayRoot(), err)
+	}
+	return res, nil
+}
+
+func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[string]any, lin *Lineage, txn *Txn, um string) (*DMLResult, error) {
+	start := time.Now()
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkWrite(snap.Protocol(), snap.Metadata()); err != nil {
+		return nil, err
+	}
+	schema := snap.Schema()
+	var bp *boundPredicate
+	if where != nil {
+		if bp, err = bindPredicate(where, schema); err != nil {
+			return nil, fmt.Errorf("where: %w", err)
+		}
+	}
+	if set != nil {
+		if set, err = checkSetColumns(set, schema); err != nil {
+			return nil, err
+		}
+		if err := checkIdentityUpdate(schema, set); err != nil {
+			return nil, err
+		}
+	}
+	isPart := map[string]bool{}
+	for _, c := range snap.PartitionColumns() {
+		isPart[strings.ToLower(c)] = true
+	}
+	w, err := newRewriter(snap)
+	if err != nil {
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			w.abort()
+		}
+	}()
+
+	res := &DMLResult{Version: snap.Version()}
+	var removed []*Add     // files replaced or dropped
+	var wholeNoRead []*Add // dropped on partition values alone, not read
+	var read []string      // files read (conflict detection)
+	partOnly := bp == nil || onlyPartitionColumns(bp, snap.PartitionColumns())
+	for _, a := range snap.Files() {
+		if bp != nil {
+			ok, err := bp.mayMatchFile(a, isPart)
+			if err != nil {
+				return nil, fmt.Errorf("file %s: %w", a.Path, err)
+			}
+			if !ok {
+				continue
+			}
+		}
+		if op == "DELETE" && partOnly {
+			wholeNoRead = append(wholeNoRead, a)
+			removed = append(removed, a)
+			if n, ok := fileNumRecords(a); ok {
+				res.NumDeletedRows += n
+			}
+			continue
+		}
+		read = append(read, a.Path)
+		touched, err := t.rewriteFile(ctx, snap, w, a, bp, set, res)
+		if err != nil {
+			return nil, err
+		}
+		if touched {
+			removed = append(removed, a)
+		}
+	}
+	// A commit with change files is read from them alone: rows of files dropped whole
+	// must then be there too.
+	if w.cdfOn() && w.cdcRows > 0 {
+		for _, a := range wholeNoRead {
+			if err := scanFile(ctx, snap, a, func(rec arrow.RecordBatch) error {
+				return w.writeChanges(ctx, rec, ChangeDelete)
+			}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	adds, cdcs, err := w.finish(ctx)
+	if err != nil {
+		return nil, err
+	}
+	committed = true // the writers are closed; nothing left to abort
+	if len(removed) == 0 && len(adds) == 0 && txn == nil {
+		return res, nil
+	}
+	params := map[string]any{"predicate": predicateParam(where)}
+	if set != nil {
+		params["set"] = setParam(set)
+	}
+	tx := t.NewTransaction(snap, TxOptions{Operation: op, OperationParameters: params, Lineage: lin, UserMetadata: um})
+	if bp == nil {
+		tx.ReadWholeTable()
+	} else {
+		tx.ReadPartitions(predicatePartitions(bp, snap.PartitionColumns()))
+		tx.ReadFiles(read...)
+	}
+	tx.RemoveAdds(removed...)
+	tx.AddFiles(adds...)
+	tx.AddCDC(cdcs...)
+	if txn != nil {
+		tx.SetTxn(txn.AppID, txn.Version)
+	}
+	res.NumRemovedFiles = int64(len(removed))
+	res.NumAddedFiles = int64(len(adds))
+	res.NumAddedChangeFiles = int64(len(cdcs))
+	for _, a := range removed {
+		res.NumRemovedBytes += a.Size
+	}
+	for _, a := range adds {
+		res.NumAddedBytes += a.Size
+	}
+	m := map[string]int64{
+		"numRemovedFiles":     res.NumRemovedFiles,
+		"numAddedFiles":       res.NumAddedFiles,
+		"numCopiedRows":       res.NumCopiedRows,
+		"numAddedChangeFiles": res.NumAddedChangeFiles,
+		"numRemovedBytes":     res.NumRemovedBytes,
+		"numAddedBytes":       res.NumAddedBytes,
+		"executionTimeMs":     time.Since(start).Milliseconds(),
+	}
+	if op == "DELETE" {
+		m["numDeletedRows"] = res.NumDeletedRows
+	} else {
+		m["numUpdatedRows"] = res.NumUpdatedRows
+	}
+	tx.opts.OperationMetrics = m
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Version, res.Committed = v, true
+	return res, nil
+}
+
+// rewriteFile reads one candidate file (held in memory, one file at a time) and, when
+// some row matches, writes its new content and change rows; touched reports that.
+func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a *Add, bp *boundPredicate, set map[string]any, res *DMLResult) (touched bool, err error) {
+	type part struct {
+		rec  arrow.RecordBatch
+		hits []int32
+		rest []int32
+	}
+	var parts []part
+	defer func() {
+		for _, p := range parts {
+			p.rec.Release()
+		}
+	}()
+	var nHits int64
+	err = scanFile(ctx, snap, a, func(rec arrow.RecordBatch) error {
+		n := int(rec.NumRows())
+		p := part{rec: rec}
+		if bp == nil {
+			p.hits = indexRange(n)
+		} else {
+			tri, err := bp.evalTri(rec, n)
+			if err != nil {
+				return err
+			}
+			for i, r := range tri {
+				if r == tTrue {
+					p.hits = append(p.hits, int32(i))
+				} else {
+					p.rest = append(p.rest, int32(i))
+				}
+			}
+		}
+		rec.Retain()
+		parts = append(parts, p)
+		nHits += int64(len(p.hits))
+		return nil
+	})
+	if err != nil || nHits == 0 {
+		return false, err
+	}
+	for _, p := range parts {
+		if len(p.rest) > 0 {
+			kept, err := takeOrAll(ctx, w.mem, p.rec, p.rest)
+			if err != nil {
+				return false, err
+			}
+			err = w.writeData(ctx, kept)
+			kept.Release()
+			if err != nil {
+				return false, err
+			}
+			res.NumCopiedRows += int64(len(p.rest))
+		}
+		if len(p.hits) == 0 {
+			continue
+		}
+		hit, err := takeOrAll(ctx, w.mem, p.rec, p.hits)
+		if err != nil {
+			return false, err
+		}
+		if set == nil {
+			err = w.writeChanges(ctx, hit, ChangeDelete)
+			res.NumDeletedRows += int64(len(p.hits))
+		} else {
+			err = t.writeUpdated(ctx, snap, w, hit, set)
+			res.NumUpdatedRows += int64(len(p.hits))
+		}
+		hit.Release()
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// writeUpdated applies set to the rows of pre and writes the result, with pre and post
+// images when the change feed is on.
+func (t *Table) writeUpdated(ctx context.Context, snap *Snapshot, w *rewriter, pre arrow.RecordBatch, set map[string]any) error {
+	post, err := applySet(w, snap.Schema(), pre, pre, set)
+	if err != nil {
+		return err
+	}
+	defer post.Release()
+	if err := w.writeData(ctx, post); err != nil {
+		return err
+	}
+	if err := w.writeChanges(ctx, pre, ChangeUpdatePreimage); err != nil {
+		return err
+	}
+	return w.writeChanges(ctx, post, ChangeUpdatePostimage)
+}
+
+// applySet builds the updated rows: base's columns (table schema) with the assigned
+// columns replaced by their values computed over view (same rows as base).
+func applySet(w *rewriter, schema *StructType, base, view arrow.RecordBatch, set map[string]any) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, len(schema.Fields))
+	defer releaseAll(cols)
+	for i, f := range schema.Fields {
+		v, ok := set[strings.ToLower(f.Name)]
+		if !ok {
+			c := base.Column(i)
+			c.Retain()
+			cols[i] = c
+			continue
+		}
+		c, err := evalAssignment(w.mem, view, f, w.tblSch.Field(i).Type, v)
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(w.tblSch, cols, base.NumRows()), nil
+}
+
+// fileNumRecords is numRecords from a file's stats.
+func fileNumRecords(a *Add) (int64, bool) {
+	sv := parseStatsView(a.Stats)
+	if sv == nil || sv.numRecords == nil {
+		return 0, false
+	}
+	return *sv.numRecords, true
+}
+
+// predicateParam renders a predicate as Spark's operationParameters.predicate: a JSON
+// array of condition strings.
+func predicateParam(p Predicate) string {
+	list := []string{}
+	if p != nil {
+		list = append(list, p.String())
+	}
+	b, _ := json.Marshal(list)
+	return string(b)
+}
+
+// setParam renders assignments as a JSON object, sorted by column.
+func setParam(set map[string]any) string {
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	m := make(map[string]string, len(set))
+	for _, k := range keys {
+		m[k] = assignmentString(set[k])
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}

@@ -1,0 +1,193 @@
+package delta
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// rewriter streams the new data files and change data files of one DML commit (DELETE,
+// UPDATE, MERGE). It holds at most the writers' buffers, never the table.
+type rewriter struct {
+	snap    *Snapshot
+	mem     memory.Allocator
+	data    *DataWriter
+	cdc     *DataWriter   // nil when the change feed is off
+	cdcSch  *arrow.Schema // Arrow form of ChangeDataSchema(table schema)
+	tblSch  *arrow.Schema // Arrow form of the table schema
+	cdcRows int64
+}
+
+func newRewriter(snap *Snapshot) (*rewriter, error) {
+	t := snap.Table()
+	w := &rewriter{snap: snap, mem: memory.DefaultAllocator}
+	var err error
+	if w.tblSch, err = ArrowSchema(snap.Schema()); err != nil {
+		return nil, err
+	}
+	if w.data, err = snap.NewDataWriter(WriteOptions{Now: t.opts.Now}); err != nil {
+		return nil, err
+	}
+	if snap.ChangeDataFeedEnabled() {
+		if snap.Schema().Field(ChangeTypeColumn) != nil {
+			w.data.Abort()
+			return nil, fmt.Errorf("table schema has a %s column, which the change data feed reserves", ChangeTypeColumn)
+		}
+		cs := ChangeDataSchema(snap.Schema())
+		if w.cdcSch, err = ArrowSchema(cs); err != nil {
+			w.data.Abort()
+			return nil, err
+		}
+		w.cdc, err = NewDataWriter(t.Store(), t.Root(), cs, snap.PartitionColumns(),
+			WriteOptions{Dir: ChangeDataDir, FilePrefix: "cdc", NoColumnStats: true, Now: t.opts.Now})
+		if err != nil {
+			w.data.Abort()
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// cdfOn says whether change rows are recorded.
+func (w *rewriter) cdfOn() bool { return w.cdc != nil }
+
+// writeData writes rows (in the table's Arrow schema) to new data files.
+func (w *rewriter) writeData(ctx context.Context, rec arrow.RecordBatch) error {
+	if rec == nil || rec.NumRows() == 0 {
+		return nil
+	}
+	return w.data.Write(ctx, rec)
+}
+
+// writeChanges records rows (in the table's Arrow schema) as change rows of type typ; a
+// no-op when the change feed is off.
+func (w *rewriter) writeChanges(ctx context.Context, rec arrow.RecordBatch, typ string) error {
+	if w.cdc == nil || rec == nil || rec.NumRows() == 0 {
+		return nil
+	}
+	n := int(rec.NumRows())
+	b := array.NewStringBuilder(w.mem)
+	b.Reserve(n)
+	for i := 0; i < n; i++ {
+		b.Append(typ)
+	}
+	ct := b.NewArray()
+	b.Release()
+	defer ct.Release()
+	cols := make([]arrow.Array, 0, rec.NumCols()+1)
+	cols = append(cols, rec.Columns()...)
+	cols = append(cols, ct)
+	out := array.NewRecordBatch(w.cdcSch, cols, int64(n))
+	defer out.Release()
+	w.cdcRows += int64(n)
+	return w.cdc.Write(ctx, out)
+}
+
+// finish closes the writers and returns the adds and cdc actions.
+func (w *rewriter) finish(ctx context.Context) ([]*Add, []*CDC, error) {
+	adds, err := w.data.Close(ctx)
+	if err != nil {
+		if w.cdc != nil {
+			w.cdc.Abort()
+		}
+		return nil, nil, err
+	}
+	if w.cdc == nil {
+		return adds, nil, nil
+	}
+	cas, err := w.cdc.Close(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cdcs := make([]*CDC, len(cas))
+	for i, a := range cas {
+		cdcs[i] = &CDC{Path: a.Path, PartitionValues: a.PartitionValues, Size: a.Size}
+	}
+	return adds, cdcs, nil
+}
+
+// abort drops whatever the writers buffered (files already uploaded stay as orphans for
+// VACUUM; nothing references them).
+func (w *rewriter) abort() {
+	w.data.Abort()
+	if w.cdc != nil {
+		w.cdc.Abort()
+	}
+}
+
+// scanFile reads one live file whole, in the table's Arrow schema, calling fn per record
+// (valid only during the call).
+func scanFile(ctx context.Context, snap *Snapshot, a *Add, fn func(rec arrow.RecordBatch) error) error {
+	t := snap.Table()
+	sc, err := Scan(ctx, t.Store(), t.Root(), snap.Schema(), snap.PartitionColumns(), []*Add{a}, ScanOptions{})
+	if err != nil {
+		return err
+	}
+	defer sc.Release()
+	for sc.Next() {
+		if err := fn(sc.RecordBatch()); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", a.Path, err)
+	}
+	return nil
+}
+
+// predicatePartitions turns a predicate into the PartitionPredicate a transaction
+// declares it read: a file's partition values can satisfy it (data columns are unknown
+// and so always may). nil means every partition.
+func predicatePartitions(bp *boundPredicate, partitionColumns []string) PartitionPredicate {
+	isPart := map[string]bool{}
+	for _, c := range partitionColumns {
+		isPart[strings.ToLower(c)] = true
+	}
+	return func(pv map[string]*string) bool {
+		if bp == nil {
+			return true
+		}
+		ok, err := bp.mayMatchFile(&Add{PartitionValues: pv}, isPart)
+		return err != nil || ok
+	}
+}
+
+// onlyPartitionColumns says whether every column the predicate reads is a partition
+// column (the predicate then decides whole files from the log alone).
+func onlyPartitionColumns(bp *boundPredicate, partitionColumns []string) bool {
+	for _, c := range bp.columns() {
+		found := false
+		for _, p := range partitionColumns {
+			if strings.EqualFold(c, p) {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// indexRange returns 0..n-1 as int32 row indices.
+func indexRange(n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i)
+	}
+	return out
+}
+
+// takeOrAll gathers rows of rec; when rows is every row in order, rec itself is retained
+// and returned.
+func takeOrAll(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
+	if len(rows) == int(rec.NumRows()) {
+		rec.Retain()
+		return rec, nil
+	}
+	return takeRows(ctx, mem, rec, rows)
+}

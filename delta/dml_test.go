@@ -1,0 +1,132 @@
+package delta_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// cdfTable creates a change-feed table partitioned by part holding rows in one file per
+// commit.
+func cdfTable(t testing.TB, commits ...[]row) *delta.Table {
+	t.Helper()
+	tbl, _, _ := newTestTable(t, map[string]string{delta.PropEnableChangeDataFeed: "true"})
+	for _, rows := range commits {
+		commitChange(t, tbl, "WRITE", nil, rows, nil, nil)
+	}
+	return tbl
+}
+
+func latestRows(t testing.TB, tbl *delta.Table) []string {
+	t.Helper()
+	snap, err := tbl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tableRows(t, snap)
+}
+
+func versionChanges(t testing.TB, tbl *delta.Table, v int64) []string {
+	t.Helper()
+	r, err := tbl.Changes(context.Background(), delta.ChangesOptions{StartVersion: ptr(v), EndVersion: ptr(v)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ownChangeRows(t, r)
+}
+
+func sortedStrings(s ...string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+func lastMetrics(t testing.TB, tbl *delta.Table) (string, map[string]any, map[string]any) {
+	t.Helper()
+	h, err := tbl.History(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h[0].Operation, h[0].OperationParameters, h[0].OperationMetrics
+}
+
+func TestDeleteAndUpdate(t *testing.T) {
+	ctx := context.Background()
+	r1, r2, r3, r4, r5 := row{1, "ann", "a"}, row{2, "bob", "a"}, row{3, "cy", "b"}, row{4, "dee", "b"}, row{5, "eve", "c"}
+	tbl := cdfTable(t, []row{r1, r2}, []row{r3, r4}, []row{r5})
+
+	// UPDATE one row of part a: its file is rewritten, ann copied, pre/post images only for bob.
+	res, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("id", 2), Set: map[string]any{"name": "bo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2b := row{2, "bo", "a"}
+	if res.NumUpdatedRows != 1 || res.NumCopiedRows != 1 || res.NumRemovedFiles != 1 || res.NumAddedFiles != 1 || res.NumAddedChangeFiles != 1 {
+		t.Errorf("update result %+v", res)
+	}
+	if got, want := versionChanges(t, tbl, res.Version), sortedStrings(change(r2, "update_preimage", res.Version), change(r2b, "update_postimage", res.Version)); !slices.Equal(got, want) {
+		t.Errorf("update feed:\ngot  %v\nwant %v", got, want)
+	}
+	op, params, m := lastMetrics(t, tbl)
+	if op != "UPDATE" || params["predicate"] != `["id = 2"]` || m["numUpdatedRows"] != "1" || m["numCopiedRows"] != "1" {
+		t.Errorf("commitInfo %s %v %v", op, params, m)
+	}
+
+	// UPDATE with a column reference.
+	res, err = tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("part", "c"), Set: map[string]any{"name": delta.Col("part")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r5b := row{5, "c", "c"}
+	if got, want := versionChanges(t, tbl, res.Version), sortedStrings(change(r5, "update_preimage", res.Version), change(r5b, "update_postimage", res.Version)); !slices.Equal(got, want) {
+		t.Errorf("update col feed:\ngot  %v\nwant %v", got, want)
+	}
+
+	// DELETE one row of part b: rewrite with dee copied.
+	res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("name", "cy")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NumDeletedRows != 1 || res.NumCopiedRows != 1 || res.NumRemovedFiles != 1 {
+		t.Errorf("delete result %+v", res)
+	}
+	if got, want := versionChanges(t, tbl, res.Version), []string{change(r3, "delete", res.Version)}; !slices.Equal(got, want) {
+		t.Errorf("delete feed:\ngot  %v\nwant %v", got, want)
+	}
+
+	// Nothing matches: no commit.
+	res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("id", 99)})
+	if err != nil || res.Committed {
+		t.Fatalf("no-op delete: %+v %v", res, err)
+	}
+
+	// Partition-only DELETE: plain removes, no change files; the feed shows the deletes.
+	res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("part", "b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NumAddedChangeFiles != 0 || res.NumAddedFiles != 0 || res.NumRemovedFiles != 1 || res.NumDeletedRows != 1 {
+		t.Errorf("partition delete result %+v", res)
+	}
+	if got, want := versionChanges(t, tbl, res.Version), []string{change(r4, "delete", res.Version)}; !slices.Equal(got, want) {
+		t.Errorf("partition delete feed:\ngot  %v\nwant %v", got, want)
+	}
+	if got, want := latestRows(t, tbl), sortedStrings(r1.String(), r2b.String(), r5b.String()); !slices.Equal(got, want) {
+		t.Errorf("rows:\ngot  %v\nwant %v", got, want)
+	}
+
+	// DELETE everything with a Txn recorded in the same commit.
+	res, err = tbl.Delete(ctx, delta.DeleteOptions{Txn: &delta.Txn{AppID: "job", Version: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := tbl.Snapshot(ctx)
+	if v, ok := snap.TxnVersion("job"); !ok || v != 7 || len(snap.Files()) != 0 {
+		t.Errorf("after delete all: txn %d %v, %d files", v, ok, len(snap.Files()))
+	}
+	if got := versionChanges(t, tbl, res.Version); len(got) != 3 {
+		t.Errorf("delete all feed: %v", got)
+	}
+}
