@@ -64,6 +64,7 @@ func changesCommand() *command {
 				if err != nil {
 					return err
 				}
+				opts.TableURI = tbl.uri
 				rdr, err := tbl.table.Changes(ctx, opts)
 				if err != nil {
 					return err

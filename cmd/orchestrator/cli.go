@@ -141,6 +141,7 @@ func dispatch(ctx context.Context, e *env, c *command, path string, args []strin
 		if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 			msg = "unknown flag --" + name
 		}
+		msg = strings.NewReplacer("for flag -", "for --", "argument: -", "argument: --", "for -", "for --").Replace(msg)
 		return &usageError{msg: msg, path: path, usage: c.usage(path, fs)}
 	}
 	err = fn(ctx, e, pos)

@@ -64,6 +64,7 @@ func showCommand() *command {
 				if err != nil {
 					return err
 				}
+				opts.TableURI = t.uri
 				var snap *delta.Snapshot
 				switch {
 				case version.set:

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 )
@@ -34,6 +36,7 @@ func tableCommand() *command {
 			showCommand(),
 			changesCommand(),
 			propertiesCommand(),
+			vacuumCommand(),
 		},
 	}
 }
@@ -59,6 +62,22 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 type openedTable struct {
 	name  string // as the user gave it
 	table *delta.Table
+	// uri is the table's absolute location (file:///dir or s3://bucket/prefix/table),
+	// which resolves file paths a foreign writer logged as absolute URIs.
+	uri string
+	// spec and decl are the pipeline and the declaration, when TABLE named a declared
+	// table; nil for a location.
+	spec *pipelines.Spec
+	decl *jobs.Table
+}
+
+// target is where a TABLE argument points.
+type target struct {
+	loc      string // local directory or URL of the table root
+	opts     storeurl.Options
+	identity string // userName for commits; "" = the OS user
+	spec     *pipelines.Spec
+	decl     *jobs.Table
 }
 
 // open resolves TABLE and opens the Delta table there.
@@ -74,70 +93,84 @@ func (tf *tableFlags) open(ctx context.Context, e *env, args []string) (*openedT
 		return nil, usagef("unexpected argument %q after TABLE", args[1])
 	}
 	name := args[0]
-	loc, opts, identity, err := tf.resolve(e, name)
+	tg, err := tf.resolve(e, name)
 	if err != nil {
 		return nil, err
 	}
-	storeURL, root := splitLocation(loc)
-	store, err := storeurl.Open(ctx, storeURL, opts)
+	storeURL, root := splitLocation(tg.loc)
+	store, err := storeurl.Open(ctx, storeURL, tg.opts)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", name, err)
 	}
 	tbl, err := delta.Open(ctx, store, root, delta.Options{
 		Now:        e.now,
 		EngineInfo: "orchestrator/" + version,
-		UserName:   identity,
+		UserName:   tg.identity,
 		Logger:     slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", name, err)
 	}
-	return &openedTable{name: name, table: tbl}, nil
+	return &openedTable{name: name, table: tbl, uri: tableURI(tg.loc), spec: tg.spec, decl: tg.decl}, nil
 }
 
-// resolve turns TABLE into a store location (a directory or URL whose root is the
-// table), the S3 options for it and the identity to record in commits.
-func (tf *tableFlags) resolve(e *env, name string) (loc string, opts storeurl.Options, identity string, err error) {
+// resolve turns TABLE into a location (a directory or URL whose root is the table), the
+// S3 options for it and the identity to record in commits.
+func (tf *tableFlags) resolve(e *env, name string) (target, error) {
 	if tf.pipeline == "" {
 		if !isLocation(name) {
 			if _, statErr := os.Stat(name); statErr != nil {
-				return "", opts, "", usagef("TABLE %q is neither a location nor a declared table: write ./%s for a directory, or pass --pipeline FILE to look the name up", name, name)
+				return target{}, usagef("TABLE %q is neither a location nor a declared table: write ./%s for a directory, or pass --pipeline FILE to look the name up", name, name)
 			}
 		}
-		loc, err = localCheck(name)
-		return loc, tf.s3, "", err
+		loc, err := localCheck(name)
+		return target{loc: loc, opts: tf.s3}, err
 	}
 	spec, err := pipelines.Load(tf.pipeline, pipelines.Options{LookupEnv: e.lookupEnv})
 	if err != nil {
 		var perr *pipelines.Error
 		if errors.As(err, &perr) {
-			return "", opts, "", fmt.Errorf("pipeline %s is invalid (run orchestrator validate):\n%w", tf.pipeline, err)
+			return target{}, fmt.Errorf("pipeline %s is invalid (run orchestrator validate):\n%w", tf.pipeline, err)
 		}
-		return "", opts, "", err
+		return target{}, err
 	}
+	tg := target{opts: tf.mergeStorage(spec.Storage), identity: spec.Identity}
 	t := spec.Table(name)
 	if t == nil {
 		if isLocation(name) {
-			loc, err = localCheck(name)
-			return loc, tf.mergeStorage(spec.Storage), spec.Identity, err
+			tg.loc, err = localCheck(name)
+			return tg, err
 		}
 		names := make([]string, len(spec.Tables))
 		for i, t := range spec.Tables {
 			names[i] = t.Name
 		}
-		return "", opts, "", usagef("table %q is not declared in %s; declared: %s", name, tf.pipeline, strings.Join(names, ", "))
+		return target{}, usagef("table %q is not declared in %s; declared: %s", name, tf.pipeline, strings.Join(names, ", "))
 	}
+	tg.spec, tg.decl = spec, t
 	wh := spec.Warehouse
 	switch {
 	case strings.HasPrefix(wh, "mem://"):
-		return "", opts, "", fmt.Errorf("table %s: the warehouse of %s is %s, which lives only inside a running process", name, tf.pipeline, wh)
+		return target{}, fmt.Errorf("table %s: the warehouse of %s is %s, which lives only inside a running process", name, tf.pipeline, wh)
 	case strings.Contains(wh, "://"):
-		loc = strings.TrimRight(wh, "/") + "/" + t.Path
+		tg.loc = strings.TrimRight(wh, "/") + "/" + t.Path
 	default:
-		loc = filepath.Join(wh, filepath.FromSlash(t.Path))
+		tg.loc = filepath.Join(wh, filepath.FromSlash(t.Path))
 	}
-	loc, err = localCheck(loc)
-	return loc, tf.mergeStorage(spec.Storage), spec.Identity, err
+	tg.loc, err = localCheck(tg.loc)
+	return tg, err
+}
+
+// tableURI is a location as an absolute URI.
+func tableURI(loc string) string {
+	if strings.Contains(loc, "://") {
+		return strings.TrimRight(loc, "/")
+	}
+	abs, err := filepath.Abs(loc)
+	if err != nil {
+		return ""
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 }
 
 // mergeStorage layers the flags over the pipeline's storage section; storeurl layers

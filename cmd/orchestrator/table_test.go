@@ -208,18 +208,20 @@ func TestTableProperties(t *testing.T) {
 	}
 }
 
-// TestTableFromPipeline resolves a declared table name through a pipeline's warehouse.
-func TestTableFromPipeline(t *testing.T) {
-	dir := makeOrdersTable(t)
-	warehouse := filepath.Dir(dir)
+// inWarehouse moves the fixture table to bronze/orders under its temporary directory,
+// which becomes the warehouse of a copy of testdata/pipelines/<file>; it returns the
+// copy's path and the warehouse.
+func inWarehouse(t *testing.T, dir, file string) (pipeline, warehouse string) {
+	t.Helper()
+	warehouse = filepath.Dir(dir)
 	if err := os.MkdirAll(filepath.Join(warehouse, "bronze"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(dir, filepath.Join(warehouse, "bronze", "orders")); err != nil {
 		t.Fatal(err)
 	}
-	pipeline := filepath.Join(warehouse, "pipeline.yaml")
-	src, err := os.ReadFile("testdata/pipelines/valid.yaml")
+	pipeline = filepath.Join(warehouse, file)
+	src, err := os.ReadFile(filepath.Join("testdata", "pipelines", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +229,12 @@ func TestTableFromPipeline(t *testing.T) {
 	if err := os.WriteFile(pipeline, src, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return pipeline, warehouse
+}
+
+// TestTableFromPipeline resolves a declared table name through a pipeline's warehouse.
+func TestTableFromPipeline(t *testing.T) {
+	pipeline, warehouse := inWarehouse(t, makeOrdersTable(t), "valid.yaml")
 	runCases(t, []cliCase{
 		{"pipeline_show", []string{"table", "show", "bronze.orders", "--pipeline", pipeline, "--columns", "order_id,quantity", "--version", "2"}, 0},
 		{"pipeline_undeclared", []string{"table", "history", "bronze.nothing", "--pipeline", pipeline}, 2},

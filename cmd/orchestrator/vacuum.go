@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+func vacuumCommand() *command {
+	return &command{
+		name:    "vacuum",
+		args:    "TABLE",
+		summary: "delete data files the table no longer needs",
+		help: "Delete the data files that no version inside the retention window needs: files\n" +
+			"neither live nor removed more recently than --retain, and older than it. The\n" +
+			"default retention is the table's delta.deletedFileRetentionDuration (7 days when\n" +
+			"unset); a shorter one is refused unless --force, since time travel and change\n" +
+			"feed reads of older versions fail once their files are gone. The deleted (with\n" +
+			"--dry-run: the deletable) files are printed, relative to the table root, with a\n" +
+			"summary on stderr. A real run records VACUUM START and VACUUM END in the history.\n\n" +
+			"With --pipeline, a table whose change feed a capture_history stage reads is\n" +
+			"refused without --force: use the pipeline's vacuum stage, which keeps the versions\n" +
+			"the stage has yet to read.\n\n" +
+			tableArgHelp,
+		setup: func(fs *flag.FlagSet) runFunc {
+			tf := addTableFlags(fs)
+			var retain durationFlag
+			fs.Var(&retain, "retain", "keep files needed by the versions of this `duration`: 168h, 7d, 36h30m\n(default: the table's delta.deletedFileRetentionDuration)")
+			dryRun := fs.Bool("dry-run", false, "list the files that would be deleted; delete nothing")
+			force := fs.Bool("force", false, "allow a retention shorter than the table's delta.deletedFileRetentionDuration,\nand vacuuming a table whose change feed a pipeline stage reads")
+			return func(ctx context.Context, e *env, args []string) error {
+				t, err := tf.open(ctx, e, args)
+				if err != nil {
+					return err
+				}
+				if err := checkConsumers(t, *dryRun || *force); err != nil {
+					return err
+				}
+				opts := delta.VacuumOptions{DryRun: *dryRun, Force: *force, TableURI: t.uri}
+				if retain.set {
+					opts.Retain = &retain.d
+				}
+				res, err := t.table.Vacuum(ctx, opts)
+				if errors.Is(err, delta.ErrRetentionTooShort) {
+					if snap, serr := t.table.Snapshot(ctx); serr == nil {
+						return fmt.Errorf("table %s: --retain %s is shorter than the table's delta.deletedFileRetentionDuration (%s): time travel and change feed reads of versions in between would fail; pass --force to vacuum anyway",
+							t.name, formatDuration(retain.d), formatDuration(snap.DeletedFileRetention()))
+					}
+				}
+				if err != nil {
+					return err
+				}
+				rows := make([][]cell, len(res.FilesDeleted))
+				for i, f := range res.FilesDeleted {
+					rows[i] = []cell{textCell(f)}
+				}
+				if err := writeRows(e, tf.format, []column{{name: "file"}}, rows); err != nil {
+					return err
+				}
+				verb := "deleted"
+				if res.DryRun {
+					verb = "dry run: would delete"
+				}
+				fmt.Fprintf(e.stderr, "table %s: %s %s (%s); retention %s, cutoff %s",
+					t.name, verb, plural(len(res.FilesDeleted), "file"), plural(int(res.BytesDeleted), "byte"),
+					formatDuration(res.Retention), formatTime(res.Cutoff))
+				if res.FilesKept > 0 {
+					fmt.Fprintf(e.stderr, "; kept %d for readers of older versions", res.FilesKept)
+				}
+				if res.EndVersion >= 0 {
+					fmt.Fprintf(e.stderr, "; versions %d-%d", res.StartVersion, res.EndVersion)
+				}
+				fmt.Fprintln(e.stderr)
+				return nil
+			}
+		},
+	}
+}
+
+// checkConsumers refuses to vacuum a declared table whose change feed a capture_history
+// stage of the pipeline reads, unless allowed: this command cannot tell which versions
+// such a stage has yet to read, and the pipeline's vacuum stage can (it keeps them).
+func checkConsumers(t *openedTable, allowed bool) error {
+	if t.spec == nil || allowed {
+		return nil
+	}
+	var who []string
+	for _, c := range t.spec.Consumers() {
+		if c.Source.Name == t.decl.Name {
+			who = append(who, c.String())
+		}
+	}
+	if len(who) == 0 {
+		return nil
+	}
+	return fmt.Errorf("table %s: its change feed is read by %s, which may still need versions this vacuum would make unreadable; run the pipeline's vacuum stage, which keeps them, or pass --force (--dry-run shows what would go)",
+		t.name, strings.Join(who, ", "))
+}
+
+// formatDuration shows whole days as "7d", other durations as Go does ("36h30m0s").
+func formatDuration(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d != 0 && d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	return d.String()
+}
+
+// durationFlag is a Go duration that also takes whole days ("7d").
+type durationFlag struct {
+	d   time.Duration
+	set bool
+}
+
+func (f *durationFlag) String() string {
+	if f == nil || !f.set {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f *durationFlag) Set(s string) error {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a duration such as 168h or 7d")
+		}
+		f.d, f.set = time.Duration(n)*24*time.Hour, true
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("want a duration such as 168h or 7d")
+	}
+	f.d, f.set = d, true
+	return nil
+}
