@@ -6,6 +6,8 @@ import "fmt"
 // of every loaded pipeline (vacuum stages protect what they still need).
 func New(name string, cfg Config, consumers []Consumer) (Stage, error) {
 	switch c := cfg.(type) {
+	case *IngestConfig:
+		return NewIngest(name, c), nil
 	case *CaptureHistoryConfig:
 		return NewCaptureHistory(name, c), nil
 	case *VacuumConfig:

@@ -44,7 +44,18 @@ func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 	switch c := st.Config.(type) {
 	case *jobs.IngestConfig:
 		t := table("target", c.Target)
-		table("quarantine_table", c.QuarantineTable)
+		if q := table("quarantine_table", c.QuarantineTable); q != nil {
+			for _, col := range jobs.QuarantineColumns {
+				want := "string"
+				switch col {
+				case "line":
+					want = "bigint"
+				case "load_timestamp":
+					want = "timestamp"
+				}
+				needColumn("quarantine_table", q, col, want)
+			}
+		}
 		needColumn("source_file_column", t, or(c.SourceFileColumn, "source_file"), "string")
 		needColumn("load_timestamp_column", t, or(c.LoadTimestampColumn, "load_timestamp"), "timestamp")
 	case *jobs.CaptureHistoryConfig:

@@ -476,6 +476,9 @@ func decodeStages(ps *problems, root *yaml.Node, fs *fileSpec, spec *Spec) []*ya
 			for _, fe := range cfg.Validate() {
 				ps.at(lookup(kindNode, fe.Field), "%s: %s: %s", label, fe.Field, fe.Msg)
 			}
+			if ic, ok := cfg.(*jobs.IngestConfig); ok && ic.Source != "" && !strings.HasPrefix(ic.Source, "http://") && !strings.HasPrefix(ic.Source, "https://") {
+				ic.Source = resolveLocation(spec.Dir, ic.Source)
+			}
 			st.Config = cfg
 		}
 		spec.Stages = append(spec.Stages, st)

@@ -1,0 +1,335 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs/decode"
+)
+
+// Ingest loads new source files (a glob on a store, or an http(s) URL) into a bronze
+// table, parsing values into the table's declared schema and adding the source_file and
+// load_timestamp columns.
+//
+// Exactly once per source file: every file loaded is recorded as a txn action (appId
+// "ingest:<table>:<file>") in the same commit as its rows, so a rerun skips it and a crash
+// before the commit loses nothing. In append mode all new files of a run go into ONE
+// commit: a bad record with on_error: fail stops the run naming file, line and column,
+// and the table is unchanged. In upsert mode each file is merged by the keys in its own
+// commit, in file name order, so a later file's correction of a row is an update (with
+// pre- and post-images in the change feed); a bad file stops the run after the files
+// before it. on_error: skip counts bad records in the result; quarantine also writes them,
+// with the error text, to the quarantine table (first, under its own txn, so a rerun
+// writes each bad record once).
+type Ingest struct {
+	name string
+	cfg  *IngestConfig
+}
+
+// NewIngest returns the stage for a validated config.
+func NewIngest(name string, cfg *IngestConfig) *Ingest {
+	return &Ingest{name: name, cfg: cfg}
+}
+
+// Name implements Stage.
+func (s *Ingest) Name() string { return s.name }
+
+// Kind implements Stage.
+func (s *Ingest) Kind() Kind { return KindIngest }
+
+// Run implements Stage.
+func (s *Ingest) Run(ctx context.Context, env *Env) (Result, error) {
+	start := time.Now()
+	res, err := s.run(ctx, env)
+	res.Duration = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("ingest %s: %w", s.name, err)
+	}
+	return res, nil
+}
+
+func (s *Ingest) sourceFileColumn() string { return or(s.cfg.SourceFileColumn, "source_file") }
+func (s *Ingest) loadTimeColumn() string   { return or(s.cfg.LoadTimestampColumn, "load_timestamp") }
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (s *Ingest) format(file string) decode.Format {
+	if s.cfg.Format != "" {
+		return decode.Format(s.cfg.Format)
+	}
+	return decode.Format(formatFromName(file))
+}
+
+func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
+	var res Result
+	decl, err := env.declared(s.cfg.Target)
+	if err != nil {
+		return res, err
+	}
+	tbl, err := env.openOrCreate(ctx, decl)
+	if err != nil {
+		return res, err
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		return res, err
+	}
+	var files []*sourceFile
+	if isURL(s.cfg.Source) {
+		f, err := fetchURL(ctx, env, decl.Name, s.cfg.Source, s.cfg.HTTP)
+		if err != nil {
+			return res, err
+		}
+		files = []*sourceFile{f}
+	} else if files, err = listSources(ctx, env, decl.Name, s.cfg.Source); err != nil {
+		return res, err
+	}
+	var todo []*sourceFile
+	for _, f := range files {
+		if v, ok := snap.TxnVersion(f.ID); ok && (!isURL(f.Name) || v == f.Version) {
+			continue // loaded before
+		}
+		todo = append(todo, f)
+	}
+	if skipped := len(files) - len(todo); skipped > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d of %d source files already loaded", skipped, len(files)))
+	}
+	if len(todo) == 0 {
+		if len(files) == 0 {
+			res.Notes = append(res.Notes, "no source files match "+s.cfg.Source)
+		}
+		return res, nil
+	}
+	loadTime := env.Now().UTC().Truncate(time.Microsecond)
+	if s.cfg.Mode == "upsert" {
+		return res, errors.New("mode upsert cannot run in this build yet")
+	}
+	return res, s.appendFiles(ctx, env, decl, tbl, snap, todo, loadTime, &res)
+}
+
+// decodeSchema is the part of the table's schema that comes from the files: every column
+// but the lineage columns.
+func (s *Ingest) decodeSchema(table *delta.StructType) *delta.StructType {
+	out := &delta.StructType{}
+	for _, f := range table.Fields {
+		if strings.EqualFold(f.Name, s.sourceFileColumn()) || strings.EqualFold(f.Name, s.loadTimeColumn()) {
+			continue
+		}
+		out.Fields = append(out.Fields, f)
+	}
+	return out
+}
+
+// appendFiles writes every new file's rows and commits them with one txn per file.
+func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) error {
+	writer, err := snap.NewDataWriter(delta.WriteOptions{})
+	if err != nil {
+		return err
+	}
+	var quarantine []*badRecord
+	for _, f := range files {
+		bad, err := s.decodeFile(ctx, env, snap, f, loadTime, res, func(rec arrow.RecordBatch) error {
+			return writer.Write(ctx, rec)
+		})
+		if err != nil {
+			writer.Abort()
+			return err
+		}
+		quarantine = append(quarantine, bad...)
+	}
+	adds, err := writer.Close(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.quarantine(ctx, env, files, quarantine, loadTime, res); err != nil {
+		return err
+	}
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.Name
+	}
+	lineage := env.lineage()
+	lineage.SourceFiles = names
+	var bytesOut int64
+	for _, a := range adds {
+		bytesOut += a.Size
+	}
+	tx := tbl.NewTransaction(snap, delta.TxOptions{
+		Operation:           "WRITE",
+		OperationParameters: map[string]any{"mode": "Append", "partitionBy": partitionByJSON(snap.PartitionColumns())},
+		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": res.RowsWritten, "numOutputBytes": bytesOut},
+		Lineage:             lineage,
+	})
+	tx.AddFiles(adds...)
+	for _, f := range files {
+		tx.SetTxn(f.ID, f.Version)
+	}
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("commit to %s: %w", decl.Name, err)
+	}
+	res.FilesWritten += int64(len(adds))
+	res.BytesWritten += bytesOut
+	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
+	res.Notes = append(res.Notes, fmt.Sprintf("loaded %d files into %s version %d", len(files), decl.Name, v))
+	return nil
+}
+
+// badRecord is a record on_error skipped or quarantined.
+type badRecord struct {
+	file string
+	err  *decode.Error
+}
+
+// decodeFile decodes one source file into batches of the table's schema (lineage
+// columns added) and hands each to emit.
+func (s *Ingest) decodeFile(ctx context.Context, env *Env, snap *delta.Snapshot, f *sourceFile, loadTime time.Time, res *Result, emit func(arrow.RecordBatch) error) ([]*badRecord, error) {
+	var r io.Reader
+	format := s.format(f.Name)
+	if format == decode.Parquet {
+		br, err := readAll(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", f.Name, err)
+		}
+		r = br
+	} else {
+		rc, err := f.open(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", f.Name, err)
+		}
+		defer rc.Close()
+		r = rc
+	}
+	var bad []*badRecord
+	onError := decode.Fail
+	if s.cfg.OnError == "skip" || s.cfg.OnError == "quarantine" {
+		onError = decode.Skip
+	}
+	opts := decode.Options{
+		Schema:    s.decodeSchema(snap.Schema()),
+		Format:    format,
+		BatchSize: s.cfg.BatchSize,
+		OnError:   onError,
+		OnBadRecord: func(e *decode.Error) {
+			bad = append(bad, &badRecord{file: f.Name, err: e})
+		},
+		CSV: decode.CSVOptions{
+			NoHeader:        s.cfg.CSV.Header != nil && !*s.cfg.CSV.Header,
+			NullString:      s.cfg.CSV.NullString,
+			TimestampFormat: s.cfg.CSV.TimestampFormat,
+		},
+	}
+	if d := s.cfg.CSV.Delimiter; d != "" {
+		opts.CSV.Delimiter = d[0]
+	}
+	if q := s.cfg.CSV.Quote; q != "" {
+		opts.CSV.Quote = q[0]
+	}
+	if tz := s.cfg.CSV.TimeZone; tz != "" {
+		loc, err := time.LoadLocation(tz)
+		if err != nil {
+			return nil, err
+		}
+		opts.Location = loc
+	}
+	rd, err := decode.NewReader(ctx, r, f.Name, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Release()
+	target, err := delta.ArrowSchema(snap.Schema())
+	if err != nil {
+		return nil, err
+	}
+	for rd.Next() {
+		rec, err := s.withLineage(rd.RecordBatch(), target, f.Name, loadTime)
+		if err != nil {
+			return nil, err
+		}
+		err = emit(rec)
+		n := rec.NumRows()
+		rec.Release()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name, err)
+		}
+		res.RowsRead += n
+		res.RowsWritten += n
+		report(env, res.RowsRead, res.RowsWritten)
+	}
+	if err := rd.Err(); err != nil {
+		return nil, err
+	}
+	res.FilesRead++
+	res.BytesRead += f.Size
+	res.RowsSkipped += int64(len(bad))
+	return bad, nil
+}
+
+// withLineage builds a batch in the table's column order from a decoded batch plus the
+// source_file and load_timestamp columns.
+func (s *Ingest) withLineage(rec arrow.RecordBatch, target *arrow.Schema, file string, loadTime time.Time) (arrow.RecordBatch, error) {
+	n := int(rec.NumRows())
+	cols := make([]arrow.Array, len(target.Fields()))
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	byName := map[string]int{}
+	for i, f := range rec.Schema().Fields() {
+		byName[strings.ToLower(f.Name)] = i
+	}
+	for i, f := range target.Fields() {
+		switch {
+		case strings.EqualFold(f.Name, s.sourceFileColumn()):
+			b := array.NewStringBuilder(memory.DefaultAllocator)
+			b.Reserve(n)
+			b.ReserveData(n * len(file))
+			for range n {
+				b.Append(file)
+			}
+			cols[i] = b.NewArray()
+			b.Release()
+		case strings.EqualFold(f.Name, s.loadTimeColumn()):
+			b := array.NewTimestampBuilder(memory.DefaultAllocator, f.Type.(*arrow.TimestampType))
+			b.Reserve(n)
+			ts := arrow.Timestamp(loadTime.UnixMicro())
+			for range n {
+				b.UnsafeAppend(ts)
+			}
+			cols[i] = b.NewArray()
+			b.Release()
+		default:
+			j, ok := byName[strings.ToLower(f.Name)]
+			if !ok {
+				return nil, fmt.Errorf("internal: decoded batch lacks column %s", f.Name)
+			}
+			cols[i] = rec.Column(j)
+			cols[i].Retain()
+		}
+	}
+	return array.NewRecordBatch(target, cols, int64(n)), nil
+}
+
+func partitionByJSON(cols []string) string {
+	if len(cols) == 0 {
+		return "[]"
+	}
+	return `["` + strings.Join(cols, `","`) + `"]`
+}

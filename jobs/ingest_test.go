@@ -1,0 +1,158 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/orchestrator-io/orchestrator/jobs/decode"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/mem"
+)
+
+func salesTable(t *testing.T) *Table {
+	return &Table{
+		Name:       "bronze.sales",
+		Path:       "bronze/sales",
+		Schema:     schemaOf(t, "id string", "qty int", "amount decimal(10,2)", "sold_at timestamp", "source_file string", "load_timestamp timestamp"),
+		Properties: map[string]string{"delta.enableChangeDataFeed": "true"},
+	}
+}
+
+func putFile(t *testing.T, s objectstore.Store, key, body string) {
+	t.Helper()
+	if err := s.Put(context.Background(), key, strings.NewReader(body), int64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ingestEnv returns an environment whose sources live in a separate "landing" store.
+func ingestEnv(t *testing.T, warehouse objectstore.Store, tables ...*Table) (*Env, objectstore.Store) {
+	landing := mem.New(mem.Config{})
+	env := newTestEnv(warehouse, &testClock{t: t0}, tables...)
+	env.OpenLocation = func(ctx context.Context, loc string) (objectstore.Store, string, error) {
+		return landing, strings.TrimPrefix(strings.TrimPrefix(loc, "/landing"), "/"), nil
+	}
+	return env, landing
+}
+
+const day1 = "id,qty,amount,sold_at\nT1,2,23.80,2026-01-14T09:12:00Z\nT2,1,149.00,2026-01-14T10:40:00Z\n"
+const day2 = "id,qty,amount,sold_at\nT3,5,9.95,2026-01-15 11:05:00\n"
+
+func TestIngestAppendExactlyOnce(t *testing.T) {
+	sales := salesTable(t)
+	env, landing := ingestEnv(t, mem.New(mem.Config{}), sales)
+	putFile(t, landing, "sales/2026-01-14.csv", day1)
+	putFile(t, landing, "sales/2026-01-15.csv", day2)
+	putFile(t, landing, "sales/readme.txt", "not a csv")
+	stage := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: sales.Name})
+
+	res := runStage(t, stage, env)
+	if res.RowsWritten != 3 || res.FilesRead != 2 || len(res.VersionsWritten) != 1 {
+		t.Fatalf("first run: %+v, want 3 rows from 2 files in one commit", res)
+	}
+	want := []string{
+		"T1|2|23.8|2026-01-14T09:12:00Z|/landing/sales/2026-01-14.csv|2026-01-14T09:00:00Z",
+		"T2|1|149|2026-01-14T10:40:00Z|/landing/sales/2026-01-14.csv|2026-01-14T09:00:00Z",
+		"T3|5|9.95|2026-01-15T11:05:00Z|/landing/sales/2026-01-15.csv|2026-01-14T09:00:00Z",
+	}
+	if got := tableRows(t, env, sales); !slices.Equal(got, want) {
+		t.Fatalf("rows:\n%s", diff(got, want))
+	}
+	v := tableVersion(t, env, sales)
+	for range 2 {
+		if res := runStage(t, stage, env); res.RowsWritten != 0 || len(res.VersionsWritten) != 0 {
+			t.Fatalf("rerun loaded %+v, want nothing", res)
+		}
+	}
+	if got := tableVersion(t, env, sales); got != v {
+		t.Fatalf("rerun moved the table from version %d to %d", v, got)
+	}
+	putFile(t, landing, "sales/2026-01-16.csv", "id,qty,amount,sold_at\nT4,1,1.00,2026-01-16T08:00:00Z\n")
+	if res := runStage(t, stage, env); res.RowsWritten != 1 || res.FilesRead != 1 {
+		t.Fatalf("new file: %+v, want exactly its 1 row", res)
+	}
+	if n := len(tableRows(t, env, sales)); n != 4 {
+		t.Fatalf("%d rows, want 4", n)
+	}
+}
+
+func TestIngestBadRecords(t *testing.T) {
+	bad := "id,qty,amount,sold_at\nT5,1,1.00,2026-01-16T08:00:00Z\nT6,x,2.00,2026-01-16T08:00:00Z\nT7,1,12.345,2026-01-16T08:00:00Z\n"
+	t.Run("fail names file, line and column and leaves the table unchanged", func(t *testing.T) {
+		sales := salesTable(t)
+		env, landing := ingestEnv(t, mem.New(mem.Config{}), sales)
+		putFile(t, landing, "sales/a.csv", day1)
+		putFile(t, landing, "sales/b.csv", bad)
+		_, err := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: sales.Name}).Run(context.Background(), env)
+		var de *decode.Error
+		if !errors.As(err, &de) || de.Line != 3 || de.Column != "qty" {
+			t.Fatalf("err = %v, want a decode error at line 3, column qty", err)
+		}
+		if !strings.Contains(err.Error(), `/landing/sales/b.csv:3: column qty (2): "x" is not a integer`) {
+			t.Errorf("message %q does not name file, line, column and value", err)
+		}
+		if v := tableVersion(t, env, sales); v != 0 {
+			t.Errorf("table at version %d after a failed run, want 0 (unchanged)", v)
+		}
+	})
+	t.Run("skip counts and loads the good rows", func(t *testing.T) {
+		sales := salesTable(t)
+		env, landing := ingestEnv(t, mem.New(mem.Config{}), sales)
+		putFile(t, landing, "sales/b.csv", bad)
+		res := runStage(t, NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: sales.Name, OnError: "skip"}), env)
+		if res.RowsSkipped != 2 || res.RowsWritten != 1 {
+			t.Fatalf("result %+v, want 2 skipped and 1 written", res)
+		}
+	})
+	t.Run("quarantine writes each bad record once", func(t *testing.T) {
+		sales := salesTable(t)
+		q := &Table{Name: "bronze.sales_quarantine", Path: "bronze/sales_quarantine",
+			Schema: schemaOf(t, "source_file string", "line bigint", "column string", "value string", "error string", "record string", "load_timestamp timestamp")}
+		env, landing := ingestEnv(t, mem.New(mem.Config{}), sales, q)
+		putFile(t, landing, "sales/b.csv", bad)
+		stage := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: sales.Name, OnError: "quarantine", QuarantineTable: q.Name})
+		runStage(t, stage, env)
+		runStage(t, stage, env)
+		got := tableRows(t, env, q, "line", "column", "value", "record")
+		want := []string{"3|qty|x|T6,x,2.00,2026-01-16T08:00:00Z", "4|amount|12.345|T7,1,12.345,2026-01-16T08:00:00Z"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("quarantine:\n%s", diff(got, want))
+		}
+		if got := tableRows(t, env, sales, "id"); !slices.Equal(got, []string{"T5"}) {
+			t.Fatalf("target rows %v, want [T5]", got)
+		}
+	})
+}
+
+func TestIngestCrashAtEveryOperation(t *testing.T) {
+	setup := func() (*faultstore.Store, *Env, *Table) {
+		sales := salesTable(t)
+		fs := faultstore.New(mem.New(mem.Config{}))
+		env, landing := ingestEnv(t, fs, sales)
+		putFile(t, landing, "sales/a.csv", day1)
+		putFile(t, landing, "sales/b.csv", day2)
+		return fs, env, sales
+	}
+	stage := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: "bronze.sales"})
+	fs, env, sales := setup()
+	runStage(t, stage, env)
+	ops := fs.Count()
+	want := tableRows(t, env, sales)
+	for n := 1; n <= ops; n++ {
+		fs, env, sales := setup()
+		fs.FailNth(n, true, false)
+		if _, err := stage.Run(context.Background(), env); err == nil && fs.Injected() {
+			t.Fatalf("crash at op %d: run reported success", n)
+		}
+		fs.Heal()
+		runStage(t, stage, env)
+		runStage(t, stage, env)
+		if got := tableRows(t, env, sales); !slices.Equal(got, want) {
+			t.Fatalf("crash at op %d then rerun:\n%s", n, diff(got, want))
+		}
+	}
+}
