@@ -20,6 +20,9 @@ import (
 //	         | DATE 'yyyy-mm-dd' | TIMESTAMP 'yyyy-mm-dd hh:mm:ss[.f][Z]'
 //	column  := name with letters, digits, _ and . (nested fields) | `any text`
 //
+// Literals are converted to the column's type when the predicate is bound to a schema:
+// text compared with a date, timestamp, number or boolean column is parsed as one, and a
+// timestamp without a zone is read as UTC (for timestamp_ntz, as the wall-clock time).
 // Keywords are case-insensitive. Errors give the 1-based character position, e.g.
 // `parse predicate: position 14: expected a literal, found ")"`.
 func ParsePredicate(s string) (Predicate, error) {

@@ -22,8 +22,9 @@ const DefaultScanBatchSize = 64 * 1024
 
 // ScanOptions selects what a scan returns.
 type ScanOptions struct {
-	// Columns to return, by name (case-insensitive), in this order; empty means every
-	// column of the table schema in schema order.
+	// Columns to return: top-level names (case-insensitive), in this order; empty means
+	// every column of the table schema in schema order. Filters may still name nested
+	// fields ("address.city").
 	Columns []string
 	// Filter, when not nil, keeps only the rows for which it is true (SQL semantics: a
 	// comparison with null is not true). Files whose partition values or stats show they
