@@ -69,6 +69,14 @@ func (w *rewriter) writeChanges(ctx context.Context, rec arrow.RecordBatch, typ 
 	if w.cdc == nil || rec == nil || rec.NumRows() == 0 {
 		return nil
 	}
+	if !rec.Schema().Equal(w.tblSch) {
+		conf, err := conformRecord(w.mem, rec, w.snap.Schema(), w.tblSch)
+		if err != nil {
+			return fmt.Errorf("change rows: %w", err)
+		}
+		defer conf.Release()
+		rec = conf
+	}
 	n := int(rec.NumRows())
 	b := array.NewStringBuilder(w.mem)
 	b.Reserve(n)

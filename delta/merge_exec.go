@@ -1,0 +1,499 @@
+package delta
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// merger runs one MERGE: target files one at a time, then the inserts.
+type merger struct {
+	t    *Table
+	snap *Snapshot
+	tx   *Transaction
+	plan *mergePlan
+	src  *mergeSource
+	res  *MergeResult
+	w    *rewriter
+
+	removed []*Add   // target files rewritten
+	read    []string // target files read
+	tview   *arrow.Schema
+}
+
+func (m *merger) run(ctx context.Context) error {
+	isPart := map[string]bool{}
+	for _, c := range m.snap.PartitionColumns() {
+		isPart[strings.ToLower(c)] = true
+	}
+	fields := make([]arrow.Field, len(m.w.tblSch.Fields()))
+	for i, f := range m.w.tblSch.Fields() {
+		f.Name = "target." + f.Name
+		f.Nullable = true
+		fields[i] = f
+	}
+	m.tview = arrow.NewSchema(fields, nil)
+	if len(m.plan.matched) > 0 || len(m.plan.bySource) > 0 {
+		for _, a := range m.snap.Files() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			may, err := m.src.mayHoldKeys(m.plan, a, isPart)
+			if err != nil {
+				return err
+			}
+			if !may && len(m.plan.bySource) > 0 {
+				may = m.bySourceMayMatch(a, isPart)
+			}
+			if !may {
+				m.res.NumTargetFilesSkipped++
+				continue
+			}
+			m.res.NumTargetFilesScanned++
+			m.read = append(m.read, a.Path)
+			touched, err := m.mergeFile(ctx, a)
+			if err != nil {
+				return err
+			}
+			if touched {
+				m.removed = append(m.removed, a)
+			}
+		}
+	} else {
+		// Insert-only: a target file matters only for which source rows match it.
+		for _, a := range m.snap.Files() {
+			may, err := m.src.mayHoldKeys(m.plan, a, isPart)
+			if err != nil {
+				return err
+			}
+			if !may {
+				m.res.NumTargetFilesSkipped++
+				continue
+			}
+			m.res.NumTargetFilesScanned++
+			m.read = append(m.read, a.Path)
+			if err := m.markMatches(ctx, a); err != nil {
+				return err
+			}
+		}
+	}
+	return m.insert(ctx)
+}
+
+func (m *merger) bySourceMayMatch(a *Add, isPart map[string]bool) bool {
+	for _, c := range m.plan.bySource {
+		if c.Cond == nil || c.tcnd == nil {
+			return true
+		}
+		if ok, err := c.tcnd.mayMatchFile(a, isPart); err != nil || ok {
+			return true
+		}
+	}
+	return false
+}
+
+// markMatches records which source rows match a row of file a (insert-only merges).
+func (m *merger) markMatches(ctx context.Context, a *Add) error {
+	return scanFile(ctx, m.snap, a, func(rec arrow.RecordBatch) error {
+		enc, err := newKeyEncoder(rec, m.plan.keyIdx, m.plan.nullSafe)
+		if err != nil {
+			return err
+		}
+		var buf []byte
+		for i := 0; i < int(rec.NumRows()); i++ {
+			var ok bool
+			if buf, ok = enc.key(buf[:0], i); !ok {
+				continue
+			}
+			if s, found := m.src.index[string(buf)]; found {
+				m.src.matched[s] = true
+			}
+		}
+		return nil
+	})
+}
+
+// recordPlan is what happens to the rows of one target record.
+type recordPlan struct {
+	rec     arrow.RecordBatch
+	copied  []int32
+	deleted []int32 // target rows
+	ndelM   int64   // of which by WHEN MATCHED
+	// updates by clause: target rows, and source rows for matched clauses.
+	updT    map[int][]int32
+	updS    map[int][]int32
+	changed bool
+}
+
+// clause keys in recordPlan.upd*: matched clauses i, not-matched-by-source clauses -1-i.
+func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
+	var plans []*recordPlan
+	defer func() {
+		for _, p := range plans {
+			p.rec.Release()
+		}
+	}()
+	changed := false
+	err := scanFile(ctx, m.snap, a, func(rec arrow.RecordBatch) error {
+		p, err := m.planRecord(ctx, rec)
+		if err != nil {
+			return err
+		}
+		rec.Retain()
+		plans = append(plans, p)
+		changed = changed || p.changed
+		return nil
+	})
+	if err != nil || !changed {
+		return false, err
+	}
+	for _, p := range plans {
+		if err := m.applyRecord(ctx, p); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*recordPlan, error) {
+	n := int(rec.NumRows())
+	p := &recordPlan{rec: rec, updT: map[int][]int32{}, updS: map[int][]int32{}}
+	enc, err := newKeyEncoder(rec, m.plan.keyIdx, m.plan.nullSafe)
+	if err != nil {
+		return nil, err
+	}
+	var tgtM, srcM, tgtU []int32
+	var buf []byte
+	for i := 0; i < n; i++ {
+		var ok bool
+		buf, ok = enc.key(buf[:0], i)
+		s, found := int32(0), false
+		if ok {
+			s, found = m.src.index[string(buf)]
+		}
+		if !found {
+			tgtU = append(tgtU, int32(i))
+			continue
+		}
+		if len(m.plan.matched) > 0 && !m.plan.onlyDel && m.src.dups[string(buf)] {
+			return nil, fmt.Errorf("%w: the target row with key %s is matched by several source rows (deduplicate the source)",
+				ErrMultipleSourceRowsMatched, enc.keyString(m.plan.keys, i))
+		}
+		m.src.matched[s] = true
+		tgtM, srcM = append(tgtM, int32(i)), append(srcM, s)
+	}
+	// WHEN MATCHED
+	if len(tgtM) > 0 && len(m.plan.matched) > 0 {
+		view, err := m.joinedView(ctx, rec, tgtM, srcM)
+		if err != nil {
+			return nil, err
+		}
+		choice, err := chooseClauses(m.plan.matched, view)
+		view.Release()
+		if err != nil {
+			return nil, err
+		}
+		for j, ci := range choice {
+			switch {
+			case ci < 0:
+				p.copied = append(p.copied, tgtM[j])
+			case m.plan.matched[ci].Action == MergeDelete:
+				p.deleted = append(p.deleted, tgtM[j])
+				p.ndelM++
+			default:
+				p.updT[ci] = append(p.updT[ci], tgtM[j])
+				p.updS[ci] = append(p.updS[ci], srcM[j])
+			}
+		}
+	} else {
+		p.copied = append(p.copied, tgtM...)
+	}
+	// WHEN NOT MATCHED BY SOURCE
+	if len(tgtU) > 0 && len(m.plan.bySource) > 0 {
+		sub, err := takeOrAll(ctx, m.w.mem, rec, tgtU)
+		if err != nil {
+			return nil, err
+		}
+		view := array.NewRecordBatch(m.tview, sub.Columns(), sub.NumRows())
+		sub.Release()
+		choice, err := chooseClauses(m.plan.bySource, view)
+		view.Release()
+		if err != nil {
+			return nil, err
+		}
+		for j, ci := range choice {
+			switch {
+			case ci < 0:
+				p.copied = append(p.copied, tgtU[j])
+			case m.plan.bySource[ci].Action == MergeDelete:
+				p.deleted = append(p.deleted, tgtU[j])
+			default:
+				p.updT[-1-ci] = append(p.updT[-1-ci], tgtU[j])
+			}
+		}
+	} else {
+		p.copied = append(p.copied, tgtU...)
+	}
+	p.changed = len(p.deleted) > 0 || len(p.updT) > 0
+	return p, nil
+}
+
+// joinedView builds the "target.*" + "source.*" record of matched pairs.
+func (m *merger) joinedView(ctx context.Context, rec arrow.RecordBatch, tgt, src []int32) (arrow.RecordBatch, error) {
+	t, err := takeRows(ctx, m.w.mem, rec, tgt)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Release()
+	s, err := takeRows(ctx, m.w.mem, m.src.view, src)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Release()
+	fields := append(append([]arrow.Field(nil), m.tview.Fields()...), s.Schema().Fields()...)
+	cols := append(append([]arrow.Array(nil), t.Columns()...), s.Columns()...)
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, t.NumRows()), nil
+}
+
+// chooseClauses gives, per row of view, the index of the first clause whose condition
+// is true, or -1.
+func chooseClauses(cs []boundClause, view arrow.RecordBatch) ([]int, error) {
+	n := int(view.NumRows())
+	out := make([]int, n)
+	for i := range out {
+		out[i] = -1
+	}
+	left := n
+	for ci, c := range cs {
+		if left == 0 {
+			break
+		}
+		if c.cond == nil {
+			for i := range out {
+				if out[i] < 0 {
+					out[i] = ci
+				}
+			}
+			break
+		}
+		tri, err := c.cond.evalTri(view, n)
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range tri {
+			if out[i] < 0 && r == tTrue {
+				out[i] = ci
+				left--
+			}
+		}
+	}
+	return out, nil
+}
+
+// applyRecord writes a changed record's copied rows, updated rows and change rows.
+func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
+	if len(p.copied) > 0 {
+		c, err := takeRows(ctx, m.w.mem, p.rec, sortedRows(p.copied))
+		if err != nil {
+			return err
+		}
+		err = m.w.writeData(ctx, c)
+		c.Release()
+		if err != nil {
+			return err
+		}
+		m.res.NumTargetRowsCopied += int64(len(p.copied))
+	}
+	if len(p.deleted) > 0 {
+		d, err := takeRows(ctx, m.w.mem, p.rec, p.deleted)
+		if err != nil {
+			return err
+		}
+		err = m.w.writeChanges(ctx, d, ChangeDelete)
+		d.Release()
+		if err != nil {
+			return err
+		}
+		n := int64(len(p.deleted))
+		m.res.NumTargetRowsDeleted += n
+		m.res.NumTargetRowsMatchedDeleted += p.ndelM
+		m.res.NumTargetRowsNotMatchedBySourceDeleted += n - p.ndelM
+	}
+	for key, tgt := range p.updT {
+		if err := m.applyUpdate(ctx, p, key, tgt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *merger) applyUpdate(ctx context.Context, p *recordPlan, key int, tgt []int32) error {
+	pre, err := takeRows(ctx, m.w.mem, p.rec, tgt)
+	if err != nil {
+		return err
+	}
+	defer pre.Release()
+	var c boundClause
+	var view arrow.RecordBatch
+	if key >= 0 {
+		c = m.plan.matched[key]
+		if view, err = m.joinedView(ctx, p.rec, tgt, p.updS[key]); err != nil {
+			return err
+		}
+		m.res.NumTargetRowsMatchedUpdated += int64(len(tgt))
+	} else {
+		c = m.plan.bySource[-1-key]
+		view = array.NewRecordBatch(m.tview, pre.Columns(), pre.NumRows())
+		m.res.NumTargetRowsNotMatchedBySourceUpdated += int64(len(tgt))
+	}
+	defer view.Release()
+	set := c.set
+	if set == nil { // UPDATE SET *
+		set = m.setAll(key >= 0)
+	}
+	post, err := applySet(m.w, m.plan.schema, pre, view, set)
+	if err != nil {
+		return err
+	}
+	defer post.Release()
+	m.res.NumTargetRowsUpdated += int64(len(tgt))
+	if err := m.w.writeData(ctx, post); err != nil {
+		return err
+	}
+	if err := m.w.writeChanges(ctx, pre, ChangeUpdatePreimage); err != nil {
+		return err
+	}
+	return m.w.writeChanges(ctx, post, ChangeUpdatePostimage)
+}
+
+// setAll is UPDATE SET * (every non-identity target column from the source column of the
+// same name); for not-matched-by-source clauses, which see no source, it sets nothing.
+func (m *merger) setAll(matched bool) map[string]any {
+	set := map[string]any{}
+	if !matched {
+		return set
+	}
+	for _, f := range m.plan.schema.Fields {
+		if _, isID, _ := IdentityField(f); isID {
+			continue
+		}
+		if sf := m.src.schema.Field(f.Name); sf != nil {
+			set[strings.ToLower(f.Name)] = Col("source." + sf.Name)
+		}
+	}
+	return set
+}
+
+// insert writes the source rows no target row matched, by the WHEN NOT MATCHED clauses.
+func (m *merger) insert(ctx context.Context) error {
+	if len(m.plan.notMatch) == 0 {
+		return nil
+	}
+	var rows []int32
+	for i, hit := range m.src.matched {
+		if !hit {
+			rows = append(rows, int32(i))
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	view, err := takeOrAll(ctx, m.w.mem, m.src.view, rows)
+	if err != nil {
+		return err
+	}
+	defer view.Release()
+	choice, err := chooseClauses(m.plan.notMatch, view)
+	if err != nil {
+		return err
+	}
+	byClause := map[int][]int32{}
+	for j, ci := range choice {
+		if ci >= 0 {
+			byClause[ci] = append(byClause[ci], int32(j))
+		}
+	}
+	for ci := range m.plan.notMatch {
+		sel := byClause[ci]
+		if len(sel) == 0 {
+			continue
+		}
+		sub, err := takeOrAll(ctx, m.w.mem, view, sel)
+		if err != nil {
+			return err
+		}
+		err = m.insertRows(ctx, m.plan.notMatch[ci], sub)
+		sub.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *merger) insertRows(ctx context.Context, c boundClause, view arrow.RecordBatch) error {
+	n := int(view.NumRows())
+	schema := m.plan.schema
+	cols := make([]arrow.Array, len(schema.Fields))
+	defer releaseAll(cols)
+	for i, f := range schema.Fields {
+		at := m.w.tblSch.Field(i).Type
+		_, isID, _ := IdentityField(f)
+		var v any
+		has := false
+		if c.set == nil {
+			if sf := m.src.schema.Field(f.Name); sf != nil {
+				v, has = Col("source."+sf.Name), true
+			}
+		} else {
+			v, has = c.set[strings.ToLower(f.Name)]
+		}
+		if !has || (isID && v == nil) {
+			if !f.Nullable && !isID {
+				return fmt.Errorf("insert: column %s is not nullable and gets no value", f.Name)
+			}
+			cols[i] = array.MakeArrayOfNull(m.w.mem, at, n)
+			continue
+		}
+		g := f
+		if isID {
+			cp := *f
+			cp.Nullable = true // null means: generate
+			g = &cp
+		}
+		arr, err := evalAssignment(m.w.mem, view, g, at, v)
+		if err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		cols[i] = arr
+	}
+	ins := array.NewRecordBatch(m.w.tblSch, cols, int64(n))
+	defer ins.Release()
+	withID, err := m.tx.AssignIdentity(ins)
+	if err != nil {
+		return fmt.Errorf("insert: %w", err)
+	}
+	defer withID.Release()
+	if err := m.w.writeData(ctx, withID); err != nil {
+		return err
+	}
+	m.res.NumTargetRowsInserted += int64(n)
+	if m.w.cdcRows > 0 { // the version is read from its change files: inserts must be there
+		return m.w.writeChanges(ctx, withID, ChangeInsert)
+	}
+	return nil
+}
+
+// sortedRows returns rows in ascending order (copied rows keep their file order).
+func sortedRows(rows []int32) []int32 {
+	if slices.IsSorted(rows) {
+		return rows
+	}
+	out := slices.Clone(rows)
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,404 @@
+package delta
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// mergeSource is the MERGE source in memory: its rows as one record (columns that the
+// target also has converted to the target's types), a hash of its keys, and the sorted
+// distinct key values for file pruning.
+type mergeSource struct {
+	rec     arrow.RecordBatch // source columns, target types where shared
+	view    arrow.RecordBatch // the same arrays named "source.<col>"
+	schema  *StructType
+	n       int64
+	keyCols []int            // rec column of each key
+	index   map[string]int32 // encoded key -> first source row with it
+	dups    map[string]bool  // keys held by more than one source row
+	matched []bool           // source rows that matched some target row
+	keyVals [][]value        // per key: sorted distinct non-null values
+	keyNull []bool           // per key: some source row has a null there
+}
+
+func (s *mergeSource) release() {
+	if s.rec != nil {
+		s.rec.Release()
+	}
+	if s.view != nil {
+		s.view.Release()
+	}
+}
+
+func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *mergePlan) (*mergeSource, error) {
+	mem := memory.DefaultAllocator
+	var batches []arrow.RecordBatch
+	defer func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}()
+	for _, r := range opts.Source {
+		r.Retain()
+		batches = append(batches, r)
+	}
+	if opts.SourceReader != nil {
+		for opts.SourceReader.Next() {
+			r := opts.SourceReader.RecordBatch()
+			r.Retain()
+			batches = append(batches, r)
+		}
+		if err := opts.SourceReader.Err(); err != nil {
+			return nil, fmt.Errorf("read source: %w", err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var in *arrow.Schema
+	if len(batches) > 0 {
+		in = batches[0].Schema()
+	} else {
+		as, err := ArrowSchema(plan.schema)
+		if err != nil {
+			return nil, err
+		}
+		in = as
+	}
+	src := &mergeSource{schema: &StructType{}}
+	var outFields []arrow.Field
+	for _, f := range in.Fields() {
+		for _, g := range src.schema.Fields {
+			if strings.EqualFold(g.Name, f.Name) {
+				return nil, fmt.Errorf("source column %s appears twice", f.Name)
+			}
+		}
+		tf := plan.schema.Field(f.Name)
+		if tf != nil {
+			at, err := ArrowType(tf.Type)
+			if err != nil {
+				return nil, err
+			}
+			src.schema.Fields = append(src.schema.Fields, &StructField{Name: tf.Name, Type: tf.Type, Nullable: true, Metadata: tf.Metadata})
+			outFields = append(outFields, arrow.Field{Name: tf.Name, Type: at, Nullable: true})
+			continue
+		}
+		dt, err := DataTypeFromArrow(f.Type)
+		if err != nil {
+			return nil, fmt.Errorf("source column %s: %w", f.Name, err)
+		}
+		src.schema.Fields = append(src.schema.Fields, &StructField{Name: f.Name, Type: dt, Nullable: true})
+		outFields = append(outFields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: true})
+	}
+	cols := make([]arrow.Array, len(outFields))
+	defer releaseAll(cols)
+	for i, f := range src.schema.Fields {
+		parts := make([]arrow.Array, 0, len(batches))
+		for _, b := range batches {
+			if !b.Schema().Equal(in) {
+				releaseAll(parts)
+				return nil, fmt.Errorf("source records have different schemas: %s and %s", in, b.Schema())
+			}
+			c, err := conformArray(mem, b.Column(i), outFields[i].Type, f.Name, f.Type)
+			if err != nil {
+				releaseAll(parts)
+				return nil, fmt.Errorf("source: %w", err)
+			}
+			parts = append(parts, c)
+		}
+		var err error
+		if len(parts) == 0 {
+			cols[i] = array.MakeArrayOfNull(mem, outFields[i].Type, 0)
+		} else if len(parts) == 1 {
+			cols[i] = parts[0]
+			parts = nil
+		} else if cols[i], err = array.Concatenate(parts, mem); err != nil {
+			releaseAll(parts)
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		releaseAll(parts)
+	}
+	var n int64
+	if len(cols) > 0 {
+		n = int64(cols[0].Len())
+	}
+	src.n = n
+	src.rec = array.NewRecordBatch(arrow.NewSchema(outFields, nil), cols, n)
+	viewFields := make([]arrow.Field, len(outFields))
+	for i, f := range outFields {
+		f.Name = "source." + f.Name
+		viewFields[i] = f
+	}
+	src.view = array.NewRecordBatch(arrow.NewSchema(viewFields, nil), cols, n)
+	if err := plan.bindClauses(opts, src.schema); err != nil {
+		src.release()
+		return nil, err
+	}
+	for _, k := range plan.keys {
+		i := src.schema.FieldIndex(k)
+		if i < 0 {
+			src.release()
+			return nil, fmt.Errorf("key column %s is not in the source", k)
+		}
+		src.keyCols = append(src.keyCols, i)
+	}
+	if err := src.buildIndex(plan); err != nil {
+		src.release()
+		return nil, err
+	}
+	return src, nil
+}
+
+// buildIndex hashes the source keys and collects their distinct values.
+func (s *mergeSource) buildIndex(plan *mergePlan) error {
+	n := int(s.n)
+	s.index = make(map[string]int32, n)
+	s.dups = map[string]bool{}
+	s.matched = make([]bool, n)
+	enc, err := newKeyEncoder(s.rec, s.keyCols, plan.nullSafe)
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	for i := 0; i < n; i++ {
+		var ok bool
+		buf, ok = enc.key(buf[:0], i)
+		if !ok {
+			continue // a null key matches nothing
+		}
+		if _, seen := s.index[string(buf)]; seen {
+			s.dups[string(buf)] = true
+			continue
+		}
+		s.index[string(buf)] = int32(i)
+	}
+	s.keyVals = make([][]value, len(s.keyCols))
+	s.keyNull = make([]bool, len(s.keyCols))
+	for k, c := range s.keyCols {
+		arr := s.rec.Column(c)
+		get, err := valueGetter(arr)
+		if err != nil {
+			return fmt.Errorf("key column %s: %w", plan.keys[k], err)
+		}
+		vals := make([]value, 0, n)
+		for i := 0; i < n; i++ {
+			if arr.IsNull(i) {
+				s.keyNull[k] = true
+				continue
+			}
+			vals = append(vals, get(i))
+		}
+		sort.Slice(vals, func(a, b int) bool { return compareValues(vals[a], vals[b]) < 0 })
+		out := vals[:0]
+		for i, v := range vals {
+			if i == 0 || compareValues(v, out[len(out)-1]) != 0 {
+				out = append(out, v)
+			}
+		}
+		s.keyVals[k] = out
+	}
+	return nil
+}
+
+// keyEncoder turns the key columns of a row into bytes that are equal exactly when the
+// keys are equal (= semantics; with nullSafe, null equals null).
+type keyEncoder struct {
+	parts    []func(buf []byte, i int) []byte
+	arrs     []arrow.Array
+	nullSafe bool
+}
+
+func newKeyEncoder(rec arrow.RecordBatch, cols []int, nullSafe bool) (*keyEncoder, error) {
+	e := &keyEncoder{nullSafe: nullSafe}
+	for _, c := range cols {
+		arr := rec.Column(c)
+		f, err := keyPart(arr)
+		if err != nil {
+			return nil, fmt.Errorf("key column %s: %w", rec.ColumnName(c), err)
+		}
+		e.parts = append(e.parts, f)
+		e.arrs = append(e.arrs, arr)
+	}
+	return e, nil
+}
+
+// key appends row i's key; ok is false when a key is null and comparisons are not
+// null-safe (the row matches nothing).
+func (e *keyEncoder) key(buf []byte, i int) ([]byte, bool) {
+	for k, f := range e.parts {
+		if e.arrs[k].IsNull(i) {
+			if !e.nullSafe {
+				return buf, false
+			}
+			buf = append(buf, 0)
+			continue
+		}
+		buf = append(buf, 1)
+		buf = f(buf, i)
+	}
+	return buf, true
+}
+
+// keyString renders row i's key for error messages: (k1=v1, k2=v2).
+func (e *keyEncoder) keyString(names []string, i int) string {
+	parts := make([]string, len(e.arrs))
+	for k, a := range e.arrs {
+		v := "NULL"
+		if a.IsValid(i) {
+			v = a.ValueStr(i)
+		}
+		parts[k] = names[k] + "=" + v
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+func keyPart(arr arrow.Array) (func(buf []byte, i int) []byte, error) {
+	if g, ok := intGetter(arr); ok {
+		return func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint64(buf, uint64(g(i))) }, nil
+	}
+	switch a := arr.(type) {
+	case *array.String:
+		return func(buf []byte, i int) []byte {
+			s := a.Value(i)
+			buf = binary.AppendUvarint(buf, uint64(len(s)))
+			return append(buf, s...)
+		}, nil
+	case *array.Binary:
+		return func(buf []byte, i int) []byte {
+			s := a.Value(i)
+			buf = binary.AppendUvarint(buf, uint64(len(s)))
+			return append(buf, s...)
+		}, nil
+	case *array.Date32:
+		return func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint64(buf, uint64(a.Value(i))) }, nil
+	case *array.Timestamp:
+		return func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint64(buf, uint64(a.Value(i))) }, nil
+	case *array.Boolean:
+		return func(buf []byte, i int) []byte { return append(buf, byte(b2i(a.Value(i)))) }, nil
+	case *array.Decimal128:
+		return func(buf []byte, i int) []byte {
+			v := a.Value(i)
+			buf = binary.LittleEndian.AppendUint64(buf, v.LowBits())
+			return binary.LittleEndian.AppendUint64(buf, uint64(v.HighBits()))
+		}, nil
+	case *array.Float64:
+		return func(buf []byte, i int) []byte { return appendFloatKey(buf, a.Value(i)) }, nil
+	case *array.Float32:
+		return func(buf []byte, i int) []byte { return appendFloatKey(buf, float64(a.Value(i))) }, nil
+	}
+	return nil, fmt.Errorf("type %s cannot be a merge key", arr.DataType())
+}
+
+// appendFloatKey normalises -0 to 0 and every NaN to one NaN (Spark's join semantics).
+func appendFloatKey(buf []byte, f float64) []byte {
+	switch {
+	case f == 0:
+		f = 0
+	case f != f:
+		f = math.NaN()
+	}
+	return binary.LittleEndian.AppendUint64(buf, math.Float64bits(f))
+}
+
+// mayHoldKeys reports whether a target file can hold a row whose key equals a source key:
+// for every key column, a source value within the file's partition value or min/max
+// stats (or, with nullSafe, a null on both sides).
+func (s *mergeSource) mayHoldKeys(plan *mergePlan, a *Add, isPart map[string]bool) (bool, error) {
+	if len(s.index) == 0 {
+		return false, nil
+	}
+	var sv *fileStatsView
+	parsed := false
+	for k, name := range plan.keys {
+		f := plan.schema.Fields[plan.keyIdx[k]]
+		vals := s.keyVals[k]
+		if isPart[strings.ToLower(name)] {
+			var raw *string
+			for pk, pv := range a.PartitionValues {
+				if strings.EqualFold(pk, name) {
+					raw = pv
+				}
+			}
+			v, err := parsePartitionValue(f.Type, raw)
+			if err != nil {
+				return false, fmt.Errorf("file %s: %w", a.Path, err)
+			}
+			if v.kind == vNull {
+				if !(plan.nullSafe && s.keyNull[k]) {
+					return false, nil
+				}
+				continue
+			}
+			i := sort.Search(len(vals), func(i int) bool { return compareValues(vals[i], v) >= 0 })
+			if i == len(vals) || compareValues(vals[i], v) != 0 {
+				return false, nil
+			}
+			continue
+		}
+		if !parsed {
+			sv, parsed = parseStatsView(a.Stats), true
+		}
+		if sv == nil {
+			continue
+		}
+		path := []string{f.Name}
+		if plan.nullSafe && s.keyNull[k] {
+			if raw, ok := lookupPath(sv.nulls, path); !ok || fmt.Sprint(raw) != "0" {
+				continue // the file may hold null keys, which match
+			}
+		}
+		if sv.numRecords != nil {
+			if raw, ok := lookupPath(sv.nulls, path); ok && fmt.Sprint(raw) == fmt.Sprint(*sv.numRecords) {
+				return false, nil // only null keys, and those match nothing here
+			}
+		}
+		lo := 0
+		if raw, ok := lookupPath(sv.min, path); ok {
+			if mn, ok := statValue(f.Type, raw); ok {
+				lo = sort.Search(len(vals), func(i int) bool { return compareValues(vals[i], mn) >= 0 })
+			}
+		}
+		if lo == len(vals) {
+			return false, nil
+		}
+		if raw, ok := lookupPath(sv.max, path); ok {
+			if mx, ok := statValue(f.Type, raw); ok {
+				if p, isP := f.Type.(*PrimitiveType); isP && (p.Name == TypeTimestamp || p.Name == TypeTimestampNTZ) {
+					mx.i += 999 // stats are truncated to milliseconds
+				}
+				if compareValues(vals[lo], mx) > 0 {
+					return false, nil
+				}
+			}
+		}
+	}
+	return true, nil
+}
+
+// partitionPredicate is what the merge read, for conflict detection: the partitions that
+// can hold a source key (every partition unless a key column is a partition column).
+func (s *mergeSource) partitionPredicate(plan *mergePlan, snap *Snapshot) PartitionPredicate {
+	isPart := map[string]bool{}
+	for _, c := range snap.PartitionColumns() {
+		isPart[strings.ToLower(c)] = true
+	}
+	keyed := false
+	for _, k := range plan.keys {
+		keyed = keyed || isPart[strings.ToLower(k)]
+	}
+	if !keyed {
+		return func(map[string]*string) bool { return true }
+	}
+	return func(pv map[string]*string) bool {
+		ok, err := s.mayHoldKeys(plan, &Add{PartitionValues: pv}, isPart)
+		return err != nil || ok
+	}
+}
