@@ -245,7 +245,7 @@ type mergePlan struct {
 	matched   []boundClause
 	notMatch  []boundClause
 	bySource  []boundClause
-	onlyDel   bool // the only matched clause is an unconditional DELETE (duplicates allowed)
+	onlyDel   bool        // the only matched clause is an unconditional DELETE (duplicates allowed)
 	viewM     *StructType // "target.*" + "source.*" fields, for matched clauses
 	viewS     *StructType // "source.*"
 	viewT     *StructType // "target.*"
