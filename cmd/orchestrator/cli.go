@@ -48,6 +48,7 @@ func rootCommand() *command {
 			"and answers questions about the tables: their history, their rows at any version\n" +
 			"or time, their properties.",
 		subs: []*command{
+			runCommand(),
 			validateCommand(),
 			tableCommand(),
 			versionCommand(),

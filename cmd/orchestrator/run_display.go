@@ -1,0 +1,280 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/dag"
+	"github.com/orchestrator-io/orchestrator/jobs"
+)
+
+// runDisplay shows a run's progress on stderr. On a terminal it redraws one line per
+// stage (state, elapsed time, rows) a few times a second; elsewhere (a pipe, a log file,
+// the tests) it writes a line per state change. It also collects each stage's last
+// result for the summary. Stages report from their own goroutines, hence the mutex.
+type runDisplay struct {
+	w    io.Writer
+	now  func() time.Time
+	live bool
+
+	mu     sync.Mutex // guards everything below
+	order  []string
+	stages map[string]*stageView
+	drawn  int // lines drawn by the last redraw (live mode)
+
+	stopTicker chan struct{}
+	tickerDone sync.WaitGroup
+}
+
+// stageView is what is known of one stage.
+type stageView struct {
+	state    dag.State
+	attempts int
+	start    time.Time // of the first attempt
+	end      time.Time
+	progress jobs.Progress
+	result   jobs.Result
+	err      error
+}
+
+func newRunDisplay(w io.Writer, now func() time.Time) *runDisplay {
+	return &runDisplay{w: w, now: now, live: isTerminal(w), stages: map[string]*stageView{}}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// start sets the stages (in ready order) and, on a terminal, starts redrawing.
+func (d *runDisplay) start(order []string) {
+	d.mu.Lock()
+	d.order = order
+	for _, name := range order {
+		d.stages[name] = &stageView{state: dag.Queued}
+	}
+	d.mu.Unlock()
+	if !d.live {
+		return
+	}
+	d.stopTicker = make(chan struct{})
+	d.tickerDone.Add(1)
+	go func() {
+		defer d.tickerDone.Done()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-d.stopTicker:
+				return
+			case <-t.C:
+				d.mu.Lock()
+				d.redraw()
+				d.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// stop ends the redrawing goroutine, after a last redraw, and waits for it.
+func (d *runDisplay) stop() {
+	if !d.live {
+		return
+	}
+	close(d.stopTicker)
+	d.tickerDone.Wait()
+	d.mu.Lock()
+	d.redraw()
+	d.drawn = 0
+	d.mu.Unlock()
+}
+
+// event is the dag observer.
+func (d *runDisplay) event(ev dag.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.stages[ev.Node]
+	if s == nil {
+		return
+	}
+	s.state = ev.State
+	switch {
+	case ev.State == dag.Running:
+		s.attempts = ev.Attempt
+		if s.start.IsZero() {
+			s.start = ev.Time
+		}
+		s.progress = jobs.Progress{}
+	case ev.State.Terminal():
+		s.end = ev.Time
+		if ev.Err != nil {
+			s.err = ev.Err
+		}
+	}
+	if d.live {
+		d.redraw()
+		return
+	}
+	line := fmt.Sprintf("%s: %s", ev.Node, ev.State)
+	switch ev.State {
+	case dag.Running:
+		if ev.Attempt > 1 {
+			line += fmt.Sprintf(" (attempt %d)", ev.Attempt)
+		}
+	case dag.Retrying:
+		line += fmt.Sprintf(" in %s after attempt %d failed: %v", ev.Delay.Round(time.Millisecond), ev.Attempt, ev.Err)
+	case dag.Succeeded:
+		line += fmt.Sprintf(" in %s: %s", s.end.Sub(s.start).Round(time.Millisecond), rowsText(s.result))
+	case dag.Failed, dag.Cancelled:
+		if ev.Err != nil {
+			line += ": " + ev.Err.Error()
+		}
+	case dag.Skipped:
+		var se *dag.SkippedError
+		if errors.As(ev.Err, &se) {
+			line += fmt.Sprintf(": upstream stage %s failed", se.Upstream)
+		}
+	}
+	if ev.State != dag.Queued {
+		fmt.Fprintln(d.w, line)
+	}
+}
+
+// progress receives running row counts from a stage.
+func (d *runDisplay) progress(stage string, p jobs.Progress) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.stages[stage]; s != nil {
+		s.progress = p
+	}
+}
+
+// done receives each attempt's result; the last one is the stage's.
+func (d *runDisplay) done(stage string, attempt int, res jobs.Result, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s := d.stages[stage]; s != nil {
+		s.result = res
+		s.progress = jobs.Progress{RowsRead: res.RowsRead, RowsWritten: res.RowsWritten}
+	}
+}
+
+// Write lets log lines through without tearing the live display.
+func (d *runDisplay) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.live {
+		d.clear()
+	}
+	n, err := d.w.Write(p)
+	if d.live {
+		d.redraw()
+	}
+	return n, err
+}
+
+// clear moves the cursor up over the last drawing and erases it (live mode; d.mu held).
+func (d *runDisplay) clear() {
+	if d.drawn > 0 {
+		fmt.Fprintf(d.w, "\x1b[%dA\x1b[J", d.drawn)
+		d.drawn = 0
+	}
+}
+
+// redraw draws one line per stage (live mode; d.mu held).
+func (d *runDisplay) redraw() {
+	d.clear()
+	width := 0
+	for _, name := range d.order {
+		width = max(width, len(name))
+	}
+	var b strings.Builder
+	now := d.now()
+	for _, name := range d.order {
+		s := d.stages[name]
+		elapsed := ""
+		switch {
+		case !s.end.IsZero() && !s.start.IsZero():
+			elapsed = s.end.Sub(s.start).Round(100 * time.Millisecond).String()
+		case !s.start.IsZero():
+			elapsed = now.Sub(s.start).Round(100 * time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "  %-*s  %-9s  %8s  rows read %d, written %d\n", width, name, s.state, elapsed, s.progress.RowsRead, s.progress.RowsWritten)
+	}
+	io.WriteString(d.w, b.String())
+	d.drawn = len(d.order)
+}
+
+func rowsText(r jobs.Result) string {
+	t := fmt.Sprintf("%d rows read, %d written", r.RowsRead, r.RowsWritten)
+	if len(r.VersionsWritten) > 0 {
+		t += ", committed " + versionsText(r.VersionsWritten)
+	}
+	return t
+}
+
+func versionsText(vs []jobs.TableVersion) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = fmt.Sprintf("%s@v%d", v.Table, v.Version)
+	}
+	return strings.Join(parts, " ")
+}
+
+var summaryColumns = []column{
+	{name: "stage"},
+	{name: "status"},
+	{name: "attempts", numeric: true},
+	{name: "duration", numeric: true},
+	{name: "rows_in", numeric: true},
+	{name: "rows_out", numeric: true},
+	{name: "versions"},
+	{name: "notes"},
+}
+
+// summary is the final table: one row per stage, in ready order.
+func (d *runDisplay) summary(res dag.RunResult) [][]cell {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rows := make([][]cell, 0, len(res.Nodes))
+	for _, n := range res.Nodes {
+		s := d.stages[n.Name]
+		r := []cell{textCell(n.Name), textCell(string(n.State)), intCell(int64(n.Attempts)), nullCell, nullCell, nullCell, nullCell, nullCell}
+		if !n.Start.IsZero() {
+			dur := n.End.Sub(n.Start).Round(time.Millisecond)
+			r[3] = cell{text: dur.String(), json: dur.Seconds()}
+		}
+		if s != nil && n.Attempts > 0 {
+			r[4], r[5] = intCell(s.result.RowsRead), intCell(s.result.RowsWritten)
+			if vs := s.result.VersionsWritten; len(vs) > 0 {
+				list := make([]any, len(vs))
+				for i, v := range vs {
+					list[i] = object{{"table", v.Table}, {"version", v.Version}}
+				}
+				r[6] = cell{text: versionsText(vs), json: list}
+			}
+		}
+		var notes []string
+		if s != nil {
+			notes = append(notes, s.result.Notes...)
+		}
+		if n.Err != nil && n.State != dag.Succeeded {
+			notes = append(notes, n.Err.Error())
+		}
+		if len(notes) > 0 {
+			r[7] = cell{text: strings.Join(notes, "; "), json: notes}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
