@@ -10,6 +10,8 @@ func New(name string, cfg Config, consumers []Consumer) (Stage, error) {
 		return NewIngest(name, c), nil
 	case *CaptureHistoryConfig:
 		return NewCaptureHistory(name, c), nil
+	case *SCD2Config:
+		return NewSCD2Merge(name, c), nil
 	case *VacuumConfig:
 		return NewVacuum(name, c, consumers), nil
 	}

@@ -240,8 +240,26 @@ func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, nextSK fun
 	for i := range existing {
 		old[existing[i].SK] = &existing[i]
 	}
+	// A new version starting where a stored one that is not kept started replaces it in
+	// place (an update of that row), so that (key, valid_from) stays a row's identity.
+	byFrom := make(map[int64]int64, len(existing))
+	kept := make(map[int64]bool, len(out))
+	for _, v := range out {
+		if v.SK != 0 {
+			kept[v.SK] = true
+		}
+	}
+	for _, e := range existing {
+		if !kept[e.SK] {
+			byFrom[e.From] = e.SK
+		}
+	}
 	var changes []scdChange
 	for _, v := range out {
+		if sk, ok := byFrom[v.From]; ok && v.SK == 0 {
+			v.SK = sk
+			delete(byFrom, v.From)
+		}
 		if v.SK != 0 {
 			if o, ok := old[v.SK]; ok {
 				delete(old, v.SK)

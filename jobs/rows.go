@@ -1,0 +1,109 @@
+package jobs
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+)
+
+// Row values move between Arrow and the SCD fold as comparable Go values: nil, string,
+// int64 (every integer type, date32 days, timestamp microseconds), float64, bool and
+// decimal128.Num. Binary values are held as strings.
+
+// colValue returns row i of arr as a Go value.
+func colValue(arr arrow.Array, i int) (any, error) {
+	if arr.IsNull(i) {
+		return nil, nil
+	}
+	switch a := arr.(type) {
+	case *array.String:
+		return a.Value(i), nil
+	case *array.LargeString:
+		return a.Value(i), nil
+	case *array.Binary:
+		return string(a.Value(i)), nil
+	case *array.Int8:
+		return int64(a.Value(i)), nil
+	case *array.Int16:
+		return int64(a.Value(i)), nil
+	case *array.Int32:
+		return int64(a.Value(i)), nil
+	case *array.Int64:
+		return a.Value(i), nil
+	case *array.Float32:
+		return float64(a.Value(i)), nil
+	case *array.Float64:
+		return a.Value(i), nil
+	case *array.Boolean:
+		return a.Value(i), nil
+	case *array.Date32:
+		return int64(a.Value(i)), nil
+	case *array.Timestamp:
+		unit := a.DataType().(*arrow.TimestampType).Unit
+		return toMicros(int64(a.Value(i)), unit), nil
+	case *array.Decimal128:
+		return a.Value(i), nil
+	}
+	return nil, fmt.Errorf("column type %s is not supported here", arr.DataType())
+}
+
+func toMicros(v int64, unit arrow.TimeUnit) int64 {
+	switch unit {
+	case arrow.Second:
+		return v * 1_000_000
+	case arrow.Millisecond:
+		return v * 1_000
+	case arrow.Nanosecond:
+		return v / 1_000
+	}
+	return v
+}
+
+// appendValue appends a Go value (as colValue returns them) to a builder.
+func appendValue(b array.Builder, v any) error {
+	if v == nil {
+		b.AppendNull()
+		return nil
+	}
+	switch b := b.(type) {
+	case *array.StringBuilder:
+		b.Append(v.(string))
+	case *array.BinaryBuilder:
+		b.Append([]byte(v.(string)))
+	case *array.Int8Builder:
+		b.Append(int8(v.(int64)))
+	case *array.Int16Builder:
+		b.Append(int16(v.(int64)))
+	case *array.Int32Builder:
+		b.Append(int32(v.(int64)))
+	case *array.Int64Builder:
+		b.Append(v.(int64))
+	case *array.Float32Builder:
+		b.Append(float32(v.(float64)))
+	case *array.Float64Builder:
+		b.Append(v.(float64))
+	case *array.BooleanBuilder:
+		b.Append(v.(bool))
+	case *array.Date32Builder:
+		b.Append(arrow.Date32(v.(int64)))
+	case *array.TimestampBuilder:
+		unit := b.Type().(*arrow.TimestampType).Unit
+		micros := v.(int64)
+		switch unit {
+		case arrow.Second:
+			micros /= 1_000_000
+		case arrow.Millisecond:
+			micros /= 1_000
+		case arrow.Nanosecond:
+			micros *= 1_000
+		}
+		b.Append(arrow.Timestamp(micros))
+	case *array.Decimal128Builder:
+		b.Append(v.(decimal128.Num))
+	default:
+		return fmt.Errorf("column type %s is not supported here", b.Type())
+	}
+	return nil
+}

@@ -1,0 +1,385 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// SCD2Merge maintains a type 2 slowly changing dimension (STAGES.md, scd2_merge): each
+// change of a key's tracked columns closes the key's current row at the change's sequence
+// value and adds a new current row; late events split the interval they fall in; deletes
+// close (or tombstone) the current row; type 1 columns are overwritten in place.
+//
+// The source is a table's change feed since the last merged version (source_changes) or
+// its snapshot, compared with the dimension's current rows. The stage reads the
+// dimension's rows for the keys in the batch, folds the batch into them (scd2_core.go),
+// and applies the result as ONE Delta MERGE on (keys, valid_from): closed and changed
+// rows are updated in place, new versions inserted with a generated surrogate key
+// (identity column), removed versions deleted; the commit also carries the batch's txn
+// (appId "scd2_merge:<target>:<source>", version = last source version), so a rerun
+// writes nothing. The dimension's change feed then shows update_preimage/postimage for
+// each closed row and an insert for each new version; unchanged rows never appear.
+type SCD2Merge struct {
+	name string
+	cfg  *SCD2Config
+}
+
+// NewSCD2Merge returns the stage for a validated config.
+func NewSCD2Merge(name string, cfg *SCD2Config) *SCD2Merge { return &SCD2Merge{name: name, cfg: cfg} }
+
+// Name implements Stage.
+func (s *SCD2Merge) Name() string { return s.name }
+
+// Kind implements Stage.
+func (s *SCD2Merge) Kind() Kind { return KindSCD2Merge }
+
+// AppID is the txn appId under which the stage records the last merged source version.
+func (s *SCD2Merge) AppID() string { return "scd2_merge:" + s.cfg.Target + ":" + s.cfg.Source }
+
+// Run implements Stage.
+func (s *SCD2Merge) Run(ctx context.Context, env *Env) (Result, error) {
+	start := time.Now()
+	res, err := s.run(ctx, env)
+	res.Duration = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("scd2_merge %s: %w", s.name, err)
+	}
+	return res, nil
+}
+
+// scdLayout locates the dimension's columns.
+type scdLayout struct {
+	data               []*delta.StructField // dimension columns other than the SCD columns
+	spec               scdSpec
+	sk, from, to, curr string
+}
+
+func (s *SCD2Merge) layout(dim *delta.StructType) (*scdLayout, error) {
+	l := &scdLayout{
+		sk:   s.cfg.Columns.SurrogateKey,
+		from: or(s.cfg.Columns.ValidFrom, "valid_from"),
+		to:   or(s.cfg.Columns.ValidTo, "valid_to"),
+		curr: or(s.cfg.Columns.IsCurrent, "is_current"),
+		spec: scdSpec{deletes: or(s.cfg.Deletes, "ignore"), end: SeqMax},
+	}
+	scd := map[string]bool{strings.ToLower(l.from): true, strings.ToLower(l.to): true, strings.ToLower(l.curr): true}
+	if l.sk != "" {
+		scd[strings.ToLower(l.sk)] = true
+		f := dim.Field(l.sk)
+		if f == nil {
+			return nil, fmt.Errorf("dimension has no surrogate key column %s", l.sk)
+		}
+		if _, ok := f.Metadata["delta.identity.start"]; !ok {
+			return nil, fmt.Errorf("surrogate key column %s must be an identity column (declare identity: {start: 1, step: 1})", l.sk)
+		}
+	}
+	for _, name := range []string{l.from, l.to, l.curr} {
+		if dim.Field(name) == nil {
+			return nil, fmt.Errorf("dimension has no column %s", name)
+		}
+	}
+	for _, f := range dim.Fields {
+		if !scd[strings.ToLower(f.Name)] {
+			l.data = append(l.data, f)
+		}
+	}
+	index := func(name string) int {
+		for i, f := range l.data {
+			if strings.EqualFold(f.Name, name) {
+				return i
+			}
+		}
+		return -1
+	}
+	isKey := map[int]bool{}
+	for _, k := range s.cfg.Keys {
+		i := index(k)
+		if i < 0 {
+			return nil, fmt.Errorf("dimension has no key column %s", k)
+		}
+		l.spec.keys = append(l.spec.keys, i)
+		isKey[i] = true
+	}
+	tracked := map[int]bool{}
+	switch {
+	case len(s.cfg.Track) > 0:
+		for _, c := range s.cfg.Track {
+			i := index(c)
+			if i < 0 {
+				return nil, fmt.Errorf("dimension has no tracked column %s", c)
+			}
+			tracked[i] = true
+		}
+	default:
+		except := map[string]bool{}
+		for _, c := range append(append([]string{}, s.cfg.TrackExcept...), s.cfg.Type1...) {
+			except[strings.ToLower(c)] = true
+		}
+		for i, f := range l.data {
+			if !isKey[i] && !except[strings.ToLower(f.Name)] {
+				tracked[i] = true
+			}
+		}
+	}
+	for i := range l.data {
+		switch {
+		case isKey[i]:
+		case tracked[i]:
+			l.spec.tracked = append(l.spec.tracked, i)
+		default:
+			l.spec.type1 = append(l.spec.type1, i)
+		}
+	}
+	return l, nil
+}
+
+func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
+	var res Result
+	srcDecl, err := env.declared(s.cfg.Source)
+	if err != nil {
+		return res, err
+	}
+	dstDecl, err := env.declared(s.cfg.Target)
+	if err != nil {
+		return res, err
+	}
+	src, err := env.openTable(ctx, srcDecl)
+	if err != nil {
+		return res, err
+	}
+	srcSnap, err := src.Snapshot(ctx)
+	if err != nil {
+		return res, err
+	}
+	latest := srcSnap.Version()
+	dst, err := env.openOrCreate(ctx, dstDecl)
+	if err != nil {
+		return res, err
+	}
+	dstSnap, err := dst.Snapshot(ctx)
+	if err != nil {
+		return res, err
+	}
+	l, err := s.layout(dstSnap.Schema())
+	if err != nil {
+		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
+	}
+	res.VersionsRead = []TableVersion{{Table: srcDecl.Name, Version: latest}}
+	last, merged := dstSnap.TxnVersion(s.AppID())
+	if merged && last >= latest {
+		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s merged through version %d", srcDecl.Name, latest))
+		return res, nil
+	}
+
+	events := map[string][]scdEvent{}
+	var order []string
+	add := func(e scdEvent) {
+		k := keyString(e.row, l.spec.keys)
+		if _, ok := events[k]; !ok {
+			order = append(order, k)
+		}
+		events[k] = append(events[k], e)
+	}
+	if s.cfg.SourceChanges {
+		from := last + 1
+		if !merged {
+			if from, err = feedStart(ctx, src, srcSnap); err != nil {
+				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+			}
+		}
+		err = s.readChanges(ctx, src, from, latest, l, add, &res)
+	} else {
+		err = s.readSnapshot(ctx, srcSnap, l, add, &res)
+	}
+	if err != nil {
+		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+	}
+
+	if !s.cfg.SourceChanges && l.spec.deletes != "ignore" {
+		// A snapshot source deletes the current keys it no longer has.
+		if err := s.snapshotDeletes(ctx, dstSnap, l, events, srcSnap.Timestamp().UnixMicro(), add); err != nil {
+			return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
+		}
+	}
+	existing, err := s.readVersions(ctx, dstSnap, l, events)
+	if err != nil {
+		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
+	}
+	var changes []scdChange
+	for _, k := range order {
+		evs, err := normalizeBatch(k, events[k])
+		if err != nil {
+			return res, err
+		}
+		changes = append(changes, foldKey(&l.spec, existing[k], evs, func() int64 { return 0 })...)
+	}
+	mr, err := s.apply(ctx, env, dst, dstSnap, l, changes, latest)
+	if err != nil {
+		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
+	}
+	res.RowsWritten = mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
+	res.FilesWritten = mr.NumTargetFilesAdded
+	res.BytesWritten = mr.NumTargetBytesAdded
+	if mr.Committed {
+		res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: mr.Version}}
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%d new versions, %d rows closed or changed, %d removed", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
+	return res, nil
+}
+
+// sourceRow reads the dimension's data columns of row i of a source batch.
+func sourceRow(rec arrow.RecordBatch, l *scdLayout, i int, cols []int) ([]any, error) {
+	row := make([]any, len(l.data))
+	for j, c := range cols {
+		v, err := colValue(rec.Column(c), i)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", l.data[j].Name, err)
+		}
+		row[j] = v
+	}
+	return row, nil
+}
+
+// sourceColumns maps the dimension's data columns to a source batch's columns.
+func sourceColumns(schema *arrow.Schema, l *scdLayout) ([]int, error) {
+	cols := make([]int, len(l.data))
+	for j, f := range l.data {
+		idx := -1
+		for i, sf := range schema.Fields() {
+			if strings.EqualFold(sf.Name, f.Name) {
+				idx = i
+			}
+		}
+		if idx < 0 {
+			return nil, fmt.Errorf("source has no column %s, which the dimension needs", f.Name)
+		}
+		cols[j] = idx
+	}
+	return cols, nil
+}
+
+// seqColumn finds the sequence_by column (or the fallback) in a batch.
+func seqColumn(schema *arrow.Schema, name string) (int, error) {
+	for i, f := range schema.Fields() {
+		if strings.EqualFold(f.Name, name) {
+			switch f.Type.ID() {
+			case arrow.TIMESTAMP, arrow.DATE32:
+				return i, nil
+			}
+			return 0, fmt.Errorf("sequence_by column %s is %s; expected a timestamp or date, since it becomes valid_from", name, f.Type)
+		}
+	}
+	return 0, fmt.Errorf("source has no sequence_by column %s", name)
+}
+
+func seqValue(arr arrow.Array, i int) (int64, bool) {
+	if arr.IsNull(i) {
+		return 0, false
+	}
+	switch a := arr.(type) {
+	case *array.Date32:
+		return int64(a.Value(i)) * 86_400_000_000, true
+	case *array.Timestamp:
+		return toMicros(int64(a.Value(i)), a.DataType().(*arrow.TimestampType).Unit), true
+	}
+	return 0, false
+}
+
+// readChanges turns the source's change feed over [from, to] into events: inserts and
+// update post-images are upserts, deletes are deletes, pre-images are skipped.
+func (s *SCD2Merge) readChanges(ctx context.Context, src *delta.Table, from, to int64, l *scdLayout, add func(scdEvent), res *Result) error {
+	if from > to {
+		return nil
+	}
+	rd, err := src.Changes(ctx, delta.ChangesOptions{
+		StartVersion: &from, EndVersion: &to,
+		Types: []string{delta.ChangeInsert, delta.ChangeUpdatePostimage, delta.ChangeDelete},
+	})
+	if err != nil {
+		return err
+	}
+	defer rd.Release()
+	seqName := or(s.cfg.SequenceBy, delta.CommitTimestampColumn)
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		cols, err := sourceColumns(rec.Schema(), l)
+		if err != nil {
+			return err
+		}
+		seqIdx, err := seqColumn(rec.Schema(), seqName)
+		if err != nil {
+			return err
+		}
+		typeIdx := rec.Schema().FieldIndices(delta.ChangeTypeColumn)[0]
+		types := rec.Column(typeIdx).(*array.String)
+		commitIdx, err := seqColumn(rec.Schema(), delta.CommitTimestampColumn)
+		if err != nil {
+			return err
+		}
+		for i := range int(rec.NumRows()) {
+			row, err := sourceRow(rec, l, i, cols)
+			if err != nil {
+				return err
+			}
+			seq, ok := seqValue(rec.Column(seqIdx), i)
+			if !ok {
+				return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), seqName)
+			}
+			del := types.Value(i) == delta.ChangeDelete
+			if at, ok := seqValue(rec.Column(commitIdx), i); del && ok && at > seq {
+				// A deleted row carries its last values; the delete happened at its commit.
+				seq = at
+			}
+			add(scdEvent{seq: seq, delete: del, row: row})
+		}
+		res.RowsRead += rec.NumRows()
+	}
+	return rd.Err()
+}
+
+// readSnapshot turns every source row into an upsert at its sequence value (default: the
+// source version's commit time).
+func (s *SCD2Merge) readSnapshot(ctx context.Context, snap *delta.Snapshot, l *scdLayout, add func(scdEvent), res *Result) error {
+	sc, err := snap.Scan(ctx, delta.ScanOptions{})
+	if err != nil {
+		return err
+	}
+	defer sc.Release()
+	at := snap.Timestamp().UnixMicro()
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		cols, err := sourceColumns(rec.Schema(), l)
+		if err != nil {
+			return err
+		}
+		seqIdx := -1
+		if s.cfg.SequenceBy != "" {
+			if seqIdx, err = seqColumn(rec.Schema(), s.cfg.SequenceBy); err != nil {
+				return err
+			}
+		}
+		for i := range int(rec.NumRows()) {
+			row, err := sourceRow(rec, l, i, cols)
+			if err != nil {
+				return err
+			}
+			seq := at
+			if seqIdx >= 0 {
+				var ok bool
+				if seq, ok = seqValue(rec.Column(seqIdx), i); !ok {
+					return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), s.cfg.SequenceBy)
+				}
+			}
+			add(scdEvent{seq: seq, row: row})
+		}
+		res.RowsRead += rec.NumRows()
+	}
+	return sc.Err()
+}
