@@ -485,3 +485,23 @@ func TestWriterGateRefusesUnsupportedFeatures(t *testing.T) {
 		t.Fatalf("err = %v, want unsupported table feature: checkConstraints", err)
 	}
 }
+
+func TestCDCActionsNeedChangeDataFeed(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		props := map[string]string{}
+		if enabled {
+			props["delta.enableChangeDataFeed"] = "true"
+		}
+		tbl, _, _ := newTestTable(t, props)
+		snap, _ := tbl.Snapshot(context.Background())
+		tx := tbl.NewTransaction(snap, delta.TxOptions{Operation: "UPDATE"})
+		tx.AddCDC(&delta.CDC{Path: "_change_data/part=a/cdc-1.parquet", PartitionValues: map[string]*string{"part": strp("a")}, Size: 10})
+		_, err := tx.Commit(context.Background())
+		if enabled && err != nil {
+			t.Errorf("cdc with the feed enabled: %v", err)
+		}
+		if !enabled && (err == nil || !strings.Contains(err.Error(), "change data feed")) {
+			t.Errorf("cdc without the feed: err = %v", err)
+		}
+	}
+}

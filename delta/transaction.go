@@ -328,6 +328,12 @@ func (tx *Transaction) validate() error {
 			if appendOnly && a.Remove.DataChange {
 				return fmt.Errorf("table is append-only (delta.appendOnly=true): cannot remove %s", a.Remove.Path)
 			}
+		case a.CDC != nil:
+			if !strings.EqualFold(md.Configuration[PropEnableChangeDataFeed], "true") {
+				return fmt.Errorf("cdc file %s: the table does not enable the change data feed (%s)", a.CDC.Path, PropEnableChangeDataFeed)
+			}
+		case a.DomainMetadata != nil:
+			return &UnsupportedFeatureError{Feature: FeatureDomainMetadata, Write: true}
 		}
 	}
 	_ = schema
