@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 )
@@ -328,4 +329,22 @@ func TestGoldenChangeDataFeedStart(t *testing.T) {
 			t.Errorf("%s: ChangeDataFeedStart = %d, %v; want %d", table, got, err, want)
 		}
 	}
+}
+
+// Every Arrow buffer the feed allocates is released with the reader.
+func TestChangeDataFeedReleasesMemory(t *testing.T) {
+	dir := goldenDir(t)
+	tbl, err := openDir(t, filepath.Join(dir, "delta-rs", "cdf-table"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	r, err := tbl.Changes(context.Background(), delta.ChangesOptions{StartVersion: ptr(int64(0)), Allocator: alloc, BatchSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := changeRows(t, r, []string{"id", "_change_type"}); len(got) != 23 {
+		t.Errorf("%d rows, want 23", len(got))
+	}
+	alloc.AssertSize(t, 0)
 }

@@ -32,6 +32,12 @@ type ChangesReader struct {
 	rec     arrow.RecordBatch
 	err     error
 	refs    atomic.Int64
+
+	// consts caches the constant columns (change type, version, timestamp) of the last
+	// batch, reused while the unit and the batch length stay the same.
+	consts     []arrow.Array
+	constsUnit *cdfUnit
+	constsN    int
 }
 
 var _ array.RecordReader = (*ChangesReader)(nil)
@@ -120,6 +126,8 @@ func (r *ChangesReader) Release() {
 }
 
 func (r *ChangesReader) closeUnit() {
+	releaseAll(r.consts)
+	r.consts, r.constsUnit = nil, nil
 	if r.cur != nil {
 		r.cur.Release()
 		r.cur = nil
@@ -203,27 +211,36 @@ func (r *ChangesReader) finish(in arrow.RecordBatch) (arrow.RecordBatch, error) 
 	n := int(in.NumRows())
 	cols := make([]arrow.Array, 0, r.out.NumFields())
 	for i := range r.dataCols {
-		c := in.Column(i)
-		c.Retain()
-		cols = append(cols, c)
+		cols = append(cols, in.Column(i))
 	}
-	var owned []arrow.Array
-	defer func() { releaseAll(owned) }()
 	if r.curUnit.changeType == "" {
 		c := in.Column(len(r.dataCols))
 		if _, ok := c.(*array.String); !ok {
-			releaseAll(cols)
 			return nil, fmt.Errorf("%s column has type %s, want string", ChangeTypeColumn, c.DataType())
 		}
-		c.Retain()
 		cols = append(cols, c)
-	} else {
+	}
+	cols = append(cols, r.constColumns(n)...)
+	return array.NewRecordBatch(r.out, cols, int64(n)), nil // retains cols
+}
+
+// constColumns returns the unit's constant columns for a batch of n rows: the change
+// type (unless it comes from the file), the version and the timestamp.
+func (r *ChangesReader) constColumns(n int) []arrow.Array {
+	u := r.curUnit
+	if r.constsUnit == u && r.constsN == n {
+		return r.consts
+	}
+	releaseAll(r.consts)
+	r.consts = nil
+	if u.changeType != "" {
 		b := array.NewStringBuilder(r.mem)
 		b.Reserve(n)
+		b.ReserveData(n * len(u.changeType))
 		for i := 0; i < n; i++ {
-			b.Append(r.curUnit.changeType)
+			b.Append(u.changeType)
 		}
-		cols = append(cols, b.NewArray())
+		r.consts = append(r.consts, b.NewArray())
 		b.Release()
 	}
 	vb := array.NewInt64Builder(r.mem)
@@ -231,14 +248,14 @@ func (r *ChangesReader) finish(in arrow.RecordBatch) (arrow.RecordBatch, error) 
 	tb := array.NewTimestampBuilder(r.mem, arrowTimestampUTC)
 	tb.Reserve(n)
 	for i := 0; i < n; i++ {
-		vb.UnsafeAppend(r.curUnit.version)
-		tb.UnsafeAppend(arrow.Timestamp(r.curUnit.tsMicros))
+		vb.UnsafeAppend(u.version)
+		tb.UnsafeAppend(arrow.Timestamp(u.tsMicros))
 	}
-	cols = append(cols, vb.NewArray(), tb.NewArray())
+	r.consts = append(r.consts, vb.NewArray(), tb.NewArray())
 	vb.Release()
 	tb.Release()
-	owned = cols
-	return array.NewRecordBatch(r.out, cols, int64(n)), nil
+	r.constsUnit, r.constsN = u, n
+	return r.consts
 }
 
 // fail records the error that ends the stream. A data file deleted by VACUUM is reported
