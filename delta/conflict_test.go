@@ -363,3 +363,32 @@ func TestCommitWithRetryOverwrites(t *testing.T) {
 		})
 	}
 }
+
+// Under WriteSerializable (delta.isolationLevel) a blind append that commits first does
+// not fail a concurrent rewrite of the same partition; under Serializable it does.
+func TestWriteSerializableIgnoresBlindAppends(t *testing.T) {
+	for _, level := range []string{"Serializable", "WriteSerializable"} {
+		t.Run(level, func(t *testing.T) {
+			tbl, st, _ := newTestTable(t, map[string]string{"delta.isolationLevel": level})
+			ctx := context.Background()
+			appendFiles(t, tbl, addFile("part=a/seed.parquet", "a", 1))
+			snap, _ := tbl.Snapshot(ctx)
+			del := deletePartition("a")(tbl, snap, "loser")
+			appendFiles(t, tbl, addFile("part=a/new.parquet", "a", 1))
+			_, err := del.Commit(ctx)
+			var ce *delta.ConflictError
+			if level == "Serializable" && (!errors.As(err, &ce) || ce.Kind != delta.ConflictConcurrentAppend) {
+				t.Errorf("err = %v, want ConcurrentAppend", err)
+			}
+			if level == "WriteSerializable" && err != nil {
+				t.Errorf("err = %v, want the delete to commit", err)
+			}
+			if level == "WriteSerializable" {
+				lines := commitLines(t, st, "warehouse/t/_delta_log/00000000000000000003.json")
+				if lines[0]["commitInfo"]["isolationLevel"] != "WriteSerializable" {
+					t.Errorf("commitInfo = %v", lines[0]["commitInfo"])
+				}
+			}
+		})
+	}
+}

@@ -40,7 +40,7 @@ type TxOptions struct {
 	Lineage *Lineage
 	// UserMetadata is commitInfo.userMetadata.
 	UserMetadata string
-	// IsolationLevel defaults to Serializable.
+	// IsolationLevel defaults to the table's delta.isolationLevel, else Serializable.
 	IsolationLevel IsolationLevel
 	// MaxAttempts bounds commit retries; default DefaultMaxCommitAttempts.
 	MaxAttempts int
@@ -94,6 +94,12 @@ func (t *Table) NewTransaction(snap *Snapshot, opts TxOptions) *Transaction {
 	}
 	if snap != nil {
 		tx.readVersion = snap.version
+	}
+	if tx.isolation == "" && snap != nil {
+		// The table's delta.isolationLevel, when it names a level we implement.
+		if l := IsolationLevel(snap.Metadata().Configuration[PropIsolationLevel]); l == Serializable || l == WriteSerializable {
+			tx.isolation = l
+		}
 	}
 	if tx.isolation == "" {
 		tx.isolation = Serializable
