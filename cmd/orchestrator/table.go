@@ -29,7 +29,7 @@ const tableArgHelp = "TABLE is a table name declared in the pipeline given with 
 func tableCommand() *command {
 	return &command{
 		name:    "table",
-		summary: "ask a Delta table about its history, rows, changes and properties",
+		summary: "ask a Delta table about its history, rows, changes and properties; vacuum, restore",
 		help:    "Inspect and maintain Delta tables.\n\n" + tableArgHelp,
 		subs: []*command{
 			historyCommand(),
@@ -37,6 +37,7 @@ func tableCommand() *command {
 			changesCommand(),
 			propertiesCommand(),
 			vacuumCommand(),
+			restoreCommand(),
 		},
 	}
 }
