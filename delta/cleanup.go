@@ -122,7 +122,18 @@ func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot) (*CleanupResult,
 			doomed = append(doomed, name)
 		}
 	}
+	if len(doomed) == 0 {
+		return res, nil
+	}
 	sort.Strings(doomed)
+	// The kept checkpoint becomes the only way into the older part of the log: make sure
+	// it loads before deleting what it replaces (a bad one is skipped for an older one).
+	if s, err := t.SnapshotAt(ctx, keep); err != nil || s.CheckpointVersion() != keep {
+		if err == nil {
+			err = fmt.Errorf("it does not load (the snapshot came from checkpoint %d)", s.CheckpointVersion())
+		}
+		return nil, fmt.Errorf("checkpoint %d cannot replace the log before it: %w", keep, err)
+	}
 	// Oldest first: a crash midway leaves a log that still starts at a readable point.
 	for _, name := range doomed {
 		if err := t.store.Delete(ctx, prefix+name); err != nil {

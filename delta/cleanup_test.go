@@ -151,3 +151,21 @@ func TestLogCleanupProperties(t *testing.T) {
 		}
 	})
 }
+
+// A checkpoint that does not load never replaces the log before it.
+func TestLogCleanupKeepsLogBeforeBadCheckpoint(t *testing.T) {
+	tbl, st, clock := cleanupTable(t, map[string]string{delta.PropEnableExpiredLogCleanup: "false"})
+	ctx := context.Background()
+	putFile(t, st, "wh/t/_delta_log/"+logName(10, "checkpoint.parquet"), "not parquet")
+	if _, err := tbl.SetProperties(ctx, map[string]string{delta.PropEnableExpiredLogCleanup: "true"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(100 * day)
+	_, err := tbl.CleanupLog(ctx)
+	if err == nil || !strings.Contains(err.Error(), "checkpoint 10 cannot replace the log before it") {
+		t.Fatalf("cleanup error = %v", err)
+	}
+	if names := logNames(t, st); !slices.Contains(names, logName(0, "json")) {
+		t.Errorf("log deleted although the checkpoint is bad: %v", names)
+	}
+}
