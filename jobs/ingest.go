@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -116,7 +115,7 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
 	if s.cfg.Mode == "upsert" {
-		return res, errors.New("mode upsert cannot run in this build yet")
+		return res, s.upsertFiles(ctx, env, decl, tbl, todo, loadTime, &res)
 	}
 	return res, s.appendFiles(ctx, env, decl, tbl, snap, todo, loadTime, &res)
 }
@@ -198,6 +197,12 @@ type badRecord struct {
 // decodeFile decodes one source file into batches of the table's schema (lineage
 // columns added) and hands each to emit.
 func (s *Ingest) decodeFile(ctx context.Context, env *Env, snap *delta.Snapshot, f *sourceFile, loadTime time.Time, res *Result, emit func(arrow.RecordBatch) error) ([]*badRecord, error) {
+	return s.decodeFileWith(ctx, env, snap, f, loadTime, res, nil, emit)
+}
+
+// decodeFileWith is decodeFile with extra file columns (those delete_when reads) decoded
+// as strings and passed on after the table's columns.
+func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snapshot, f *sourceFile, loadTime time.Time, res *Result, extra []string, emit func(arrow.RecordBatch) error) ([]*badRecord, error) {
 	var r io.Reader
 	format := s.format(f.Name)
 	if format == decode.Parquet {
@@ -219,8 +224,20 @@ func (s *Ingest) decodeFile(ctx context.Context, env *Env, snap *delta.Snapshot,
 	if s.cfg.OnError == "skip" || s.cfg.OnError == "quarantine" {
 		onError = decode.Skip
 	}
+	schema := s.decodeSchema(snap.Schema())
+	target, err := delta.ArrowSchema(snap.Schema())
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range extra {
+		if snap.Schema().Field(name) != nil || schema.Field(name) != nil {
+			continue
+		}
+		schema = &delta.StructType{Fields: append(append([]*delta.StructField(nil), schema.Fields...), &delta.StructField{Name: name, Type: &delta.PrimitiveType{Name: delta.TypeString}, Nullable: true})}
+		target = arrow.NewSchema(append(append([]arrow.Field(nil), target.Fields()...), arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true}), nil)
+	}
 	opts := decode.Options{
-		Schema:    s.decodeSchema(snap.Schema()),
+		Schema:    schema,
 		Format:    format,
 		BatchSize: s.cfg.BatchSize,
 		OnError:   onError,
@@ -251,10 +268,6 @@ func (s *Ingest) decodeFile(ctx context.Context, env *Env, snap *delta.Snapshot,
 		return nil, err
 	}
 	defer rd.Release()
-	target, err := delta.ArrowSchema(snap.Schema())
-	if err != nil {
-		return nil, err
-	}
 	for rd.Next() {
 		rec, err := s.withLineage(rd.RecordBatch(), target, f.Name, loadTime)
 		if err != nil {

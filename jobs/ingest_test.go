@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/jobs/decode"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
@@ -129,30 +130,77 @@ func TestIngestBadRecords(t *testing.T) {
 }
 
 func TestIngestCrashAtEveryOperation(t *testing.T) {
-	setup := func() (*faultstore.Store, *Env, *Table) {
-		sales := salesTable(t)
-		fs := faultstore.New(mem.New(mem.Config{}))
-		env, landing := ingestEnv(t, fs, sales)
-		putFile(t, landing, "sales/a.csv", day1)
-		putFile(t, landing, "sales/b.csv", day2)
-		return fs, env, sales
+	for _, mode := range []string{"append", "upsert"} {
+		t.Run(mode, func(t *testing.T) {
+			setup := func() (*faultstore.Store, *Env, *Table) {
+				sales := salesTable(t)
+				fs := faultstore.New(mem.New(mem.Config{}))
+				env, landing := ingestEnv(t, fs, sales)
+				putFile(t, landing, "sales/a.csv", day1)
+				putFile(t, landing, "sales/b.csv", "id,qty,amount,sold_at\nT2,3,99.00,2026-01-15T09:00:00Z\nT3,5,9.95,2026-01-15 11:05:00\n")
+				return fs, env, sales
+			}
+			cfg := &IngestConfig{Source: "/landing/sales/*.csv", Target: "bronze.sales", Mode: mode}
+			if mode == "upsert" {
+				cfg.Keys = []string{"id"}
+			}
+			stage := NewIngest("ingest", cfg)
+			fs, env, sales := setup()
+			runStage(t, stage, env)
+			ops := fs.Count()
+			want := tableRows(t, env, sales)
+			for n := 1; n <= ops; n++ {
+				fs, env, sales := setup()
+				fs.FailNth(n, true, false)
+				if _, err := stage.Run(context.Background(), env); err == nil && fs.Injected() {
+					t.Fatalf("crash at op %d: run reported success", n)
+				}
+				fs.Heal()
+				runStage(t, stage, env)
+				runStage(t, stage, env)
+				if got := tableRows(t, env, sales); !slices.Equal(got, want) {
+					t.Fatalf("crash at op %d then rerun:\n%s", n, diff(got, want))
+				}
+			}
+		})
 	}
-	stage := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: "bronze.sales"})
-	fs, env, sales := setup()
-	runStage(t, stage, env)
-	ops := fs.Count()
-	want := tableRows(t, env, sales)
-	for n := 1; n <= ops; n++ {
-		fs, env, sales := setup()
-		fs.FailNth(n, true, false)
-		if _, err := stage.Run(context.Background(), env); err == nil && fs.Injected() {
-			t.Fatalf("crash at op %d: run reported success", n)
+}
+
+func TestIngestUpsertCorrectionsAndDeletes(t *testing.T) {
+	ctx := context.Background()
+	sales := salesTable(t)
+	env, landing := ingestEnv(t, mem.New(mem.Config{}), sales)
+	putFile(t, landing, "sales/2026-01-14.csv", "id,qty,amount,sold_at,op\nT1,2,23.80,2026-01-14T09:12:00Z,\nT2,1,149.00,2026-01-14T10:40:00Z,\n")
+	putFile(t, landing, "sales/2026-01-15.csv", "id,qty,amount,sold_at,op\nT2,1,129.00,2026-01-14T10:40:00Z,U\nT3,5,9.95,2026-01-15T11:05:00Z,\nT1,2,23.80,2026-01-14T09:12:00Z,D\n")
+	stage := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: sales.Name, Mode: "upsert", Keys: []string{"id"}, DeleteWhen: "op = 'D'"})
+	res := runStage(t, stage, env)
+	if len(res.VersionsWritten) != 2 {
+		t.Fatalf("result %+v, want one commit per file", res)
+	}
+	if got, want := tableRows(t, env, sales, "id", "amount", "source_file"), []string{"T2|129|/landing/sales/2026-01-15.csv", "T3|9.95|/landing/sales/2026-01-15.csv"}; !slices.Equal(got, want) {
+		t.Fatalf("rows:\n%s", diff(got, want))
+	}
+	// The second file's commit shows the correction as an update and the delete.
+	v := res.VersionsWritten[1].Version
+	tbl, _ := env.openTable(ctx, sales)
+	rd, err := tbl.Changes(ctx, delta.ChangesOptions{StartVersion: &v, EndVersion: &v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var feed []string
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		for i := range int(rec.NumRows()) {
+			feed = append(feed, rec.Column(rec.Schema().FieldIndices("_change_type")[0]).ValueStr(i)+" "+rec.Column(0).ValueStr(i)+" "+rec.Column(2).ValueStr(i))
 		}
-		fs.Heal()
-		runStage(t, stage, env)
-		runStage(t, stage, env)
-		if got := tableRows(t, env, sales); !slices.Equal(got, want) {
-			t.Fatalf("crash at op %d then rerun:\n%s", n, diff(got, want))
-		}
+	}
+	rd.Release()
+	slices.Sort(feed)
+	want := []string{"delete T1 23.8", "insert T3 9.95", "update_postimage T2 129", "update_preimage T2 149"}
+	if !slices.Equal(feed, want) {
+		t.Fatalf("change feed of the second file:\n%s", diff(feed, want))
+	}
+	if res := runStage(t, stage, env); len(res.VersionsWritten) != 0 {
+		t.Fatalf("rerun wrote %+v", res.VersionsWritten)
 	}
 }
