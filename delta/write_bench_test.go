@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,13 +72,25 @@ func benchRecords(b *testing.B) (*StructType, []arrow.RecordBatch) {
 	return sch, recs
 }
 
-func reportThroughput(b *testing.B, bytes int64) {
+// reportThroughput reports rows/s and MB/s of Parquet over wall time, and the process
+// CPU time per op since cpuStart (steadier than wall time on a busy machine).
+func reportThroughput(b *testing.B, bytes int64, cpuStart time.Duration) {
 	secs := b.Elapsed().Seconds()
 	if secs <= 0 {
 		return
 	}
 	b.ReportMetric(float64(benchRows)*float64(b.N)/secs, "rows/s")
 	b.ReportMetric(float64(bytes)/1e6/secs, "MB/s")
+	b.ReportMetric(float64((cpuTime()-cpuStart).Milliseconds())/float64(b.N), "cpu-ms/op")
+}
+
+// cpuTime is the user+system CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkAppend(b *testing.B) {
@@ -93,6 +106,7 @@ func BenchmarkAppend(b *testing.B) {
 	}
 	var written int64
 	b.ResetTimer()
+	cpu := cpuTime()
 	for n := 0; n < b.N; n++ {
 		snap, err := tbl.Snapshot(ctx)
 		if err != nil {
@@ -121,7 +135,7 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	reportThroughput(b, written)
+	reportThroughput(b, written, cpu)
 }
 
 func BenchmarkPlainPqarrow(b *testing.B) {
@@ -131,6 +145,7 @@ func BenchmarkPlainPqarrow(b *testing.B) {
 	aprops := pqarrow.NewArrowWriterProperties(pqarrow.WithCoerceTimestamps(arrow.Microsecond))
 	var written int64
 	b.ResetTimer()
+	cpu := cpuTime()
 	for n := 0; n < b.N; n++ {
 		p := filepath.Join(dir, fmt.Sprintf("plain-%d.parquet", n))
 		f, err := os.Create(p)
@@ -161,7 +176,7 @@ func BenchmarkPlainPqarrow(b *testing.B) {
 		written += info.Size()
 	}
 	b.StopTimer()
-	reportThroughput(b, written)
+	reportThroughput(b, written, cpu)
 }
 
 // BenchmarkAppendPartitioned writes the same rows split over 16 partitions whose rows
@@ -188,6 +203,7 @@ func BenchmarkAppendPartitioned(b *testing.B) {
 	}
 	var written int64
 	b.ResetTimer()
+	cpu := cpuTime()
 	for n := 0; n < b.N; n++ {
 		adds, err := WriteRecords(ctx, st, fmt.Sprintf("t%d", n), psch, []string{"bucket"}, precs, WriteOptions{})
 		if err != nil {
@@ -198,5 +214,5 @@ func BenchmarkAppendPartitioned(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	reportThroughput(b, written)
+	reportThroughput(b, written, cpu)
 }
