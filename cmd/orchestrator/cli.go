@@ -46,7 +46,7 @@ func rootCommand() *command {
 		name: "orchestrator",
 		help: "orchestrator runs YAML data pipelines over Delta Lake tables on local disk or S3\n" +
 			"and answers questions about the tables: their history, their rows at any version\n" +
-			"or time, their properties.",
+			"or time, what changed between two versions, their properties.",
 		subs: []*command{
 			runCommand(),
 			validateCommand(),

@@ -34,12 +34,16 @@ func runCommand() *command {
 			"rows read and written, and the table versions it committed.\n\n" +
 			"Ctrl-C (SIGINT) or SIGTERM cancels the run: running stages stop at a safe point,\n" +
 			"so every table stays at a committed version, and a rerun does the rest of the\n" +
-			"work exactly once. The exit code is 1 when any stage did not succeed.",
+			"work exactly once. The exit code is 1 when any stage did not succeed.\n\n" +
+			"S3 settings for an s3:// warehouse or source come from --s3-* flags, else the\n" +
+			"pipeline's storage section, else the AWS_* variables (see \"table --help\").",
 		setup: func(fs *flag.FlagSet) runFunc {
 			var stages listFlag
 			stages.split = true
 			fs.Var(&stages, "stage", "run only this `stage` (repeatable, or comma-separated)")
 			format := fs.String("format", formatText, "summary "+formatUsage)
+			var s3 storeurl.Options
+			addS3Flags(fs, &s3)
 			return func(ctx context.Context, e *env, args []string) error {
 				if err := checkFormat(*format); err != nil {
 					return err
@@ -51,13 +55,13 @@ func runCommand() *command {
 				default:
 					return usagef("unexpected argument %q after PIPELINE.yaml", args[1])
 				}
-				return runPipeline(ctx, e, args[0], stages.values, *format)
+				return runPipeline(ctx, e, args[0], stages.values, *format, s3)
 			}
 		},
 	}
 }
 
-func runPipeline(ctx context.Context, e *env, file string, only []string, format string) error {
+func runPipeline(ctx context.Context, e *env, file string, only []string, format string, s3 storeurl.Options) error {
 	spec, err := pipelines.Load(file, pipelines.Options{LookupEnv: e.lookupEnv})
 	if err != nil {
 		var perr *pipelines.Error
@@ -81,7 +85,7 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, format
 	if strings.HasPrefix(spec.Warehouse, "mem://") {
 		return fmt.Errorf("pipeline %s: warehouse %s lives only in this process, so the run's tables would be lost when it ends", spec.Name, spec.Warehouse)
 	}
-	stores := &storeCache{opts: (&tableFlags{}).mergeStorage(spec.Storage)}
+	stores := &storeCache{opts: storageOptions(spec.Storage, s3)}
 	defer stores.close()
 	warehouse, err := stores.open(ctx, spec.Warehouse)
 	if err != nil {

@@ -53,10 +53,16 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 	tf := &tableFlags{}
 	fs.StringVar(&tf.pipeline, "pipeline", "", "resolve TABLE as a table declared in this pipeline `file`")
 	fs.StringVar(&tf.format, "format", formatText, formatUsage)
-	fs.StringVar(&tf.s3.Endpoint, "s3-endpoint", "", "S3 endpoint `URL`, e.g. http://127.0.0.1:9000 for MinIO (default AWS)")
-	fs.StringVar(&tf.s3.Region, "s3-region", "", "S3 `region`")
-	fs.BoolVar(&tf.s3.PathStyle, "s3-path-style", false, "use path-style S3 requests (MinIO and most self-hosted stores)")
+	addS3Flags(fs, &tf.s3)
 	return tf
+}
+
+// addS3Flags declares the S3 settings that may be flags (credentials may not: they would
+// show in the process list and shell history).
+func addS3Flags(fs *flag.FlagSet, o *storeurl.Options) {
+	fs.StringVar(&o.Endpoint, "s3-endpoint", "", "S3 endpoint `URL`, e.g. http://127.0.0.1:9000 for MinIO (default AWS)")
+	fs.StringVar(&o.Region, "s3-region", "", "S3 `region`")
+	fs.BoolVar(&o.PathStyle, "s3-path-style", false, "use path-style S3 requests (MinIO and most self-hosted stores)")
 }
 
 // openedTable is a table a command works on.
@@ -135,7 +141,7 @@ func (tf *tableFlags) resolve(e *env, name string) (target, error) {
 		}
 		return target{}, err
 	}
-	tg := target{opts: tf.mergeStorage(spec.Storage), identity: spec.Identity}
+	tg := target{opts: storageOptions(spec.Storage, tf.s3), identity: spec.Identity}
 	t := spec.Table(name)
 	if t == nil {
 		if isLocation(name) {
@@ -174,9 +180,9 @@ func tableURI(loc string) string {
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 }
 
-// mergeStorage layers the flags over the pipeline's storage section; storeurl layers
+// storageOptions layers the flags over the pipeline's storage section; storeurl layers
 // both over the AWS_* variables.
-func (tf *tableFlags) mergeStorage(st pipelines.Storage) storeurl.Options {
+func storageOptions(st pipelines.Storage, flags storeurl.Options) storeurl.Options {
 	o := storeurl.Options{
 		Endpoint:     st.Endpoint,
 		Region:       st.Region,
@@ -188,13 +194,13 @@ func (tf *tableFlags) mergeStorage(st pipelines.Storage) storeurl.Options {
 	if o.Endpoint != "" && !strings.Contains(o.Endpoint, "://") && st.Insecure {
 		o.Endpoint = "http://" + o.Endpoint
 	}
-	if tf.s3.Endpoint != "" {
-		o.Endpoint = tf.s3.Endpoint
+	if flags.Endpoint != "" {
+		o.Endpoint = flags.Endpoint
 	}
-	if tf.s3.Region != "" {
-		o.Region = tf.s3.Region
+	if flags.Region != "" {
+		o.Region = flags.Region
 	}
-	o.PathStyle = o.PathStyle || tf.s3.PathStyle
+	o.PathStyle = o.PathStyle || flags.PathStyle
 	return o
 }
 
