@@ -31,11 +31,28 @@ type CleanupResult struct {
 // done when delta.enableExpiredLogCleanup is false, or when no such checkpoint exists.
 // Commits call it after writing a checkpoint; the clock is Options.Now.
 func (t *Table) CleanupLog(ctx context.Context) (*CleanupResult, error) {
+	return t.CleanupLogWith(ctx, CleanupOptions{})
+}
+
+// CleanupOptions tune CleanupLogWith.
+type CleanupOptions struct {
+	// KeepVersionsFrom, when not nil, keeps the commit files of that version and later
+	// whatever their age (the kept checkpoint is at or before it), for a consumer that
+	// still reads the change feed from there.
+	KeepVersionsFrom *int64
+}
+
+// CleanupLogWith is CleanupLog with options.
+func (t *Table) CleanupLogWith(ctx context.Context, opts CleanupOptions) (*CleanupResult, error) {
 	snap, err := t.Snapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("clean up log of table %s: %w", t.displayRoot(), err)
 	}
-	res, err := t.cleanupLog(ctx, snap)
+	limit := int64(-1)
+	if opts.KeepVersionsFrom != nil {
+		limit = max(*opts.KeepVersionsFrom, 0)
+	}
+	res, err := t.cleanupLog(ctx, snap, limit)
 	if err != nil {
 		return nil, fmt.Errorf("clean up log of table %s: %w", t.displayRoot(), err)
 	}
@@ -45,7 +62,7 @@ func (t *Table) CleanupLog(ctx context.Context) (*CleanupResult, error) {
 // cleanupAfterCheckpoint is the commit path's hook: it runs log cleanup after a
 // checkpoint of snap was written and logs, never returns, a failure.
 func (t *Table) cleanupAfterCheckpoint(ctx context.Context, snap *Snapshot) {
-	res, err := t.cleanupLog(ctx, snap)
+	res, err := t.cleanupLog(ctx, snap, -1)
 	if err != nil {
 		t.opts.Logger.Warn("delta: log cleanup failed (the commit and checkpoint stand)", "table", t.displayRoot(), "version", snap.version, "err", err)
 		return
@@ -55,7 +72,8 @@ func (t *Table) cleanupAfterCheckpoint(ctx context.Context, snap *Snapshot) {
 	}
 }
 
-func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot) (*CleanupResult, error) {
+// cleanupLog does the work; keepFrom >= 0 caps the kept checkpoint at that version.
+func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot, keepFrom int64) (*CleanupResult, error) {
 	res := &CleanupResult{CheckpointVersion: -1}
 	if !snap.ExpiredLogCleanupEnabled() {
 		res.Skipped = PropEnableExpiredLogCleanup + " is false"
@@ -94,6 +112,9 @@ func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot) (*CleanupResult,
 		if stamps[i] <= cut {
 			newestExpired = c.version
 		}
+	}
+	if keepFrom >= 0 && newestExpired > keepFrom {
+		newestExpired = keepFrom
 	}
 	if newestExpired < 0 {
 		res.Skipped = "no commit is older than the cutoff"

@@ -169,3 +169,28 @@ func TestLogCleanupKeepsLogBeforeBadCheckpoint(t *testing.T) {
 		t.Errorf("log deleted although the checkpoint is bad: %v", names)
 	}
 }
+
+// A consumer's version caps what cleanup removes: the kept checkpoint is at or before it.
+func TestLogCleanupKeepsConsumerVersions(t *testing.T) {
+	tbl, st, clock := cleanupTable(t, map[string]string{delta.PropEnableExpiredLogCleanup: "false"})
+	ctx := context.Background()
+	if _, err := tbl.SetProperties(ctx, map[string]string{delta.PropEnableExpiredLogCleanup: "true"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(100 * day)
+	res, err := tbl.CleanupLogWith(ctx, delta.CleanupOptions{KeepVersionsFrom: ptr(int64(7))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CheckpointVersion != 6 {
+		t.Errorf("kept checkpoint %d, want 6 (the newest at or before version 7)", res.CheckpointVersion)
+	}
+	if names := logNames(t, st); names[0] != logName(6, "checkpoint.parquet") {
+		t.Errorf("log starts at %s: %v", names[0], names)
+	}
+	for v := int64(6); v <= 11; v++ {
+		if _, err := tbl.SnapshotAt(ctx, v); err != nil {
+			t.Errorf("version %d no longer readable: %v", v, err)
+		}
+	}
+}
