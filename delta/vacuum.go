@@ -85,8 +85,8 @@ const vacuumDeleteWorkers = 16
 // Vacuum deletes data files the table no longer needs (DELTA.md §8): files that are
 // neither live nor removed within the retention window, and whose modification time is
 // older than the retention. It runs the writer protocol gate first, refuses a retention
-// shorter than delta.deletedFileRetentionDuration unless Force, and records VACUUM START
-// and VACUUM END commits (commitInfo only) in the history, as delta-rs and Spark on cloud
+// shorter than delta.deletedFileRetentionDuration unless Force, and, when it deletes
+// anything, records VACUUM START and VACUUM END commits (commitInfo only) in the history, as delta-rs and Spark on cloud
 // stores do. The clock is the table's Options.Now.
 //
 // FULL mode lists the table: it never touches _delta_log, nor names starting with "_"
@@ -207,7 +207,9 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 		res.FilesDeleted = append(res.FilesDeleted, c.path)
 		res.BytesDeleted += c.size
 	}
-	if opts.DryRun {
+	if opts.DryRun || len(cands) == 0 {
+		// Nothing to delete: record nothing, so that a scheduled vacuum with no work leaves
+		// the table's version (and what its consumers must read) unchanged.
 		return res, nil
 	}
 
