@@ -131,6 +131,9 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 			commits = append(commits, c)
 		}
 	}
+	if len(commits) == 0 {
+		return nil, fmt.Errorf("no commit files in the log up to version %d", latest.version)
+	}
 	stamps, err := t.commitStamps(ctx, commits, latest.Metadata())
 	if err != nil {
 		return nil, err
@@ -200,13 +203,9 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 		}
 		return nil, fmt.Errorf("start version %d is after end version %d", start, end)
 	}
-	firstJSON := int64(-1)
-	if len(commits) > 0 {
-		firstJSON = commits[0].version
-	}
 	for v := start; v <= end; v++ {
 		if _, ok := byVersion[v]; !ok || v < earliest {
-			avail := max(earliest, firstJSON)
+			avail := max(earliest, commits[0].version)
 			return nil, fmt.Errorf("%w: version %d was removed from the log by log cleanup; the earliest available version is %d",
 				ErrVersionCleaned, v, avail)
 		}

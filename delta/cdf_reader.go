@@ -96,7 +96,7 @@ func newChangesReader(ctx context.Context, t *Table, plan *changesPlan, opts Cha
 // _commit_version and _commit_timestamp.
 func (r *ChangesReader) Schema() *arrow.Schema { return r.out }
 
-// StartVersion and EndVersion are the resolved range.
+// StartVersion is the first version of the resolved range.
 func (r *ChangesReader) StartVersion() int64 { return r.plan.start }
 
 // EndVersion is the last version of the resolved range.
