@@ -99,17 +99,12 @@ func (m *merger) bySourceMayMatch(a *Add, isPart map[string]bool) bool {
 // markMatches records which source rows match a row of file a (insert-only merges).
 func (m *merger) markMatches(ctx context.Context, a *Add) error {
 	return scanFile(ctx, m.snap, a, func(rec arrow.RecordBatch) error {
-		enc, err := newKeyEncoder(rec, m.plan.keyIdx, m.plan.nullSafe)
+		pr, err := m.src.newProber(rec, m.plan.keyIdx, m.plan.nullSafe)
 		if err != nil {
 			return err
 		}
-		var buf []byte
 		for i := 0; i < int(rec.NumRows()); i++ {
-			var ok bool
-			if buf, ok = enc.key(buf[:0], i); !ok {
-				continue
-			}
-			if s, found := m.src.index[string(buf)]; found {
+			if s, found, _ := pr.find(i); found {
 				m.src.matched[s] = true
 			}
 		}
@@ -162,26 +157,20 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*recordPlan, error) {
 	n := int(rec.NumRows())
 	p := &recordPlan{rec: rec, updT: map[int][]int32{}, updS: map[int][]int32{}}
-	enc, err := newKeyEncoder(rec, m.plan.keyIdx, m.plan.nullSafe)
+	pr, err := m.src.newProber(rec, m.plan.keyIdx, m.plan.nullSafe)
 	if err != nil {
 		return nil, err
 	}
 	var tgtM, srcM, tgtU []int32
-	var buf []byte
 	for i := 0; i < n; i++ {
-		var ok bool
-		buf, ok = enc.key(buf[:0], i)
-		s, found := int32(0), false
-		if ok {
-			s, found = m.src.index[string(buf)]
-		}
+		s, found, dup := pr.find(i)
 		if !found {
 			tgtU = append(tgtU, int32(i))
 			continue
 		}
-		if len(m.plan.matched) > 0 && !m.plan.onlyDel && m.src.dups[string(buf)] {
+		if dup && len(m.plan.matched) > 0 && !m.plan.onlyDel {
 			return nil, fmt.Errorf("%w: the target row with key %s is matched by several source rows (deduplicate the source)",
-				ErrMultipleSourceRowsMatched, enc.keyString(m.plan.keys, i))
+				ErrMultipleSourceRowsMatched, pr.enc.keyString(m.plan.keys, i))
 		}
 		m.src.matched[s] = true
 		tgtM, srcM = append(tgtM, int32(i)), append(srcM, s)

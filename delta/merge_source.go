@@ -24,6 +24,10 @@ type mergeSource struct {
 	keyCols []int            // rec column of each key
 	index   map[string]int32 // encoded key -> first source row with it
 	dups    map[string]bool  // keys held by more than one source row
+	// A single integer key (not null-safe) uses these instead of index and dups.
+	intKey  bool
+	intIdx  map[int64]int32
+	intDups map[int64]bool
 	matched []bool           // source rows that matched some target row
 	keyVals [][]value        // per key: sorted distinct non-null values
 	keyNull []bool           // per key: some source row has a null there
@@ -160,9 +164,25 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 // buildIndex hashes the source keys and collects their distinct values.
 func (s *mergeSource) buildIndex(plan *mergePlan) error {
 	n := int(s.n)
-	s.index = make(map[string]int32, n)
+	s.index = make(map[string]int32)
 	s.dups = map[string]bool{}
 	s.matched = make([]bool, n)
+	if g, ok := intGetter(s.rec.Column(s.keyCols[0])); ok && len(s.keyCols) == 1 && !plan.nullSafe {
+		arr := s.rec.Column(s.keyCols[0])
+		s.intKey, s.intIdx, s.intDups = true, make(map[int64]int32, n), map[int64]bool{}
+		for i := 0; i < n; i++ {
+			if arr.IsNull(i) {
+				continue
+			}
+			k := g(i)
+			if _, seen := s.intIdx[k]; seen {
+				s.intDups[k] = true
+				continue
+			}
+			s.intIdx[k] = int32(i)
+		}
+		return s.collectKeyValues(plan)
+	}
 	enc, err := newKeyEncoder(s.rec, s.keyCols, plan.nullSafe)
 	if err != nil {
 		return err
@@ -180,6 +200,12 @@ func (s *mergeSource) buildIndex(plan *mergePlan) error {
 		}
 		s.index[string(buf)] = int32(i)
 	}
+	return s.collectKeyValues(plan)
+}
+
+// collectKeyValues sorts the distinct key values of each key column, for pruning.
+func (s *mergeSource) collectKeyValues(plan *mergePlan) error {
+	n := int(s.n)
 	s.keyVals = make([][]value, len(s.keyCols))
 	s.keyNull = make([]bool, len(s.keyCols))
 	for k, c := range s.keyCols {
@@ -312,7 +338,7 @@ func appendFloatKey(buf []byte, f float64) []byte {
 // for every key column, a source value within the file's partition value or min/max
 // stats (or, with nullSafe, a null on both sides).
 func (s *mergeSource) mayHoldKeys(plan *mergePlan, a *Add, isPart map[string]bool) (bool, error) {
-	if len(s.index) == 0 {
+	if len(s.index) == 0 && len(s.intIdx) == 0 {
 		return false, nil
 	}
 	var sv *fileStatsView
@@ -401,4 +427,51 @@ func (s *mergeSource) partitionPredicate(plan *mergePlan, snap *Snapshot) Partit
 		ok, err := s.mayHoldKeys(plan, &Add{PartitionValues: pv}, isPart)
 		return err != nil || ok
 	}
+}
+
+// prober finds the source row whose key equals a target row's.
+type prober struct {
+	src  *mergeSource
+	enc  *keyEncoder
+	ints func(int) int64
+	arr  arrow.Array
+	buf  []byte
+}
+
+func (s *mergeSource) newProber(rec arrow.RecordBatch, cols []int, nullSafe bool) (*prober, error) {
+	p := &prober{src: s}
+	if s.intKey {
+		p.arr = rec.Column(cols[0])
+		g, ok := intGetter(p.arr)
+		if !ok {
+			return nil, fmt.Errorf("key column %s: target type %s differs from the source", rec.ColumnName(cols[0]), p.arr.DataType())
+		}
+		p.ints = g
+	}
+	enc, err := newKeyEncoder(rec, cols, nullSafe)
+	if err != nil {
+		return nil, err
+	}
+	p.enc = enc
+	return p, nil
+}
+
+// find returns the source row matching target row i, and whether its key is duplicated
+// in the source.
+func (p *prober) find(i int) (row int32, found, dup bool) {
+	if p.ints != nil {
+		if p.arr.IsNull(i) {
+			return 0, false, false
+		}
+		k := p.ints(i)
+		row, found = p.src.intIdx[k]
+		return row, found, found && p.src.intDups[k]
+	}
+	var ok bool
+	p.buf, ok = p.enc.key(p.buf[:0], i)
+	if !ok {
+		return 0, false, false
+	}
+	row, found = p.src.index[string(p.buf)]
+	return row, found, found && p.src.dups[string(p.buf)]
 }
