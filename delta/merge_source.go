@@ -28,9 +28,9 @@ type mergeSource struct {
 	intKey  bool
 	intIdx  map[int64]int32
 	intDups map[int64]bool
-	matched []bool           // source rows that matched some target row
-	keyVals [][]value        // per key: sorted distinct non-null values
-	keyNull []bool           // per key: some source row has a null there
+	matched []bool    // source rows that matched some target row
+	keyVals [][]value // per key: sorted distinct non-null values
+	keyNull []bool    // per key: some source row has a null there
 }
 
 func (s *mergeSource) release() {
