@@ -126,7 +126,14 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, format
 	if err != nil && len(res.Nodes) == 0 {
 		return err
 	}
-	if err := writeRows(e, format, summaryColumns, disp.summary(res)); err != nil {
+	cols, rows := summaryColumns, disp.summary(res)
+	if format == formatText {
+		cols = cols[:len(cols)-1]
+		for i := range rows {
+			rows[i] = rows[i][:len(cols)]
+		}
+	}
+	if err := writeRows(e, format, cols, rows); err != nil {
 		return err
 	}
 	switch res.Status {

@@ -135,6 +135,9 @@ func (d *runDisplay) event(ev dag.Event) {
 		line += fmt.Sprintf(" in %s after attempt %d failed: %v", ev.Delay.Round(time.Millisecond), ev.Attempt, ev.Err)
 	case dag.Succeeded:
 		line += fmt.Sprintf(" in %s: %s", s.end.Sub(s.start).Round(time.Millisecond), rowsText(s.result))
+		for _, n := range s.result.Notes {
+			line += "\n  " + n
+		}
 	case dag.Failed, dag.Cancelled:
 		if ev.Err != nil {
 			line += ": " + ev.Err.Error()
@@ -223,14 +226,25 @@ func rowsText(r jobs.Result) string {
 	return t
 }
 
+// versionsText lists committed versions by table: "a@v1,v2 b@v4".
 func versionsText(vs []jobs.TableVersion) string {
-	parts := make([]string, len(vs))
-	for i, v := range vs {
-		parts[i] = fmt.Sprintf("%s@v%d", v.Table, v.Version)
+	var tables []string
+	byTable := map[string][]string{}
+	for _, v := range vs {
+		if _, ok := byTable[v.Table]; !ok {
+			tables = append(tables, v.Table)
+		}
+		byTable[v.Table] = append(byTable[v.Table], fmt.Sprintf("v%d", v.Version))
+	}
+	parts := make([]string, len(tables))
+	for i, t := range tables {
+		parts[i] = t + "@" + strings.Join(byTable[t], ",")
 	}
 	return strings.Join(parts, " ")
 }
 
+// summaryColumns are the columns of the run summary; text output leaves out the notes
+// (they can be long; the progress lines on stderr carry them).
 var summaryColumns = []column{
 	{name: "stage"},
 	{name: "status"},
