@@ -307,6 +307,9 @@ func (p *mergePlan) bindClauses(opts MergeOptions, srcSchema *StructType) error 
 				kind != "not matched" && c.Action != MergeUpdate && c.Action != MergeDelete:
 				return nil, fmt.Errorf("WHEN %s clause %d: action %s is not allowed there", strings.ToUpper(kind), i+1, c.Action)
 			}
+			if kind == "not matched by source" && c.Action == MergeUpdate && len(c.Set) == 0 {
+				return nil, fmt.Errorf("WHEN NOT MATCHED BY SOURCE clause %d: UPDATE needs Set (there is no source row)", i+1)
+			}
 			if c.Cond != nil {
 				q, err := qualify(c.Cond, sides, p.schema, srcSchema)
 				if err != nil {

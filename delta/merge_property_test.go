@@ -1,0 +1,116 @@
+package delta_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// Random upserts (with and without a not-matched-by-source delete) against a plain map:
+// after every merge the table holds the model's rows and the version's change feed is the
+// model's difference.
+func TestMergeMatchesModel(t *testing.T) {
+	ctx := context.Background()
+	parts := []string{"a", "b", "c"}
+	for seed := uint64(1); seed <= 25; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			tbl := cdfTable(t)
+			cur := model{}
+			var initial []row
+			for id := int64(0); id < 30; id++ {
+				if rng.IntN(2) == 0 {
+					r := row{id, fmt.Sprintf("v0-%d", id), parts[rng.IntN(3)]}
+					initial = append(initial, r)
+					cur[id] = r
+				}
+			}
+			if len(initial) > 0 {
+				commitChange(t, tbl, "WRITE", nil, initial, nil, nil)
+			}
+			for round := 1; round <= 4; round++ {
+				var rows []row
+				var ops []string
+				next := maps.Clone(cur)
+				for _, id := range rng.Perm(40)[:rng.IntN(15)+1] {
+					r := row{int64(id), fmt.Sprintf("v%d-%d", round, id), parts[rng.IntN(3)]}
+					op := []string{"U", "D", "I"}[rng.IntN(3)]
+					rows, ops = append(rows, r), append(ops, op)
+					_, exists := cur[r.id]
+					switch {
+					case exists && op == "D":
+						delete(next, r.id)
+					case op != "D":
+						next[r.id] = r
+					}
+				}
+				src := sourceRecord(rows, ops)
+				opts := upsertOptions(src)
+				bySource := rng.IntN(2) == 0
+				if bySource {
+					opts.WhenNotMatchedBySource = []delta.MergeClause{{Cond: delta.Eq("part", "b"), Action: delta.MergeDelete}}
+					keys := map[int64]bool{}
+					for _, r := range rows {
+						keys[r.id] = true
+					}
+					for id, r := range cur {
+						if !keys[id] && r.part == "b" {
+							delete(next, id)
+						}
+					}
+				}
+				res, err := tbl.Merge(ctx, opts)
+				src.Release()
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				if got := latestRows(t, tbl); !slices.Equal(got, next.rows()) {
+					t.Fatalf("round %d (by source %v): rows\ngot  %v\nwant %v\nsource %v %v", round, bySource, got, next.rows(), rows, ops)
+				}
+				if res.Committed {
+					want := cur.diff(next, res.Version)
+					slices.Sort(want)
+					if got := versionChanges(t, tbl, res.Version); !slices.Equal(got, want) {
+						t.Fatalf("round %d: feed\ngot  %v\nwant %v", round, got, want)
+					}
+				} else if !maps.Equal(cur, next) {
+					t.Fatalf("round %d: nothing committed but the model changed", round)
+				}
+				cur = next
+			}
+		})
+	}
+}
+
+// Under Serializable isolation, an append that commits while a merge runs conflicts with
+// it when it lands in a partition the merge read, and not otherwise.
+func TestMergeConflictsWithConcurrentAppend(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		part     string
+		conflict bool
+	}{{"a", true}, {"b", false}} {
+		t.Run(tc.part, func(t *testing.T) {
+			tbl := cdfTable(t, []row{{1, "ann", "a"}}, []row{{2, "bob", "b"}})
+			snap, _ := tbl.Snapshot(ctx)
+			tx := tbl.NewTransaction(snap, delta.TxOptions{})
+			appendRows(t, tbl, row{3, "cy", tc.part}) // commits after the merge read its snapshot
+			src := sourceRecord([]row{{1, "ANN", "a"}}, []string{"U"})
+			defer src.Release()
+			opts := upsertOptions(src)
+			opts.On = []string{"id", "part"}
+			opts.Tx = tx
+			_, err := tbl.Merge(ctx, opts)
+			var ce *delta.ConflictError
+			if got := errors.As(err, &ce); got != tc.conflict {
+				t.Fatalf("append into %s: err = %v, want conflict %v", tc.part, err, tc.conflict)
+			}
+		})
+	}
+}
