@@ -42,6 +42,11 @@ type MergeClause struct {
 	// only side that has it (WHEN NOT MATCHED sees only the source, WHEN NOT MATCHED BY
 	// SOURCE only the target). Rows where it is null do not take the clause.
 	Cond Predicate
+	// CondFunc, when set, is a further condition computed in Go (for what Predicate cannot
+	// say, such as source.ts > target.ts): given the candidate rows (columns
+	// "source.<col>" and "target.<col>", as in Cond), it returns one bool per row. A row
+	// takes the clause when Cond and CondFunc both hold.
+	CondFunc func(rows arrow.RecordBatch) ([]bool, error)
 	// Action is MergeUpdate or MergeDelete (matched, not matched by source) or
 	// MergeInsert (not matched).
 	Action MergeAction
@@ -447,8 +452,13 @@ func mergeParams(opts MergeOptions) map[string]any {
 		list := []map[string]string{}
 		for _, c := range cs {
 			m := map[string]string{"actionType": c.Action.String()}
-			if c.Cond != nil {
+			switch {
+			case c.Cond != nil && c.CondFunc != nil:
+				m["predicate"] = c.Cond.String() + " AND <function>"
+			case c.Cond != nil:
 				m["predicate"] = c.Cond.String()
+			case c.CondFunc != nil:
+				m["predicate"] = "<function>"
 			}
 			list = append(list, m)
 		}

@@ -87,7 +87,7 @@ func (m *merger) run(ctx context.Context) error {
 func (m *merger) bySourceMayMatch(a *Add, isPart map[string]bool) bool {
 	for _, c := range m.plan.bySource {
 		if c.Cond == nil || c.tcnd == nil {
-			return true
+			return true // (a CondFunc alone cannot prune files)
 		}
 		if ok, err := c.tcnd.mayMatchFile(a, isPart); err != nil || ok {
 			return true
@@ -261,7 +261,7 @@ func chooseClauses(cs []boundClause, view arrow.RecordBatch) ([]int, error) {
 		if left == 0 {
 			break
 		}
-		if c.cond == nil {
+		if c.cond == nil && c.CondFunc == nil {
 			for i := range out {
 				if out[i] < 0 {
 					out[i] = ci
@@ -269,12 +269,25 @@ func chooseClauses(cs []boundClause, view arrow.RecordBatch) ([]int, error) {
 			}
 			break
 		}
-		tri, err := c.cond.evalTri(view, n)
-		if err != nil {
-			return nil, err
+		var tri []int8
+		if c.cond != nil {
+			var err error
+			if tri, err = c.cond.evalTri(view, n); err != nil {
+				return nil, err
+			}
 		}
-		for i, r := range tri {
-			if out[i] < 0 && r == tTrue {
+		var ok []bool
+		if c.CondFunc != nil {
+			var err error
+			if ok, err = c.CondFunc(view); err != nil {
+				return nil, fmt.Errorf("clause condition: %w", err)
+			}
+			if len(ok) != n {
+				return nil, fmt.Errorf("clause condition returned %d values for %d rows", len(ok), n)
+			}
+		}
+		for i := range out {
+			if out[i] < 0 && (tri == nil || tri[i] == tTrue) && (ok == nil || ok[i]) {
 				out[i] = ci
 				left--
 			}

@@ -129,3 +129,28 @@ func TestMergeNotMatchedBySource(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 }
+
+// CondFunc compares source and target columns (a sequence check) where Predicate cannot.
+func TestMergeCondFunc(t *testing.T) {
+	ctx := context.Background()
+	tbl := cdfTable(t, []row{{1, "b", "a"}, {2, "b", "a"}})
+	src := sourceRecord([]row{{1, "a", "a"}, {2, "c", "a"}}, []string{"U", "U"})
+	defer src.Release()
+	newer := func(rows arrow.RecordBatch) ([]bool, error) {
+		s := rows.Column(rows.Schema().FieldIndices("source.name")[0]).(*array.String)
+		g := rows.Column(rows.Schema().FieldIndices("target.name")[0]).(*array.String)
+		out := make([]bool, rows.NumRows())
+		for i := range out {
+			out[i] = s.Value(i) > g.Value(i)
+		}
+		return out, nil
+	}
+	res, err := tbl.Merge(ctx, delta.MergeOptions{Source: []arrow.RecordBatch{src}, On: []string{"id"},
+		WhenMatched: []delta.MergeClause{{CondFunc: newer, Action: delta.MergeUpdate}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := latestRows(t, tbl), sortedStrings(row{1, "b", "a"}.String(), row{2, "c", "a"}.String()); !slices.Equal(got, want) || res.NumTargetRowsUpdated != 1 {
+		t.Errorf("rows %v (updated %d), want %v", got, res.NumTargetRowsUpdated, want)
+	}
+}
