@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -353,4 +355,40 @@ func checkIdentityUpdate(schema *StructType, set map[string]any) error {
 		}
 	}
 	return nil
+}
+
+// identityOnlyChange says whether md differs from the snapshot's metadata only in the
+// high-water marks of identity columns (DELTA.md §9: a concurrent identity insert does not
+// conflict with a transaction that changed no metadata).
+func identityOnlyChange(snap *Snapshot, md *Metadata) bool {
+	if snap == nil || md == nil {
+		return false
+	}
+	old := snap.Metadata()
+	if old.ID != md.ID || old.Name != md.Name || old.Description != md.Description ||
+		old.Format.Provider != md.Format.Provider || !maps.Equal(old.Format.Options, md.Format.Options) ||
+		!slices.Equal(old.PartitionColumns, md.PartitionColumns) || !maps.Equal(old.Configuration, md.Configuration) {
+		return false
+	}
+	a, err := withoutHighWaterMarks(old)
+	if err != nil {
+		return false
+	}
+	b, err := withoutHighWaterMarks(md)
+	return err == nil && a == b
+}
+
+func withoutHighWaterMarks(md *Metadata) (string, error) {
+	s, err := md.Schema()
+	if err != nil {
+		return "", err
+	}
+	for _, f := range s.Fields {
+		if _, ok := f.Metadata[IdentityHighWaterMark]; ok {
+			cp := maps.Clone(f.Metadata)
+			delete(cp, IdentityHighWaterMark)
+			f.Metadata = cp
+		}
+	}
+	return s.SchemaString()
 }

@@ -3,6 +3,7 @@ package delta_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -205,5 +206,35 @@ func TestIdentityExplicitValues(t *testing.T) {
 	}
 	if got := identityRows(t, tbl2); got[5] != "x" {
 		t.Errorf("rows %v", got)
+	}
+}
+
+// A concurrent identity insert changes only the high-water mark: a transaction that
+// changed no metadata commits over it; one that allocated values conflicts.
+func TestIdentityHighWaterMarkConflicts(t *testing.T) {
+	ctx := context.Background()
+	tbl := identityTable(t, mem.New(mem.Config{}), false)
+	snap, _ := tbl.Snapshot(ctx)
+	plain := tbl.NewTransaction(snap, delta.TxOptions{})
+	plain.SetTxn("progress", 1)
+	allocating := tbl.NewTransaction(snap, delta.TxOptions{})
+	if _, _, err := allocating.AllocateIdentity("sk", 1); err != nil {
+		t.Fatal(err)
+	}
+	rec := namesRecord([]string{"x"}, nil)
+	defer rec.Release()
+	if _, err := tbl.Append(ctx, delta.AppendOptions{Records: []arrow.RecordBatch{rec}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Commit(ctx); err != nil {
+		t.Errorf("transaction without metadata: %v", err)
+	}
+	var ce *delta.ConflictError
+	if _, err := allocating.Commit(ctx); !errors.As(err, &ce) || ce.Kind != delta.ConflictMetadataChanged {
+		t.Errorf("allocating transaction: err = %v, want MetadataChanged", err)
+	}
+	snap, _ = tbl.Snapshot(ctx)
+	if hw := highWaterMark(t, snap); hw != 100 {
+		t.Errorf("high-water mark %d, want 100", hw)
 	}
 }
