@@ -60,6 +60,9 @@ func (tx *Transaction) checkWinner(v int64, acts []Action) *ConflictError {
 		case a.Protocol != nil:
 			return conflict(ConflictProtocolChanged, "", "the protocol changed")
 		case a.MetaData != nil:
+			if tx.md == nil && identityOnlyChange(tx.snap, a.MetaData) {
+				continue // a concurrent identity insert (identity.go)
+			}
 			return conflict(ConflictMetadataChanged, "", "the table metadata changed")
 		case a.Txn != nil:
 			if _, ours := tx.txns[a.Txn.AppID]; ours {
