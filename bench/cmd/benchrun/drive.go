@@ -1,0 +1,415 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// row is one engine's measurement in one case.
+type row struct {
+	Case       string  `json:"case"`
+	Engine     string  `json:"engine"`
+	Rows       int64   `json:"rows"`
+	Seconds    float64 `json:"seconds"`
+	RowsPerSec float64 `json:"rows_per_sec"`
+	// MBPerSec is input MB/s: the CSV files (ingest) or the table's Parquet (change feed).
+	MBPerSec   float64 `json:"mb_per_sec,omitempty"`
+	PeakRSSMB  float64 `json:"peak_rss_mb"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// Ratio is RowsPerSec relative to the case's baseline engine (>1: faster than it).
+	Ratio    float64 `json:"ratio,omitempty"`
+	Baseline string  `json:"baseline,omitempty"`
+	Note     string  `json:"note,omitempty"`
+	Error    string  `json:"error,omitempty"`
+}
+
+// target is one issue target and whether this run met it.
+type target struct {
+	Issue  int    `json:"issue"`
+	Target string `json:"target"`
+	Got    string `json:"got"`
+	Met    string `json:"met"` // "yes", "NO", or "n/a" (a case was missing)
+}
+
+type results struct {
+	Started  time.Time         `json:"started"`
+	Host     map[string]string `json:"host"`
+	Sizes    map[string]int    `json:"sizes"`
+	Rows     []*row            `json:"rows"`
+	Targets  []target          `json:"targets"`
+	Duration string            `json:"duration"`
+}
+
+type driver struct {
+	cfg    *config
+	root   string // repository root
+	work   string
+	python string
+	self   string
+	stderr io.Writer
+	res    *results
+}
+
+func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	d := &driver{cfg: c, root: root, self: self, stderr: stderr, res: &results{Started: time.Now().UTC()}}
+	d.res.Host = hostInfo(c.note)
+	d.res.Sizes = map[string]int{"ingest_rows": c.ingestRows, "merge_rows": c.mergeRows, "merge_files": c.mergeFiles,
+		"merge_changes": c.mergeChanges, "cdf_rows": c.cdfRows, "scd2_rows": c.scd2Rows}
+	d.work = c.work
+	if d.work == "" {
+		if d.work, err = os.MkdirTemp("", "benchrun-"); err != nil {
+			return err
+		}
+		if !c.keep {
+			defer os.RemoveAll(d.work)
+		}
+	}
+	d.logf("work directory %s", d.work)
+	cases := map[string]bool{}
+	for _, name := range strings.Split(c.cases, ",") {
+		cases[strings.TrimSpace(name)] = true
+	}
+	if cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"] {
+		if d.python, err = d.pythonPath(ctx); err != nil {
+			return err
+		}
+		d.logf("peers run with %s", d.python)
+	}
+	for _, cs := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{{"ingest", d.ingest}, {"merge", d.merge}, {"cdf", d.cdf}, {"scd2", d.scd2}, {"gobench", d.gobench}} {
+		if !cases[cs.name] {
+			continue
+		}
+		if err := cs.fn(ctx); err != nil {
+			return fmt.Errorf("case %s: %w", cs.name, err)
+		}
+	}
+	d.res.Duration = time.Since(d.res.Started).Round(time.Second).String()
+	d.res.Targets = d.targets()
+	return d.report(stdout)
+}
+
+func (d *driver) logf(format string, a ...any) {
+	fmt.Fprintf(d.stderr, "%s benchrun: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+// repoRoot finds the module root (the directory with this repository's go.mod).
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
+			bytes.Contains(b, []byte("module github.com/orchestrator-io/orchestrator\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("run benchrun inside the orchestrator repository (no go.mod of github.com/orchestrator-io/orchestrator above %s)", dir)
+		}
+		dir = parent
+	}
+}
+
+// pythonPath returns the Python that has the pinned peers: -python, or the interop
+// virtualenv keyed exactly as scripts/test.sh keys it (requirements + Python version),
+// created the same way when missing.
+func (d *driver) pythonPath(ctx context.Context) (string, error) {
+	if d.cfg.python != "" {
+		return d.cfg.python, nil
+	}
+	base := os.Getenv("ORCH_INTEROP_PYTHON")
+	if base == "" {
+		base = "python3"
+	}
+	req, err := os.ReadFile(filepath.Join(d.root, "interop", "requirements.txt"))
+	if err != nil {
+		return "", err
+	}
+	ver, err := exec.CommandContext(ctx, base, "-c", "import sys; print(sys.version)").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w (need Python 3.10+, or pass -python)", base, err)
+	}
+	sum := sha256.Sum256(append(req, ver...))
+	cache := os.Getenv("ORCH_CACHE_DIR")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		cache = filepath.Join(home, ".cache", "orchestrator")
+	}
+	venv := filepath.Join(cache, "interop-venv-"+hex.EncodeToString(sum[:])[:16])
+	py := filepath.Join(venv, "bin", "python")
+	if _, err := os.Stat(filepath.Join(venv, ".complete")); err == nil {
+		return py, nil
+	}
+	d.logf("creating virtualenv %s (pip install -r interop/requirements.txt)", venv)
+	os.RemoveAll(venv)
+	if err := os.MkdirAll(cache, 0o777); err != nil {
+		return "", err
+	}
+	for _, argv := range [][]string{
+		{base, "-m", "venv", venv},
+		{py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", filepath.Join(d.root, "interop", "requirements.txt")},
+	} {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = d.stderr, d.stderr
+		if err := cmd.Run(); err != nil {
+			os.RemoveAll(venv)
+			return "", fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+		}
+	}
+	return py, os.WriteFile(filepath.Join(venv, ".complete"), nil, 0o666)
+}
+
+// ours runs a Go worker case in a child process.
+func (d *driver) ours(ctx context.Context, caseName, engine string, args ...string) *row {
+	return d.child(ctx, caseName, engine, append([]string{d.self, "-worker"}, args...))
+}
+
+// peer runs a case of bench/peers.py in a child process.
+func (d *driver) peer(ctx context.Context, caseName, engine string, args ...string) *row {
+	return d.child(ctx, caseName, engine, append([]string{d.python, filepath.Join(d.root, "bench", "peers.py")}, args...))
+}
+
+// child runs argv, whose last stdout line is a measurement, and adds the child's peak
+// RSS and CPU time from its rusage. A failure is recorded in the row, not fatal.
+func (d *driver) child(ctx context.Context, caseName, engine string, argv []string) *row {
+	r := &row{Case: caseName, Engine: engine}
+	d.res.Rows = append(d.res.Rows, r)
+	d.logf("%s / %s: %s", caseName, engine, strings.Join(argv[1:], " "))
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.caseTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = &out, d.stderr
+	err := cmd.Run()
+	if ps := cmd.ProcessState; ps != nil {
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			r.PeakRSSMB = float64(ru.Maxrss) / 1024 // KiB on Linux
+			r.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+		}
+	}
+	if err != nil {
+		r.Error = err.Error()
+		if ctx.Err() != nil {
+			r.Error = fmt.Sprintf("did not finish within -case-timeout %s (stopped)", d.cfg.caseTimeout)
+		}
+		d.logf("%s / %s FAILED: %v", caseName, engine, err)
+		return r
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var m measurement
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		r.Error = fmt.Sprintf("bad measurement %q: %v", lines[len(lines)-1], err)
+		return r
+	}
+	r.Rows, r.Seconds, r.Note = m.Rows, m.Seconds, m.Note
+	if m.Seconds > 0 {
+		r.RowsPerSec = float64(m.Rows) / m.Seconds
+	}
+	d.logf("%s / %s: %d rows in %.2fs, peak RSS %.0f MB, CPU %.1fs", caseName, engine, r.Rows, r.Seconds, r.PeakRSSMB, r.CPUSeconds)
+	return r
+}
+
+// setup runs a preparation step; its failure ends the case.
+func (d *driver) setup(ctx context.Context, args ...string) error {
+	d.logf("setup: %s", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, d.self, append([]string{"-worker"}, args...)...)
+	cmd.Stdout, cmd.Stderr = d.stderr, d.stderr
+	return cmd.Run()
+}
+
+// relate fills Ratio (rows/s relative to base) for rows of a case.
+func relate(base *row, rows ...*row) {
+	if base == nil || base.RowsPerSec == 0 {
+		return
+	}
+	for _, r := range rows {
+		if r.RowsPerSec > 0 {
+			r.Ratio = r.RowsPerSec / base.RowsPerSec
+			r.Baseline = base.Engine
+		}
+	}
+}
+
+func setMBps(bytes int64, rows ...*row) {
+	for _, r := range rows {
+		if r.Seconds > 0 {
+			r.MBPerSec = float64(bytes) / 1e6 / r.Seconds
+		}
+	}
+}
+
+func (d *driver) ingest(ctx context.Context) error {
+	dir := filepath.Join(d.work, "ingest")
+	csvDir := filepath.Join(dir, "csv")
+	d.logf("ingest: generating %d CSV rows in %d files", d.cfg.ingestRows, ingestFiles)
+	size, err := genIngest(csvDir, d.cfg.ingestRows)
+	if err != nil {
+		return err
+	}
+	d.logf("ingest: %.0f MB of CSV", float64(size)/1e6)
+	c := fmt.Sprintf("ingest %s CSV rows", commas(d.cfg.ingestRows))
+	duck := d.peer(ctx, c, "DuckDB COPY → Parquet", "ingest-duckdb", csvDir, filepath.Join(dir, "duckdb"))
+	os.RemoveAll(filepath.Join(dir, "duckdb"))
+	ours := d.ours(ctx, c, "ours: ingest stage → Delta", "ingest-ours", csvDir, filepath.Join(dir, "ours"))
+	os.RemoveAll(filepath.Join(dir, "ours"))
+	naive := d.ours(ctx, c, "arrow-go csv → pqarrow, no log", "ingest-arrowgo", csvDir, filepath.Join(dir, "arrowgo"))
+	os.RemoveAll(filepath.Join(dir, "arrowgo"))
+	drs := d.peer(ctx, c, "delta-rs: pyarrow csv → write_deltalake", "ingest-deltars", csvDir, filepath.Join(dir, "deltars"))
+	os.RemoveAll(filepath.Join(dir, "deltars"))
+	setMBps(size, duck, ours, naive, drs)
+	relate(duck, duck, ours, naive, drs)
+	return os.RemoveAll(csvDir)
+}
+
+func (d *driver) merge(ctx context.Context) error {
+	dir := filepath.Join(d.work, "merge")
+	d.logf("merge: generating a %d-row target in %d files and %d changes per layout", d.cfg.mergeRows, d.cfg.mergeFiles, d.cfg.mergeChanges)
+	if err := genDeltaTable(ctx, filepath.Join(dir, "target"), d.cfg.mergeRows, d.cfg.mergeFiles, nil); err != nil {
+		return err
+	}
+	if err := genMergeSources(dir, d.cfg.mergeRows, d.cfg.mergeChanges); err != nil {
+		return err
+	}
+	for _, layout := range []string{"clustered", "spread"} {
+		c := fmt.Sprintf("MERGE %s into %s rows, %s", commas(d.cfg.mergeChanges), commas(d.cfg.mergeRows),
+			map[string]string{"clustered": "changes in 10% of files", "spread": "changes in all files"}[layout])
+		src := filepath.Join(dir, layout+".parquet")
+		var rows []*row
+		for _, e := range []struct{ engine, kind string }{{"delta-rs merge", "deltars"}, {"ours: Table.Merge", "ours"}} {
+			tdir := filepath.Join(dir, e.kind+"-"+layout)
+			if err := copyDir(filepath.Join(dir, "target"), tdir); err != nil {
+				return err
+			}
+			if e.kind == "ours" {
+				rows = append(rows, d.ours(ctx, c, e.engine, "merge-ours", tdir, src))
+			} else {
+				rows = append(rows, d.peer(ctx, c, e.engine, "merge-deltars", tdir, src))
+			}
+			os.RemoveAll(tdir)
+		}
+		relate(rows[0], rows...)
+	}
+	return os.RemoveAll(dir)
+}
+
+func (d *driver) cdf(ctx context.Context) error {
+	dir := filepath.Join(d.work, "cdf")
+	tdir := filepath.Join(dir, "table")
+	files := max(1, d.cfg.cdfRows/100_000)
+	d.logf("cdf: generating a %d-row table in %d files, change data feed on", d.cfg.cdfRows, files)
+	if err := genDeltaTable(ctx, tdir, d.cfg.cdfRows, files, map[string]string{"delta.enableChangeDataFeed": "true"}); err != nil {
+		return err
+	}
+	size, err := dirSize(tdir)
+	if err != nil {
+		return err
+	}
+	c := fmt.Sprintf("change feed read, %s rows (one insert version)", commas(d.cfg.cdfRows))
+	scan := d.ours(ctx, c, "ours: Snapshot.Scan (plain scan)", "cdf-scan", tdir)
+	ch := d.ours(ctx, c, "ours: Table.Changes", "cdf-changes", tdir)
+	drs := d.peer(ctx, c, "delta-rs load_cdf", "cdf-deltars", tdir)
+	drsScan := d.peer(ctx, c, "delta-rs to_pyarrow_dataset (plain scan)", "scan-deltars", tdir)
+	setMBps(size, scan, ch, drs, drsScan)
+	relate(scan, scan, ch, drs, drsScan)
+	return os.RemoveAll(dir)
+}
+
+func (d *driver) scd2(ctx context.Context) error {
+	dir := filepath.Join(d.work, "scd2")
+	n := d.cfg.scd2Rows
+	if err := d.setup(ctx, "scd2-setup", dir, strconv.Itoa(n)); err != nil {
+		return err
+	}
+	c := fmt.Sprintf("SCD2 batch of %s rows into a %s-row dimension", commas(n+n/100), commas(n))
+	duck := d.peer(ctx, c, "DuckDB SQL over Parquet", "scd2-duckdb", dir)
+	if err := d.peerSetup(ctx, "scd2-deltars-setup", dir); err != nil {
+		return err
+	}
+	drs := d.peer(ctx, c, "delta-rs MERGE (staged union)", "scd2-deltars", dir)
+	ours := d.ours(ctx, c, "ours: scd2_merge stage", "scd2-ours", dir, strconv.Itoa(n+n/100))
+	relate(duck, duck, drs, ours)
+	return os.RemoveAll(dir)
+}
+
+func (d *driver) peerSetup(ctx context.Context, args ...string) error {
+	d.logf("setup: peers.py %s", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, d.python, append([]string{filepath.Join(d.root, "bench", "peers.py")}, args...)...)
+	cmd.Stdout, cmd.Stderr = d.stderr, d.stderr
+	return cmd.Run()
+}
+
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && strings.HasSuffix(info.Name(), ".parquet") {
+			n += info.Size()
+		}
+		return err
+	})
+	return n, err
+}
+
+func commas(n int) string {
+	s := strconv.Itoa(n)
+	var b strings.Builder
+	for i, ch := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(ch)
+	}
+	return b.String()
+}
+
+func hostInfo(note string) map[string]string {
+	h := map[string]string{
+		"goos": runtime.GOOS, "goarch": runtime.GOARCH, "go": runtime.Version(),
+		"cpus": strconv.Itoa(runtime.NumCPU()),
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				h["cpu"] = strings.TrimSpace(l[strings.Index(l, ":")+1:])
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		h["memory"] = strings.TrimSpace(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "MemTotal:"))
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		h["loadavg_at_start"] = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	if note != "" {
+		h["note"] = note
+	}
+	return h
+}

@@ -1,0 +1,133 @@
+// Command benchrun runs the side-by-side benchmarks of bench/README.md: it generates each
+// case's data once, runs our code and the peers (DuckDB, delta-rs, arrow-go without a
+// log) on it one after another, each in its own process so each has its own peak RSS,
+// and prints one table of rows/s, MB/s, peak memory, CPU time and ratios, also written
+// as JSON and Markdown to bench/results/.
+//
+//	go run ./bench/cmd/benchrun -size small
+//	go run ./bench/cmd/benchrun -size full -note "2 cores, idle"
+//
+// It is never run by CI (scripts/test.sh only compiles it through go vet).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the parsed command line.
+type config struct {
+	size                               string
+	cases                              string
+	ingestRows, mergeRows, mergeFiles  int
+	mergeChanges, cdfRows, scd2Rows    int
+	work, out, python, note, benchtime string
+	keep                               bool
+	caseTimeout                        time.Duration
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "-worker" {
+		return runWorker(ctx, args[1:], stdout)
+	}
+	fl := flag.NewFlagSet("benchrun", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	var c config
+	fl.StringVar(&c.size, "size", "small", "preset sizes: small (minutes on 2 cores) or full (the issues' sizes)")
+	fl.StringVar(&c.cases, "cases", "ingest,merge,cdf,scd2,gobench", "comma-separated cases to run")
+	fl.IntVar(&c.ingestRows, "ingest-rows", 0, "CSV rows for the ingest case (default: small 2,000,000, full 10,000,000)")
+	fl.IntVar(&c.mergeRows, "merge-rows", 0, "target rows for the MERGE case (default 1,000,000)")
+	fl.IntVar(&c.mergeFiles, "merge-files", 100, "files of the MERGE target")
+	fl.IntVar(&c.mergeChanges, "merge-changes", 0, "changed rows for the MERGE case (default 100,000)")
+	fl.IntVar(&c.cdfRows, "cdf-rows", 0, "rows of the change feed case (default: small 1,000,000, full 5,000,000)")
+	fl.IntVar(&c.scd2Rows, "scd2-rows", 0, "dimension rows for the SCD2 case (default: small 50,000, full 1,000,000)")
+	fl.StringVar(&c.work, "work", "", "directory for generated data (default: a new temporary directory, removed afterwards)")
+	fl.BoolVar(&c.keep, "keep", false, "keep the work directory")
+	fl.DurationVar(&c.caseTimeout, "case-timeout", 20*time.Minute, "stop an engine's run after this long and report it as not finished")
+	fl.StringVar(&c.out, "out", "", "results directory (default: bench/results in the repository)")
+	fl.StringVar(&c.python, "python", "", "Python with the pinned peers (default: the interop virtualenv built from interop/requirements.txt, as scripts/test.sh does)")
+	fl.StringVar(&c.note, "note", "", "machine and load note recorded with the results (e.g. \"2 cores, other builds running\")")
+	fl.StringVar(&c.benchtime, "benchtime", "3x", "-benchtime for the go test benchmarks of case gobench")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if err := c.applySize(); err != nil {
+		return err
+	}
+	return drive(ctx, &c, stdout, stderr)
+}
+
+func (c *config) applySize() error {
+	def := func(p *int, small, full int) {
+		if *p != 0 {
+			return
+		}
+		if c.size == "full" {
+			*p = full
+		} else {
+			*p = small
+		}
+	}
+	switch c.size {
+	case "small", "full":
+	default:
+		return fmt.Errorf("-size %q: want small or full", c.size)
+	}
+	def(&c.ingestRows, 2_000_000, 10_000_000)
+	def(&c.mergeRows, 1_000_000, 1_000_000)
+	def(&c.mergeChanges, 100_000, 100_000)
+	def(&c.cdfRows, 1_000_000, 5_000_000)
+	def(&c.scd2Rows, 50_000, 1_000_000)
+	if c.mergeRows%c.mergeFiles != 0 || c.mergeRows%c.mergeChanges != 0 || c.mergeChanges > c.mergeRows/10 {
+		return fmt.Errorf("-merge-rows %d must be a multiple of -merge-files %d and of -merge-changes %d, with changes at most 10%% of rows",
+			c.mergeRows, c.mergeFiles, c.mergeChanges)
+	}
+	return nil
+}
+
+// runWorker runs one case in this process and prints its measurement as JSON.
+func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("-worker: no case given")
+	}
+	w, ok := workers[args[0]]
+	if !ok {
+		return fmt.Errorf("-worker: unknown case %q", args[0])
+	}
+	// BENCHRUN_CPUPROFILE=dir writes dir/<case>.pprof, to see where a case spends its time.
+	if dir := os.Getenv("BENCHRUN_CPUPROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, args[0]+".pprof"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	m, err := w(ctx, args[1:])
+	if err != nil {
+		return fmt.Errorf("%s: %w", args[0], err)
+	}
+	return json.NewEncoder(stdout).Encode(m)
+}

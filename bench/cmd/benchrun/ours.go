@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/csv"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/fs"
+)
+
+// measurement is what a worker process reports on its last stdout line (JSON); the
+// driver adds the process's peak RSS and CPU time from its rusage.
+type measurement struct {
+	Seconds  float64 `json:"seconds"`
+	Rows     int64   `json:"rows"`
+	BytesOut int64   `json:"bytes_out,omitempty"`
+	Note     string  `json:"note,omitempty"`
+}
+
+// workers are the cases run in a child process of the driver, so each has its own
+// peak RSS: name → func(ctx, args).
+var workers = map[string]func(ctx context.Context, args []string) (measurement, error){
+	"ingest-ours":    ingestOurs,
+	"ingest-arrowgo": ingestArrowGo,
+	"merge-ours":     mergeOurs,
+	"cdf-changes":    cdfChanges,
+	"cdf-scan":       cdfScan,
+	"scd2-setup":     scd2Setup,
+	"scd2-ours":      scd2Ours,
+}
+
+// openTableDir opens the Delta table whose root directory is dir.
+func openTableDir(ctx context.Context, dir string) (*delta.Table, objectstore.Store, error) {
+	st, err := fs.New(fs.Config{Dir: filepath.Dir(dir)})
+	if err != nil {
+		return nil, nil, err
+	}
+	tbl, err := delta.Open(ctx, st, filepath.Base(dir), delta.Options{})
+	return tbl, st, err
+}
+
+func ingestTable() (*jobs.Table, error) {
+	sch, err := delta.ParseSchema(`{"type":"struct","fields":[
+ {"name":"transaction_id","type":"string","nullable":false,"metadata":{}},
+ {"name":"customer_key","type":"string","nullable":false,"metadata":{}},
+ {"name":"amount","type":"decimal(10,2)","nullable":false,"metadata":{}},
+ {"name":"event_time","type":"timestamp","nullable":false,"metadata":{}},
+ {"name":"note","type":"string","nullable":true,"metadata":{}},
+ {"name":"source_file","type":"string","nullable":true,"metadata":{}},
+ {"name":"load_timestamp","type":"timestamp","nullable":true,"metadata":{}}]}`)
+	if err != nil {
+		return nil, err
+	}
+	return &jobs.Table{Name: "bronze.transactions", Path: "bronze/transactions", Schema: sch}, nil
+}
+
+func newEnv(warehouse objectstore.Store, tables ...*jobs.Table) *jobs.Env {
+	m := map[string]*jobs.Table{}
+	for _, t := range tables {
+		m[t.Name] = t
+	}
+	return &jobs.Env{
+		Warehouse: warehouse,
+		Tables:    m,
+		OpenLocation: func(ctx context.Context, loc string) (objectstore.Store, string, error) {
+			st, err := fs.New(fs.Config{Dir: loc})
+			return st, "", err
+		},
+		Lineage: delta.Lineage{Pipeline: "bench", Stage: "bench", RunID: "bench", Attempt: 1},
+		Delta:   delta.Options{UserName: "bench"},
+	}
+}
+
+// ingestOurs runs the ingest stage: args csvDir outDir.
+func ingestOurs(ctx context.Context, args []string) (measurement, error) {
+	csvDir, out := args[0], args[1]
+	decl, err := ingestTable()
+	if err != nil {
+		return measurement{}, err
+	}
+	wh, err := fs.New(fs.Config{Dir: out})
+	if err != nil {
+		return measurement{}, err
+	}
+	env := newEnv(wh, decl)
+	stage := jobs.NewIngest("ingest", &jobs.IngestConfig{Source: csvDir + "/*.csv", Target: decl.Name})
+	start := time.Now()
+	res, err := stage.Run(ctx, env)
+	if err != nil {
+		return measurement{}, err
+	}
+	return measurement{Seconds: time.Since(start).Seconds(), Rows: res.RowsWritten, BytesOut: res.BytesWritten,
+		Note: fmt.Sprintf("%d files, one commit", res.FilesWritten)}, nil
+}
+
+// ingestArrowGo is the naive pipeline: arrow-go's CSV reader into pqarrow, one Parquet
+// file per CSV file, no log, one goroutine: args csvDir outDir.
+func ingestArrowGo(ctx context.Context, args []string) (measurement, error) {
+	csvDir, out := args[0], args[1]
+	if err := os.MkdirAll(out, 0o777); err != nil {
+		return measurement{}, err
+	}
+	sch := arrow.NewSchema([]arrow.Field{
+		{Name: "transaction_id", Type: arrow.BinaryTypes.String},
+		{Name: "customer_key", Type: arrow.BinaryTypes.String},
+		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}},
+		{Name: "event_time", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+		{Name: "note", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	files, err := filepath.Glob(filepath.Join(csvDir, "*.csv"))
+	if err != nil {
+		return measurement{}, err
+	}
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy))
+	start := time.Now()
+	var rows, bytes int64
+	for i, name := range files {
+		in, err := os.Open(name)
+		if err != nil {
+			return measurement{}, err
+		}
+		r := csv.NewReader(in, sch, csv.WithHeader(true), csv.WithChunk(65536), csv.WithNullReader(true, ""),
+			csv.WithAllocator(memory.DefaultAllocator))
+		path := filepath.Join(out, fmt.Sprintf("part-%d.parquet", i))
+		f, err := os.Create(path)
+		if err != nil {
+			return measurement{}, err
+		}
+		w, err := pqarrow.NewFileWriter(sch, f, props, pqarrow.DefaultWriterProps())
+		if err != nil {
+			return measurement{}, err
+		}
+		for r.Next() {
+			rec := r.RecordBatch()
+			rows += rec.NumRows()
+			if err := w.Write(rec); err != nil {
+				return measurement{}, err
+			}
+		}
+		if err := r.Err(); err != nil {
+			return measurement{}, fmt.Errorf("%s: %w", name, err)
+		}
+		r.Release()
+		if err := w.Close(); err != nil {
+			return measurement{}, err
+		}
+		in.Close()
+		st, err := os.Stat(path)
+		if err != nil {
+			return measurement{}, err
+		}
+		bytes += st.Size()
+	}
+	return measurement{Seconds: time.Since(start).Seconds(), Rows: rows, BytesOut: bytes, Note: "sequential, one file per CSV"}, nil
+}
+
+// readParquet reads a whole Parquet file into records.
+func readParquet(ctx context.Context, path string) ([]arrow.RecordBatch, int64, error) {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 65536}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, 0, err
+	}
+	tbl, err := fr.ReadTable(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer tbl.Release()
+	tr := array.NewTableReader(tbl, 65536)
+	defer tr.Release()
+	var recs []arrow.RecordBatch
+	var rows int64
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		rec.Retain()
+		recs = append(recs, rec)
+		rows += rec.NumRows()
+	}
+	return recs, rows, tr.Err()
+}
+
+// mergeOurs merges a Parquet file of changes into a table by id: args tableDir source.
+func mergeOurs(ctx context.Context, args []string) (measurement, error) {
+	tbl, _, err := openTableDir(ctx, args[0])
+	if err != nil {
+		return measurement{}, err
+	}
+	src, n, err := readParquet(ctx, args[1])
+	if err != nil {
+		return measurement{}, err
+	}
+	start := time.Now()
+	res, err := tbl.Merge(ctx, delta.MergeOptions{Source: src, On: []string{"id"},
+		WhenMatched:    []delta.MergeClause{{Action: delta.MergeUpdate}},
+		WhenNotMatched: []delta.MergeClause{{Action: delta.MergeInsert}}})
+	if err != nil {
+		return measurement{}, err
+	}
+	secs := time.Since(start).Seconds()
+	if res.NumTargetRowsUpdated != n {
+		return measurement{}, fmt.Errorf("merge updated %d rows, want %d", res.NumTargetRowsUpdated, n)
+	}
+	return measurement{Seconds: secs, Rows: n, BytesOut: res.NumTargetBytesAdded,
+		Note: fmt.Sprintf("%d files rewritten", res.NumTargetFilesRemoved)}, nil
+}
+
+// cdfChanges reads the table's whole change feed: args tableDir.
+func cdfChanges(ctx context.Context, args []string) (measurement, error) {
+	start := time.Now()
+	tbl, _, err := openTableDir(ctx, args[0])
+	if err != nil {
+		return measurement{}, err
+	}
+	v0 := int64(0)
+	r, err := tbl.Changes(ctx, delta.ChangesOptions{StartVersion: &v0})
+	if err != nil {
+		return measurement{}, err
+	}
+	defer r.Release()
+	var rows int64
+	for r.Next() {
+		rows += r.RecordBatch().NumRows()
+	}
+	if err := r.Err(); err != nil {
+		return measurement{}, err
+	}
+	return measurement{Seconds: time.Since(start).Seconds(), Rows: rows}, nil
+}
+
+// cdfScan reads the table's latest snapshot: args tableDir.
+func cdfScan(ctx context.Context, args []string) (measurement, error) {
+	start := time.Now()
+	tbl, _, err := openTableDir(ctx, args[0])
+	if err != nil {
+		return measurement{}, err
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		return measurement{}, err
+	}
+	sc, err := snap.Scan(ctx, delta.ScanOptions{})
+	if err != nil {
+		return measurement{}, err
+	}
+	defer sc.Release()
+	var rows int64
+	for sc.Next() {
+		rows += sc.RecordBatch().NumRows()
+	}
+	if err := sc.Err(); err != nil {
+		return measurement{}, err
+	}
+	return measurement{Seconds: time.Since(start).Seconds(), Rows: rows}, nil
+}
+
+// copyDir copies a directory tree (a table, so each engine gets its own copy).
+func copyDir(src, dst string) error {
+	return filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if info.IsDir() {
+			return os.MkdirAll(target, 0o777)
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(target)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+}

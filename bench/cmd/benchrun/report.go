@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// gobench runs the delta package's go benchmarks for issue 3 (append vs plain pqarrow,
+// snapshot load of 10,000 commits) and records their numbers as rows.
+func (d *driver) gobench(ctx context.Context) error {
+	pattern := "^(BenchmarkAppend|BenchmarkPlainPqarrow|BenchmarkSnapshotLoad10000Commits)$"
+	argv := []string{"test", "./delta", "-run", "^$", "-bench", pattern, "-benchtime", d.cfg.benchtime, "-count", "1"}
+	d.logf("gobench: go %s", strings.Join(argv, " "))
+	cmd := exec.CommandContext(ctx, "go", argv...)
+	cmd.Dir = d.root
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, d.stderr), d.stderr
+	if err := cmd.Run(); err != nil {
+		d.res.Rows = append(d.res.Rows, &row{Case: "go test -bench ./delta", Engine: pattern, Error: err.Error()})
+		return nil
+	}
+	rows := map[string]*row{}
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			name = name[:i]
+		}
+		r := &row{Case: "go test -bench ./delta (1,048,576 rows)", Engine: name}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			switch f[i+1] {
+			case "ns/op":
+				r.Seconds = v / 1e9
+			case "rows/s":
+				r.RowsPerSec = v
+			case "MB/s":
+				r.MBPerSec = v
+			case "cpu-ms/op":
+				r.CPUSeconds = v / 1000
+			}
+		}
+		if name == "BenchmarkSnapshotLoad10000Commits" {
+			r.Case = "go test -bench ./delta (snapshot load)"
+			r.Note = "10,000 commits, checkpoints every 10; seconds per load"
+		}
+		r.Note = strings.TrimSpace(r.Note + " go test -benchtime " + d.cfg.benchtime)
+		rows[name] = r
+		d.res.Rows = append(d.res.Rows, r)
+	}
+	relate(rows["BenchmarkPlainPqarrow"], rows["BenchmarkPlainPqarrow"], rows["BenchmarkAppend"])
+	return nil
+}
+
+func (d *driver) find(casePrefix, enginePrefix string) *row {
+	for _, r := range d.res.Rows {
+		if strings.HasPrefix(r.Case, casePrefix) && strings.HasPrefix(r.Engine, enginePrefix) && r.Error == "" && r.Seconds > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
+// targets checks the issues' targets against this run's rows.
+func (d *driver) targets() []target {
+	var ts []target
+	add := func(issue int, text string, ok bool, known bool, got string) {
+		met := "n/a"
+		switch {
+		case known && ok:
+			met = "yes"
+		case known:
+			met = "NO"
+		}
+		ts = append(ts, target{issue, text, got, met})
+	}
+	if ours, duck := d.find("ingest", "ours"), d.find("ingest", "DuckDB"); ours != nil || duck != nil {
+		known := ours != nil && duck != nil
+		got := ""
+		if known {
+			got = fmt.Sprintf("%.2f× (%s vs %s rows/s)", ours.RowsPerSec/duck.RowsPerSec, rate(ours.RowsPerSec), rate(duck.RowsPerSec))
+		}
+		add(5, "ingest ≥ 0.7× DuckDB rows/s", known && ours.RowsPerSec >= 0.7*duck.RowsPerSec, known, got)
+		if ours != nil {
+			text := "ingest peak RSS ≤ 300 MB (stated at 10 M rows; this run: " + commas(d.cfg.ingestRows) + ")"
+			add(5, text, ours.PeakRSSMB <= 300, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
+		}
+	}
+	var clustered, spread *row
+	for _, layout := range []string{"10%", "all"} {
+		var ours, drs *row
+		for _, r := range d.res.Rows {
+			if strings.HasPrefix(r.Case, "MERGE") && strings.Contains(r.Case, "in "+layout) && r.Error == "" {
+				if strings.HasPrefix(r.Engine, "ours") {
+					ours = r
+				} else {
+					drs = r
+				}
+			}
+		}
+		if layout == "10%" {
+			clustered = ours
+		} else {
+			spread = ours
+		}
+		if ours == nil && drs == nil {
+			continue
+		}
+		known := ours != nil && drs != nil
+		got := ""
+		if known {
+			got = fmt.Sprintf("ours %.2fs vs delta-rs %.2fs (%.2f× faster)", ours.Seconds, drs.Seconds, drs.Seconds/ours.Seconds)
+		}
+		add(4, "MERGE faster than delta-rs, changes in "+layout+" files", known && ours.Seconds < drs.Seconds, known, got)
+	}
+	if clustered != nil || spread != nil {
+		known := clustered != nil && spread != nil
+		got := ""
+		if known {
+			got = fmt.Sprintf("%.2f× (%.2fs vs %.2fs)", clustered.Seconds/spread.Seconds, clustered.Seconds, spread.Seconds)
+		}
+		add(4, "MERGE with changes in 10% of files ≤ 0.3× the spread case's time", known && clustered.Seconds <= 0.3*spread.Seconds, known, got)
+	}
+	if ch, scan := d.find("change feed", "ours: Table.Changes"), d.find("change feed", "ours: Snapshot.Scan"); ch != nil || scan != nil {
+		known := ch != nil && scan != nil
+		got := ""
+		if known {
+			got = fmt.Sprintf("%.2f× (%s vs %s rows/s)", ch.RowsPerSec/scan.RowsPerSec, rate(ch.RowsPerSec), rate(scan.RowsPerSec))
+		}
+		add(4, "change feed read ≥ 0.8× the plain scan", known && ch.RowsPerSec >= 0.8*scan.RowsPerSec, known, got)
+	}
+	if ours := d.find("SCD2", "ours"); ours != nil || d.find("SCD2", "") != nil {
+		duck, drs := d.find("SCD2", "DuckDB"), d.find("SCD2", "delta-rs")
+		known := ours != nil && duck != nil
+		got := ""
+		if known {
+			got = fmt.Sprintf("ours %.2fs vs DuckDB %.2fs", ours.Seconds, duck.Seconds)
+		}
+		add(5, "SCD2 not slower than DuckDB", known && ours.Seconds <= duck.Seconds, known, got)
+		known = ours != nil && drs != nil
+		got = ""
+		if known {
+			got = fmt.Sprintf("ours %.2fs vs delta-rs %.2fs", ours.Seconds, drs.Seconds)
+		}
+		add(5, "SCD2 faster than delta-rs", known && ours.Seconds < drs.Seconds, known, got)
+	}
+	if app, plain := d.find("go test", "BenchmarkAppend"), d.find("go test", "BenchmarkPlainPqarrow"); app != nil || plain != nil {
+		known := app != nil && plain != nil && app.RowsPerSec > 0 && plain.RowsPerSec > 0
+		got := ""
+		if known {
+			got = fmt.Sprintf("%.2f× (%s vs %s rows/s)", app.RowsPerSec/plain.RowsPerSec, rate(app.RowsPerSec), rate(plain.RowsPerSec))
+		}
+		add(3, "append ≥ 0.9× plain pqarrow", known && app.RowsPerSec >= 0.9*plain.RowsPerSec, known, got)
+	}
+	if sl := d.find("go test", "BenchmarkSnapshotLoad"); sl != nil {
+		add(3, "snapshot load of 10,000 commits < 1 s", sl.Seconds < 1, true, fmt.Sprintf("%.3fs", sl.Seconds))
+	}
+	return ts
+}
+
+func rate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func num(v float64, format string) string {
+	if v == 0 {
+		return ""
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// report prints the table and writes results/<time>-<size>.json and .md.
+func (d *driver) report(stdout io.Writer) error {
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		d.res.Host["loadavg_at_end"] = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	md := d.markdown()
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tengine\trows\tseconds\trows/s\tMB/s\tpeak RSS MB\tCPU s\tratio\t")
+	last := ""
+	for _, r := range d.res.Rows {
+		c := r.Case
+		if c == last {
+			c = ""
+		}
+		last = r.Case
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\t%s\tFAILED: %s\t\t\t\t\t\t\t\n", c, r.Engine, r.Error)
+			continue
+		}
+		ratio := ""
+		if r.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f×", r.Ratio)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c, r.Engine, num(float64(r.Rows), "%.0f"), num(r.Seconds, "%.3f"),
+			num(r.RowsPerSec, "%.0f"), num(r.MBPerSec, "%.1f"), num(r.PeakRSSMB, "%.0f"), num(r.CPUSeconds, "%.1f"), ratio)
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout, "\nratio: rows/s relative to the case's first engine (ingest: DuckDB; MERGE: delta-rs; change feed: our plain scan; SCD2: DuckDB; go bench: plain pqarrow)")
+	fmt.Fprintln(stdout, "\ntargets:")
+	for _, t := range d.res.Targets {
+		fmt.Fprintf(stdout, "  [%s] issue %d: %s: %s\n", t.Met, t.Issue, t.Target, t.Got)
+	}
+	out := d.cfg.out
+	if out == "" {
+		out = filepath.Join(d.root, "bench", "results")
+	}
+	if err := os.MkdirAll(out, 0o777); err != nil {
+		return err
+	}
+	base := filepath.Join(out, d.res.Started.Format("2006-01-02T1504Z")+"-"+d.cfg.size)
+	js, err := json.MarshalIndent(d.res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(base+".json", append(js, '\n'), 0o666); err != nil {
+		return err
+	}
+	if err := os.WriteFile(base+".md", []byte(md), 0o666); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nwrote %s.json and %s.md\n", base, base)
+	return nil
+}
+
+func (d *driver) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Benchmark run %s (-size %s)\n\n", d.res.Started.Format(time.RFC3339), d.cfg.size)
+	fmt.Fprintf(&b, "Machine: %s CPUs (%s), %s memory, %s/%s, %s. Load average at start %s, at end %s.\n",
+		d.res.Host["cpus"], d.res.Host["cpu"], d.res.Host["memory"], d.res.Host["goos"], d.res.Host["goarch"], d.res.Host["go"],
+		d.res.Host["loadavg_at_start"], d.res.Host["loadavg_at_end"])
+	if n := d.res.Host["note"]; n != "" {
+		fmt.Fprintf(&b, "Note: %s\n", n)
+	}
+	fmt.Fprintf(&b, "\nSizes: %v. Run took %s.\n\n", d.res.Sizes, d.res.Duration)
+	b.WriteString("| case | engine | rows | seconds | rows/s | MB/s | peak RSS MB | CPU s | ratio | note |\n|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for _, r := range d.res.Rows {
+		if r.Error != "" {
+			fmt.Fprintf(&b, "| %s | %s | FAILED: %s | | | | | | | |\n", r.Case, r.Engine, r.Error)
+			continue
+		}
+		ratio := ""
+		if r.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f× %s", r.Ratio, r.Baseline)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Case, r.Engine, num(float64(r.Rows), "%.0f"),
+			num(r.Seconds, "%.3f"), num(r.RowsPerSec, "%.0f"), num(r.MBPerSec, "%.1f"), num(r.PeakRSSMB, "%.0f"),
+			num(r.CPUSeconds, "%.1f"), ratio, strings.ReplaceAll(r.Note, "|", "/"))
+	}
+	b.WriteString("\n## Targets\n\n| issue | target | this run | met |\n|--:|---|---|---|\n")
+	for _, t := range d.res.Targets {
+		fmt.Fprintf(&b, "| %d | %s | %s | %s |\n", t.Issue, t.Target, t.Got, t.Met)
+	}
+	return b.String()
+}
