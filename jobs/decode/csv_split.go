@@ -38,7 +38,7 @@ type splitter struct {
 }
 
 func newSplitter(r io.Reader, quote byte, rows int, handoff bool) *splitter {
-	return &splitter{r: r, buf: make([]byte, 1<<20), line: 1, quote: quote, rows: rows,
+	return &splitter{r: r, buf: make([]byte, 64<<10), line: 1, quote: quote, rows: rows,
 		handoff: handoff, free: make(chan []byte, 16)}
 }
 
