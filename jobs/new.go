@@ -12,8 +12,10 @@ func New(name string, cfg Config, consumers []Consumer) (Stage, error) {
 		return NewCaptureHistory(name, c), nil
 	case *SCD2Config:
 		return NewSCD2Merge(name, c), nil
+	case *SCD1Config:
+		return NewSCD1Merge(name, c), nil
 	case *VacuumConfig:
 		return NewVacuum(name, c, consumers), nil
 	}
-	return nil, fmt.Errorf("stage %s: kind %s cannot run in this build yet", name, cfg.Kind())
+	return nil, fmt.Errorf("stage %s: unknown stage config %T", name, cfg)
 }

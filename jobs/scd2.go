@@ -194,9 +194,9 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 			}
 		}
-		err = s.readChanges(ctx, src, from, latest, l, add, &res)
+		err = readChangeEvents(ctx, src, from, latest, l, s.cfg.SequenceBy, add, &res)
 	} else {
-		err = s.readSnapshot(ctx, srcSnap, l, add, &res)
+		err = readSnapshotEvents(ctx, srcSnap, l, s.cfg.SequenceBy, add, &res)
 	}
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
@@ -292,9 +292,10 @@ func seqValue(arr arrow.Array, i int) (int64, bool) {
 	return 0, false
 }
 
-// readChanges turns the source's change feed over [from, to] into events: inserts and
-// update post-images are upserts, deletes are deletes, pre-images are skipped.
-func (s *SCD2Merge) readChanges(ctx context.Context, src *delta.Table, from, to int64, l *scdLayout, add func(scdEvent), res *Result) error {
+// readChangeEvents turns the source's change feed over [from, to] into events: inserts
+// and update post-images are upserts at their sequence_by value (default the commit
+// time), deletes are deletes at their commit time, pre-images are skipped.
+func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, l *scdLayout, sequenceBy string, add func(scdEvent), res *Result) error {
 	if from > to {
 		return nil
 	}
@@ -306,7 +307,7 @@ func (s *SCD2Merge) readChanges(ctx context.Context, src *delta.Table, from, to 
 		return err
 	}
 	defer rd.Release()
-	seqName := or(s.cfg.SequenceBy, delta.CommitTimestampColumn)
+	seqName := or(sequenceBy, delta.CommitTimestampColumn)
 	for rd.Next() {
 		rec := rd.RecordBatch()
 		cols, err := sourceColumns(rec.Schema(), l)
@@ -344,9 +345,9 @@ func (s *SCD2Merge) readChanges(ctx context.Context, src *delta.Table, from, to 
 	return rd.Err()
 }
 
-// readSnapshot turns every source row into an upsert at its sequence value (default: the
-// source version's commit time).
-func (s *SCD2Merge) readSnapshot(ctx context.Context, snap *delta.Snapshot, l *scdLayout, add func(scdEvent), res *Result) error {
+// readSnapshotEvents turns every source row into an upsert at its sequence_by value
+// (default: the source version's commit time).
+func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, l *scdLayout, sequenceBy string, add func(scdEvent), res *Result) error {
 	sc, err := snap.Scan(ctx, delta.ScanOptions{})
 	if err != nil {
 		return err
@@ -360,8 +361,8 @@ func (s *SCD2Merge) readSnapshot(ctx context.Context, snap *delta.Snapshot, l *s
 			return err
 		}
 		seqIdx := -1
-		if s.cfg.SequenceBy != "" {
-			if seqIdx, err = seqColumn(rec.Schema(), s.cfg.SequenceBy); err != nil {
+		if sequenceBy != "" {
+			if seqIdx, err = seqColumn(rec.Schema(), sequenceBy); err != nil {
 				return err
 			}
 		}
@@ -374,7 +375,7 @@ func (s *SCD2Merge) readSnapshot(ctx context.Context, snap *delta.Snapshot, l *s
 			if seqIdx >= 0 {
 				var ok bool
 				if seq, ok = seqValue(rec.Column(seqIdx), i); !ok {
-					return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), s.cfg.SequenceBy)
+					return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), sequenceBy)
 				}
 			}
 			add(scdEvent{seq: seq, row: row})

@@ -1,0 +1,271 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// SCD1Merge keeps a table equal to the latest state of each key (an upsert, no history),
+// on the same machinery as scd2_merge: the source is a table's change feed since the last
+// merged version (source_changes) or its snapshot; several events for a key in a batch
+// reduce to the last in sequence_by order (a delete wins at equal sequence); rows equal
+// to the stored row are skipped, so unchanged rows never appear in the target's change
+// feed. With deletes: delete, deleted keys (change feed deletes, or keys missing from a
+// snapshot source) are deleted. One MERGE on the keys, with the batch txn (appId
+// "scd1_merge:<target>:<source>") in the same commit.
+type SCD1Merge struct {
+	name string
+	cfg  *SCD1Config
+}
+
+// NewSCD1Merge returns the stage for a validated config.
+func NewSCD1Merge(name string, cfg *SCD1Config) *SCD1Merge { return &SCD1Merge{name: name, cfg: cfg} }
+
+// Name implements Stage.
+func (s *SCD1Merge) Name() string { return s.name }
+
+// Kind implements Stage.
+func (s *SCD1Merge) Kind() Kind { return KindSCD1Merge }
+
+// AppID is the txn appId under which the stage records the last merged source version.
+func (s *SCD1Merge) AppID() string { return "scd1_merge:" + s.cfg.Target + ":" + s.cfg.Source }
+
+// Run implements Stage.
+func (s *SCD1Merge) Run(ctx context.Context, env *Env) (Result, error) {
+	start := time.Now()
+	res, err := s.run(ctx, env)
+	res.Duration = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("scd1_merge %s: %w", s.name, err)
+	}
+	return res, nil
+}
+
+// layout: every target column but identity columns is data; keys index into it.
+func (s *SCD1Merge) layout(target *delta.StructType) (*scdLayout, error) {
+	l := &scdLayout{spec: scdSpec{deletes: "ignore", end: SeqMax}}
+	if s.cfg.Deletes == "delete" {
+		l.spec.deletes = "close"
+	}
+	for _, f := range target.Fields {
+		if _, identity := f.Metadata["delta.identity.start"]; !identity {
+			l.data = append(l.data, f)
+		}
+	}
+	for _, k := range s.cfg.Keys {
+		idx := -1
+		for i, f := range l.data {
+			if strings.EqualFold(f.Name, k) {
+				idx = i
+			}
+		}
+		if idx < 0 {
+			return nil, fmt.Errorf("target has no key column %s", k)
+		}
+		l.spec.keys = append(l.spec.keys, idx)
+	}
+	return l, nil
+}
+
+func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
+	var res Result
+	srcDecl, err := env.declared(s.cfg.Source)
+	if err != nil {
+		return res, err
+	}
+	dstDecl, err := env.declared(s.cfg.Target)
+	if err != nil {
+		return res, err
+	}
+	src, err := env.openTable(ctx, srcDecl)
+	if err != nil {
+		return res, err
+	}
+	srcSnap, err := src.Snapshot(ctx)
+	if err != nil {
+		return res, err
+	}
+	latest := srcSnap.Version()
+	dst, err := env.openOrCreate(ctx, dstDecl)
+	if err != nil {
+		return res, err
+	}
+	dstSnap, err := dst.Snapshot(ctx)
+	if err != nil {
+		return res, err
+	}
+	l, err := s.layout(dstSnap.Schema())
+	if err != nil {
+		return res, fmt.Errorf("table %s: %w", dstDecl.Name, err)
+	}
+	res.VersionsRead = []TableVersion{{Table: srcDecl.Name, Version: latest}}
+	last, merged := dstSnap.TxnVersion(s.AppID())
+	if merged && last >= latest {
+		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s merged through version %d", srcDecl.Name, latest))
+		return res, nil
+	}
+	events := map[string][]scdEvent{}
+	add := func(e scdEvent) {
+		k := keyString(e.row, l.spec.keys)
+		events[k] = append(events[k], e)
+	}
+	if s.cfg.SourceChanges {
+		from := last + 1
+		if !merged {
+			if from, err = feedStart(ctx, src, srcSnap); err != nil {
+				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+			}
+		}
+		err = readChangeEvents(ctx, src, from, latest, l, s.cfg.SequenceBy, add, &res)
+	} else {
+		err = readSnapshotEvents(ctx, srcSnap, l, s.cfg.SequenceBy, add, &res)
+	}
+	if err != nil {
+		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+	}
+	stored, err := s.storedRows(ctx, dstSnap, l, events)
+	if err != nil {
+		return res, fmt.Errorf("table %s: %w", dstDecl.Name, err)
+	}
+	if !s.cfg.SourceChanges && l.spec.deletes != "ignore" {
+		for k, row := range stored.all {
+			if _, ok := events[k]; !ok {
+				events[k] = []scdEvent{{delete: true, row: row}}
+				stored.byKey[k] = row
+			}
+		}
+	}
+	// The last event per key decides; equal rows and deletes of absent keys are no-ops.
+	var upserts, deletes [][]any
+	for k, evs := range events {
+		evs, err := normalizeBatch(k, evs)
+		if err != nil {
+			return res, err
+		}
+		e := evs[len(evs)-1]
+		old, exists := stored.byKey[k]
+		switch {
+		case e.delete && exists && l.spec.deletes != "ignore":
+			deletes = append(deletes, old)
+		case !e.delete && (!exists || !rowsEqual(old, e.row)):
+			upserts = append(upserts, e.row)
+		}
+	}
+	mr, err := s.apply(ctx, env, dst, l, upserts, deletes, latest)
+	if err != nil {
+		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
+	}
+	res.RowsWritten = mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
+	res.FilesWritten = mr.NumTargetFilesAdded
+	res.BytesWritten = mr.NumTargetBytesAdded
+	if mr.Committed {
+		res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: mr.Version}}
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%d inserted, %d updated, %d deleted", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
+	return res, nil
+}
+
+// scd1Rows are the target's stored rows: for the keys with events, and (snapshot source
+// with deletes) all of them.
+type scd1Rows struct {
+	byKey map[string][]any
+	all   map[string][]any
+}
+
+func (s *SCD1Merge) storedRows(ctx context.Context, snap *delta.Snapshot, l *scdLayout, events map[string][]scdEvent) (*scd1Rows, error) {
+	out := &scd1Rows{byKey: map[string][]any{}, all: map[string][]any{}}
+	opts := delta.ScanOptions{}
+	wantAll := !s.cfg.SourceChanges && l.spec.deletes != "ignore"
+	if !wantAll && len(l.spec.keys) == 1 {
+		if len(events) == 0 {
+			return out, nil
+		}
+		keys := make([]any, 0, len(events))
+		for _, evs := range events {
+			keys = append(keys, evs[0].row[l.spec.keys[0]])
+		}
+		opts.Filter = delta.In(l.data[l.spec.keys[0]].Name, keys...)
+	}
+	sc, err := snap.Scan(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Release()
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		cols, err := sourceColumns(rec.Schema(), l)
+		if err != nil {
+			return nil, err
+		}
+		for i := range int(rec.NumRows()) {
+			row, err := sourceRow(rec, l, i, cols)
+			if err != nil {
+				return nil, err
+			}
+			k := keyString(row, l.spec.keys)
+			if _, ok := events[k]; ok {
+				out.byKey[k] = row
+			}
+			if wantAll {
+				out.all[k] = row
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// apply writes the upserts and deletes as one MERGE on the keys with the batch txn.
+func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, l *scdLayout, upserts, deletes [][]any, sourceVersion int64) (*delta.MergeResult, error) {
+	fields := make([]arrow.Field, 0, len(l.data)+1)
+	for _, f := range l.data {
+		at, err := delta.ArrowType(f.Type)
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, arrow.Field{Name: f.Name, Type: at, Nullable: true})
+	}
+	fields = append(fields, arrow.Field{Name: scdActionColumn, Type: arrow.BinaryTypes.String})
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	defer b.Release()
+	for _, batch := range []struct {
+		action string
+		rows   [][]any
+	}{{"upsert", upserts}, {"delete", deletes}} {
+		for _, row := range batch.rows {
+			for j, v := range row {
+				if err := appendValue(b.Field(j), v); err != nil {
+					return nil, fmt.Errorf("column %s: %w", l.data[j].Name, err)
+				}
+			}
+			b.Field(len(l.data)).(*array.StringBuilder).Append(batch.action)
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	on := make([]string, len(l.spec.keys))
+	for i, k := range l.spec.keys {
+		on[i] = l.data[k].Name
+	}
+	return dst.Merge(ctx, delta.MergeOptions{
+		Source:   []arrow.RecordBatch{rec},
+		On:       on,
+		NullSafe: true,
+		WhenMatched: []delta.MergeClause{
+			{Cond: delta.Eq("source."+scdActionColumn, "delete"), Action: delta.MergeDelete},
+			{Action: delta.MergeUpdate},
+		},
+		WhenNotMatched: []delta.MergeClause{
+			{Cond: delta.Ne("source."+scdActionColumn, "delete"), Action: delta.MergeInsert},
+		},
+		Txn:     &delta.Txn{AppID: s.AppID(), Version: sourceVersion},
+		Lineage: env.lineage(),
+	})
+}
