@@ -135,7 +135,7 @@ func TestCSVErrors(t *testing.T) {
 		{"decimal precision", []string{"amount decimal(10,2)"}, nil,
 			"amount\n123456789.5\n", `f.csv:2: column amount (1): "123456789.5" is not a decimal(10,2): more than 8 digits before the point`},
 		{"integer range", []string{"n integer"}, nil,
-			"n\n2147483648\n", `f.csv:2: column n (1): "2147483648" is not a integer: out of range`},
+			"n\n2147483648\n", `f.csv:2: column n (1): "2147483648" is not an integer: out of range`},
 		{"byte range", []string{"n byte"}, nil, "n\n-129\n", `f.csv:2: column n (1): "-129" is not a byte: out of range`},
 		{"long syntax", []string{"n long"}, nil, "n\n1.0\n", `f.csv:2: column n (1): "1.0" is not a long`},
 		{"boolean", []string{"b boolean"}, nil, "b\nmaybe\n", `f.csv:2: column b (1): "maybe" is not a boolean`},

@@ -121,7 +121,12 @@ func valueError(file string, line int64, col string, num int, val []byte, typ de
 	if len(shown) > 120 {
 		shown = shown[:120] + "..."
 	}
-	msg := fmt.Sprintf("column %s (%d): %q is not a %s", col, num, shown, typ)
+	ts := typ.String()
+	article := "a"
+	if strings.IndexByte("aeiou", ts[0]) >= 0 {
+		article = "an"
+	}
+	msg := fmt.Sprintf("column %s (%d): %q is not %s %s", col, num, shown, article, ts)
 	if why != "" {
 		msg += ": " + why
 	}
