@@ -80,6 +80,10 @@ type MergeOptions struct {
 	UserMetadata string
 	// Operation overrides commitInfo.operation (default "MERGE").
 	Operation string
+	// Retries is how many times a merge that lost to a conflicting concurrent commit is
+	// run again from the new snapshot (not with Tx, whose actions the caller derived
+	// from its snapshot); default 0: the *ConflictError is returned.
+	Retries int
 	// Tx, when set, is the transaction to merge in and commit: its snapshot is the target
 	// read, and what the caller did on it first (AllocateIdentity, SetTxn, other actions)
 	// is committed with the merge. Its TxOptions are replaced by the merge's.
@@ -127,13 +131,39 @@ var ErrMultipleSourceRowsMatched = errors.New("multiple source rows matched and 
 // update_preimage/update_postimage change rows, deleted rows delete, and, when the commit
 // has change files, inserted rows insert; copied rows never appear. Failing at any point
 // before the commit leaves the table unchanged; a concurrent commit that added or removed
-// files the merge depends on makes it fail with a *ConflictError (rerun it).
+// files the merge depends on makes it fail with a *ConflictError (see Retries).
 func (t *Table) Merge(ctx context.Context, opts MergeOptions) (*MergeResult, error) {
-	res, err := t.merge(ctx, opts)
-	if err != nil {
-		return nil, fmt.Errorf("merge into table %s: %w", t.displayRoot(), err)
+	if opts.SourceReader != nil {
+		// Read the source once: a retry merges the same rows again.
+		recs := append([]arrow.RecordBatch(nil), opts.Source...)
+		var owned []arrow.RecordBatch
+		defer func() {
+			for _, r := range owned {
+				r.Release()
+			}
+		}()
+		for opts.SourceReader.Next() {
+			r := opts.SourceReader.RecordBatch()
+			r.Retain()
+			owned = append(owned, r)
+			recs = append(recs, r)
+		}
+		if err := opts.SourceReader.Err(); err != nil {
+			return nil, fmt.Errorf("merge into table %s: read source: %w", t.displayRoot(), err)
+		}
+		opts.Source, opts.SourceReader = recs, nil
 	}
-	return res, nil
+	for attempt := 0; ; attempt++ {
+		res, err := t.merge(ctx, opts)
+		var ce *ConflictError
+		if err != nil && errors.As(err, &ce) && opts.Tx == nil && attempt < opts.Retries {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("merge into table %s: %w", t.displayRoot(), err)
+		}
+		return res, nil
+	}
 }
 
 func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, error) {

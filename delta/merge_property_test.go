@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/orchestrator-io/orchestrator/delta"
 )
 
@@ -110,6 +112,43 @@ func TestMergeConflictsWithConcurrentAppend(t *testing.T) {
 			var ce *delta.ConflictError
 			if got := errors.As(err, &ce); got != tc.conflict {
 				t.Fatalf("append into %s: err = %v, want conflict %v", tc.part, err, tc.conflict)
+			}
+		})
+	}
+}
+
+// A merge that loses to a concurrent append is rerun from the new snapshot with Retries,
+// and returns the *ConflictError without.
+func TestMergeRetriesAfterConflict(t *testing.T) {
+	ctx := context.Background()
+	for _, retries := range []int{0, 2} {
+		t.Run(fmt.Sprint(retries), func(t *testing.T) {
+			tbl := cdfTable(t, []row{{1, "ann", "a"}})
+			src := sourceRecord([]row{{1, "ANN", "a"}}, []string{"U"})
+			defer src.Release()
+			calls := 0
+			opts := upsertOptions(src)
+			opts.Retries = retries
+			// The clause condition commits an append while the merge runs (first time only).
+			opts.WhenMatched = []delta.MergeClause{{Action: delta.MergeUpdate, CondFunc: func(rows arrow.RecordBatch) ([]bool, error) {
+				if calls++; calls == 1 {
+					appendRows(t, tbl, row{9, "zed", "a"})
+				}
+				return []bool{true}, nil
+			}}}
+			_, err := tbl.Merge(ctx, opts)
+			var ce *delta.ConflictError
+			if retries == 0 {
+				if !errors.As(err, &ce) {
+					t.Fatalf("err = %v, want a conflict", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := latestRows(t, tbl), sortedStrings(row{1, "ANN", "a"}.String(), row{9, "zed", "a"}.String()); !slices.Equal(got, want) || calls != 2 {
+				t.Errorf("rows %v after %d runs, want %v", got, calls, want)
 			}
 		})
 	}
