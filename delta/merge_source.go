@@ -42,6 +42,7 @@ func (s *mergeSource) release() {
 	}
 }
 
+// loadSource reads opts.Source (Merge has already drained SourceReader into it).
 func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *mergePlan) (*mergeSource, error) {
 	mem := memory.DefaultAllocator
 	var batches []arrow.RecordBatch
@@ -53,16 +54,6 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 	for _, r := range opts.Source {
 		r.Retain()
 		batches = append(batches, r)
-	}
-	if opts.SourceReader != nil {
-		for opts.SourceReader.Next() {
-			r := opts.SourceReader.RecordBatch()
-			r.Retain()
-			batches = append(batches, r)
-		}
-		if err := opts.SourceReader.Err(); err != nil {
-			return nil, fmt.Errorf("read source: %w", err)
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

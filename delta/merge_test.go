@@ -154,3 +154,27 @@ func TestMergeCondFunc(t *testing.T) {
 		t.Errorf("rows %v (updated %d), want %v", got, res.NumTargetRowsUpdated, want)
 	}
 }
+
+// The source can be a RecordReader; NullSafe keys match nulls to nulls.
+func TestMergeSourceReaderAndNullSafe(t *testing.T) {
+	ctx := context.Background()
+	tbl := cdfTable(t, []row{{1, "ann", "a"}, {2, "bob", "a"}})
+	src := sourceRecord([]row{{2, "BOB", "a"}, {3, "cy", "b"}}, []string{"U", "I"})
+	defer src.Release()
+	rdr, err := array.NewRecordReader(src.Schema(), []arrow.RecordBatch{src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	opts := upsertOptions(src)
+	opts.Source, opts.SourceReader, opts.NullSafe = nil, rdr, true
+	opts.On = []string{"id", "part"}
+	res, err := tbl.Merge(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := latestRows(t, tbl), sortedStrings(row{1, "ann", "a"}.String(), row{2, "BOB", "a"}.String(), row{3, "cy", "b"}.String()); !slices.Equal(got, want) ||
+		res.NumSourceRows != 2 || res.NumTargetRowsUpdated != 1 || res.NumTargetRowsInserted != 1 {
+		t.Errorf("rows %v %+v, want %v", got, res, want)
+	}
+}
