@@ -9,6 +9,7 @@ import decimal
 import json
 import os
 import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -295,3 +296,49 @@ def rs_version(path: str, storage_options: dict | None = None) -> int:
     from deltalake import DeltaTable
 
     return DeltaTable(path, storage_options=storage_options).version()
+
+
+# ---------------------------------------------------------------- our tables
+
+
+@dataclass
+class Built:
+    """A table our writer built, and what every version must contain."""
+
+    path: str
+    partition_by: list[str]
+    versions: dict[int, pa.Table] = field(default_factory=dict)  # version -> expected rows
+    operations: dict[int, str] = field(default_factory=dict)  # version -> commitInfo.operation
+
+
+def build_table(deltatool, path: str, partition_by: list[str]) -> Built:
+    """create (v0) + append (v1), append, append, overwrite, property change, append, append:
+    with delta.checkpointInterval=2 our writer checkpoints at versions 2, 4, 6 and 8."""
+    b = Built(path, partition_by)
+    empty = sample_rows(0, 0)
+    state = empty
+
+    def commit(version: int, op: str, rows: pa.Table):
+        assert version == max(b.versions, default=-1) + 1, f"versions must be contiguous, got {version}"
+        b.versions[version] = rows
+        b.operations[version] = op
+
+    v = deltatool.write(path, sample_rows(0, 30), partition_by=partition_by,
+                        properties={"delta.checkpointInterval": "2"})
+    # A new table is version 0 (CREATE TABLE, empty) plus the first WRITE.
+    commit(0, "CREATE TABLE", empty)
+    state = sample_rows(0, 30)
+    commit(v, "WRITE", state)
+    for start, n in ((30, 25), (55, 1)):
+        data = sample_rows(start, n)
+        state = pa.concat_tables([state, data])
+        commit(deltatool.write(path, data), "WRITE", state)
+    state = sample_rows(1000, 20)
+    commit(deltatool.write(path, state, mode="overwrite"), "WRITE", state)
+    commit(deltatool.set_properties(path, {"delta.logRetentionDuration": "interval 60 days"}),
+           "SET TBLPROPERTIES", state)
+    for start, n in ((2000, 12), (3000, 7)):
+        data = sample_rows(start, n, parts=[None, "z"])
+        state = pa.concat_tables([state, data])
+        commit(deltatool.write(path, data), "WRITE", state)
+    return b

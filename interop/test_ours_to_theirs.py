@@ -7,75 +7,12 @@ every engine, ours included, is checked against the truth rather than against ea
 
 from __future__ import annotations
 
+import os
 import shutil
-from dataclasses import dataclass, field
 
-import pyarrow as pa
-import pytest
 from deltalake import DeltaTable
 
-from support import (
-    assert_same_rows,
-    rs_read,
-    sample_rows,
-    spark_history,
-    spark_read,
-)
-
-
-@dataclass
-class Built:
-    """A table our writer built, and what every version must contain."""
-
-    path: str
-    partition_by: list[str]
-    versions: dict[int, pa.Table] = field(default_factory=dict)  # version -> expected rows
-    operations: dict[int, str] = field(default_factory=dict)  # version -> commitInfo.operation
-
-
-def build_table(deltatool, path: str, partition_by: list[str]) -> Built:
-    """create (v0) + append (v1), append, append, overwrite, property change, append, append:
-    with delta.checkpointInterval=2 our writer checkpoints at versions 2, 4, 6 and 8."""
-    b = Built(path, partition_by)
-    empty = sample_rows(0, 0)
-    state = empty
-
-    def commit(version: int, op: str, rows: pa.Table):
-        assert version == max(b.versions, default=-1) + 1, f"versions must be contiguous, got {version}"
-        b.versions[version] = rows
-        b.operations[version] = op
-
-    v = deltatool.write(path, sample_rows(0, 30), partition_by=partition_by,
-                        properties={"delta.checkpointInterval": "2"})
-    # A new table is version 0 (CREATE TABLE, empty) plus the first WRITE.
-    commit(0, "CREATE TABLE", empty)
-    state = sample_rows(0, 30)
-    commit(v, "WRITE", state)
-    for start, n in ((30, 25), (55, 1)):
-        data = sample_rows(start, n)
-        state = pa.concat_tables([state, data])
-        commit(deltatool.write(path, data), "WRITE", state)
-    state = sample_rows(1000, 20)
-    commit(deltatool.write(path, state, mode="overwrite"), "WRITE", state)
-    commit(deltatool.set_properties(path, {"delta.logRetentionDuration": "interval 60 days"}),
-           "SET TBLPROPERTIES", state)
-    for start, n in ((2000, 12), (3000, 7)):
-        data = sample_rows(start, n, parts=[None, "z"])
-        state = pa.concat_tables([state, data])
-        commit(deltatool.write(path, data), "WRITE", state)
-    return b
-
-
-LAYOUTS = {"flat": [], "partitioned": ["part"], "two_partition_columns": ["part", "flag"]}
-
-
-@pytest.fixture(scope="module", params=list(LAYOUTS))
-def built(request, deltatool_bin, tmp_path_factory) -> Built:
-    from support import DeltaTool
-
-    work = tmp_path_factory.mktemp(f"ours-{request.param}")
-    tool = DeltaTool(deltatool_bin, work)
-    return build_table(tool, str(work / "table"), LAYOUTS[request.param])
+from support import assert_same_rows, build_table, rs_read, spark_history, spark_read
 
 
 def test_our_reader_every_version(built, deltatool):
@@ -132,8 +69,6 @@ def test_checkpoints_alone_suffice(built, spark, tmp_path):
     """Delete every commit JSON before the newest checkpoint from a copy of the table: the
     engines must then rebuild the latest state from our checkpoint Parquet file."""
     log = f"{built.path}/_delta_log"
-    import os
-
     names = sorted(os.listdir(log))
     cps = sorted(int(n.split(".")[0]) for n in names if n.endswith(".checkpoint.parquet"))
     assert cps == [v for v in built.versions if v > 0 and v % 2 == 0], f"checkpoints {cps}"
