@@ -237,35 +237,65 @@ func indexFrom(s, sub string, i int) int {
 
 func containsPath(s, p string) bool { return indexFrom(s, `"path":"`+p+`"`, 0) >= 0 }
 
-// A MERGE failing at any store operation leaves the table at its previous version, and
-// rerunning it gives the same rows and change feed as an uninterrupted run.
-func TestMergeFailsAtomically(t *testing.T) {
+// A MERGE, UPDATE or DELETE failing at any store operation leaves the table at its
+// previous version, and rerunning it gives the same rows and change feed as an
+// uninterrupted run.
+func TestDMLFailsAtomically(t *testing.T) {
+	src := sourceRecord([]row{{10, "x", "p"}, {60, "", "p"}, {500, "new", "p"}}, []string{"U", "D", "I"})
+	defer src.Release()
+	ops := map[string]func(ctx context.Context, tbl *delta.Table) (int64, error){
+		"merge": func(ctx context.Context, tbl *delta.Table) (int64, error) {
+			res, err := tbl.Merge(ctx, upsertOptions(src))
+			if err != nil {
+				return -1, err
+			}
+			return res.Version, nil
+		},
+		"update": func(ctx context.Context, tbl *delta.Table) (int64, error) {
+			res, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.In("id", 10, 120), Set: map[string]any{"name": "u"}})
+			if err != nil {
+				return -1, err
+			}
+			return res.Version, nil
+		},
+		"delete": func(ctx context.Context, tbl *delta.Table) (int64, error) {
+			res, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Or(delta.Lt("id", 60), delta.Eq("id", 170))})
+			if err != nil {
+				return -1, err
+			}
+			return res.Version, nil
+		},
+	}
+	for name, op := range ops {
+		t.Run(name, func(t *testing.T) { checkAtomic(t, op) })
+	}
+}
+
+func checkAtomic(t *testing.T, op func(ctx context.Context, tbl *delta.Table) (int64, error)) {
 	ctx := context.Background()
 	base := mem.New(mem.Config{})
 	flatTable(t, base, 4, 50)
-	src := sourceRecord([]row{{10, "x", "p"}, {60, "", "p"}, {500, "new", "p"}}, []string{"U", "D", "I"})
-	defer src.Release()
-	opts := upsertOptions(src)
+	all := func(string) bool { return true }
 
 	// The uninterrupted run.
-	ref, err := delta.Open(ctx, copyStore(t, base, "", func(string) bool { return true }), "wh/flat", delta.Options{})
+	ref, err := delta.Open(ctx, copyStore(t, base, "", all), "wh/flat", delta.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := latestRows(t, ref)
-	res, err := ref.Merge(ctx, opts)
+	version, err := op(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRows, wantFeed := latestRows(t, ref), versionChanges(t, ref, res.Version)
+	wantRows, wantFeed := latestRows(t, ref), versionChanges(t, ref, version)
 	for n := 1; ; n++ {
-		fst := faultstore.New(copyStore(t, base, "", func(string) bool { return true }))
+		fst := faultstore.New(copyStore(t, base, "", all))
 		tbl, err := delta.Open(ctx, fst, "wh/flat", delta.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		fst.FailNth(n, true, false)
-		_, err = tbl.Merge(ctx, opts)
+		_, err = op(ctx, tbl)
 		injected := fst.Injected()
 		fst.Heal()
 		if !injected {
@@ -275,6 +305,7 @@ func TestMergeFailsAtomically(t *testing.T) {
 			if n < 3 {
 				t.Fatalf("only %d operations", n)
 			}
+			t.Logf("checked %d failure points", n-1)
 			break
 		}
 		fresh, oerr := delta.Open(ctx, fst, "wh/flat", delta.Options{})
@@ -286,21 +317,21 @@ func TestMergeFailsAtomically(t *testing.T) {
 			if !errors.Is(err, faultstore.ErrInjected) {
 				t.Errorf("fail at %d: error %v does not wrap the injected failure", n, err)
 			}
-			if snap.Version() != res.Version-1 || !slices.Equal(latestRows(t, fresh), before) {
+			if snap.Version() != version-1 || !slices.Equal(latestRows(t, fresh), before) {
 				t.Fatalf("fail at %d: table moved to version %d", n, snap.Version())
 			}
-			rres, err := fresh.Merge(ctx, opts)
+			v, err := op(ctx, fresh)
 			if err != nil {
 				t.Fatalf("fail at %d: rerun: %v", n, err)
 			}
-			if rres.Version != res.Version {
-				t.Errorf("fail at %d: rerun committed %d, want %d", n, rres.Version, res.Version)
+			if v != version {
+				t.Errorf("fail at %d: rerun committed %d, want %d", n, v, version)
 			}
 		}
 		if got := latestRows(t, fresh); !slices.Equal(got, wantRows) {
 			t.Errorf("fail at %d: rows\ngot  %v\nwant %v", n, got, wantRows)
 		}
-		if got := versionChanges(t, fresh, res.Version); !slices.Equal(got, wantFeed) {
+		if got := versionChanges(t, fresh, version); !slices.Equal(got, wantFeed) {
 			t.Errorf("fail at %d: feed\ngot  %v\nwant %v", n, got, wantFeed)
 		}
 	}
