@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -234,11 +235,7 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 	if opts.EndVersion == nil && !opts.EndTime.IsZero() {
 		hi = opts.EndTime.UnixMilli()
 	}
-	for v := start; v <= end; v++ {
-		acts, err := t.readCommit(ctx, v)
-		if err != nil {
-			return nil, err
-		}
+	err = t.forEachCommit(ctx, start, end, func(v int64, acts []Action) error {
 		var cdcs, adds, removes []*Add
 		changed := false
 		for i := range acts {
@@ -252,33 +249,33 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 				cdcs = append(cdcs, CDCAsAdd(a.CDC))
 			case a.Add != nil && a.Add.DataChange:
 				if a.Add.DeletionVector != nil {
-					return nil, fmt.Errorf("version %d: %w", v, &UnsupportedFeatureError{Feature: FeatureDeletionVectors})
+					return fmt.Errorf("version %d: %w", v, &UnsupportedFeatureError{Feature: FeatureDeletionVectors})
 				}
 				adds = append(adds, a.Add)
 			case a.Remove != nil && a.Remove.DataChange:
 				if a.Remove.DeletionVector != nil {
-					return nil, fmt.Errorf("version %d: %w", v, &UnsupportedFeatureError{Feature: FeatureDeletionVectors})
+					return fmt.Errorf("version %d: %w", v, &UnsupportedFeatureError{Feature: FeatureDeletionVectors})
 				}
 				removes = append(removes, removeAsAdd(a.Remove))
 			}
 		}
 		if changed && v > start {
 			if err := checkRead(proto, md); err != nil {
-				return nil, fmt.Errorf("version %d: %w", v, err)
+				return fmt.Errorf("version %d: %w", v, err)
 			}
 			if !cdfEnabled(md) {
-				return nil, fmt.Errorf("%w at version %d: delta.enableChangeDataFeed was turned off there (the range is %d to %d)",
+				return fmt.Errorf("%w at version %d: delta.enableChangeDataFeed was turned off there (the range is %d to %d)",
 					ErrChangeDataFeedDisabled, v, start, end)
 			}
 		}
 		ts := stamps[byVersion[v]]
 		if ts < lo || ts > hi {
-			continue
+			return nil
 		}
 		micros := ts * 1000
 		if len(cdcs) > 0 {
 			plan.units = append(plan.units, cdfUnit{version: v, tsMicros: micros, files: cdcs})
-			continue
+			return nil
 		}
 		if len(removes) > 0 {
 			plan.units = append(plan.units, cdfUnit{version: v, tsMicros: micros, changeType: ChangeDelete, files: removes})
@@ -286,6 +283,10 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 		if len(adds) > 0 {
 			plan.units = append(plan.units, cdfUnit{version: v, tsMicros: micros, changeType: ChangeInsert, files: adds})
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return plan, nil
 }
@@ -367,6 +368,46 @@ func (t *Table) cdfDisabledError(ctx context.Context, start, end int64) error {
 	}
 	return fmt.Errorf("%w at start version %d: delta.enableChangeDataFeed is not true there (the range is %d to %d)",
 		ErrChangeDataFeedDisabled, start, start, end)
+}
+
+// commitReadWorkers bounds concurrent commit reads (object stores answer each GET with
+// a round trip); commitReadChunk bounds how many decoded commits are held at once.
+const (
+	commitReadWorkers = 8
+	commitReadChunk   = 32
+)
+
+// forEachCommit reads the commit files of versions from..to, a chunk at a time with a
+// few concurrent reads, and calls fn for each in version order. The first error (of a
+// read or of fn) stops it.
+func (t *Table) forEachCommit(ctx context.Context, from, to int64, fn func(v int64, acts []Action) error) error {
+	for lo := from; lo <= to; lo += commitReadChunk {
+		hi := min(lo+commitReadChunk-1, to)
+		acts := make([][]Action, hi-lo+1)
+		errs := make([]error, hi-lo+1)
+		sem := make(chan struct{}, commitReadWorkers)
+		var wg sync.WaitGroup
+		for v := lo; v <= hi; v++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(v int64) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				acts[v-lo], errs[v-lo] = t.readCommit(ctx, v)
+			}(v)
+		}
+		wg.Wait()
+		for i := range acts {
+			if errs[i] != nil {
+				return errs[i]
+			}
+			if err := fn(lo+int64(i), acts[i]); err != nil {
+				return err
+			}
+			acts[i] = nil
+		}
+	}
+	return nil
 }
 
 func cdfEnabled(md *Metadata) bool {

@@ -319,11 +319,7 @@ func (t *Table) filesNeededFrom(ctx context.Context, latest *Snapshot, opts Vacu
 			return nil, err
 		}
 	}
-	for v := from; v <= latest.version; v++ {
-		acts, err := t.readCommit(ctx, v)
-		if err != nil {
-			return nil, fmt.Errorf("%s still needs version %d: %w", who, from, err)
-		}
+	err = t.forEachCommit(ctx, from, latest.version, func(_ int64, acts []Action) error {
 		for i := range acts {
 			var p string
 			switch a := &acts[i]; {
@@ -337,9 +333,13 @@ func (t *Table) filesNeededFrom(ctx context.Context, latest *Snapshot, opts Vacu
 				continue
 			}
 			if err := t.markPath(keep, p, opts.TableURI); err != nil {
-				return nil, err
+				return err
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s still needs version %d: %w", who, from, err)
 	}
 	return keep, nil
 }
