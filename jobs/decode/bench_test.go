@@ -23,7 +23,12 @@ import (
 // string key, decimal(10,2), UTC timestamp, nullable string).
 const benchRows = 1_000_000
 
-var benchData = sync.OnceValue(func() []byte {
+var benchData = sync.OnceValue(func() []byte { return genBench(false) })
+
+// benchDataQuoted has every string field quoted, as many exporters write them.
+var benchDataQuoted = sync.OnceValue(func() []byte { return genBench(true) })
+
+func genBench(quoted bool) []byte {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var b bytes.Buffer
 	b.Grow(benchRows * 80)
@@ -31,15 +36,24 @@ var benchData = sync.OnceValue(func() []byte {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	for i := range benchRows {
 		ts := time.UnixMicro(t0 + rng.Int64N(90*86400e6)).UTC()
-		fmt.Fprintf(&b, "TX-%09d,CUST-%06d,%d.%02d,%s,", i, rng.IntN(200000), rng.IntN(100000), rng.IntN(100),
-			ts.Format("2006-01-02T15:04:05.000000Z"))
+		if quoted {
+			fmt.Fprintf(&b, "\"TX-%09d\",\"CUST-%06d\",%d.%02d,%s,", i, rng.IntN(200000), rng.IntN(100000), rng.IntN(100),
+				ts.Format("2006-01-02T15:04:05.000000Z"))
+		} else {
+			fmt.Fprintf(&b, "TX-%09d,CUST-%06d,%d.%02d,%s,", i, rng.IntN(200000), rng.IntN(100000), rng.IntN(100),
+				ts.Format("2006-01-02T15:04:05.000000Z"))
+		}
 		if rng.IntN(4) != 0 {
-			fmt.Fprintf(&b, "note %d", rng.IntN(1000))
+			if quoted {
+				fmt.Fprintf(&b, "\"note, %d\"", rng.IntN(1000))
+			} else {
+				fmt.Fprintf(&b, "note %d", rng.IntN(1000))
+			}
 		}
 		b.WriteByte('\n')
 	}
 	return b.Bytes()
-})
+}
 
 func benchSchema(tb testing.TB) Options {
 	return Options{Format: CSV, Schema: schema(tb, "transaction_id string!", "customer_key string!", "amount decimal(10,2)!",
@@ -47,9 +61,13 @@ func benchSchema(tb testing.TB) Options {
 }
 
 func BenchmarkCSVDecode(b *testing.B) {
-	data := benchData()
-	for _, par := range []int{1, 2} {
-		b.Run(fmt.Sprintf("par%d", par), func(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		data func() []byte
+		par  int
+	}{{"par1", benchData, 1}, {"par2", benchData, 2}, {"quoted/par1", benchDataQuoted, 1}, {"quoted/par2", benchDataQuoted, 2}} {
+		data, par := bc.data(), bc.par
+		b.Run(bc.name, func(b *testing.B) {
 			opts := benchSchema(b)
 			opts.Parallelism = par
 			b.SetBytes(int64(len(data)))

@@ -91,17 +91,20 @@ func (s *splitter) fill() (shift int) {
 	return shift
 }
 
-// scanRecord finds the end of the record starting at from: the index after its newline.
-func (s *splitter) scanRecord(from int) (int, bool) {
+// scanRecord finds the end of the record starting at from (the index after its newline)
+// and the number of lines it spans.
+func (s *splitter) scanRecord(from int) (int, int64, bool) {
 	b := s.buf[from:s.end]
 	q := s.quote
 	inQ := false
 	i := 0
+	lines := int64(0)
 	for {
 		j := bytes.IndexByte(b[i:], '\n')
 		if j < 0 {
-			return 0, false
+			return 0, 0, false
 		}
+		lines++
 		seg := b[i : i+j]
 		if inQ || bytes.IndexByte(seg, q) >= 0 {
 			if bytes.Count(seg, []byte{q})%2 == 1 {
@@ -110,7 +113,7 @@ func (s *splitter) scanRecord(from int) (int, bool) {
 		}
 		i += j + 1
 		if !inQ {
-			return from + i, true
+			return from + i, lines, true
 		}
 	}
 }
@@ -160,8 +163,8 @@ func (s *splitter) next() (chunk, error) {
 			break
 		}
 		if qpos >= 0 { // the record at pos has a quote: scan it with quote parity
-			if end, ok := s.scanRecord(pos); ok {
-				lines += int64(bytes.Count(s.buf[pos:end], []byte{'\n'}))
+			if end, nl, ok := s.scanRecord(pos); ok {
+				lines += nl
 				pos = end
 				recs++
 				continue
