@@ -68,8 +68,10 @@ type Options struct {
 	IgnoreExtraColumns bool
 	Format             Format
 	CSV                CSVOptions
-	// BatchSize is the most rows per record batch (default DefaultBatchSize); a batch has
-	// exactly that many unless the file ends, or records were skipped, or blank lines.
+	// BatchSize is the most rows per record batch (default DefaultBatchSize). A batch has
+	// exactly that many rows except the last; in CSV a batch is also short by the records
+	// skipped and the blank lines in its stretch of the file (chunks are cut by lines
+	// before they are parsed in parallel).
 	BatchSize int
 	// Location is the zone of timestamps written without an offset (default UTC).
 	Location *time.Location
