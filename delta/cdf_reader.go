@@ -57,8 +57,10 @@ func newChangesReader(ctx context.Context, t *Table, plan *changesPlan, opts Cha
 			r.types[ty] = true
 		}
 	}
-	if plan.schema.Field(ChangeTypeColumn) != nil {
-		return nil, fmt.Errorf("the table schema has a column named %s", ChangeTypeColumn)
+	for _, c := range []string{ChangeTypeColumn, CommitVersionColumn, CommitTimestampColumn} {
+		if plan.schema.Field(c) != nil {
+			return nil, fmt.Errorf("the table has a column named %s, which the change data feed adds itself", c)
+		}
 	}
 	var fields []*StructField
 	if len(opts.Columns) == 0 {
