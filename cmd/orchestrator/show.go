@@ -18,7 +18,8 @@ func showCommand() *command {
 		summary: "print a table's rows, at any version or time",
 		help: "Print the rows of a table: its latest version, or the version given with --version,\n" +
 			"or the version that was current at --timestamp (RFC 3339, e.g.\n" +
-			"2026-01-14T10:00:00Z; a time without a zone, or a bare date, is UTC). --where\n" +
+			"2026-01-14T10:00:00Z; a time without a zone, or a bare date, is UTC), which is\n" +
+			"named on stderr. --where\n" +
 			"keeps the rows that match a condition (files that cannot match are not read);\n" +
 			"--columns picks columns; --limit stops after that many rows.\n\n" +
 			"Values are shown exactly: decimals with their scale, timestamps in UTC (RFC 3339),\n" +
@@ -71,6 +72,10 @@ func showCommand() *command {
 					snap, err = t.table.SnapshotAt(ctx, version.value)
 				case *timestamp != "":
 					snap, err = t.table.SnapshotAsOf(ctx, asOf)
+					if err == nil { // say which version the time chose
+						fmt.Fprintf(e.stderr, "table %s as of %s: version %d, committed %s\n",
+							t.name, formatTime(asOf), snap.Version(), formatTime(snap.Timestamp()))
+					}
 				default:
 					snap, err = t.table.Snapshot(ctx)
 				}
