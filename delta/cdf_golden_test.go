@@ -229,6 +229,14 @@ func TestGoldenChangeDataFeedSubRanges(t *testing.T) {
 			}
 		}
 	}
+	// An end after the latest version is clamped to it (as Spark does).
+	r, err = tbl.Changes(ctx, delta.ChangesOptions{StartVersion: ptr(int64(0)), EndVersion: ptr(int64(99))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := changeRows(t, r, cols); !slices.Equal(got, all) || r.EndVersion() != 3 {
+		t.Errorf("end 99: range ..%d, %d rows; want ..3 and the full feed", r.EndVersion(), len(got))
+	}
 	// A change-type filter keeps only those rows.
 	r, err = tbl.Changes(ctx, delta.ChangesOptions{StartVersion: ptr(int64(0)), Types: []string{"update_postimage", "delete"}})
 	if err != nil {
