@@ -129,12 +129,21 @@ func (s *csvSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, erro
 	}
 	c, err := s.split.next()
 	if err != nil {
-		return nil, nil, fmt.Errorf("decode %s: %w", s.file, err)
+		return nil, nil, s.splitError(err)
 	}
 	if len(c.data) == 0 {
 		return nil, nil, nil
 	}
 	return s.seq.parseChunk(c)
+}
+
+// splitError turns a splitter error into the reader's: an *Error for a record too long,
+// else a wrapped read error.
+func (s *csvSource) splitError(err error) error {
+	if le, ok := err.(*longRecordError); ok {
+		return &Error{File: s.file, Line: le.line, Msg: fmt.Sprintf("a record longer than %d MiB (an unclosed quote?)", maxRecordBytes>>20)}
+	}
+	return fmt.Errorf("decode %s: %w", s.file, err)
 }
 
 func (s *csvSource) close() {

@@ -2,7 +2,6 @@ package decode
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -63,7 +62,7 @@ func (p *pipeline) splitLoop() {
 		if err != nil || len(c.data) == 0 {
 			r := result{seq: c.seq, end: true}
 			if err != nil {
-				r.err = fmt.Errorf("decode %s: %w", p.src.file, err)
+				r.err = p.src.splitError(err)
 			}
 			select {
 			case p.results <- r:

@@ -2,8 +2,24 @@ package decode
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 )
+
+// Limits that keep memory bounded on odd input: a chunk is cut early once it holds
+// maxChunkBytes (its batch is then short), and a record longer than maxRecordBytes (an
+// unclosed quote, most likely) is an error. Variables so tests can lower them.
+var (
+	maxChunkBytes  = 128 << 20
+	maxRecordBytes = 64 << 20
+)
+
+// longRecordError is a record longer than maxRecordBytes, starting at line.
+type longRecordError struct{ line int64 }
+
+func (e *longRecordError) Error() string {
+	return fmt.Sprintf("line %d: a record longer than %d MiB (an unclosed quote?)", e.line, maxRecordBytes>>20)
+}
 
 // readSize is the most bytes asked of the source per Read: small enough that the partial
 // record left over after a chunk (which is copied) stays small.
@@ -134,6 +150,9 @@ func (s *splitter) next() (chunk, error) {
 	pos := s.start
 	lines := int64(0)
 	for recs := 0; recs < s.rows; {
+		if recs > 0 && pos-s.start >= maxChunkBytes {
+			break
+		}
 		// Lines before the next quote are whole records: count them off quickly.
 		limit := s.end
 		qpos := bytes.IndexByte(s.buf[pos:s.end], s.quote)
@@ -179,6 +198,9 @@ func (s *splitter) next() (chunk, error) {
 				pos = s.end
 			}
 			break
+		}
+		if s.end-pos > maxRecordBytes {
+			return chunk{}, &longRecordError{line: s.line + lines}
 		}
 		pos -= s.fill()
 	}

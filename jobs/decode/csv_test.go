@@ -337,3 +337,31 @@ func TestCSVStopEarly(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCSVLimits: an unclosed quote does not read the whole file into memory, and a chunk
+// is cut early when its records are large.
+func TestCSVLimits(t *testing.T) {
+	defer func(c, r int) { maxChunkBytes, maxRecordBytes = c, r }(maxChunkBytes, maxRecordBytes)
+	maxChunkBytes, maxRecordBytes = 1<<20, 1<<20
+	forEachParallelism(t, func(t *testing.T, par int) {
+		in := "a,b\n1,2\n3,\"never closed\n" + strings.Repeat("x,y\n", 1<<20)
+		got := decodeAll(t, in, Options{Schema: schema(t, "a long", "b string"), Parallelism: par})
+		if want := "f.csv:3: a record longer than 1 MiB (an unclosed quote?)"; got.err == nil || got.err.Error() != want {
+			t.Errorf("error %v, want %s", got.err, want)
+		}
+
+		var sb strings.Builder
+		sb.WriteString("a,b\n")
+		big := strings.Repeat("z", 100<<10)
+		for i := range 30 {
+			sb.WriteString(strconv.Itoa(i) + "," + big + "\n")
+		}
+		got = decodeAll(t, sb.String(), Options{Schema: schema(t, "a long", "b string"), Parallelism: par})
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		if len(got.rows) != 30 || len(got.batches) < 3 {
+			t.Errorf("%d rows in batches %v, want 30 rows in at least 3 batches of about 1 MiB", len(got.rows), got.batches)
+		}
+	})
+}
