@@ -96,7 +96,7 @@ func (d *driver) targets() []target {
 		known := ours != nil && duck != nil
 		got := ""
 		if known {
-			got = fmt.Sprintf("%.2f× (%s vs %s rows/s)", ours.RowsPerSec/duck.RowsPerSec, rate(ours.RowsPerSec), rate(duck.RowsPerSec))
+			got = fmt.Sprintf("%.2f× (%s vs %s rows/s); by CPU seconds %s", ours.RowsPerSec/duck.RowsPerSec, rate(ours.RowsPerSec), rate(duck.RowsPerSec), cpuRatio(duck, ours))
 		}
 		add(5, "ingest ≥ 0.7× DuckDB rows/s", known && ours.RowsPerSec >= 0.7*duck.RowsPerSec, known, got)
 		if ours != nil {
@@ -127,7 +127,7 @@ func (d *driver) targets() []target {
 		known := ours != nil && drs != nil
 		got := ""
 		if known {
-			got = fmt.Sprintf("ours %.2fs vs delta-rs %.2fs (%.2f× faster)", ours.Seconds, drs.Seconds, drs.Seconds/ours.Seconds)
+			got = fmt.Sprintf("ours %.2fs vs delta-rs %.2fs (%.2f× as fast); by CPU seconds %s", ours.Seconds, drs.Seconds, drs.Seconds/ours.Seconds, cpuRatio(drs, ours))
 		}
 		add(4, "MERGE faster than delta-rs, changes in "+layout+" files", known && ours.Seconds < drs.Seconds, known, got)
 	}
@@ -135,7 +135,7 @@ func (d *driver) targets() []target {
 		known := clustered != nil && spread != nil
 		got := ""
 		if known {
-			got = fmt.Sprintf("%.2f× (%.2fs vs %.2fs)", clustered.Seconds/spread.Seconds, clustered.Seconds, spread.Seconds)
+			got = fmt.Sprintf("%.2f× (%.2fs vs %.2fs); by CPU seconds %.2f×", clustered.Seconds/spread.Seconds, clustered.Seconds, spread.Seconds, clustered.CPUSeconds/spread.CPUSeconds)
 		}
 		add(4, "MERGE with changes in 10% of files ≤ 0.3× the spread case's time", known && clustered.Seconds <= 0.3*spread.Seconds, known, got)
 	}
@@ -143,7 +143,7 @@ func (d *driver) targets() []target {
 		known := ch != nil && scan != nil
 		got := ""
 		if known {
-			got = fmt.Sprintf("%.2f× (%s vs %s rows/s)", ch.RowsPerSec/scan.RowsPerSec, rate(ch.RowsPerSec), rate(scan.RowsPerSec))
+			got = fmt.Sprintf("%.2f× (%s vs %s rows/s); by CPU seconds %s", ch.RowsPerSec/scan.RowsPerSec, rate(ch.RowsPerSec), rate(scan.RowsPerSec), cpuRatio(scan, ch))
 		}
 		add(4, "change feed read ≥ 0.8× the plain scan", known && ch.RowsPerSec >= 0.8*scan.RowsPerSec, known, got)
 	}
@@ -152,13 +152,13 @@ func (d *driver) targets() []target {
 		known := ours != nil && duck != nil
 		got := ""
 		if known {
-			got = fmt.Sprintf("ours %.2fs vs DuckDB %.2fs", ours.Seconds, duck.Seconds)
+			got = fmt.Sprintf("ours %.2fs vs DuckDB %.2fs; by CPU seconds %s", ours.Seconds, duck.Seconds, cpuRatio(duck, ours))
 		}
 		add(5, "SCD2 not slower than DuckDB", known && ours.Seconds <= duck.Seconds, known, got)
 		known = ours != nil && drs != nil
 		got = ""
 		if known {
-			got = fmt.Sprintf("ours %.2fs vs delta-rs %.2fs", ours.Seconds, drs.Seconds)
+			got = fmt.Sprintf("ours %.2fs vs delta-rs %.2fs; by CPU seconds %s", ours.Seconds, drs.Seconds, cpuRatio(drs, ours))
 		}
 		add(5, "SCD2 faster than delta-rs", known && ours.Seconds < drs.Seconds, known, got)
 	}
@@ -174,6 +174,15 @@ func (d *driver) targets() []target {
 		add(3, "snapshot load of 10,000 commits < 1 s", sl.Seconds < 1, true, fmt.Sprintf("%.3fs", sl.Seconds))
 	}
 	return ts
+}
+
+// cpuRatio is how many times fewer CPU seconds (whole process: startup and setup
+// included) ours used than the peer's process: >1 means ours used less.
+func cpuRatio(peer, ours *row) string {
+	if ours.CPUSeconds == 0 || peer.CPUSeconds == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f× as efficient (%.1f vs %.1f CPU s)", peer.CPUSeconds/ours.CPUSeconds, ours.CPUSeconds, peer.CPUSeconds)
 }
 
 func rate(v float64) string {
