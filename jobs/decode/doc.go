@@ -16,7 +16,8 @@
 //   - In Skip mode a bad record is dropped whole and reported; the other rows come out
 //     exactly as in a clean file. Nothing is dropped silently.
 //   - Memory is bounded by the batch size (a few batches in flight when CSV is parsed in
-//     parallel), not by the file size; batches come out in file order.
+//     parallel), not by the file size; batches come out in file order. A CSV chunk is cut
+//     early at 128 MiB, and a record (CSV) or line (NDJSON) over 64 MiB is an error.
 //   - CSV parsing is allocation-free per value on the fast paths (numbers, decimals up to
 //     precision 18 in int64 arithmetic, above that in two 64-bit limbs, ISO dates and
 //     timestamps by digit arithmetic, no time.Parse), and runs on all cores.

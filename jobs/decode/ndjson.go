@@ -85,6 +85,9 @@ func (s *ndjsonSource) readLine() ([]byte, error) {
 	if errors.Is(err, bufio.ErrBufferFull) {
 		s.longBuf = append(s.longBuf[:0], b...)
 		for errors.Is(err, bufio.ErrBufferFull) {
+			if len(s.longBuf) > maxRecordBytes {
+				return nil, &Error{File: s.file, Line: s.line + 1, Msg: fmt.Sprintf("a line longer than %d MiB", maxRecordBytes>>20)}
+			}
 			b, err = s.br.ReadSlice('\n')
 			s.longBuf = append(s.longBuf, b...)
 		}
@@ -111,7 +114,9 @@ func (s *ndjsonSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, e
 	var bads []*Error
 	for rows < s.opts.BatchSize {
 		b, err := s.readLine()
-		if err != nil {
+		if e, ok := err.(*Error); ok {
+			return nil, nil, e
+		} else if err != nil {
 			return nil, nil, fmt.Errorf("decode %s: %w", s.file, err)
 		}
 		if b == nil && s.eof {

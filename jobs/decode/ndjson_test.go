@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/orchestrator-io/orchestrator/delta"
@@ -124,4 +125,14 @@ func eqInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+func TestNDJSONLongLine(t *testing.T) {
+	defer func(r int) { maxRecordBytes = r }(maxRecordBytes)
+	maxRecordBytes = 2 << 20
+	in := `{"n":"a"}` + "\n" + `{"n":"` + strings.Repeat("x", 5<<20) + `"}` + "\n"
+	got := decodeAll(t, in, Options{Format: NDJSON, Schema: schema(t, "n string")})
+	if want := "f.csv:2: a line longer than 2 MiB"; got.err == nil || got.err.Error() != want {
+		t.Errorf("error %v, want %s", got.err, want)
+	}
 }
