@@ -175,14 +175,7 @@ func TestParseInterspersed(t *testing.T) {
 // TestBinary builds the real binary and runs it, to check what only a process shows:
 // the exit code through os.Exit and the version set with -ldflags.
 func TestBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
-	}
-	bin := filepath.Join(t.TempDir(), "orchestrator")
-	build := runCmd(t, "", "go", "build", "-o", bin, "-ldflags", "-X main.version=v9.9.9-test", ".")
-	if build.code != 0 {
-		t.Fatalf("go build: exit %d\n%s", build.code, build.stderr)
-	}
+	bin := buildBinary(t)
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +197,7 @@ func TestBinary(t *testing.T) {
 	}
 
 	r = runCmd(t, "", bin, "version")
-	if !regexp.MustCompile(`^orchestrator v9\.9\.9-test \(go\S+ \S+/\S+\)\n$`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`^orchestrator `+regexp.QuoteMeta(testVersion)+` \(go\S+ \S+/\S+\)\n$`).MatchString(r.stdout) {
 		t.Errorf("version: stdout %q, want the version set with -ldflags", r.stdout)
 	}
 }

@@ -66,6 +66,9 @@ var (
 	binDir  string // removed by TestMain
 )
 
+// testVersion is the version the test binary is linked with (-ldflags -X main.version).
+const testVersion = "v9.9.9-test"
+
 // buildBinary builds the orchestrator binary once per test process.
 func buildBinary(t *testing.T) string {
 	t.Helper()
@@ -78,7 +81,7 @@ func buildBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "orchestrator")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binPath, "-ldflags", "-X main.version="+testVersion, ".").CombinedOutput()
 		if err != nil {
 			binErr = errors.New("go build: " + err.Error() + "\n" + string(out))
 		}
