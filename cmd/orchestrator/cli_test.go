@@ -197,7 +197,7 @@ func TestBinary(t *testing.T) {
 	}
 
 	r = runCmd(t, "", bin, "version")
-	if !regexp.MustCompile(`^orchestrator `+regexp.QuoteMeta(testVersion)+` \(go\S+ \S+/\S+\)\n$`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`^orchestrator ` + regexp.QuoteMeta(testVersion) + ` \(go\S+ \S+/\S+\)\n$`).MatchString(r.stdout) {
 		t.Errorf("version: stdout %q, want the version set with -ldflags", r.stdout)
 	}
 }
