@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -80,6 +81,9 @@ type MergeOptions struct {
 	UserMetadata string
 	// Operation overrides commitInfo.operation (default "MERGE").
 	Operation string
+	// Parallelism is how many target files are merged at once (default GOMAXPROCS, at
+	// most 4). Memory holds the source plus that many target files.
+	Parallelism int
 	// Retries is how many times a merge that lost to a conflicting concurrent commit is
 	// run again from the new snapshot (not with Tx, whose actions the caller derived
 	// from its snapshot); default 0: the *ConflictError is returned.
@@ -192,7 +196,12 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 		return nil, err
 	}
 	defer src.release()
-	m := &merger{t: t, snap: snap, tx: tx, plan: plan, src: src, res: &MergeResult{Version: snap.Version(), NumSourceRows: src.n}}
+	parallel := opts.Parallelism
+	if parallel <= 0 {
+		parallel = min(runtime.GOMAXPROCS(0), 4)
+	}
+	m := &merger{t: t, snap: snap, tx: tx, plan: plan, src: src, parallel: parallel, matched: make([]bool, src.n),
+		res: &MergeResult{Version: snap.Version(), NumSourceRows: src.n}}
 	m.w, err = newRewriter(snap)
 	if err != nil {
 		return nil, err
@@ -210,6 +219,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if err != nil {
 		return nil, err
 	}
+	adds, cdcs = append(adds, m.extraAdds...), append(cdcs, m.extraCDCs...)
 	closed = true
 	res := m.res
 	if len(m.removed) == 0 && len(adds) == 0 && opts.Txn == nil && opts.Tx == nil {

@@ -2,9 +2,11 @@ package delta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -20,9 +22,18 @@ type merger struct {
 	res  *MergeResult
 	w    *rewriter
 
+	parallel int // target files merged at once (rewriteFiles)
+
 	removed []*Add   // target files rewritten
 	read    []string // target files read
 	tview   *arrow.Schema
+	matched []bool // source rows that matched a target row
+
+	// Filled when several workers rewrote files (rewriteFiles): the other workers' files
+	// and change rows.
+	extraAdds []*Add
+	extraCDCs []*CDC
+	extraCDC  int64
 }
 
 func (m *merger) run(ctx context.Context) error {
@@ -38,10 +49,8 @@ func (m *merger) run(ctx context.Context) error {
 	}
 	m.tview = arrow.NewSchema(fields, nil)
 	if len(m.plan.matched) > 0 || len(m.plan.bySource) > 0 {
+		var files []*Add
 		for _, a := range m.snap.Files() {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
 			may, err := m.src.mayHoldKeys(m.plan, a, isPart)
 			if err != nil {
 				return err
@@ -55,13 +64,10 @@ func (m *merger) run(ctx context.Context) error {
 			}
 			m.res.NumTargetFilesScanned++
 			m.read = append(m.read, a.Path)
-			touched, err := m.mergeFile(ctx, a)
-			if err != nil {
-				return err
-			}
-			if touched {
-				m.removed = append(m.removed, a)
-			}
+			files = append(files, a)
+		}
+		if err := m.rewriteFiles(ctx, files); err != nil {
+			return err
 		}
 	} else {
 		// Insert-only: a target file matters only for which source rows match it.
@@ -82,6 +88,114 @@ func (m *merger) run(ctx context.Context) error {
 		}
 	}
 	return m.insert(ctx)
+}
+
+// rewriteFiles merges the candidate files, m.parallel of them at a time: each worker is
+// a copy of m with its own writers, counters and matched-source flags, combined into m
+// at the end (worker 0 is m itself).
+func (m *merger) rewriteFiles(ctx context.Context, files []*Add) error {
+	n := min(m.parallel, len(files))
+	if n <= 1 {
+		for _, a := range files {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			touched, err := m.mergeFile(ctx, a)
+			if err != nil {
+				return err
+			}
+			if touched {
+				m.removed = append(m.removed, a)
+			}
+		}
+		return nil
+	}
+	workers := []*merger{m}
+	defer func() {
+		for _, w := range workers[1:] {
+			if w.w != nil {
+				w.w.abort()
+			}
+		}
+	}()
+	for i := 1; i < n; i++ {
+		w := *m
+		w.res, w.removed, w.matched = &MergeResult{}, nil, make([]bool, len(m.matched))
+		rw, err := newRewriter(m.snap)
+		if err != nil {
+			return err
+		}
+		w.w = rw
+		workers = append(workers, &w)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan *Add)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for a := range next {
+				touched, err := w.mergeFile(ctx, a)
+				if err != nil {
+					errs[i] = err
+					cancel()
+					for range next { // drain so the feeder finishes
+					}
+					return
+				}
+				if touched {
+					w.removed = append(w.removed, a)
+				}
+			}
+		}()
+	}
+feed:
+	for _, a := range files {
+		select {
+		case next <- a:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs { // the first real failure, not the cancellations it caused
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, w := range workers[1:] {
+		adds, cdcs, err := w.w.finish(ctx)
+		cdcRows := w.w.cdcRows
+		w.w = nil // finished or aborted by finish
+		if err != nil {
+			return err
+		}
+		m.extraAdds, m.extraCDCs = append(m.extraAdds, adds...), append(m.extraCDCs, cdcs...)
+		m.extraCDC += cdcRows
+		m.removed = append(m.removed, w.removed...)
+		for i, hit := range w.matched {
+			m.matched[i] = m.matched[i] || hit
+		}
+		r := m.res
+		r.NumTargetRowsUpdated += w.res.NumTargetRowsUpdated
+		r.NumTargetRowsDeleted += w.res.NumTargetRowsDeleted
+		r.NumTargetRowsCopied += w.res.NumTargetRowsCopied
+		r.NumTargetRowsMatchedUpdated += w.res.NumTargetRowsMatchedUpdated
+		r.NumTargetRowsMatchedDeleted += w.res.NumTargetRowsMatchedDeleted
+		r.NumTargetRowsNotMatchedBySourceUpdated += w.res.NumTargetRowsNotMatchedBySourceUpdated
+		r.NumTargetRowsNotMatchedBySourceDeleted += w.res.NumTargetRowsNotMatchedBySourceDeleted
+	}
+	return nil
 }
 
 func (m *merger) bySourceMayMatch(a *Add, isPart map[string]bool) bool {
@@ -105,7 +219,7 @@ func (m *merger) markMatches(ctx context.Context, a *Add) error {
 		}
 		for i := 0; i < int(rec.NumRows()); i++ {
 			if s, found, _ := pr.find(i); found {
-				m.src.matched[s] = true
+				m.matched[s] = true
 			}
 		}
 		return nil
@@ -172,7 +286,7 @@ func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*record
 			return nil, fmt.Errorf("%w: the target row with key %s is matched by several source rows (deduplicate the source)",
 				ErrMultipleSourceRowsMatched, pr.enc.keyString(m.plan.keys, i))
 		}
-		m.src.matched[s] = true
+		m.matched[s] = true
 		tgtM, srcM = append(tgtM, int32(i)), append(srcM, s)
 	}
 	// WHEN MATCHED
@@ -396,7 +510,7 @@ func (m *merger) insert(ctx context.Context) error {
 		return nil
 	}
 	var rows []int32
-	for i, hit := range m.src.matched {
+	for i, hit := range m.matched {
 		if !hit {
 			rows = append(rows, int32(i))
 		}
@@ -484,7 +598,7 @@ func (m *merger) insertRows(ctx context.Context, c boundClause, view arrow.Recor
 		return err
 	}
 	m.res.NumTargetRowsInserted += int64(n)
-	if m.w.cdcRows > 0 { // the version is read from its change files: inserts must be there
+	if m.w.cdcRows+m.extraCDC > 0 { // the version is read from its change files: inserts must be there
 		return m.w.writeChanges(ctx, withID, ChangeInsert)
 	}
 	return nil

@@ -157,7 +157,6 @@ func (s *mergeSource) buildIndex(plan *mergePlan) error {
 	n := int(s.n)
 	s.index = make(map[string]int32)
 	s.dups = map[string]bool{}
-	s.matched = make([]bool, n)
 	if g, ok := intGetter(s.rec.Column(s.keyCols[0])); ok && len(s.keyCols) == 1 && !plan.nullSafe {
 		arr := s.rec.Column(s.keyCols[0])
 		s.intKey, s.intIdx, s.intDups = true, make(map[int64]int32, n), map[int64]bool{}
