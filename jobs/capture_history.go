@@ -89,7 +89,7 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 		from = last + 1
 	} else if s.cfg.StartingVersion != nil {
 		from = *s.cfg.StartingVersion
-	} else if from, err = feedStart(ctx, src, srcSnap); err != nil {
+	} else if from, err = src.ChangeDataFeedStart(ctx); err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
 	res.VersionsRead = []TableVersion{{Table: srcDecl.Name, Version: latest}}
@@ -174,32 +174,6 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 	res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: v}}
 	res.Notes = append(res.Notes, fmt.Sprintf("captured %s versions %d..%d", srcDecl.Name, from, latest))
 	return res, nil
-}
-
-// feedStart finds the version from which the change feed has been on ever since: the
-// first run's start. It assumes the feed was turned on once (a feed turned off and on
-// again inside the range makes Changes fail, naming the versions).
-func feedStart(ctx context.Context, t *delta.Table, latest *delta.Snapshot) (int64, error) {
-	if !feedOn(latest) {
-		return 0, fmt.Errorf("%w at its latest version %d: set delta.enableChangeDataFeed = true", delta.ErrChangeDataFeedDisabled, latest.Version())
-	}
-	lo, hi := int64(0), latest.Version() // the answer is in [lo, hi]
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		snap, err := t.SnapshotAt(ctx, mid)
-		switch {
-		case errors.Is(err, delta.ErrVersionCleaned):
-			lo = mid + 1 // older versions are gone; start no earlier than what remains
-		case err != nil:
-			// A version that cannot be loaded (cleaned log without the sentinel): move on.
-			lo = mid + 1
-		case feedOn(snap):
-			hi = mid
-		default:
-			lo = mid + 1
-		}
-	}
-	return lo, nil
 }
 
 func feedOn(s *delta.Snapshot) bool {

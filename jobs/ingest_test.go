@@ -93,7 +93,7 @@ func TestIngestBadRecords(t *testing.T) {
 		if !errors.As(err, &de) || de.Line != 3 || de.Column != "qty" {
 			t.Fatalf("err = %v, want a decode error at line 3, column qty", err)
 		}
-		if !strings.Contains(err.Error(), `/landing/sales/b.csv:3: column qty (2): "x" is not a integer`) {
+		if !strings.Contains(err.Error(), `/landing/sales/b.csv:3: column qty (2): "x" is not an integer`) {
 			t.Errorf("message %q does not name file, line, column and value", err)
 		}
 		if v := tableVersion(t, env, sales); v != 0 {

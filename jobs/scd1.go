@@ -120,7 +120,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if s.cfg.SourceChanges {
 		from := last + 1
 		if !merged {
-			if from, err = feedStart(ctx, src, srcSnap); err != nil {
+			if from, err = src.ChangeDataFeedStart(ctx); err != nil {
 				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 			}
 		}

@@ -115,7 +115,11 @@ func (s *Vacuum) vacuumTable(ctx context.Context, env *Env, name string, res *Re
 		res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: name, Version: vr.EndVersion})
 	}
 	if !s.cfg.DryRun && (s.cfg.LogCleanup == nil || *s.cfg.LogCleanup) {
-		cr, err := tbl.CleanupLog(ctx)
+		var copts delta.CleanupOptions
+		if keep >= 0 {
+			copts.KeepVersionsFrom = &keep
+		}
+		cr, err := tbl.CleanupLogWith(ctx, copts)
 		if err != nil {
 			return err
 		}
@@ -174,5 +178,5 @@ func (c Consumer) nextVersion(ctx context.Context, env *Env, src *delta.Table) (
 	if !feedOn(latest) {
 		return latest.Version(), nil
 	}
-	return feedStart(ctx, src, latest)
+	return src.ChangeDataFeedStart(ctx)
 }
