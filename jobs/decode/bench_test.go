@@ -171,3 +171,38 @@ func BenchmarkCSVToParquet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParse times the value parsers alone, one value per op.
+func BenchmarkParse(b *testing.B) {
+	ts := []byte("2026-01-14T10:23:45.123456Z")
+	dec := []byte("12345.67")
+	big := []byte("-1234567890123456789012345.6789")
+	b.Run("timestamp", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok, _ := parseTimestamp(ts, time.UTC, false); !ok {
+				b.Fatal("bad")
+			}
+		}
+	})
+	b.Run("decimal(10,2)", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, ok, _ := parseDecimal(dec, 10, 2); !ok {
+				b.Fatal("bad")
+			}
+		}
+	})
+	b.Run("decimal(38,4)", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, ok, _ := parseDecimal(big, 38, 4); !ok {
+				b.Fatal("bad")
+			}
+		}
+	})
+	b.Run("time.Parse", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := time.Parse(time.RFC3339Nano, string(ts)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
