@@ -58,31 +58,12 @@ func (s *CaptureHistory) Run(ctx context.Context, env *Env) (Result, error) {
 
 func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 	var res Result
-	srcDecl, err := env.declared(s.cfg.Source)
+	f, err := env.openFlow(ctx, s.cfg.Source, s.cfg.Target)
 	if err != nil {
 		return res, err
 	}
-	dstDecl, err := env.declared(s.cfg.Target)
-	if err != nil {
-		return res, err
-	}
-	src, err := env.openTable(ctx, srcDecl)
-	if err != nil {
-		return res, err
-	}
-	srcSnap, err := src.Snapshot(ctx)
-	if err != nil {
-		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
-	}
+	srcDecl, dstDecl, src, dst, srcSnap, dstSnap := f.srcDecl, f.dstDecl, f.src, f.dst, f.srcSnap, f.dstSnap
 	latest := srcSnap.Version()
-	dst, err := env.openOrCreate(ctx, dstDecl)
-	if err != nil {
-		return res, err
-	}
-	dstSnap, err := dst.Snapshot(ctx)
-	if err != nil {
-		return res, fmt.Errorf("history table %s: %w", dstDecl.Name, err)
-	}
 
 	var from int64
 	if last, ok := dstSnap.TxnVersion(s.AppID()); ok {

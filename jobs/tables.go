@@ -75,3 +75,37 @@ func (e *Env) lineage() *delta.Lineage {
 	l := e.Lineage
 	return &l
 }
+
+// flow is a stage's source table (which must exist) and target table (created on first
+// use), each with its latest snapshot.
+type flow struct {
+	srcDecl, dstDecl *Table
+	src, dst         *delta.Table
+	srcSnap, dstSnap *delta.Snapshot
+}
+
+// openFlow opens the declared source and target of a stage that reads one table into
+// another.
+func (e *Env) openFlow(ctx context.Context, source, target string) (*flow, error) {
+	f := &flow{}
+	var err error
+	if f.srcDecl, err = e.declared(source); err != nil {
+		return nil, err
+	}
+	if f.dstDecl, err = e.declared(target); err != nil {
+		return nil, err
+	}
+	if f.src, err = e.openTable(ctx, f.srcDecl); err != nil {
+		return nil, err
+	}
+	if f.srcSnap, err = f.src.Snapshot(ctx); err != nil {
+		return nil, fmt.Errorf("source %s: %w", f.srcDecl.Name, err)
+	}
+	if f.dst, err = e.openOrCreate(ctx, f.dstDecl); err != nil {
+		return nil, err
+	}
+	if f.dstSnap, err = f.dst.Snapshot(ctx); err != nil {
+		return nil, fmt.Errorf("table %s: %w", f.dstDecl.Name, err)
+	}
+	return f, nil
+}
