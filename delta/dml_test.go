@@ -130,3 +130,35 @@ func TestDeleteAndUpdate(t *testing.T) {
 		t.Errorf("delete all feed: %v", got)
 	}
 }
+
+// Without the change feed no _change_data files are written; an UPDATE of the partition
+// column moves rows to their new partition.
+func TestUpdatePartitionColumnWithoutChangeFeed(t *testing.T) {
+	ctx := context.Background()
+	tbl, _, _ := newTestTable(t, nil)
+	commitChange(t, tbl, "WRITE", nil, []row{{1, "ann", "a"}, {2, "bob", "a"}}, nil, nil)
+	res, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("id", 2), Set: map[string]any{"part": "z"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NumAddedChangeFiles != 0 || res.NumAddedFiles != 2 {
+		t.Errorf("result %+v", res)
+	}
+	snap, _ := tbl.Snapshot(ctx)
+	parts := map[string]bool{}
+	for _, a := range snap.Files() {
+		parts[*a.PartitionValues["part"]] = true
+	}
+	if !parts["a"] || !parts["z"] || len(parts) != 2 {
+		t.Errorf("partitions %v", parts)
+	}
+	if got, want := latestRows(t, tbl), sortedStrings(row{1, "ann", "a"}.String(), row{2, "bob", "z"}.String()); !slices.Equal(got, want) {
+		t.Errorf("rows %v, want %v", got, want)
+	}
+	if _, err := tbl.Update(ctx, delta.UpdateOptions{Set: map[string]any{"id": nil}}); err == nil {
+		t.Error("setting a non-nullable column to null succeeded")
+	}
+	if _, err := tbl.Update(ctx, delta.UpdateOptions{Set: map[string]any{"nope": 1}}); err == nil {
+		t.Error("setting an unknown column succeeded")
+	}
+}
