@@ -206,3 +206,39 @@ func BenchmarkParse(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkNDJSONDecode decodes the benchmark rows written as JSON lines (200,000 rows;
+// NDJSON goes through encoding/json and is not tuned like CSV).
+func BenchmarkNDJSONDecode(b *testing.B) {
+	const rows = 200_000
+	var buf bytes.Buffer
+	for i, line := range bytes.Split(benchData(), []byte{'\n'})[1:] {
+		if i == rows {
+			break
+		}
+		f := bytes.Split(line, []byte{','})
+		fmt.Fprintf(&buf, `{"transaction_id":%q,"customer_key":%q,"amount":%s,"event_time":%q`, f[0], f[1], f[2], f[3])
+		if len(f[4]) > 0 {
+			fmt.Fprintf(&buf, `,"note":%q`, f[4])
+		}
+		buf.WriteString("}\n")
+	}
+	data := buf.Bytes()
+	opts := benchSchema(b)
+	opts.Format = NDJSON
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := NewReader(context.Background(), bytes.NewReader(data), "bench.ndjson", opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for r.Next() {
+		}
+		if r.Err() != nil || r.Rows() != rows {
+			b.Fatalf("rows %d, err %v", r.Rows(), r.Err())
+		}
+		r.Release()
+	}
+	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}

@@ -55,6 +55,7 @@ func newNDJSONSource(r io.Reader, file string, opts *Options, schema *arrow.Sche
 		}
 		s.cols = append(s.cols, col)
 		s.byName[strings.ToLower(f.Name)] = i
+		s.byName[f.Name] = i
 		k := jsString
 		switch t := f.Type.(type) {
 		case *delta.DecimalType:
@@ -152,47 +153,68 @@ func (s *ndjsonSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, e
 	return rec, bads, nil
 }
 
-// record decodes one line's object into the columns.
+// record decodes one line's object into the columns. The object's top level is scanned
+// here (keys, and the extent of each value); scalar values go to the column parsers,
+// nested ones to Arrow's JSON decoding.
 func (s *ndjsonSource) record(b []byte) *Error {
 	bad := func(format string, a ...any) *Error {
 		return &Error{File: s.file, Line: s.line, Msg: fmt.Sprintf(format, a...)}
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
+	i := skipWS(b, 0)
+	if i == len(b) || b[i] != '{' {
 		return bad("not a JSON object")
 	}
 	clear(s.seen)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return bad("malformed JSON: %v", err)
-		}
-		key := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return bad("malformed JSON: %v", err)
-		}
-		i, ok := s.byName[strings.ToLower(key)]
-		if !ok {
-			if s.opts.IgnoreExtraColumns {
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		i++
+	} else {
+		for {
+			if i == len(b) || b[i] != '"' {
+				return bad("malformed JSON at column %d: want a key string", i+1)
+			}
+			kend, ok := scanString(b, i)
+			if !ok {
+				return bad("malformed JSON at column %d: unterminated string", i+1)
+			}
+			keyRaw := b[i:kend]
+			i = skipWS(b, kend)
+			if i == len(b) || b[i] != ':' {
+				return bad("malformed JSON at column %d: want ':' after a key", i+1)
+			}
+			i = skipWS(b, i+1)
+			vend, ok := scanValue(b, i)
+			if !ok {
+				return bad("malformed JSON at column %d: want a value", i+1)
+			}
+			raw := b[i:vend]
+			col, ok := s.column(keyRaw)
+			if !ok {
+				if !s.opts.IgnoreExtraColumns {
+					return bad("key %s is not a column of the schema", keyRaw)
+				}
+			} else {
+				if s.seen[col] {
+					return bad("key %s appears twice", keyRaw)
+				}
+				s.seen[col] = true
+				if e := s.value(col, raw); e != nil {
+					return e
+				}
+			}
+			i = skipWS(b, vend)
+			if i < len(b) && b[i] == ',' {
+				i = skipWS(b, i+1)
 				continue
 			}
-			return bad("key %q is not a column of the schema", key)
-		}
-		if s.seen[i] {
-			return bad("key %q appears twice", key)
-		}
-		s.seen[i] = true
-		if e := s.value(i, raw); e != nil {
-			return e
+			if i < len(b) && b[i] == '}' {
+				i++
+				break
+			}
+			return bad("malformed JSON at column %d: want ',' or '}'", i+1)
 		}
 	}
-	if _, err := dec.Token(); err != nil {
-		return bad("malformed JSON: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	if skipWS(b, i) != len(b) {
 		return bad("text after the JSON object")
 	}
 	for i, ok := range s.seen {
@@ -205,6 +227,127 @@ func (s *ndjsonSource) record(b []byte) *Error {
 		s.cols[i].appendNull()
 	}
 	return nil
+}
+
+// column finds the column a key (a JSON string, quotes included) names, ignoring case.
+func (s *ndjsonSource) column(keyRaw []byte) (int, bool) {
+	k := keyRaw[1 : len(keyRaw)-1]
+	if i, ok := s.byName[string(k)]; ok { // exact name: no allocation
+		return i, true
+	}
+	var key string
+	if bytes.IndexByte(k, '\\') >= 0 {
+		if json.Unmarshal(keyRaw, &key) != nil {
+			return 0, false
+		}
+	} else {
+		key = string(k)
+	}
+	i, ok := s.byName[strings.ToLower(key)]
+	return i, ok
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// scanString returns the index after the JSON string starting at b[i] == '"'.
+func scanString(b []byte, i int) (int, bool) {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+// scanValue returns the index after the JSON value starting at b[i]. Scalars are checked
+// here or by the column parsers; objects and arrays only for balance and strings (Arrow's
+// decoder checks the rest).
+func scanValue(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return scanString(b, i)
+	case c == '{' || c == '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				end, ok := scanString(b, i)
+				if !ok {
+					return 0, false
+				}
+				i = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, true
+				}
+			}
+		}
+		return 0, false
+	case c == 't':
+		return i + 4, bytes.HasPrefix(b[i:], []byte("true"))
+	case c == 'f':
+		return i + 5, bytes.HasPrefix(b[i:], []byte("false"))
+	case c == 'n':
+		return i + 4, bytes.HasPrefix(b[i:], []byte("null"))
+	case c == '-' || (c >= '0' && c <= '9'):
+		j := i
+		for j < len(b) && (b[j] == '-' || b[j] == '+' || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || (b[j] >= '0' && b[j] <= '9')) {
+			j++
+		}
+		return j, jsonNumber(b[i:j])
+	}
+	return 0, false
+}
+
+// jsonNumber reports whether n follows JSON's number grammar: -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?
+func jsonNumber(n []byte) bool {
+	i := 0
+	if i < len(n) && n[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		s := i
+		for i < len(n) && n[i] >= '0' && n[i] <= '9' {
+			i++
+		}
+		return i - s
+	}
+	switch d := digits(); {
+	case d == 0:
+		return false
+	case d > 1 && n[i-d] == '0':
+		return false
+	}
+	if i < len(n) && n[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(n) && (n[i] == 'e' || n[i] == 'E') {
+		i++
+		if i < len(n) && (n[i] == '+' || n[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(n)
 }
 
 func (s *ndjsonSource) nullError(i int) *Error {
@@ -228,9 +371,15 @@ func (s *ndjsonSource) value(i int, raw []byte) *Error {
 	text := raw
 	switch c := raw[0]; {
 	case c == '"':
-		var str string
-		if err := json.Unmarshal(raw, &str); err != nil {
-			return wrong("valid JSON")
+		var str []byte
+		if plainString(raw) {
+			str = raw[1 : len(raw)-1]
+		} else {
+			var u string
+			if err := json.Unmarshal(raw, &u); err != nil {
+				return wrong("a valid JSON string")
+			}
+			str = []byte(u)
 		}
 		switch kind {
 		case jsNumber:
@@ -240,13 +389,13 @@ func (s *ndjsonSource) value(i int, raw []byte) *Error {
 		case jsNested:
 			return wrong("a JSON object or array")
 		case jsBinary:
-			dec, err := base64.StdEncoding.DecodeString(str)
+			dec, err := base64.StdEncoding.DecodeString(string(str))
 			if err != nil {
-				return valueError(s.file, s.line, f.Name, i+1, []byte(str), f.Type, "want base64")
+				return valueError(s.file, s.line, f.Name, i+1, str, f.Type, "want base64")
 			}
 			text = dec
 		default:
-			text = []byte(str)
+			text = str
 		}
 	case c == '-' || (c >= '0' && c <= '9'):
 		if kind != jsNumber && kind != jsNumOrStr {
@@ -265,6 +414,17 @@ func (s *ndjsonSource) value(i int, raw []byte) *Error {
 		return valueError(s.file, s.line, f.Name, i+1, text, f.Type, why)
 	}
 	return nil
+}
+
+// plainString reports whether a JSON string (quotes included) has no escapes or control
+// characters, so its bytes between the quotes are its value.
+func plainString(raw []byte) bool {
+	for _, c := range raw[1 : len(raw)-1] {
+		if c == '\\' || c < 0x20 {
+			return false
+		}
+	}
+	return true
 }
 
 func kindName(k jsonKind) string {

@@ -55,7 +55,11 @@ func TestNDJSONErrors(t *testing.T) {
 		{"duplicate key", `{"id":"a","ID":"b"}`, `f.csv:1: key "ID" appears twice`},
 		{"not an object", `["a"]`, `f.csv:1: not a JSON object`},
 		{"trailing text", `{"id":"a"} x`, `f.csv:1: text after the JSON object`},
-		{"malformed", `{"id":"a",}`, `f.csv:1: malformed JSON: invalid character '}' looking for beginning of object key string`},
+		{"malformed", `{"id":"a",}`, `f.csv:1: malformed JSON at column 11: want a key string`},
+		{"malformed number", `{"id":"a","qty":01}`, `f.csv:1: malformed JSON at column 17: want a value`},
+		{"bad escape", `{"id":"a\x"}`, `f.csv:1: column id (1): "\"a\\x\"" is not a string: want a valid JSON string`},
+		{"missing colon", `{"id" "a"}`, `f.csv:1: malformed JSON at column 7: want ':' after a key`},
+		{"unterminated", `{"id":"a`, `f.csv:1: malformed JSON at column 7: want a value`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
