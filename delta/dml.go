@@ -3,6 +3,7 @@ package delta
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -23,6 +24,9 @@ type DeleteOptions struct {
 	Txn *Txn
 	// UserMetadata is commitInfo.userMetadata.
 	UserMetadata string
+	// Retries is how many times a DELETE that lost to a conflicting concurrent commit is
+	// run again from the new snapshot; default 0 (the *ConflictError is returned).
+	Retries int
 }
 
 // UpdateOptions describe an UPDATE table SET ... WHERE ...
@@ -38,6 +42,9 @@ type UpdateOptions struct {
 	Txn *Txn
 	// UserMetadata is commitInfo.userMetadata.
 	UserMetadata string
+	// Retries is how many times an UPDATE that lost to a conflicting concurrent commit is
+	// run again from the new snapshot; default 0.
+	Retries int
 }
 
 // DMLResult reports what a DELETE or UPDATE did (Spark's operationMetrics).
@@ -63,7 +70,7 @@ type DMLResult struct {
 // removed whole on their partition values alone rely on their remove (unless the commit
 // has change files anyway, then their rows are written too).
 func (t *Table) Delete(ctx context.Context, opts DeleteOptions) (*DMLResult, error) {
-	return t.runDML(ctx, "DELETE", opts.Where, nil, opts.Lineage, opts.Txn, opts.UserMetadata)
+	return t.runDML(ctx, "DELETE", opts.Where, nil, opts.Lineage, opts.Txn, opts.UserMetadata, opts.Retries)
 }
 
 // Update sets columns of the rows matching opts.Where in one commit (copy-on-write).
@@ -74,15 +81,21 @@ func (t *Table) Update(ctx context.Context, opts UpdateOptions) (*DMLResult, err
 	if len(opts.Set) == 0 {
 		return nil, fmt.Errorf("update table %s: no SET assignments", t.displayRoot())
 	}
-	return t.runDML(ctx, "UPDATE", opts.Where, opts.Set, opts.Lineage, opts.Txn, opts.UserMetadata)
+	return t.runDML(ctx, "UPDATE", opts.Where, opts.Set, opts.Lineage, opts.Txn, opts.UserMetadata, opts.Retries)
 }
 
-func (t *Table) runDML(ctx context.Context, op string, where Predicate, set map[string]any, lin *Lineage, txn *Txn, um string) (*DMLResult, error) {
-	res, err := t.dml(ctx, op, where, set, lin, txn, um)
-	if err != nil {
-		return nil, fmt.Errorf("%s on table %s: %w", op, t.displayRoot(), err)
+func (t *Table) runDML(ctx context.Context, op string, where Predicate, set map[string]any, lin *Lineage, txn *Txn, um string, retries int) (*DMLResult, error) {
+	for attempt := 0; ; attempt++ {
+		res, err := t.dml(ctx, op, where, set, lin, txn, um)
+		var ce *ConflictError
+		if err != nil && errors.As(err, &ce) && attempt < retries {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s on table %s: %w", op, t.displayRoot(), err)
+		}
+		return res, nil
 	}
-	return res, nil
 }
 
 func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[string]any, lin *Lineage, txn *Txn, um string) (*DMLResult, error) {

@@ -2,8 +2,13 @@ package delta_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 )
@@ -160,5 +165,39 @@ func TestUpdatePartitionColumnWithoutChangeFeed(t *testing.T) {
 	}
 	if _, err := tbl.Update(ctx, delta.UpdateOptions{Set: map[string]any{"nope": 1}}); err == nil {
 		t.Error("setting an unknown column succeeded")
+	}
+}
+
+// An UPDATE that loses to a concurrent append is rerun with Retries.
+func TestUpdateRetriesAfterConflict(t *testing.T) {
+	ctx := context.Background()
+	for _, retries := range []int{0, 1} {
+		tbl := cdfTable(t, []row{{1, "ann", "a"}})
+		calls := 0
+		upper := delta.ExprFunc(func(rows arrow.RecordBatch) (arrow.Array, error) {
+			if calls++; calls == 1 {
+				appendRows(t, tbl, row{2, "bob", "a"}) // a concurrent writer commits meanwhile
+			}
+			b := array.NewStringBuilder(memory.DefaultAllocator)
+			defer b.Release()
+			for i := 0; i < int(rows.NumRows()); i++ {
+				b.Append("ANN")
+			}
+			return b.NewArray(), nil
+		})
+		_, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("id", 1), Set: map[string]any{"name": upper}, Retries: retries})
+		var ce *delta.ConflictError
+		if retries == 0 {
+			if !errors.As(err, &ce) {
+				t.Errorf("no retries: err = %v, want a conflict", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := latestRows(t, tbl), sortedStrings(row{1, "ANN", "a"}.String(), row{2, "bob", "a"}.String()); !slices.Equal(got, want) {
+			t.Errorf("rows %v, want %v", got, want)
+		}
 	}
 }
