@@ -98,9 +98,9 @@ func (s *Vacuum) vacuumTable(ctx context.Context, env *Env, name string, res *Re
 	if vr.DryRun {
 		verb = "would delete"
 	}
-	note := fmt.Sprintf("%s: %s %d files (%d bytes), retention %s", name, verb, len(vr.FilesDeleted), vr.BytesDeleted, vr.Retention)
+	note := fmt.Sprintf("%s: %s %s (%d bytes), retention %s", name, verb, files(len(vr.FilesDeleted)), vr.BytesDeleted, vr.Retention)
 	if vr.FilesKept > 0 {
-		note += fmt.Sprintf("; kept %d files that %s still needs from version %d", vr.FilesKept, who, keep)
+		note += fmt.Sprintf("; kept %s that %s still needs from version %d", files(vr.FilesKept), who, keep)
 	}
 	res.Notes = append(res.Notes, note)
 	if vr.DryRun {
@@ -179,4 +179,11 @@ func (c Consumer) nextVersion(ctx context.Context, env *Env, src *delta.Table) (
 		return latest.Version(), nil
 	}
 	return src.ChangeDataFeedStart(ctx)
+}
+
+func files(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
 }

@@ -28,7 +28,7 @@ func TestVacuumKeepsWhatHistoryStillNeeds(t *testing.T) {
 
 	// The history stage has not captured v1..v2 yet: vacuum keeps v1's file.
 	res := runStage(t, vac, env)
-	if res.FilesDeleted != 0 || !strings.Contains(strings.Join(res.Notes, "\n"), `kept 1 files that stage "capture" of pipeline "sales" still needs from version 0`) {
+	if res.FilesDeleted != 0 || !strings.Contains(strings.Join(res.Notes, "\n"), `kept 1 file that stage "capture" of pipeline "sales" still needs from version 0`) {
 		t.Fatalf("vacuum before capture: deleted %d, notes %q", res.FilesDeleted, res.Notes)
 	}
 	// Capture, then vacuum removes it; the history is complete.
@@ -79,7 +79,7 @@ func TestVacuumRetentionAndDryRun(t *testing.T) {
 	}
 	dry := runStage(t, NewVacuum("v", &VacuumConfig{TableNames: []string{src.Name}, Retain: &day, Force: true, DryRun: true}, nil), env)
 	notes := strings.Join(dry.Notes, "\n")
-	if dry.FilesDeleted != 0 || !strings.Contains(notes, "would delete 1 files") || !strings.Contains(notes, ".parquet") {
+	if dry.FilesDeleted != 0 || !strings.Contains(notes, "would delete 1 file") || !strings.Contains(notes, ".parquet") {
 		t.Fatalf("dry run: %+v", dry)
 	}
 	if got := tableRows(t, env, src, "id"); !slices.Equal(got, []string{"T2"}) {
