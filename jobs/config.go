@@ -323,6 +323,9 @@ func (c *SCD2Config) Validate() []FieldError {
 	default:
 		add("deletes", "unknown value %q; expected ignore, close or tombstone", c.Deletes)
 	}
+	if c.DeleteWhen != "" {
+		add("delete_when", "not supported yet for scd2_merge: deletes come from the source's change feed (source_changes: true) or, for a snapshot source, from keys it no longer has")
+	}
 	names := map[string]string{}
 	for _, nc := range []struct{ field, name string }{
 		{"columns.surrogate_key", c.Columns.SurrogateKey},
@@ -368,6 +371,9 @@ func (c *SCD1Config) Validate() []FieldError {
 	case "", "ignore", "delete":
 	default:
 		errs = append(errs, FieldError{"deletes", fmt.Sprintf("unknown value %q; expected ignore or delete", c.Deletes)})
+	}
+	if c.DeleteWhen != "" {
+		errs = append(errs, FieldError{"delete_when", "not supported yet for scd1_merge: deletes come from the source's change feed (source_changes: true) or, for a snapshot source, from keys it no longer has"})
 	}
 	return errs
 }
