@@ -62,7 +62,7 @@ type MergeClause struct {
 // MergeOptions describe MERGE INTO target USING source ON key equality WHEN ....
 type MergeOptions struct {
 	// Source rows: Source records, then every record of SourceReader. The source is held
-	// in memory (it bounds the merge's memory, with one target file at a time).
+	// in memory; with it, Parallelism target files at a time bound the merge's memory.
 	Source       []arrow.RecordBatch
 	SourceReader array.RecordReader
 	// On lists the key columns, named alike in source and target (ON t.k = s.k AND ...).
