@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,6 +89,94 @@ func FuzzCSV(f *testing.F) {
 		got, _, gotErr := read(1, Fail)
 		if gotErr != nil || !eqStrings(got, wantRows) {
 			t.Fatalf("input %q:\ngot  %q, %v\nwant %q (encoding/csv)", in, got, gotErr, wantRows)
+		}
+	})
+}
+
+// FuzzNDJSON checks the NDJSON scanner against encoding/json on one-line inputs: a line
+// the decoder accepts must be a valid JSON object whose values it read as encoding/json
+// does, and a valid object with the right value types must be accepted.
+func FuzzNDJSON(f *testing.F) {
+	for _, s := range []string{`{"s":"a","n":1}`, `{"S":"\u00e9\"","n":-0}`, `{}`, `{"s":null}`, `{"n":1e2}`, `{"s":"a"} x`, `{"s":"a",}`, `[1]`, `{"n":01}`, "{\"\x00\":null}", `{"x":{1},"s":"a"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		if strings.ContainsAny(line, "\n\r") {
+			return
+		}
+		opts := Options{Format: NDJSON, Schema: schema(t, "s string", "n long"), IgnoreExtraColumns: true}
+		r, err := NewReader(context.Background(), strings.NewReader(line), "f.ndjson", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Release()
+		var got []string
+		for r.Next() {
+			rec := r.RecordBatch()
+			for j, c := range rec.Columns() {
+				if c.IsNull(0) {
+					got = append(got, "null")
+				} else {
+					got = append(got, c.ValueStr(0))
+				}
+				_ = j
+			}
+		}
+		accepted := r.Err() == nil && len(got) == 2
+		var m map[string]any
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		valid := json.Valid([]byte(line)) && dec.Decode(&m) == nil
+		if accepted && strings.TrimSpace(line) != "" && !valid {
+			t.Fatalf("accepted invalid JSON %q as %q", line, got)
+		}
+		if !valid || m == nil {
+			return
+		}
+		// Reference: keys fold case; last one wins in encoding/json, duplicates are our error.
+		want := []string{"null", "null"}
+		seen := map[string]bool{}
+		typesOK := true
+		for k, v := range m {
+			lk := strings.ToLower(k)
+			if seen[lk] {
+				return // duplicate keys differing in case: we reject, json keeps one
+			}
+			seen[lk] = true
+			switch lk {
+			case "s":
+				switch v := v.(type) {
+				case string:
+					if !utf8.ValidString(v) || strings.ContainsRune(v, utf8.RuneError) {
+						return
+					}
+					want[0] = v
+				case nil:
+				default:
+					typesOK = false
+				}
+			case "n":
+				switch v := v.(type) {
+				case json.Number:
+					n, err := strconv.ParseInt(string(v), 10, 64)
+					if err != nil {
+						typesOK = false
+					}
+					want[1] = strconv.FormatInt(n, 10)
+				case nil:
+				default:
+					typesOK = false
+				}
+			}
+		}
+		if bytes.Count([]byte(strings.ToLower(line)), []byte(`"s"`))+bytes.Count([]byte(strings.ToLower(line)), []byte(`"n"`)) > len(seen) {
+			return // a duplicate key json silently merged
+		}
+		if typesOK != accepted {
+			t.Fatalf("%q: accepted=%v (err %v), encoding/json says types ok=%v", line, accepted, r.Err(), typesOK)
+		}
+		if accepted && !eqStrings(got, want) {
+			t.Fatalf("%q: got %q, want %q", line, got, want)
 		}
 	})
 }

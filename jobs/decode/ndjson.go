@@ -193,6 +193,9 @@ func (s *ndjsonSource) record(b []byte) *Error {
 				if !s.opts.IgnoreExtraColumns {
 					return bad("key %s is not a column of the schema", keyRaw)
 				}
+				if (raw[0] == '{' || raw[0] == '[') && !json.Valid(raw) {
+					return bad("malformed JSON at column %d: want a value", i+1)
+				}
 			} else {
 				if s.seen[col] {
 					return bad("key %s appears twice", keyRaw)
@@ -254,14 +257,35 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
-// scanString returns the index after the JSON string starting at b[i] == '"'.
+// scanString returns the index after the JSON string starting at b[i] == '"', checking
+// its escapes and that it has no control characters.
 func scanString(b []byte, i int) (int, bool) {
 	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
+		switch c := b[i]; {
+		case c == '"':
 			return i + 1, true
+		case c < 0x20:
+			return 0, false
+		case c == '\\':
+			i++
+			if i == len(b) {
+				return 0, false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(b) {
+					return 0, false
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h|0x20 && h|0x20 <= 'f') {
+						return 0, false
+					}
+				}
+				i += 4
+			default:
+				return 0, false
+			}
 		}
 	}
 	return 0, false
