@@ -221,7 +221,11 @@ func (d *driver) child(ctx context.Context, caseName, engine string, prep func()
 		runs++
 		peak = max(peak, r.PeakRSSMB)
 		if r.Error != "" {
-			best = r
+			if best == nil {
+				best = r
+			} else {
+				best.Note = strings.TrimSpace(fmt.Sprintf("run %d of %d failed: %s; %s", runs, n, r.Error, best.Note))
+			}
 			break
 		}
 		if best == nil || r.Seconds < best.Seconds {

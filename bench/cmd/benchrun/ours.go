@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -42,6 +43,15 @@ var workers = map[string]func(ctx context.Context, args []string) (measurement, 
 	"cdf-scan":       cdfScan,
 	"scd2-setup":     scd2Setup,
 	"scd2-ours":      scd2Ours,
+	// gen-ingest csvDir rows writes the ingest case's CSV files, to profile a case alone.
+	"gen-ingest": func(_ context.Context, args []string) (measurement, error) {
+		n, err := strconv.Atoi(args[1])
+		if err != nil {
+			return measurement{}, err
+		}
+		size, err := genIngest(args[0], n)
+		return measurement{Rows: int64(n), BytesOut: size}, err
+	},
 }
 
 // openTableDir opens the Delta table whose root directory is dir.
