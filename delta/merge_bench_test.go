@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,6 +107,7 @@ func BenchmarkMerge(b *testing.B) {
 			defer src.Release()
 			ctx := context.Background()
 			var peak uint64
+			var cpu time.Duration
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				st := copyStore(b, base, "", func(string) bool { return true })
@@ -114,10 +117,12 @@ func BenchmarkMerge(b *testing.B) {
 				}
 				runtime.GC()
 				stop := sampleHeap(&peak)
+				cpu0 := cpuTime()
 				b.StartTimer()
 				res, err := tbl.Merge(ctx, delta.MergeOptions{Source: []arrow.RecordBatch{src}, On: []string{"id"},
 					WhenMatched: []delta.MergeClause{{Action: delta.MergeUpdate}}, WhenNotMatched: []delta.MergeClause{{Action: delta.MergeInsert}}})
 				b.StopTimer()
+				cpu += cpuTime() - cpu0
 				stop()
 				if err != nil {
 					b.Fatal(err)
@@ -129,25 +134,37 @@ func BenchmarkMerge(b *testing.B) {
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op") // robust to a loaded machine
 		})
 	}
 }
 
-// sampleHeap records the largest HeapInuse seen until stop is called.
+// sampleHeap records the largest heap in use (HeapInuse: object bytes plus unused bytes
+// of in-use spans) until stop is called; runtime/metrics reads it without stopping the
+// world.
 func sampleHeap(peak *uint64) (stop func()) {
 	var done atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		var ms runtime.MemStats
+		samples := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/unused:bytes"}}
 		for !done.Load() {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > *peak {
-				*peak = ms.HeapInuse
+			metrics.Read(samples)
+			if v := samples[0].Value.Uint64() + samples[1].Value.Uint64(); v > *peak {
+				*peak = v
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(time.Millisecond)
 		}
 	}()
 	return func() { done.Store(true); wg.Wait() }
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -28,6 +28,10 @@ type mergeSource struct {
 	intKey  bool
 	intIdx  map[int64]int32
 	intDups map[int64]bool
+	// intBits, when not nil, has bit k-intMin set for every source key k: most target
+	// keys that match nothing are turned away without a map lookup.
+	intMin  int64
+	intBits []uint64
 	matched []bool    // source rows that matched some target row
 	keyVals [][]value // per key: sorted distinct non-null values
 	keyNull []bool    // per key: some source row has a null there
@@ -171,6 +175,7 @@ func (s *mergeSource) buildIndex(plan *mergePlan) error {
 			}
 			s.intIdx[k] = int32(i)
 		}
+		s.buildIntBits()
 		return s.collectKeyValues(plan)
 	}
 	enc, err := newKeyEncoder(s.rec, s.keyCols, plan.nullSafe)
@@ -191,6 +196,27 @@ func (s *mergeSource) buildIndex(plan *mergePlan) error {
 		s.index[string(buf)] = int32(i)
 	}
 	return s.collectKeyValues(plan)
+}
+
+// buildIntBits sets up the key bitmap when the key range is small enough (at most 64
+// bits per source key and 8 MiB).
+func (s *mergeSource) buildIntBits() {
+	if len(s.intIdx) == 0 {
+		return
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for k := range s.intIdx {
+		lo, hi = min(lo, k), max(hi, k)
+	}
+	span := uint64(hi - lo) // wraps for huge ranges, which the bounds below refuse
+	if hi-lo < 0 || span >= 64*uint64(len(s.intIdx))+1<<16 || span >= 8<<23 {
+		return
+	}
+	s.intMin, s.intBits = lo, make([]uint64, span/64+1)
+	for k := range s.intIdx {
+		d := uint64(k - lo)
+		s.intBits[d/64] |= 1 << (d % 64)
+	}
 }
 
 // collectKeyValues sorts the distinct key values of each key column, for pruning.
@@ -454,6 +480,12 @@ func (p *prober) find(i int) (row int32, found, dup bool) {
 			return 0, false, false
 		}
 		k := p.ints(i)
+		if bits := p.src.intBits; bits != nil {
+			d := uint64(k - p.src.intMin)
+			if k < p.src.intMin || d/64 >= uint64(len(bits)) || bits[d/64]&(1<<(d%64)) == 0 {
+				return 0, false, false
+			}
+		}
 		row, found = p.src.intIdx[k]
 		return row, found, found && p.src.intDups[k]
 	}
