@@ -161,11 +161,11 @@ func (c *IngestConfig) Validate() []FieldError {
 	default:
 		add("mode", "unknown mode %q; expected append or upsert", c.Mode)
 	}
-	if d := c.CSV.Delimiter; d != "" && len([]rune(d)) != 1 {
-		add("csv.delimiter", "must be one character, got %q", d)
+	if d := c.CSV.Delimiter; d != "" && (len(d) != 1 || d[0] >= 0x80) {
+		add("csv.delimiter", "must be one ASCII character, got %q", d)
 	}
-	if q := c.CSV.Quote; q != "" && len([]rune(q)) != 1 {
-		add("csv.quote", "must be one character, got %q", q)
+	if q := c.CSV.Quote; q != "" && (len(q) != 1 || q[0] >= 0x80) {
+		add("csv.quote", "must be one ASCII character, got %q", q)
 	}
 	if c.CSV.TimeZone != "" {
 		if _, err := time.LoadLocation(c.CSV.TimeZone); err != nil {
