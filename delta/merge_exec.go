@@ -291,14 +291,19 @@ func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*record
 	}
 	// WHEN MATCHED
 	if len(tgtM) > 0 && len(m.plan.matched) > 0 {
-		view, err := m.joinedView(ctx, rec, tgtM, srcM)
-		if err != nil {
-			return nil, err
-		}
-		choice, err := chooseClauses(m.plan.matched, view)
-		view.Release()
-		if err != nil {
-			return nil, err
+		var choice []int
+		if c := m.plan.matched[0]; c.cond == nil && c.CondFunc == nil {
+			choice = make([]int, len(tgtM)) // every pair takes the first clause
+		} else {
+			view, err := m.joinedView(ctx, rec, tgtM, srcM)
+			if err != nil {
+				return nil, err
+			}
+			choice, err = chooseClauses(m.plan.matched, view)
+			view.Release()
+			if err != nil {
+				return nil, err
+			}
 		}
 		for j, ci := range choice {
 			switch {
