@@ -156,15 +156,16 @@ def test_spark_data_skipping_agrees(built, spark):
     con.execute("SET TimeZone = 'UTC'")
     con.register("model", latest)
     df = spark.read.format("delta").load(built.path)
-    # One Spark job for all predicates: a union of filtered scans, each skipping on its own.
-    tagged = [df.where(p).withColumn("_q", F.lit(i)) for i, (p, _) in enumerate(SKIPPING_PREDICATES)]
+    # One Spark job for all predicates: a union of filtered scans, each skipping files on its
+    # own. Which rows come back is the question, so the ids are enough.
+    tagged = [df.where(p).select("id", F.lit(i).alias("q")) for i, (p, _) in enumerate(SKIPPING_PREDICATES)]
     got_all = functools.reduce(lambda a, b: a.unionByName(b), tagged).toArrow()
     total = 0
     for i, (spark_pred, duck_pred) in enumerate(SKIPPING_PREDICATES):
-        want = con.sql(f"SELECT * FROM model WHERE {duck_pred or spark_pred}").fetch_arrow_table()
-        total += want.num_rows
-        got = got_all.filter(pc.equal(got_all["_q"], i)).drop_columns(["_q"])
-        assert_same_rows(got, want, what=f"WHERE {spark_pred}")
+        want = con.sql(f"SELECT id FROM model WHERE {duck_pred or spark_pred} ORDER BY id").fetchall()
+        got = sorted(got_all.filter(pc.equal(got_all["q"], i))["id"].to_pylist())
+        assert got == [r[0] for r in want], f"WHERE {spark_pred}: got ids {got}, want {[r[0] for r in want]}"
+        total += len(want)
     assert total > 0
 
 
