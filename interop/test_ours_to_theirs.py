@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 
+import pyarrow as pa
 from deltalake import DeltaTable
 
 from support import assert_same_rows, build_table, rs_read, spark_history, spark_read
@@ -96,3 +97,27 @@ def test_s3_minio(deltatool, s3):
     for v, want in b.versions.items():
         assert_same_rows(rs_read(url, v, opts), want, what=f"delta-rs on MinIO v{v}")
         assert_same_rows(tool.read(url, version=v), want, what=f"ours on MinIO v{v}")
+
+
+def test_mixed_writers_on_one_table(deltatool, spark, tmp_path):
+    """Our table accepts commits from Spark and delta-rs writers (their writer gates accept our
+    protocol and metadata), and every engine reads every version of the mixed log the same."""
+    from deltalake import write_deltalake
+
+    from support import sample_rows, spark_frame
+
+    path = str(tmp_path / "t")
+    a, b, c, d = sample_rows(0, 10), sample_rows(10, 5), sample_rows(20, 5), sample_rows(30, 5)
+    assert deltatool.write(path, a, partition_by=["part"]) == 1
+    spark_frame(spark, b).write.format("delta").mode("append").save(path)  # v2
+    write_deltalake(path, c, mode="append")  # v3
+    assert deltatool.write(path, d) == 4
+    want = {0: a.slice(0, 0), 1: a}
+    for v, extra in ((2, b), (3, c), (4, d)):
+        want[v] = pa.concat_tables([want[v - 1], extra])
+    for v, rows in want.items():
+        assert_same_rows(deltatool.read(path, version=v), rows, what=f"ours v{v}")
+        assert_same_rows(rs_read(path, v), rows, what=f"delta-rs v{v}")
+        assert_same_rows(spark_read(spark, path, version=v), rows, what=f"Spark v{v}")
+    ops = [h["operation"] for h in spark_history(spark, path)]
+    assert ops == ["CREATE TABLE", "WRITE", "WRITE", "WRITE", "WRITE"], ops
