@@ -34,6 +34,7 @@ type partFile struct {
 // of precision ≤ 18 as INT32/INT64, timestamps as INT64 microseconds (never INT96), the
 // standard 3-level lists and MAP groups.
 func parquetWriterProps(o WriteOptions) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
+	registerFastSnappy()
 	props := parquet.NewWriterProperties(
 		parquet.WithCompression(o.Compression),
 		parquet.WithStoreDecimalAsInteger(true),
