@@ -9,6 +9,15 @@
 //	deltatool read --table TABLE [--version N | --timestamp RFC3339] --out FILE.arrow
 //	deltatool write --table TABLE --in FILE.arrow [--mode append|overwrite]
 //	          [--partition-by a,b] [--property k=v ...]
+//	deltatool create --table TABLE --schema-from FILE.arrow [--identity name[:start[:step]]]
+//	          [--partition-by a,b] [--property k=v ...]
+//	deltatool append --table TABLE --in FILE.arrow
+//	deltatool changes --table TABLE --from N [--to M] --out FILE.arrow
+//	deltatool update --table TABLE [--where EXPR] --set col=literal ...
+//	deltatool delete --table TABLE --where EXPR
+//	deltatool merge --table TABLE --in FILE.arrow --on k1,k2 [--delete-when EXPR]
+//	deltatool restore --table TABLE --version N
+//	deltatool vacuum --table TABLE [--retain DURATION] [--force]
 //	deltatool set-property --table TABLE [--property k=v ...] [--unset k ...]
 //	deltatool checkpoint --table TABLE
 //	deltatool history --table TABLE
@@ -22,6 +31,17 @@
 // write, set-property and checkpoint print the version they committed or checkpointed,
 // version prints the latest version, ensure-bucket creates a missing bucket, and history prints DESCRIBE HISTORY as a JSON array,
 // oldest version first. Errors go to stderr with exit status 1 (2 for usage errors).
+//
+// The issue 4 commands (ops.go) wrap delta.Table one to one: create makes an empty table
+// with the Arrow file's schema, plus a GENERATED ALWAYS AS IDENTITY long column in front
+// when --identity names a column the file lacks; append is Table.Append (identity values
+// generated); changes is Table.Changes (table_changes: data columns, _change_type,
+// _commit_version, _commit_timestamp); update and delete take delta.ParsePredicate
+// predicates (update's literals: 'text', numbers, true, false, null); merge is UPDATE SET *
+// / INSERT * on the key columns, with an optional WHEN MATCHED AND EXPR THEN DELETE first
+// (EXPR names source.col and target.col); restore is RESTORE TO VERSION AS OF; vacuum uses
+// the real clock and prints {filesDeleted, bytesDeleted, startVersion, endVersion} as JSON.
+// Every other command prints the version it committed.
 //
 // It is a test helper, not the product's CLI (cmd/orchestrator): it exposes the library
 // directly so that the suite can exercise it before the CLI has every command.

@@ -43,7 +43,7 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-const usage = "usage: deltatool read|write|set-property|checkpoint|history|version|ensure-bucket --table TABLE [flags]"
+const usage = "usage: deltatool read|write|create|append|changes|update|delete|merge|restore|vacuum|set-property|checkpoint|history|version|ensure-bucket --table TABLE [flags]"
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -68,6 +68,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&w.partitionBy, "partition-by", "", "comma-separated partition columns (new tables only)")
 		fs.Var(propFlag(w.props), "property", "table property k=v for a new table (repeatable)")
 		c = w
+	case "create":
+		cr := &createCmd{props: map[string]string{}}
+		fs.StringVar(&cr.schemaFrom, "schema-from", "", "Arrow IPC file whose schema the table gets")
+		fs.StringVar(&cr.partitionBy, "partition-by", "", "comma-separated partition columns")
+		fs.StringVar(&cr.identity, "identity", "", "identity column name[:start[:step]] (GENERATED ALWAYS; added as a long in front when the schema lacks it)")
+		fs.Var(propFlag(cr.props), "property", "table property k=v (repeatable)")
+		c = cr
+	case "append":
+		a := &appendCmd{}
+		fs.StringVar(&a.in, "in", "", "Arrow IPC file with the records to append (delta.Table.Append)")
+		c = a
+	case "changes":
+		ch := &changesCmd{}
+		fs.StringVar(&ch.from, "from", "", "first version of the change data feed")
+		fs.StringVar(&ch.to, "to", "", "last version (default latest)")
+		fs.StringVar(&ch.out, "out", "", "Arrow IPC file to write")
+		c = ch
+	case "update":
+		u := &updateCmd{set: map[string]string{}}
+		fs.StringVar(&u.where, "where", "", "predicate (delta.ParsePredicate); default every row")
+		fs.Var(propFlag(u.set), "set", "col=literal ('text', number, true, false, null; repeatable)")
+		c = u
+	case "delete":
+		d := &deleteCmd{}
+		fs.StringVar(&d.where, "where", "", "predicate (delta.ParsePredicate)")
+		c = d
+	case "merge":
+		m := &mergeCmd{}
+		fs.StringVar(&m.in, "in", "", "Arrow IPC file with the source rows")
+		fs.StringVar(&m.on, "on", "", "comma-separated key columns")
+		fs.StringVar(&m.deleteWhen, "delete-when", "", "WHEN MATCHED AND this (source.x / target.x) THEN DELETE, before UPDATE SET *")
+		c = m
+	case "restore":
+		r := &restoreCmd{}
+		fs.StringVar(&r.version, "version", "", "version to restore")
+		c = r
+	case "vacuum":
+		v := &vacuumCmd{}
+		fs.StringVar(&v.retain, "retain", "", "retention (Go duration, e.g. 0s or 168h); default the table's")
+		fs.BoolVar(&v.force, "force", false, "allow a retention shorter than delta.deletedFileRetentionDuration")
+		c = v
 	case "set-property":
 		p := &setPropertyCmd{set: map[string]string{}}
 		fs.Var(propFlag(p.set), "property", "property k=v to set (repeatable)")
@@ -165,32 +206,10 @@ func (c *readCmd) run(ctx context.Context, e *env) error {
 		return err
 	}
 	defer sc.Release()
-	f, err := os.Create(c.out)
-	if err != nil {
-		return err
-	}
-	w, err := ipc.NewFileWriter(f, ipc.WithSchema(sc.Schema()), ipc.WithAllocator(memory.DefaultAllocator))
-	if err != nil {
-		f.Close()
-		return err
-	}
-	for sc.Next() {
-		if err := w.Write(sc.RecordBatch()); err != nil {
-			w.Close()
-			f.Close()
-			return fmt.Errorf("write %s: %w", c.out, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		w.Close()
-		f.Close()
+	if err := writeStream(c.out, sc); err != nil {
 		return fmt.Errorf("read version %d: %w", snap.Version(), err)
 	}
-	if err := w.Close(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }
 
 type writeCmd struct {
