@@ -46,6 +46,7 @@ type target struct {
 
 type results struct {
 	Started  time.Time         `json:"started"`
+	Size     string            `json:"size,omitempty"`
 	Host     map[string]string `json:"host"`
 	Sizes    map[string]int    `json:"sizes"`
 	Rows     []*row            `json:"rows"`
@@ -72,7 +73,7 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d := &driver{cfg: c, root: root, self: self, stderr: stderr, res: &results{Started: time.Now().UTC()}}
+	d := &driver{cfg: c, root: root, self: self, stderr: stderr, res: &results{Started: time.Now().UTC(), Size: c.size}}
 	d.res.Host = hostInfo(c.note)
 	d.res.Sizes = map[string]int{"ingest_rows": c.ingestRows, "merge_rows": c.mergeRows, "merge_files": c.mergeFiles,
 		"merge_changes": c.mergeChanges, "cdf_rows": c.cdfRows, "scd2_rows": c.scd2Rows}

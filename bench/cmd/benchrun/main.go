@@ -50,6 +50,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "-worker" {
 		return runWorker(ctx, args[1:], stdout)
 	}
+	if len(args) == 2 && args[0] == "-render" {
+		return render(args[1])
+	}
 	fl := flag.NewFlagSet("benchrun", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	var c config
