@@ -75,6 +75,10 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	}
 	d := &driver{cfg: c, root: root, self: self, stderr: stderr, res: &results{Started: time.Now().UTC(), Size: c.size}}
 	d.res.Host = hostInfo(c.note)
+	// The code measured: the working tree's commit, "-dirty" if it had uncommitted changes.
+	if b, err := exec.CommandContext(ctx, "git", "-C", root, "describe", "--always", "--dirty").Output(); err == nil {
+		d.res.Host["git"] = strings.TrimSpace(string(b))
+	}
 	d.res.Sizes = map[string]int{"ingest_rows": c.ingestRows, "merge_rows": c.mergeRows, "merge_files": c.mergeFiles,
 		"merge_changes": c.mergeChanges, "cdf_rows": c.cdfRows, "scd2_rows": c.scd2Rows}
 	d.work = c.work

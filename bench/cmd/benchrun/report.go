@@ -302,6 +302,9 @@ func (d *driver) markdown() string {
 	fmt.Fprintf(&b, "Machine: %s CPUs (%s), %s memory, %s/%s, %s. Load average at start %s, at end %s.\n",
 		d.res.Host["cpus"], d.res.Host["cpu"], d.res.Host["memory"], d.res.Host["goos"], d.res.Host["goarch"], d.res.Host["go"],
 		d.res.Host["loadavg_at_start"], d.res.Host["loadavg_at_end"])
+	if g := d.res.Host["git"]; g != "" {
+		fmt.Fprintf(&b, "Code: %s (git describe --always --dirty of the working tree).\n", g)
+	}
 	if n := d.res.Host["note"]; n != "" {
 		fmt.Fprintf(&b, "Note: %s\n", n)
 	}
