@@ -19,6 +19,38 @@ type boundPredicate struct {
 	op    Op
 	vals  []value
 	not   bool
+	// For IN lists of strings or integers, the values as a set, so that testing a row
+	// costs one lookup instead of a pass over the list (a merge filters by thousands of keys).
+	inStrings map[string]struct{}
+	inInts    map[int64]struct{}
+}
+
+// inSetMin is the IN-list length from which a set is built.
+const inSetMin = 8
+
+// buildInSet indexes an IN list whose values are all strings or all integers.
+func (b *boundPredicate) buildInSet() {
+	if len(b.vals) < inSetMin {
+		return
+	}
+	kind := b.vals[0].kind
+	for _, v := range b.vals {
+		if v.kind != kind {
+			return
+		}
+	}
+	switch kind {
+	case vString:
+		b.inStrings = make(map[string]struct{}, len(b.vals))
+		for _, v := range b.vals {
+			b.inStrings[v.s] = struct{}{}
+		}
+	case vInt:
+		b.inInts = make(map[int64]struct{}, len(b.vals))
+		for _, v := range b.vals {
+			b.inInts[v.i] = struct{}{}
+		}
+	}
 }
 
 type boundKind int
@@ -90,6 +122,7 @@ func bindPredicate(p Predicate, schema *StructType) (*boundPredicate, error) {
 			}
 			b.vals = append(b.vals, v)
 		}
+		b.buildInSet()
 		return b, nil
 	case *NullCheck:
 		b, err := bindColumn(x.Column, schema)
@@ -157,6 +190,14 @@ func (b *boundPredicate) test(v value) int8 {
 		return tNull
 	}
 	if b.kind == bIn {
+		switch {
+		case b.inStrings != nil && v.kind == vString:
+			_, ok := b.inStrings[v.s]
+			return boolTri(ok)
+		case b.inInts != nil && v.kind == vInt:
+			_, ok := b.inInts[v.i]
+			return boolTri(ok)
+		}
 		for _, w := range b.vals {
 			if compareValues(v, w) == 0 {
 				return tTrue
