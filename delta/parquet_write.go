@@ -3,6 +3,7 @@ package delta
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -33,16 +34,28 @@ type partFile struct {
 // parquetWriterProps are the Spark-compatible writer settings: the chosen codec, decimals
 // of precision ≤ 18 as INT32/INT64, timestamps as INT64 microseconds (never INT96), the
 // standard 3-level lists and MAP groups.
-func parquetWriterProps(o WriteOptions) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
+//
+// Dictionary encoding is on, except for top-level columns whose first batch is mostly
+// distinct values (ids, amounts, timestamps): there a dictionary only costs hashing
+// before the writer falls back to plain pages anyway.
+func parquetWriterProps(o WriteOptions, sample arrow.RecordBatch) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
 	registerFastSnappy()
-	props := parquet.NewWriterProperties(
+	opts := []parquet.WriterProperty{
 		parquet.WithCompression(o.Compression),
 		parquet.WithStoreDecimalAsInteger(true),
 		parquet.WithCreatedBy(parquetCreatedBy),
 		parquet.WithAllocator(o.Allocator),
 		parquet.WithStats(true),
 		parquet.WithDictionaryDefault(true),
-	)
+	}
+	if sample != nil {
+		for i, f := range sample.Schema().Fields() {
+			if mostlyDistinct(sample.Column(i)) {
+				opts = append(opts, parquet.WithDictionaryFor(f.Name, false))
+			}
+		}
+	}
+	props := parquet.NewWriterProperties(opts...)
 	aprops := pqarrow.NewArrowWriterProperties(
 		pqarrow.WithAllocator(o.Allocator),
 		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
@@ -51,7 +64,7 @@ func parquetWriterProps(o WriteOptions) (*parquet.WriterProperties, pqarrow.Arro
 	return props, aprops
 }
 
-func newPartFile(w *DataWriter, dir string, vals []*string) (*partFile, error) {
+func newPartFile(w *DataWriter, dir string, vals []*string, sample arrow.RecordBatch) (*partFile, error) {
 	name := fmt.Sprintf("%s-%05d-%s-c000%s.parquet", w.opts.FilePrefix, w.seq, uuid.NewString(), codecSuffix(w.opts))
 	w.seq++
 	rel := name
@@ -63,7 +76,7 @@ func newPartFile(w *DataWriter, dir string, vals []*string) (*partFile, error) {
 	}
 	f := &partFile{w: w, rel: rel, vals: vals, stats: newFileStats(w.dataST, w.opts.indexedCols())}
 	f.sink.w = w
-	props, aprops := parquetWriterProps(w.opts)
+	props, aprops := parquetWriterProps(w.opts, sample)
 	pw, err := pqarrow.NewFileWriter(w.dataArrow, &f.sink, props, aprops)
 	if err != nil {
 		return nil, fmt.Errorf("open parquet writer: %w", err)
@@ -208,4 +221,58 @@ func (f *partFile) abort() {
 	f.rgArrow = 0
 	f.pw.Close()
 	f.sink.release()
+}
+
+// mostlyDistinct samples up to 4096 values of a primitive column and reports whether more
+// than half of them are distinct. Other columns report false (dictionary stays on).
+func mostlyDistinct(arr arrow.Array) bool {
+	n := min(arr.Len(), 4096)
+	if n < 64 {
+		return false
+	}
+	distinct := 0
+	switch a := arr.(type) {
+	case *array.String:
+		seen := make(map[string]struct{}, n)
+		for i := range n {
+			if !a.IsNull(i) {
+				seen[a.Value(i)] = struct{}{}
+			}
+		}
+		distinct = len(seen)
+	case *array.Binary:
+		seen := make(map[string]struct{}, n)
+		for i := range n {
+			if !a.IsNull(i) {
+				seen[string(a.Value(i))] = struct{}{}
+			}
+		}
+		distinct = len(seen)
+	default:
+		get, ok := intGetter(arr)
+		if !ok {
+			switch a := arr.(type) {
+			case *array.Float64:
+				get = func(i int) int64 { return int64(math.Float64bits(a.Value(i))) }
+			case *array.Float32:
+				get = func(i int) int64 { return int64(math.Float32bits(a.Value(i))) }
+			case *array.Timestamp:
+				get = func(i int) int64 { return int64(a.Value(i)) }
+			case *array.Date32:
+				get = func(i int) int64 { return int64(a.Value(i)) }
+			case *array.Decimal128:
+				get = func(i int) int64 { return int64(a.Value(i).LowBits()) }
+			default:
+				return false
+			}
+		}
+		seen := make(map[int64]struct{}, n)
+		for i := range n {
+			if !arr.IsNull(i) {
+				seen[get(i)] = struct{}{}
+			}
+		}
+		distinct = len(seen)
+	}
+	return distinct*2 > n
 }

@@ -309,7 +309,7 @@ func (w *DataWriter) writeTo(ctx context.Context, dir string, vals []*string, da
 			}
 		}
 		var err error
-		if f, err = newPartFile(w, dir, vals); err != nil {
+		if f, err = newPartFile(w, dir, vals, data); err != nil {
 			return fmt.Errorf("write data: %w", err)
 		}
 		w.open[dir] = f
