@@ -231,6 +231,80 @@ class DeltaTool:
         return json.loads(self.run("history", "--table", table))
 
 
+    # ---- issue 4: change data feed, DML, identity columns, RESTORE, VACUUM
+
+    def changes(self, table: str, start: int, end: int | None = None) -> pa.Table:
+        """Our table_changes(table, start, end): data columns + _change_type,
+        _commit_version, _commit_timestamp."""
+        out = self._tmp(".arrow")
+        args = ["changes", "--table", table, "--from", str(start), "--out", str(out)]
+        if end is not None:
+            args += ["--to", str(end)]
+        self.run(*args)
+        try:
+            return read_ipc(out)
+        finally:
+            out.unlink(missing_ok=True)
+
+    def create(self, table: str, schema: pa.Schema, *, identity: str | None = None, partition_by=(),
+               properties=None) -> int:
+        """An empty table with schema (plus identity column name[:start[:step]] in front)."""
+        src = write_ipc(schema.empty_table(), self._tmp(".arrow"))
+        args = ["create", "--table", table, "--schema-from", str(src)]
+        if identity:
+            args += ["--identity", identity]
+        if partition_by:
+            args += ["--partition-by", ",".join(partition_by)]
+        for k, v in (properties or {}).items():
+            args += ["--property", f"{k}={v}"]
+        try:
+            return int(self.run(*args).strip())
+        finally:
+            src.unlink(missing_ok=True)
+
+    def append(self, table: str, data: pa.Table) -> int:
+        """delta.Table.Append (INSERT INTO: generates identity values)."""
+        src = write_ipc(data, self._tmp(".arrow"))
+        try:
+            return int(self.run("append", "--table", table, "--in", str(src)).strip())
+        finally:
+            src.unlink(missing_ok=True)
+
+    def update(self, table: str, where: str | None, **set_: str) -> int:
+        args = ["update", "--table", table]
+        if where is not None:
+            args += ["--where", where]
+        for k, v in set_.items():
+            args += ["--set", f"{k}={v}"]
+        return int(self.run(*args).strip())
+
+    def delete(self, table: str, where: str) -> int:
+        return int(self.run("delete", "--table", table, "--where", where).strip())
+
+    def merge(self, table: str, source: pa.Table, on: str, *, delete_when: str | None = None) -> int:
+        """MERGE ... ON on [WHEN MATCHED AND delete_when THEN DELETE]
+        WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *."""
+        src = write_ipc(source, self._tmp(".arrow"))
+        args = ["merge", "--table", table, "--in", str(src), "--on", on]
+        if delete_when:
+            args += ["--delete-when", delete_when]
+        try:
+            return int(self.run(*args).strip())
+        finally:
+            src.unlink(missing_ok=True)
+
+    def restore(self, table: str, version: int) -> int:
+        return int(self.run("restore", "--table", table, "--version", str(version)).strip())
+
+    def vacuum(self, table: str, *, retain: str | None = None, force: bool = False) -> dict:
+        args = ["vacuum", "--table", table]
+        if retain is not None:
+            args += ["--retain", retain]
+        if force:
+            args.append("--force")
+        return json.loads(self.run(*args))
+
+
 class DeltaToolError(AssertionError):
     def __init__(self, args, code, stderr):
         super().__init__(f"deltatool {' '.join(args[:1])} exited {code}: {stderr}")
