@@ -19,18 +19,20 @@ Layout:
     test_ours_files.py          ours → independent readers: Parquet types, stats, DuckDB,
                                 Spark data skipping over our stats
     test_partition_values.py    partition values of every type, both directions
+    test_cdf_dml.py             issue 4: change data feed both ways (Spark readChangeFeed,
+                                delta-rs load_cdf), MERGE/UPDATE/DELETE, RESTORE, VACUUM,
+                                identity columns written by us and by Spark
 
 Environment: DELTATOOL (a prebuilt helper), ORCH_IVY_DIR (the Ivy cache for Spark's Delta
 jar, default ~/.cache/orchestrator-ivy), ORCH_TEST_S3_* (MinIO, from scripts/test.sh; the
 MinIO tests fail when they are missing and CI=true, and are skipped otherwise).
 
-Adding tests (issue 4's interop bullet): give deltatool a command for the new operation
-(e.g. `changes --table T --start N [--end M] --out F.arrow` for the change data feed,
-`merge`, `restore`, `vacuum`), then compare with Spark (`table_changes`, MERGE INTO,
-RESTORE, VACUUM through spark.sql on delta.`path`) and delta-rs (`DeltaTable.load_cdf`,
-`merge`, `restore`, `vacuum`) with support.assert_same_rows. Spark tables with change data
-feed need 'delta.enableChangeDataFeed' = 'true' in TBLPROPERTIES; everything else here
-works unchanged. Keep one SparkSession (the `spark` fixture): starting the JVM costs ~20 s.
+Adding tests: give deltatool a command for the new operation (interop/deltatool/ops.go
+has create, append, changes, update, delete, merge, restore and vacuum; support.DeltaTool
+wraps each), then compare with Spark (spark.sql on delta.`path`, readChangeFeed) and
+delta-rs with support.assert_same_rows (test_cdf_dml.assert_same_changes for feeds).
+Spark tables with change data feed need 'delta.enableChangeDataFeed' = 'true' in
+TBLPROPERTIES; everything else here works unchanged. Keep one SparkSession (the `spark` fixture): starting the JVM costs ~20 s.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ identity columns and VACUUM, between our library (deltatool) and the reference e
 - our reader over SPARK's change feed (UPDATE, DELETE, MERGE) returns table_changes' rows;
 - Spark and delta-rs read our tables after MERGE, RESTORE, identity inserts and VACUUM,
   including time travel to a version VACUUM kept;
-- Spark appends to our identity-column table and identity values stay unique both ways.
+- Spark appends to our identity-column table and identity values stay unique both ways;
+- on MinIO, delta-rs's load_cdf equals our feed.
 
 Change rows are compared exactly (data columns, _change_type, _commit_version), sorted by
 (version, id, change type). _commit_timestamp is compared only where the engines must agree:
@@ -43,9 +44,10 @@ def spark_changes(spark, path: str, start: int, end: int | None = None) -> pa.Ta
     return rdr.load(path).toArrow()
 
 
-def rs_changes(path: str, start: int, end: int | None = None) -> pa.Table:
+def rs_changes(path: str, start: int, end: int | None = None, storage_options: dict | None = None) -> pa.Table:
     # load_cdf returns an arro3 reader; pyarrow takes it through the Arrow C stream interface.
-    t = pa.RecordBatchReader.from_stream(DeltaTable(path).load_cdf(starting_version=start, ending_version=end)).read_all()
+    cdf = DeltaTable(path, storage_options=storage_options).load_cdf(starting_version=start, ending_version=end)
+    t = pa.RecordBatchReader.from_stream(cdf).read_all()
     # delta-rs types _commit_version as uint64, Spark and ours as long (int64): an encoding
     # difference only, the values are compared exactly.
     i = t.schema.get_field_index("_commit_version")
@@ -254,3 +256,24 @@ def test_spark_appends_to_our_identity_table(deltatool, spark, table_dir):
     assert min(ours2) > max(theirs), f"we reused Spark's values: {ours2}"
     assert_same_rows(spark_read(spark, path), got, what="Spark latest")
     assert_same_rows(rs_read(path), got, what="delta-rs latest")
+
+
+# ---------------------------------------------------------------- MinIO
+
+
+def test_change_feed_on_minio(deltatool, s3):
+    """The same operations on MinIO: delta-rs's load_cdf from the bucket equals our feed."""
+    url = s3.url("cdf")
+    tool = deltatool.with_env(s3.deltatool_env)
+    assert tool.write(url, sample_rows(0, 20), partition_by=["part"], properties=CDF) == 1
+    assert tool.update(url, "id < 6", s="'updated'") == 2
+    assert tool.delete(url, "id >= 17") == 3
+    src = with_s(pa.concat_tables([sample_rows(4, 4), sample_rows(100, 3)]), ["merged"] * 7)
+    assert tool.merge(url, src, "id") == 4
+    ours = tool.changes(url, 0)
+    assert change_counts(ours) == Counter({
+        (1, "insert"): 20, (2, "update_preimage"): 6, (2, "update_postimage"): 6, (3, "delete"): 3,
+        (4, "update_preimage"): 4, (4, "update_postimage"): 4, (4, "insert"): 3,
+    }), "our change feed on MinIO"
+    rs = rs_changes(url, 0, storage_options=s3.delta_rs_options)
+    assert_same_changes(rs, ours, what="delta-rs load_cdf on MinIO", timestamps=False)
