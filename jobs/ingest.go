@@ -120,6 +120,11 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 	return res, s.appendFiles(ctx, env, decl, tbl, snap, todo, loadTime, &res)
 }
 
+// ingestWriterMemory bounds what the data writer buffers before it flushes row groups and
+// spills finished file bytes to temporary files: ingest memory stays near this plus the
+// decoder's batches, whatever the size of the load.
+const ingestWriterMemory = 96 << 20
+
 // decodeSchema is the part of the table's schema that comes from the files: every column
 // but the lineage columns.
 func (s *Ingest) decodeSchema(table *delta.StructType) *delta.StructType {
@@ -135,7 +140,7 @@ func (s *Ingest) decodeSchema(table *delta.StructType) *delta.StructType {
 
 // appendFiles writes every new file's rows and commits them with one txn per file.
 func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) error {
-	writer, err := snap.NewDataWriter(delta.WriteOptions{})
+	writer, err := snap.NewDataWriter(delta.WriteOptions{MaxMemory: ingestWriterMemory})
 	if err != nil {
 		return err
 	}
