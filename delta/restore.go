@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -131,7 +132,11 @@ func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *Resto
 		tx.AddFiles(&c)
 	}
 	tx.RemoveAdds(remove...)
-	if md := target.Metadata(); !sameMetadata(md, latest.Metadata()) {
+	md, err := keepHighWaterMarks(target.Metadata(), latest.Schema())
+	if err != nil {
+		return -1, nil, err
+	}
+	if !sameMetadata(md, latest.Metadata()) {
 		tx.UpdateMetadata(md)
 	}
 	v, err := tx.Commit(ctx)
@@ -165,4 +170,43 @@ func sortAddSlice(adds []*Add) {
 		m[fileKey{a.Path, a.DeletionVector.UniqueID()}] = a
 	}
 	copy(adds, sortAdds(m))
+}
+
+// keepHighWaterMarks returns the restored metadata with each identity column's high-water
+// mark taken from the latest version when that one is further along (as Delta Spark
+// does): RESTORE brings old rows back, never old identity values, so values handed out
+// after the restored version are not handed out again.
+func keepHighWaterMarks(md *Metadata, latest *StructType) (*Metadata, error) {
+	schema, err := md.Schema()
+	if err != nil {
+		return nil, err
+	}
+	changed := false
+	for i, f := range schema.Fields {
+		col, ok, err := IdentityField(f)
+		if err != nil || !ok {
+			continue
+		}
+		now, ok, err := IdentityField(latest.Field(f.Name))
+		if err != nil || !ok || now.HighWaterMark == nil {
+			continue
+		}
+		hw := *now.HighWaterMark
+		if old := col.HighWaterMark; old != nil && (col.Step > 0 && *old >= hw || col.Step < 0 && *old <= hw) {
+			continue
+		}
+		nf := *f
+		nf.Metadata = maps.Clone(f.Metadata)
+		nf.Metadata[IdentityHighWaterMark] = hw
+		schema.Fields[i] = &nf
+		changed = true
+	}
+	if !changed {
+		return md, nil
+	}
+	out := *md
+	if out.SchemaString, err = schema.SchemaString(); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
