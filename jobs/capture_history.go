@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 )
@@ -47,13 +46,7 @@ func (s *CaptureHistory) AppID() string { return "capture_history:" + s.cfg.Sour
 
 // Run implements Stage.
 func (s *CaptureHistory) Run(ctx context.Context, env *Env) (Result, error) {
-	start := time.Now()
-	res, err := s.run(ctx, env)
-	res.Duration = time.Since(start)
-	if err != nil {
-		return res, fmt.Errorf("capture_history %s: %w", s.name, err)
-	}
-	return res, nil
+	return timed(s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {

@@ -47,13 +47,7 @@ func (s *Ingest) Kind() Kind { return KindIngest }
 
 // Run implements Stage.
 func (s *Ingest) Run(ctx context.Context, env *Env) (Result, error) {
-	start := time.Now()
-	res, err := s.run(ctx, env)
-	res.Duration = time.Since(start)
-	if err != nil {
-		return res, fmt.Errorf("ingest %s: %w", s.name, err)
-	}
-	return res, nil
+	return timed(s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 func (s *Ingest) sourceFileColumn() string { return or(s.cfg.SourceFileColumn, "source_file") }

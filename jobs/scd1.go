@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -40,13 +39,7 @@ func (s *SCD1Merge) AppID() string { return "scd1_merge:" + s.cfg.Target + ":" +
 
 // Run implements Stage.
 func (s *SCD1Merge) Run(ctx context.Context, env *Env) (Result, error) {
-	start := time.Now()
-	res, err := s.run(ctx, env)
-	res.Duration = time.Since(start)
-	if err != nil {
-		return res, fmt.Errorf("scd1_merge %s: %w", s.name, err)
-	}
-	return res, nil
+	return timed(s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 // layout: every target column but identity columns is data; keys index into it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -45,13 +44,7 @@ func (s *SCD2Merge) AppID() string { return "scd2_merge:" + s.cfg.Target + ":" +
 
 // Run implements Stage.
 func (s *SCD2Merge) Run(ctx context.Context, env *Env) (Result, error) {
-	start := time.Now()
-	res, err := s.run(ctx, env)
-	res.Duration = time.Since(start)
-	if err != nil {
-		return res, fmt.Errorf("scd2_merge %s: %w", s.name, err)
-	}
-	return res, nil
+	return timed(s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 // scdLayout locates the dimension's columns.

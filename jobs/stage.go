@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -84,4 +85,16 @@ type Stage interface {
 	Name() string
 	Kind() Kind
 	Run(ctx context.Context, env *Env) (Result, error)
+}
+
+// timed runs a stage body, records its duration in the result and prefixes an error with
+// the stage's kind and name.
+func timed(kind Kind, name string, run func() (Result, error)) (Result, error) {
+	start := time.Now()
+	res, err := run()
+	res.Duration = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("%s %s: %w", kind, name, err)
+	}
+	return res, nil
 }
