@@ -2,7 +2,9 @@ package delta
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -10,18 +12,21 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
+
+	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
 // parquetCreatedBy is written in the files' footers.
 const parquetCreatedBy = "orchestrator (github.com/orchestrator-io/orchestrator) via arrow-go parquet"
 
-// partFile is one data file being written: Parquet bytes buffered in memory (the store
-// wants a known size), the stats of its rows, and where it goes.
+// partFile is one data file being written: its Parquet bytes on their way to the store
+// (buffered, or streamed with WriteOptions.StreamFiles), the stats of its rows, and
+// where it goes.
 type partFile struct {
 	w      *DataWriter
 	rel    string // path relative to the table root, unescaped (as on storage)
 	vals   []*string
-	sink   fileSink
+	sink   dataSink
 	pw     *pqarrow.FileWriter
 	stats  *fileStats
 	rgRows int64
@@ -64,7 +69,71 @@ func parquetWriterProps(o WriteOptions, sample arrow.RecordBatch) (*parquet.Writ
 	return props, aprops
 }
 
-func newPartFile(w *DataWriter, dir string, vals []*string, sample arrow.RecordBatch) (*partFile, error) {
+// dataSink receives a data file's bytes: a fileSink (buffered, one Put of known size at
+// upload) or a streamSink (a Put running while the file is written).
+type dataSink interface {
+	io.Writer
+	// len is the number of bytes written so far.
+	len() int64
+	// upload makes the bytes the object at key and releases the sink.
+	upload(ctx context.Context, store objectstore.Store, key string) error
+	// release drops the bytes (nothing is published) and frees the sink.
+	release()
+}
+
+// streamSink pipes a file's bytes into a Put of unknown size started when the file is
+// opened, so that finished row groups leave memory as they are written: the fs store
+// writes them to a temporary file it renames at the end, S3 sends them as a multipart
+// upload (published only when complete), mem collects them. The Put's goroutine is
+// owned by the sink: upload and release wait for it.
+type streamSink struct {
+	pw    *io.PipeWriter
+	done  chan error // the Put's result, once
+	size  int64
+	ended bool
+}
+
+// errAbortedFile ends a streamed Put whose file is dropped, so that nothing is published.
+var errAbortedFile = errors.New("data file aborted")
+
+func newStreamSink(ctx context.Context, store objectstore.Store, key string) *streamSink {
+	pr, pw := io.Pipe()
+	s := &streamSink{pw: pw, done: make(chan error, 1)}
+	go func() {
+		err := store.Put(ctx, key, pr, -1)
+		pr.CloseWithError(err) // a Put that ends early fails the writer's next Write
+		s.done <- err
+	}()
+	return s
+}
+
+func (s *streamSink) Write(p []byte) (int, error) {
+	n, err := s.pw.Write(p)
+	s.size += int64(n)
+	return n, err
+}
+
+func (s *streamSink) len() int64 { return s.size }
+
+func (s *streamSink) upload(context.Context, objectstore.Store, string) error {
+	if s.ended {
+		return errors.New("data file already ended")
+	}
+	s.ended = true
+	s.pw.Close()
+	return <-s.done
+}
+
+func (s *streamSink) release() {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	s.pw.CloseWithError(errAbortedFile)
+	<-s.done
+}
+
+func newPartFile(ctx context.Context, w *DataWriter, dir string, vals []*string, sample arrow.RecordBatch) (*partFile, error) {
 	name := fmt.Sprintf("%s-%05d-%s-c000%s.parquet", w.opts.FilePrefix, w.seq, uuid.NewString(), codecSuffix(w.opts))
 	w.seq++
 	rel := name
@@ -75,10 +144,15 @@ func newPartFile(w *DataWriter, dir string, vals []*string, sample arrow.RecordB
 		rel = w.opts.Dir + "/" + rel
 	}
 	f := &partFile{w: w, rel: rel, vals: vals, stats: newFileStats(w.dataST, w.opts.indexedCols())}
-	f.sink.w = w
+	if w.opts.StreamFiles {
+		f.sink = newStreamSink(ctx, w.store, joinKey(w.root, rel))
+	} else {
+		f.sink = &fileSink{w: w}
+	}
 	props, aprops := parquetWriterProps(w.opts, sample)
-	pw, err := pqarrow.NewFileWriter(w.dataArrow, &f.sink, props, aprops)
+	pw, err := pqarrow.NewFileWriter(w.dataArrow, f.sink, props, aprops)
 	if err != nil {
+		f.sink.release()
 		return nil, fmt.Errorf("open parquet writer: %w", err)
 	}
 	f.pw = pw

@@ -55,6 +55,14 @@ type WriteOptions struct {
 	MaxMemory int64
 	// TempDir holds spilled files (default os.TempDir()).
 	TempDir string
+	// StreamFiles uploads each file while it is written, with a Put of unknown size
+	// started when the file is opened, instead of buffering (or spilling) the file until
+	// it is finished: MaxMemory then bounds only the open row groups. The Put runs under
+	// the ctx of the Write that opened the file. Each open file holds an upload (on S3 up
+	// to 48 MiB of part buffers), so this suits few open files, e.g. an unpartitioned
+	// table. An aborted file is never published (fs removes its temporary file, S3 its
+	// incomplete multipart upload).
+	StreamFiles bool
 	// Dir is a directory under the table root for the files, e.g. "_change_data" for CDC
 	// files; empty means the root itself (then the partition directories).
 	Dir string
@@ -309,7 +317,7 @@ func (w *DataWriter) writeTo(ctx context.Context, dir string, vals []*string, da
 			}
 		}
 		var err error
-		if f, err = newPartFile(w, dir, vals, data); err != nil {
+		if f, err = newPartFile(ctx, w, dir, vals, data); err != nil {
 			return fmt.Errorf("write data: %w", err)
 		}
 		w.open[dir] = f
