@@ -152,15 +152,8 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		return res, nil
 	}
 
-	events := map[string][]scdEvent{}
-	var order []string
-	add := func(e scdEvent) {
-		k := keyString(e.row, l.spec.keys)
-		if _, ok := events[k]; !ok {
-			order = append(order, k)
-		}
-		events[k] = append(events[k], e)
-	}
+	batch := newSCDBatch(l)
+	defer batch.Release()
 	if s.cfg.SourceChanges {
 		from := last + 1
 		if !merged {
@@ -168,31 +161,44 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 			}
 		}
-		err = readChangeEvents(ctx, src, from, latest, l, s.cfg.SequenceBy, add, &res)
+		err = batch.readChanges(ctx, src, from, latest, s.cfg.SequenceBy, &res)
 	} else {
-		err = readSnapshotEvents(ctx, srcSnap, l, s.cfg.SequenceBy, add, &res)
+		err = batch.readSnapshot(ctx, srcSnap, s.cfg.SequenceBy, &res)
 	}
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
 
+	// A snapshot source deletes the current keys it no longer has.
+	var deleteAt *int64
 	if !s.cfg.SourceChanges && l.spec.deletes != "ignore" {
-		// A snapshot source deletes the current keys it no longer has.
-		if err := s.snapshotDeletes(ctx, dstSnap, l, events, srcSnap.Timestamp().UnixMicro(), add); err != nil {
-			return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
-		}
+		at := srcSnap.Timestamp().UnixMicro()
+		deleteAt = &at
 	}
-	existing, err := s.readVersions(ctx, dstSnap, l, events)
+	work, missing, err := batch.scanDimension(ctx, dstSnap, deleteAt)
 	if err != nil {
 		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
 	}
+	noSK := func() int64 { return 0 }
 	var changes []scdChange
-	for _, k := range order {
-		evs, err := normalizeBatch(k, events[k])
+	for id := range work {
+		w := &work[id]
+		if w.settled {
+			continue
+		}
+		evs, err := batch.events(int32(id))
 		if err != nil {
+			return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+		}
+		if evs, err = normalizeBatch(keyString(evs[0].row, l.spec.keys), evs); err != nil {
 			return res, err
 		}
-		changes = append(changes, foldKey(&l.spec, existing[k], evs, func() int64 { return 0 })...)
+		changes = append(changes, foldKey(&l.spec, w.versions, evs, noSK)...)
+		w.versions = nil
+	}
+	for _, v := range missing {
+		del := scdEvent{seq: *deleteAt, delete: true, row: v.Row}
+		changes = append(changes, foldKey(&l.spec, []scdVersion{v}, []scdEvent{del}, noSK)...)
 	}
 	mr, err := s.apply(ctx, env, dst, dstSnap, l, changes, latest)
 	if err != nil {

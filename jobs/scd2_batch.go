@@ -1,0 +1,500 @@
+package jobs
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// The columnar front of scd2_merge. A change batch is mostly rows that change nothing
+// (the source repeats a key's current values), so the stage keeps the batch as the Arrow
+// records it read, indexes its events by key, and streams the dimension once: a key
+// whose only event repeats its current row at or after that row's valid_from is settled
+// right there by comparing Arrow values, without building Go rows. Only the keys that
+// may change (new, changed, deleted, late, several events) become scdEvent/scdVersion
+// rows for the fold (scd2_core.go). Memory grows with the batch and the versions of the
+// keys it changes, not with the dimension.
+
+// scdBatch is one batch of source events, indexed by key.
+type scdBatch struct {
+	l    *scdLayout
+	recs []arrow.RecordBatch
+	cols [][]int // per record: the column of each dimension data column
+
+	keys   *keyIndex // encoded key → key id (ids in first-seen order)
+	keyBuf []byte
+	head   []int32 // per key: its last event (events chain backwards through prev)
+	count  []int32 // per key: number of events
+
+	evRec, evRow, evPrev []int32
+	evSeq                []int64
+	evDel                []bool
+}
+
+func newSCDBatch(l *scdLayout) *scdBatch {
+	return &scdBatch{l: l, keys: newKeyIndex(1 << 10)}
+}
+
+// Release frees the retained source records.
+func (b *scdBatch) Release() {
+	for _, r := range b.recs {
+		r.Release()
+	}
+	b.recs = nil
+}
+
+// appendKey encodes the key columns of row i (null-safe, type-normalised as colValue
+// does, so a source int32 key matches a dimension int64 key).
+func appendKey(buf []byte, rec arrow.RecordBatch, cols []int, keys []int, i int) ([]byte, error) {
+	for _, k := range keys {
+		arr := rec.Column(cols[k])
+		if arr.IsNull(i) {
+			buf = append(buf, 0)
+			continue
+		}
+		switch a := arr.(type) {
+		case *array.String:
+			v := a.Value(i)
+			buf = append(buf, 1)
+			buf = binary.AppendUvarint(buf, uint64(len(v)))
+			buf = append(buf, v...)
+			continue
+		case *array.Int64:
+			buf = append(buf, 2)
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(a.Value(i)))
+			continue
+		}
+		v, err := colValue(arr, i)
+		if err != nil {
+			return nil, err
+		}
+		switch v := v.(type) {
+		case string:
+			buf = append(buf, 1)
+			buf = binary.AppendUvarint(buf, uint64(len(v)))
+			buf = append(buf, v...)
+		case int64:
+			buf = append(buf, 2)
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+		case float64:
+			buf = append(buf, 3)
+			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(v))
+		case bool:
+			buf = append(buf, 4, byte(boolInt(v)))
+		default:
+			s := fmt.Sprint(v)
+			buf = append(buf, 5)
+			buf = binary.AppendUvarint(buf, uint64(len(s)))
+			buf = append(buf, s...)
+		}
+	}
+	return buf, nil
+}
+
+// add indexes row i of the batch's last record as an event.
+func (b *scdBatch) add(i int, seq int64, del bool) error {
+	r := len(b.recs) - 1
+	var err error
+	b.keyBuf, err = appendKey(b.keyBuf[:0], b.recs[r], b.cols[r], b.l.spec.keys, i)
+	if err != nil {
+		return err
+	}
+	id, added := b.keys.Add(b.keyBuf)
+	if added {
+		b.head = append(b.head, -1)
+		b.count = append(b.count, 0)
+	}
+	ev := int32(len(b.evSeq))
+	b.evRec = append(b.evRec, int32(r))
+	b.evRow = append(b.evRow, int32(i))
+	b.evSeq = append(b.evSeq, seq)
+	b.evDel = append(b.evDel, del)
+	b.evPrev = append(b.evPrev, b.head[id])
+	b.head[id] = ev
+	b.count[id]++
+	return nil
+}
+
+// reserve makes room for n more events (and keys).
+func (b *scdBatch) reserve(n int) {
+	if b.keys.Len() == 0 {
+		b.keys = newKeyIndex(n)
+	}
+	b.evRec = slices.Grow(b.evRec, n)
+	b.evRow = slices.Grow(b.evRow, n)
+	b.evPrev = slices.Grow(b.evPrev, n)
+	b.evSeq = slices.Grow(b.evSeq, n)
+	b.evDel = slices.Grow(b.evDel, n)
+}
+
+// keep retains rec as the batch's newest record.
+func (b *scdBatch) keep(rec arrow.RecordBatch) error {
+	cols, err := sourceColumns(rec.Schema(), b.l)
+	if err != nil {
+		return err
+	}
+	rec.Retain()
+	b.recs = append(b.recs, rec)
+	b.cols = append(b.cols, cols)
+	return nil
+}
+
+// row returns event ev's data row.
+func (b *scdBatch) row(ev int32) ([]any, error) {
+	r := b.evRec[ev]
+	return sourceRow(b.recs[r], b.l, int(b.evRow[ev]), b.cols[r])
+}
+
+// events returns key id's events as fold input.
+func (b *scdBatch) events(id int32) ([]scdEvent, error) {
+	out := make([]scdEvent, 0, b.count[id])
+	for ev := b.head[id]; ev >= 0; ev = b.evPrev[ev] {
+		row, err := b.row(ev)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, scdEvent{seq: b.evSeq[ev], delete: b.evDel[ev], row: row})
+	}
+	// The chain runs newest first; the fold sorts stably by sequence, so restore the
+	// order the events were read in.
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
+
+// readSnapshot makes every source row an upsert at its sequence_by value (default: the
+// source version's commit time).
+func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, sequenceBy string, res *Result) error {
+	schema := snap.Schema()
+	cols := make([]string, 0, len(b.l.data)+1)
+	for _, f := range b.l.data {
+		if schema.Field(f.Name) == nil {
+			return fmt.Errorf("source has no column %s, which the dimension needs", f.Name)
+		}
+		cols = append(cols, f.Name)
+	}
+	if sequenceBy != "" {
+		if schema.Field(sequenceBy) == nil {
+			return fmt.Errorf("source has no sequence_by column %s", sequenceBy)
+		}
+		if b.l.dataIndex(sequenceBy) < 0 {
+			cols = append(cols, sequenceBy)
+		}
+	}
+	if n, ok := snap.NumRecords(); ok && n > int64(b.keys.Len()) {
+		b.reserve(int(n))
+	}
+	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: cols})
+	if err != nil {
+		return err
+	}
+	defer sc.Release()
+	at := snap.Timestamp().UnixMicro()
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		if err := b.keep(rec); err != nil {
+			return err
+		}
+		var seqCol arrow.Array
+		if sequenceBy != "" {
+			idx, err := seqColumn(rec.Schema(), sequenceBy)
+			if err != nil {
+				return err
+			}
+			seqCol = rec.Column(idx)
+		}
+		for i := range int(rec.NumRows()) {
+			seq := at
+			if seqCol != nil {
+				var ok bool
+				if seq, ok = seqValue(seqCol, i); !ok {
+					return b.nullSequence(i, sequenceBy)
+				}
+			}
+			if err := b.add(i, seq, false); err != nil {
+				return err
+			}
+		}
+		res.RowsRead += rec.NumRows()
+	}
+	return sc.Err()
+}
+
+func (b *scdBatch) nullSequence(i int, name string) error {
+	r := len(b.recs) - 1
+	row, err := sourceRow(b.recs[r], b.l, i, b.cols[r])
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, b.l.spec.keys), name)
+}
+
+// readChanges turns the source's change feed over [from, to] into events: inserts and
+// update post-images are upserts at their sequence_by value (default the commit time),
+// deletes are deletes at their commit time (or their sequence_by value when later),
+// pre-images are skipped.
+func (b *scdBatch) readChanges(ctx context.Context, src *delta.Table, from, to int64, sequenceBy string, res *Result) error {
+	if from > to {
+		return nil
+	}
+	rd, err := src.Changes(ctx, delta.ChangesOptions{
+		StartVersion: &from, EndVersion: &to,
+		Types: []string{delta.ChangeInsert, delta.ChangeUpdatePostimage, delta.ChangeDelete},
+	})
+	if err != nil {
+		return err
+	}
+	defer rd.Release()
+	seqName := or(sequenceBy, delta.CommitTimestampColumn)
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		if err := b.keep(rec); err != nil {
+			return err
+		}
+		seqIdx, err := seqColumn(rec.Schema(), seqName)
+		if err != nil {
+			return err
+		}
+		commitIdx, err := seqColumn(rec.Schema(), delta.CommitTimestampColumn)
+		if err != nil {
+			return err
+		}
+		types := rec.Column(rec.Schema().FieldIndices(delta.ChangeTypeColumn)[0]).(*array.String)
+		seqCol, commitCol := rec.Column(seqIdx), rec.Column(commitIdx)
+		for i := range int(rec.NumRows()) {
+			seq, ok := seqValue(seqCol, i)
+			if !ok {
+				return b.nullSequence(i, seqName)
+			}
+			del := types.Value(i) == delta.ChangeDelete
+			if at, ok := seqValue(commitCol, i); del && ok && at > seq {
+				// A deleted row carries its last values; the delete happened at its commit.
+				seq = at
+			}
+			if err := b.add(i, seq, del); err != nil {
+				return err
+			}
+		}
+		res.RowsRead += rec.NumRows()
+	}
+	return rd.Err()
+}
+
+// sameValue is null-safe equality of a[i] and b[j], with fast paths for equal types.
+func sameValue(a arrow.Array, i int, b arrow.Array, j int) bool {
+	an, bn := a.IsNull(i), b.IsNull(j)
+	if an || bn {
+		return an && bn
+	}
+	switch x := a.(type) {
+	case *array.String:
+		if y, ok := b.(*array.String); ok {
+			return x.Value(i) == y.Value(j)
+		}
+	case *array.Int64:
+		if y, ok := b.(*array.Int64); ok {
+			return x.Value(i) == y.Value(j)
+		}
+	case *array.Int32:
+		if y, ok := b.(*array.Int32); ok {
+			return x.Value(i) == y.Value(j)
+		}
+	case *array.Boolean:
+		if y, ok := b.(*array.Boolean); ok {
+			return x.Value(i) == y.Value(j)
+		}
+	case *array.Date32:
+		if y, ok := b.(*array.Date32); ok {
+			return x.Value(i) == y.Value(j)
+		}
+	case *array.Decimal128:
+		if y, ok := b.(*array.Decimal128); ok && arrow.TypeEqual(x.DataType(), y.DataType()) {
+			return x.Value(i) == y.Value(j)
+		}
+	}
+	va, errA := colValue(a, i)
+	vb, errB := colValue(b, j)
+	return errA == nil && errB == nil && valuesEqual(va, vb)
+}
+
+// dataIndex is the position of the data column name, or -1.
+func (l *scdLayout) dataIndex(name string) int {
+	for i, f := range l.data {
+		if strings.EqualFold(f.Name, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// scdKeyWork is what the dimension scan found for one key of the batch, or for a
+// current dimension key a snapshot source no longer has.
+type scdKeyWork struct {
+	settled  bool         // the key's only event repeats its current row: nothing to do
+	versions []scdVersion // the key's stored versions (unless settled)
+}
+
+// dimColumns locates the SCD columns of a dimension record.
+type dimColumns struct {
+	data     []int
+	from, to arrow.Array
+	curr     *array.Boolean
+	sk       *array.Int64
+}
+
+func (l *scdLayout) dimColumns(rec arrow.RecordBatch) (*dimColumns, error) {
+	cols, err := sourceColumns(rec.Schema(), l)
+	if err != nil {
+		return nil, err
+	}
+	idx := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
+	d := &dimColumns{data: cols, from: rec.Column(idx(l.from)), to: rec.Column(idx(l.to))}
+	d.curr, _ = rec.Column(idx(l.curr)).(*array.Boolean)
+	if d.curr == nil {
+		return nil, fmt.Errorf("column %s is %s; expected boolean", l.curr, rec.Column(idx(l.curr)).DataType())
+	}
+	if l.sk != "" {
+		if d.sk, _ = rec.Column(idx(l.sk)).(*array.Int64); d.sk == nil {
+			return nil, fmt.Errorf("surrogate key column %s is %s; expected long", l.sk, rec.Column(idx(l.sk)).DataType())
+		}
+	}
+	return d, nil
+}
+
+// version builds the scdVersion of dimension row i.
+func (l *scdLayout) version(rec arrow.RecordBatch, d *dimColumns, i int, synthetic *int64) (scdVersion, error) {
+	row, err := sourceRow(rec, l, i, d.data)
+	if err != nil {
+		return scdVersion{}, err
+	}
+	v := scdVersion{Row: row, Current: !d.curr.IsNull(i) && d.curr.Value(i)}
+	v.From, _ = seqValue(d.from, i)
+	v.To, _ = seqValue(d.to, i)
+	if d.sk != nil && !d.sk.IsNull(i) {
+		v.SK = d.sk.Value(i)
+	} else {
+		*synthetic--
+		v.SK = *synthetic
+	}
+	v.Tombstone = l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)
+	return v, nil
+}
+
+// tombstoneAt reports whether every non-key data column of row i is null.
+func (l *scdLayout) tombstoneAt(rec arrow.RecordBatch, d *dimColumns, i int) bool {
+	for j, c := range d.data {
+		if !isKeyIndex(l.spec.keys, j) && !rec.Column(c).IsNull(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// scanDimension streams the dimension once and sorts its rows against the batch: per
+// batch key its stored versions (or settled), and, when deleteAt is set (a snapshot
+// source that deletes), the current rows of keys the batch does not have, each with a
+// delete event at deleteAt. A missing key's delete only needs its current row: it closes
+// that row at deleteAt, or changes nothing when deleteAt is before it.
+func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *int64) (work []scdKeyWork, missing []scdVersion, err error) {
+	l := b.l
+	work = make([]scdKeyWork, len(b.head))
+	opts := delta.ScanOptions{}
+	if deleteAt == nil && len(l.spec.keys) == 1 && len(b.head) > 0 && len(b.head) <= 10_000 {
+		// A small batch reads only the files whose stats may hold its keys.
+		keys := make([]any, 0, len(b.head))
+		for _, ev := range b.head {
+			r := b.evRec[ev]
+			v, err := colValue(b.recs[r].Column(b.cols[r][l.spec.keys[0]]), int(b.evRow[ev]))
+			if err != nil {
+				return nil, nil, err
+			}
+			keys = append(keys, v)
+		}
+		opts.Filter = delta.In(l.data[l.spec.keys[0]].Name, keys...)
+	}
+	sc, err := snap.Scan(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer sc.Release()
+	var synthetic int64
+	var buf []byte
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		d, err := l.dimColumns(rec)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range int(rec.NumRows()) {
+			if buf, err = appendKey(buf[:0], rec, d.data, l.spec.keys, i); err != nil {
+				return nil, nil, err
+			}
+			current := !d.curr.IsNull(i) && d.curr.Value(i)
+			id, ok := b.keys.Lookup(buf)
+			if !ok {
+				if deleteAt == nil || !current || (l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)) {
+					continue
+				}
+				v, err := l.version(rec, d, i, &synthetic)
+				if err != nil {
+					return nil, nil, err
+				}
+				missing = append(missing, v)
+				continue
+			}
+			w := &work[id]
+			if w.settled {
+				continue
+			}
+			if current && b.repeats(id, rec, d, i) {
+				w.settled, w.versions = true, nil
+				continue
+			}
+			v, err := l.version(rec, d, i, &synthetic)
+			if err != nil {
+				return nil, nil, err
+			}
+			w.versions = append(w.versions, v)
+		}
+	}
+	return work, missing, sc.Err()
+}
+
+// repeats reports whether key id's events are one upsert that repeats the current
+// dimension row i at or after its valid_from: such an event changes nothing (rule 2).
+func (b *scdBatch) repeats(id int32, rec arrow.RecordBatch, d *dimColumns, i int) bool {
+	if b.count[id] != 1 {
+		return false
+	}
+	ev := b.head[id]
+	if b.evDel[ev] {
+		return false
+	}
+	from, ok := seqValue(d.from, i)
+	if !ok || b.evSeq[ev] < from {
+		return false
+	}
+	l := b.l
+	if l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i) {
+		return false
+	}
+	src, row, cols := b.recs[b.evRec[ev]], int(b.evRow[ev]), b.cols[b.evRec[ev]]
+	for j := range l.data {
+		if isKeyIndex(l.spec.keys, j) {
+			continue
+		}
+		if !sameValue(src.Column(cols[j]), row, rec.Column(d.data[j]), i) {
+			return false
+		}
+	}
+	return true
+}
