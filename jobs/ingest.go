@@ -23,10 +23,11 @@ import (
 // "ingest:<table>:<file>") in the same commit as its rows, so a rerun skips it and a crash
 // before the commit loses nothing. In append mode all new files of a run go into ONE
 // commit: a bad record with on_error: fail stops the run naming file, line and column,
-// and the table is unchanged. In upsert mode each file is merged by the keys in its own
-// commit, in file name order, so a later file's correction of a row is an update (with
-// pre- and post-images in the change feed); a bad file stops the run after the files
-// before it. on_error: skip counts bad records in the result; quarantine also writes them,
+// and the table is unchanged. A large append is encoded by several writers at once (one
+// per core, see ingestLanes), each with its own data files, all in that one commit. In
+// upsert mode each file is merged by the keys in its own commit, in file name order, so a
+// later file's correction of a row is an update (with pre- and post-images in the change
+// feed); a bad file stops the run after the files before it. on_error: skip counts bad records in the result; quarantine also writes them,
 // with the error text, to the quarantine table (first, under its own txn, so a rerun
 // writes each bad record once).
 type Ingest struct {
@@ -114,9 +115,11 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 	return res, s.appendFiles(ctx, env, decl, tbl, snap, todo, loadTime, &res)
 }
 
-// ingestWriterMemory bounds what the data writer buffers before it flushes row groups and
-// spills finished file bytes to temporary files: ingest memory stays near this plus the
-// decoder's batches, whatever the size of the load.
+// ingestWriterMemory bounds what the data writers buffer (shared equally by the lanes of
+// a parallel append): open row groups, which are flushed to the store as they fill (an
+// unpartitioned table's files are streamed, others spill finished file bytes to temporary
+// files). Ingest memory stays near this plus the decoder's batches, whatever the size of
+// the load.
 const ingestWriterMemory = 96 << 20
 
 // decodeSchema is the part of the table's schema that comes from the files: every column
@@ -134,22 +137,27 @@ func (s *Ingest) decodeSchema(table *delta.StructType) *delta.StructType {
 
 // appendFiles writes every new file's rows and commits them with one txn per file.
 func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) error {
-	writer, err := snap.NewDataWriter(delta.WriteOptions{MaxMemory: ingestWriterMemory})
+	var sourceBytes int64
+	for _, f := range files {
+		sourceBytes += f.Size
+	}
+	opts := delta.WriteOptions{MaxMemory: ingestWriterMemory, StreamFiles: len(snap.PartitionColumns()) == 0}
+	writer, err := newParallelWriter(ctx, snap, ingestLanes(sourceBytes), opts)
 	if err != nil {
 		return err
 	}
 	var quarantine []*badRecord
 	for _, f := range files {
 		bad, err := s.decodeFile(ctx, env, snap, f, loadTime, res, func(rec arrow.RecordBatch) error {
-			return writer.Write(ctx, rec)
+			return writer.write(rec, f.Name)
 		})
 		if err != nil {
-			writer.Abort()
+			writer.abort()
 			return err
 		}
 		quarantine = append(quarantine, bad...)
 	}
-	adds, err := writer.Close(ctx)
+	adds, err := writer.close()
 	if err != nil {
 		return err
 	}
@@ -267,8 +275,10 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 		return nil, err
 	}
 	defer rd.Release()
+	lin := &lineageColumns{file: f.Name, loadTime: loadTime}
+	defer lin.release()
 	for rd.Next() {
-		rec, err := s.withLineage(rd.RecordBatch(), target, f.Name, loadTime)
+		rec, err := s.withLineage(rd.RecordBatch(), target, lin)
 		if err != nil {
 			return nil, err
 		}
@@ -276,7 +286,7 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 		n := rec.NumRows()
 		rec.Release()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Name, err)
+			return nil, err // emit's errors name the file
 		}
 		res.RowsRead += n
 		res.RowsWritten += n
@@ -293,7 +303,7 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 
 // withLineage builds a batch in the table's column order from a decoded batch plus the
 // source_file and load_timestamp columns.
-func (s *Ingest) withLineage(rec arrow.RecordBatch, target *arrow.Schema, file string, loadTime time.Time) (arrow.RecordBatch, error) {
+func (s *Ingest) withLineage(rec arrow.RecordBatch, target *arrow.Schema, lin *lineageColumns) (arrow.RecordBatch, error) {
 	n := int(rec.NumRows())
 	cols := make([]arrow.Array, len(target.Fields()))
 	defer func() {
@@ -310,23 +320,9 @@ func (s *Ingest) withLineage(rec arrow.RecordBatch, target *arrow.Schema, file s
 	for i, f := range target.Fields() {
 		switch {
 		case strings.EqualFold(f.Name, s.sourceFileColumn()):
-			b := array.NewStringBuilder(memory.DefaultAllocator)
-			b.Reserve(n)
-			b.ReserveData(n * len(file))
-			for range n {
-				b.Append(file)
-			}
-			cols[i] = b.NewArray()
-			b.Release()
+			cols[i] = lin.sourceFile(n)
 		case strings.EqualFold(f.Name, s.loadTimeColumn()):
-			b := array.NewTimestampBuilder(memory.DefaultAllocator, f.Type.(*arrow.TimestampType))
-			b.Reserve(n)
-			ts := arrow.Timestamp(loadTime.UnixMicro())
-			for range n {
-				b.UnsafeAppend(ts)
-			}
-			cols[i] = b.NewArray()
-			b.Release()
+			cols[i] = lin.loadTimestamp(n, f.Type.(*arrow.TimestampType))
 		default:
 			j, ok := byName[strings.ToLower(f.Name)]
 			if !ok {
@@ -337,6 +333,59 @@ func (s *Ingest) withLineage(rec arrow.RecordBatch, target *arrow.Schema, file s
 		}
 	}
 	return array.NewRecordBatch(target, cols, int64(n)), nil
+}
+
+// lineageColumns holds one file's source_file and load_timestamp columns, built once as
+// long as its longest batch; every batch of the file gets a slice of them, sharing the
+// buffers, instead of a copy of the file name per row.
+type lineageColumns struct {
+	file     string
+	loadTime time.Time
+	src, ts  arrow.Array // nil until needed
+}
+
+// sourceFile returns n rows of the file name (the caller releases them).
+func (l *lineageColumns) sourceFile(n int) arrow.Array {
+	if l.src == nil || l.src.Len() < n {
+		if l.src != nil {
+			l.src.Release()
+		}
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		b.Reserve(n)
+		b.ReserveData(n * len(l.file))
+		for range n {
+			b.Append(l.file)
+		}
+		l.src = b.NewArray()
+		b.Release()
+	}
+	return array.NewSlice(l.src, 0, int64(n))
+}
+
+// loadTimestamp returns n rows of the load time (the caller releases them).
+func (l *lineageColumns) loadTimestamp(n int, typ *arrow.TimestampType) arrow.Array {
+	if l.ts == nil || l.ts.Len() < n || !arrow.TypeEqual(l.ts.DataType(), typ) {
+		if l.ts != nil {
+			l.ts.Release()
+		}
+		b := array.NewTimestampBuilder(memory.DefaultAllocator, typ)
+		b.Reserve(n)
+		ts := arrow.Timestamp(l.loadTime.UnixMicro())
+		for range n {
+			b.UnsafeAppend(ts)
+		}
+		l.ts = b.NewArray()
+		b.Release()
+	}
+	return array.NewSlice(l.ts, 0, int64(n))
+}
+
+func (l *lineageColumns) release() {
+	for _, a := range []arrow.Array{l.src, l.ts} {
+		if a != nil {
+			a.Release()
+		}
+	}
 }
 
 func partitionByJSON(cols []string) string {

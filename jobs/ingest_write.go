@@ -1,0 +1,176 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// Parallel encoding of an append. Parquet encoding costs several times what CSV parsing
+// does and a DataWriter encodes on the goroutine that calls Write, so a large load is
+// spread over several writers ("lanes"), each on its own goroutine with its own files.
+// Batches go to the lanes in turn (batch i to lane i mod n), so which rows land in which
+// file depends only on the input. Small loads use one lane: the same single file as a
+// sequential writer.
+const (
+	// maxLanes bounds the lanes whatever the core count.
+	maxLanes = 4
+	// laneQueue is how many batches wait for each lane; with the batch being encoded it
+	// bounds the decoded batches held per lane.
+	laneQueue = 1
+)
+
+// laneSourceBytes is the source size per lane: a load below twice this has one lane. A
+// variable so tests can lower it.
+var laneSourceBytes int64 = 64 << 20
+
+// ingestLanes is the number of lanes for a load of the given source bytes: one per core
+// (at most maxLanes), fewer when the load is small.
+func ingestLanes(sourceBytes int64) int {
+	return int(max(1, min(int64(runtime.GOMAXPROCS(0)), maxLanes, sourceBytes/laneSourceBytes)))
+}
+
+// laneBatch is a batch on its way to a lane, with the file it came from (for errors).
+type laneBatch struct {
+	rec  arrow.RecordBatch
+	file string
+}
+
+// lane is one DataWriter and the goroutine that feeds it.
+type lane struct {
+	w    *delta.DataWriter
+	in   chan laneBatch
+	adds []*delta.Add // set by the lane's goroutine when it ends; read after wg.Wait
+}
+
+// parallelWriter hands batches to its lanes and collects their add actions. It owns the
+// lanes' goroutines: close or abort stops them and waits for them. write, close and
+// abort are called from one goroutine.
+type parallelWriter struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	lanes  []*lane
+	next   int
+	wg     sync.WaitGroup
+
+	mu  sync.Mutex // guards err
+	err error      // the first lane error
+}
+
+// newParallelWriter starts n lanes, each with a DataWriter of the snapshot's table and
+// an equal share of opts.MaxMemory.
+func newParallelWriter(ctx context.Context, snap *delta.Snapshot, n int, opts delta.WriteOptions) (*parallelWriter, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &parallelWriter{ctx: ctx, cancel: cancel}
+	if opts.MaxMemory > 0 {
+		opts.MaxMemory /= int64(n)
+	}
+	for range n {
+		w, err := snap.NewDataWriter(opts)
+		if err != nil {
+			p.abort()
+			return nil, err
+		}
+		l := &lane{w: w, in: make(chan laneBatch, laneQueue)}
+		p.lanes = append(p.lanes, l)
+		p.wg.Add(1)
+		go p.run(l)
+	}
+	return p, nil
+}
+
+func (p *parallelWriter) run(l *lane) {
+	defer p.wg.Done()
+	failed := false
+	for b := range l.in {
+		if !failed && p.ctx.Err() == nil {
+			if err := l.w.Write(p.ctx, b.rec); err != nil {
+				p.fail(fmt.Errorf("%s: %w", b.file, err))
+				failed = true
+			}
+		}
+		b.rec.Release()
+	}
+	if failed || p.ctx.Err() != nil {
+		l.w.Abort()
+		return
+	}
+	adds, err := l.w.Close(p.ctx)
+	if err != nil {
+		l.w.Abort()
+		p.fail(err)
+		return
+	}
+	l.adds = adds
+}
+
+// fail records the first error and stops the other lanes.
+func (p *parallelWriter) fail(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.mu.Unlock()
+	p.cancel()
+}
+
+func (p *parallelWriter) firstErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
+	return p.ctx.Err()
+}
+
+// write queues rec (retained) for the next lane. A lane's error is returned by a later
+// write or by close; it already names the file of the batch that failed.
+func (p *parallelWriter) write(rec arrow.RecordBatch, file string) error {
+	l := p.lanes[p.next]
+	p.next = (p.next + 1) % len(p.lanes)
+	rec.Retain()
+	select {
+	case l.in <- laneBatch{rec: rec, file: file}:
+		return nil
+	case <-p.ctx.Done():
+		rec.Release()
+		return p.firstErr()
+	}
+}
+
+// close finishes every lane's files and returns their add actions, lane by lane.
+func (p *parallelWriter) close() ([]*delta.Add, error) {
+	for _, l := range p.lanes {
+		close(l.in)
+	}
+	p.wg.Wait()
+	p.mu.Lock()
+	err := p.err
+	p.mu.Unlock()
+	if err == nil {
+		err = p.ctx.Err()
+	}
+	p.cancel()
+	if err != nil {
+		return nil, err
+	}
+	var adds []*delta.Add
+	for _, l := range p.lanes {
+		adds = append(adds, l.adds...)
+	}
+	return adds, nil
+}
+
+// abort stops the lanes, dropping what they have not uploaded.
+func (p *parallelWriter) abort() {
+	p.cancel()
+	for _, l := range p.lanes {
+		close(l.in)
+	}
+	p.wg.Wait()
+}
