@@ -87,7 +87,7 @@ type IngestConfig struct {
 	OnError string `yaml:"on_error"`
 	// QuarantineTable receives bad records with their error text when on_error is quarantine.
 	QuarantineTable string `yaml:"quarantine_table"`
-	// BatchSize is the number of rows per Arrow batch (default 65536).
+	// BatchSize is the number of rows per Arrow batch (default 32768).
 	BatchSize int `yaml:"batch_size"`
 	// HTTP settings for a URL source.
 	HTTP HTTPOptions `yaml:"http"`

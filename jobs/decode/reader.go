@@ -37,8 +37,12 @@ const (
 	Skip OnError = "skip"
 )
 
-// DefaultBatchSize is the number of rows per batch when Options.BatchSize is 0.
-const DefaultBatchSize = 65536
+// DefaultBatchSize is the number of rows per batch when Options.BatchSize is 0. Memory
+// grows with it (parallel parsing keeps a few batches in flight, and so does a caller
+// that encodes while the next batches are parsed); past a few ten thousand rows a larger
+// batch saves no measurable time (an ingest of 10 M rows: 32768 rows, 225 MB peak; 65536,
+// 320 MB; same CPU time).
+const DefaultBatchSize = 32768
 
 // CSVOptions describe a CSV dialect. The zero value is a header line, comma, double quote,
 // empty field = null, built-in timestamp formats.
