@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
 // SCD2Merge maintains a type 2 slowly changing dimension (STAGES.md, scd2_merge): each
@@ -41,6 +43,11 @@ func (s *SCD2Merge) Kind() Kind { return KindSCD2Merge }
 
 // AppID is the txn appId under which the stage records the last merged source version.
 func (s *SCD2Merge) AppID() string { return "scd2_merge:" + s.cfg.Target + ":" + s.cfg.Source }
+
+// watermarkID is the txn appId under which the stage records, for a change feed source,
+// the highest sequence value it has merged (microseconds): the txn "version" is that
+// value. It is committed with the rows, so it is exact across crashes and reruns.
+func (s *SCD2Merge) watermarkID() string { return s.AppID() + "#max_sequence" }
 
 // Run implements Stage.
 func (s *SCD2Merge) Run(ctx context.Context, env *Env) (Result, error) {
@@ -179,8 +186,13 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
 	}
+	// Late events of a change feed source are folded with their key's history.
+	watermark, hasWatermark := dstSnap.TxnVersion(s.watermarkID())
+	hasWatermark = hasWatermark && s.cfg.SourceChanges
 	noSK := func() int64 { return 0 }
 	var changes []scdChange
+	late := make([]bool, len(work))
+	lateKeys := 0
 	for id := range work {
 		w := &work[id]
 		if w.settled {
@@ -193,14 +205,58 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		if evs, err = normalizeBatch(keyString(evs[0].row, l.spec.keys), evs); err != nil {
 			return res, err
 		}
+		if historyNeeded(evs, watermark, hasWatermark) {
+			late[id] = true
+			lateKeys++
+			continue
+		}
 		changes = append(changes, foldKey(&l.spec, w.versions, evs, noSK)...)
 		w.versions = nil
+	}
+	if lateKeys > 0 {
+		history, rows, err := batch.history(ctx, src, latest, s.cfg.SequenceBy, late)
+		switch {
+		case errors.Is(err, objectstore.ErrNotExist) || errors.Is(err, delta.ErrVersionCleaned):
+			// The history has been vacuumed or its log cleaned up: the late events are
+			// folded with the stored versions, exact unless they land among events
+			// the dimension did not keep.
+			history = nil
+			res.Notes = append(res.Notes, fmt.Sprintf("%d keys had late events but the change feed history of %s is no longer complete (%v); folded them with the stored versions", lateKeys, srcDecl.Name, err))
+		case err != nil:
+			return res, fmt.Errorf("source %s: reading the change feed history for %d keys with late events: %w", srcDecl.Name, lateKeys, err)
+		default:
+			res.Notes = append(res.Notes, fmt.Sprintf("%d keys had events at or before the highest sequence merged before; folded with their history (%d change rows read)", lateKeys, rows))
+		}
+		for id, w := range work {
+			if !late[id] {
+				continue
+			}
+			evs, err := batch.events(int32(id))
+			if err != nil {
+				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+			}
+			key := keyString(evs[0].row, l.spec.keys)
+			if history != nil {
+				evs, err = normalizeHistory(key, history[int32(id)])
+			} else {
+				evs, err = normalizeBatch(key, evs)
+			}
+			if err != nil {
+				return res, err
+			}
+			changes = append(changes, foldKey(&l.spec, w.versions, evs, noSK)...)
+		}
 	}
 	for _, v := range missing {
 		del := scdEvent{seq: *deleteAt, delete: true, row: v.Row}
 		changes = append(changes, foldKey(&l.spec, []scdVersion{v}, []scdEvent{del}, noSK)...)
 	}
-	mr, err := s.apply(ctx, env, dst, dstSnap, l, changes, latest)
+	// The watermark moves to the batch's highest sequence (change feed sources).
+	var newWatermark *int64
+	if top, ok := batch.maxSeq(); ok && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
+		newWatermark = &top
+	}
+	mr, err := s.apply(ctx, env, dst, dstSnap, l, changes, latest, newWatermark)
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
 	}

@@ -24,7 +24,7 @@ func isKeyIndex(keys []int, j int) bool {
 }
 
 // apply writes the fold's changes as one MERGE on (keys, valid_from), with the batch txn.
-func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, changes []scdChange, sourceVersion int64) (*delta.MergeResult, error) {
+func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, changes []scdChange, sourceVersion int64, watermark *int64) (*delta.MergeResult, error) {
 	fields := make([]arrow.Field, 0, len(l.data)+4)
 	for _, f := range l.data {
 		at, err := delta.ArrowType(f.Type)
@@ -71,6 +71,11 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 		on = append(on, l.data[k].Name)
 	}
 	on = append(on, l.from)
+	var tx *delta.Transaction
+	if watermark != nil {
+		tx = dst.NewTransaction(snap, delta.TxOptions{})
+		tx.SetTxn(s.watermarkID(), *watermark)
+	}
 	return dst.Merge(ctx, delta.MergeOptions{
 		Source:   []arrow.RecordBatch{rec},
 		On:       on,
@@ -83,6 +88,7 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 			{Cond: delta.Ne("source."+scdActionColumn, "delete"), Action: delta.MergeInsert},
 		},
 		Txn:     &delta.Txn{AppID: s.AppID(), Version: sourceVersion},
+		Tx:      tx,
 		Lineage: env.lineage(),
 	})
 }

@@ -238,11 +238,20 @@ func (b *scdBatch) nullSequence(i int, name string) error {
 	return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, b.l.spec.keys), name)
 }
 
-// readChanges turns the source's change feed over [from, to] into events: inserts and
-// update post-images are upserts at their sequence_by value (default the commit time),
-// deletes are deletes at their commit time (or their sequence_by value when later),
-// pre-images are skipped.
+// readChanges turns the source's change feed over [from, to] into events (eachChange).
 func (b *scdBatch) readChanges(ctx context.Context, src *delta.Table, from, to int64, sequenceBy string, res *Result) error {
+	return eachChange(ctx, src, from, to, b.l, sequenceBy, b.keep, func(i int, seq int64, del bool, _ int64) error {
+		return b.add(i, seq, del)
+	}, res)
+}
+
+// eachChange reads the source's change feed over [from, to]: for each record it calls
+// record with the record and the column of each dimension data column, then change for
+// each row: inserts and update post-images are upserts at their sequence_by value
+// (default the commit time), deletes are deletes at their commit time (or their
+// sequence_by value when later); pre-images are skipped.
+func eachChange(ctx context.Context, src *delta.Table, from, to int64, l *scdLayout, sequenceBy string,
+	record func(rec arrow.RecordBatch) error, change func(i int, seq int64, del bool, commit int64) error, res *Result) error {
 	if from > to {
 		return nil
 	}
@@ -257,7 +266,11 @@ func (b *scdBatch) readChanges(ctx context.Context, src *delta.Table, from, to i
 	seqName := or(sequenceBy, delta.CommitTimestampColumn)
 	for rd.Next() {
 		rec := rd.RecordBatch()
-		if err := b.keep(rec); err != nil {
+		cols, err := sourceColumns(rec.Schema(), l)
+		if err != nil {
+			return err
+		}
+		if err := record(rec); err != nil {
 			return err
 		}
 		seqIdx, err := seqColumn(rec.Schema(), seqName)
@@ -268,25 +281,78 @@ func (b *scdBatch) readChanges(ctx context.Context, src *delta.Table, from, to i
 		if err != nil {
 			return err
 		}
-		types := rec.Column(rec.Schema().FieldIndices(delta.ChangeTypeColumn)[0]).(*array.String)
+		field := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		types := field(delta.ChangeTypeColumn).(*array.String)
+		versions, _ := field(delta.CommitVersionColumn).(*array.Int64)
 		seqCol, commitCol := rec.Column(seqIdx), rec.Column(commitIdx)
 		for i := range int(rec.NumRows()) {
 			seq, ok := seqValue(seqCol, i)
 			if !ok {
-				return b.nullSequence(i, seqName)
+				row, err := sourceRow(rec, l, i, cols)
+				if err != nil {
+					return err
+				}
+				return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), seqName)
 			}
 			del := types.Value(i) == delta.ChangeDelete
 			if at, ok := seqValue(commitCol, i); del && ok && at > seq {
 				// A deleted row carries its last values; the delete happened at its commit.
 				seq = at
 			}
-			if err := b.add(i, seq, del); err != nil {
+			var commit int64
+			if versions != nil {
+				commit = versions.Value(i)
+			}
+			if err := change(i, seq, del, commit); err != nil {
 				return err
 			}
 		}
 		res.RowsRead += rec.NumRows()
 	}
 	return rd.Err()
+}
+
+// history reads the whole event history of the batch keys marked late from the
+// source's change feed (from where it starts through to), as fold events.
+func (b *scdBatch) history(ctx context.Context, src *delta.Table, to int64, sequenceBy string, late []bool) (map[int32][]scdEvent, int64, error) {
+	from, err := src.ChangeDataFeedStart(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := map[int32][]scdEvent{}
+	var read Result
+	var rec arrow.RecordBatch
+	var cols []int
+	var buf []byte
+	err = eachChange(ctx, src, from, to, b.l, sequenceBy, func(r arrow.RecordBatch) error {
+		rec = r
+		cols, err = sourceColumns(r.Schema(), b.l)
+		return err
+	}, func(i int, seq int64, del bool, commit int64) error {
+		var err error
+		if buf, err = appendKey(buf[:0], rec, cols, b.l.spec.keys, i); err != nil {
+			return err
+		}
+		id, ok := b.keys.Lookup(buf)
+		if !ok || !late[id] {
+			return nil
+		}
+		row, err := sourceRow(rec, b.l, i, cols)
+		if err != nil {
+			return err
+		}
+		out[id] = append(out[id], scdEvent{seq: seq, delete: del, row: row, commit: commit})
+		return nil
+	}, &read)
+	return out, read.RowsRead, err
+}
+
+// maxSeq is the highest sequence in the batch.
+func (b *scdBatch) maxSeq() (int64, bool) {
+	if len(b.evSeq) == 0 {
+		return 0, false
+	}
+	return slices.Max(b.evSeq), true
 }
 
 // sameValue is null-safe equality of a[i] and b[j], with fast paths for equal types.

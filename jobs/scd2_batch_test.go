@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -37,6 +39,7 @@ func stageMatchesModel(t *testing.T, deletes string, seed uint64) {
 	// The dimension's data columns are customer_id, name, city: key, type 1, tracked.
 	spec := scdSpec{keys: []int{0}, tracked: []int{2}, type1: []int{1}, deletes: deletes, end: SeqMax}
 	model := newMemDim()
+	model.snapshot = true
 	cities := []any{nil, "Seattle", "Portland", "Tacoma"}
 	names := []any{"Ada", "Ada L."}
 
@@ -119,4 +122,193 @@ func stageMatchesModel(t *testing.T, deletes string, seed uint64) {
 
 func stamp(micros int64) string {
 	return time.UnixMicro(micros).UTC().Format("2006-01-02T15:04:05Z")
+}
+
+// The property test of the issue at the stage: a random event stream over a change feed
+// source (events in random order, so many arrive late; duplicates, NULL transitions,
+// deletes, returning keys), merged after random runs of source commits, gives the
+// dimension one big batch gives, and rule 7 holds after every merge.
+func TestSCD2ChangeFeedSplitsMatchOneBatch(t *testing.T) {
+	for _, deletes := range []string{"ignore", "close", "tombstone"} {
+		for seed := range uint64(8) {
+			t.Run(fmt.Sprintf("%s/seed%d", deletes, seed), func(t *testing.T) {
+				changeFeedMatchesOneBatch(t, deletes, seed)
+			})
+		}
+	}
+}
+
+func changeFeedMatchesOneBatch(t *testing.T, deletes string, seed uint64) {
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(seed, 11))
+	staging, dim := customerTables(t)
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	clock := &testClock{t: base}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim)
+	cfg := scd2Config()
+	cfg.Deletes, cfg.Type1 = deletes, []string{"name"}
+	stage := NewSCD2Merge("merge", cfg)
+	spec := scdSpec{keys: []int{0}, tracked: []int{2}, type1: []int{1}, deletes: deletes, end: SeqMax}
+	cities := []any{nil, "Seattle", "Portland"}
+	names := []any{"Ada", "Ada L."}
+
+	var all []scdEvent              // every event, for the one big batch
+	present := map[string][]int64{} // staging rows per key: their updated_at
+	used := map[string]bool{}       // key@seq of upserts, kept unique
+	for commit := range 24 {
+		// Each commit is half an hour after a whole hour; upserts are on whole hours
+		// anywhere up to now, so most commits carry late events.
+		clock.t = base.Add(time.Duration(commit+1)*4*time.Hour + 30*time.Minute)
+		key := fmt.Sprintf("C%d", rng.IntN(4))
+		if rng.IntN(5) == 0 && len(present[key]) > 0 {
+			tbl, err := env.openTable(ctx, staging)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("customer_id", key)}); err != nil {
+				t.Fatal(err)
+			}
+			for _, at := range present[key] {
+				all = append(all, scdEvent{seq: max(at, clock.t.UnixMicro()), delete: true, row: []any{key, nil, nil}})
+			}
+			delete(present, key)
+		} else {
+			var rows [][]any
+			for range 1 + rng.IntN(4) {
+				k := fmt.Sprintf("C%d", rng.IntN(4))
+				at := base.Add(time.Duration(rng.IntN((commit+1)*4)) * time.Hour)
+				if used[fmt.Sprint(k, at)] {
+					continue
+				}
+				used[fmt.Sprint(k, at)] = true
+				row := []any{k, names[rng.IntN(len(names))], cities[rng.IntN(len(cities))]}
+				rows = append(rows, append(slices.Clone(row), at))
+				all = append(all, scdEvent{seq: at.UnixMicro(), row: row})
+				present[k] = append(present[k], at.UnixMicro())
+				if rng.IntN(4) == 0 {
+					rows = append(rows, append(slices.Clone(row), at)) // an exact duplicate
+					all = append(all, scdEvent{seq: at.UnixMicro(), row: row})
+				}
+			}
+			if len(rows) == 0 {
+				continue
+			}
+			appendRows(t, env, staging, rows...)
+		}
+		if rng.IntN(3) == 0 || commit == 23 {
+			clock.Advance(time.Minute)
+			runStage(t, stage, env)
+			dimAsModel(t, env, dim).checkInvariants(t, spec)
+		}
+	}
+	whole := newMemDim()
+	if err := whole.merge(t, spec, all); err != nil {
+		t.Fatal(err)
+	}
+	got := dimAsModel(t, env, dim).canonical()
+	if want := whole.canonical(); got != want {
+		t.Fatalf("merged in batches, the dimension differs from one big batch\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// dimAsModel reads the customer dimension into a memDim (data columns customer_id,
+// name, city), to check invariants and compare with the model.
+func dimAsModel(t *testing.T, env *Env, dim *Table) *memDim {
+	t.Helper()
+	ctx := t.Context()
+	tbl, err := env.openTable(ctx, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: []string{"customer_sk", "customer_id", "name", "city", "valid_from", "valid_to", "is_current"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Release()
+	d := newMemDim()
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		for i := range int(rec.NumRows()) {
+			vals := make([]any, rec.NumCols())
+			for c := range vals {
+				if vals[c], err = colValue(rec.Column(c), i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			v := scdVersion{SK: vals[0].(int64), Row: vals[1:4], From: vals[4].(int64), To: vals[5].(int64), Current: vals[6].(bool)}
+			v.Tombstone = vals[2] == nil && vals[3] == nil // the tests' names are never null
+			if _, dup := d.rows[v.SK]; dup {
+				t.Fatalf("surrogate key %d appears twice", v.SK)
+			}
+			d.rows[v.SK] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A late event is folded with its key's history from the source's change feed; when
+// that history has been vacuumed the stage still merges (with the stored versions) and
+// says so.
+func TestSCD2LateEventsHistoryNotes(t *testing.T) {
+	ctx := t.Context()
+	staging, dim := customerTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim)
+	stage := NewSCD2Merge("merge", scd2Config())
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", d1}, []any{"C2", "Alan", "London", d1})
+	runStage(t, stage, env)
+	// Seattle again at d2 changes nothing, so the dimension does not keep it; a late
+	// Tacoma between d1 and d2 must end at d2, where Seattle was confirmed.
+	clock.Advance(time.Hour)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", d2})
+	runStage(t, stage, env)
+	clock.Advance(time.Hour)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Tacoma", d1.Add(time.Hour)})
+	res := runStage(t, stage, env)
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "1 keys had events at or before") }) {
+		t.Errorf("notes %q do not report the late key", res.Notes)
+	}
+	got := tableRows(t, env, dim, "customer_id", "city", "valid_from", "valid_to", "is_current")
+	want := []string{
+		"C1|Seattle|2026-01-14T08:00:00Z|2026-01-14T09:00:00Z|false",
+		"C1|Seattle|2026-01-15T09:30:00Z|9999-12-31T00:00:00Z|true",
+		"C1|Tacoma|2026-01-14T09:00:00Z|2026-01-15T09:30:00Z|false",
+		"C2|London|2026-01-14T08:00:00Z|9999-12-31T00:00:00Z|true",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("dimension:\n%s", diff(got, want))
+	}
+
+	// The source drops C2 and its old files are vacuumed: C2's history is gone. A late
+	// event for C2 still merges, with the stored versions, and the result says so.
+	tbl, err := env.openTable(ctx, staging)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("customer_id", "C2")}); err != nil {
+		t.Fatal(err)
+	}
+	runStage(t, stage, env)
+	clock.Advance(8 * 24 * time.Hour)
+	if _, err := tbl.Vacuum(ctx, delta.VacuumOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, env, staging, []any{"C2", "Alan", "Leeds", d1.Add(-time.Hour)})
+	res = runStage(t, stage, env)
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "no longer complete") }) {
+		t.Errorf("notes %q do not say the history is incomplete", res.Notes)
+	}
+	dimAsModel(t, env, dim).checkInvariants(t, scdSpec{keys: []int{0}, tracked: []int{2}, end: SeqMax})
+	got = tableRows(t, env, dim, "customer_id", "city", "valid_from", "valid_to", "is_current")
+	if !slices.Contains(got, "C2|Leeds|2026-01-14T07:00:00Z|2026-01-14T08:00:00Z|false") || !slices.Contains(got, "C2|London|2026-01-14T08:00:00Z|2026-01-14T11:00:00Z|false") {
+		t.Fatalf("the late C2 event is missing:\n%s", strings.Join(got, "\n"))
+	}
 }

@@ -15,10 +15,13 @@ import (
 //
 // The fold treats the existing versions of a key as events too (a version start is an
 // upsert at valid_from; a version that ends without a successor is a delete at valid_to)
-// and replays them together with the new events in sequence order. That makes the result
-// independent of how events were split into batches: merging a stream in any batch split
-// gives the same intervals and values as merging it at once, which the property test
-// checks.
+// and replays them together with the new events in sequence order. For events after
+// everything merged before that is exact; an event at or before that point (late) is
+// folded with the key's whole event history instead (historyNeeded), because the
+// dimension does not keep the events that changed nothing. Together that makes the
+// result independent of how a stream, in any order, was split into batches: merging it
+// in any split gives the same intervals and values as merging it at once, which the
+// property test checks.
 
 // SeqMax is the valid_to of a current version (9999-12-31 00:00:00 in microseconds since
 // the epoch, when sequences are timestamps).
@@ -32,6 +35,9 @@ type scdEvent struct {
 	// existing marks an event derived from a stored version; sk is that version's key.
 	existing bool
 	sk       int64
+	// commit orders events of a key's whole history at one sequence (the source
+	// version that carried it); batch events need not set it.
+	commit int64
 }
 
 // scdVersion is one row of a type 2 dimension: a key's data during [from, to).
@@ -135,6 +141,37 @@ func normalizeBatch(key string, evs []scdEvent) ([]scdEvent, error) {
 		i = j
 	}
 	return out, nil
+}
+
+// historyNeeded reports whether a key's (normalized) batch events must be folded with
+// the key's whole event history instead of its stored versions: an event at or before
+// the highest sequence merged before (the watermark) may land among events the
+// dimension does not keep — a repeat that changed nothing, a delete of an absent key,
+// the event that set the newest type 1 values — and only the history places it exactly
+// (rule 4). Events after the watermark come after everything merged, so the stored
+// versions are all the fold needs.
+func historyNeeded(evs []scdEvent, watermark int64, hasWatermark bool) bool {
+	return hasWatermark && len(evs) > 0 && evs[0].seq <= watermark
+}
+
+// normalizeHistory orders a key's whole event history for a refold. At one sequence
+// only the events of the latest source commit count (a later commit corrects an
+// earlier one, as a later batch's event replaces a stored one at its sequence); among
+// those, rule 3 applies as in a batch.
+func normalizeHistory(key string, evs []scdEvent) ([]scdEvent, error) {
+	latest := make(map[int64]int64, len(evs))
+	for _, e := range evs {
+		if c, ok := latest[e.seq]; !ok || e.commit > c {
+			latest[e.seq] = e.commit
+		}
+	}
+	kept := make([]scdEvent, 0, len(evs))
+	for _, e := range evs {
+		if e.commit == latest[e.seq] {
+			kept = append(kept, e)
+		}
+	}
+	return normalizeBatch(key, kept)
 }
 
 // foldKey merges a key's stored versions with its new (normalized) events and returns
