@@ -28,8 +28,8 @@ func (c Consumer) String() string {
 // Vacuum deletes data files its tables no longer need (delta.Table.Vacuum: files neither
 // live nor removed within the retention window) and, unless log_cleanup is false, expired
 // log files. A retention shorter than a table's delta.deletedFileRetentionDuration is
-// refused unless force. It never deletes files a capture_history consumer has yet to
-// read: the vacuum is clamped to keep every version from the consumer's next start on,
+// refused unless force. It never deletes files a change feed consumer (capture_history,
+// scd1_merge / scd2_merge with source_changes) has yet to read: the vacuum is clamped to keep every version from the consumer's next start on,
 // and the result names the consumer and version. A dry run lists what would go.
 type Vacuum struct {
 	name      string
@@ -37,8 +37,9 @@ type Vacuum struct {
 	consumers []Consumer
 }
 
-// NewVacuum returns the stage for a validated config; consumers are the capture_history
-// stages of every loaded pipeline.
+// NewVacuum returns the stage for a validated config; consumers are the stages of every
+// loaded pipeline that read a table's change feed (capture_history, and scd1_merge /
+// scd2_merge with source_changes).
 func NewVacuum(name string, cfg *VacuumConfig, consumers []Consumer) *Vacuum {
 	return &Vacuum{name: name, cfg: cfg, consumers: consumers}
 }
@@ -83,7 +84,7 @@ func (s *Vacuum) vacuumTable(ctx context.Context, env *Env, name string, res *Re
 		d := time.Duration(*s.cfg.Retain)
 		opts.Retain = &d
 	}
-	keep, who, err := s.keepFrom(ctx, env, tbl, decl)
+	keep, who, err := KeepFrom(ctx, env, s.consumers, tbl, decl)
 	if err != nil {
 		return err
 	}
@@ -130,12 +131,13 @@ func (s *Vacuum) vacuumTable(ctx context.Context, env *Env, name string, res *Re
 	return nil
 }
 
-// keepFrom returns the oldest version any consumer of the table still has to read (or -1
-// when none does) and who they are.
-func (s *Vacuum) keepFrom(ctx context.Context, env *Env, tbl *delta.Table, decl *Table) (int64, string, error) {
+// KeepFrom returns the oldest version of the declared table decl (opened as tbl) that
+// any of the consumers still has to read, or -1 when none does, and who they are: a
+// vacuum keeps the files of that version on (delta.VacuumOptions.KeepVersionsFrom).
+func KeepFrom(ctx context.Context, env *Env, consumers []Consumer, tbl *delta.Table, decl *Table) (int64, string, error) {
 	keep := int64(-1)
 	var who []string
-	for _, c := range s.consumers {
+	for _, c := range consumers {
 		if c.Source.Path != decl.Path {
 			continue
 		}

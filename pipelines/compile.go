@@ -89,15 +89,31 @@ func stageTask(spec *Spec, rt Runtime, tables map[string]*jobs.Table, stage jobs
 	})
 }
 
-// Consumers lists the pipeline's capture_history stages as change feed consumers.
+// Consumers lists the pipeline's change feed consumers: its capture_history stages and
+// its scd1_merge / scd2_merge stages with source_changes. A vacuum keeps what they have
+// yet to read.
 func (s *Spec) Consumers() []jobs.Consumer {
 	var out []jobs.Consumer
 	for _, st := range s.Stages {
-		c, ok := st.Config.(*jobs.CaptureHistoryConfig)
-		if !ok {
+		var source, target, appID string
+		var starting *int64
+		switch c := st.Config.(type) {
+		case *jobs.CaptureHistoryConfig:
+			source, target, appID, starting = c.Source, c.Target, jobs.NewCaptureHistory(st.Name, c).AppID(), c.StartingVersion
+		case *jobs.SCD2Config:
+			if !c.SourceChanges {
+				continue
+			}
+			source, target, appID = c.Source, c.Target, jobs.NewSCD2Merge(st.Name, c).AppID()
+		case *jobs.SCD1Config:
+			if !c.SourceChanges {
+				continue
+			}
+			source, target, appID = c.Source, c.Target, jobs.NewSCD1Merge(st.Name, c).AppID()
+		default:
 			continue
 		}
-		src, dst := s.Table(c.Source), s.Table(c.Target)
+		src, dst := s.Table(source), s.Table(target)
 		if src == nil || dst == nil {
 			continue
 		}
@@ -106,8 +122,8 @@ func (s *Spec) Consumers() []jobs.Consumer {
 			Stage:           st.Name,
 			Source:          src,
 			History:         dst,
-			AppID:           jobs.NewCaptureHistory(st.Name, c).AppID(),
-			StartingVersion: c.StartingVersion,
+			AppID:           appID,
+			StartingVersion: starting,
 		})
 	}
 	return out

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +113,25 @@ func TestCompileRunsStagesWithLineage(t *testing.T) {
 	}
 	if got := spec.Consumers(); len(got) != 1 || got[0].AppID != "capture_history:raw.events" || got[0].Stage != "history" {
 		t.Errorf("Consumers = %+v", got)
+	}
+}
+
+// The change feed consumers a vacuum keeps files for: capture_history stages and merges
+// reading a change feed (the sales example has one of each).
+func TestConsumersIncludeChangeFeedMerges(t *testing.T) {
+	spec, err := Load("../examples/pipelines/sales/pipeline.yaml", Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range spec.Consumers() {
+		got = append(got, c.Stage+" reads "+c.Source.Name+", progress in "+c.History.Name+" as "+c.AppID)
+	}
+	want := []string{
+		"capture_sales_history reads bronze.sales_transactions, progress in audit.sales_transactions_history as capture_history:bronze.sales_transactions",
+		"merge_customers reads staging.customers, progress in sales.customer as scd2_merge:sales.customer:staging.customers",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Consumers:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs"
 )
 
 func vacuumCommand() *command {
@@ -24,25 +25,29 @@ func vacuumCommand() *command {
 			"feed reads of older versions fail once their files are gone. The deleted (with\n" +
 			"--dry-run: the deletable) files are printed, relative to the table root, with a\n" +
 			"summary on stderr. A real run records VACUUM START and VACUUM END in the history.\n\n" +
-			"With --pipeline, a table whose change feed a capture_history stage reads is\n" +
-			"refused without --force: use the pipeline's vacuum stage, which keeps the versions\n" +
-			"the stage has yet to read.\n\n" +
+			"With --pipeline, the files of versions that a stage reading the table's change\n" +
+			"feed (capture_history, or scd1_merge / scd2_merge with source_changes) has yet\n" +
+			"to read are kept, as the pipeline's vacuum stage does; --force ignores them.\n\n" +
 			tableArgHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
 			tf := addTableFlags(fs)
 			var retain durationFlag
 			fs.Var(&retain, "retain", "keep files needed by the versions of this `duration`: 168h, 7d, 36h30m\n(default: the table's delta.deletedFileRetentionDuration)")
 			dryRun := fs.Bool("dry-run", false, "list the files that would be deleted; delete nothing")
-			force := fs.Bool("force", false, "allow a retention shorter than the table's delta.deletedFileRetentionDuration,\nand vacuuming a table whose change feed a pipeline stage reads")
+			force := fs.Bool("force", false, "allow a retention shorter than the table's delta.deletedFileRetentionDuration,\nand delete files that a pipeline stage has yet to read from the change feed")
 			return func(ctx context.Context, e *env, args []string) error {
 				t, err := tf.open(ctx, e, args)
 				if err != nil {
 					return err
 				}
-				if err := checkConsumers(t, *dryRun || *force); err != nil {
+				opts := delta.VacuumOptions{DryRun: *dryRun, Force: *force, TableURI: t.uri}
+				keep, who, err := keepForConsumers(ctx, t, *force)
+				if err != nil {
 					return err
 				}
-				opts := delta.VacuumOptions{DryRun: *dryRun, Force: *force, TableURI: t.uri}
+				if keep >= 0 {
+					opts.KeepVersionsFrom, opts.KeepFor = &keep, who
+				}
 				if retain.set {
 					opts.Retain = &retain.d
 				}
@@ -71,7 +76,7 @@ func vacuumCommand() *command {
 					t.name, verb, plural(len(res.FilesDeleted), "file"), plural(int(res.BytesDeleted), "byte"),
 					formatDuration(res.Retention), formatTime(res.Cutoff))
 				if res.FilesKept > 0 {
-					fmt.Fprintf(e.stderr, "; kept %d for readers of older versions", res.FilesKept)
+					fmt.Fprintf(e.stderr, "; kept %s that %s still needs from version %d", plural(res.FilesKept, "file"), who, keep)
 				}
 				if res.EndVersion >= 0 {
 					fmt.Fprintf(e.stderr, "; versions %d-%d", res.StartVersion, res.EndVersion)
@@ -83,24 +88,18 @@ func vacuumCommand() *command {
 	}
 }
 
-// checkConsumers refuses to vacuum a declared table whose change feed a capture_history
-// stage of the pipeline reads, unless allowed: this command cannot tell which versions
-// such a stage has yet to read, and the pipeline's vacuum stage can (it keeps them).
-func checkConsumers(t *openedTable, allowed bool) error {
-	if t.spec == nil || allowed {
-		return nil
+// keepForConsumers returns the oldest version of a declared table that a change feed
+// consumer of its pipeline still has to read (-1: none, or not a declared table, or
+// force), and who that is.
+func keepForConsumers(ctx context.Context, t *openedTable, force bool) (int64, string, error) {
+	if t.spec == nil || force {
+		return -1, "", nil
 	}
-	var who []string
-	for _, c := range t.spec.Consumers() {
-		if c.Source.Name == t.decl.Name {
-			who = append(who, c.String())
-		}
+	env := &jobs.Env{Warehouse: t.table.Store(), Tables: map[string]*jobs.Table{}}
+	for _, d := range t.spec.Tables {
+		env.Tables[d.Name] = d
 	}
-	if len(who) == 0 {
-		return nil
-	}
-	return fmt.Errorf("table %s: its change feed is read by %s, which may still need versions this vacuum would make unreadable; run the pipeline's vacuum stage, which keeps them, or pass --force (--dry-run shows what would go)",
-		t.name, strings.Join(who, ", "))
+	return jobs.KeepFrom(ctx, env, t.spec.Consumers(), t.table, t.decl)
 }
 
 // formatDuration shows whole days as "7d", other durations as Go does ("36h30m0s").
