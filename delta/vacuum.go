@@ -118,7 +118,7 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 		return nil, fmt.Errorf("negative retention %s", retention)
 	}
 	if retention < tableRetention && !opts.Force {
-		return nil, fmt.Errorf("%w: asked to retain %s, but delta.deletedFileRetentionDuration is %s; files younger than that may still be needed by readers and time travel (set Force to vacuum anyway)",
+		return nil, fmt.Errorf("%w: asked to retain %s, but delta.deletedFileRetentionDuration is %s; files younger than that may still be needed by readers and time travel (force the vacuum to delete them anyway)",
 			ErrRetentionTooShort, fmtDuration(retention), fmtDuration(tableRetention))
 	}
 	now := t.opts.Now()
