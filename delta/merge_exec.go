@@ -217,9 +217,12 @@ func (m *merger) markMatches(ctx context.Context, a *Add) error {
 		if err != nil {
 			return err
 		}
-		for i := 0; i < int(rec.NumRows()); i++ {
-			if s, found, _ := pr.find(i); found {
-				m.matched[s] = true
+		for lo, n := 0, int(rec.NumRows()); lo < n; lo += probeBatch {
+			b := pr.probe(lo, min(probeBatch, n-lo))
+			for j := 0; j < b.n; j++ {
+				if b.hit[j] > 0 {
+					m.matched[b.row[j]] = true
+				}
 			}
 		}
 		return nil
@@ -276,18 +279,22 @@ func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*record
 		return nil, err
 	}
 	var tgtM, srcM, tgtU []int32
-	for i := 0; i < n; i++ {
-		s, found, dup := pr.find(i)
-		if !found {
-			tgtU = append(tgtU, int32(i))
-			continue
+	for lo := 0; lo < n; lo += probeBatch {
+		b := pr.probe(lo, min(probeBatch, n-lo))
+		for j := 0; j < b.n; j++ {
+			i := lo + j
+			if b.hit[j] == 0 {
+				tgtU = append(tgtU, int32(i))
+				continue
+			}
+			if b.hit[j] > 1 && len(m.plan.matched) > 0 && !m.plan.onlyDel {
+				return nil, fmt.Errorf("%w: the target row with key %s is matched by several source rows (deduplicate the source)",
+					ErrMultipleSourceRowsMatched, pr.enc.keyString(m.plan.keys, i))
+			}
+			s := b.row[j]
+			m.matched[s] = true
+			tgtM, srcM = append(tgtM, int32(i)), append(srcM, s)
 		}
-		if dup && len(m.plan.matched) > 0 && !m.plan.onlyDel {
-			return nil, fmt.Errorf("%w: the target row with key %s is matched by several source rows (deduplicate the source)",
-				ErrMultipleSourceRowsMatched, pr.enc.keyString(m.plan.keys, i))
-		}
-		m.matched[s] = true
-		tgtM, srcM = append(tgtM, int32(i)), append(srcM, s)
 	}
 	// WHEN MATCHED
 	if len(tgtM) > 0 && len(m.plan.matched) > 0 {

@@ -214,6 +214,34 @@ func TestMergePrunesByKeyStats(t *testing.T) {
 	}
 }
 
+// Files whose key range lies between the source's smallest and largest keys, holding
+// none of them, are skipped too (the source keys' min and max alone cannot tell).
+func TestMergePrunesFilesInsideTheSourceRange(t *testing.T) {
+	ctx := context.Background()
+	tbl := flatTable(t, mem.New(mem.Config{}), 10, 100)
+	var rows []row
+	var ops []string
+	for _, id := range []int64{990, 5, 999, 40, 950, 0, 960} { // files 0 and 9 only
+		rows, ops = append(rows, row{id, "x", "p"}), append(ops, "U")
+	}
+	for id := int64(1000); id < 1100; id++ { // new keys past every file
+		rows, ops = append(rows, row{id, "new", "p"}), append(ops, "I")
+	}
+	src := sourceRecord(rows, ops)
+	defer src.Release()
+	res, err := tbl.Merge(ctx, upsertOptions(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NumTargetFilesScanned != 2 || res.NumTargetFilesSkipped != 8 || res.NumTargetFilesRemoved != 2 ||
+		res.NumTargetRowsUpdated != 7 || res.NumTargetRowsInserted != 100 || res.NumTargetRowsCopied != 193 {
+		t.Errorf("result %+v", res)
+	}
+	if got := len(latestRows(t, tbl)); got != 1100 {
+		t.Errorf("%d rows, want 1100", got)
+	}
+}
+
 func countOf(s, sub string) int {
 	n := 0
 	for i := 0; ; {

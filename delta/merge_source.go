@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -21,9 +20,8 @@ type mergeSource struct {
 	view    arrow.RecordBatch // the same arrays named "source.<col>"
 	schema  *StructType
 	n       int64
-	keyCols []int            // rec column of each key
-	index   map[string]int32 // encoded key -> first source row with it
-	dups    map[string]bool  // keys held by more than one source row
+	keyCols []int     // rec column of each key
+	index   *keyIndex // encoded keys (unless intKey)
 	// A single integer key (not null-safe) uses these instead of index and dups.
 	intKey  bool
 	intIdx  map[int64]int32
@@ -32,9 +30,7 @@ type mergeSource struct {
 	// keys that match nothing are turned away without a map lookup.
 	intMin  int64
 	intBits []uint64
-	matched []bool    // source rows that matched some target row
-	keyVals [][]value // per key: sorted distinct non-null values
-	keyNull []bool    // per key: some source row has a null there
+	keyVals []*keyValues // per key: its values, for file pruning
 }
 
 func (s *mergeSource) release() {
@@ -159,8 +155,6 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 // buildIndex hashes the source keys and collects their distinct values.
 func (s *mergeSource) buildIndex(plan *mergePlan) error {
 	n := int(s.n)
-	s.index = make(map[string]int32)
-	s.dups = map[string]bool{}
 	if g, ok := intGetter(s.rec.Column(s.keyCols[0])); ok && len(s.keyCols) == 1 && !plan.nullSafe {
 		arr := s.rec.Column(s.keyCols[0])
 		s.intKey, s.intIdx, s.intDups = true, make(map[int64]int32, n), map[int64]bool{}
@@ -182,20 +176,21 @@ func (s *mergeSource) buildIndex(plan *mergePlan) error {
 	if err != nil {
 		return err
 	}
-	var buf []byte
-	for i := 0; i < n; i++ {
-		var ok bool
-		buf, ok = enc.key(buf[:0], i)
-		if !ok {
-			continue // a null key matches nothing
-		}
-		if _, seen := s.index[string(buf)]; seen {
-			s.dups[string(buf)] = true
-			continue
-		}
-		s.index[string(buf)] = int32(i)
+	s.index = newKeyIndex(n)
+	var b keyBatch
+	for lo := 0; lo < n; lo += probeBatch {
+		b.encode(enc, lo, min(probeBatch, n-lo)) // (a null key matches nothing: not added)
+		s.index.addBatch(&b, lo)
 	}
 	return s.collectKeyValues(plan)
+}
+
+// distinctKeys is the number of distinct non-null (or, null-safe, any) source keys.
+func (s *mergeSource) distinctKeys() int {
+	if s.intKey {
+		return len(s.intIdx)
+	}
+	return s.index.len()
 }
 
 // buildIntBits sets up the key bitmap when the key range is small enough (at most 64
@@ -217,37 +212,6 @@ func (s *mergeSource) buildIntBits() {
 		d := uint64(k - lo)
 		s.intBits[d/64] |= 1 << (d % 64)
 	}
-}
-
-// collectKeyValues sorts the distinct key values of each key column, for pruning.
-func (s *mergeSource) collectKeyValues(plan *mergePlan) error {
-	n := int(s.n)
-	s.keyVals = make([][]value, len(s.keyCols))
-	s.keyNull = make([]bool, len(s.keyCols))
-	for k, c := range s.keyCols {
-		arr := s.rec.Column(c)
-		get, err := valueGetter(arr)
-		if err != nil {
-			return fmt.Errorf("key column %s: %w", plan.keys[k], err)
-		}
-		vals := make([]value, 0, n)
-		for i := 0; i < n; i++ {
-			if arr.IsNull(i) {
-				s.keyNull[k] = true
-				continue
-			}
-			vals = append(vals, get(i))
-		}
-		sort.Slice(vals, func(a, b int) bool { return compareValues(vals[a], vals[b]) < 0 })
-		out := vals[:0]
-		for i, v := range vals {
-			if i == 0 || compareValues(v, out[len(out)-1]) != 0 {
-				out = append(out, v)
-			}
-		}
-		s.keyVals[k] = out
-	}
-	return nil
 }
 
 // keyEncoder turns the key columns of a row into bytes that are equal exactly when the
@@ -350,81 +314,6 @@ func appendFloatKey(buf []byte, f float64) []byte {
 	return binary.LittleEndian.AppendUint64(buf, math.Float64bits(f))
 }
 
-// mayHoldKeys reports whether a target file can hold a row whose key equals a source key:
-// for every key column, a source value within the file's partition value or min/max
-// stats (or, with nullSafe, a null on both sides).
-func (s *mergeSource) mayHoldKeys(plan *mergePlan, a *Add, isPart map[string]bool) (bool, error) {
-	if len(s.index) == 0 && len(s.intIdx) == 0 {
-		return false, nil
-	}
-	var sv *fileStatsView
-	parsed := false
-	for k, name := range plan.keys {
-		f := plan.schema.Fields[plan.keyIdx[k]]
-		vals := s.keyVals[k]
-		if isPart[strings.ToLower(name)] {
-			var raw *string
-			for pk, pv := range a.PartitionValues {
-				if strings.EqualFold(pk, name) {
-					raw = pv
-				}
-			}
-			v, err := parsePartitionValue(f.Type, raw)
-			if err != nil {
-				return false, fmt.Errorf("file %s: %w", a.Path, err)
-			}
-			if v.kind == vNull {
-				if !(plan.nullSafe && s.keyNull[k]) {
-					return false, nil
-				}
-				continue
-			}
-			i := sort.Search(len(vals), func(i int) bool { return compareValues(vals[i], v) >= 0 })
-			if i == len(vals) || compareValues(vals[i], v) != 0 {
-				return false, nil
-			}
-			continue
-		}
-		if !parsed {
-			sv, parsed = parseStatsView(a.Stats), true
-		}
-		if sv == nil {
-			continue
-		}
-		path := []string{f.Name}
-		if plan.nullSafe && s.keyNull[k] {
-			if raw, ok := lookupPath(sv.nulls, path); !ok || fmt.Sprint(raw) != "0" {
-				continue // the file may hold null keys, which match
-			}
-		}
-		if sv.numRecords != nil {
-			if raw, ok := lookupPath(sv.nulls, path); ok && fmt.Sprint(raw) == fmt.Sprint(*sv.numRecords) {
-				return false, nil // only null keys, and those match nothing here
-			}
-		}
-		lo := 0
-		if raw, ok := lookupPath(sv.min, path); ok {
-			if mn, ok := statValue(f.Type, raw); ok {
-				lo = sort.Search(len(vals), func(i int) bool { return compareValues(vals[i], mn) >= 0 })
-			}
-		}
-		if lo == len(vals) {
-			return false, nil
-		}
-		if raw, ok := lookupPath(sv.max, path); ok {
-			if mx, ok := statValue(f.Type, raw); ok {
-				if p, isP := f.Type.(*PrimitiveType); isP && (p.Name == TypeTimestamp || p.Name == TypeTimestampNTZ) {
-					mx.i += 999 // stats are truncated to milliseconds
-				}
-				if compareValues(vals[lo], mx) > 0 {
-					return false, nil
-				}
-			}
-		}
-	}
-	return true, nil
-}
-
 // partitionPredicate is what the merge read, for conflict detection: the partitions that
 // can hold a source key (every partition unless a key column is a partition column).
 func (s *mergeSource) partitionPredicate(plan *mergePlan, snap *Snapshot) PartitionPredicate {
@@ -447,11 +336,11 @@ func (s *mergeSource) partitionPredicate(plan *mergePlan, snap *Snapshot) Partit
 
 // prober finds the source row whose key equals a target row's.
 type prober struct {
-	src  *mergeSource
-	enc  *keyEncoder
-	ints func(int) int64
-	arr  arrow.Array
-	buf  []byte
+	src   *mergeSource
+	enc   *keyEncoder
+	ints  func(int) int64
+	arr   arrow.Array
+	batch keyBatch
 }
 
 func (s *mergeSource) newProber(rec arrow.RecordBatch, cols []int, nullSafe bool) (*prober, error) {
@@ -472,28 +361,35 @@ func (s *mergeSource) newProber(rec arrow.RecordBatch, cols []int, nullSafe bool
 	return p, nil
 }
 
-// find returns the source row matching target row i, and whether its key is duplicated
-// in the source.
-func (p *prober) find(i int) (row int32, found, dup bool) {
+// probe looks up target rows lo .. lo+n-1 (n at most probeBatch); the batch is valid
+// until the next call.
+func (p *prober) probe(lo, n int) *keyBatch {
+	b := &p.batch
+	b.n = n
 	if p.ints != nil {
-		if p.arr.IsNull(i) {
-			return 0, false, false
-		}
-		k := p.ints(i)
-		if bits := p.src.intBits; bits != nil {
-			d := uint64(k - p.src.intMin)
-			if k < p.src.intMin || d/64 >= uint64(len(bits)) || bits[d/64]&(1<<(d%64)) == 0 {
-				return 0, false, false
+		for j := 0; j < n; j++ {
+			b.hit[j] = 0
+			i := lo + j
+			if p.arr.IsNull(i) {
+				continue
+			}
+			k := p.ints(i)
+			if bits := p.src.intBits; bits != nil {
+				d := uint64(k - p.src.intMin)
+				if k < p.src.intMin || d/64 >= uint64(len(bits)) || bits[d/64]&(1<<(d%64)) == 0 {
+					continue
+				}
+			}
+			if row, found := p.src.intIdx[k]; found {
+				b.row[j], b.hit[j] = row, 1
+				if p.src.intDups[k] {
+					b.hit[j] = 2
+				}
 			}
 		}
-		row, found = p.src.intIdx[k]
-		return row, found, found && p.src.intDups[k]
+		return b
 	}
-	var ok bool
-	p.buf, ok = p.enc.key(p.buf[:0], i)
-	if !ok {
-		return 0, false, false
-	}
-	row, found = p.src.index[string(p.buf)]
-	return row, found, found && p.src.dups[string(p.buf)]
+	b.encode(p.enc, lo, n)
+	p.src.index.lookupBatch(b)
+	return b
 }
