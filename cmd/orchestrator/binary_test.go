@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,21 @@ var exampleQuestions = [][]string{
 	{"table", "show", "audit.sales_transactions_history", "--columns", "transaction_id,amount,_change_type,_commit_version"},
 	{"table", "changes", "staging.customers", "--from", "1", "--columns", "customer_id,city", "--format", "csv"},
 	{"table", "properties", "bronze.sales_transactions"},
+	// Point-in-time queries of the dimension: one row per customer, before and after
+	// C-1 moved from Seattle to Portland.
+	{"table", "show", "sales.customer", "--where", pointInTime("2026-01-15 00:00:00"), "--columns", "customer_id,city", "--format", "csv"},
+	{"table", "show", "sales.customer", "--where", pointInTime("2026-01-16 00:00:00"), "--columns", "customer_id,city", "--format", "csv"},
+}
+
+// pointInTime is the predicate of a point-in-time query of the SCD2 dimension at t.
+func pointInTime(t string) string {
+	return "valid_from <= TIMESTAMP '" + t + "' AND valid_to > TIMESTAMP '" + t + "'"
+}
+
+// pointInTimeAnswers are the customers and cities the point-in-time queries return.
+var pointInTimeAnswers = map[string]string{
+	pointInTime("2026-01-15 00:00:00"): "customer_id,city\nC-1,Seattle\nC-2,Boston\nC-3,London\n",
+	pointInTime("2026-01-16 00:00:00"): "customer_id,city\nC-1,Portland\nC-2,Boston\nC-3,London\n",
 }
 
 // withoutTimes drops the _commit_timestamp column (the last) of CSV output; commit
@@ -42,8 +58,8 @@ func withoutTimes(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// TestExampleBinary runs the sales example with the built binary, twice on local disk and
-// twice on MinIO, and checks that the table commands give the same answers as the
+// TestExampleBinary runs the sales example with the built binary, three times on local
+// disk and three times on MinIO (the reruns change nothing), and checks that the table commands give the same answers as the
 // in-process commands and on both stores.
 func TestExampleBinary(t *testing.T) {
 	bin := buildBinary(t)
@@ -51,9 +67,11 @@ func TestExampleBinary(t *testing.T) {
 	pipeline := copyExample(t)
 	dir := filepath.Dir(pipeline)
 
-	runTwice := func(t *testing.T, env []string) {
+	// The first run loads everything; the two reruns find nothing to do: every stage
+	// reads no new rows and commits no version.
+	runThrice := func(t *testing.T, env []string) {
 		t.Helper()
-		for i, want := range []string{"7", "0"} { // rows read by ingest_sales: all, then none
+		for i, want := range []string{"7", "0", "0"} { // rows read by ingest_sales: all, then none
 			r := runCmdEnv(t, dir, env, bin, "run", pipeline, "--format", "csv")
 			if r.code != 0 {
 				t.Fatalf("run %d: exit %d\n%s%s", i+1, r.code, r.stdout, r.stderr)
@@ -61,12 +79,20 @@ func TestExampleBinary(t *testing.T) {
 			if !strings.Contains(r.stdout, "\ningest_sales,succeeded,1,") || !strings.Contains(r.stdout, ","+want+","+want+",") {
 				t.Errorf("run %d summary:\n%s\nwant ingest_sales succeeded with %s rows in and out", i+1, r.stdout, want)
 			}
+			if i == 0 {
+				continue
+			}
+			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n")[1:] {
+				if f := strings.Split(line, ","); f[6] != "" || f[4] != "0" { // versions, rows_in
+					t.Errorf("rerun %d: %s\nwant no rows read and no version committed", i, line)
+				}
+			}
 		}
 	}
 
 	local := map[string]string{}
 	t.Run("local", func(t *testing.T) {
-		runTwice(t, nil)
+		runThrice(t, nil)
 		for _, q := range exampleQuestions {
 			args := append(q, "--pipeline", pipeline)
 			got := runCmdEnv(t, dir, nil, bin, args...)
@@ -75,6 +101,10 @@ func TestExampleBinary(t *testing.T) {
 				t.Errorf("%s: binary exit %d\n%s%s\nin-process exit %d\n%s%s", strings.Join(q, " "), got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
 			}
 			local[strings.Join(q, " ")] = got.stdout
+			if i := slices.Index(q, "--where"); i >= 0 && pointInTimeAnswers[q[i+1]] != "" && got.stdout != pointInTimeAnswers[q[i+1]] {
+				want := pointInTimeAnswers[q[i+1]]
+				t.Errorf("%s:\n%s\nwant exactly one row per customer:\n%s", strings.Join(q, " "), got.stdout, want)
+			}
 		}
 	})
 
@@ -88,7 +118,7 @@ func TestExampleBinary(t *testing.T) {
 			"AWS_REGION=us-east-1", "AWS_ENDPOINT_URL_S3=" + cfg.Endpoint, "S3_FORCE_PATH_STYLE=true",
 			"AWS_SESSION_TOKEN=", "AWS_ENDPOINT_URL=",
 		}
-		runTwice(t, env)
+		runThrice(t, env)
 		for _, q := range exampleQuestions {
 			args := append(q, "--pipeline", pipeline)
 			got := runCmdEnv(t, dir, env, bin, args...)
