@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 
@@ -27,7 +30,7 @@ type partFile struct {
 	rel    string // path relative to the table root, unescaped (as on storage)
 	vals   []*string
 	sink   dataSink
-	pw     *pqarrow.FileWriter
+	pw     parquetEncoder
 	stats  *fileStats
 	rgRows int64
 	// Size estimation: pqarrow reports little about a buffered row group, so the Arrow
@@ -150,13 +153,227 @@ func newPartFile(ctx context.Context, w *DataWriter, dir string, vals []*string,
 		f.sink = &fileSink{w: w}
 	}
 	props, aprops := parquetWriterProps(w.opts, sample)
-	pw, err := pqarrow.NewFileWriter(w.dataArrow, f.sink, props, aprops)
+	var err error
+	if isFlat(w.dataArrow) {
+		f.pw, err = newFlatWriter(w.dataArrow, f.sink, props, aprops)
+	} else {
+		f.pw, err = pqarrow.NewFileWriter(w.dataArrow, f.sink, props, aprops)
+	}
 	if err != nil {
 		f.sink.release()
 		return nil, fmt.Errorf("open parquet writer: %w", err)
 	}
-	f.pw = pw
 	return f, nil
+}
+
+// parquetEncoder encodes a file's records into buffered row groups: pqarrow's FileWriter,
+// or a flatWriter for schemas without nested columns.
+type parquetEncoder interface {
+	// WriteBuffered appends a record to the open row group (opening one if needed).
+	WriteBuffered(rec arrow.RecordBatch) error
+	// NewBufferedRowGroupChecked closes the open row group (writing it to the sink).
+	NewBufferedRowGroupChecked() error
+	// Close writes the last row group and the footer.
+	Close() error
+}
+
+// isFlat reports whether every column of the schema is a single leaf (no struct, list or
+// map), which a flatWriter handles.
+func isFlat(sc *arrow.Schema) bool {
+	for _, f := range sc.Fields() {
+		switch f.Type.ID() {
+		case arrow.STRUCT, arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST, arrow.MAP,
+			arrow.DICTIONARY, arrow.EXTENSION, arrow.SPARSE_UNION, arrow.DENSE_UNION,
+			arrow.LIST_VIEW, arrow.LARGE_LIST_VIEW, arrow.RUN_END_ENCODED:
+			return false
+		}
+	}
+	return true
+}
+
+// flatWriter writes the Parquet file of a flat schema column by column through pqarrow's
+// per-column writer, the file format and encodings being those of pqarrow's FileWriter
+// (same schema conversion, properties and page encoders). What it adds: a string or
+// binary column whose values in a batch are all one value (the ingest's source_file, a
+// constant default) goes to a dictionary-encoded column chunk as a one-entry dictionary
+// and zero indices, instead of hashing every value into the dictionary (which costs
+// arrow-go an allocation per value). The written bytes decode to the same values either
+// way; the dictionary page and RLE indices are the standard ones.
+type flatWriter struct {
+	wr       *file.Writer
+	rgw      file.BufferedRowGroupWriter // nil between row groups
+	ctx      context.Context             // pqarrow's write context: properties, scratch
+	mem      memory.Allocator
+	nullable []bool
+	chunks   []constChunk // per column, how the open row group's chunk was written
+	defs     []int16      // definition levels scratch (1 = value, 0 = null)
+	zeros    arrow.Array  // int32 zeros: dictionary indices, sliced to a batch's length
+}
+
+// constChunk is the state of one column chunk of the open row group for the constant
+// path: dict is the one-entry dictionary every value so far was (nil if none yet), dense
+// is set once any batch went the ordinary way (then the rest must too, as a dictionary
+// can only be put into an empty encoder).
+type constChunk struct {
+	dict  arrow.Array
+	dense bool
+}
+
+func newFlatWriter(sc *arrow.Schema, sink io.Writer, props *parquet.WriterProperties, aprops pqarrow.ArrowWriterProperties) (*flatWriter, error) {
+	pqschema, err := pqarrow.ToParquet(sc, props, aprops)
+	if err != nil {
+		return nil, err
+	}
+	wr, err := file.NewParquetWriterWithError(sink, pqschema.Root(), file.WithWriterProps(props))
+	if err != nil {
+		return nil, err
+	}
+	fw := &flatWriter{wr: wr, ctx: pqarrow.NewArrowWriteContext(context.Background(), &aprops), mem: props.Allocator(),
+		chunks: make([]constChunk, sc.NumFields())}
+	for _, f := range sc.Fields() {
+		fw.nullable = append(fw.nullable, f.Nullable)
+	}
+	return fw, nil
+}
+
+func (fw *flatWriter) WriteBuffered(rec arrow.RecordBatch) error {
+	if fw.rgw == nil {
+		rgw, err := fw.wr.AppendBufferedRowGroupChecked()
+		if err != nil {
+			return err
+		}
+		fw.rgw = rgw
+	}
+	for i, col := range rec.Columns() {
+		if err := fw.writeColumn(i, col); err != nil {
+			return fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
+		}
+	}
+	return nil
+}
+
+func (fw *flatWriter) writeColumn(i int, col arrow.Array) error {
+	cw, err := fw.rgw.Column(i)
+	if err != nil {
+		return err
+	}
+	var defs []int16
+	if fw.nullable[i] {
+		defs = fw.defLevels(col)
+	}
+	c := &fw.chunks[i]
+	if !c.dense && cw.CurrentEncoder().Encoding() == parquet.Encodings.PlainDict && constantBinary(col) {
+		if c.dict == nil {
+			c.dict = firstValue(fw.mem, col)
+		} else if !array.SliceEqual(c.dict, 0, 1, col, 0, 1) {
+			c.dense = true
+		}
+		if !c.dense {
+			idx := fw.zeroIndices(col.Len())
+			dict := array.NewDictionaryArray(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: col.DataType()}, idx, c.dict)
+			idx.Release()
+			defer dict.Release()
+			return pqarrow.WriteArrowToColumn(fw.ctx, cw, dict, defs, nil, fw.nullable[i])
+		}
+	}
+	c.dense = true
+	return pqarrow.WriteArrowToColumn(fw.ctx, cw, col, defs, nil, fw.nullable[i])
+}
+
+// defLevels returns the definition levels of a nullable top-level column.
+func (fw *flatWriter) defLevels(col arrow.Array) []int16 {
+	n := col.Len()
+	if cap(fw.defs) < n {
+		fw.defs = make([]int16, n)
+	}
+	defs := fw.defs[:n]
+	if col.NullN() == 0 {
+		for i := range defs {
+			defs[i] = 1
+		}
+		return defs
+	}
+	for i := range defs {
+		defs[i] = 0
+		if col.IsValid(i) {
+			defs[i] = 1
+		}
+	}
+	return defs
+}
+
+// zeroIndices returns n int32 zeros (the caller releases them).
+func (fw *flatWriter) zeroIndices(n int) arrow.Array {
+	if fw.zeros == nil || fw.zeros.Len() < n {
+		if fw.zeros != nil {
+			fw.zeros.Release()
+		}
+		b := array.NewInt32Builder(fw.mem)
+		b.AppendValues(make([]int32, n), nil)
+		fw.zeros = b.NewArray()
+		b.Release()
+	}
+	return array.NewSlice(fw.zeros, 0, int64(n))
+}
+
+// firstValue copies the first value of a string or binary array into an array of its
+// own (arrow-go's PutDictionary misreads a dictionary that is a slice).
+func firstValue(mem memory.Allocator, col arrow.Array) arrow.Array {
+	a := col.(array.BinaryLike)
+	b := array.NewBinaryBuilder(mem, col.DataType().(arrow.BinaryDataType))
+	defer b.Release()
+	b.Append(a.ValueBytes()[:a.ValueLen(0)]) // ValueBytes starts at the first value
+	built := b.NewArray()
+	defer built.Release()
+	return array.MakeFromData(built.Data())
+}
+
+// constantBinary reports whether a string or binary array holds one value in every row
+// (no nulls). Other arrays report false.
+func constantBinary(col arrow.Array) bool {
+	a, ok := col.(array.BinaryLike)
+	if !ok || col.Len() == 0 || col.NullN() > 0 || !arrow.IsBaseBinary(col.DataType().ID()) {
+		return false
+	}
+	data, base := a.ValueBytes(), a.ValueOffset64(0) // data starts at the first value
+	value := func(i int) []byte {
+		start := a.ValueOffset64(i) - base
+		return data[start : start+int64(a.ValueLen(i))]
+	}
+	first := value(0)
+	for i := 1; i < col.Len(); i++ {
+		if !bytes.Equal(value(i), first) {
+			return false
+		}
+	}
+	return true
+}
+
+func (fw *flatWriter) NewBufferedRowGroupChecked() error {
+	for i := range fw.chunks {
+		if fw.chunks[i].dict != nil {
+			fw.chunks[i].dict.Release()
+		}
+		fw.chunks[i] = constChunk{}
+	}
+	if fw.rgw == nil {
+		return nil
+	}
+	rgw := fw.rgw
+	fw.rgw = nil
+	return rgw.Close()
+}
+
+func (fw *flatWriter) Close() error {
+	err := fw.NewBufferedRowGroupChecked()
+	if fw.zeros != nil {
+		fw.zeros.Release()
+		fw.zeros = nil
+	}
+	if cerr := fw.wr.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func codecSuffix(o WriteOptions) string {
