@@ -65,3 +65,42 @@ func TestKeyIndexCollidingHashes(t *testing.T) {
 		t.Fatal(`find("c") found a key that was never added`)
 	}
 }
+
+// The batched calls agree with the single ones, across blocks, duplicates inside a block
+// and growth in the middle of a block.
+func TestKeyIndexBlocks(t *testing.T) {
+	x, y := newKeyIndex(0), newKeyIndex(0)
+	var kb keyBlock
+	for round := range 3 {
+		kb.reset()
+		var keys [][]byte
+		for i := range 1000 {
+			k := fmt.Appendf(nil, "k%d", (i*7+round*500)%1700)
+			keys = append(keys, k)
+			kb.buf = append(kb.buf, k...)
+			kb.end()
+		}
+		x.AddBlock(&kb)
+		for i, k := range keys {
+			id, _ := y.Add(k)
+			if kb.ids[i] != id {
+				t.Fatalf("round %d key %s: AddBlock id %d, Add id %d", round, k, kb.ids[i], id)
+			}
+		}
+	}
+	kb.reset()
+	for _, k := range []string{"k0", "k1699", "k1700", "nope", "k5"} {
+		kb.buf = append(kb.buf, k...)
+		kb.end()
+	}
+	x.LookupBlock(&kb)
+	for i, k := range []string{"k0", "k1699", "k1700", "nope", "k5"} {
+		id, ok := y.Lookup([]byte(k))
+		if !ok {
+			id = -1
+		}
+		if kb.ids[i] != id {
+			t.Errorf("LookupBlock(%s) = %d, Lookup = %d", k, kb.ids[i], id)
+		}
+	}
+}

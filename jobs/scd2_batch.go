@@ -29,10 +29,10 @@ type scdBatch struct {
 	recs []arrow.RecordBatch
 	cols [][]int // per record: the column of each dimension data column
 
-	keys   *keyIndex // encoded key → key id (ids in first-seen order)
-	keyBuf []byte
-	head   []int32 // per key: its last event (events chain backwards through prev)
-	count  []int32 // per key: number of events
+	keys  *keyIndex // encoded key → key id (ids in first-seen order)
+	block keyBlock  // the keys of the record being indexed or probed
+	head  []int32   // per key: its last event (events chain backwards through prev)
+	count []int32   // per key: number of events
 
 	evRec, evRow, evPrev []int32
 	evSeq                []int64
@@ -99,27 +99,34 @@ func appendKey(buf []byte, rec arrow.RecordBatch, cols []int, keys []int, i int)
 	return buf, nil
 }
 
-// add indexes row i of the batch's last record as an event.
-func (b *scdBatch) add(i int, seq int64, del bool) error {
+// addRows indexes the rows of the batch's last record as events at seqs (deletes where
+// dels is true).
+func (b *scdBatch) addRows(seqs []int64, dels []bool) error {
 	r := len(b.recs) - 1
+	kb := &b.block
+	kb.reset()
 	var err error
-	b.keyBuf, err = appendKey(b.keyBuf[:0], b.recs[r], b.cols[r], b.l.spec.keys, i)
-	if err != nil {
-		return err
+	for i := range seqs {
+		if kb.buf, err = appendKey(kb.buf, b.recs[r], b.cols[r], b.l.spec.keys, i); err != nil {
+			return err
+		}
+		kb.end()
 	}
-	id, added := b.keys.Add(b.keyBuf)
-	if added {
-		b.head = append(b.head, -1)
-		b.count = append(b.count, 0)
+	b.keys.AddBlock(kb)
+	for i, id := range kb.ids {
+		if int(id) == len(b.head) {
+			b.head = append(b.head, -1)
+			b.count = append(b.count, 0)
+		}
+		ev := int32(len(b.evSeq))
+		b.evRec = append(b.evRec, int32(r))
+		b.evRow = append(b.evRow, int32(i))
+		b.evSeq = append(b.evSeq, seqs[i])
+		b.evDel = append(b.evDel, dels[i])
+		b.evPrev = append(b.evPrev, b.head[id])
+		b.head[id] = ev
+		b.count[id]++
 	}
-	ev := int32(len(b.evSeq))
-	b.evRec = append(b.evRec, int32(r))
-	b.evRow = append(b.evRow, int32(i))
-	b.evSeq = append(b.evSeq, seq)
-	b.evDel = append(b.evDel, del)
-	b.evPrev = append(b.evPrev, b.head[id])
-	b.head[id] = ev
-	b.count[id]++
 	return nil
 }
 
@@ -212,17 +219,19 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, seque
 			}
 			seqCol = rec.Column(idx)
 		}
-		for i := range int(rec.NumRows()) {
-			seq := at
+		n := int(rec.NumRows())
+		seqs, dels := make([]int64, n), make([]bool, n)
+		for i := range seqs {
+			seqs[i] = at
 			if seqCol != nil {
 				var ok bool
-				if seq, ok = seqValue(seqCol, i); !ok {
+				if seqs[i], ok = seqValue(seqCol, i); !ok {
 					return b.nullSequence(i, sequenceBy)
 				}
 			}
-			if err := b.add(i, seq, false); err != nil {
-				return err
-			}
+		}
+		if err := b.addRows(seqs, dels); err != nil {
+			return err
 		}
 		res.RowsRead += rec.NumRows()
 	}
@@ -240,18 +249,22 @@ func (b *scdBatch) nullSequence(i int, name string) error {
 
 // readChanges turns the source's change feed over [from, to] into events (eachChange).
 func (b *scdBatch) readChanges(ctx context.Context, src *delta.Table, from, to int64, sequenceBy string, res *Result) error {
-	return eachChange(ctx, src, from, to, b.l, sequenceBy, b.keep, func(i int, seq int64, del bool, _ int64) error {
-		return b.add(i, seq, del)
+	return eachChange(ctx, src, from, to, b.l, sequenceBy, func(rec arrow.RecordBatch, _ []int, seqs []int64, dels []bool, _ []int64) error {
+		if err := b.keep(rec); err != nil {
+			return err
+		}
+		return b.addRows(seqs, dels)
 	}, res)
 }
 
-// eachChange reads the source's change feed over [from, to]: for each record it calls
-// record with the record and the column of each dimension data column, then change for
-// each row: inserts and update post-images are upserts at their sequence_by value
-// (default the commit time), deletes are deletes at their commit time (or their
-// sequence_by value when later); pre-images are skipped.
+// eachChange reads the source's change feed over [from, to] and calls change for each
+// record with the column of each dimension data column and, per row, the event's
+// sequence, whether it is a delete and its commit version: inserts and update
+// post-images are upserts at their sequence_by value (default the commit time),
+// deletes are deletes at their commit time (or their sequence_by value when later);
+// pre-images are skipped.
 func eachChange(ctx context.Context, src *delta.Table, from, to int64, l *scdLayout, sequenceBy string,
-	record func(rec arrow.RecordBatch) error, change func(i int, seq int64, del bool, commit int64) error, res *Result) error {
+	change func(rec arrow.RecordBatch, cols []int, seqs []int64, dels []bool, commits []int64) error, res *Result) error {
 	if from > to {
 		return nil
 	}
@@ -270,9 +283,6 @@ func eachChange(ctx context.Context, src *delta.Table, from, to int64, l *scdLay
 		if err != nil {
 			return err
 		}
-		if err := record(rec); err != nil {
-			return err
-		}
 		seqIdx, err := seqColumn(rec.Schema(), seqName)
 		if err != nil {
 			return err
@@ -285,7 +295,9 @@ func eachChange(ctx context.Context, src *delta.Table, from, to int64, l *scdLay
 		types := field(delta.ChangeTypeColumn).(*array.String)
 		versions, _ := field(delta.CommitVersionColumn).(*array.Int64)
 		seqCol, commitCol := rec.Column(seqIdx), rec.Column(commitIdx)
-		for i := range int(rec.NumRows()) {
+		n := int(rec.NumRows())
+		seqs, dels, commits := make([]int64, n), make([]bool, n), make([]int64, n)
+		for i := range n {
 			seq, ok := seqValue(seqCol, i)
 			if !ok {
 				row, err := sourceRow(rec, l, i, cols)
@@ -299,13 +311,13 @@ func eachChange(ctx context.Context, src *delta.Table, from, to int64, l *scdLay
 				// A deleted row carries its last values; the delete happened at its commit.
 				seq = at
 			}
-			var commit int64
+			seqs[i], dels[i] = seq, del
 			if versions != nil {
-				commit = versions.Value(i)
+				commits[i] = versions.Value(i)
 			}
-			if err := change(i, seq, del, commit); err != nil {
-				return err
-			}
+		}
+		if err := change(rec, cols, seqs, dels, commits); err != nil {
+			return err
 		}
 		res.RowsRead += rec.NumRows()
 	}
@@ -321,27 +333,27 @@ func (b *scdBatch) history(ctx context.Context, src *delta.Table, to int64, sequ
 	}
 	out := map[int32][]scdEvent{}
 	var read Result
-	var rec arrow.RecordBatch
-	var cols []int
-	var buf []byte
-	err = eachChange(ctx, src, from, to, b.l, sequenceBy, func(r arrow.RecordBatch) error {
-		rec = r
-		cols, err = sourceColumns(r.Schema(), b.l)
-		return err
-	}, func(i int, seq int64, del bool, commit int64) error {
+	var kb keyBlock
+	err = eachChange(ctx, src, from, to, b.l, sequenceBy, func(rec arrow.RecordBatch, cols []int, seqs []int64, dels []bool, commits []int64) error {
+		kb.reset()
 		var err error
-		if buf, err = appendKey(buf[:0], rec, cols, b.l.spec.keys, i); err != nil {
-			return err
+		for i := range seqs {
+			if kb.buf, err = appendKey(kb.buf, rec, cols, b.l.spec.keys, i); err != nil {
+				return err
+			}
+			kb.end()
 		}
-		id, ok := b.keys.Lookup(buf)
-		if !ok || !late[id] {
-			return nil
+		b.keys.LookupBlock(&kb)
+		for i, id := range kb.ids {
+			if id < 0 || !late[id] {
+				continue
+			}
+			row, err := sourceRow(rec, b.l, i, cols)
+			if err != nil {
+				return err
+			}
+			out[id] = append(out[id], scdEvent{seq: seqs[i], delete: dels[i], row: row, commit: commits[i]})
 		}
-		row, err := sourceRow(rec, b.l, i, cols)
-		if err != nil {
-			return err
-		}
-		out[id] = append(out[id], scdEvent{seq: seq, delete: del, row: row, commit: commit})
 		return nil
 	}, &read)
 	return out, read.RowsRead, err
@@ -493,20 +505,24 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 	}
 	defer sc.Release()
 	var synthetic int64
-	var buf []byte
 	for sc.Next() {
 		rec := sc.RecordBatch()
 		d, err := l.dimColumns(rec)
 		if err != nil {
 			return nil, nil, err
 		}
+		kb := &b.block
+		kb.reset()
 		for i := range int(rec.NumRows()) {
-			if buf, err = appendKey(buf[:0], rec, d.data, l.spec.keys, i); err != nil {
+			if kb.buf, err = appendKey(kb.buf, rec, d.data, l.spec.keys, i); err != nil {
 				return nil, nil, err
 			}
+			kb.end()
+		}
+		b.keys.LookupBlock(kb)
+		for i, id := range kb.ids {
 			current := !d.curr.IsNull(i) && d.curr.Value(i)
-			id, ok := b.keys.Lookup(buf)
-			if !ok {
+			if id < 0 {
 				if deleteAt == nil || !current || (l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)) {
 					continue
 				}
