@@ -302,7 +302,7 @@ func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*record
 		if c := m.plan.matched[0]; c.cond == nil && c.CondFunc == nil {
 			choice = make([]int, len(tgtM)) // every pair takes the first clause
 		} else {
-			view, err := m.joinedView(ctx, rec, tgtM, srcM)
+			view, err := m.joinedView(ctx, rec, tgtM, srcM, nil, condColumns(m.plan.matched))
 			if err != nil {
 				return nil, err
 			}
@@ -357,21 +357,93 @@ func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*record
 	return p, nil
 }
 
-// joinedView builds the "target.*" + "source.*" record of matched pairs.
-func (m *merger) joinedView(ctx context.Context, rec arrow.RecordBatch, tgt, src []int32) (arrow.RecordBatch, error) {
-	t, err := takeRows(ctx, m.w.mem, rec, tgt)
-	if err != nil {
+// joinedView builds the "target.*" + "source.*" record of matched pairs: target rows
+// tgt of rec, source rows src. pre, when not nil, is those target rows already gathered
+// (table schema), whose columns are used instead of gathering them again. need lists
+// the view columns to fill (nil: all; the others are left out of the record).
+func (m *merger) joinedView(ctx context.Context, rec arrow.RecordBatch, tgt, src []int32, pre arrow.RecordBatch, need []string) (arrow.RecordBatch, error) {
+	var fields []arrow.Field
+	var cols []arrow.Array
+	defer func() { releaseAll(cols) }()
+	side := func(view *arrow.Schema, from arrow.RecordBatch, rows []int32, pre arrow.RecordBatch) error {
+		var idx []int
+		for i, f := range view.Fields() {
+			if need == nil || slices.ContainsFunc(need, func(c string) bool { return strings.EqualFold(c, f.Name) }) {
+				idx = append(idx, i)
+				fields = append(fields, f)
+			}
+		}
+		if len(idx) == 0 {
+			return nil
+		}
+		if pre != nil {
+			for _, i := range idx {
+				c := pre.Column(i)
+				c.Retain()
+				cols = append(cols, c)
+			}
+			return nil
+		}
+		sub := projectColumns(from, idx)
+		defer sub.Release()
+		g, err := gatherRows(ctx, m.w.mem, sub, rows)
+		if err != nil {
+			return err
+		}
+		defer g.Release()
+		for _, c := range g.Columns() {
+			c.Retain()
+			cols = append(cols, c)
+		}
+		return nil
+	}
+	if err := side(m.tview, rec, tgt, pre); err != nil {
 		return nil, err
 	}
-	defer t.Release()
-	s, err := takeRows(ctx, m.w.mem, m.src.view, src)
-	if err != nil {
+	if err := side(m.src.view.Schema(), m.src.view, src, nil); err != nil {
 		return nil, err
 	}
-	defer s.Release()
-	fields := append(append([]arrow.Field(nil), m.tview.Fields()...), s.Schema().Fields()...)
-	cols := append(append([]arrow.Array(nil), t.Columns()...), s.Columns()...)
-	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, t.NumRows()), nil
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(tgt))), nil
+}
+
+// projectColumns is the record of rec's columns idx.
+func projectColumns(rec arrow.RecordBatch, idx []int) arrow.RecordBatch {
+	fields := make([]arrow.Field, len(idx))
+	cols := make([]arrow.Array, len(idx))
+	for j, i := range idx {
+		fields[j], cols[j] = rec.Schema().Field(i), rec.Column(i)
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+}
+
+// condColumns lists the view columns the clauses' conditions read (nil: possibly all,
+// when one has a CondFunc).
+func condColumns(cs []boundClause) []string {
+	need := []string{}
+	for _, c := range cs {
+		if c.CondFunc != nil {
+			return nil
+		}
+		if c.cond != nil {
+			need = append(need, c.cond.columns()...)
+		}
+	}
+	return need
+}
+
+// setColumns lists the view columns assignments read (nil: possibly all, when one is
+// an ExprFunc).
+func setColumns(set map[string]any) []string {
+	need := []string{}
+	for _, v := range set {
+		switch x := v.(type) {
+		case ColumnRef:
+			need = append(need, x.Name)
+		case ExprFunc, func(arrow.RecordBatch) (arrow.Array, error):
+			return nil
+		}
+	}
+	return need
 }
 
 // chooseClauses gives, per row of view, the index of the first clause whose condition
@@ -425,7 +497,7 @@ func chooseClauses(cs []boundClause, view arrow.RecordBatch) ([]int, error) {
 // applyRecord writes a changed record's copied rows, updated rows and change rows.
 func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
 	if len(p.copied) > 0 {
-		c, err := takeRows(ctx, m.w.mem, p.rec, sortedRows(p.copied))
+		c, err := gatherRows(ctx, m.w.mem, p.rec, sortedRows(p.copied))
 		if err != nil {
 			return err
 		}
@@ -437,7 +509,7 @@ func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
 		m.res.NumTargetRowsCopied += int64(len(p.copied))
 	}
 	if len(p.deleted) > 0 {
-		d, err := takeRows(ctx, m.w.mem, p.rec, p.deleted)
+		d, err := gatherRows(ctx, m.w.mem, p.rec, p.deleted)
 		if err != nil {
 			return err
 		}
@@ -460,29 +532,32 @@ func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
 }
 
 func (m *merger) applyUpdate(ctx context.Context, p *recordPlan, key int, tgt []int32) error {
-	pre, err := takeRows(ctx, m.w.mem, p.rec, tgt)
+	pre, err := gatherRows(ctx, m.w.mem, p.rec, tgt)
 	if err != nil {
 		return err
 	}
 	defer pre.Release()
 	var c boundClause
-	var view arrow.RecordBatch
 	if key >= 0 {
 		c = m.plan.matched[key]
-		if view, err = m.joinedView(ctx, p.rec, tgt, p.updS[key]); err != nil {
-			return err
-		}
-		m.res.NumTargetRowsMatchedUpdated += int64(len(tgt))
 	} else {
 		c = m.plan.bySource[-1-key]
-		view = array.NewRecordBatch(m.tview, pre.Columns(), pre.NumRows())
-		m.res.NumTargetRowsNotMatchedBySourceUpdated += int64(len(tgt))
 	}
-	defer view.Release()
 	set := c.set
 	if set == nil { // UPDATE SET *
 		set = m.setAll(key >= 0)
 	}
+	var view arrow.RecordBatch
+	if key >= 0 {
+		if view, err = m.joinedView(ctx, p.rec, tgt, p.updS[key], pre, setColumns(set)); err != nil {
+			return err
+		}
+		m.res.NumTargetRowsMatchedUpdated += int64(len(tgt))
+	} else {
+		view = array.NewRecordBatch(m.tview, pre.Columns(), pre.NumRows())
+		m.res.NumTargetRowsNotMatchedBySourceUpdated += int64(len(tgt))
+	}
+	defer view.Release()
 	post, err := applySet(m.w, m.plan.schema, pre, view, set)
 	if err != nil {
 		return err
@@ -530,7 +605,7 @@ func (m *merger) insert(ctx context.Context) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	view, err := takeOrAll(ctx, m.w.mem, m.src.view, rows)
+	view, err := gatherRows(ctx, m.w.mem, m.src.view, rows)
 	if err != nil {
 		return err
 	}
@@ -550,7 +625,7 @@ func (m *merger) insert(ctx context.Context) error {
 		if len(sel) == 0 {
 			continue
 		}
-		sub, err := takeOrAll(ctx, m.w.mem, view, sel)
+		sub, err := gatherRows(ctx, m.w.mem, view, sel)
 		if err != nil {
 			return err
 		}
