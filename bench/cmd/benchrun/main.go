@@ -11,6 +11,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -130,9 +132,49 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// BENCHRUN_HEAPPROFILE=dir writes dir/<case>.heap.pprof: the heap profile (live
+	// objects as of the last GC) taken when the heap in use was largest, sampled every
+	// 50 ms, to see what holds the peak. The sampling stops the world: no timing with it.
+	if dir := os.Getenv("BENCHRUN_HEAPPROFILE"); dir != "" {
+		stop := sampleHeap(filepath.Join(dir, args[0]+".heap.pprof"))
+		defer stop()
+	}
 	m, err := w(ctx, args[1:])
 	if err != nil {
 		return fmt.Errorf("%s: %w", args[0], err)
 	}
 	return json.NewEncoder(stdout).Encode(m)
+}
+
+// sampleHeap keeps the heap profile of the moment the heap in use was largest, checking
+// every 50 ms; the returned func stops sampling and writes the profile to path.
+func sampleHeap(path string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	var best bytes.Buffer
+	go func() {
+		defer close(finished)
+		var peak uint64
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak {
+				peak = ms.HeapInuse
+				best.Reset()
+				pprof.Lookup("heap").WriteTo(&best, 0)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		os.WriteFile(path, best.Bytes(), 0o666)
+	}
 }
