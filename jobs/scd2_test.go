@@ -194,37 +194,47 @@ func TestSCD2DeletesAndLateEvents(t *testing.T) {
 // A crash at any store operation of an SCD2 merge, followed by reruns, gives exactly the
 // dimension an uninterrupted run gives: no lost, doubled or extra versions.
 func TestSCD2CrashAtEveryOperation(t *testing.T) {
-	setup := func() (*faultstore.Store, *Env, *Table) {
-		staging, dim := customerTables(t)
-		clock := &testClock{t: d1}
-		fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
-		env := newTestEnv(fs, clock, staging, dim)
-		appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", d1}, []any{"C2", "Grace", "Boston", d1})
-		runStage(t, NewSCD2Merge("merge", scd2Config()), env)
-		clock.t = d2
-		appendRows(t, env, staging, []any{"C1", "Ada", "Portland", d2}, []any{"C3", "Alan", "London", d2})
-		return fs, env, dim
-	}
-	stage := NewSCD2Merge("merge", scd2Config())
-	fs, env, dim := setup()
-	fs.FailNth(0, false, false)
-	runStage(t, stage, env)
-	ops := fs.Count()
-	want := tableRows(t, env, dim)
-	if len(want) != 4 {
-		t.Fatalf("clean run: %d rows, want 4", len(want))
-	}
-	for n := 1; n <= ops; n++ {
-		fs, env, dim := setup()
-		fs.FailNth(n, true, false)
-		if _, err := stage.Run(context.Background(), env); err == nil && fs.Injected() {
-			t.Fatalf("crash at op %d: run reported success", n)
-		}
-		fs.Heal()
-		runStage(t, stage, env)
-		runStage(t, stage, env)
-		if got := tableRows(t, env, dim); !slices.Equal(got, want) {
-			t.Fatalf("crash at op %d then rerun:\n%s", n, diff(got, want))
-		}
+	// The second batch moves C1 and adds C3; with late, it also has a C2 event before
+	// everything merged, which is folded with C2's history read from the change feed.
+	for name, wantRows := range map[string]int{"in order": 4, "late": 5} {
+		t.Run(name, func(t *testing.T) {
+			setup := func() (*faultstore.Store, *Env, *Table) {
+				staging, dim := customerTables(t)
+				clock := &testClock{t: d1}
+				fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
+				env := newTestEnv(fs, clock, staging, dim)
+				appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", d1}, []any{"C2", "Grace", "Boston", d1})
+				runStage(t, NewSCD2Merge("merge", scd2Config()), env)
+				clock.t = d2
+				rows := [][]any{{"C1", "Ada", "Portland", d2}, {"C3", "Alan", "London", d2}}
+				if name == "late" {
+					rows = append(rows, []any{"C2", "Grace", "Tacoma", d1.Add(-time.Hour)})
+				}
+				appendRows(t, env, staging, rows...)
+				return fs, env, dim
+			}
+			stage := NewSCD2Merge("merge", scd2Config())
+			fs, env, dim := setup()
+			fs.FailNth(0, false, false)
+			runStage(t, stage, env)
+			ops := fs.Count()
+			want := tableRows(t, env, dim)
+			if len(want) != wantRows {
+				t.Fatalf("clean run: %d rows, want %d", len(want), wantRows)
+			}
+			for n := 1; n <= ops; n++ {
+				fs, env, dim := setup()
+				fs.FailNth(n, true, false)
+				if _, err := stage.Run(context.Background(), env); err == nil && fs.Injected() {
+					t.Fatalf("crash at op %d: run reported success", n)
+				}
+				fs.Heal()
+				runStage(t, stage, env)
+				runStage(t, stage, env)
+				if got := tableRows(t, env, dim); !slices.Equal(got, want) {
+					t.Fatalf("crash at op %d then rerun:\n%s", n, diff(got, want))
+				}
+			}
+		})
 	}
 }
