@@ -235,40 +235,72 @@ type recordPlan struct {
 	copied  []int32
 	deleted []int32 // target rows
 	ndelM   int64   // of which by WHEN MATCHED
-	// updates by clause: target rows, and source rows for matched clauses.
+	// updates by clause (matched clause i, not-matched-by-source clause -1-i): target
+	// rows, and source rows for matched clauses.
 	updT    map[int][]int32
 	updS    map[int][]int32
 	changed bool
 }
 
-// clause keys in recordPlan.upd*: matched clauses i, not-matched-by-source clauses -1-i.
+// mergeFile merges one target file and reports whether it changed (was rewritten). Its
+// records are planned as they are read; from the first that changes, they are applied
+// (written) in order by a second goroutine while the next ones are read and planned.
+// Records before that are held, and dropped if no record changes.
 func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
-	var plans []*recordPlan
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var held []*recordPlan // planned, not yet handed to the applier
 	defer func() {
-		for _, p := range plans {
+		for _, p := range held {
 			p.rec.Release()
 		}
 	}()
-	changed := false
+	var apply chan *recordPlan // nil until a record changes
+	applied := make(chan error, 1)
+	startApplier := func() {
+		apply = make(chan *recordPlan, 2)
+		go func() { // stopped by close(apply) below, which then waits for it
+			var err error
+			for p := range apply {
+				if err == nil {
+					if err = m.applyRecord(ctx, p); err != nil {
+						cancel() // stops the scan
+					}
+				}
+				p.rec.Release()
+			}
+			applied <- err
+		}()
+	}
 	err := scanFile(ctx, m.snap, a, func(rec arrow.RecordBatch) error {
 		p, err := m.planRecord(ctx, rec)
 		if err != nil {
 			return err
 		}
 		rec.Retain()
-		plans = append(plans, p)
-		changed = changed || p.changed
+		held = append(held, p)
+		if apply == nil && !p.changed {
+			return nil
+		}
+		if apply == nil {
+			startApplier()
+		}
+		for _, h := range held {
+			apply <- h // never blocks for long: the applier drains the channel even after a failure
+		}
+		held = held[:0]
 		return nil
 	})
-	if err != nil || !changed {
-		return false, err
-	}
-	for _, p := range plans {
-		if err := m.applyRecord(ctx, p); err != nil {
-			return false, err
+	if apply != nil {
+		close(apply)
+		if aerr := <-applied; aerr != nil {
+			return false, aerr
 		}
 	}
-	return true, nil
+	if err != nil {
+		return false, err
+	}
+	return apply != nil, nil
 }
 
 func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*recordPlan, error) {
