@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -86,6 +87,20 @@ func newParallelWriter(ctx context.Context, snap *delta.Snapshot, n int, opts de
 
 func (p *parallelWriter) run(l *lane) {
 	defer p.wg.Done()
+	defer func() {
+		// A panic fails the stage, as it would on the stage's own goroutine (the
+		// executor recovers those), instead of ending the process.
+		if r := recover(); r != nil {
+			p.fail(fmt.Errorf("data writer: panic: %v\n%s", r, debug.Stack()))
+			for b := range l.in {
+				b.rec.Release()
+			}
+			func() {
+				defer func() { _ = recover() }()
+				l.w.Abort()
+			}()
+		}
+	}()
 	failed := false
 	for b := range l.in {
 		if !failed && p.ctx.Err() == nil {
