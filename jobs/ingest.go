@@ -120,7 +120,7 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 // unpartitioned table's files are streamed, others spill finished file bytes to temporary
 // files). Ingest memory stays near this plus the decoder's batches, whatever the size of
 // the load.
-const ingestWriterMemory = 96 << 20
+const ingestWriterMemory = 64 << 20
 
 // decodeSchema is the part of the table's schema that comes from the files: every column
 // but the lineage columns.
