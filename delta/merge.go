@@ -209,10 +209,15 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	closed := false
 	defer func() {
 		if !closed {
+			m.stopChanges()
 			m.w.abort()
 		}
 	}()
+	m.startChanges(ctx)
 	if err := m.run(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.stopChanges(); err != nil {
 		return nil, err
 	}
 	adds, cdcs, err := m.w.finish(ctx)

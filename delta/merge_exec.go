@@ -34,6 +34,9 @@ type merger struct {
 	extraAdds []*Add
 	extraCDCs []*CDC
 	extraCDC  int64
+
+	lane    *changeLane // writes the change rows of w (nil: change feed off)
+	cdcSent int64       // change rows given to lane
 }
 
 func (m *merger) run(ctx context.Context) error {
@@ -114,6 +117,7 @@ func (m *merger) rewriteFiles(ctx context.Context, files []*Add) error {
 	defer func() {
 		for _, w := range workers[1:] {
 			if w.w != nil {
+				w.stopChanges()
 				w.w.abort()
 			}
 		}
@@ -126,6 +130,7 @@ func (m *merger) rewriteFiles(ctx context.Context, files []*Add) error {
 			return err
 		}
 		w.w = rw
+		w.startChanges(ctx)
 		workers = append(workers, &w)
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -174,8 +179,11 @@ feed:
 		return err
 	}
 	for _, w := range workers[1:] {
+		if err := w.stopChanges(); err != nil {
+			return err
+		}
 		adds, cdcs, err := w.w.finish(ctx)
-		cdcRows := w.w.cdcRows
+		cdcRows := w.cdcSent
 		w.w = nil // finished or aborted by finish
 		if err != nil {
 			return err
@@ -545,7 +553,7 @@ func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
 		if err != nil {
 			return err
 		}
-		err = m.w.writeChanges(ctx, d, ChangeDelete)
+		err = m.writeChanges(d, ChangeDelete)
 		d.Release()
 		if err != nil {
 			return err
@@ -599,10 +607,10 @@ func (m *merger) applyUpdate(ctx context.Context, p *recordPlan, key int, tgt []
 	if err := m.w.writeData(ctx, post); err != nil {
 		return err
 	}
-	if err := m.w.writeChanges(ctx, pre, ChangeUpdatePreimage); err != nil {
+	if err := m.writeChanges(pre, ChangeUpdatePreimage); err != nil {
 		return err
 	}
-	return m.w.writeChanges(ctx, post, ChangeUpdatePostimage)
+	return m.writeChanges(post, ChangeUpdatePostimage)
 }
 
 // setAll is UPDATE SET * (every non-identity target column from the source column of the
@@ -717,8 +725,8 @@ func (m *merger) insertRows(ctx context.Context, c boundClause, view arrow.Recor
 		return err
 	}
 	m.res.NumTargetRowsInserted += int64(n)
-	if m.w.cdcRows+m.extraCDC > 0 { // the version is read from its change files: inserts must be there
-		return m.w.writeChanges(ctx, withID, ChangeInsert)
+	if m.cdcSent+m.extraCDC > 0 { // the version is read from its change files: inserts must be there
+		return m.writeChanges(withID, ChangeInsert)
 	}
 	return nil
 }
