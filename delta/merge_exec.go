@@ -369,7 +369,7 @@ func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*record
 	}
 	// WHEN NOT MATCHED BY SOURCE
 	if len(tgtU) > 0 && len(m.plan.bySource) > 0 {
-		sub, err := takeOrAll(ctx, m.w.mem, rec, tgtU)
+		sub, err := gatherRows(ctx, m.w.mem, rec, tgtU)
 		if err != nil {
 			return nil, err
 		}
