@@ -68,7 +68,7 @@ func gatherArray(mem memory.Allocator, arr arrow.Array, rows []int32) arrow.Arra
 	var buffers []*memory.Buffer
 	switch a := arr.(type) {
 	case *array.Boolean:
-		out := newBuffer(mem, int(bitutil.BytesForBits(int64(n))))
+		out := newBitmap(mem, n)
 		bits, src, off := out.Bytes(), d.Buffers()[1].Bytes(), d.Offset()
 		for j, r := range rows {
 			if bitutil.BitIsSet(src, off+int(r)) {
@@ -107,7 +107,7 @@ func gatherArray(mem memory.Allocator, arr arrow.Array, rows []int32) arrow.Arra
 	}
 	nulls := 0
 	if arr.NullN() > 0 {
-		valid := newBuffer(mem, int(bitutil.BytesForBits(int64(n))))
+		valid := newBitmap(mem, n)
 		bits := valid.Bytes()
 		for j, r := range rows {
 			if arr.IsValid(int(r)) {
@@ -160,10 +160,16 @@ func gatherVarBinary(mem memory.Allocator, offs []int32, vals []byte, rows []int
 	return []*memory.Buffer{nil, ob, vb}
 }
 
-// newBuffer allocates a zeroed buffer of n bytes.
+// newBuffer allocates a buffer of n bytes, which the caller overwrites whole.
 func newBuffer(mem memory.Allocator, n int) *memory.Buffer {
 	b := memory.NewResizableBuffer(mem)
 	b.Resize(n)
+	return b
+}
+
+// newBitmap allocates a cleared bitmap of n bits.
+func newBitmap(mem memory.Allocator, n int) *memory.Buffer {
+	b := newBuffer(mem, int(bitutil.BytesForBits(int64(n))))
 	clear(b.Bytes())
 	return b
 }
