@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 
@@ -224,7 +225,11 @@ func newFlatWriter(sc *arrow.Schema, sink io.Writer, props *parquet.WriterProper
 	if err != nil {
 		return nil, err
 	}
-	wr, err := file.NewParquetWriterWithError(sink, pqschema.Root(), file.WithWriterProps(props))
+	meta := make(metadata.KeyValueMetadata, 0) // as pqarrow: an empty list, not none
+	for i, k := range sc.Metadata().Keys() {
+		meta.Append(k, sc.Metadata().Values()[i])
+	}
+	wr, err := file.NewParquetWriterWithError(sink, pqschema.Root(), file.WithWriterProps(props), file.WithWriteMetadata(meta))
 	if err != nil {
 		return nil, err
 	}
