@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
@@ -322,5 +324,62 @@ func TestFlatWriterConstantColumns(t *testing.T) {
 		if !cc.HasDictionaryPage() {
 			t.Errorf("row group %d column %d: no dictionary page, want one value dictionary encoded", rg, col)
 		}
+	}
+}
+
+// TestWriteStreamFilesMultipart streams a file larger than the S3 store's single-PUT
+// limit (16 MiB) to MinIO, so that it goes as a multipart upload while it is written, and
+// reads it back; an aborted file of that size leaves no object.
+func TestWriteStreamFilesMultipart(t *testing.T) {
+	st := testenv.S3Store(t)
+	ctx := context.Background()
+	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"s","type":"string","nullable":true,"metadata":{}}]}`)
+	asch, _ := ArrowSchema(sch)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var recs []arrow.RecordBatch
+	for b := range 5 { // 5 × 16 Ki rows × 256 random bytes: 20 MiB that snappy cannot shrink
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+		buf := make([]byte, 256)
+		for i := range 16 << 10 {
+			rb.Field(0).(*array.Int64Builder).Append(int64(b<<16 + i))
+			for j := range buf {
+				buf[j] = byte(rng.IntN(256))
+			}
+			rb.Field(1).(*array.StringBuilder).BinaryBuilder.Append(buf)
+		}
+		recs = append(recs, rb.NewRecordBatch())
+		rb.Release()
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	opts := WriteOptions{StreamFiles: true, MaxMemory: 16 << 20}
+	adds, err := WriteRecords(ctx, st, "t", sch, nil, recs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(adds) != 1 || adds[0].Size <= 16<<20 {
+		t.Fatalf("%d files, first of %d bytes; want one over 16 MiB", len(adds), adds[0].Size)
+	}
+	if info, err := st.Stat(ctx, "t/"+adds[0].Path); err != nil || info.Size != adds[0].Size {
+		t.Fatalf("stat: %+v, %v; want %d bytes", info, err, adds[0].Size)
+	}
+	got, _ := scanAll(t, st, "t", sch, nil, adds, ScanOptions{})
+	diffRows(t, rowSet(t, got), rowSet(t, recs))
+
+	w, err := NewDataWriter(st, "aborted", sch, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if err := w.Write(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Abort()
+	if objs, err := st.List(ctx, "aborted/", ""); err != nil || len(objs) != 0 {
+		t.Errorf("aborted writer left %v (%v), want nothing", objs, err)
 	}
 }
