@@ -256,6 +256,10 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if top, ok := batch.maxSeq(); ok && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
 		newWatermark = &top
 	}
+	// The index and the scan's findings are not needed by the MERGE; the records stay (the
+	// changes' values may point into them).
+	batch.dropIndex()
+	work, missing = nil, nil
 	mr, err := s.apply(ctx, env, dst, dstSnap, l, changes, latest, newWatermark)
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)

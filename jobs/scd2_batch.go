@@ -130,6 +130,13 @@ func (b *scdBatch) addRows(seqs []int64, dels []bool) error {
 	return nil
 }
 
+// dropIndex frees the key index and the events, keeping the records.
+func (b *scdBatch) dropIndex() {
+	b.keys, b.block = nil, keyBlock{}
+	b.head, b.count = nil, nil
+	b.evRec, b.evRow, b.evPrev, b.evSeq, b.evDel = nil, nil, nil, nil, nil
+}
+
 // reserve makes room for n more events (and keys).
 func (b *scdBatch) reserve(n int) {
 	if b.keys.Len() == 0 {
