@@ -2,10 +2,10 @@ package delta
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -246,35 +246,84 @@ func foldFloats[T float32 | float64](l *leafStats, vals []T, ok func(int) bool) 
 }
 
 func (l *leafStats) foldStrings(a *array.String, ok func(int) bool) {
-	mi := -1
-	var mn, mx string
-	for i := 0; i < a.Len(); i++ {
+	// Straight over the offsets and data (no string headers), with a running min/max
+	// and their 8-byte prefixes: a value strictly between them by prefix costs two integer
+	// comparisons, one equal to the min (constant columns, runs) one byte comparison.
+	offs := a.ValueOffsets()
+	data := a.ValueBytes() // starts at the array's first value
+	base := offs[0]
+	n := a.Len()
+	if ok == nil && constantOffsets(offs) {
+		if w := int(offs[1] - offs[0]); w == 0 || bytes.Equal(data[w:], data[:len(data)-w]) {
+			n = 1 // every value is the first (a period-w repetition of it)
+		}
+	}
+	var mn, mx []byte
+	var pmn, pmx uint64 // big-endian prefixes of mn and mx
+	seen := false
+	for i := 0; i < n; i++ {
 		if ok != nil && !ok(i) {
 			continue
 		}
-		v := a.Value(i)
-		if mi < 0 {
-			mi, mn, mx = i, v, v
+		v := data[offs[i]-base : offs[i+1]-base]
+		p := prefix8(v)
+		if !seen {
+			mn, mx, pmn, pmx, seen = v, v, p, p, true
 			continue
 		}
-		if v < mn {
-			mn = v
+		if p > pmn && p < pmx { // strictly inside by prefix alone
+			continue
 		}
-		if v > mx {
-			mx = v
+		if p <= pmn {
+			c := bytes.Compare(v, mn)
+			if c < 0 {
+				mn, pmn = v, p
+			}
+			if c <= 0 { // not above the min, so not above the max
+				continue
+			}
+		}
+		if p >= pmx && bytes.Compare(v, mx) > 0 {
+			mx, pmx = v, p
 		}
 	}
-	if mi < 0 {
+	if !seen {
 		return
 	}
-	// Value aliases the array's buffer: copy only the winners.
-	if !l.has || mn < l.minS {
-		l.minS = strings.Clone(mn)
+	// mn and mx alias the array's buffer: copy only the winners.
+	if !l.has || string(mn) < l.minS {
+		l.minS = string(mn)
 	}
-	if !l.has || mx > l.maxS {
-		l.maxS = strings.Clone(mx)
+	if !l.has || string(mx) > l.maxS {
+		l.maxS = string(mx)
 	}
 	l.has = true
+}
+
+// constantOffsets reports whether the values the offsets delimit all have one length
+// (at least one value).
+func constantOffsets(offs []int32) bool {
+	if len(offs) < 2 {
+		return false
+	}
+	w := offs[1] - offs[0]
+	for i := 2; i < len(offs); i++ {
+		if offs[i]-offs[i-1] != w {
+			return false
+		}
+	}
+	return true
+}
+
+// prefix8 is the first 8 bytes of b as a big-endian number, zero-padded: when
+// prefix8(x) < prefix8(y), x < y bytewise (equal prefixes decide nothing).
+func prefix8(b []byte) uint64 {
+	if len(b) >= 8 {
+		return binary.BigEndian.Uint64(b)
+	}
+	var buf [8]byte
+	copy(buf[:], b)
+	return binary.BigEndian.Uint64(buf[:])
 }
 
 func (l *leafStats) foldDecimals(a *array.Decimal128, ok func(int) bool) {
