@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -190,28 +192,12 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	watermark, hasWatermark := dstSnap.TxnVersion(s.watermarkID())
 	hasWatermark = hasWatermark && s.cfg.SourceChanges
 	noSK := func() int64 { return 0 }
-	var changes []scdChange
 	late := make([]bool, len(work))
-	lateKeys := 0
-	for id := range work {
-		w := &work[id]
-		if w.settled {
-			continue
-		}
-		evs, err := batch.events(int32(id))
-		if err != nil {
-			return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
-		}
-		if evs, err = normalizeBatch(keyString(evs[0].row, l.spec.keys), evs); err != nil {
-			return res, err
-		}
-		if historyNeeded(evs, watermark, hasWatermark) {
-			late[id] = true
-			lateKeys++
-			continue
-		}
-		changes = append(changes, foldKey(&l.spec, w.versions, evs, noSK)...)
-		w.versions = nil
+	changes, lateKeys, err := foldBatch(batch, work, &l.spec, func(evs []scdEvent) bool {
+		return historyNeeded(evs, watermark, hasWatermark)
+	}, late)
+	if err != nil {
+		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
 	if lateKeys > 0 {
 		history, rows, err := batch.history(ctx, src, latest, s.cfg.SequenceBy, late)
@@ -272,6 +258,61 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("%d new versions, %d rows closed or changed, %d removed", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
 	return res, nil
+}
+
+// foldBatch folds every key the dimension scan did not settle, on all cores: the keys
+// are cut into consecutive ranges folded at once, and the changes come out in key
+// order, so the result does not depend on the number of cores. Keys for which isLate
+// holds are not folded but marked in late (and counted), for a fold with their history.
+func foldBatch(b *scdBatch, work []scdKeyWork, spec *scdSpec, isLate func([]scdEvent) bool, late []bool) ([]scdChange, int, error) {
+	type part struct {
+		changes []scdChange
+		late    int
+		err     error
+	}
+	parts := make([]part, min(runtime.GOMAXPROCS(0), max(1, len(work)/4096)))
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := p*len(work)/len(parts), (p+1)*len(work)/len(parts)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := &parts[p]
+			for id := lo; id < hi; id++ {
+				w := &work[id]
+				if w.settled {
+					continue
+				}
+				evs, err := b.events(int32(id))
+				if err != nil {
+					out.err = err
+					return
+				}
+				if evs, err = normalizeBatch(keyString(evs[0].row, spec.keys), evs); err != nil {
+					out.err = err
+					return
+				}
+				if isLate(evs) {
+					late[id] = true
+					out.late++
+					continue
+				}
+				out.changes = append(out.changes, foldKey(spec, w.versions, evs, func() int64 { return 0 })...)
+				w.versions = nil
+			}
+		}()
+	}
+	wg.Wait()
+	var changes []scdChange
+	lateKeys := 0
+	for _, p := range parts {
+		if p.err != nil {
+			return nil, 0, p.err // the first range's error: the same whatever the timing
+		}
+		changes = append(changes, p.changes...)
+		lateKeys += p.late
+	}
+	return changes, lateKeys, nil
 }
 
 // sourceRow reads the dimension's data columns of row i of a source batch.

@@ -3,6 +3,7 @@ package jobs
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -310,5 +311,49 @@ func TestSCD2LateEventsHistoryNotes(t *testing.T) {
 	got = tableRows(t, env, dim, "customer_id", "city", "valid_from", "valid_to", "is_current")
 	if !slices.Contains(got, "C2|Leeds|2026-01-14T07:00:00Z|2026-01-14T08:00:00Z|false") || !slices.Contains(got, "C2|London|2026-01-14T08:00:00Z|2026-01-14T11:00:00Z|false") {
 		t.Fatalf("the late C2 event is missing:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// A batch large enough to be folded on several cores gives exactly the dimension
+// (surrogate keys included) that one core gives.
+func TestSCD2FoldIndependentOfCores(t *testing.T) {
+	run := func(procs int) []string {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		staging, dim := customerTables(t)
+		clock := &testClock{t: d1}
+		env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim)
+		cfg := scd2Config()
+		cfg.SourceChanges = false
+		stage := NewSCD2Merge("merge", cfg)
+		const n = 20_000
+		var rows [][]any
+		for i := range n {
+			rows = append(rows, []any{fmt.Sprintf("C%05d", i), "name", "Seattle", d1})
+		}
+		writeRows(t, env, staging, true, rows...)
+		runStage(t, stage, env)
+		clock.t = d2
+		rows = rows[:0]
+		for i := range n + n/10 {
+			city := "Seattle"
+			if i%3 == 0 {
+				city = "Portland"
+			}
+			if i%7 != 0 { // every 7th key is missing: closed
+				rows = append(rows, []any{fmt.Sprintf("C%05d", i), "name", city, d2})
+			}
+		}
+		writeRows(t, env, staging, true, rows...)
+		if res := runStage(t, stage, env); len(res.VersionsWritten) != 1 {
+			t.Fatalf("second merge wrote %v", res.VersionsWritten)
+		}
+		return tableRows(t, env, dim, "customer_sk", "customer_id", "city", "valid_from", "valid_to", "is_current")
+	}
+	one, many := run(1), run(4)
+	if len(one) < 25_000 {
+		t.Fatalf("%d dimension rows, want more than 25,000", len(one))
+	}
+	if !slices.Equal(one, many) {
+		t.Fatalf("4 cores and 1 core give different dimensions: %d vs %d rows", len(many), len(one))
 	}
 }
