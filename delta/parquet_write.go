@@ -1,7 +1,6 @@
 package delta
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -194,30 +193,34 @@ func isFlat(sc *arrow.Schema) bool {
 
 // flatWriter writes the Parquet file of a flat schema column by column through pqarrow's
 // per-column writer, the file format and encodings being those of pqarrow's FileWriter
-// (same schema conversion, properties and page encoders). What it adds: a string or
-// binary column whose values in a batch are all one value (the ingest's source_file, a
-// constant default) goes to a dictionary-encoded column chunk as a one-entry dictionary
-// and zero indices, instead of hashing every value into the dictionary (which costs
-// arrow-go an allocation per value). The written bytes decode to the same values either
-// way; the dictionary page and RLE indices are the standard ones.
+// (same schema conversion, properties and page encoders). What it adds:
+//   - dictionary-encoded string and binary column chunks get their dictionary from a
+//     dictChunk (parquet_write_dict.go) rather than from arrow-go's encoder, which
+//     allocates for every value it hashes; the bytes written are the same;
+//   - the columns of a batch are encoded concurrently when cores are idle
+//     (parquet_write_parallel.go): each column chunk of a buffered row group has its own
+//     encoder and page buffer, so the bytes are those of the sequential path.
 type flatWriter struct {
-	wr       *file.Writer
-	rgw      file.BufferedRowGroupWriter // nil between row groups
-	ctx      context.Context             // pqarrow's write context: properties, scratch
-	mem      memory.Allocator
-	nullable []bool
-	chunks   []constChunk // per column, how the open row group's chunk was written
-	defs     []int16      // definition levels scratch (1 = value, 0 = null)
-	zeros    arrow.Array  // int32 zeros: dictionary indices, sliced to a batch's length
+	wr    *file.Writer
+	rgw   file.BufferedRowGroupWriter // nil between row groups
+	mem   memory.Allocator
+	aprop pqarrow.ArrowWriterProperties
+	names []string
+	types []arrow.DataType
+	limit int64 // dictionary page size limit: where arrow-go falls back to plain pages
+	batch int64 // arrow-go's write batch size: the steps it encodes a column's values in
+	cols  []flatColumn
 }
 
-// constChunk is the state of one column chunk of the open row group for the constant
-// path: dict is the one-entry dictionary every value so far was (nil if none yet), dense
-// is set once any batch went the ordinary way (then the rest must too, as a dictionary
-// can only be put into an empty encoder).
-type constChunk struct {
-	dict  arrow.Array
-	dense bool
+// flatColumn is one column's state and scratch, touched only by the goroutine encoding
+// that column's part of a batch.
+type flatColumn struct {
+	nullable bool
+	ownDict  bool            // a string or binary column: dictionary through dict
+	ctx      context.Context // pqarrow's write context: properties, scratch
+	dict     dictChunk       // the open row group's dictionary and queued batches
+	dense    bool            // the open row group's chunk is written the ordinary way
+	defs     []int16         // definition levels scratch (1 = value, 0 = null)
 }
 
 func newFlatWriter(sc *arrow.Schema, sink io.Writer, props *parquet.WriterProperties, aprops pqarrow.ArrowWriterProperties) (*flatWriter, error) {
@@ -233,10 +236,18 @@ func newFlatWriter(sc *arrow.Schema, sink io.Writer, props *parquet.WriterProper
 	if err != nil {
 		return nil, err
 	}
-	fw := &flatWriter{wr: wr, ctx: pqarrow.NewArrowWriteContext(context.Background(), &aprops), mem: props.Allocator(),
-		chunks: make([]constChunk, sc.NumFields())}
-	for _, f := range sc.Fields() {
-		fw.nullable = append(fw.nullable, f.Nullable)
+	fw := &flatWriter{wr: wr, mem: props.Allocator(), aprop: aprops, limit: props.DictionaryPageSizeLimit(),
+		batch: props.WriteBatchSize()}
+	for i, f := range sc.Fields() {
+		path := pqschema.Column(i).ColumnPath()
+		// arrow-go's cost check (dictionary vs plain size, for uncompressed columns) is
+		// not one dictChunk makes: such columns go the ordinary way.
+		own := (f.Type.ID() == arrow.STRING || f.Type.ID() == arrow.BINARY) &&
+			props.DictionaryEnabledPath(path) && !props.DictionaryCostFallbackEnabledFor(path.String())
+		fw.names = append(fw.names, f.Name)
+		fw.types = append(fw.types, f.Type)
+		fw.cols = append(fw.cols, flatColumn{nullable: f.Nullable, ownDict: own,
+			ctx: pqarrow.NewArrowWriteContext(context.Background(), &fw.aprop)})
 	}
 	return fw, nil
 }
@@ -249,12 +260,7 @@ func (fw *flatWriter) WriteBuffered(rec arrow.RecordBatch) error {
 		}
 		fw.rgw = rgw
 	}
-	for i, col := range rec.Columns() {
-		if err := fw.writeColumn(i, col); err != nil {
-			return fmt.Errorf("column %s: %w", rec.ColumnName(i), err)
-		}
-	}
-	return nil
+	return fw.writeColumns(rec)
 }
 
 func (fw *flatWriter) writeColumn(i int, col arrow.Array) error {
@@ -262,36 +268,31 @@ func (fw *flatWriter) writeColumn(i int, col arrow.Array) error {
 	if err != nil {
 		return err
 	}
+	fc := &fw.cols[i]
+	if !fc.dense && fc.ownDict && cw.CurrentEncoder().Encoding() == parquet.Encodings.PlainDict {
+		if fc.dict.add(col.(binaryValues), fw.limit) {
+			return nil
+		}
+		// The dictionary is full: arrow-go falls back to plain pages within this batch.
+		if err := fc.dict.flush(fc, cw, fw.types[i], fw.mem, fw.batch, true); err != nil {
+			return err
+		}
+	}
+	fc.dense = true
 	var defs []int16
-	if fw.nullable[i] {
-		defs = fw.defLevels(col)
+	if fc.nullable {
+		defs = fc.defLevels(col)
 	}
-	c := &fw.chunks[i]
-	if !c.dense && cw.CurrentEncoder().Encoding() == parquet.Encodings.PlainDict && constantBinary(col) {
-		if c.dict == nil {
-			c.dict = firstValue(fw.mem, col)
-		} else if !array.SliceEqual(c.dict, 0, 1, col, 0, 1) {
-			c.dense = true
-		}
-		if !c.dense {
-			idx := fw.zeroIndices(col.Len())
-			dict := array.NewDictionaryArray(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: col.DataType()}, idx, c.dict)
-			idx.Release()
-			defer dict.Release()
-			return pqarrow.WriteArrowToColumn(fw.ctx, cw, dict, defs, nil, fw.nullable[i])
-		}
-	}
-	c.dense = true
-	return pqarrow.WriteArrowToColumn(fw.ctx, cw, col, defs, nil, fw.nullable[i])
+	return pqarrow.WriteArrowToColumn(fc.ctx, cw, col, defs, nil, fc.nullable)
 }
 
 // defLevels returns the definition levels of a nullable top-level column.
-func (fw *flatWriter) defLevels(col arrow.Array) []int16 {
+func (fc *flatColumn) defLevels(col arrow.Array) []int16 {
 	n := col.Len()
-	if cap(fw.defs) < n {
-		fw.defs = make([]int16, n)
+	if cap(fc.defs) < n {
+		fc.defs = make([]int16, n)
 	}
-	defs := fw.defs[:n]
+	defs := fc.defs[:n]
 	if col.NullN() == 0 {
 		for i := range defs {
 			defs[i] = 1
@@ -307,74 +308,31 @@ func (fw *flatWriter) defLevels(col arrow.Array) []int16 {
 	return defs
 }
 
-// zeroIndices returns n int32 zeros (the caller releases them).
-func (fw *flatWriter) zeroIndices(n int) arrow.Array {
-	if fw.zeros == nil || fw.zeros.Len() < n {
-		if fw.zeros != nil {
-			fw.zeros.Release()
-		}
-		b := array.NewInt32Builder(fw.mem)
-		b.AppendValues(make([]int32, n), nil)
-		fw.zeros = b.NewArray()
-		b.Release()
-	}
-	return array.NewSlice(fw.zeros, 0, int64(n))
-}
-
-// firstValue copies the first value of a string or binary array into an array of its
-// own (arrow-go's PutDictionary misreads a dictionary that is a slice).
-func firstValue(mem memory.Allocator, col arrow.Array) arrow.Array {
-	a := col.(array.BinaryLike)
-	b := array.NewBinaryBuilder(mem, col.DataType().(arrow.BinaryDataType))
-	defer b.Release()
-	b.Append(a.ValueBytes()[:a.ValueLen(0)]) // ValueBytes starts at the first value
-	built := b.NewArray()
-	defer built.Release()
-	return array.MakeFromData(built.Data())
-}
-
-// constantBinary reports whether a string or binary array holds one value in every row
-// (no nulls). Other arrays report false.
-func constantBinary(col arrow.Array) bool {
-	a, ok := col.(array.BinaryLike)
-	if !ok || col.Len() == 0 || col.NullN() > 0 || !arrow.IsBaseBinary(col.DataType().ID()) {
-		return false
-	}
-	data, base := a.ValueBytes(), a.ValueOffset64(0) // data starts at the first value
-	value := func(i int) []byte {
-		start := a.ValueOffset64(i) - base
-		return data[start : start+int64(a.ValueLen(i))]
-	}
-	first := value(0)
-	for i := 1; i < col.Len(); i++ {
-		if !bytes.Equal(value(i), first) {
-			return false
-		}
-	}
-	return true
-}
-
 func (fw *flatWriter) NewBufferedRowGroupChecked() error {
-	for i := range fw.chunks {
-		if fw.chunks[i].dict != nil {
-			fw.chunks[i].dict.Release()
-		}
-		fw.chunks[i] = constChunk{}
-	}
 	if fw.rgw == nil {
 		return nil
 	}
 	rgw := fw.rgw
+	err := fw.forColumns(0, func(i int) error {
+		cw, err := rgw.Column(i)
+		if err != nil {
+			return err
+		}
+		return fw.cols[i].dict.flush(&fw.cols[i], cw, fw.types[i], fw.mem, fw.batch, false)
+	})
+	for i := range fw.cols {
+		fw.cols[i].dict.reset()
+		fw.cols[i].dense = false
+	}
 	fw.rgw = nil
+	if err != nil {
+		return err
+	}
 	return rgw.Close()
 }
 
 func (fw *flatWriter) Close() error {
 	err := fw.NewBufferedRowGroupChecked()
-	if fw.zeros != nil {
-		fw.zeros.Release()
-		fw.zeros = nil
-	}
 	if cerr := fw.wr.Close(); err == nil {
 		err = cerr
 	}

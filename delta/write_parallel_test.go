@@ -1,0 +1,233 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/orchestrator-io/orchestrator/objectstore/mem"
+)
+
+// TestParallelColumnsSameBytes writes the same batches with the columns of each batch
+// encoded one after another and concurrently: the files are byte for byte the same
+// (dictionary, plain and constant string columns, nulls, several row groups).
+func TestParallelColumnsSameBytes(t *testing.T) {
+	sch := mustSchema(t, `{"type":"struct","fields":[`+
+		`{"name":"id","type":"long","nullable":false,"metadata":{}},`+
+		`{"name":"key","type":"string","nullable":true,"metadata":{}},`+
+		`{"name":"city","type":"string","nullable":true,"metadata":{}},`+
+		`{"name":"file","type":"string","nullable":true,"metadata":{}},`+
+		`{"name":"amount","type":"double","nullable":true,"metadata":{}},`+
+		`{"name":"ts","type":"timestamp","nullable":true,"metadata":{}},`+
+		`{"name":"flag","type":"boolean","nullable":true,"metadata":{}}]}`)
+	asch, _ := ArrowSchema(sch)
+	var batches []arrow.RecordBatch
+	for b := range 6 {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+		for i := range 9000 {
+			id := b*9000 + i
+			rb.Field(0).(*array.Int64Builder).Append(int64(id))
+			rb.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("K-%08d", id*7919%100003))
+			if id%13 == 0 {
+				rb.Field(2).AppendNull()
+			} else {
+				rb.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("city-%d", id%500))
+			}
+			rb.Field(3).(*array.StringBuilder).Append(fmt.Sprintf("s3://landing/part-%d.csv", b/2))
+			rb.Field(4).(*array.Float64Builder).Append(float64(id) / 7)
+			rb.Field(5).(*array.TimestampBuilder).Append(arrow.Timestamp(1_700_000_000_000_000 + int64(id%17)*1000))
+			rb.Field(6).(*array.BooleanBuilder).Append(id%3 == 0)
+		}
+		batches = append(batches, rb.NewRecordBatch())
+		rb.Release()
+	}
+	defer func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}()
+	write := func(parallel bool) []byte {
+		t.Helper()
+		if parallel {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+		} else {
+			encodingBatches.Add(1 << 20) // every core counts as busy
+			defer encodingBatches.Add(-1 << 20)
+		}
+		ctx := context.Background()
+		st := mem.New(mem.Config{})
+		adds, err := WriteRecords(ctx, st, "", sch, nil, batches, WriteOptions{RowGroupSize: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(adds) != 1 {
+			t.Fatalf("%d files, want 1", len(adds))
+		}
+		rc, err := st.Get(ctx, adds[0].Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		raw, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := readParquetFile(t, st, adds[0].Path)
+		defer r.Close()
+		if r.NumRowGroups() < 2 {
+			t.Errorf("%d row groups, want several", r.NumRowGroups())
+		}
+		return raw
+	}
+	seq, par := write(false), write(true)
+	if !bytes.Equal(seq, par) {
+		t.Errorf("concurrent columns: file of %d bytes differs from the sequential one of %d bytes", len(par), len(seq))
+	}
+}
+
+// TestOwnDictionaryMatchesPqarrow writes string and binary columns whose dictionaries
+// the flatWriter builds itself and compares the file with pqarrow's from the same
+// batches: batches of odd sizes, nulls, a constant column, a column with an empty value,
+// and (fallback) one whose dictionary outgrows the dictionary page limit halfway, where
+// arrow-go falls back to plain pages at the same value. Without a fallback the files are
+// byte for byte the same; with one, arrow-go itself lists a chunk's page encodings in
+// map order, so the test compares the bytes' length, every chunk's size, encodings and
+// statistics, and the rows.
+func TestOwnDictionaryMatchesPqarrow(t *testing.T) {
+	for _, fallback := range []bool{false, true} {
+		t.Run(fmt.Sprint("fallback=", fallback), func(t *testing.T) { testOwnDictionary(t, fallback) })
+	}
+}
+
+func testOwnDictionary(t *testing.T, fallback bool) {
+	sch := mustSchema(t, `{"type":"struct","fields":[`+
+		`{"name":"id","type":"long","nullable":false,"metadata":{}},`+
+		`{"name":"city","type":"string","nullable":true,"metadata":{}},`+
+		`{"name":"file","type":"string","nullable":false,"metadata":{}},`+
+		`{"name":"maybe_empty","type":"string","nullable":true,"metadata":{}},`+
+		`{"name":"grows","type":"string","nullable":true,"metadata":{}},`+
+		`{"name":"bin","type":"binary","nullable":true,"metadata":{}}]}`)
+	asch, _ := ArrowSchema(sch)
+	var batches []arrow.RecordBatch
+	id := 0
+	for b, n := range []int{1, 700, 3000, 1025, 5000, 9000, 20000, 20000, 333} {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+		for range n {
+			rb.Field(0).(*array.Int64Builder).Append(int64(id))
+			if id%11 == 0 {
+				rb.Field(1).AppendNull()
+			} else {
+				rb.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("city-%d", id%300))
+			}
+			rb.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("s3://landing/part-%d.csv", b/3))
+			rb.Field(3).(*array.StringBuilder).Append([]string{"x", "", "yy"}[id%3])
+			if b < 5 || !fallback { // few values first (the first batch decides dictionary encoding)
+				rb.Field(4).(*array.StringBuilder).Append(fmt.Sprintf("g-%d", id%5))
+			} else {
+				rb.Field(4).(*array.StringBuilder).Append(fmt.Sprintf("grown-%040d", id))
+			}
+			rb.Field(5).(*array.BinaryBuilder).Append([]byte{byte(id % 7), 1})
+			id++
+		}
+		batches = append(batches, rb.NewRecordBatch())
+		rb.Release()
+	}
+	defer func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}()
+	ctx := context.Background()
+	st := mem.New(mem.Config{})
+	opts := WriteOptions{RowGroupSize: 1 << 40, TargetFileSize: 1 << 40}
+	adds, err := WriteRecords(ctx, st, "", sch, nil, batches, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := st.Get(ctx, adds[0].Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	props, aprops := parquetWriterProps(opts.withDefaults(), batches[0])
+	pw, err := pqarrow.NewFileWriter(asch, &buf, props, aprops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		if err := pw.WriteBuffered(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	theirs := buf.Bytes()
+
+	// chunks describes every column chunk: size, encodings per page type, statistics.
+	chunks := func(raw []byte) []string {
+		f, err := file.NewParquetReader(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if f.NumRowGroups() != 1 {
+			t.Fatalf("%d row groups, want 1", f.NumRowGroups())
+		}
+		var out []string
+		rg := f.MetaData().RowGroup(0)
+		for c := range rg.NumColumns() {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var encs []string
+			for _, e := range cc.EncodingStats() {
+				encs = append(encs, fmt.Sprint(e.PageType, "/", e.Encoding))
+			}
+			slices.Sort(encs)
+			st, err := cc.Statistics()
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc, err := st.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s: %d bytes, dictionary page %v, pages %v, nulls %d, min %q, max %q",
+				cc.PathInSchema(), cc.TotalCompressedSize(), cc.HasDictionaryPage(), encs, st.NullCount(), enc.Min, enc.Max))
+		}
+		return out
+	}
+	got, want := chunks(ours), chunks(theirs)
+	if !slices.Equal(got, want) {
+		t.Errorf("column chunks:\n got  %q\n want %q", got, want)
+	}
+	if !fallback && !bytes.Equal(ours, theirs) {
+		t.Errorf("file of %d bytes differs from pqarrow's %d bytes", len(ours), len(theirs))
+	}
+	if len(ours) != len(theirs) {
+		t.Errorf("file of %d bytes, pqarrow's %d bytes", len(ours), len(theirs))
+	}
+	plainPages := strings.Contains(got[4], "DATA_PAGE/PLAIN")
+	if plainPages != fallback {
+		t.Errorf("grows: %s; want plain data pages %v", got[4], fallback)
+	}
+	rows, _ := scanAll(t, st, "", sch, nil, adds, ScanOptions{})
+	diffRows(t, rowSet(t, rows), rowSet(t, batches))
+}
