@@ -46,6 +46,9 @@ func (d *dictChunk) add(col binaryValues, limit int64) bool {
 		d.offs = []int32{0}
 	}
 	n, off := col.Len(), col.Data().Offset()
+	if n == 0 {
+		return d.size < limit
+	}
 	offs, data := col.ValueOffsets(), col.ValueBytes() // data starts at the first value
 	base := offs[0]
 	vals := make([]int32, off+n)
@@ -109,6 +112,7 @@ func (d *dictChunk) dictionary(dt arrow.DataType) arrow.Array {
 // the same way); or, with plain, the batches' values the ordinary way.
 func (d *dictChunk) flush(fc *flatColumn, cw file.ColumnChunkWriter, dt arrow.DataType, mem memory.Allocator, batchSize int64, plain bool) error {
 	if len(d.pending) == 0 {
+		d.reset()
 		return nil
 	}
 	dict := d.dictionary(dt)
