@@ -61,9 +61,10 @@
 //
 // Table.Delete, Table.Update and Table.Merge rewrite data files copy-on-write in one commit
 // with Spark's commitInfo (operation, operationParameters, operationMetrics). Only files
-// whose partition values and stats allow a match are read, one at a time (MERGE prunes by
-// the min/max of its key columns against the source keys, which it holds in memory); a
-// file with no changed row is left alone. With delta.enableChangeDataFeed the rewrites
+// whose partition values and stats allow a match are read, streamed record by record, and
+// MERGE rewrites up to MergeOptions.Parallelism files at once (it prunes by the min/max of
+// its key columns against the source keys, which it holds in memory); a file with no
+// changed row is left alone. With delta.enableChangeDataFeed the rewrites
 // write _change_data files (delete, update_preimage/update_postimage, and inserts when the
 // commit has change files); copied rows never appear in the feed. MergeOptions.Txn and
 // MergeOptions.Tx put exactly-once progress and caller-prepared actions (identity values
