@@ -373,57 +373,19 @@ func seqValue(arr arrow.Array, i int) (int64, bool) {
 	return 0, false
 }
 
-// readChangeEvents turns the source's change feed over [from, to] into events: inserts
-// and update post-images are upserts at their sequence_by value (default the commit
-// time), deletes are deletes at their commit time, pre-images are skipped.
+// readChangeEvents turns the source's change feed over [from, to] into events as Go rows
+// (eachChange says which); scd1_merge uses it.
 func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, l *scdLayout, sequenceBy string, add func(scdEvent), res *Result) error {
-	if from > to {
-		return nil
-	}
-	rd, err := src.Changes(ctx, delta.ChangesOptions{
-		StartVersion: &from, EndVersion: &to,
-		Types: []string{delta.ChangeInsert, delta.ChangeUpdatePostimage, delta.ChangeDelete},
-	})
-	if err != nil {
-		return err
-	}
-	defer rd.Release()
-	seqName := or(sequenceBy, delta.CommitTimestampColumn)
-	for rd.Next() {
-		rec := rd.RecordBatch()
-		cols, err := sourceColumns(rec.Schema(), l)
-		if err != nil {
-			return err
-		}
-		seqIdx, err := seqColumn(rec.Schema(), seqName)
-		if err != nil {
-			return err
-		}
-		typeIdx := rec.Schema().FieldIndices(delta.ChangeTypeColumn)[0]
-		types := rec.Column(typeIdx).(*array.String)
-		commitIdx, err := seqColumn(rec.Schema(), delta.CommitTimestampColumn)
-		if err != nil {
-			return err
-		}
-		for i := range int(rec.NumRows()) {
+	return eachChange(ctx, src, from, to, l, sequenceBy, func(rec arrow.RecordBatch, cols []int, seqs []int64, dels []bool, _ []int64) error {
+		for i := range seqs {
 			row, err := sourceRow(rec, l, i, cols)
 			if err != nil {
 				return err
 			}
-			seq, ok := seqValue(rec.Column(seqIdx), i)
-			if !ok {
-				return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), seqName)
-			}
-			del := types.Value(i) == delta.ChangeDelete
-			if at, ok := seqValue(rec.Column(commitIdx), i); del && ok && at > seq {
-				// A deleted row carries its last values; the delete happened at its commit.
-				seq = at
-			}
-			add(scdEvent{seq: seq, delete: del, row: row})
+			add(scdEvent{seq: seqs[i], delete: dels[i], row: row})
 		}
-		res.RowsRead += rec.NumRows()
-	}
-	return rd.Err()
+		return nil
+	}, res)
 }
 
 // readSnapshotEvents turns every source row into an upsert at its sequence_by value
