@@ -20,8 +20,8 @@ type mergeSource struct {
 	view    arrow.RecordBatch // the same arrays named "source.<col>"
 	schema  *StructType
 	n       int64
-	keyCols []int     // rec column of each key
-	index   *keyIndex // encoded keys (unless intKey)
+	keyCols []int        // rec column of each key
+	index   *sourceIndex // encoded keys (unless intKey)
 	// A single integer key (not null-safe) uses these instead of index and dups.
 	intKey  bool
 	intIdx  map[int64]int32
@@ -176,7 +176,7 @@ func (s *mergeSource) buildIndex(plan *mergePlan) error {
 	if err != nil {
 		return err
 	}
-	s.index = newKeyIndex(n)
+	s.index = newSourceIndex(n)
 	var b keyBatch
 	for lo := 0; lo < n; lo += probeBatch {
 		b.encode(enc, lo, min(probeBatch, n-lo)) // (a null key matches nothing: not added)

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 )
 
 // The columnar front of scd2_merge. A change batch is mostly rows that change nothing
@@ -29,10 +30,10 @@ type scdBatch struct {
 	recs []arrow.RecordBatch
 	cols [][]int // per record: the column of each dimension data column
 
-	keys  *keyIndex // encoded key → key id (ids in first-seen order)
-	block keyBlock  // the keys of the record being indexed or probed
-	head  []int32   // per key: its last event (events chain backwards through prev)
-	count []int32   // per key: number of events
+	keys  *keyindex.Index // encoded key → key id (ids in first-seen order)
+	block keyindex.Block  // the keys of the record being indexed or probed
+	head  []int32         // per key: its last event (events chain backwards through prev)
+	count []int32         // per key: number of events
 
 	evRec, evRow, evPrev []int32
 	evSeq                []int64
@@ -40,7 +41,7 @@ type scdBatch struct {
 }
 
 func newSCDBatch(l *scdLayout) *scdBatch {
-	return &scdBatch{l: l, keys: newKeyIndex(1 << 10)}
+	return &scdBatch{l: l, keys: keyindex.New(1 << 10)}
 }
 
 // Release frees the retained source records.
@@ -104,16 +105,16 @@ func appendKey(buf []byte, rec arrow.RecordBatch, cols []int, keys []int, i int)
 func (b *scdBatch) addRows(seqs []int64, dels []bool) error {
 	r := len(b.recs) - 1
 	kb := &b.block
-	kb.reset()
+	kb.Reset()
 	var err error
 	for i := range seqs {
-		if kb.buf, err = appendKey(kb.buf, b.recs[r], b.cols[r], b.l.spec.keys, i); err != nil {
+		if kb.Buf, err = appendKey(kb.Buf, b.recs[r], b.cols[r], b.l.spec.keys, i); err != nil {
 			return err
 		}
-		kb.end()
+		kb.End()
 	}
 	b.keys.AddBlock(kb)
-	for i, id := range kb.ids {
+	for i, id := range kb.IDs {
 		if int(id) == len(b.head) {
 			b.head = append(b.head, -1)
 			b.count = append(b.count, 0)
@@ -132,7 +133,7 @@ func (b *scdBatch) addRows(seqs []int64, dels []bool) error {
 
 // dropIndex frees the key index and the events, keeping the records.
 func (b *scdBatch) dropIndex() {
-	b.keys, b.block = nil, keyBlock{}
+	b.keys, b.block = nil, keyindex.Block{}
 	b.head, b.count = nil, nil
 	b.evRec, b.evRow, b.evPrev, b.evSeq, b.evDel = nil, nil, nil, nil, nil
 }
@@ -140,7 +141,7 @@ func (b *scdBatch) dropIndex() {
 // reserve makes room for n more events (and keys).
 func (b *scdBatch) reserve(n int) {
 	if b.keys.Len() == 0 {
-		b.keys = newKeyIndex(n)
+		b.keys = keyindex.New(n)
 	}
 	b.evRec = slices.Grow(b.evRec, n)
 	b.evRow = slices.Grow(b.evRow, n)
@@ -340,18 +341,18 @@ func (b *scdBatch) history(ctx context.Context, src *delta.Table, to int64, sequ
 	}
 	out := map[int32][]scdEvent{}
 	var read Result
-	var kb keyBlock
+	var kb keyindex.Block
 	err = eachChange(ctx, src, from, to, b.l, sequenceBy, func(rec arrow.RecordBatch, cols []int, seqs []int64, dels []bool, commits []int64) error {
-		kb.reset()
+		kb.Reset()
 		var err error
 		for i := range seqs {
-			if kb.buf, err = appendKey(kb.buf, rec, cols, b.l.spec.keys, i); err != nil {
+			if kb.Buf, err = appendKey(kb.Buf, rec, cols, b.l.spec.keys, i); err != nil {
 				return err
 			}
-			kb.end()
+			kb.End()
 		}
 		b.keys.LookupBlock(&kb)
-		for i, id := range kb.ids {
+		for i, id := range kb.IDs {
 			if id < 0 || !late[id] {
 				continue
 			}
@@ -519,15 +520,15 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 			return nil, nil, err
 		}
 		kb := &b.block
-		kb.reset()
+		kb.Reset()
 		for i := range int(rec.NumRows()) {
-			if kb.buf, err = appendKey(kb.buf, rec, d.data, l.spec.keys, i); err != nil {
+			if kb.Buf, err = appendKey(kb.Buf, rec, d.data, l.spec.keys, i); err != nil {
 				return nil, nil, err
 			}
-			kb.end()
+			kb.End()
 		}
 		b.keys.LookupBlock(kb)
-		for i, id := range kb.ids {
+		for i, id := range kb.IDs {
 			current := !d.curr.IsNull(i) && d.curr.Value(i)
 			if id < 0 {
 				if deleteAt == nil || !current || (l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)) {

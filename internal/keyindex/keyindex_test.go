@@ -1,0 +1,150 @@
+package keyindex
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestAddLookupAcrossGrowth(t *testing.T) {
+	x := New(0)
+	const n = 100_000
+	for i := range n {
+		id, added := x.Add(fmt.Appendf(nil, "key-%d", i))
+		if !added || id != int32(i) {
+			t.Fatalf("Add(key-%d) = %d, %v; want %d, true", i, id, added, i)
+		}
+	}
+	// Adding again returns the first id; a prefix or extension of a key is another key.
+	for i := range n {
+		if id, added := x.Add(fmt.Appendf(nil, "key-%d", i)); added || id != int32(i) {
+			t.Fatalf("second Add(key-%d) = %d, %v; want %d, false", i, id, added, i)
+		}
+		if id, ok := x.Lookup(fmt.Appendf(nil, "key-%d", i)); !ok || id != int32(i) {
+			t.Fatalf("Lookup(key-%d) = %d, %v", i, id, ok)
+		}
+	}
+	for _, k := range []string{"key-", "key-100000", "key-1x", "", "ke"} {
+		if id, ok := x.Lookup([]byte(k)); ok {
+			t.Fatalf("Lookup(%q) found id %d; want absent", k, id)
+		}
+	}
+	if x.Len() != n || string(x.Key(7)) != "key-7" {
+		t.Fatalf("Len = %d, Key(7) = %q", x.Len(), x.Key(7))
+	}
+	// The empty key is a key like any other.
+	if id, added := x.Add(nil); !added || id != n {
+		t.Fatalf("Add(empty) = %d, %v", id, added)
+	}
+	if id, ok := x.Lookup([]byte{}); !ok || id != n {
+		t.Fatalf("Lookup(empty) = %d, %v", id, ok)
+	}
+}
+
+// With every hash equal (a worst case the seed makes practically impossible), keys are
+// still told apart by their bytes.
+func TestCollidingHashes(t *testing.T) {
+	x := New(4)
+	keys := []string{"a", "b", "ab", "ba", "abc"}
+	for i, k := range keys {
+		if _, found := x.find([]byte(k), 42); found {
+			t.Fatalf("%q found before it was added", k)
+		}
+		if id, added := x.add([]byte(k), 42); !added || id != int32(i) {
+			t.Fatalf("add(%q) = %d, %v", k, id, added)
+		}
+	}
+	for i, k := range keys {
+		s, found := x.find([]byte(k), 42)
+		if !found || x.slots[s].id-1 != int32(i) {
+			t.Fatalf("find(%q) = slot %d (id %d), %v; want id %d", k, s, x.slots[s].id-1, found, i)
+		}
+	}
+	if _, found := x.find([]byte("c"), 42); found {
+		t.Fatal(`find("c") found a key that was never added`)
+	}
+}
+
+// The block calls agree with the single ones, across blocks, duplicates inside a block,
+// rows without a key, and growth in the middle of a block.
+func TestBlocks(t *testing.T) {
+	x, y := New(0), New(0)
+	var b Block
+	for round := range 3 {
+		b.Reset()
+		var keys [][]byte
+		for i := range 1000 {
+			if i%97 == 5 {
+				b.Skip()
+				keys = append(keys, nil)
+				continue
+			}
+			k := fmt.Appendf(nil, "k%d", (i*7+round*500)%1700)
+			keys = append(keys, k)
+			b.Buf = append(b.Buf, k...)
+			b.End()
+		}
+		x.AddBlock(&b)
+		for i, k := range keys {
+			want := int32(-1)
+			if k != nil {
+				want, _ = y.Add(k)
+			}
+			if b.IDs[i] != want {
+				t.Fatalf("round %d row %d (%s): AddBlock id %d, Add id %d", round, i, k, b.IDs[i], want)
+			}
+		}
+	}
+	b.Reset()
+	probe := []string{"k0", "", "k1699", "k1700", "nope", "k5"}
+	for _, k := range probe {
+		if k == "" {
+			b.Skip()
+			continue
+		}
+		b.Buf = append(b.Buf, k...)
+		b.End()
+	}
+	x.LookupBlock(&b)
+	for i, k := range probe {
+		id, ok := y.Lookup([]byte(k))
+		if !ok || k == "" {
+			id = -1
+		}
+		if b.IDs[i] != id {
+			t.Errorf("LookupBlock(%q) = %d, Lookup = %d", k, b.IDs[i], id)
+		}
+	}
+}
+
+// BenchmarkIndex adds a million encoded customer keys and looks each up, one at a time
+// and in blocks (the stage does one of each per source and per dimension row).
+func BenchmarkIndex(b *testing.B) {
+	keys := make([][]byte, 1<<20)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "\x01\x08C%07d", i)
+	}
+	x := New(len(keys))
+	for _, k := range keys {
+		x.Add(k)
+	}
+	b.Run("lookup", func(b *testing.B) {
+		for b.Loop() {
+			for _, k := range keys {
+				x.Lookup(k)
+			}
+		}
+	})
+	b.Run("lookup-block", func(b *testing.B) {
+		var blk Block
+		for b.Loop() {
+			for lo := 0; lo < len(keys); lo += 1 << 15 {
+				blk.Reset()
+				for _, k := range keys[lo:min(lo+1<<15, len(keys))] {
+					blk.Buf = append(blk.Buf, k...)
+					blk.End()
+				}
+				x.LookupBlock(&blk)
+			}
+		}
+	})
+}
