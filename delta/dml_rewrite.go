@@ -29,7 +29,11 @@ func newRewriter(snap *Snapshot) (*rewriter, error) {
 	if w.tblSch, err = ArrowSchema(snap.Schema()); err != nil {
 		return nil, err
 	}
-	if w.data, err = snap.NewDataWriter(WriteOptions{Now: t.opts.Now}); err != nil {
+	// An unpartitioned table's rewritten files stream to the store as they are written,
+	// so a rewrite holds a row group, not a whole file (partitioned: many files open at
+	// once, each would hold an upload).
+	stream := len(snap.PartitionColumns()) == 0
+	if w.data, err = snap.NewDataWriter(WriteOptions{Now: t.opts.Now, StreamFiles: stream}); err != nil {
 		return nil, err
 	}
 	if snap.ChangeDataFeedEnabled() {

@@ -102,6 +102,10 @@ var errAbortedFile = errors.New("data file aborted")
 func newStreamSink(ctx context.Context, store objectstore.Store, key string) *streamSink {
 	pr, pw := io.Pipe()
 	s := &streamSink{pw: pw, done: make(chan error, 1)}
+	// The upload lives until the writer closes or aborts the file, whatever becomes of the
+	// ctx of the Write that opened it (a MERGE opens files on workers whose ctx ends
+	// before it closes them).
+	ctx = context.WithoutCancel(ctx)
 	go func() {
 		err := store.Put(ctx, key, pr, -1)
 		pr.CloseWithError(err) // a Put that ends early fails the writer's next Write

@@ -57,8 +57,9 @@ type WriteOptions struct {
 	TempDir string
 	// StreamFiles uploads each file while it is written, with a Put of unknown size
 	// started when the file is opened, instead of buffering (or spilling) the file until
-	// it is finished: MaxMemory then bounds only the open row groups. The Put runs under
-	// the ctx of the Write that opened the file. Each open file holds an upload (on S3 up
+	// it is finished: MaxMemory then bounds only the open row groups. The Put runs until
+	// Close or Abort ends the file, even when the ctx of the Write that opened it ends
+	// first (it keeps that ctx's values). Each open file holds an upload (on S3 up
 	// to 48 MiB of part buffers), so this suits few open files, e.g. an unpartitioned
 	// table. An aborted file is never published (fs removes its temporary file, S3 its
 	// incomplete multipart upload).

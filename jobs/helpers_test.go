@@ -37,7 +37,7 @@ func newTestEnv(store objectstore.Store, clock *testClock, tables ...*Table) *En
 }
 
 // schemaOf builds a schema from "name type" pairs.
-func schemaOf(t *testing.T, cols ...string) *delta.StructType {
+func schemaOf(t testing.TB, cols ...string) *delta.StructType {
 	t.Helper()
 	st := &delta.StructType{}
 	for _, c := range cols {

@@ -14,7 +14,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
-func customerTables(t *testing.T) (staging, dim *Table) {
+func customerTables(t testing.TB) (staging, dim *Table) {
 	staging = &Table{
 		Name:       "staging.customers",
 		Path:       "staging/customers",
