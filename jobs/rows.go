@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -12,16 +13,18 @@ import (
 // int64 (every integer type, date32 days, timestamp microseconds), float64, bool and
 // decimal128.Num. Binary values are held as strings.
 
-// colValue returns row i of arr as a Go value.
+// colValue returns row i of arr as a Go value. A string is a copy: arrow's Value(i)
+// points into the array's data buffer, and a kept row (a dimension version, a history
+// event) would hold that whole buffer, and so every record the rows came from, alive.
 func colValue(arr arrow.Array, i int) (any, error) {
 	if arr.IsNull(i) {
 		return nil, nil
 	}
 	switch a := arr.(type) {
 	case *array.String:
-		return a.Value(i), nil
+		return strings.Clone(a.Value(i)), nil
 	case *array.LargeString:
-		return a.Value(i), nil
+		return strings.Clone(a.Value(i)), nil
 	case *array.Binary:
 		return string(a.Value(i)), nil
 	case *array.Int8:
