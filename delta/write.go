@@ -308,8 +308,31 @@ func takeRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, 
 	return array.NewRecordBatch(rec.Schema(), cols, int64(len(rows))), nil
 }
 
+// writeChunkRows is the most rows writeTo hands a file at once: row groups and files are
+// closed between chunks, so a big record (a MERGE's inserts, a whole load in one record)
+// still ends in row groups near RowGroupSize and files near TargetFileSize, which is what
+// bounds the memory of everything that later reads them a row group at a time.
+const writeChunkRows = 64 * 1024
+
 // writeTo appends data to the open file of partition dir, opening or rolling files.
 func (w *DataWriter) writeTo(ctx context.Context, dir string, vals []*string, data arrow.RecordBatch) error {
+	n := data.NumRows()
+	if n <= writeChunkRows {
+		return w.writeChunk(ctx, dir, vals, data)
+	}
+	for lo := int64(0); lo < n; lo += writeChunkRows {
+		chunk := data.NewSlice(lo, min(lo+writeChunkRows, n))
+		err := w.writeChunk(ctx, dir, vals, chunk)
+		chunk.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeChunk appends data to the open file of partition dir, opening or rolling files.
+func (w *DataWriter) writeChunk(ctx context.Context, dir string, vals []*string, data arrow.RecordBatch) error {
 	f := w.open[dir]
 	if f == nil {
 		if len(w.open) >= w.opts.MaxOpenFiles {

@@ -383,3 +383,49 @@ func TestWriteStreamFilesMultipart(t *testing.T) {
 		t.Errorf("aborted writer left %v (%v), want nothing", objs, err)
 	}
 }
+
+// A single record far bigger than a row group (a MERGE's inserts, a first load) still
+// ends in row groups near RowGroupSize and files near TargetFileSize: readers hold a row
+// group's column chunks at a time, so one huge row group would make their memory grow
+// with the table.
+func TestWriteSplitsBigRecord(t *testing.T) {
+	ctx := context.Background()
+	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"s","type":"string","nullable":true,"metadata":{}}]}`)
+	asch, _ := ArrowSchema(sch)
+	const n = 300_000
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+	for i := range n {
+		rb.Field(0).(*array.Int64Builder).Append(int64(i))
+		rb.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("value %08d", i*7919%n))
+	}
+	rec := rb.NewRecordBatch()
+	rb.Release()
+	defer rec.Release()
+	st := mem.New(mem.Config{})
+	// ~8 MB of Arrow data: with 1 MiB row groups and 2 MiB files, several of each.
+	opts := WriteOptions{RowGroupSize: 1 << 20, TargetFileSize: 2 << 20}
+	adds, err := WriteRecords(ctx, st, "", sch, nil, []arrow.RecordBatch{rec}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(adds) < 2 {
+		t.Errorf("one %d-row record with a 2 MiB target: %d file(s), want several", n, len(adds))
+	}
+	var rows int64
+	for _, a := range adds {
+		r := readParquetFile(t, st, a.Path)
+		for g := range r.NumRowGroups() {
+			got := r.MetaData().RowGroup(g).NumRows()
+			rows += got
+			if got > writeChunkRows {
+				t.Errorf("%s row group %d: %d rows, want at most %d", a.Path, g, got, writeChunkRows)
+			}
+		}
+		r.Close()
+	}
+	if rows != n {
+		t.Errorf("row groups hold %d rows, want %d", rows, n)
+	}
+	got, _ := scanAll(t, st, "", sch, nil, adds, ScanOptions{})
+	diffRows(t, rowSet(t, got), rowSet(t, []arrow.RecordBatch{rec}))
+}
