@@ -1,0 +1,11 @@
+// Package keyindex maps byte-string keys (encoded row keys) to dense ids 0, 1, 2, … in
+// the order they were first added. It is the hash table of the MERGE source (delta) and
+// of an SCD2 batch (jobs), where a million keys are usual.
+//
+// It is an open-addressing table of 64-bit hashes, at most half full, with the keys back
+// to back in one arena: it allocates nothing per key and holds no pointers for the
+// garbage collector to scan. At a million keys each access is a cache miss or two; the
+// block calls (AddBlock, LookupBlock) hash a block of keys first and then touch every
+// slot and key they will compare, so the processor waits on many misses at once instead
+// of one after another, which roughly halves the cost of a large build or probe.
+package keyindex
