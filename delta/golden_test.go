@@ -13,25 +13,12 @@ import (
 	"testing"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
 
-// goldenDir finds shared/golden: $ORCH_GOLDEN_DIR, else ../../shared/golden from this
-// package (the checkout's sibling). Missing is a failure in CI and a skip elsewhere.
-func goldenDir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("ORCH_GOLDEN_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "golden")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "expected.json")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("golden tables not found at %s (set ORCH_GOLDEN_DIR): %v", dir, err)
-		}
-		t.Skipf("golden tables not found at %s: %v", dir, err)
-	}
-	return dir
-}
+// goldenDir finds shared/golden (testenv.GoldenDir: missing fails in CI, skips elsewhere).
+func goldenDir(t testing.TB) string { return testenv.GoldenDir(t) }
 
 type goldenSchemaField struct {
 	Name     string `json:"name"`

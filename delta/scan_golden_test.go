@@ -16,27 +16,17 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
 
 // goldenTables finds the delta-golden conformance tables (read in place, never written)
-// as golden_test.go does: under $ORCH_GOLDEN_DIR, else ../../shared/golden. Missing is a
-// failure in CI and a skip elsewhere.
+// under testenv.GoldenDir. Missing is a failure in CI and a skip elsewhere.
 func goldenTables(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("ORCH_GOLDEN_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "golden")
-	}
-	dir, err := filepath.Abs(filepath.Join(dir, "delta-golden"))
-	if err == nil {
-		_, err = os.Stat(dir)
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("golden tables not found at %s (set ORCH_GOLDEN_DIR): %v", dir, err)
-		}
-		t.Skipf("golden tables not found at %s: %v", dir, err)
+	dir := filepath.Join(testenv.GoldenDir(t), "delta-golden")
+	if _, err := os.Stat(dir); err != nil {
+		testenv.Unavailable(t, "golden tables: %v", err)
 	}
 	return dir
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
 )
 
 // runCmd runs a program in dir ("" = the package directory) and returns what it printed
@@ -73,7 +75,7 @@ const testVersion = "v9.9.9-test"
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
+		testenv.Unavailable(t, "builds the binary, which -short leaves out")
 	}
 	binOnce.Do(func() {
 		binDir, binErr = os.MkdirTemp("", "orchestrator-bin-")

@@ -1,30 +1,17 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
 )
 
-// sharedGoldenDir finds shared/golden (tables written by Spark, delta-rs and the Delta
-// projects' test suites): $ORCH_GOLDEN_DIR, else ../../../shared/golden from this package
-// (the checkout's sibling). Missing is a failure in CI and a skip elsewhere.
-func sharedGoldenDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("ORCH_GOLDEN_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "golden")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "expected.json")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("golden tables not found at %s (set ORCH_GOLDEN_DIR): %v", dir, err)
-		}
-		t.Skipf("golden tables not found at %s: %v", dir, err)
-	}
-	return dir
-}
+// sharedGoldenDir finds shared/golden (testenv.GoldenDir: missing fails in CI, skips
+// elsewhere).
+func sharedGoldenDir(t *testing.T) string { return testenv.GoldenDir(t) }
 
 // TestShowForeignTables shows tables written by Spark: every Delta type, partition values,
 // nested structs, maps with non-string keys, decimals of several scales, timestamp_ntz.

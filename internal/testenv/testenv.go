@@ -38,6 +38,62 @@ func InCI() bool {
 	return ci
 }
 
+// Unavailable reports that something a test needs is missing (MinIO, the golden tables,
+// a binary it may not build): in CI the test fails, elsewhere it is skipped.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if InCI() {
+		t.Fatalf("%s; CI=true requires this test to run", msg)
+	}
+	t.Skip(msg)
+}
+
+// EnvGoldenDir names the directory of the shared golden tables (shared/golden).
+const EnvGoldenDir = "ORCH_GOLDEN_DIR"
+
+// GoldenDir returns the shared golden tables (tables written by Spark, delta-rs and the
+// Delta projects' test suites, with their expected facts): $ORCH_GOLDEN_DIR, else
+// shared/golden beside the checkout. Missing is a failure in CI and a skip elsewhere.
+func GoldenDir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv(EnvGoldenDir)
+	if dir == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			Unavailable(t, "golden tables: %v (set %s)", err, EnvGoldenDir)
+		}
+		dir = filepath.Join(root, "..", "shared", "golden")
+	}
+	dir, err := filepath.Abs(dir)
+	if err == nil {
+		_, err = os.Stat(filepath.Join(dir, "expected.json"))
+	}
+	if err != nil {
+		Unavailable(t, "golden tables not found at %s (set %s): %v", dir, EnvGoldenDir, err)
+	}
+	return dir
+}
+
+// moduleRoot is the directory of the go.mod above the working directory (a test runs in
+// its package's directory).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("no go.mod above %s", dir)
+		}
+		dir = up
+	}
+}
+
 // S3Config returns the configuration of the test MinIO: endpoint, credentials, path
 // style and bucket, with no Prefix. The bucket exists when it returns. With no
 // endpoint set it skips the test, or fails it when CI=true.
@@ -45,12 +101,8 @@ func S3Config(t testing.TB) s3.Config {
 	t.Helper()
 	endpoint := os.Getenv(EnvS3Endpoint)
 	if endpoint == "" {
-		msg := EnvS3Endpoint + " is not set, so there is no S3 (MinIO) to test against"
-		if InCI() {
-			t.Fatalf("%s; CI=true requires the S3 tests to run: run them through scripts/test.sh, which starts MinIO and sets %s, %s, %s and %s",
-				msg, EnvS3Endpoint, EnvS3AccessKey, EnvS3SecretKey, EnvS3Bucket)
-		}
-		t.Skipf("%s; run bash scripts/test.sh to start MinIO and run every test", msg)
+		Unavailable(t, "%s is not set, so there is no S3 (MinIO) to test against; run bash scripts/test.sh, which starts MinIO and sets %s, %s, %s and %s",
+			EnvS3Endpoint, EnvS3Endpoint, EnvS3AccessKey, EnvS3SecretKey, EnvS3Bucket)
 	}
 	bucket := os.Getenv(EnvS3Bucket)
 	if bucket == "" {
