@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 )
 
 // testClock is a settable clock for commit timestamps.
@@ -198,4 +200,43 @@ func tableVersion(t *testing.T, env *Env, decl *Table) int64 {
 
 func diff(got, want []string) string {
 	return fmt.Sprintf("got %d rows:\n  %s\nwant %d rows:\n  %s", len(got), strings.Join(got, "\n  "), len(want), strings.Join(want, "\n  "))
+}
+
+// crashAtEveryOperation is the exactly-once check of a stage: it runs the stage once on a
+// fresh setup without failures and counts its store operations; then, for each operation
+// n, it runs the stage on a fresh setup whose store fails from operation n on (the
+// process "dies" there), heals the store and reruns the stage twice. What observe sees
+// of the table setup returns (its rows, say) must then be exactly what the uninterrupted run
+// left: no lost, doubled or extra rows. It returns that.
+func crashAtEveryOperation(t *testing.T, stage Stage, setup func() (*faultstore.Store, *Env, *Table), observe func(*Env, *Table) []string) []string {
+	t.Helper()
+	fs, env, table := setup()
+	fs.FailNth(0, false, false) // count only
+	runStage(t, stage, env)
+	ops := fs.Count()
+	want := observe(env, table)
+	for n := 1; n <= ops; n++ {
+		fs, env, table := setup()
+		fs.FailNth(n, true, false)
+		_, err := stage.Run(context.Background(), env)
+		switch {
+		case err == nil && fs.Injected():
+			t.Fatalf("crash at op %d: run reported success", n)
+		case err != nil && !errors.Is(err, faultstore.ErrInjected):
+			t.Fatalf("crash at op %d: %v, want the injected failure", n, err)
+		}
+		fs.Heal()
+		runStage(t, stage, env)
+		runStage(t, stage, env)
+		if got := observe(env, table); !slices.Equal(got, want) {
+			t.Fatalf("crash at op %d then reruns:\n%s", n, diff(got, want))
+		}
+	}
+	return want
+}
+
+// rowsOf observes a table's rows (the named columns, all when none), for
+// crashAtEveryOperation.
+func rowsOf(t *testing.T, cols ...string) func(*Env, *Table) []string {
+	return func(env *Env, table *Table) []string { return tableRows(t, env, table, cols...) }
 }

@@ -212,22 +212,6 @@ func TestIngestAppendParallel(t *testing.T) {
 			return fs, env, sales
 		}
 		stage := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: "bronze.sales", BatchSize: 1})
-		fs, env, sales := setup()
-		runStage(t, stage, env)
-		ops := fs.Count()
-		want := tableRows(t, env, sales)
-		for n := 1; n <= ops; n++ {
-			fs, env, sales := setup()
-			fs.FailNth(n, true, false)
-			if _, err := stage.Run(context.Background(), env); err == nil && fs.Injected() {
-				t.Fatalf("crash at op %d: run reported success", n)
-			}
-			fs.Heal()
-			runStage(t, stage, env)
-			runStage(t, stage, env)
-			if got := tableRows(t, env, sales); !slices.Equal(got, want) {
-				t.Fatalf("crash at op %d then rerun:\n%s", n, diff(got, want))
-			}
-		}
+		crashAtEveryOperation(t, stage, setup, rowsOf(t))
 	})
 }
