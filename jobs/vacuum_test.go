@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -96,5 +97,39 @@ func TestVacuumRetentionAndDryRun(t *testing.T) {
 	}
 	if h[0].Operation != "VACUUM END" || h[1].Operation != "VACUUM START" {
 		t.Errorf("history ops = %s, %s; want VACUUM END, VACUUM START", h[0].Operation, h[1].Operation)
+	}
+}
+
+// A crash at any store operation of a vacuum, then reruns, leaves the table's rows and
+// exactly the data files an uninterrupted vacuum leaves.
+func TestVacuumCrashAtEveryOperation(t *testing.T) {
+	setup := func() (*faultstore.Store, *Env, *Table) {
+		clock := &testClock{t: t0}
+		src, dst := historyTables(t)
+		fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
+		env := newTestEnv(fs, clock, src, dst)
+		appendRows(t, env, src, []any{"T1", 10})
+		writeRows(t, env, src, true, []any{"T2", 20}) // removes v1's file
+		writeRows(t, env, src, true, []any{"T3", 30}) // removes v2's file
+		clock.Advance(8 * 24 * time.Hour)             // past the default 7-day retention
+		return fs, env, src
+	}
+	src, _ := historyTables(t)
+	stage := NewVacuum("vacuum", &VacuumConfig{TableNames: []string{src.Name}}, nil)
+	want := crashAtEveryOperation(t, stage, setup, func(env *Env, table *Table) []string {
+		rows := tableRows(t, env, table, "id")
+		infos, err := env.Warehouse.List(context.Background(), table.Path+"/", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range infos {
+			if strings.HasSuffix(in.Key, ".parquet") {
+				rows = append(rows, "file "+strings.TrimPrefix(in.Key, table.Path+"/")[:len("part-00000")]) // the rest is a random uuid
+			}
+		}
+		return rows
+	})
+	if !slices.Equal(want, []string{"T3", "file part-00000"}) {
+		t.Fatalf("clean run: %v, want the live row and its one file", want)
 	}
 }
