@@ -102,7 +102,7 @@ func openParquet(ctx context.Context, store objectstore.Store, key string, size 
 	if err != nil {
 		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchSize, Parallel: true}, mem)
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchSize, Parallel: true, PreAllocBinaryData: true}, mem)
 	if err != nil {
 		pf.Close()
 		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)

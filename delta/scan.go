@@ -38,6 +38,13 @@ type ScanOptions struct {
 	// "file:///data/t"), used to resolve add paths that are absolute URIs. An absolute path
 	// outside it is an error.
 	TableURI string
+	// FilesOnly makes Filter prune whole files only: every row of a file that is read is
+	// returned, in file order, so Position names each row's place in its file.
+	FilesOnly bool
+	// ReadAhead decodes the next record on another goroutine while the caller works on
+	// the current one (one record more in memory). Worth it when the caller's work per
+	// record is about as heavy as decoding it.
+	ReadAhead bool
 }
 
 // ScanStats counts what a scan did; pruning tests and metrics read it.
@@ -74,10 +81,44 @@ type Scanner struct {
 	curAdd  *Add
 	closeFn func()
 	curRows int64 // rows left to emit for files read without data columns (-1: none)
+	curNext int64 // index in the current file of the next row read
 	rec     arrow.RecordBatch
-	err     error
-	stats   ScanStats
+	at      position  // of rec's first row
+	err     error     // the error that ended reading (owned by the reading goroutine)
+	stats   ScanStats // owned by the reading goroutine
 	refs    atomic.Int64
+
+	// What the caller sees: with ReadAhead, err and stats belong to the goroutine that
+	// reads ahead, which hands them over with each record.
+	seenErr   error
+	seenStats ScanStats
+	ahead     chan scanned // nil until a read-ahead scan starts
+	stop      context.CancelFunc
+}
+
+// scanned is a record read ahead, with its position and the error and stats as of
+// reading it.
+type scanned struct {
+	rec   arrow.RecordBatch // nil at the end
+	at    position
+	err   error
+	stats ScanStats
+}
+
+// position is where a record's first row is: its file and its index there.
+type position struct {
+	file  *Add
+	first int64
+}
+
+// Position returns the data file of the current record and the index in that file of
+// the record's first row. Without a Filter, or with FilesOnly, a record's rows are
+// consecutive rows of its file; otherwise ok is false.
+func (s *Scanner) Position() (file *Add, first int64, ok bool) {
+	if s.rec == nil || (s.filter != nil && !s.opts.FilesOnly) {
+		return nil, 0, false
+	}
+	return s.at.file, s.at.first, true
 }
 
 var _ array.RecordReader = (*Scanner)(nil)
@@ -155,17 +196,18 @@ func Scan(ctx context.Context, store objectstore.Store, root string, schema *Str
 		}
 		s.files = append(s.files, a)
 	}
+	s.seenStats = s.stats
 	return s, nil
 }
 
 // Schema is the schema of the returned records.
 func (s *Scanner) Schema() *arrow.Schema { return s.out }
 
-// Stats reports what the scan did so far.
-func (s *Scanner) Stats() ScanStats { return s.stats }
+// Stats reports what the scan did so far (with ReadAhead, up to the current record).
+func (s *Scanner) Stats() ScanStats { return s.seenStats }
 
 // Err is the error that ended the scan, if any.
-func (s *Scanner) Err() error { return s.err }
+func (s *Scanner) Err() error { return s.seenErr }
 
 // RecordBatch is the current record.
 func (s *Scanner) RecordBatch() arrow.RecordBatch { return s.rec }
@@ -176,9 +218,19 @@ func (s *Scanner) Record() arrow.RecordBatch { return s.rec }
 // Retain adds a reference.
 func (s *Scanner) Retain() { s.refs.Add(1) }
 
-// Release drops a reference; the last one closes the current file and record.
+// Release drops a reference; the last one stops reading ahead and closes the current
+// file and record.
 func (s *Scanner) Release() {
 	if s.refs.Add(-1) == 0 {
+		if s.ahead != nil {
+			s.stop()
+			for r := range s.ahead {
+				if r.rec != nil {
+					r.rec.Release()
+				}
+			}
+			s.ahead = nil
+		}
 		s.closeFile()
 		if s.rec != nil {
 			s.rec.Release()
@@ -193,50 +245,91 @@ func (s *Scanner) Next() bool {
 		s.rec.Release()
 		s.rec = nil
 	}
-	if s.err != nil {
+	if !s.opts.ReadAhead {
+		s.rec, s.at = s.read()
+		s.seenErr, s.seenStats = s.err, s.stats
+		return s.rec != nil
+	}
+	if s.seenErr != nil {
 		return false
+	}
+	if s.ahead == nil {
+		s.startReadAhead()
+	}
+	r, ok := <-s.ahead
+	if !ok {
+		return false
+	}
+	s.rec, s.at, s.seenErr, s.seenStats = r.rec, r.at, r.err, r.stats
+	return s.rec != nil
+}
+
+// startReadAhead starts the goroutine that reads records into s.ahead, one ahead of the
+// caller; it stops at the end, at an error, or when Release cancels it.
+func (s *Scanner) startReadAhead() {
+	ctx, stop := context.WithCancel(s.ctx)
+	s.ctx, s.stop = ctx, stop
+	s.ahead = make(chan scanned, 1)
+	go func() {
+		defer close(s.ahead)
+		for {
+			rec, at := s.read()
+			s.ahead <- scanned{rec: rec, at: at, err: s.err, stats: s.stats}
+			if rec == nil {
+				return
+			}
+		}
+	}()
+}
+
+// read returns the next non-empty record and its position, or nil at the end or at an
+// error (s.err).
+func (s *Scanner) read() (arrow.RecordBatch, position) {
+	if s.err != nil {
+		return nil, position{}
 	}
 	for {
 		if err := s.ctx.Err(); err != nil {
 			s.err = err
-			return false
+			return nil, position{}
 		}
 		if s.cur == nil && s.curRows < 0 {
 			if s.next >= len(s.files) {
-				return false
+				return nil, position{}
 			}
 			a := s.files[s.next]
 			s.next++
 			if err := s.openFile(a); err != nil {
 				s.err = fmt.Errorf("scan %s: %w", a.Path, err)
-				return false
+				return nil, position{}
 			}
 		}
 		raw, err := s.nextRaw()
 		if err != nil {
 			s.err = fmt.Errorf("scan %s: %w", s.curAdd.Path, err)
 			s.closeFile()
-			return false
+			return nil, position{}
 		}
 		if raw == nil {
 			s.closeFile()
 			continue
 		}
+		at := position{s.curAdd, s.curNext}
+		s.curNext += raw.NumRows()
 		s.stats.RowsRead += raw.NumRows()
 		rec, err := s.finishBatch(raw)
 		raw.Release()
 		if err != nil {
 			s.err = fmt.Errorf("scan %s: %w", s.curAdd.Path, err)
 			s.closeFile()
-			return false
+			return nil, position{}
 		}
 		if rec.NumRows() == 0 {
 			rec.Release()
 			continue
 		}
 		s.stats.RowsOut += rec.NumRows()
-		s.rec = rec
-		return true
+		return rec, at
 	}
 }
 
@@ -249,7 +342,7 @@ func (s *Scanner) openFile(a *Add) error {
 	if err != nil {
 		return err
 	}
-	s.curAdd = a
+	s.curAdd, s.curNext = a, 0
 	fr, closeFn, err := openParquet(s.ctx, s.store, joinKey(s.root, rel), a.Size, s.mem, s.opts.BatchSize)
 	if err != nil {
 		return err
@@ -277,7 +370,10 @@ func (s *Scanner) openFile(a *Add) error {
 		closeFn()
 		return nil
 	}
-	rowGroups, err := s.keptRowGroups(fr, fileSchema, a)
+	var rowGroups []int
+	if !s.opts.FilesOnly {
+		rowGroups, err = s.keptRowGroups(fr, fileSchema, a)
+	}
 	if err != nil {
 		closeFn()
 		return err
@@ -376,7 +472,7 @@ func (s *Scanner) finishBatch(raw arrow.RecordBatch) (arrow.RecordBatch, error) 
 	}
 	work := array.NewRecordBatch(s.workArrow, cols, n)
 	defer work.Release()
-	if s.filter != nil {
+	if s.filter != nil && !s.opts.FilesOnly {
 		rows, all, err := s.filter.keptRows(work)
 		if err != nil {
 			return nil, err
