@@ -92,6 +92,30 @@ type MergeOptions struct {
 	// read, and what the caller did on it first (AllocateIdentity, SetTxn, other actions)
 	// is committed with the merge. Its TxOptions are replaced by the merge's.
 	Tx *Transaction
+	// Positions, when set, replaces the ON join: the caller has read the target snapshot
+	// (Tx's) itself and says which source row matches which target row. Only the files it
+	// names are read; WHEN NOT MATCHED BY SOURCE is not allowed with it.
+	Positions *MergePositions
+}
+
+// MergePositions says where the matched target rows are, for a MERGE whose caller has
+// already joined source and target.
+type MergePositions struct {
+	// Files maps the path (Add.Path) of each target file with a matched row to its
+	// matches; any other file holds none.
+	Files map[string]*FileMatches
+	// Records, when set, returns the rows of a target file the caller still holds (every
+	// row, in file order, in the snapshot's schema, as a scan returns them), or nil to have
+	// the file read. The merge does not release them.
+	Records func(path string) []arrow.RecordBatch
+}
+
+// FileMatches pairs rows of one target file with source rows: target row Target[i] (its
+// index in the file; ascending) matches source row Source[i] (its index in the source
+// records, in order).
+type FileMatches struct {
+	Target []int64
+	Source []int32
 }
 
 // MergeResult reports what a MERGE did (Spark's operationMetrics).
@@ -183,6 +207,9 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if tx.table != t || tx.snap == nil {
 		return nil, errors.New("MergeOptions.Tx belongs to another table")
 	}
+	if opts.Positions != nil && len(opts.WhenNotMatchedBySource) > 0 {
+		return nil, errors.New("MergeOptions.Positions cannot be used with WHEN NOT MATCHED BY SOURCE")
+	}
 	snap := tx.snap
 	if err := checkWrite(snap.Protocol(), snap.Metadata()); err != nil {
 		return nil, err
@@ -200,7 +227,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if parallel <= 0 {
 		parallel = min(runtime.GOMAXPROCS(0), 4)
 	}
-	m := &merger{t: t, snap: snap, tx: tx, plan: plan, src: src, parallel: parallel, matched: make([]bool, src.n),
+	m := &merger{t: t, snap: snap, tx: tx, plan: plan, src: src, pos: opts.Positions, parallel: parallel, matched: make([]bool, src.n),
 		res: &MergeResult{Version: snap.Version(), NumSourceRows: src.n}}
 	m.w, err = newRewriter(snap)
 	if err != nil {
@@ -238,7 +265,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	tx.opts.Lineage = opts.Lineage
 	tx.opts.UserMetadata = opts.UserMetadata
 	tx.opts.OperationParameters = mergeParams(opts)
-	if len(opts.WhenNotMatchedBySource) > 0 {
+	if len(opts.WhenNotMatchedBySource) > 0 || opts.Positions != nil {
 		tx.ReadWholeTable()
 	} else {
 		tx.ReadPartitions(src.partitionPredicate(plan, snap))

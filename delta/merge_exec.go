@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -18,6 +19,7 @@ type merger struct {
 	tx   *Transaction
 	plan *mergePlan
 	src  *mergeSource
+	pos  *MergePositions // nil: join on the keys
 	res  *MergeResult
 	w    *rewriter
 
@@ -50,6 +52,25 @@ func (m *merger) run(ctx context.Context) error {
 		fields[i] = f
 	}
 	m.tview = arrow.NewSchema(fields, nil)
+	if m.pos != nil {
+		var files []*Add
+		for _, a := range m.snap.Files() {
+			if m.pos.Files[a.Path] == nil {
+				m.res.NumTargetFilesSkipped++
+				continue
+			}
+			m.res.NumTargetFilesScanned++
+			m.read = append(m.read, a.Path)
+			files = append(files, a)
+		}
+		if len(files) != len(m.pos.Files) {
+			return errors.New("MergePositions names a file that is not in the target snapshot")
+		}
+		if err := m.rewriteFiles(ctx, files); err != nil {
+			return err
+		}
+		return m.insert(ctx)
+	}
 	if len(m.plan.matched) > 0 || len(m.plan.bySource) > 0 {
 		var files []*Add
 		for _, a := range m.snap.Files() {
@@ -279,8 +300,35 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 			applied <- err
 		}()
 	}
-	err := scanFile(ctx, m.snap, a, func(rec arrow.RecordBatch) error {
-		p, err := m.planRecord(ctx, rec)
+	var fm *FileMatches
+	var first int64 // index in the file of rec's first row
+	read := func(fn func(arrow.RecordBatch) error) error { return scanFile(ctx, m.snap, a, fn) }
+	if m.pos != nil {
+		fm = m.pos.Files[a.Path]
+		if len(fm.Source) != len(fm.Target) {
+			return false, fmt.Errorf("MergePositions for %s: %d target rows, %d source rows", a.Path, len(fm.Target), len(fm.Source))
+		}
+		for i := 1; i < len(fm.Target); i++ {
+			if fm.Target[i] <= fm.Target[i-1] {
+				return false, fmt.Errorf("%w: MergePositions for %s lists target row %d twice or out of order", ErrMultipleSourceRowsMatched, a.Path, fm.Target[i])
+			}
+		}
+		if m.pos.Records != nil {
+			if recs := m.pos.Records(a.Path); recs != nil {
+				read = func(fn func(arrow.RecordBatch) error) error {
+					for _, r := range recs {
+						if err := fn(r); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+			}
+		}
+	}
+	err := read(func(rec arrow.RecordBatch) error {
+		p, err := m.planRecord(ctx, rec, fm, first)
+		first += rec.NumRows()
 		if err != nil {
 			return err
 		}
@@ -310,14 +358,41 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 	return apply != nil, nil
 }
 
-func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*recordPlan, error) {
+// planRecord decides what happens to each row of a target record: by the key join, or,
+// with positions, by fm (the matches of the record's file; first is the index in the
+// file of the record's first row).
+func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch, fm *FileMatches, first int64) (*recordPlan, error) {
 	n := int(rec.NumRows())
 	p := &recordPlan{rec: rec, updT: map[int][]int32{}, updS: map[int][]int32{}}
+	var tgtM, srcM, tgtU []int32
+	if m.pos != nil {
+		if fm == nil {
+			fm = &FileMatches{}
+		}
+		lo, _ := slices.BinarySearch(fm.Target, first)
+		hi, _ := slices.BinarySearch(fm.Target, first+int64(n))
+		next := int32(0)
+		for k := lo; k < hi; k++ {
+			t, s := int32(fm.Target[k]-first), fm.Source[k]
+			if s < 0 || int64(s) >= m.src.n {
+				return nil, fmt.Errorf("MergePositions: source row %d is out of range", s)
+			}
+			for ; next < t; next++ {
+				tgtU = append(tgtU, next)
+			}
+			next = t + 1
+			m.matched[s] = true
+			tgtM, srcM = append(tgtM, t), append(srcM, s)
+		}
+		for ; next < int32(n); next++ {
+			tgtU = append(tgtU, next)
+		}
+		return m.choose(ctx, p, rec, tgtM, srcM, tgtU)
+	}
 	pr, err := m.src.newProber(rec, m.plan.keyIdx, m.plan.nullSafe)
 	if err != nil {
 		return nil, err
 	}
-	var tgtM, srcM, tgtU []int32
 	for lo := 0; lo < n; lo += probeBatch {
 		b := pr.probe(lo, min(probeBatch, n-lo))
 		for j := 0; j < b.n; j++ {
@@ -335,6 +410,12 @@ func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch) (*record
 			tgtM, srcM = append(tgtM, int32(i)), append(srcM, s)
 		}
 	}
+	return m.choose(ctx, p, rec, tgtM, srcM, tgtU)
+}
+
+// choose applies the clauses to the matched target rows tgtM (with their source rows
+// srcM) and the unmatched ones tgtU of a record, filling in p.
+func (m *merger) choose(ctx context.Context, p *recordPlan, rec arrow.RecordBatch, tgtM, srcM, tgtU []int32) (*recordPlan, error) {
 	// WHEN MATCHED
 	if len(tgtM) > 0 && len(m.plan.matched) > 0 {
 		var choice []int

@@ -145,6 +145,9 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 		}
 		src.keyCols = append(src.keyCols, i)
 	}
+	if opts.Positions != nil {
+		return src, nil // the caller matched the rows: no index
+	}
 	if err := src.buildIndex(plan); err != nil {
 		src.release()
 		return nil, err
