@@ -110,3 +110,44 @@ func appendValue(b array.Builder, v any) error {
 	}
 	return nil
 }
+
+// appendFrom appends arr[i] to b: directly when they hold the same type, else through
+// colValue and appendValue (which convert, e.g. int32 to int64).
+func appendFrom(b array.Builder, arr arrow.Array, i int) error {
+	if arr.IsNull(i) {
+		b.AppendNull()
+		return nil
+	}
+	switch b := b.(type) {
+	case *array.StringBuilder:
+		if a, ok := arr.(*array.String); ok {
+			b.Append(a.Value(i))
+			return nil
+		}
+	case *array.Int64Builder:
+		if a, ok := arr.(*array.Int64); ok {
+			b.Append(a.Value(i))
+			return nil
+		}
+	case *array.Int32Builder:
+		if a, ok := arr.(*array.Int32); ok {
+			b.Append(a.Value(i))
+			return nil
+		}
+	case *array.BooleanBuilder:
+		if a, ok := arr.(*array.Boolean); ok {
+			b.Append(a.Value(i))
+			return nil
+		}
+	case *array.TimestampBuilder:
+		if a, ok := arr.(*array.Timestamp); ok && arrow.TypeEqual(a.DataType(), b.Type()) {
+			b.Append(a.Value(i))
+			return nil
+		}
+	}
+	v, err := colValue(arr, i)
+	if err != nil {
+		return err
+	}
+	return appendValue(b, v)
+}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -23,8 +24,11 @@ func isKeyIndex(keys []int, j int) bool {
 	return false
 }
 
-// apply writes the fold's changes as one MERGE on (keys, valid_from), with the batch txn.
-func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, changes []scdChange, sourceVersion int64, watermark *int64) (*delta.MergeResult, error) {
+// apply writes the fold's changes as one MERGE with the batch txn. The scan placed every
+// stored version, so the MERGE matches by position instead of joining on (keys,
+// valid_from): each change to a stored version is one source row matched with that
+// version's row; each new version is an unmatched source row, inserted.
+func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, batch *scdBatch, changes []scdChange, sourceVersion int64, watermark *int64) (*delta.MergeResult, error) {
 	fields := make([]arrow.Field, 0, len(l.data)+4)
 	for _, f := range l.data {
 		at, err := delta.ArrowType(f.Type)
@@ -44,25 +48,62 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 	fields = append(fields, arrow.Field{Name: scdActionColumn, Type: arrow.BinaryTypes.String})
 	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
 	defer b.Release()
+	for _, f := range b.Fields() {
+		f.Reserve(len(changes))
+	}
 	n := len(l.data)
-	for _, c := range changes {
+	pos := &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
+	for i, c := range changes {
+		if c.Old != nil {
+			if c.Old.at.file == "" {
+				return nil, fmt.Errorf("internal error: a %s of a stored version that the scan did not place", c.Kind)
+			}
+			fm := pos.Files[c.Old.at.file]
+			if fm == nil {
+				fm = &delta.FileMatches{}
+				pos.Files[c.Old.at.file] = fm
+			}
+			fm.Target, fm.Source = append(fm.Target, c.Old.at.row), append(fm.Source, int32(i))
+		}
 		v := c.New
 		if c.Kind == "delete" {
 			v = c.Old
 		}
-		for j, val := range v.Row {
-			if err := appendValue(b.Field(j), val); err != nil {
-				return nil, fmt.Errorf("column %s: %w", l.data[j].Name, err)
+		switch {
+		case c.Kind == "close": // only valid_to and is_current change
+			for j := range n {
+				b.Field(j).AppendNull()
 			}
-		}
-		if err := appendValue(b.Field(n), v.From); err != nil {
-			return nil, err
+			b.Field(n).AppendNull()
+		case c.quick:
+			r := batch.evRec[c.ev]
+			src, row, cols := batch.recs[r], int(batch.evRow[c.ev]), batch.cols[r]
+			for j := range n {
+				if err := appendFrom(b.Field(j), src.Column(cols[j]), row); err != nil {
+					return nil, fmt.Errorf("column %s: %w", l.data[j].Name, err)
+				}
+			}
+			if err := appendValue(b.Field(n), v.From); err != nil {
+				return nil, err
+			}
+		default:
+			for j, val := range v.Row {
+				if err := appendValue(b.Field(j), val); err != nil {
+					return nil, fmt.Errorf("column %s: %w", l.data[j].Name, err)
+				}
+			}
+			if err := appendValue(b.Field(n), v.From); err != nil {
+				return nil, err
+			}
 		}
 		if err := appendValue(b.Field(n+1), v.To); err != nil {
 			return nil, err
 		}
 		b.Field(n + 2).(*array.BooleanBuilder).Append(v.Current)
 		b.Field(n + 3).(*array.StringBuilder).Append(c.Kind)
+	}
+	for _, fm := range pos.Files {
+		sort.Sort(byTarget{fm})
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
@@ -71,17 +112,19 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 		on = append(on, l.data[k].Name)
 	}
 	on = append(on, l.from)
-	var tx *delta.Transaction
+	tx := dst.NewTransaction(snap, delta.TxOptions{})
 	if watermark != nil {
-		tx = dst.NewTransaction(snap, delta.TxOptions{})
 		tx.SetTxn(s.watermarkID(), *watermark)
 	}
 	return dst.Merge(ctx, delta.MergeOptions{
-		Source:   []arrow.RecordBatch{rec},
-		On:       on,
-		NullSafe: true,
+		Source:    []arrow.RecordBatch{rec},
+		On:        on,
+		NullSafe:  true,
+		Positions: pos,
 		WhenMatched: []delta.MergeClause{
 			{Cond: delta.Eq("source."+scdActionColumn, "delete"), Action: delta.MergeDelete},
+			{Cond: delta.Eq("source."+scdActionColumn, "close"), Action: delta.MergeUpdate,
+				Set: map[string]any{l.to: delta.Col("source." + l.to), l.curr: false}},
 			{Action: delta.MergeUpdate},
 		},
 		WhenNotMatched: []delta.MergeClause{
@@ -91,4 +134,14 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 		Tx:      tx,
 		Lineage: env.lineage(),
 	})
+}
+
+// byTarget sorts a file's matches by target row.
+type byTarget struct{ *delta.FileMatches }
+
+func (m byTarget) Len() int           { return len(m.Target) }
+func (m byTarget) Less(i, j int) bool { return m.Target[i] < m.Target[j] }
+func (m byTarget) Swap(i, j int) {
+	m.Target[i], m.Target[j] = m.Target[j], m.Target[i]
+	m.Source[i], m.Source[j] = m.Source[j], m.Source[i]
 }

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -131,11 +132,12 @@ func (b *scdBatch) addRows(seqs []int64, dels []bool) error {
 	return nil
 }
 
-// dropIndex frees the key index and the events, keeping the records.
+// dropIndex frees the key index and the events, keeping the records and where each
+// event is in them (quick inserts read their rows from there).
 func (b *scdBatch) dropIndex() {
 	b.keys, b.block = nil, keyindex.Block{}
 	b.head, b.count = nil, nil
-	b.evRec, b.evRow, b.evPrev, b.evSeq, b.evDel = nil, nil, nil, nil, nil
+	b.evPrev, b.evSeq, b.evDel = nil, nil, nil
 }
 
 // reserve makes room for n more events (and keys).
@@ -208,7 +210,7 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, seque
 	if n, ok := snap.NumRecords(); ok && n > int64(b.keys.Len()) {
 		b.reserve(int(n))
 	}
-	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: cols})
+	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: cols, ReadAhead: true})
 	if err != nil {
 		return err
 	}
@@ -427,6 +429,9 @@ func (l *scdLayout) dataIndex(name string) int {
 type scdKeyWork struct {
 	settled  bool         // the key's only event repeats its current row: nothing to do
 	versions []scdVersion // the key's stored versions (unless settled)
+	// quick: the key's only event changes tracked columns of its current row, after that
+	// row's valid_from, and no type 1 column (see quickChange).
+	quick bool
 }
 
 // dimColumns locates the SCD columns of a dimension record.
@@ -493,7 +498,9 @@ func (l *scdLayout) tombstoneAt(rec arrow.RecordBatch, d *dimColumns, i int) boo
 func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *int64) (work []scdKeyWork, missing []scdVersion, err error) {
 	l := b.l
 	work = make([]scdKeyWork, len(b.head))
-	opts := delta.ScanOptions{}
+	// FilesOnly: every row of a file read comes back, so each version knows its place
+	// (the MERGE matches rows by position).
+	opts := delta.ScanOptions{ReadAhead: true, FilesOnly: true}
 	if deleteAt == nil && len(l.spec.keys) == 1 && len(b.head) > 0 && len(b.head) <= 10_000 {
 		// A small batch reads only the files whose stats may hold its keys.
 		keys := make([]any, 0, len(b.head))
@@ -515,6 +522,11 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 	var synthetic int64
 	for sc.Next() {
 		rec := sc.RecordBatch()
+		file, first, ok := sc.Position()
+		if !ok {
+			return nil, nil, errors.New("the dimension scan lost the positions of its rows")
+		}
+		at := func(i int) dimRow { return dimRow{file: file.Path, row: first + int64(i)} }
 		d, err := l.dimColumns(rec)
 		if err != nil {
 			return nil, nil, err
@@ -538,6 +550,7 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 				if err != nil {
 					return nil, nil, err
 				}
+				v.at = at(i)
 				missing = append(missing, v)
 				continue
 			}
@@ -553,10 +566,58 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 			if err != nil {
 				return nil, nil, err
 			}
+			v.at = at(i)
 			w.versions = append(w.versions, v)
+			if current && b.quickChange(id, rec, d, i) {
+				w.quick = true
+			}
 		}
 	}
 	return work, missing, sc.Err()
+}
+
+// quickChange reports whether key id's events are one upsert that changes a tracked
+// column of the current dimension row i, after its valid_from, and no type 1 column:
+// if row i is the key's only version, the fold would close it at the event and add the
+// event as the new current version, which the stage then does without Go rows.
+func (b *scdBatch) quickChange(id int32, rec arrow.RecordBatch, d *dimColumns, i int) bool {
+	if b.count[id] != 1 {
+		return false
+	}
+	ev := b.head[id]
+	if b.evDel[ev] {
+		return false
+	}
+	from, ok := seqValue(d.from, i)
+	if !ok || b.evSeq[ev] <= from {
+		return false
+	}
+	l := b.l
+	if to, ok := seqValue(d.to, i); !ok || to != l.spec.end {
+		return false
+	}
+	if l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i) {
+		return false
+	}
+	src, row, cols := b.recs[b.evRec[ev]], int(b.evRow[ev]), b.cols[b.evRec[ev]]
+	same := func(j int) bool { return sameValue(src.Column(cols[j]), row, rec.Column(d.data[j]), i) }
+	for _, j := range l.spec.type1 {
+		if !same(j) {
+			return false
+		}
+	}
+	for _, j := range l.spec.tracked {
+		if !same(j) {
+			return true
+		}
+	}
+	return false
+}
+
+// quickInsert reports whether key id is new to the dimension (no stored version) with
+// one upsert event: the fold would insert the event as the key's current version.
+func (b *scdBatch) quickInsert(id int32, w *scdKeyWork) bool {
+	return len(w.versions) == 0 && b.count[id] == 1 && !b.evDel[b.head[id]]
 }
 
 // repeats reports whether key id's events are one upsert that repeats the current

@@ -357,3 +357,108 @@ func TestSCD2FoldIndependentOfCores(t *testing.T) {
 		t.Fatalf("4 cores and 1 core give different dimensions: %d vs %d rows", len(many), len(one))
 	}
 }
+
+// The quick path (a new key, or a tracked change of a key's only version) gives exactly
+// what the fold gives: dimension rows with their surrogate keys, and change feed.
+func TestSCD2QuickPathMatchesFold(t *testing.T) {
+	run := func(quick bool) (dim []string, feed []string) {
+		defer func(was bool) { quickPath = was }(quickPath)
+		quickPath = quick
+		staging, dimTbl := customerTables(t)
+		clock := &testClock{t: d1}
+		env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dimTbl)
+		cfg := scd2Config()
+		cfg.SourceChanges, cfg.Deletes, cfg.Type1 = false, "close", []string{"name"}
+		stage := NewSCD2Merge("merge", cfg)
+		cities := []any{"Seattle", "Portland", nil}
+		for batch := range 4 {
+			clock.t = d1.Add(time.Duration(batch) * 24 * time.Hour)
+			var rows [][]any
+			for i := range 300 + 50*batch {
+				if (i+batch)%11 == 0 {
+					continue // missing from the snapshot: closed
+				}
+				name := "name"
+				if batch == 3 && i%5 == 0 {
+					name = "renamed" // a type 1 change: folded
+				}
+				at := clock.t
+				if batch == 2 && i%13 == 0 {
+					at = at.Add(-36 * time.Hour) // before the current version: folded
+				}
+				rows = append(rows, []any{fmt.Sprintf("C%04d", i), name, cities[(i*(batch+1))%len(cities)], at})
+			}
+			writeRows(t, env, staging, true, rows...)
+			runStage(t, stage, env)
+		}
+		tbl, err := env.openTable(t.Context(), dimTbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := tbl.Snapshot(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for v := int64(1); v <= snap.Version(); v++ {
+			feed = append(feed, changeRows(t, tbl, v)...)
+		}
+		return tableRows(t, env, dimTbl, "customer_sk", "customer_id", "name", "city", "valid_from", "valid_to", "is_current"), feed
+	}
+	dimQuick, feedQuick := run(true)
+	dimFold, feedFold := run(false)
+	if len(dimQuick) < 1000 || len(feedQuick) < 1000 {
+		t.Fatalf("only %d dimension rows and %d change rows", len(dimQuick), len(feedQuick))
+	}
+	for _, c := range []struct {
+		what        string
+		quick, fold []string
+	}{{"dimension", dimQuick, dimFold}, {"change feed", feedQuick, feedFold}} {
+		if i := firstDifference(c.quick, c.fold); i >= 0 {
+			t.Errorf("%s: the quick path gives %d rows, the fold %d; first difference at row %d:\n  quick %s\n  fold  %s",
+				c.what, len(c.quick), len(c.fold), i, at(c.quick, i), at(c.fold, i))
+		}
+	}
+}
+
+// firstDifference is the first index where a and b differ, or -1.
+func firstDifference(a, b []string) int {
+	for i := range max(len(a), len(b)) {
+		if at(a, i) != at(b, i) {
+			return i
+		}
+	}
+	return -1
+}
+
+func at(rows []string, i int) string {
+	if i < len(rows) {
+		return rows[i]
+	}
+	return "(none)"
+}
+
+// changeRows renders the change feed rows of version v of tbl, sorted.
+func changeRows(t *testing.T, tbl *delta.Table, v int64) []string {
+	t.Helper()
+	rd, err := tbl.Changes(t.Context(), delta.ChangesOptions{StartVersion: &v, EndVersion: &v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Release()
+	var out []string
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		for r := range int(rec.NumRows()) {
+			parts := make([]string, rec.NumCols())
+			for c := range parts {
+				parts[c] = rec.Column(c).ValueStr(r)
+			}
+			out = append(out, strings.Join(parts, "|"))
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}

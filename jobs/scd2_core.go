@@ -47,6 +47,13 @@ type scdVersion struct {
 	Current   bool
 	Row       []any // data columns, in dimension order
 	Tombstone bool  // a deletion marker (deletes: tombstone): non-key columns null
+	at        dimRow
+}
+
+// dimRow is where a stored version is: its data file and its index there.
+type dimRow struct {
+	file string // Add.Path; "" for a version not read from the dimension
+	row  int64
 }
 
 // scdSpec says which data columns are keys, tracked (a change makes a new version) and
@@ -61,9 +68,13 @@ type scdSpec struct {
 
 // scdChange is what the fold decided for one dimension row.
 type scdChange struct {
-	Kind string // insert, update, delete
+	Kind string // insert, update, delete; or close (the quick path, scd2.go)
 	Old  *scdVersion
 	New  *scdVersion
+	// A quick insert takes its data columns from batch event ev, not from New.Row; a
+	// quick close sets Old's valid_to to New.To and leaves the rest of the row as it is.
+	quick bool
+	ev    int32
 }
 
 // DuplicateSequenceError reports two different events for one key at one sequence in a
