@@ -39,6 +39,7 @@ type scdBatch struct {
 	evRec, evRow, evPrev []int32
 	evSeq                []int64
 	evDel                []bool
+	expect               int // events expected (reserve), to size the key arena
 }
 
 func newSCDBatch(l *scdLayout) *scdBatch {
@@ -114,6 +115,10 @@ func (b *scdBatch) addRows(seqs []int64, dels []bool) error {
 		}
 		kb.End()
 	}
+	if len(seqs) > 0 && b.expect > len(seqs) && len(b.evSeq) == 0 {
+		// The first block tells the keys' length: make room for all of them at once.
+		b.keys.Grow(len(kb.Buf) / len(seqs) * (b.expect + b.expect/8))
+	}
 	b.keys.AddBlock(kb)
 	for i, id := range kb.IDs {
 		if int(id) == len(b.head) {
@@ -144,7 +149,10 @@ func (b *scdBatch) dropIndex() {
 func (b *scdBatch) reserve(n int) {
 	if b.keys.Len() == 0 {
 		b.keys = keyindex.New(n)
+		b.expect = n
 	}
+	b.head = slices.Grow(b.head, n)
+	b.count = slices.Grow(b.count, n)
 	b.evRec = slices.Grow(b.evRec, n)
 	b.evRow = slices.Grow(b.evRow, n)
 	b.evPrev = slices.Grow(b.evPrev, n)

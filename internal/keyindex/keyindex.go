@@ -28,6 +28,9 @@ func New(capacity int) *Index {
 	return &Index{seed: maphash.MakeSeed(), slots: make([]slot, n), ends: make([]int, 0, capacity)}
 }
 
+// Grow makes room for n more bytes of new keys, so that adding them copies nothing.
+func (x *Index) Grow(n int) { x.arena = slices.Grow(x.arena, n) }
+
 // Len is the number of keys.
 func (x *Index) Len() int { return len(x.ends) }
 

@@ -148,3 +148,22 @@ func BenchmarkIndex(b *testing.B) {
 		}
 	})
 }
+
+// After Grow(n), adding up to n bytes of keys does not move the arena (no copies).
+func TestGrowMakesRoom(t *testing.T) {
+	x := New(0)
+	x.Add([]byte("first"))
+	x.Grow(100 * 8)
+	before := cap(x.arena)
+	for i := range 100 {
+		if id, added := x.Add(fmt.Appendf(nil, "key%05d", i)); !added || id != int32(i+1) {
+			t.Fatalf("Add(key%05d) = %d, %v", i, id, added)
+		}
+	}
+	if cap(x.arena) != before || before < 5+800 {
+		t.Errorf("arena capacity %d after adding 800 bytes, %d after Grow", cap(x.arena), before)
+	}
+	if id, ok := x.Lookup([]byte("key00042")); !ok || id != 43 {
+		t.Errorf("Lookup(key00042) = %d, %v", id, ok)
+	}
+}
