@@ -135,7 +135,7 @@ func (w *rewriter) abort() {
 // (valid only during the call).
 func scanFile(ctx context.Context, snap *Snapshot, a *Add, fn func(rec arrow.RecordBatch) error) error {
 	t := snap.Table()
-	sc, err := Scan(ctx, t.Store(), t.Root(), snap.Schema(), snap.PartitionColumns(), []*Add{a}, ScanOptions{ReadAhead: true})
+	sc, err := Scan(ctx, t.Store(), t.Root(), snap.Schema(), snap.PartitionColumns(), []*Add{a}, ScanOptions{})
 	if err != nil {
 		return err
 	}
