@@ -37,10 +37,11 @@ const (
 	// smallObject and below: read into memory and sent as one PUT that minio-go can
 	// rewind and retry; it also bounds what an unknown-size Put buffers before it
 	// switches to a multipart upload.
-	smallObject = 16 << 20
+	smallObject = 8 << 20
 	// partSize for multipart uploads of unknown or unseekable streams: memory held per
-	// upload, and with 10,000 parts at most, a 320 GiB object.
-	partSize = 32 << 20
+	// upload (the ingest writes a file per core at once), and with 10,000 parts at most,
+	// a 160 GiB object of unknown size (a known size gets larger parts as needed).
+	partSize = 16 << 20
 )
 
 func (s *Store) name(key string) string { return s.prefix + key }
@@ -126,7 +127,7 @@ func (s *Store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	return objectstore.ObjectInfo{Key: key, Size: info.Size, ModTime: info.LastModified}, nil
 }
 
-// Put uploads the object, replacing any previous one. Objects up to 16 MiB (and
+// Put uploads the object, replacing any previous one. Objects up to 8 MiB (and
 // unknown-size streams that turn out that small) go as one retryable PUT; larger ones
 // as a multipart upload, which S3 publishes only when complete.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) error {
