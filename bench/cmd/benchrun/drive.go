@@ -341,8 +341,14 @@ func (d *driver) ingest(ctx context.Context) error {
 	naive := d.ours(ctx, c, "arrow-go csv → pqarrow, no log", clean, "ingest-arrowgo", csvDir, o)
 	o, clean = out("deltars")
 	drs := d.peer(ctx, c, "delta-rs: pyarrow csv → write_deltalake", clean, "ingest-deltars", csvDir, o)
-	setMBps(size, duck, ours, naive, drs)
-	relate(duck, duck, ours, naive, drs)
+	rows := []*row{duck, ours, naive, drs}
+	if d.cfg.ingestS3 != "" {
+		// One run (nil prep), into a new table under the given prefix.
+		target := fmt.Sprintf("%s/ingest-%d", strings.TrimSuffix(d.cfg.ingestS3, "/"), time.Now().UnixNano())
+		rows = append(rows, d.ours(ctx, c, "ours: ingest stage → Delta on S3", nil, "ingest-ours", csvDir, target))
+	}
+	setMBps(size, rows...)
+	relate(duck, rows...)
 	return os.RemoveAll(dir)
 }
 

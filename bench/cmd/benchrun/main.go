@@ -43,6 +43,7 @@ type config struct {
 	ingestRows, mergeRows, mergeFiles  int
 	mergeChanges, cdfRows, scd2Rows    int
 	work, out, python, note, benchtime string
+	ingestS3                           string
 	keep                               bool
 	caseTimeout                        time.Duration
 	repeat                             int
@@ -61,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.StringVar(&c.size, "size", "small", "preset sizes: small (minutes on 2 cores) or full (the issues' sizes)")
 	fl.StringVar(&c.cases, "cases", "ingest,merge,cdf,scd2,gobench", "comma-separated cases to run")
 	fl.IntVar(&c.ingestRows, "ingest-rows", 0, "CSV rows for the ingest case (default: small 2,000,000, full 10,000,000)")
+	fl.StringVar(&c.ingestS3, "ingest-s3", "", "also run our ingest into this S3 location (s3://bucket/prefix; endpoint and credentials from the AWS_* environment, e.g. a local MinIO), to measure it on S3")
 	fl.IntVar(&c.mergeRows, "merge-rows", 0, "target rows for the MERGE case (default 1,000,000)")
 	fl.IntVar(&c.mergeFiles, "merge-files", 100, "files of the MERGE target")
 	fl.IntVar(&c.mergeChanges, "merge-changes", 0, "changed rows for the MERGE case (default 100,000)")

@@ -22,6 +22,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
+	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 )
 
 // measurement is what a worker process reports on its last stdout line (JSON); the
@@ -96,14 +97,14 @@ func newEnv(warehouse objectstore.Store, tables ...*jobs.Table) *jobs.Env {
 	}
 }
 
-// ingestOurs runs the ingest stage: args csvDir outDir.
+// ingestOurs runs the ingest stage: args csvDir outDir (a directory, or an s3:// URL).
 func ingestOurs(ctx context.Context, args []string) (measurement, error) {
 	csvDir, out := args[0], args[1]
 	decl, err := ingestTable()
 	if err != nil {
 		return measurement{}, err
 	}
-	wh, err := fs.New(fs.Config{Dir: out})
+	wh, err := storeurl.Open(ctx, out, storeurl.Options{}) // a directory, or s3:// (-ingest-s3)
 	if err != nil {
 		return measurement{}, err
 	}
