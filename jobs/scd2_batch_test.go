@@ -359,12 +359,15 @@ func TestSCD2FoldIndependentOfCores(t *testing.T) {
 }
 
 // The quick path (a new key, or a tracked change of a key's only version) gives exactly
-// what the fold gives: dimension rows with their surrogate keys, and change feed.
+// what the fold gives: dimension rows with their surrogate keys, and change feed; and a
+// dimension partitioned by the tracked column (many files, rows matched by position in
+// each) ends up with the same rows.
 func TestSCD2QuickPathMatchesFold(t *testing.T) {
-	run := func(quick bool) (dim []string, feed []string) {
+	run := func(quick bool, partitionBy ...string) (dim []string, feed []string) {
 		defer func(was bool) { quickPath = was }(quickPath)
 		quickPath = quick
 		staging, dimTbl := customerTables(t)
+		dimTbl.PartitionBy = partitionBy
 		clock := &testClock{t: d1}
 		env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dimTbl)
 		cfg := scd2Config()
@@ -399,6 +402,9 @@ func TestSCD2QuickPathMatchesFold(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(partitionBy) > 0 && len(snap.Files()) < 3 {
+			t.Fatalf("the partitioned dimension has %d files", len(snap.Files()))
+		}
 		for v := int64(1); v <= snap.Version(); v++ {
 			feed = append(feed, changeRows(t, tbl, v)...)
 		}
@@ -406,16 +412,17 @@ func TestSCD2QuickPathMatchesFold(t *testing.T) {
 	}
 	dimQuick, feedQuick := run(true)
 	dimFold, feedFold := run(false)
+	dimParts, _ := run(true, "city")
 	if len(dimQuick) < 1000 || len(feedQuick) < 1000 {
 		t.Fatalf("only %d dimension rows and %d change rows", len(dimQuick), len(feedQuick))
 	}
 	for _, c := range []struct {
-		what        string
-		quick, fold []string
-	}{{"dimension", dimQuick, dimFold}, {"change feed", feedQuick, feedFold}} {
-		if i := firstDifference(c.quick, c.fold); i >= 0 {
-			t.Errorf("%s: the quick path gives %d rows, the fold %d; first difference at row %d:\n  quick %s\n  fold  %s",
-				c.what, len(c.quick), len(c.fold), i, at(c.quick, i), at(c.fold, i))
+		what   string
+		got, w []string
+	}{{"fold: dimension", dimFold, dimQuick}, {"fold: change feed", feedFold, feedQuick}, {"partitioned: dimension", dimParts, dimQuick}} {
+		if i := firstDifference(c.got, c.w); i >= 0 {
+			t.Errorf("%s has %d rows, the quick path unpartitioned %d; first difference at row %d:\n  %s\n  %s",
+				c.what, len(c.got), len(c.w), i, at(c.got, i), at(c.w, i))
 		}
 	}
 }
