@@ -418,7 +418,19 @@ func (d *driver) scd2(ctx context.Context) error {
 		return err
 	}
 	drs := d.peer(ctx, c, "delta-rs MERGE (staged union)", nil, "scd2-deltars", dir)
-	ours := d.ours(ctx, c, "ours: scd2_merge stage", nil, "scd2-ours", dir, strconv.Itoa(n+n/100))
+	// Our run changes the dimension: with -repeat, each run starts from a copy of it as
+	// set up, like DuckDB's, which only reads it.
+	wh, setup := filepath.Join(dir, "wh"), filepath.Join(dir, "wh.setup")
+	if err := copyDir(wh, setup); err != nil {
+		return err
+	}
+	restore := func() error {
+		if err := os.RemoveAll(wh); err != nil {
+			return err
+		}
+		return copyDir(setup, wh)
+	}
+	ours := d.ours(ctx, c, "ours: scd2_merge stage", restore, "scd2-ours", dir, strconv.Itoa(n+n/100))
 	relate(duck, duck, drs, ours)
 	return os.RemoveAll(dir)
 }

@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.IntVar(&c.scd2Rows, "scd2-rows", 0, "dimension rows for the SCD2 case (default: small 50,000, full 1,000,000)")
 	fl.StringVar(&c.work, "work", "", "directory for generated data (default: a new temporary directory, removed afterwards)")
 	fl.BoolVar(&c.keep, "keep", false, "keep the work directory")
-	fl.IntVar(&c.repeat, "repeat", 1, "run each engine up to this many times and keep the fastest (runs over 30 s, and the SCD2 runs, are not repeated)")
+	fl.IntVar(&c.repeat, "repeat", 1, "run each engine up to this many times and keep the fastest (runs over 30 s, and delta-rs's SCD2 MERGE, are not repeated)")
 	fl.DurationVar(&c.caseTimeout, "case-timeout", 20*time.Minute, "stop an engine's run after this long and report it as not finished")
 	fl.StringVar(&c.out, "out", "", "results directory (default: bench/results in the repository)")
 	fl.StringVar(&c.python, "python", "", "Python with the pinned peers (default: the interop virtualenv built from interop/requirements.txt, as scripts/test.sh does)")

@@ -283,7 +283,8 @@ func cdfScan(ctx context.Context, args []string) (measurement, error) {
 	return measurement{Seconds: time.Since(start).Seconds(), Rows: rows}, nil
 }
 
-// copyDir copies a directory tree (a table, so each engine gets its own copy).
+// copyDir copies a directory tree (a table, so each engine gets its own copy), with the
+// files' modification times (a Delta commit's timestamp on local disk).
 func copyDir(src, dst string) error {
 	return filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
 		if err != nil {
@@ -307,6 +308,9 @@ func copyDir(src, dst string) error {
 			out.Close()
 			return err
 		}
-		return out.Close()
+		if err := out.Close(); err != nil {
+			return err
+		}
+		return os.Chtimes(target, info.ModTime(), info.ModTime())
 	})
 }
