@@ -39,7 +39,9 @@ func (s *SCD1Merge) AppID() string { return "scd1_merge:" + s.cfg.Target + ":" +
 
 // Run implements Stage.
 func (s *SCD1Merge) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	return timed(s.Kind(), s.name, func() (Result, error) {
+		return mergeAgainOnConflict(ctx, func() (Result, error) { return s.run(ctx, env) })
+	})
 }
 
 // layout: every target column but identity columns is data; keys index into it.
@@ -133,7 +135,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 			upserts = append(upserts, e.row)
 		}
 	}
-	mr, err := s.apply(ctx, env, dst, l, upserts, deletes, latest)
+	mr, err := s.apply(ctx, env, dst, dstSnap, l, upserts, deletes, latest)
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
 	}
@@ -197,7 +199,9 @@ func (s *SCD1Merge) storedRows(ctx context.Context, snap *delta.Snapshot, l *scd
 }
 
 // apply writes the upserts and deletes as one MERGE on the keys with the batch txn.
-func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, l *scdLayout, upserts, deletes [][]any, sourceVersion int64) (*delta.MergeResult, error) {
+// The MERGE reads snap, the version the upserts and deletes were decided on (a commit
+// in between makes it conflict; Run merges again).
+func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, upserts, deletes [][]any, sourceVersion int64) (*delta.MergeResult, error) {
 	fields := make([]arrow.Field, 0, len(l.data)+1)
 	for _, f := range l.data {
 		at, err := delta.ArrowType(f.Type)
@@ -240,6 +244,7 @@ func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, l *sc
 			{Cond: delta.Ne("source."+scdActionColumn, "delete"), Action: delta.MergeInsert},
 		},
 		Txn:     &delta.Txn{AppID: s.AppID(), Version: sourceVersion},
+		Tx:      dst.NewTransaction(snap, delta.TxOptions{}),
 		Lineage: env.lineage(),
 	})
 }

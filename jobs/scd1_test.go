@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,4 +96,44 @@ func TestSCD1CrashAtEveryOperation(t *testing.T) {
 
 func scd1Stage(src, dst *Table) *SCD1Merge {
 	return NewSCD1Merge("accounts", &SCD1Config{Source: src.Name, SourceChanges: true, Target: dst.Name, Keys: []string{"id"}, SequenceBy: "updated_at", Deletes: "delete"})
+}
+
+// Two runs of one SCD1 merge at once (a retried task, say): the second run commits
+// while the first reads the source; the first run's commit then conflicts, it merges
+// again, finds the batch merged and writes nothing, so the change feed shows each change
+// once.
+func TestSCD1ConcurrentRunsMergeOnce(t *testing.T) {
+	src, dst := scd1Tables(t)
+	clock := &testClock{t: d1}
+	inner := mem.New(mem.Config{Now: clock.Now})
+	store := &interposer{Store: inner, prefix: src.Path + "/part-", onGet: true}
+	env := newTestEnv(store, clock, src, dst)
+	cfg := &SCD1Config{Source: src.Name, SourceChanges: true, Target: dst.Name, Keys: []string{"id"}, SequenceBy: "updated_at", Deletes: "delete"}
+	stage := NewSCD1Merge("accounts", cfg)
+	appendRows(t, env, src, []any{"A1", "ann", d1}, []any{"A2", "bob", d1})
+	runStage(t, stage, env)
+
+	clock.Advance(24 * time.Hour)
+	appendRows(t, env, src, []any{"A1", "anna", d2}, []any{"A3", "cy", d2})
+	other := newTestEnv(inner, clock, src, dst)
+	store.hook = func() { runStage(t, NewSCD1Merge("accounts", cfg), other) }
+	before := tableVersion(t, env, dst)
+	res := runStage(t, stage, env)
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "merged again after 1 concurrent commits") }) {
+		t.Errorf("notes %q do not say the merge ran again", res.Notes)
+	}
+	if got := tableVersion(t, env, dst); got != before+1 {
+		t.Errorf("two runs of one batch moved the table from version %d to %d; want one commit", before, got)
+	}
+	if got, want := tableRows(t, env, dst, "id", "owner"), []string{"A1|anna", "A2|bob", "A3|cy"}; !slices.Equal(got, want) {
+		t.Fatalf("rows:\n%s", diff(got, want))
+	}
+	tbl, err := env.openTable(t.Context(), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := changeRows(t, tbl, before+1)
+	if len(feed) != 3 { // A1 update_preimage and update_postimage, A3 insert
+		t.Errorf("change feed of the merge:\n%s", strings.Join(feed, "\n"))
+	}
 }

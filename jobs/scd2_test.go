@@ -224,19 +224,34 @@ func TestSCD2CrashAtEveryOperation(t *testing.T) {
 }
 
 // interposer runs hook (once it is set) before the first Put of a key with the given
-// prefix.
+// prefix (with onGet, before the first Get or GetRange).
 type interposer struct {
 	objectstore.Store
 	prefix string
+	onGet  bool
 	once   sync.Once
 	hook   func()
 }
 
-func (s *interposer) Put(ctx context.Context, key string, r io.Reader, size int64) error {
-	if s.hook != nil && strings.HasPrefix(key, s.prefix) {
+func (s *interposer) at(key string, get bool) {
+	if s.hook != nil && get == s.onGet && strings.HasPrefix(key, s.prefix) {
 		s.once.Do(s.hook)
 	}
+}
+
+func (s *interposer) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	s.at(key, false)
 	return s.Store.Put(ctx, key, r, size)
+}
+
+func (s *interposer) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	s.at(key, true)
+	return s.Store.Get(ctx, key)
+}
+
+func (s *interposer) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	s.at(key, true)
+	return s.Store.(objectstore.RangeGetter).GetRange(ctx, key, offset, length)
 }
 
 // A writer that commits to the dimension while the merge is writing makes the merge's
