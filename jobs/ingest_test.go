@@ -188,3 +188,50 @@ func TestIngestUpsertCorrectionsAndDeletes(t *testing.T) {
 		t.Fatalf("rerun wrote %+v", res.VersionsWritten)
 	}
 }
+
+// Two runs of one upsert ingest at once: the second run loads a file while the first is
+// reading it; the first run's commit of that file then conflicts, and it runs again and
+// finds every file loaded. Each file is committed once.
+func TestIngestUpsertConcurrentRunsLoadOnce(t *testing.T) {
+	sales := salesTable(t)
+	warehouse := mem.New(mem.Config{})
+	env, landing := ingestEnv(t, warehouse, sales)
+	putFile(t, landing, "sales/2026-01-14.csv", "id,qty,amount,sold_at,op\nT1,2,23.80,2026-01-14T09:12:00Z,\n")
+	putFile(t, landing, "sales/2026-01-15.csv", "id,qty,amount,sold_at,op\nT1,3,35.70,2026-01-14T09:12:00Z,U\nT2,1,9.95,2026-01-15T11:05:00Z,\n")
+	cfg := &IngestConfig{Source: "/landing/sales/*.csv", Target: sales.Name, Mode: "upsert", Keys: []string{"id"}, DeleteWhen: "op = 'D'"}
+	spy := &interposer{Store: landing, prefix: "sales/2026-01-15.csv", onGet: true}
+	env.OpenLocation = func(ctx context.Context, loc string) (objectstore.Store, string, error) {
+		return spy, strings.TrimPrefix(strings.TrimPrefix(loc, "/landing"), "/"), nil
+	}
+	other, _ := ingestEnv(t, warehouse, sales)
+	other.OpenLocation = func(ctx context.Context, loc string) (objectstore.Store, string, error) {
+		return landing, strings.TrimPrefix(strings.TrimPrefix(loc, "/landing"), "/"), nil
+	}
+	spy.hook = func() {
+		if res := runStage(t, NewIngest("ingest", cfg), other); len(res.VersionsWritten) != 1 {
+			t.Errorf("the concurrent run wrote %v; want the second file's commit", res.VersionsWritten)
+		}
+	}
+	res := runStage(t, NewIngest("ingest", cfg), env)
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "ran again after 1 concurrent commits") }) {
+		t.Errorf("notes %q do not say the ingest ran again", res.Notes)
+	}
+	if got, want := tableRows(t, env, sales, "id", "qty"), []string{"T1|3", "T2|1"}; !slices.Equal(got, want) {
+		t.Fatalf("rows:\n%s", diff(got, want))
+	}
+	tbl, err := env.openTable(t.Context(), sales)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var updates int
+	for v := range tableVersion(t, env, sales) + 1 {
+		for _, r := range changeRows(t, tbl, v) {
+			if strings.Contains(r, "update_postimage") {
+				updates++
+			}
+		}
+	}
+	if updates != 1 {
+		t.Errorf("the change feed shows T1's correction %d times, want once", updates)
+	}
+}

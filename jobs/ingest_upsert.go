@@ -25,9 +25,15 @@ func (s *Ingest) upsertFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 		extra = predicateColumns(p)
 	}
 	for _, f := range files {
+		// Each file is merged on the version read here: loaded meanwhile (by a concurrent
+		// run), it is skipped; loaded later, the commit conflicts (and Run runs again).
 		snap, err := tbl.Snapshot(ctx)
 		if err != nil {
 			return err
+		}
+		if v, ok := snap.TxnVersion(f.ID); ok && (!isURL(f.Name) || v == f.Version) {
+			res.Notes = append(res.Notes, f.Name+": already loaded")
+			continue
 		}
 		var recs []arrow.RecordBatch
 		release := func() {
@@ -57,6 +63,7 @@ func (s *Ingest) upsertFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 			WhenMatched:    []delta.MergeClause{{Action: delta.MergeUpdate}},
 			WhenNotMatched: []delta.MergeClause{{Action: delta.MergeInsert}},
 			Txn:            &delta.Txn{AppID: f.ID, Version: f.Version},
+			Tx:             tbl.NewTransaction(snap, delta.TxOptions{}),
 			Lineage:        lineage,
 		}
 		if deleteWhen != nil {

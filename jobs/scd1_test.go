@@ -119,7 +119,7 @@ func TestSCD1ConcurrentRunsMergeOnce(t *testing.T) {
 	store.hook = func() { runStage(t, NewSCD1Merge("accounts", cfg), other) }
 	before := tableVersion(t, env, dst)
 	res := runStage(t, stage, env)
-	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "merged again after 1 concurrent commits") }) {
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "ran again after 1 concurrent commits") }) {
 		t.Errorf("notes %q do not say the merge ran again", res.Notes)
 	}
 	if got := tableVersion(t, env, dst); got != before+1 {

@@ -54,31 +54,8 @@ func (s *SCD2Merge) watermarkID() string { return s.AppID() + "#max_sequence" }
 // Run implements Stage; see mergeAgainOnConflict.
 func (s *SCD2Merge) Run(ctx context.Context, env *Env) (Result, error) {
 	return timed(s.Kind(), s.name, func() (Result, error) {
-		return mergeAgainOnConflict(ctx, func() (Result, error) { return s.run(ctx, env) })
+		return runAgainOnConflict(ctx, func() (Result, error) { return s.run(ctx, env) })
 	})
-}
-
-// scdAttempts bounds the runs of a merge whose commit keeps losing to concurrent
-// commits on its target.
-const scdAttempts = 3
-
-// mergeAgainOnConflict runs a merge stage (scd1_merge, scd2_merge). A merge works on
-// the target's snapshot it read first; when another writer commits to the target
-// before the merge does, the commit fails with a *delta.ConflictError and the merge
-// runs again on the new snapshot (at most scdAttempts runs in all); the result's notes
-// say so. (A rerun after a commit of the same batch finds it merged: its txn.)
-func mergeAgainOnConflict(ctx context.Context, run func() (Result, error)) (Result, error) {
-	for attempt := 1; ; attempt++ {
-		res, err := run()
-		var ce *delta.ConflictError
-		if err != nil && errors.As(err, &ce) && attempt < scdAttempts && ctx.Err() == nil {
-			continue
-		}
-		if attempt > 1 {
-			res.Notes = append(res.Notes, fmt.Sprintf("merged again after %d concurrent commits to the target", attempt-1))
-		}
-		return res, err
-	}
 }
 
 // scdLayout locates the dimension's columns.

@@ -281,7 +281,7 @@ func TestSCD2RetriesAfterConcurrentCommit(t *testing.T) {
 	if !fired {
 		t.Fatal("the concurrent writer never ran")
 	}
-	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "merged again after 1 concurrent commits") }) {
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "ran again after 1 concurrent commits") }) {
 		t.Errorf("notes %q do not say the merge ran again", res.Notes)
 	}
 	want := []string{

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -97,4 +98,28 @@ func timed(kind Kind, name string, run func() (Result, error)) (Result, error) {
 		return res, fmt.Errorf("%s %s: %w", kind, name, err)
 	}
 	return res, nil
+}
+
+// conflictAttempts bounds the runs of a stage whose commit keeps losing to concurrent
+// commits on its target.
+const conflictAttempts = 3
+
+// runAgainOnConflict runs a stage that writes one target (ingest, scd1_merge,
+// scd2_merge). Such a stage works on the target version it read first; when another
+// writer commits to the target before the stage does, the commit fails with a
+// *delta.ConflictError and the stage runs again on the new version (at most
+// conflictAttempts runs in all); the result's notes say so. A second run of the same
+// work then finds it done: its txn.
+func runAgainOnConflict(ctx context.Context, run func() (Result, error)) (Result, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := run()
+		var ce *delta.ConflictError
+		if err != nil && errors.As(err, &ce) && attempt < conflictAttempts && ctx.Err() == nil {
+			continue
+		}
+		if attempt > 1 {
+			res.Notes = append(res.Notes, fmt.Sprintf("ran again after %d concurrent commits to the target", attempt-1))
+		}
+		return res, err
+	}
 }
