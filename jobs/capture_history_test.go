@@ -167,3 +167,24 @@ func TestCaptureHistoryErrors(t *testing.T) {
 		}
 	})
 }
+
+// Two runs of one capture at once: the second commits while the first reads the change
+// feed; the first run's commit conflicts, it runs again and finds nothing new, so every
+// change is captured once.
+func TestCaptureHistoryConcurrentRunsCaptureOnce(t *testing.T) {
+	clock := &testClock{t: t0}
+	src, dst := historyTables(t)
+	inner := mem.New(mem.Config{Now: clock.Now})
+	spy := &interposer{Store: inner, prefix: src.Path + "/part-", onGet: true}
+	env := newTestEnv(spy, clock, src, dst)
+	cfg := &CaptureHistoryConfig{Source: src.Name, Target: dst.Name}
+	appendRows(t, newTestEnv(inner, clock, src), src, []any{"T1", 10}, []any{"T2", 20})
+	spy.hook = func() { runStage(t, NewCaptureHistory("capture", cfg), newTestEnv(inner, clock, src, dst)) }
+	res := runStage(t, NewCaptureHistory("capture", cfg), env)
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "ran again after 1 concurrent commits") }) {
+		t.Errorf("notes %q do not say the capture ran again", res.Notes)
+	}
+	if got, want := tableRows(t, env, dst, "id", "amount", "_change_type", "_commit_version"), []string{"T1|10|insert|1", "T2|20|insert|1"}; !slices.Equal(got, want) {
+		t.Fatalf("history:\n%s", diff(got, want))
+	}
+}

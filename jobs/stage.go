@@ -104,8 +104,8 @@ func timed(kind Kind, name string, run func() (Result, error)) (Result, error) {
 // commits on its target.
 const conflictAttempts = 3
 
-// runAgainOnConflict runs a stage that writes one target (ingest, scd1_merge,
-// scd2_merge). Such a stage works on the target version it read first; when another
+// runAgainOnConflict runs a stage that writes one target (ingest, capture_history,
+// scd1_merge, scd2_merge). Such a stage works on the target version it read first; when another
 // writer commits to the target before the stage does, the commit fails with a
 // *delta.ConflictError and the stage runs again on the new version (at most
 // conflictAttempts runs in all); the result's notes say so. A second run of the same
