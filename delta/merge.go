@@ -104,10 +104,6 @@ type MergePositions struct {
 	// Files maps the path (Add.Path) of each target file with a matched row to its
 	// matches; any other file holds none.
 	Files map[string]*FileMatches
-	// Records, when set, returns the rows of a target file the caller still holds (every
-	// row, in file order, in the snapshot's schema, as a scan returns them), or nil to have
-	// the file read. The merge does not release them.
-	Records func(path string) []arrow.RecordBatch
 }
 
 // FileMatches pairs rows of one target file with source rows: target row Target[i] (its

@@ -302,7 +302,6 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 	}
 	var fm *FileMatches
 	var first int64 // index in the file of rec's first row
-	read := func(fn func(arrow.RecordBatch) error) error { return scanFile(ctx, m.snap, a, fn) }
 	if m.pos != nil {
 		fm = m.pos.Files[a.Path]
 		if len(fm.Source) != len(fm.Target) {
@@ -313,20 +312,8 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 				return false, fmt.Errorf("%w: MergePositions for %s lists target row %d twice or out of order", ErrMultipleSourceRowsMatched, a.Path, fm.Target[i])
 			}
 		}
-		if m.pos.Records != nil {
-			if recs := m.pos.Records(a.Path); recs != nil {
-				read = func(fn func(arrow.RecordBatch) error) error {
-					for _, r := range recs {
-						if err := fn(r); err != nil {
-							return err
-						}
-					}
-					return nil
-				}
-			}
-		}
 	}
-	err := read(func(rec arrow.RecordBatch) error {
+	err := scanFile(ctx, m.snap, a, func(rec arrow.RecordBatch) error {
 		p, err := m.planRecord(ctx, rec, fm, first)
 		first += rec.NumRows()
 		if err != nil {

@@ -99,43 +99,6 @@ func TestMergePositionsMatchKeyJoin(t *testing.T) {
 	}
 }
 
-// Records handed over by the caller are merged instead of reading the file.
-func TestMergePositionsUsesHeldRecords(t *testing.T) {
-	ctx := context.Background()
-	tbl := cdfTable(t, []row{{1, "ann", "a"}, {2, "bob", "a"}})
-	src := sourceRecord([]row{{2, "bo", "a"}}, []string{"U"})
-	defer src.Release()
-	snap, err := tbl.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := snap.Scan(ctx, delta.ScanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := delta.ReadAll(sc)
-	sc.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, r := range held {
-			r.Release()
-		}
-	}()
-	opts := upsertOptions(src)
-	opts.Tx = tbl.NewTransaction(snap, delta.TxOptions{})
-	opts.Positions = positionsOf(t, snap, src)
-	asked := 0
-	opts.Positions.Records = func(path string) []arrow.RecordBatch { asked++; return held }
-	if _, err := tbl.Merge(ctx, opts); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := latestRows(t, tbl), sortedStrings(row{1, "ann", "a"}.String(), row{2, "bo", "a"}.String()); asked != 1 || !slices.Equal(got, want) {
-		t.Errorf("asked %d times for records; rows %v, want %v", asked, got, want)
-	}
-}
-
 func TestMergePositionsErrors(t *testing.T) {
 	ctx := context.Background()
 	tbl := cdfTable(t, []row{{1, "ann", "a"}})
