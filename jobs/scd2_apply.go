@@ -71,10 +71,9 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 		}
 		switch {
 		case c.Kind == "close": // only valid_to and is_current change
-			for j := range n {
+			for j := range n + 1 {
 				b.Field(j).AppendNull()
 			}
-			b.Field(n).AppendNull()
 		case c.quick:
 			r := batch.evRec[c.ev]
 			src, row, cols := batch.recs[r], int(batch.evRow[c.ev]), batch.cols[r]
@@ -83,15 +82,14 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 					return nil, fmt.Errorf("column %s: %w", l.data[j].Name, err)
 				}
 			}
-			if err := appendValue(b.Field(n), v.From); err != nil {
-				return nil, err
-			}
 		default:
 			for j, val := range v.Row {
 				if err := appendValue(b.Field(j), val); err != nil {
 					return nil, fmt.Errorf("column %s: %w", l.data[j].Name, err)
 				}
 			}
+		}
+		if c.Kind != "close" {
 			if err := appendValue(b.Field(n), v.From); err != nil {
 				return nil, err
 			}
