@@ -164,24 +164,29 @@ func tableRows(t *testing.T, env *Env, decl *Table, cols ...string) []string {
 	defer sc.Release()
 	var out []string
 	for sc.Next() {
-		rec := sc.RecordBatch()
-		for r := range int(rec.NumRows()) {
-			parts := make([]string, rec.NumCols())
-			for c := range parts {
-				col := rec.Column(c)
-				if col.IsNull(r) {
-					parts[c] = "NULL"
-				} else {
-					parts[c] = col.ValueStr(r)
-				}
-			}
-			out = append(out, strings.Join(parts, "|"))
-		}
+		out = appendRendered(out, sc.RecordBatch())
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(out)
+	return out
+}
+
+// appendRendered appends the rows of rec to out, one string per row ("a|b|NULL").
+func appendRendered(out []string, rec arrow.RecordBatch) []string {
+	for r := range int(rec.NumRows()) {
+		parts := make([]string, rec.NumCols())
+		for c := range parts {
+			col := rec.Column(c)
+			if col.IsNull(r) {
+				parts[c] = "NULL"
+			} else {
+				parts[c] = col.ValueStr(r)
+			}
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
 	return out
 }
 

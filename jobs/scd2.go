@@ -271,7 +271,7 @@ var quickPath = true
 // order, so the result does not depend on the number of cores. A key whose only event
 // is a new key's first version, or a tracked change after its only (current) version
 // with the same type 1 values, gets the fold's changes directly (quickInsert,
-// quickChange). Keys for which isLate holds are not folded but marked in late (and
+// againstCurrent). Keys for which isLate holds are not folded but marked in late (and
 // counted), for a fold with their history.
 func foldBatch(b *scdBatch, work []scdKeyWork, spec *scdSpec, isLate func([]scdEvent) bool, late []bool) ([]scdChange, int, error) {
 	type part struct {

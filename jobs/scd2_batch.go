@@ -438,7 +438,7 @@ type scdKeyWork struct {
 	settled  bool         // the key's only event repeats its current row: nothing to do
 	versions []scdVersion // the key's stored versions (unless settled)
 	// quick: the key's only event changes tracked columns of its current row, after that
-	// row's valid_from, and no type 1 column (see quickChange).
+	// row's valid_from, and no type 1 column (see againstCurrent).
 	quick bool
 }
 
@@ -566,7 +566,11 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 			if w.settled {
 				continue
 			}
-			if current && b.repeats(id, rec, d, i) {
+			var repeats, quick bool
+			if current {
+				repeats, quick = b.againstCurrent(id, rec, d, i)
+			}
+			if repeats {
 				w.settled, w.versions = true, nil
 				continue
 			}
@@ -576,84 +580,50 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 			}
 			v.at = at(i)
 			w.versions = append(w.versions, v)
-			if current && b.quickChange(id, rec, d, i) {
-				w.quick = true
-			}
+			w.quick = w.quick || quick
 		}
 	}
 	return work, missing, sc.Err()
 }
 
-// quickChange reports whether key id's events are one upsert that changes a tracked
-// column of the current dimension row i, after its valid_from, and no type 1 column:
-// if row i is the key's only version, the fold would close it at the event and add the
-// event as the new current version, which the stage then does without Go rows.
-func (b *scdBatch) quickChange(id int32, rec arrow.RecordBatch, d *dimColumns, i int) bool {
+// againstCurrent compares key id's events with its current dimension row i. They
+// repeat it when they are one upsert, at or after the row's valid_from, with every
+// non-key column equal: that changes nothing (rule 2), and the key is settled. They are
+// a quick change when they are one upsert after the row's valid_from that changes a
+// tracked column and no type 1 column: if row i is the key's only version, the fold
+// would close it at the event and add the event as the new current version, which the
+// stage then does without Go rows (foldBatch).
+func (b *scdBatch) againstCurrent(id int32, rec arrow.RecordBatch, d *dimColumns, i int) (repeats, quick bool) {
 	if b.count[id] != 1 {
-		return false
+		return false, false
 	}
 	ev := b.head[id]
-	if b.evDel[ev] {
-		return false
-	}
 	from, ok := seqValue(d.from, i)
-	if !ok || b.evSeq[ev] <= from {
-		return false
+	if b.evDel[ev] || !ok || b.evSeq[ev] < from {
+		return false, false
 	}
 	l := b.l
-	if to, ok := seqValue(d.to, i); !ok || to != l.spec.end {
-		return false
-	}
 	if l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i) {
-		return false
+		return false, false
 	}
 	src, row, cols := b.recs[b.evRec[ev]], int(b.evRow[ev]), b.cols[b.evRec[ev]]
 	same := func(j int) bool { return sameValue(src.Column(cols[j]), row, rec.Column(d.data[j]), i) }
 	for _, j := range l.spec.type1 {
 		if !same(j) {
-			return false
+			return false, false
 		}
 	}
 	for _, j := range l.spec.tracked {
 		if !same(j) {
-			return true
+			to, ok := seqValue(d.to, i)
+			return false, b.evSeq[ev] > from && ok && to == l.spec.end
 		}
 	}
-	return false
+	return true, false
 }
 
 // quickInsert reports whether key id is new to the dimension (no stored version) with
 // one upsert event: the fold would insert the event as the key's current version.
 func (b *scdBatch) quickInsert(id int32, w *scdKeyWork) bool {
 	return len(w.versions) == 0 && b.count[id] == 1 && !b.evDel[b.head[id]]
-}
-
-// repeats reports whether key id's events are one upsert that repeats the current
-// dimension row i at or after its valid_from: such an event changes nothing (rule 2).
-func (b *scdBatch) repeats(id int32, rec arrow.RecordBatch, d *dimColumns, i int) bool {
-	if b.count[id] != 1 {
-		return false
-	}
-	ev := b.head[id]
-	if b.evDel[ev] {
-		return false
-	}
-	from, ok := seqValue(d.from, i)
-	if !ok || b.evSeq[ev] < from {
-		return false
-	}
-	l := b.l
-	if l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i) {
-		return false
-	}
-	src, row, cols := b.recs[b.evRec[ev]], int(b.evRow[ev]), b.cols[b.evRec[ev]]
-	for j := range l.data {
-		if isKeyIndex(l.spec.keys, j) {
-			continue
-		}
-		if !sameValue(src.Column(cols[j]), row, rec.Column(d.data[j]), i) {
-			return false
-		}
-	}
-	return true
 }

@@ -454,14 +454,7 @@ func changeRows(t *testing.T, tbl *delta.Table, v int64) []string {
 	defer rd.Release()
 	var out []string
 	for rd.Next() {
-		rec := rd.RecordBatch()
-		for r := range int(rec.NumRows()) {
-			parts := make([]string, rec.NumCols())
-			for c := range parts {
-				parts[c] = rec.Column(c).ValueStr(r)
-			}
-			out = append(out, strings.Join(parts, "|"))
-		}
+		out = appendRendered(out, rd.RecordBatch())
 	}
 	if err := rd.Err(); err != nil {
 		t.Fatal(err)
