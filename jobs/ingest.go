@@ -111,10 +111,14 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 		return res, nil
 	}
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
+	// Rows count as written as they are decoded; a failed run reports only what it
+	// committed: the files before the failing one of an upsert, nothing of an append.
 	if s.cfg.Mode == "upsert" {
-		return res, s.upsertFiles(ctx, env, decl, tbl, todo, loadTime, &res)
+		err = s.upsertFiles(ctx, env, decl, tbl, todo, loadTime, &res)
+	} else if err = s.appendFiles(ctx, env, decl, tbl, snap, todo, loadTime, &res); err != nil {
+		res.RowsWritten = 0
 	}
-	return res, s.appendFiles(ctx, env, decl, tbl, snap, todo, loadTime, &res)
+	return res, err
 }
 
 // ingestWriterMemory bounds what the data writers buffer (shared equally by the lanes of

@@ -216,6 +216,10 @@ func TestIngestUpsertConcurrentRunsLoadOnce(t *testing.T) {
 	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "ran again after 1 concurrent commits") }) {
 		t.Errorf("notes %q do not say the ingest ran again", res.Notes)
 	}
+	// The result still counts the first file, which the first run committed before it lost.
+	if len(res.VersionsWritten) != 1 || res.RowsWritten != 1 {
+		t.Errorf("result: %d rows written in %v; want the first file's row and commit", res.RowsWritten, res.VersionsWritten)
+	}
 	if got, want := tableRows(t, env, sales, "id", "qty"), []string{"T1|3", "T2|1"}; !slices.Equal(got, want) {
 		t.Fatalf("rows:\n%s", diff(got, want))
 	}

@@ -41,18 +41,23 @@ func (s *Ingest) upsertFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 				r.Release()
 			}
 		}
+		// Rows count as written as they are decoded: a failure leaves this file's out.
+		committed := res.RowsWritten
+		fail := func(err error) error {
+			release()
+			res.RowsWritten = committed
+			return err
+		}
 		bad, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, extra, func(rec arrow.RecordBatch) error {
 			rec.Retain()
 			recs = append(recs, rec)
 			return nil
 		})
 		if err != nil {
-			release()
-			return err
+			return fail(err)
 		}
 		if err := s.quarantine(ctx, env, []*sourceFile{f}, bad, loadTime, res); err != nil {
-			release()
-			return err
+			return fail(err)
 		}
 		lineage := env.lineage()
 		lineage.SourceFiles = []string{f.Name}
@@ -71,10 +76,10 @@ func (s *Ingest) upsertFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 			opts.WhenNotMatched = []delta.MergeClause{{Cond: notPredicate(deleteWhen), Action: delta.MergeInsert}}
 		}
 		mr, err := tbl.Merge(ctx, opts)
-		release()
 		if err != nil {
-			return fmt.Errorf("%s: %w", f.Name, err)
+			return fail(fmt.Errorf("%s: %w", f.Name, err))
 		}
+		release()
 		res.FilesWritten += mr.NumTargetFilesAdded
 		res.BytesWritten += mr.NumTargetBytesAdded
 		if mr.Committed {

@@ -110,16 +110,39 @@ const conflictAttempts = 3
 // *delta.ConflictError and the stage runs again on the new version (at most
 // conflictAttempts runs in all); the result's notes say so. A second run of the same
 // work then finds it done: its txn.
+//
+// The result counts the work of every run: an upsert ingest commits file by file, so a
+// run that lost on one file has committed the files before it.
 func runAgainOnConflict(ctx context.Context, run func() (Result, error)) (Result, error) {
+	var earlier Result
 	for attempt := 1; ; attempt++ {
 		res, err := run()
 		var ce *delta.ConflictError
 		if err != nil && errors.As(err, &ce) && attempt < conflictAttempts && ctx.Err() == nil {
+			earlier.add(res)
 			continue
 		}
 		if attempt > 1 {
+			earlier.add(res)
+			earlier.VersionsRead = res.VersionsRead
+			res = earlier
 			res.Notes = append(res.Notes, fmt.Sprintf("ran again after %d concurrent commits to the target", attempt-1))
 		}
 		return res, err
 	}
+}
+
+// add counts r's work (all but the versions read) into res.
+func (res *Result) add(r Result) {
+	res.RowsRead += r.RowsRead
+	res.RowsWritten += r.RowsWritten
+	res.RowsSkipped += r.RowsSkipped
+	res.FilesRead += r.FilesRead
+	res.FilesWritten += r.FilesWritten
+	res.BytesRead += r.BytesRead
+	res.BytesWritten += r.BytesWritten
+	res.FilesDeleted += r.FilesDeleted
+	res.BytesDeleted += r.BytesDeleted
+	res.VersionsWritten = append(res.VersionsWritten, r.VersionsWritten...)
+	res.Notes = append(res.Notes, r.Notes...)
 }
