@@ -43,7 +43,8 @@ type ScanOptions struct {
 	FilesOnly bool
 	// ReadAhead decodes the next record on another goroutine while the caller works on
 	// the current one (one record more in memory). Worth it when the caller's work per
-	// record is about as heavy as decoding it.
+	// record is about as heavy as decoding it. Release stops that goroutine; a scanner
+	// read ahead and never released keeps it waiting.
 	ReadAhead bool
 }
 
