@@ -94,17 +94,9 @@ func (s *SCD2Merge) layout(dim *delta.StructType) (*scdLayout, error) {
 			l.data = append(l.data, f)
 		}
 	}
-	index := func(name string) int {
-		for i, f := range l.data {
-			if strings.EqualFold(f.Name, name) {
-				return i
-			}
-		}
-		return -1
-	}
 	isKey := map[int]bool{}
 	for _, k := range s.cfg.Keys {
-		i := index(k)
+		i := l.dataIndex(k)
 		if i < 0 {
 			return nil, fmt.Errorf("dimension has no key column %s", k)
 		}
@@ -115,7 +107,7 @@ func (s *SCD2Merge) layout(dim *delta.StructType) (*scdLayout, error) {
 	switch {
 	case len(s.cfg.Track) > 0:
 		for _, c := range s.cfg.Track {
-			i := index(c)
+			i := l.dataIndex(c)
 			if i < 0 {
 				return nil, fmt.Errorf("dimension has no tracked column %s", c)
 			}
