@@ -14,7 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -154,30 +153,8 @@ func testOwnDictionary(t *testing.T, fallback bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := st.Get(ctx, adds[0].Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	props, aprops := parquetWriterProps(opts.withDefaults(), batches[0])
-	pw, err := pqarrow.NewFileWriter(asch, &buf, props, aprops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range batches {
-		if err := pw.WriteBuffered(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	theirs := buf.Bytes()
+	ours := storedBytes(t, st, adds[0].Path)
+	theirs := pqarrowBytes(t, asch, batches, opts)
 
 	// chunks describes every column chunk: size, encodings per page type, statistics.
 	chunks := func(raw []byte) []string {

@@ -132,21 +132,50 @@ func flatAllTypes(t *testing.T) (*StructType, arrow.RecordBatch) {
 	return sch, recordFromJSON(t, asch, string(js))
 }
 
-// readParquetFile opens a stored Parquet file.
-func readParquetFile(t *testing.T, st objectstore.Store, key string) *file.Reader {
+// storedBytes reads a stored object whole.
+func storedBytes(t *testing.T, st objectstore.Store, key string) []byte {
 	t.Helper()
 	rc, err := st.Get(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	var buf bytes.Buffer
-	buf.ReadFrom(rc)
-	pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+	raw, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// readParquetFile opens a stored Parquet file.
+func readParquetFile(t *testing.T, st objectstore.Store, key string) *file.Reader {
+	t.Helper()
+	pf, err := file.NewParquetReader(bytes.NewReader(storedBytes(t, st, key)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pf
+}
+
+// pqarrowBytes writes batches with pqarrow's FileWriter under the properties the
+// DataWriter uses for opts: the file the DataWriter's own writer must equal byte for byte.
+func pqarrowBytes(t *testing.T, sch *arrow.Schema, batches []arrow.RecordBatch, opts WriteOptions) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	props, aprops := parquetWriterProps(opts.withDefaults(), batches[0])
+	pw, err := pqarrow.NewFileWriter(sch, &buf, props, aprops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		if err := pw.WriteBuffered(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
 
 // TestFlatWriterMatchesPqarrow writes a flat schema of every primitive type with the
@@ -170,24 +199,17 @@ func TestFlatWriterMatchesPqarrow(t *testing.T) {
 	if !isFlat(rec.Schema()) || len(adds) != 1 {
 		t.Fatalf("flat schema %v, %d files; want a flat schema in 1 file", isFlat(rec.Schema()), len(adds))
 	}
-	ours := readParquetFile(t, st, adds[0].Path)
-	defer ours.Close()
-
-	var buf bytes.Buffer
-	props, aprops := parquetWriterProps(WriteOptions{}.withDefaults(), rec)
-	pw, err := pqarrow.NewFileWriter(rec.Schema(), &buf, props, aprops)
+	raw := storedBytes(t, st, adds[0].Path)
+	ref := pqarrowBytes(t, rec.Schema(), batches, WriteOptions{})
+	if !bytes.Equal(raw, ref) { // the one-value batches included
+		t.Errorf("file of %d bytes differs from pqarrow's %d bytes", len(raw), len(ref))
+	}
+	ours, err := file.NewParquetReader(bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range batches {
-		if err := pw.WriteBuffered(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	theirs, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+	defer ours.Close()
+	theirs, err := file.NewParquetReader(bytes.NewReader(ref))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,18 +223,6 @@ func TestFlatWriterMatchesPqarrow(t *testing.T) {
 			out = append(out, fmt.Sprintf("%s %s %s def=%d", c.Path(), c.PhysicalType(), c.LogicalType(), c.MaxDefinitionLevel()))
 		}
 		return out
-	}
-	rc, err := st.Get(ctx, adds[0].Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(raw, buf.Bytes()) { // the one-value batches included
-		t.Errorf("file of %d bytes differs from pqarrow's %d bytes", len(raw), buf.Len())
 	}
 	if got, want := schemaOf(ours), schemaOf(theirs); !slices.Equal(got, want) {
 		t.Errorf("parquet schema:\n got  %v\n want %v", got, want)
