@@ -78,7 +78,6 @@ type Scanner struct {
 
 	next    int // index into files
 	cur     pqarrow.RecordReader
-	curPart []arrow.Array // constant partition columns for the current batch, by work index
 	curAdd  *Add
 	closeFn func()
 	curRows int64 // rows left to emit for files read without data columns (-1: none)

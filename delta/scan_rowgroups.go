@@ -31,7 +31,6 @@ func (s *Scanner) keptRowGroups(fr *pqarrow.FileReader, fileSchema *arrow.Schema
 	type col struct {
 		name   string
 		leaf   int
-		kind   statsKind
 		scale  int32
 		isDec  bool
 		usable bool

@@ -159,11 +159,6 @@ func del(key string, seq int64) scdEvent {
 }
 
 func TestSCD2Scenarios(t *testing.T) {
-	type want struct {
-		tracked any
-		from    int64
-		to      int64
-	}
 	tests := []struct {
 		name    string
 		deletes string

@@ -36,13 +36,12 @@ type Store struct {
 	mu sync.Mutex // guards everything below
 	// failAt is the 1-based number of the operation to fail (0: none); sticky makes every
 	// operation after it fail too, like a crashed process that can no longer act.
-	failAt  int
-	sticky  bool
-	writes  bool // count only writes (Put, PutIfAbsent, Delete)
-	prefix  string
-	n       int
-	failed  bool
-	history []string
+	failAt int
+	sticky bool
+	writes bool // count only writes (Put, PutIfAbsent, Delete)
+	prefix string
+	n      int
+	failed bool
 }
 
 var (
