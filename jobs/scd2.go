@@ -187,8 +187,8 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	hasWatermark = hasWatermark && s.cfg.SourceChanges
 	noSK := func() int64 { return 0 }
 	late := make([]bool, len(work))
-	changes, lateKeys, err := foldBatch(batch, work, &l.spec, func(evs []scdEvent) bool {
-		return historyNeeded(evs, watermark, hasWatermark)
+	changes, lateKeys, err := foldBatch(batch, work, &l.spec, func(first int64) bool {
+		return historyNeeded(first, watermark, hasWatermark)
 	}, late)
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
@@ -263,9 +263,10 @@ var quickPath = true
 // order, so the result does not depend on the number of cores. A key whose only event
 // is a new key's first version, or a tracked change after its only (current) version
 // with the same type 1 values, gets the fold's changes directly (quickInsert,
-// againstCurrent). Keys for which isLate holds are not folded but marked in late (and
-// counted), for a fold with their history.
-func foldBatch(b *scdBatch, work []scdKeyWork, spec *scdSpec, isLate func([]scdEvent) bool, late []bool) ([]scdChange, int, error) {
+// againstCurrent). Keys for which isLate holds (given their earliest event's
+// sequence) are not folded but marked in late (and counted), for a fold with their
+// history.
+func foldBatch(b *scdBatch, work []scdKeyWork, spec *scdSpec, isLate func(first int64) bool, late []bool) ([]scdChange, int, error) {
 	type part struct {
 		changes []scdChange
 		late    int
@@ -289,7 +290,7 @@ func foldBatch(b *scdBatch, work []scdKeyWork, spec *scdSpec, isLate func([]scdE
 					// version (if any) at the event, which becomes the new current one.
 					ev := b.head[id]
 					seq := b.evSeq[ev]
-					if !isLate([]scdEvent{{seq: seq}}) {
+					if !isLate(seq) {
 						if len(w.versions) == 1 {
 							out.changes = append(out.changes, scdChange{Kind: "close", Old: &w.versions[0], New: &scdVersion{To: seq}, quick: true})
 						}
@@ -306,7 +307,7 @@ func foldBatch(b *scdBatch, work []scdKeyWork, spec *scdSpec, isLate func([]scdE
 					out.err = err
 					return
 				}
-				if isLate(evs) {
+				if isLate(evs[0].seq) { // (normalized: in sequence order)
 					late[id] = true
 					out.late++
 					continue

@@ -154,15 +154,16 @@ func normalizeBatch(key string, evs []scdEvent) ([]scdEvent, error) {
 	return out, nil
 }
 
-// historyNeeded reports whether a key's (normalized) batch events must be folded with
-// the key's whole event history instead of its stored versions: an event at or before
+// historyNeeded reports whether a key's batch events, the earliest at sequence first,
+// must be folded with the key's whole event history instead of its stored versions: an
+// event at or before
 // the highest sequence merged before (the watermark) may land among events the
 // dimension does not keep — a repeat that changed nothing, a delete of an absent key,
 // the event that set the newest type 1 values — and only the history places it exactly
 // (rule 4). Events after the watermark come after everything merged, so the stored
 // versions are all the fold needs.
-func historyNeeded(evs []scdEvent, watermark int64, hasWatermark bool) bool {
-	return hasWatermark && len(evs) > 0 && evs[0].seq <= watermark
+func historyNeeded(first, watermark int64, hasWatermark bool) bool {
+	return hasWatermark && first <= watermark
 }
 
 // normalizeHistory orders a key's whole event history for a refold. At one sequence

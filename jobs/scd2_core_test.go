@@ -55,7 +55,7 @@ func (d *memDim) merge(t *testing.T, spec scdSpec, batch []scdEvent) error {
 		if err != nil {
 			return err
 		}
-		if !d.snapshot && historyNeeded(evs, d.watermark, d.hasW) {
+		if !d.snapshot && len(evs) > 0 && historyNeeded(evs[0].seq, d.watermark, d.hasW) {
 			var history []scdEvent
 			for _, e := range d.log {
 				if keyString(eventKeyRow(e), spec.keys) == k {
