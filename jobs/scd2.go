@@ -51,11 +51,9 @@ func (s *SCD2Merge) AppID() string { return "scd2_merge:" + s.cfg.Target + ":" +
 // value. It is committed with the rows, so it is exact across crashes and reruns.
 func (s *SCD2Merge) watermarkID() string { return s.AppID() + "#max_sequence" }
 
-// Run implements Stage; see mergeAgainOnConflict.
+// Run implements Stage (run again after a conflict: runAgainOnConflict).
 func (s *SCD2Merge) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(s.Kind(), s.name, func() (Result, error) {
-		return runAgainOnConflict(ctx, func() (Result, error) { return s.run(ctx, env) })
-	})
+	return timed(ctx, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 // scdLayout locates the dimension's columns.

@@ -88,11 +88,11 @@ type Stage interface {
 	Run(ctx context.Context, env *Env) (Result, error)
 }
 
-// timed runs a stage body, records its duration in the result and prefixes an error with
-// the stage's kind and name.
-func timed(kind Kind, name string, run func() (Result, error)) (Result, error) {
+// timed runs a stage body (again after a conflict: runAgainOnConflict), records its
+// duration in the result and prefixes an error with the stage's kind and name.
+func timed(ctx context.Context, kind Kind, name string, run func() (Result, error)) (Result, error) {
 	start := time.Now()
-	res, err := run()
+	res, err := runAgainOnConflict(ctx, run)
 	res.Duration = time.Since(start)
 	if err != nil {
 		return res, fmt.Errorf("%s %s: %w", kind, name, err)
@@ -105,7 +105,7 @@ func timed(kind Kind, name string, run func() (Result, error)) (Result, error) {
 const conflictAttempts = 3
 
 // runAgainOnConflict runs a stage that writes one target (ingest, capture_history,
-// scd1_merge, scd2_merge). Such a stage works on the target version it read first; when another
+// scd1_merge, scd2_merge: the stages timed runs). Such a stage works on the target version it read first; when another
 // writer commits to the target before the stage does, the commit fails with a
 // *delta.ConflictError and the stage runs again on the new version (at most
 // conflictAttempts runs in all); the result's notes say so. A second run of the same
