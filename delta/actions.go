@@ -75,7 +75,14 @@ type Add struct {
 	DeletionVector          *DeletionVector    `json:"deletionVector,omitempty"`
 	BaseRowID               *int64             `json:"baseRowId,omitempty"`
 	DefaultRowCommitVersion *int64             `json:"defaultRowCommitVersion,omitempty"`
+
+	// dvChange, set only on the adds a change-feed read plans, makes a scan return the
+	// rows one deletion vector deletes and another does not (DeletionVector is ignored).
+	dvChange *dvChange
 }
+
+// dvChange selects the rows deleted by in and not by notIn (nil: no row deleted).
+type dvChange struct{ in, notIn *DeletionVector }
 
 // Remove is the remove action: a logical delete of a data file (a tombstone kept for VACUUM).
 // Writers always fill the extended fields so that change data feed readers can read it.

@@ -248,17 +248,12 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 			case a.CDC != nil:
 				cdcs = append(cdcs, CDCAsAdd(a.CDC))
 			case a.Add != nil && a.Add.DataChange:
-				if a.Add.DeletionVector != nil {
-					return fmt.Errorf("version %d: %w", v, &UnsupportedFeatureError{Feature: FeatureDeletionVectors})
-				}
 				adds = append(adds, a.Add)
 			case a.Remove != nil && a.Remove.DataChange:
-				if a.Remove.DeletionVector != nil {
-					return fmt.Errorf("version %d: %w", v, &UnsupportedFeatureError{Feature: FeatureDeletionVectors})
-				}
 				removes = append(removes, removeAsAdd(a.Remove))
 			}
 		}
+		adds, removes = pairDeletionVectors(adds, removes)
 		if changed && v > start {
 			if err := checkRead(proto, md); err != nil {
 				return fmt.Errorf("version %d: %w", v, err)
@@ -420,7 +415,42 @@ func removeAsAdd(r *Remove) *Add {
 	if r.Size != nil {
 		size = *r.Size
 	}
-	return &Add{Path: r.Path, PartitionValues: r.PartitionValues, Size: size, Stats: r.Stats}
+	return &Add{Path: r.Path, PartitionValues: r.PartitionValues, Size: size, Stats: r.Stats, DeletionVector: r.DeletionVector}
+}
+
+// pairDeletionVectors turns each remove and add of the same file in one commit (a DELETE,
+// UPDATE or MERGE that changed the file's deletion vector) into the rows that changed:
+// those the new vector deletes and the old one did not are deleted, those the old one
+// deleted and the new one does not are inserted (RESTORE). Other adds and removes stay
+// whole files.
+func pairDeletionVectors(adds, removes []*Add) (ins, dels []*Add) {
+	removed := make(map[string]*Add, len(removes))
+	for _, r := range removes {
+		removed[r.Path] = r
+	}
+	paired := map[string]bool{}
+	for _, a := range adds {
+		r, ok := removed[a.Path]
+		if !ok || (a.DeletionVector == nil && r.DeletionVector == nil) {
+			ins = append(ins, a)
+			continue
+		}
+		paired[a.Path] = true
+		if a.DeletionVector != nil {
+			dels = append(dels, &Add{Path: a.Path, PartitionValues: a.PartitionValues, Size: a.Size,
+				dvChange: &dvChange{in: a.DeletionVector, notIn: r.DeletionVector}})
+		}
+		if r.DeletionVector != nil {
+			ins = append(ins, &Add{Path: a.Path, PartitionValues: a.PartitionValues, Size: a.Size,
+				dvChange: &dvChange{in: r.DeletionVector, notIn: a.DeletionVector}})
+		}
+	}
+	for _, r := range removes {
+		if !paired[r.Path] {
+			dels = append(dels, r)
+		}
+	}
+	return ins, dels
 }
 
 func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }

@@ -165,15 +165,6 @@ func TestGoldenChangeDataFeed(t *testing.T) {
 				EndTime:      parseGoldenTime(t, c.Query.EndingTimestamp),
 			}
 			tbl, err := openDir(t, root)
-			if c.Table == "delta-kernel-rs/cdf-table-with-dv" {
-				if err == nil {
-					_, err = tbl.Changes(ctx, opts)
-				}
-				if err == nil || !strings.Contains(err.Error(), "unsupported table feature: deletionVectors") {
-					t.Fatalf("error = %v; want the deletionVectors feature refused by name", err)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
 			}

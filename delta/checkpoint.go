@@ -25,6 +25,13 @@ var (
 		arrow.Field{Name: "version", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		arrow.Field{Name: "lastUpdated", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	)
+	cpDVType = arrow.StructOf(
+		arrow.Field{Name: "storageType", Type: arrow.BinaryTypes.String, Nullable: true},
+		arrow.Field{Name: "pathOrInlineDv", Type: arrow.BinaryTypes.String, Nullable: true},
+		arrow.Field{Name: "offset", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		arrow.Field{Name: "sizeInBytes", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		arrow.Field{Name: "cardinality", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	)
 	cpAddType = arrow.StructOf(
 		arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true},
 		arrow.Field{Name: "partitionValues", Type: strMapType, Nullable: true},
@@ -33,6 +40,7 @@ var (
 		arrow.Field{Name: "dataChange", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		arrow.Field{Name: "tags", Type: strMapType, Nullable: true},
 		arrow.Field{Name: "stats", Type: arrow.BinaryTypes.String, Nullable: true},
+		arrow.Field{Name: "deletionVector", Type: cpDVType, Nullable: true},
 	)
 	cpRemoveType = arrow.StructOf(
 		arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true},
@@ -41,6 +49,7 @@ var (
 		arrow.Field{Name: "extendedFileMetadata", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		arrow.Field{Name: "partitionValues", Type: strMapType, Nullable: true},
 		arrow.Field{Name: "size", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: "deletionVector", Type: cpDVType, Nullable: true},
 	)
 	cpFormatType = arrow.StructOf(
 		arrow.Field{Name: "provider", Type: arrow.BinaryTypes.String, Nullable: true},
@@ -191,6 +200,7 @@ func buildCheckpointRecord(mem memory.Allocator, s *Snapshot, nowMillis int64) (
 		addB.FieldBuilder(4).(*array.BooleanBuilder).Append(a.DataChange)
 		appendStrMap(addB.FieldBuilder(5).(*array.MapBuilder), a.Tags, a.Tags != nil)
 		appendOptStr(addB.FieldBuilder(6).(*array.StringBuilder), a.Stats)
+		appendDV(addB.FieldBuilder(7).(*array.StructBuilder), a.DeletionVector)
 	}
 
 	// unexpired tombstones, without stats or tags
@@ -211,8 +221,26 @@ func buildCheckpointRecord(mem memory.Allocator, s *Snapshot, nowMillis int64) (
 			remB.FieldBuilder(4).AppendNull()
 		}
 		appendOptInt(remB.FieldBuilder(5).(*array.Int64Builder), r.Size)
+		appendDV(remB.FieldBuilder(6).(*array.StructBuilder), r.DeletionVector)
 	}
 	return b.NewRecordBatch(), int64(len(s.Files()))
+}
+
+func appendDV(b *array.StructBuilder, dv *DeletionVector) {
+	if dv == nil {
+		b.AppendNull()
+		return
+	}
+	b.Append(true)
+	b.FieldBuilder(0).(*array.StringBuilder).Append(dv.StorageType)
+	b.FieldBuilder(1).(*array.StringBuilder).Append(dv.PathOrInlineDv)
+	if dv.Offset != nil {
+		b.FieldBuilder(2).(*array.Int32Builder).Append(*dv.Offset)
+	} else {
+		b.FieldBuilder(2).AppendNull()
+	}
+	b.FieldBuilder(3).(*array.Int32Builder).Append(dv.SizeInBytes)
+	b.FieldBuilder(4).(*array.Int64Builder).Append(dv.Cardinality)
 }
 
 func appendOptStr(b *array.StringBuilder, s string) {

@@ -61,6 +61,9 @@ type DMLResult struct {
 	NumAddedChangeFiles int64
 	NumRemovedBytes     int64
 	NumAddedBytes       int64
+	// NumDeletionVectorsAdded counts the files kept with a new deletion vector (tables
+	// with delta.enableDeletionVectors), whose changed rows were marked, not rewritten.
+	NumDeletionVectorsAdded int64
 }
 
 // Delete removes the rows matching opts.Where in one commit (copy-on-write). Only the
@@ -141,6 +144,7 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 	var removed []*Add     // files replaced or dropped
 	var wholeNoRead []*Add // dropped on partition values alone, not read
 	var read []string      // files read (conflict detection)
+	var dvAdds []*Add      // files kept with a new deletion vector
 	partOnly := bp == nil || onlyPartitionColumns(bp, snap.PartitionColumns())
 	for _, a := range snap.Files() {
 		if bp != nil {
@@ -161,12 +165,15 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 			continue
 		}
 		read = append(read, a.Path)
-		touched, err := t.rewriteFile(ctx, snap, w, a, bp, set, res)
+		touched, dvAdd, err := t.rewriteFile(ctx, snap, w, a, bp, set, res)
 		if err != nil {
 			return nil, err
 		}
 		if touched {
 			removed = append(removed, a)
+		}
+		if dvAdd != nil {
+			dvAdds = append(dvAdds, dvAdd)
 		}
 	}
 	// A commit with change files is read from them alone: rows of files dropped whole
@@ -185,7 +192,7 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 		return nil, err
 	}
 	committed = true // the writers are closed; nothing left to abort
-	if len(removed) == 0 && len(adds) == 0 && txn == nil {
+	if len(removed) == 0 && len(adds) == 0 && len(dvAdds) == 0 && txn == nil {
 		return res, nil
 	}
 	params := map[string]any{"predicate": predicateParam(where)}
@@ -201,6 +208,7 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 	}
 	tx.RemoveAdds(removed...)
 	tx.AddFiles(adds...)
+	tx.AddFiles(dvAdds...)
 	tx.AddCDC(cdcs...)
 	if txn != nil {
 		tx.SetTxn(txn.AppID, txn.Version)
@@ -208,6 +216,7 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 	res.NumRemovedFiles = int64(len(removed))
 	res.NumAddedFiles = int64(len(adds))
 	res.NumAddedChangeFiles = int64(len(cdcs))
+	res.NumDeletionVectorsAdded = int64(len(dvAdds))
 	for _, a := range removed {
 		res.NumRemovedBytes += a.Size
 	}
@@ -222,6 +231,9 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 		"numRemovedBytes":     res.NumRemovedBytes,
 		"numAddedBytes":       res.NumAddedBytes,
 		"executionTimeMs":     time.Since(start).Milliseconds(),
+	}
+	if snap.DeletionVectorsEnabled() {
+		m["numDeletionVectorsAdded"] = res.NumDeletionVectorsAdded
 	}
 	if op == "DELETE" {
 		m["numDeletedRows"] = res.NumDeletedRows
@@ -238,8 +250,10 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 }
 
 // rewriteFile reads one candidate file (held in memory, one file at a time) and, when
-// some row matches, writes its new content and change rows; touched reports that.
-func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a *Add, bp *boundPredicate, set map[string]any, res *DMLResult) (touched bool, err error) {
+// some row matches, writes its new content and change rows; touched reports that. With
+// deletion vectors on, it writes only the changed rows and returns the file again with
+// a vector marking the old ones (dvAdd; nil when no row is left).
+func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a *Add, bp *boundPredicate, set map[string]any, res *DMLResult) (touched bool, dvAdd *Add, err error) {
 	type part struct {
 		rec  arrow.RecordBatch
 		hits []int32
@@ -276,18 +290,27 @@ func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a 
 		return nil
 	})
 	if err != nil || nHits == 0 {
-		return false, err
+		return false, nil, err
 	}
+	dv := snap.DeletionVectorsEnabled()
+	var gone []int64 // with dv: the changed rows' logical indexes
+	var first int64  // of the current part's first row
 	for _, p := range parts {
-		if len(p.rest) > 0 {
+		if dv {
+			for _, r := range p.hits {
+				gone = append(gone, first+int64(r))
+			}
+			first += p.rec.NumRows()
+		}
+		if len(p.rest) > 0 && !dv {
 			kept, err := takeOrAll(ctx, w.mem, p.rec, p.rest)
 			if err != nil {
-				return false, err
+				return false, nil, err
 			}
 			err = w.writeData(ctx, kept)
 			kept.Release()
 			if err != nil {
-				return false, err
+				return false, nil, err
 			}
 			res.NumCopiedRows += int64(len(p.rest))
 		}
@@ -296,7 +319,7 @@ func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a 
 		}
 		hit, err := takeOrAll(ctx, w.mem, p.rec, p.hits)
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
 		if set == nil {
 			err = w.writeChanges(ctx, hit, ChangeDelete)
@@ -307,10 +330,15 @@ func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a 
 		}
 		hit.Release()
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
 	}
-	return true, nil
+	if dv {
+		if dvAdd, err = markDeleted(ctx, snap, a, gone, first); err != nil {
+			return false, nil, err
+		}
+	}
+	return true, dvAdd, nil
 }
 
 // writeUpdated applies set to the rows of pre and writes the result, with pre and post

@@ -34,6 +34,7 @@ type goldenHistory struct {
 	OperationMetrics   map[string]any `json:"operationMetrics"`
 	LiveFiles          *int           `json:"live_files"`
 	LiveRecords        *int64         `json:"live_records"`
+	VisibleRows        *int64         `json:"visible_rows"` // live rows less those deletion vectors delete
 	HasLiveRecordsNull bool           `json:"-"`
 }
 
@@ -91,8 +92,6 @@ var goldenRefused = map[string]string{
 	"delta-golden/deltalog-invalid-protocol-version":  "unsupported protocol: minReaderVersion 99",
 	"delta-golden/versions-not-contiguous":            "missing version 1",
 	"delta-golden/table-with-columnmapping-mode-name": "unsupported table feature: columnMapping",
-	"delta-golden/dv-partitioned-with-checkpoint":     "unsupported table feature: deletionVectors",
-	"delta-kernel-rs/cdf-table-with-dv":               "unsupported table feature: deletionVectors",
 	"delta-golden/v2-checkpoint-parquet":              "unsupported table feature: v2Checkpoint",
 }
 
@@ -243,6 +242,11 @@ func checkVersions(t *testing.T, tbl *delta.Table, g goldenTable) {
 		n, ok := s.NumRecords()
 		if h.LiveRecords != nil && (!ok || n != *h.LiveRecords) {
 			t.Errorf("v%d: records = %d (known %v), want %d", h.Version, n, ok, *h.LiveRecords)
+		}
+		if h.VisibleRows != nil {
+			if got := tableRows2(t, s); got != *h.VisibleRows {
+				t.Errorf("v%d: scan returns %d rows, want %d", h.Version, got, *h.VisibleRows)
+			}
 		}
 	}
 }

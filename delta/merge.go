@@ -141,6 +141,9 @@ type MergeResult struct {
 	NumTargetRowsNotMatchedBySourceDeleted int64
 	NumTargetBytesAdded                    int64
 	NumTargetBytesRemoved                  int64
+	// NumTargetDeletionVectorsAdded counts the target files that kept their data and
+	// got a new deletion vector (tables with delta.enableDeletionVectors).
+	NumTargetDeletionVectorsAdded int64
 }
 
 // ErrMultipleSourceRowsMatched is wrapped when several source rows match one target row
@@ -225,6 +228,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	}
 	m := &merger{t: t, snap: snap, tx: tx, plan: plan, src: src, pos: opts.Positions, parallel: parallel, matched: make([]bool, src.n),
 		res: &MergeResult{Version: snap.Version(), NumSourceRows: src.n}}
+	m.dv = snap.DeletionVectorsEnabled()
 	m.w, err = newRewriter(snap)
 	if err != nil {
 		return nil, err
@@ -250,7 +254,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	adds, cdcs = append(adds, m.extraAdds...), append(cdcs, m.extraCDCs...)
 	closed = true
 	res := m.res
-	if len(m.removed) == 0 && len(adds) == 0 && opts.Txn == nil && opts.Tx == nil {
+	if len(m.removed) == 0 && len(adds) == 0 && len(m.dvAdds) == 0 && opts.Txn == nil && opts.Tx == nil {
 		return res, nil
 	}
 	op := opts.Operation
@@ -269,6 +273,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	tx.ReadFiles(m.read...)
 	tx.RemoveAdds(m.removed...)
 	tx.AddFiles(adds...)
+	tx.AddFiles(m.dvAdds...)
 	tx.AddCDC(cdcs...)
 	if opts.Txn != nil {
 		tx.SetTxn(opts.Txn.AppID, opts.Txn.Version)
@@ -276,6 +281,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	res.NumTargetFilesAdded = int64(len(adds))
 	res.NumTargetFilesRemoved = int64(len(m.removed))
 	res.NumTargetChangeFilesAdded = int64(len(cdcs))
+	res.NumTargetDeletionVectorsAdded = int64(len(m.dvAdds))
 	res.NumOutputRows = res.NumTargetRowsInserted + res.NumTargetRowsUpdated + res.NumTargetRowsCopied
 	for _, a := range m.removed {
 		res.NumTargetBytesRemoved += a.Size
@@ -300,6 +306,9 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 		"numTargetBytesAdded":                    res.NumTargetBytesAdded,
 		"numTargetBytesRemoved":                  res.NumTargetBytesRemoved,
 		"executionTimeMs":                        time.Since(start).Milliseconds(),
+	}
+	if m.dv {
+		tx.opts.OperationMetrics["numTargetDeletionVectorsAdded"] = res.NumTargetDeletionVectorsAdded
 	}
 	v, err := tx.Commit(ctx)
 	if err != nil {

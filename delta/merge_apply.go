@@ -12,7 +12,7 @@ import (
 
 // applyRecord writes a changed record's copied rows, updated rows and change rows.
 func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
-	if len(p.copied) > 0 {
+	if len(p.copied) > 0 && !m.dv {
 		c, err := gatherRows(ctx, m.w.mem, p.rec, sortedRows(p.copied))
 		if err != nil {
 			return err

@@ -26,6 +26,8 @@ type merger struct {
 	parallel int // target files merged at once (rewriteFiles)
 
 	removed []*Add   // target files rewritten
+	dv      bool     // mark removed rows in deletion vectors instead of rewriting files
+	dvAdds  []*Add   // with dv: the target files again, with their new deletion vectors
 	read    []string // target files read
 	tview   *arrow.Schema
 	matched []bool // source rows that matched a target row
@@ -144,7 +146,7 @@ func (m *merger) rewriteFiles(ctx context.Context, files []*Add) error {
 	}()
 	for i := 1; i < n; i++ {
 		w := *m
-		w.res, w.removed, w.matched = &MergeResult{}, nil, make([]bool, len(m.matched))
+		w.res, w.removed, w.dvAdds, w.matched = &MergeResult{}, nil, nil, make([]bool, len(m.matched))
 		rw, err := newRewriter(m.snap)
 		if err != nil {
 			return err
@@ -211,6 +213,7 @@ feed:
 		m.extraAdds, m.extraCDCs = append(m.extraAdds, adds...), append(m.extraCDCs, cdcs...)
 		m.extraCDC += cdcRows
 		m.removed = append(m.removed, w.removed...)
+		m.dvAdds = append(m.dvAdds, w.dvAdds...)
 		for i, hit := range w.matched {
 			m.matched[i] = m.matched[i] || hit
 		}
@@ -313,11 +316,20 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 			}
 		}
 	}
+	var gone []int64 // with m.dv: the file's rows (logical indexes) deleted or updated
 	err := scanFile(ctx, m.snap, a, func(rec arrow.RecordBatch) error {
 		p, err := m.planRecord(ctx, rec, fm, first)
+		at := first
 		first += rec.NumRows()
 		if err != nil {
 			return err
+		}
+		if m.dv {
+			// Only the changed rows are written; the others stay where they are.
+			if !p.changed {
+				return nil
+			}
+			gone = p.appendChanged(gone, at)
 		}
 		rec.Retain()
 		held = append(held, p)
@@ -342,7 +354,30 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if m.dv && apply != nil {
+		na, err := markDeleted(ctx, m.snap, a, gone, first)
+		if err != nil {
+			return false, err
+		}
+		if na != nil {
+			m.dvAdds = append(m.dvAdds, na)
+		}
+	}
 	return apply != nil, nil
+}
+
+// appendChanged appends the file positions (first is the record's) of the rows the plan
+// deletes or updates.
+func (p *recordPlan) appendChanged(dst []int64, first int64) []int64 {
+	for _, r := range p.deleted {
+		dst = append(dst, first+int64(r))
+	}
+	for _, rows := range p.updT {
+		for _, r := range rows {
+			dst = append(dst, first+int64(r))
+		}
+	}
+	return dst
 }
 
 // planRecord decides what happens to each row of a target record: by the key join, or,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,7 +13,10 @@ import (
 
 // Table property names and their defaults (Delta table-properties documentation).
 const (
-	PropEnableChangeDataFeed       = "delta.enableChangeDataFeed"
+	PropEnableChangeDataFeed = "delta.enableChangeDataFeed"
+	// PropEnableDeletionVectors makes DELETE, UPDATE and MERGE mark the rows they remove
+	// in deletion vectors instead of rewriting the rest of each file.
+	PropEnableDeletionVectors      = "delta.enableDeletionVectors"
 	PropCheckpointInterval         = "delta.checkpointInterval"
 	PropLogRetentionDuration       = "delta.logRetentionDuration"
 	PropDeletedFileRetentionDur    = "delta.deletedFileRetentionDuration"
@@ -30,6 +34,13 @@ const (
 // ChangeDataFeedEnabled says whether delta.enableChangeDataFeed is true.
 func (s *Snapshot) ChangeDataFeedEnabled() bool {
 	return strings.EqualFold(s.state.metadata.Configuration[PropEnableChangeDataFeed], "true")
+}
+
+// DeletionVectorsEnabled says whether DML marks deleted rows in deletion vectors:
+// delta.enableDeletionVectors is true and the protocol has the feature.
+func (s *Snapshot) DeletionVectorsEnabled() bool {
+	return strings.EqualFold(s.state.metadata.Configuration[PropEnableDeletionVectors], "true") &&
+		s.state.protocol.HasWriterFeature(FeatureDeletionVectors)
 }
 
 // AppendOnly says whether delta.appendOnly is true.
@@ -126,7 +137,7 @@ func validateProperties(config map[string]string) error {
 			if _, err := ParseInterval(v); err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", k, err))
 			}
-		case PropEnableChangeDataFeed, PropAppendOnly, PropEnableExpiredLogCleanup, PropCheckpointWriteStatsAsJSON:
+		case PropEnableChangeDataFeed, PropEnableDeletionVectors, PropAppendOnly, PropEnableExpiredLogCleanup, PropCheckpointWriteStatsAsJSON:
 			if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
 				problems = append(problems, fmt.Sprintf("%s=%q: want true or false", k, v))
 			}
@@ -137,10 +148,6 @@ func validateProperties(config map[string]string) error {
 		case "delta.columnMapping.mode":
 			if !strings.EqualFold(v, "none") {
 				problems = append(problems, fmt.Sprintf("%s=%q: %v", k, v, &UnsupportedFeatureError{Feature: FeatureColumnMapping}))
-			}
-		case "delta.enableDeletionVectors":
-			if strings.EqualFold(v, "true") {
-				problems = append(problems, fmt.Sprintf("%s: %v", k, &UnsupportedFeatureError{Feature: FeatureDeletionVectors}))
 			}
 		}
 	}
@@ -191,14 +198,33 @@ func (t *Table) SetProperties(ctx context.Context, set map[string]string, unset 
 	}
 	tx := t.NewTransaction(snap, TxOptions{Operation: op, OperationParameters: params})
 	tx.UpdateMetadata(&md)
-	if strings.EqualFold(config[PropEnableChangeDataFeed], "true") && !snap.Protocol().HasWriterFeature(FeatureChangeDataFeed) {
-		tx.UpdateProtocol(withWriterFeature(snap.Protocol(), FeatureChangeDataFeed))
+	proto := snap.Protocol()
+	if strings.EqualFold(config[PropEnableChangeDataFeed], "true") && !proto.HasWriterFeature(FeatureChangeDataFeed) {
+		proto = withWriterFeature(proto, FeatureChangeDataFeed)
+	}
+	if strings.EqualFold(config[PropEnableDeletionVectors], "true") && !proto.HasWriterFeature(FeatureDeletionVectors) {
+		proto = withReaderWriterFeature(proto, FeatureDeletionVectors)
+	}
+	if proto != snap.Protocol() {
+		tx.UpdateProtocol(proto)
 	}
 	v, err := tx.Commit(ctx)
 	if err != nil {
 		return -1, fmt.Errorf("set properties of table %s: %w", t.displayRoot(), err)
 	}
 	return v, nil
+}
+
+// withReaderWriterFeature returns a protocol at (3,7) that also supports a reader-writer
+// feature.
+func withReaderWriterFeature(p *Protocol, feature string) *Protocol {
+	np := withWriterFeature(p, feature)
+	np.ReaderFeatures = p.EffectiveReaderFeatures()
+	np.MinReaderVersion = 3
+	if !slices.Contains(np.ReaderFeatures, feature) {
+		np.ReaderFeatures = append(np.ReaderFeatures, feature)
+	}
+	return np
 }
 
 // withWriterFeature returns a protocol that also supports feature, moving a legacy

@@ -35,6 +35,7 @@ const (
 // readerFeaturesSupported are the reader features a snapshot can be read with. Everything
 // else, unknown names included, is refused.
 var readerFeaturesSupported = map[string]bool{
+	FeatureDeletionVectors:     true,
 	FeatureTimestampNTZ:        true,
 	FeatureVacuumProtocolCheck: true,
 }
@@ -45,6 +46,7 @@ var writerFeaturesSupported = map[string]bool{
 	FeatureAppendOnly:          true,
 	FeatureInvariants:          true,
 	FeatureChangeDataFeed:      true,
+	FeatureDeletionVectors:     true,
 	FeatureIdentityColumns:     true,
 	FeatureTimestampNTZ:        true,
 	FeatureVacuumProtocolCheck: true,
@@ -282,13 +284,14 @@ func hasTimestampNTZ(t DataType) bool {
 }
 
 // newTableProtocol chooses the protocol of a new table (DELTA.md §1): (1,2) unless the
-// table uses change data feed, identity columns or timestamp_ntz, which take table
-// features at (1,7), or (3,7) with timestampNtz.
+// table uses change data feed, deletion vectors, identity columns or timestamp_ntz, which
+// take table features at (1,7), or (3,7) with deletionVectors or timestampNtz.
 func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 	cdf := strings.EqualFold(config["delta.enableChangeDataFeed"], "true")
+	dv := strings.EqualFold(config[PropEnableDeletionVectors], "true")
 	identity := fieldWithMetadata(schema, "delta.identity.start") != ""
 	ntz := hasTimestampNTZ(schema)
-	if !cdf && !identity && !ntz {
+	if !cdf && !dv && !identity && !ntz {
 		return &Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
 	}
 	p := &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{FeatureAppendOnly, FeatureInvariants}}
@@ -298,10 +301,18 @@ func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 	if identity {
 		p.WriterFeatures = append(p.WriterFeatures, FeatureIdentityColumns)
 	}
+	if dv {
+		p.MinReaderVersion = 3
+		p.ReaderFeatures = append(p.ReaderFeatures, FeatureDeletionVectors)
+		p.WriterFeatures = append(p.WriterFeatures, FeatureDeletionVectors)
+	}
 	if ntz {
 		p.MinReaderVersion = 3
-		p.ReaderFeatures = []string{FeatureTimestampNTZ}
+		p.ReaderFeatures = append(p.ReaderFeatures, FeatureTimestampNTZ)
 		p.WriterFeatures = append(p.WriterFeatures, FeatureTimestampNTZ)
+	}
+	if p.MinReaderVersion == 3 && p.ReaderFeatures == nil {
+		p.ReaderFeatures = []string{}
 	}
 	return p
 }

@@ -33,7 +33,7 @@ func TestProtocolGates(t *testing.T) {
 		{"writer 8", &Protocol{MinReaderVersion: 1, MinWriterVersion: 8}, plain, "", "unsupported protocol: minWriterVersion 8"},
 		{"(3,7) timestampNtz", &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"timestampNtz"}, WriterFeatures: []string{"timestampNtz"}}, plain, "", ""},
 		{"(3,7) unknown reader feature", &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"fancyNewThing"}, WriterFeatures: []string{"fancyNewThing"}}, plain, "unsupported table feature: fancyNewThing", "unsupported table feature: fancyNewThing"},
-		{"(3,7) deletion vectors", &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"deletionVectors"}, WriterFeatures: []string{"deletionVectors"}}, plain, "unsupported table feature: deletionVectors", "unsupported table feature: deletionVectors"},
+		{"(3,7) deletion vectors", &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"deletionVectors"}, WriterFeatures: []string{"deletionVectors"}}, plain, "", ""},
 		{"(3,7) vacuumProtocolCheck", &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"vacuumProtocolCheck"}, WriterFeatures: []string{"vacuumProtocolCheck"}}, plain, "", ""},
 		{"(1,7) domainMetadata", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"domainMetadata"}}, plain, "", "unsupported table feature: domainMetadata"},
 		{"(1,7) inCommitTimestamp", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"inCommitTimestamp"}}, plain, "", "unsupported table feature: inCommitTimestamp"},

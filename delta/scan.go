@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -80,8 +81,11 @@ type Scanner struct {
 	cur     pqarrow.RecordReader
 	curAdd  *Add
 	closeFn func()
-	curRows int64 // rows left to emit for files read without data columns (-1: none)
-	curNext int64 // index in the current file of the next row read
+	curRows int64             // rows left to emit for files read without data columns (-1: none)
+	curNext int64             // index in the current file of the next row read
+	curDV   *roaring64.Bitmap // rows of the current file its deletion vector deletes (nil: none)
+	curSel  bool              // curDV holds the rows to keep instead (change feed of a DV update)
+	curKept int64             // rows of the current file returned so far (its next logical index)
 	rec     arrow.RecordBatch
 	at      position  // of rec's first row
 	err     error     // the error that ended reading (owned by the reading goroutine)
@@ -113,7 +117,8 @@ type position struct {
 
 // Position returns the data file of the current record and the index in that file of
 // the record's first row. Without a Filter, or with FilesOnly, a record's rows are
-// consecutive rows of its file; otherwise ok is false.
+// consecutive rows of its file; otherwise ok is false. Indexes count the rows the file's
+// deletion vector keeps (the logical rows), as MergePositions does.
 func (s *Scanner) Position() (file *Add, first int64, ok bool) {
 	if s.rec == nil || (s.filter != nil && !s.opts.FilesOnly) {
 		return nil, 0, false
@@ -314,9 +319,23 @@ func (s *Scanner) read() (arrow.RecordBatch, position) {
 			s.closeFile()
 			continue
 		}
-		at := position{s.curAdd, s.curNext}
+		phys := s.curNext
 		s.curNext += raw.NumRows()
 		s.stats.RowsRead += raw.NumRows()
+		if s.curDV != nil && raw.NumCols() > 0 {
+			if rows, all := keptRowsOf(s.curDV, phys, raw.NumRows(), s.curSel); !all {
+				kept, err := gatherRows(s.ctx, s.mem, raw, rows)
+				raw.Release()
+				if err != nil {
+					s.err = fmt.Errorf("scan %s: %w", s.curAdd.Path, err)
+					s.closeFile()
+					return nil, position{}
+				}
+				raw = kept
+			}
+		}
+		at := position{s.curAdd, s.curKept}
+		s.curKept += raw.NumRows()
 		rec, err := s.finishBatch(raw)
 		raw.Release()
 		if err != nil {
@@ -335,14 +354,22 @@ func (s *Scanner) read() (arrow.RecordBatch, position) {
 
 // openFile opens one data file (or, when no data column is needed, only counts its rows).
 func (s *Scanner) openFile(a *Add) error {
-	if a.DeletionVector != nil {
-		return errors.New("unsupported table feature: deletionVectors (file has a deletion vector)")
-	}
 	rel, err := s.resolvePath(a.Path)
 	if err != nil {
 		return err
 	}
-	s.curAdd, s.curNext = a, 0
+	s.curAdd, s.curNext, s.curKept, s.curDV, s.curSel = a, 0, 0, nil, false
+	switch {
+	case a.dvChange != nil:
+		if s.curDV, err = s.dvChangeRows(a.dvChange); err != nil {
+			return err
+		}
+		s.curSel = true
+	case a.DeletionVector != nil:
+		if s.curDV, err = loadDeletionVector(s.ctx, s.store, s.root, s.opts.TableURI, a.DeletionVector); err != nil {
+			return err
+		}
+	}
 	fr, closeFn, err := openParquet(s.ctx, s.store, joinKey(s.root, rel), a.Size, s.mem, s.opts.BatchSize)
 	if err != nil {
 		return err
@@ -367,11 +394,19 @@ func (s *Scanner) openFile(a *Add) error {
 	}
 	if len(leaves) == 0 {
 		s.curRows = fr.ParquetReader().NumRows()
+		switch {
+		case s.curSel:
+			s.curRows = int64(s.curDV.GetCardinality())
+		case s.curDV != nil:
+			s.curRows -= int64(s.curDV.GetCardinality())
+		}
 		closeFn()
 		return nil
 	}
 	var rowGroups []int
-	if !s.opts.FilesOnly {
+	// Deletion vectors count rows from the start of the file, so a file with one is read
+	// whole.
+	if !s.opts.FilesOnly && s.curDV == nil {
 		rowGroups, err = s.keptRowGroups(fr, fileSchema, a)
 	}
 	if err != nil {
@@ -390,6 +425,27 @@ func (s *Scanner) openFile(a *Add) error {
 	}
 	s.cur, s.closeFn = rr, closeFn
 	return nil
+}
+
+// dvChangeRows loads the rows a change-feed read of a DV update returns: those deleted
+// by c.in and not by c.notIn.
+func (s *Scanner) dvChangeRows(c *dvChange) (*roaring64.Bitmap, error) {
+	load := func(dv *DeletionVector) (*roaring64.Bitmap, error) {
+		if dv == nil {
+			return roaring64.New(), nil
+		}
+		return loadDeletionVector(s.ctx, s.store, s.root, s.opts.TableURI, dv)
+	}
+	in, err := load(c.in)
+	if err != nil {
+		return nil, err
+	}
+	notIn, err := load(c.notIn)
+	if err != nil {
+		return nil, err
+	}
+	in.AndNot(notIn)
+	return in, nil
 }
 
 // resolvePath turns an add path into a key relative to the table root: URL-decoded, and

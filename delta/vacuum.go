@@ -127,7 +127,7 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 
 	valid := map[string]bool{}
 	for _, a := range snap.Files() {
-		if err := t.markPath(valid, a.Path, opts.TableURI); err != nil {
+		if err := t.markFile(valid, a.Path, a.DeletionVector, opts.TableURI); err != nil {
 			return nil, err
 		}
 	}
@@ -135,7 +135,7 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 	var expired []*Remove
 	for _, r := range snap.Tombstones() {
 		if r.DeletionTimestamp != nil && *r.DeletionTimestamp >= cutoffMs {
-			if err := t.markPath(valid, r.Path, opts.TableURI); err != nil {
+			if err := t.markFile(valid, r.Path, r.DeletionVector, opts.TableURI); err != nil {
 				return nil, err
 			}
 		} else {
@@ -315,24 +315,25 @@ func (t *Table) filesNeededFrom(ctx context.Context, latest *Snapshot, opts Vacu
 	}
 	keep := map[string]bool{}
 	for _, a := range snap.Files() {
-		if err := t.markPath(keep, a.Path, opts.TableURI); err != nil {
+		if err := t.markFile(keep, a.Path, a.DeletionVector, opts.TableURI); err != nil {
 			return nil, err
 		}
 	}
 	err = t.forEachCommit(ctx, from, latest.version, func(_ int64, acts []Action) error {
 		for i := range acts {
 			var p string
+			var dv *DeletionVector
 			switch a := &acts[i]; {
 			case a.Add != nil:
-				p = a.Add.Path
+				p, dv = a.Add.Path, a.Add.DeletionVector
 			case a.Remove != nil:
-				p = a.Remove.Path
+				p, dv = a.Remove.Path, a.Remove.DeletionVector
 			case a.CDC != nil:
 				p = a.CDC.Path
 			default:
 				continue
 			}
-			if err := t.markPath(keep, p, opts.TableURI); err != nil {
+			if err := t.markFile(keep, p, dv, opts.TableURI); err != nil {
 				return err
 			}
 		}
@@ -361,6 +362,18 @@ func (t *Table) relPath(p string) (string, bool) {
 // markPath adds an action's path, relative to the table root, to set. An absolute URI is
 // made relative with tableURI; one outside the table is skipped, and one that cannot be
 // placed (no tableURI) is an error.
+// markFile marks a data file and the file of its deletion vector, if any.
+func (t *Table) markFile(set map[string]bool, p string, dv *DeletionVector, tableURI string) error {
+	if dv != nil && dv.StorageType != "i" {
+		rel, err := dvFileKey(dv, tableURI)
+		if err != nil {
+			return fmt.Errorf("file %s: %w", p, err)
+		}
+		set[rel] = true
+	}
+	return t.markPath(set, p, tableURI)
+}
+
 func (t *Table) markPath(set map[string]bool, p, tableURI string) error {
 	if rel, ok := t.relPath(p); ok {
 		set[rel] = true
