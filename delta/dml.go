@@ -380,11 +380,15 @@ func applySet(w *rewriter, schema *StructType, base, view arrow.RecordBatch, set
 	return array.NewRecordBatch(w.tblSch, cols, base.NumRows()), nil
 }
 
-// fileNumRecords is numRecords from a file's stats.
+// fileNumRecords is the rows a file holds: numRecords from its stats, less those its
+// deletion vector deletes.
 func fileNumRecords(a *Add) (int64, bool) {
 	sv := parseStatsView(a.Stats)
 	if sv == nil || sv.numRecords == nil {
 		return 0, false
+	}
+	if a.DeletionVector != nil {
+		return *sv.numRecords - a.DeletionVector.Cardinality, true
 	}
 	return *sv.numRecords, true
 }

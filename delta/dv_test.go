@@ -1,11 +1,17 @@
 package delta_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 )
@@ -302,4 +308,112 @@ func TestMergePositionsWithDeletionVectors(t *testing.T) {
 	if g, w := latestRows(t, dvt), latestRows(t, plain); !slices.Equal(g, w) || len(g) != 2 {
 		t.Errorf("rows %v, want %v", g, w)
 	}
+}
+
+// Given the matched rows, a MERGE by position on a table with deletion vectors does not
+// read the target file at all (here it is even missing while the MERGE runs), and writes
+// what the MERGE that reads it writes.
+func TestMergePositionsGivenRowsSkipsTheRead(t *testing.T) {
+	ctx := context.Background()
+	commits := [][]row{{{1, "ann", "a"}, {2, "bob", "a"}, {3, "cy", "a"}, {4, "dee", "a"}}}
+	plain := cdfTable(t, commits...)
+	dvt, _ := dvTable(t, commits...)
+	first := sourceRecord([]row{{1, "", "a"}}, []string{"D"})
+	defer first.Release()
+	src := sourceRecord([]row{{4, "di", "a"}, {3, "", "a"}}, []string{"U", "D"})
+	defer src.Release()
+	for _, tb := range []*delta.Table{plain, dvt} {
+		if _, err := tb.Merge(ctx, upsertOptions(first)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := plain.Merge(ctx, upsertOptions(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := dvt.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := upsertOptions(src)
+	opts.Tx = dvt.NewTransaction(snap, delta.TxOptions{})
+	opts.Positions = positionsOf(t, snap, src)
+	var key string
+	var saved []byte
+	for path, fm := range opts.Positions.Files {
+		rows := rowsAt(t, snap, path, fm.Target)
+		defer rows.Release()
+		fm.Rows = []arrow.RecordBatch{rows.NewSlice(0, 1), rows.NewSlice(1, rows.NumRows())} // in two records
+		for _, r := range fm.Rows {
+			defer r.Release()
+		}
+		key = "warehouse/t/" + path
+		rc, err := dvt.Store().Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved, _ = io.ReadAll(rc)
+		rc.Close()
+		if err := dvt.Store().Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := dvt.Merge(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dvt.Store().Put(ctx, key, bytes.NewReader(saved), int64(len(saved))); err != nil {
+		t.Fatal(err)
+	}
+	if g, w := latestRows(t, dvt), latestRows(t, plain); !slices.Equal(g, w) || len(g) != 2 {
+		t.Errorf("rows %v, want %v", g, w)
+	}
+	if g, w := versionChanges(t, dvt, got.Version), versionChanges(t, plain, want.Version); !slices.Equal(g, w) {
+		t.Errorf("change feed %v, want %v", g, w)
+	}
+}
+
+// rowsAt returns the rows of one file of snap at the given logical positions.
+func rowsAt(t *testing.T, snap *delta.Snapshot, path string, positions []int64) arrow.RecordBatch {
+	t.Helper()
+	sc, err := snap.Scan(context.Background(), delta.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Release()
+	var parts []arrow.RecordBatch
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	for sc.Next() {
+		file, first, _ := sc.Position()
+		if file.Path != path {
+			continue
+		}
+		rec := sc.RecordBatch()
+		for _, p := range positions {
+			if p >= first && p < first+rec.NumRows() {
+				parts = append(parts, rec.NewSlice(p-first, p-first+1))
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	cols := make([]arrow.Array, sc.Schema().NumFields())
+	for c := range cols {
+		chunks := make([]arrow.Array, len(parts))
+		for i, p := range parts {
+			chunks[i] = p.Column(c)
+		}
+		a, err := array.Concatenate(chunks, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Release()
+		cols[c] = a
+	}
+	return array.NewRecordBatch(sc.Schema(), cols, int64(len(parts)))
 }

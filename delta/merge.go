@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // MergeAction is what a MERGE clause does to the rows it applies to.
@@ -112,6 +113,17 @@ type MergePositions struct {
 type FileMatches struct {
 	Target []int64
 	Source []int32
+	// Rows, when set, holds the target rows Target names, in that order, in records of
+	// the table's Arrow schema (a caller that scanned them kept them). On a table with
+	// deletion vectors on, the MERGE then takes the rows from here and does not read the
+	// file; otherwise it is ignored (the file is rewritten, so it is read whole).
+	Rows []arrow.RecordBatch
+}
+
+// GatherRows returns the rows of rec at the given indexes, in that order (a caller
+// keeping the rows of a scan for FileMatches.Rows).
+func GatherRows(ctx context.Context, rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
+	return gatherRows(ctx, memory.DefaultAllocator, rec, rows)
 }
 
 // MergeResult reports what a MERGE did (Spark's operationMetrics).

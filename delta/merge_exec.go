@@ -317,6 +317,9 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 		}
 	}
 	var gone []int64 // with m.dv: the file's rows (logical indexes) deleted or updated
+	if live, ok := fileNumRecords(a); ok && m.dv && fm != nil && fm.Rows != nil {
+		return m.mergeGivenRows(ctx, a, fm, live)
+	}
 	err := scanFile(ctx, m.snap, a, func(rec arrow.RecordBatch) error {
 		p, err := m.planRecord(ctx, rec, fm, first)
 		at := first
@@ -364,6 +367,62 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 		}
 	}
 	return apply != nil, nil
+}
+
+// mergeGivenRows merges a file of a table with deletion vectors from the matched rows
+// the caller gave (fm.Rows) without reading it: the rows the clauses delete or update
+// are marked in the file's vector, the updated ones written anew. live is the file's
+// row count.
+func (m *merger) mergeGivenRows(ctx context.Context, a *Add, fm *FileMatches, live int64) (bool, error) {
+	n := 0
+	for _, r := range fm.Rows {
+		if !r.Schema().Equal(m.w.tblSch) {
+			return false, fmt.Errorf("MergePositions for %s: the rows given have schema %s, want the table's %s", a.Path, r.Schema(), m.w.tblSch)
+		}
+		n += int(r.NumRows())
+	}
+	if n != len(fm.Target) {
+		return false, fmt.Errorf("MergePositions for %s: %d rows given for %d target rows", a.Path, n, len(fm.Target))
+	}
+	if n > 0 && (fm.Target[0] < 0 || fm.Target[n-1] >= live) {
+		return false, fmt.Errorf("MergePositions for %s: target rows %d..%d, but the file has %d rows", a.Path, fm.Target[0], fm.Target[n-1], live)
+	}
+	for _, s := range fm.Source {
+		if s < 0 || int64(s) >= m.src.n {
+			return false, fmt.Errorf("MergePositions: source row %d is out of range", s)
+		}
+		m.matched[s] = true
+	}
+	var gone []int64
+	k := 0 // index in Target and Source of the record's first row
+	for _, rec := range fm.Rows {
+		rn := int(rec.NumRows())
+		p := &recordPlan{rec: rec, updT: map[int][]int32{}, updS: map[int][]int32{}}
+		p, err := m.choose(ctx, p, rec, indexRange(rn), fm.Source[k:k+rn], nil)
+		if err != nil {
+			return false, err
+		}
+		if p.changed {
+			if err := m.applyRecord(ctx, p); err != nil {
+				return false, err
+			}
+			for _, r := range p.appendChanged(nil, 0) {
+				gone = append(gone, fm.Target[k+int(r)])
+			}
+		}
+		k += rn
+	}
+	if len(gone) == 0 {
+		return false, nil
+	}
+	na, err := markDeleted(ctx, m.snap, a, gone, live)
+	if err != nil {
+		return false, err
+	}
+	if na != nil {
+		m.dvAdds = append(m.dvAdds, na)
+	}
+	return true, nil
 }
 
 // appendChanged appends the file positions (first is the record's) of the rows the plan
