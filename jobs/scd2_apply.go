@@ -53,17 +53,19 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 	}
 	n := len(l.data)
 	pos := &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
+	placed := map[string]*placedRows{}
 	for i, c := range changes {
 		if c.Old != nil {
 			if c.Old.at.file == "" {
 				return nil, fmt.Errorf("internal error: a %s of a stored version that the scan did not place", c.Kind)
 			}
-			fm := pos.Files[c.Old.at.file]
-			if fm == nil {
-				fm = &delta.FileMatches{}
-				pos.Files[c.Old.at.file] = fm
+			p := placed[c.Old.at.file]
+			if p == nil {
+				p = &placedRows{FileMatches: &delta.FileMatches{}}
+				pos.Files[c.Old.at.file], placed[c.Old.at.file] = p.FileMatches, p
 			}
-			fm.Target, fm.Source = append(fm.Target, c.Old.at.row), append(fm.Source, int32(i))
+			p.Target, p.Source = append(p.Target, c.Old.at.row), append(p.Source, int32(i))
+			p.at = append(p.at, c.Old.at)
 		}
 		v := c.New
 		if c.Kind == "delete" {
@@ -100,9 +102,19 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 		b.Field(n + 2).(*array.BooleanBuilder).Append(v.Current)
 		b.Field(n + 3).(*array.StringBuilder).Append(c.Kind)
 	}
-	for _, fm := range pos.Files {
-		sort.Sort(byTarget{fm})
+	for _, p := range placed {
+		sort.Sort(p)
+		rows, err := batch.heldRows(ctx, p.at)
+		if err != nil {
+			return nil, err
+		}
+		p.Rows = rows
 	}
+	defer func() {
+		for _, p := range placed {
+			releaseRecords(p.Rows)
+		}
+	}()
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	on := make([]string, 0, len(l.spec.keys)+1)
@@ -134,12 +146,61 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 	})
 }
 
-// byTarget sorts a file's matches by target row.
-type byTarget struct{ *delta.FileMatches }
+// placedRows are a file's matches with where the scan placed each target row; they
+// sort by target row.
+type placedRows struct {
+	*delta.FileMatches
+	at []dimRow
+}
 
-func (m byTarget) Len() int           { return len(m.Target) }
-func (m byTarget) Less(i, j int) bool { return m.Target[i] < m.Target[j] }
-func (m byTarget) Swap(i, j int) {
+func (m *placedRows) Len() int           { return len(m.Target) }
+func (m *placedRows) Less(i, j int) bool { return m.Target[i] < m.Target[j] }
+func (m *placedRows) Swap(i, j int) {
 	m.Target[i], m.Target[j] = m.Target[j], m.Target[i]
 	m.Source[i], m.Source[j] = m.Source[j], m.Source[i]
+	m.at[i], m.at[j] = m.at[j], m.at[i]
+}
+
+// heldRows gathers the kept rows of one file's matched versions, in their order, as
+// records for FileMatches.Rows: nil when some row was not kept. Sorted by target row,
+// a file's versions come in the order the scan kept them.
+func (b *scdBatch) heldRows(ctx context.Context, at []dimRow) ([]arrow.RecordBatch, error) {
+	for _, r := range at {
+		if r.held == 0 {
+			return nil, nil
+		}
+	}
+	var out []arrow.RecordBatch
+	var rows []int32
+	flush := func(held int32) error {
+		if len(rows) == 0 {
+			return nil
+		}
+		g, err := delta.GatherRows(ctx, b.dimRows[held-1], rows)
+		if err != nil {
+			return err
+		}
+		out, rows = append(out, g), rows[:0]
+		return nil
+	}
+	for i, r := range at {
+		if i > 0 && r.held != at[i-1].held {
+			if err := flush(at[i-1].held); err != nil {
+				releaseRecords(out)
+				return nil, err
+			}
+		}
+		rows = append(rows, r.hrow)
+	}
+	if err := flush(at[len(at)-1].held); err != nil {
+		releaseRecords(out)
+		return nil, err
+	}
+	return out, nil
+}
+
+func releaseRecords(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
 }

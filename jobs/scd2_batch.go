@@ -40,6 +40,9 @@ type scdBatch struct {
 	evSeq                []int64
 	evDel                []bool
 	expect               int // events expected (reserve), to size the key arena
+
+	// dimRows are the dimension rows the scan kept for the MERGE (see dimRow).
+	dimRows []arrow.RecordBatch
 }
 
 func newSCDBatch(l *scdLayout) *scdBatch {
@@ -51,7 +54,10 @@ func (b *scdBatch) Release() {
 	for _, r := range b.recs {
 		r.Release()
 	}
-	b.recs = nil
+	for _, r := range b.dimRows {
+		r.Release()
+	}
+	b.recs, b.dimRows = nil, nil
 }
 
 // appendKey encodes the key columns of row i (null-safe, type-normalised as colValue
@@ -527,6 +533,11 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 		return nil, nil, err
 	}
 	defer sc.Release()
+	// With deletion vectors the MERGE marks the rows it changes instead of rewriting
+	// their files: the scan keeps the rows that may change, so the MERGE need not read
+	// the files again.
+	hold := snap.DeletionVectorsEnabled()
+	var kept []int32 // rows of the current record kept
 	var synthetic int64
 	for sc.Next() {
 		rec := sc.RecordBatch()
@@ -534,7 +545,15 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 		if !ok {
 			return nil, nil, errors.New("the dimension scan lost the positions of its rows")
 		}
-		at := func(i int) dimRow { return dimRow{file: file.Path, row: first + int64(i)} }
+		kept = kept[:0]
+		at := func(i int) dimRow {
+			r := dimRow{file: file.Path, row: first + int64(i)}
+			if hold {
+				r.held, r.hrow = int32(len(b.dimRows)+1), int32(len(kept))
+				kept = append(kept, int32(i))
+			}
+			return r
+		}
 		d, err := l.dimColumns(rec)
 		if err != nil {
 			return nil, nil, err
@@ -581,6 +600,13 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 			v.at = at(i)
 			w.versions = append(w.versions, v)
 			w.quick = w.quick || quick
+		}
+		if len(kept) > 0 {
+			rows, err := delta.GatherRows(ctx, rec, kept)
+			if err != nil {
+				return nil, nil, err
+			}
+			b.dimRows = append(b.dimRows, rows)
 		}
 	}
 	return work, missing, sc.Err()

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -363,11 +364,15 @@ func TestSCD2FoldIndependentOfCores(t *testing.T) {
 // dimension partitioned by the tracked column (many files, rows matched by position in
 // each) ends up with the same rows.
 func TestSCD2QuickPathMatchesFold(t *testing.T) {
-	run := func(quick bool, partitionBy ...string) (dim []string, feed []string) {
+	run := func(quick, dv bool, partitionBy ...string) (dim []string, feed []string) {
 		defer func(was bool) { quickPath = was }(quickPath)
 		quickPath = quick
 		staging, dimTbl := customerTables(t)
 		dimTbl.PartitionBy = partitionBy
+		if dv {
+			dimTbl.Properties = maps.Clone(dimTbl.Properties)
+			dimTbl.Properties[delta.PropEnableDeletionVectors] = "true"
+		}
 		clock := &testClock{t: d1}
 		env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dimTbl)
 		cfg := scd2Config()
@@ -405,21 +410,37 @@ func TestSCD2QuickPathMatchesFold(t *testing.T) {
 		if len(partitionBy) > 0 && len(snap.Files()) < 3 {
 			t.Fatalf("the partitioned dimension has %d files", len(snap.Files()))
 		}
+		withDV := 0
+		for _, f := range snap.Files() {
+			if f.DeletionVector != nil {
+				withDV++
+			}
+		}
+		if dv != (withDV > 0) {
+			t.Fatalf("deletion vectors on: %v, but %d of %d files have one", dv, withDV, len(snap.Files()))
+		}
 		for v := int64(1); v <= snap.Version(); v++ {
 			feed = append(feed, changeRows(t, tbl, v)...)
 		}
 		return tableRows(t, env, dimTbl, "customer_sk", "customer_id", "name", "city", "valid_from", "valid_to", "is_current"), feed
 	}
-	dimQuick, feedQuick := run(true)
-	dimFold, feedFold := run(false)
-	dimParts, _ := run(true, "city")
+	dimQuick, feedQuick := run(true, false)
+	dimFold, feedFold := run(false, false)
+	dimParts, _ := run(true, false, "city")
+	// With deletion vectors the MERGE takes the rows the scan kept and marks them.
+	dimDV, feedDV := run(true, true)
+	dimDVFold, feedDVFold := run(false, true)
+	dimDVParts, _ := run(true, true, "city")
 	if len(dimQuick) < 1000 || len(feedQuick) < 1000 {
 		t.Fatalf("only %d dimension rows and %d change rows", len(dimQuick), len(feedQuick))
 	}
 	for _, c := range []struct {
 		what   string
 		got, w []string
-	}{{"fold: dimension", dimFold, dimQuick}, {"fold: change feed", feedFold, feedQuick}, {"partitioned: dimension", dimParts, dimQuick}} {
+	}{{"fold: dimension", dimFold, dimQuick}, {"fold: change feed", feedFold, feedQuick}, {"partitioned: dimension", dimParts, dimQuick},
+		{"deletion vectors: dimension", dimDV, dimQuick}, {"deletion vectors: change feed", feedDV, feedQuick},
+		{"deletion vectors, fold: dimension", dimDVFold, dimQuick}, {"deletion vectors, fold: change feed", feedDVFold, feedQuick},
+		{"deletion vectors, partitioned: dimension", dimDVParts, dimQuick}} {
 		if i := firstDifference(c.got, c.w); i >= 0 {
 			t.Errorf("%s has %d rows, the quick path unpartitioned %d; first difference at row %d:\n  %s\n  %s",
 				c.what, len(c.got), len(c.w), i, at(c.got, i), at(c.w, i))

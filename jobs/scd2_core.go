@@ -50,10 +50,14 @@ type scdVersion struct {
 	at        dimRow
 }
 
-// dimRow is where a stored version is: its data file and its index there.
+// dimRow is where a stored version is: its data file and its index there, and, when
+// the scan kept the row (a dimension with deletion vectors, whose MERGE then need not
+// read the file), where it kept it: row hrow of scdBatch.dimRows[held-1].
 type dimRow struct {
 	file string // Add.Path; "" for a version not read from the dimension
 	row  int64
+	held int32 // 0: not kept
+	hrow int32
 }
 
 // scdSpec says which data columns are keys, tracked (a change makes a new version) and

@@ -339,6 +339,7 @@ func decodeColumns(ps *problems, tableNode *yaml.Node, cols []yaml.Node, table s
 // knownProperties are the delta.* table properties a pipeline may set, with a check.
 var knownProperties = map[string]func(string) error{
 	"delta.enableChangeDataFeed":         checkBool,
+	"delta.enableDeletionVectors":        checkBool,
 	"delta.appendOnly":                   checkBool,
 	"delta.enableExpiredLogCleanup":      checkBool,
 	"delta.checkpoint.writeStatsAsJson":  checkBool,
