@@ -431,7 +431,8 @@ func (d *driver) scd2(ctx context.Context) error {
 		return copyDir(setup, wh)
 	}
 	ours := d.ours(ctx, c, "ours: scd2_merge stage", restore, "scd2-ours", dir, strconv.Itoa(n+n/100))
-	relate(duck, duck, drs, ours)
+	oursDV := d.ours(ctx, c, "ours: scd2_merge stage, deletion vectors", restore, "scd2-ours", dir, strconv.Itoa(n+n/100), "dv")
+	relate(duck, duck, drs, ours, oursDV)
 	return os.RemoveAll(dir)
 }
 
