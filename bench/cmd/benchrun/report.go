@@ -157,14 +157,23 @@ func (d *driver) targets() []target {
 		}
 		add(4, "change feed read ≥ 0.8× the plain scan", known && ch.RowsPerSec >= 0.8*scan.RowsPerSec, known, got)
 	}
-	if ours := d.find("SCD2", "ours"); ours != nil || d.find("SCD2", "") != nil {
+	// Ours rewriting the dimension's files, then ours with deletion vectors (its engine
+	// name extends the first).
+	for _, o := range []struct{ label, engine string }{{"", "ours: scd2_merge stage"}, {" (deletion vectors)", "ours: scd2_merge stage, deletion vectors"}} {
+		ours := d.find("SCD2", o.engine)
+		if o.label == "" && ours != nil && ours.Engine != o.engine {
+			ours = nil // only the deletion vector row ran
+		}
+		if ours == nil && d.find("SCD2", "") == nil {
+			continue
+		}
 		duck, drs := d.find("SCD2", "DuckDB"), d.find("SCD2", "delta-rs")
-		slow := d.unfinished("SCD2", "ours") // stopped by -case-timeout: slower than any finished peer
+		slow := d.unfinished("SCD2", o.engine) // stopped by -case-timeout: slower than any finished peer
 		for _, p := range []struct {
 			text string
 			peer *row
 			name string
-		}{{"SCD2 not slower than DuckDB", duck, "DuckDB"}, {"SCD2 faster than delta-rs", drs, "delta-rs"}} {
+		}{{"SCD2 not slower than DuckDB" + o.label, duck, "DuckDB"}, {"SCD2 faster than delta-rs" + o.label, drs, "delta-rs"}} {
 			switch {
 			case ours != nil && p.peer != nil:
 				add(5, p.text, ours.Seconds < p.peer.Seconds || (p.name == "DuckDB" && ours.Seconds == p.peer.Seconds), true,
