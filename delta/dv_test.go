@@ -3,6 +3,7 @@ package delta_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -145,45 +146,49 @@ func sorted(s []string) []string {
 }
 
 // VACUUM keeps the vector files that live files and unexpired tombstones name, and
-// deletes replaced ones once they expire.
+// deletes replaced ones once they expire, in FULL and in LITE mode.
 func TestVacuumKeepsLiveDeletionVectors(t *testing.T) {
-	ctx := context.Background()
-	dvt, _ := dvTable(t, []row{{1, "ann", "a"}, {2, "bob", "a"}, {3, "cy", "a"}})
-	for _, b := range [][]row{{{1, "an", "a"}}, {{2, "bo", "a"}}} {
-		src := sourceRecord(b, []string{"U"})
-		_, err := dvt.Merge(ctx, upsertOptions(src))
-		src.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	dvFiles := func() []string {
-		infos, err := dvt.Store().List(ctx, "warehouse/t/", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, in := range infos {
-			if strings.Contains(in.Key, "deletion_vector_") {
-				out = append(out, in.Key)
+	for _, lite := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lite=%v", lite), func(t *testing.T) {
+			ctx := context.Background()
+			dvt, _ := dvTable(t, []row{{1, "ann", "a"}, {2, "bob", "a"}, {3, "cy", "a"}})
+			for _, b := range [][]row{{{1, "an", "a"}}, {{2, "bo", "a"}}} {
+				src := sourceRecord(b, []string{"U"})
+				_, err := dvt.Merge(ctx, upsertOptions(src))
+				src.Release()
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
-		}
-		return out
-	}
-	if n := len(dvFiles()); n != 2 {
-		t.Fatalf("%d vector files after two merges, want 2", n)
-	}
-	zero := time.Duration(0)
-	res, err := dvt.Vacuum(ctx, delta.VacuumOptions{Retain: &zero, Force: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := dvFiles()
-	if len(left) != 1 {
-		t.Fatalf("vector files after vacuum %v, want only the live one (deleted %v)", left, res.FilesDeleted)
-	}
-	if got := latestRows(t, dvt); !slices.Equal(got, []string{"id=1 name=an part=a", "id=2 name=bo part=a", "id=3 name=cy part=a"}) {
-		t.Errorf("rows after vacuum: %v", got)
+			dvFiles := func() []string {
+				infos, err := dvt.Store().List(ctx, "warehouse/t/", "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []string
+				for _, in := range infos {
+					if strings.Contains(in.Key, "deletion_vector_") {
+						out = append(out, in.Key)
+					}
+				}
+				return out
+			}
+			if n := len(dvFiles()); n != 2 {
+				t.Fatalf("%d vector files after two merges, want 2", n)
+			}
+			zero := time.Duration(0)
+			res, err := dvt.Vacuum(ctx, delta.VacuumOptions{Retain: &zero, Force: true, Lite: lite})
+			if err != nil {
+				t.Fatal(err)
+			}
+			left := dvFiles()
+			if len(left) != 1 {
+				t.Fatalf("vector files after vacuum %v, want only the live one (deleted %v)", left, res.FilesDeleted)
+			}
+			if got := latestRows(t, dvt); !slices.Equal(got, []string{"id=1 name=an part=a", "id=2 name=bo part=a", "id=3 name=cy part=a"}) {
+				t.Errorf("rows after vacuum: %v", got)
+			}
+		})
 	}
 }
 

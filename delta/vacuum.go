@@ -154,9 +154,19 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 	var cands []candidate
 	if opts.Lite {
 		seen := map[string]bool{}
+		var paths []string // of expired tombstones: data files and their vectors' files
 		for _, r := range expired {
-			p, ok := t.relPath(r.Path)
-			if !ok || valid[p] || seen[p] {
+			if p, ok := t.relPath(r.Path); ok {
+				paths = append(paths, p)
+			}
+			if r.DeletionVector != nil && r.DeletionVector.StorageType == "u" {
+				if p, err := dvFileKey(r.DeletionVector, ""); err == nil {
+					paths = append(paths, p)
+				}
+			}
+		}
+		for _, p := range paths {
+			if valid[p] || seen[p] {
 				continue
 			}
 			seen[p] = true
