@@ -22,6 +22,10 @@ Layout:
     test_cdf_dml.py             issue 4: change data feed both ways (Spark readChangeFeed,
                                 delta-rs load_cdf), MERGE/UPDATE/DELETE, RESTORE, VACUUM,
                                 identity columns written by us and by Spark
+    test_dv.py                  deletion vectors both ways: our DELETE/UPDATE/MERGE with
+                                delta.enableDeletionVectors read by Spark and delta-rs
+                                (rows per version, change feed, our checkpoint, RESTORE,
+                                VACUUM, MinIO); Spark's vectors read by ours
 
 Environment: DELTATOOL (a prebuilt helper), ORCH_IVY_DIR (the Ivy cache for Spark's Delta
 jar, default ~/.cache/orchestrator-ivy), ORCH_TEST_S3_* (MinIO, from scripts/test.sh; the
