@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -539,6 +540,7 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 	hold := snap.DeletionVectorsEnabled()
 	var kept []int32 // rows of the current record kept
 	var synthetic int64
+	rows := &sortedRows{}
 	for sc.Next() {
 		rec := sc.RecordBatch()
 		file, first, ok := sc.Position()
@@ -558,16 +560,10 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 		if err != nil {
 			return nil, nil, err
 		}
-		kb := &b.block
-		kb.Reset()
-		for i := range int(rec.NumRows()) {
-			if kb.Buf, err = appendKey(kb.Buf, rec, d.data, l.spec.keys, i); err != nil {
-				return nil, nil, err
-			}
-			kb.End()
+		if err := b.sortRows(rec, d, rows); err != nil {
+			return nil, nil, err
 		}
-		b.keys.LookupBlock(kb)
-		for i, id := range kb.IDs {
+		for i, id := range rows.ids {
 			current := !d.curr.IsNull(i) && d.curr.Value(i)
 			if id < 0 {
 				if deleteAt == nil || !current || (l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)) {
@@ -585,10 +581,7 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 			if w.settled {
 				continue
 			}
-			var repeats, quick bool
-			if current {
-				repeats, quick = b.againstCurrent(id, rec, d, i)
-			}
+			repeats, quick := rows.repeats[i], rows.quick[i]
 			if repeats {
 				w.settled, w.versions = true, nil
 				continue
@@ -610,6 +603,63 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 		}
 	}
 	return work, missing, sc.Err()
+}
+
+// sortedRows is what sortRows found for each row of a dimension record: its key's id
+// in the batch (-1: not in the batch) and, for a current row of a batch key, what
+// againstCurrent says.
+type sortedRows struct {
+	ids            []int32
+	repeats, quick []bool
+	blocks         [2]keyindex.Block
+}
+
+// splitSortAt is the record size from which sortRows works on two halves at once (a
+// test lowers it).
+var splitSortAt = 4096
+
+// sortRows looks a dimension record's keys up in the batch and compares the current
+// rows with their keys' events, the two halves of the record at once (lookups and
+// comparisons only read the batch).
+func (b *scdBatch) sortRows(rec arrow.RecordBatch, d *dimColumns, out *sortedRows) error {
+	n := int(rec.NumRows())
+	out.ids = slices.Grow(out.ids[:0], n)[:n]
+	out.repeats = slices.Grow(out.repeats[:0], n)[:n]
+	out.quick = slices.Grow(out.quick[:0], n)[:n]
+	half := n / 2
+	if n < splitSortAt {
+		half = n
+	}
+	part := func(k, lo, hi int) error {
+		kb := &out.blocks[k]
+		kb.Reset()
+		for i := lo; i < hi; i++ {
+			var err error
+			if kb.Buf, err = appendKey(kb.Buf, rec, d.data, b.l.spec.keys, i); err != nil {
+				return err
+			}
+			kb.End()
+		}
+		b.keys.LookupBlock(kb)
+		for j, id := range kb.IDs {
+			i := lo + j
+			out.ids[i] = id
+			out.repeats[i], out.quick[i] = false, false
+			if id >= 0 && !d.curr.IsNull(i) && d.curr.Value(i) {
+				out.repeats[i], out.quick[i] = b.againstCurrent(id, rec, d, i)
+			}
+		}
+		return nil
+	}
+	if half == n {
+		return part(0, 0, n)
+	}
+	var wg sync.WaitGroup
+	var err1 error
+	wg.Go(func() { err1 = part(1, half, n) })
+	err := part(0, 0, half)
+	wg.Wait()
+	return errors.Join(err, err1)
 }
 
 // againstCurrent compares key id's events with its current dimension row i. They

@@ -364,6 +364,8 @@ func TestSCD2FoldIndependentOfCores(t *testing.T) {
 // dimension partitioned by the tracked column (many files, rows matched by position in
 // each) ends up with the same rows.
 func TestSCD2QuickPathMatchesFold(t *testing.T) {
+	defer func(was int) { splitSortAt = was }(splitSortAt)
+	splitSortAt = 16 // the dimension records are small: sort them in halves too
 	run := func(quick, dv bool, partitionBy ...string) (dim []string, feed []string) {
 		defer func(was bool) { quickPath = was }(quickPath)
 		quickPath = quick
