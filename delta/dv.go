@@ -8,7 +8,6 @@ import (
 	"hash/crc32"
 	"io"
 	"net/url"
-	"sort"
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -198,8 +197,14 @@ func loadDeletionVector(ctx context.Context, store objectstore.Store, root, tabl
 	return bm, nil
 }
 
-// decodeDVBitmap parses a vector: the magic, then a portable 64-bit roaring bitmap.
-func decodeDVBitmap(data []byte) (*roaring64.Bitmap, error) {
+// decodeDVBitmap parses a vector: the magic, then a portable 64-bit roaring bitmap. A
+// vector the roaring library cannot parse is an error, even if it panics on it.
+func decodeDVBitmap(data []byte) (bm *roaring64.Bitmap, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			bm, err = nil, fmt.Errorf("deletion vector: corrupt bitmap (%v)", r)
+		}
+	}()
 	if len(data) < 12 {
 		return nil, fmt.Errorf("deletion vector: %d bytes is too short", len(data))
 	}
@@ -212,7 +217,7 @@ func decodeDVBitmap(data []byte) (*roaring64.Bitmap, error) {
 	if n := binary.LittleEndian.Uint64(body); n > uint64(len(body)-8)/12 {
 		return nil, fmt.Errorf("deletion vector: %d buckets in %d bytes", n, len(body))
 	}
-	bm := roaring64.New()
+	bm = roaring64.New()
 	if _, err := bm.ReadFrom(bytes.NewReader(body)); err != nil {
 		return nil, fmt.Errorf("deletion vector: %w", err)
 	}
@@ -326,25 +331,5 @@ func physicalRows(old *roaring64.Bitmap, logical []int64) []uint64 {
 		}
 		out[i] = p
 	}
-	return out
-}
-
-// dvKeys returns the keys of the DV files that descriptors name (inline ones have
-// none), sorted and without duplicates.
-func dvKeys(root string, dvs []*DeletionVector) []string {
-	set := map[string]bool{}
-	for _, dv := range dvs {
-		if dv == nil || dv.StorageType == "i" {
-			continue
-		}
-		if rel, err := dvFileKey(dv, ""); err == nil {
-			set[joinKey(root, rel)] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
