@@ -2,8 +2,10 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -46,27 +48,93 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 		fields = append(fields, arrow.Field{Name: schema.Field(name).Name, Type: at, Nullable: true})
 	}
 	fields = append(fields, arrow.Field{Name: scdActionColumn, Type: arrow.BinaryTypes.String})
-	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	sourceSchema := arrow.NewSchema(fields, nil)
+	// The MERGE source is built in two halves at once while the matches are placed
+	// (its records are read in order: source row i is change i).
+	half := len(changes) / 2
+	var recs [2]arrow.RecordBatch
+	var errs [2]error
+	var wg sync.WaitGroup
+	for k, part := range [][]scdChange{changes[:half], changes[half:]} {
+		wg.Go(func() { recs[k], errs[k] = scdSourceRecord(sourceSchema, l, batch, part) })
+	}
+	defer func() {
+		wg.Wait()
+		releaseRecords([]arrow.RecordBatch{recs[0], recs[1]})
+	}()
+	pos := &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
+	placed := map[string]*placedRows{}
+	for i, c := range changes {
+		if c.Old == nil {
+			continue
+		}
+		if c.Old.at.file == "" {
+			return nil, fmt.Errorf("internal error: a %s of a stored version that the scan did not place", c.Kind)
+		}
+		p := placed[c.Old.at.file]
+		if p == nil {
+			p = &placedRows{FileMatches: &delta.FileMatches{}}
+			pos.Files[c.Old.at.file], placed[c.Old.at.file] = p.FileMatches, p
+		}
+		p.Target, p.Source = append(p.Target, c.Old.at.row), append(p.Source, int32(i))
+		p.at = append(p.at, c.Old.at)
+	}
+	for _, p := range placed {
+		sort.Sort(p)
+		rows, err := batch.heldRows(ctx, p.at)
+		if err != nil {
+			return nil, err
+		}
+		p.Rows = rows
+	}
+	defer func() {
+		for _, p := range placed {
+			releaseRecords(p.Rows)
+		}
+	}()
+	wg.Wait()
+	if err := errors.Join(errs[0], errs[1]); err != nil {
+		return nil, err
+	}
+	on := make([]string, 0, len(l.spec.keys)+1)
+	for _, k := range l.spec.keys {
+		on = append(on, l.data[k].Name)
+	}
+	on = append(on, l.from)
+	tx := dst.NewTransaction(snap, delta.TxOptions{})
+	if watermark != nil {
+		tx.SetTxn(s.watermarkID(), *watermark)
+	}
+	return dst.Merge(ctx, delta.MergeOptions{
+		Source:    recs[:],
+		On:        on,
+		NullSafe:  true,
+		Positions: pos,
+		WhenMatched: []delta.MergeClause{
+			{Cond: delta.Eq("source."+scdActionColumn, "delete"), Action: delta.MergeDelete},
+			{Cond: delta.Eq("source."+scdActionColumn, "close"), Action: delta.MergeUpdate,
+				Set: map[string]any{l.to: delta.Col("source." + l.to), l.curr: false}},
+			{Action: delta.MergeUpdate},
+		},
+		WhenNotMatched: []delta.MergeClause{
+			{Cond: delta.Ne("source."+scdActionColumn, "delete"), Action: delta.MergeInsert},
+		},
+		Txn:     &delta.Txn{AppID: s.AppID(), Version: sourceVersion},
+		Tx:      tx,
+		Lineage: env.lineage(),
+	})
+}
+
+// scdSourceRecord builds MERGE source rows for changes: the data columns, valid_from,
+// valid_to, is_current and the action.
+func scdSourceRecord(schema *arrow.Schema, l *scdLayout, batch *scdBatch, changes []scdChange) (arrow.RecordBatch, error) {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	defer b.Release()
 	for _, f := range b.Fields() {
 		f.Reserve(len(changes))
 	}
 	n := len(l.data)
-	pos := &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
-	placed := map[string]*placedRows{}
-	for i, c := range changes {
-		if c.Old != nil {
-			if c.Old.at.file == "" {
-				return nil, fmt.Errorf("internal error: a %s of a stored version that the scan did not place", c.Kind)
-			}
-			p := placed[c.Old.at.file]
-			if p == nil {
-				p = &placedRows{FileMatches: &delta.FileMatches{}}
-				pos.Files[c.Old.at.file], placed[c.Old.at.file] = p.FileMatches, p
-			}
-			p.Target, p.Source = append(p.Target, c.Old.at.row), append(p.Source, int32(i))
-			p.at = append(p.at, c.Old.at)
-		}
+	for _, c := range changes {
 		v := c.New
 		if c.Kind == "delete" {
 			v = c.Old
@@ -102,48 +170,7 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 		b.Field(n + 2).(*array.BooleanBuilder).Append(v.Current)
 		b.Field(n + 3).(*array.StringBuilder).Append(c.Kind)
 	}
-	for _, p := range placed {
-		sort.Sort(p)
-		rows, err := batch.heldRows(ctx, p.at)
-		if err != nil {
-			return nil, err
-		}
-		p.Rows = rows
-	}
-	defer func() {
-		for _, p := range placed {
-			releaseRecords(p.Rows)
-		}
-	}()
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	on := make([]string, 0, len(l.spec.keys)+1)
-	for _, k := range l.spec.keys {
-		on = append(on, l.data[k].Name)
-	}
-	on = append(on, l.from)
-	tx := dst.NewTransaction(snap, delta.TxOptions{})
-	if watermark != nil {
-		tx.SetTxn(s.watermarkID(), *watermark)
-	}
-	return dst.Merge(ctx, delta.MergeOptions{
-		Source:    []arrow.RecordBatch{rec},
-		On:        on,
-		NullSafe:  true,
-		Positions: pos,
-		WhenMatched: []delta.MergeClause{
-			{Cond: delta.Eq("source."+scdActionColumn, "delete"), Action: delta.MergeDelete},
-			{Cond: delta.Eq("source."+scdActionColumn, "close"), Action: delta.MergeUpdate,
-				Set: map[string]any{l.to: delta.Col("source." + l.to), l.curr: false}},
-			{Action: delta.MergeUpdate},
-		},
-		WhenNotMatched: []delta.MergeClause{
-			{Cond: delta.Ne("source."+scdActionColumn, "delete"), Action: delta.MergeInsert},
-		},
-		Txn:     &delta.Txn{AppID: s.AppID(), Version: sourceVersion},
-		Tx:      tx,
-		Lineage: env.lineage(),
-	})
+	return b.NewRecordBatch(), nil
 }
 
 // placedRows are a file's matches with where the scan placed each target row; they
@@ -201,6 +228,8 @@ func (b *scdBatch) heldRows(ctx context.Context, at []dimRow) ([]arrow.RecordBat
 
 func releaseRecords(recs []arrow.RecordBatch) {
 	for _, r := range recs {
-		r.Release()
+		if r != nil {
+			r.Release()
+		}
 	}
 }
