@@ -222,6 +222,9 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 			if err != nil {
 				return res, err
 			}
+			if err := batch.versionRows(w.versions); err != nil {
+				return res, err
+			}
 			changes = append(changes, foldKey(&l.spec, w.versions, evs, noSK)...)
 		}
 	}
@@ -309,6 +312,10 @@ func foldBatch(b *scdBatch, work []scdKeyWork, spec *scdSpec, isLate func(first 
 					late[id] = true
 					out.late++
 					continue
+				}
+				if err := b.versionRows(w.versions); err != nil {
+					out.err = err
+					return
 				}
 				out.changes = append(out.changes, foldKey(spec, w.versions, evs, func() int64 { return 0 })...)
 				w.versions = nil

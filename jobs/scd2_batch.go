@@ -42,8 +42,30 @@ type scdBatch struct {
 	evDel                []bool
 	expect               int // events expected (reserve), to size the key arena
 
-	// dimRows are the dimension rows the scan kept for the MERGE (see dimRow).
-	dimRows []arrow.RecordBatch
+	// dimRows are the dimension rows the scan kept for the MERGE (see dimRow), and
+	// heldData their data columns.
+	dimRows  []arrow.RecordBatch
+	heldData []int
+}
+
+// versionRows fills in the values of stored versions the scan placed without them (see
+// scanDimension), reading them from the rows it kept.
+func (b *scdBatch) versionRows(versions []scdVersion) error {
+	for k := range versions {
+		v := &versions[k]
+		if v.Row != nil {
+			continue
+		}
+		if v.at.held == 0 {
+			return fmt.Errorf("internal error: a stored version of %s has neither values nor a kept row", v.at.file)
+		}
+		row, err := sourceRow(b.dimRows[v.at.held-1], b.l, int(v.at.hrow), b.heldData)
+		if err != nil {
+			return err
+		}
+		v.Row = row
+	}
+	return nil
 }
 
 func newSCDBatch(l *scdLayout) *scdBatch {
@@ -477,12 +499,15 @@ func (l *scdLayout) dimColumns(rec arrow.RecordBatch) (*dimColumns, error) {
 }
 
 // version builds the scdVersion of dimension row i.
-func (l *scdLayout) version(rec arrow.RecordBatch, d *dimColumns, i int, synthetic *int64) (scdVersion, error) {
-	row, err := sourceRow(rec, l, i, d.data)
-	if err != nil {
-		return scdVersion{}, err
+func (l *scdLayout) version(rec arrow.RecordBatch, d *dimColumns, i int, synthetic *int64, withRow bool) (scdVersion, error) {
+	v := scdVersion{Current: !d.curr.IsNull(i) && d.curr.Value(i)}
+	if withRow {
+		row, err := sourceRow(rec, l, i, d.data)
+		if err != nil {
+			return scdVersion{}, err
+		}
+		v.Row = row
 	}
-	v := scdVersion{Row: row, Current: !d.curr.IsNull(i) && d.curr.Value(i)}
 	v.From, _ = seqValue(d.from, i)
 	v.To, _ = seqValue(d.to, i)
 	if d.sk != nil && !d.sk.IsNull(i) {
@@ -560,6 +585,7 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 		if err != nil {
 			return nil, nil, err
 		}
+		b.heldData = d.data // the kept rows have the scan's columns
 		if err := b.sortRows(rec, d, rows); err != nil {
 			return nil, nil, err
 		}
@@ -569,7 +595,7 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 				if deleteAt == nil || !current || (l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)) {
 					continue
 				}
-				v, err := l.version(rec, d, i, &synthetic)
+				v, err := l.version(rec, d, i, &synthetic, true)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -586,7 +612,10 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 				w.settled, w.versions = true, nil
 				continue
 			}
-			v, err := l.version(rec, d, i, &synthetic)
+			// A key's quick change needs only its version's place, not its values: with
+			// the rows kept, the values are read from there if the fold needs them after
+			// all (versionRow).
+			v, err := l.version(rec, d, i, &synthetic, !(hold && quick && len(w.versions) == 0))
 			if err != nil {
 				return nil, nil, err
 			}
