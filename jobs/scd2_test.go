@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -198,10 +199,14 @@ func TestSCD2DeletesAndLateEvents(t *testing.T) {
 func TestSCD2CrashAtEveryOperation(t *testing.T) {
 	// The second batch moves C1 and adds C3; with late, it also has a C2 event before
 	// everything merged, which is folded with C2's history read from the change feed.
-	for name, wantRows := range map[string]int{"in order": 4, "late": 5} {
+	for name, wantRows := range map[string]int{"in order": 4, "late": 5, "deletion vectors": 4} {
 		t.Run(name, func(t *testing.T) {
 			setup := func() (*faultstore.Store, *Env, *Table) {
 				staging, dim := customerTables(t)
+				if name == "deletion vectors" { // the MERGE writes a vector file, then commits
+					dim.Properties = maps.Clone(dim.Properties)
+					dim.Properties[delta.PropEnableDeletionVectors] = "true"
+				}
 				clock := &testClock{t: d1}
 				fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
 				env := newTestEnv(fs, clock, staging, dim)
@@ -218,6 +223,21 @@ func TestSCD2CrashAtEveryOperation(t *testing.T) {
 			stage := NewSCD2Merge("merge", scd2Config())
 			if want := crashAtEveryOperation(t, stage, setup, rowsOf(t)); len(want) != wantRows {
 				t.Fatalf("clean run: %d rows, want %d", len(want), wantRows)
+			}
+			if name == "deletion vectors" {
+				_, env, dim := setup()
+				runStage(t, stage, env)
+				tbl, err := env.openTable(t.Context(), dim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				snap, err := tbl.Snapshot(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.ContainsFunc(snap.Files(), func(a *delta.Add) bool { return a.DeletionVector != nil }) {
+					t.Fatal("the merge wrote no deletion vector")
+				}
 			}
 		})
 	}
