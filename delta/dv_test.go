@@ -3,6 +3,7 @@ package delta_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -421,4 +422,37 @@ func rowsAt(t *testing.T, snap *delta.Snapshot, path string, positions []int64) 
 		cols[c] = a
 	}
 	return array.NewRecordBatch(sc.Schema(), cols, int64(len(parts)))
+}
+
+// Two writers that mark rows of the same file: the second, working on the version before
+// the first's commit, must not commit a vector that drops the first's rows.
+func TestConcurrentDeletionVectorWritersConflict(t *testing.T) {
+	ctx := context.Background()
+	dvt, _ := dvTable(t, []row{{1, "ann", "a"}, {2, "bob", "a"}, {3, "cy", "a"}, {4, "dee", "a"}})
+	before, err := dvt.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dvt.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("id", int64(1))}); err != nil {
+		t.Fatal(err)
+	}
+	src := sourceRecord([]row{{2, "", "a"}}, []string{"D"})
+	defer src.Release()
+	opts := upsertOptions(src)
+	opts.Tx = dvt.NewTransaction(before, delta.TxOptions{})
+	_, err = dvt.Merge(ctx, opts)
+	var ce *delta.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("merge on the older version: %v, want a *delta.ConflictError", err)
+	}
+	if got := latestRows(t, dvt); !slices.Equal(got, []string{"id=2 name=bob part=a", "id=3 name=cy part=a", "id=4 name=dee part=a"}) {
+		t.Errorf("rows %v", got)
+	}
+	// Run again on the latest version, it marks both.
+	if _, err := dvt.Merge(ctx, upsertOptions(src)); err != nil {
+		t.Fatal(err)
+	}
+	if got := latestRows(t, dvt); !slices.Equal(got, []string{"id=3 name=cy part=a", "id=4 name=dee part=a"}) {
+		t.Errorf("rows after the rerun %v", got)
+	}
 }
