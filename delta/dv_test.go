@@ -278,104 +278,78 @@ func TestDeleteUpdateWithDeletionVectors(t *testing.T) {
 }
 
 // A MERGE by position counts a file's rows as scans number them, skipping the rows its
-// vector already deletes.
+// vector already deletes. Given the matched rows, it does not read the file at all (here
+// the file is even missing while the MERGE runs). Either way it writes what the MERGE
+// on a table without vectors writes.
 func TestMergePositionsWithDeletionVectors(t *testing.T) {
-	ctx := context.Background()
-	commits := [][]row{{{1, "ann", "a"}, {2, "bob", "a"}, {3, "cy", "a"}, {4, "dee", "a"}}}
-	plain := cdfTable(t, commits...)
-	dvt, _ := dvTable(t, commits...)
-	first := sourceRecord([]row{{1, "", "a"}, {3, "", "a"}}, []string{"D", "D"})
-	defer first.Release()
-	for _, tb := range []*delta.Table{plain, dvt} {
-		if _, err := tb.Merge(ctx, upsertOptions(first)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	src := sourceRecord([]row{{4, "di", "a"}, {2, "bo", "a"}}, []string{"U", "U"})
-	defer src.Release()
-	if _, err := plain.Merge(ctx, upsertOptions(src)); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := dvt.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := upsertOptions(src)
-	opts.Tx = dvt.NewTransaction(snap, delta.TxOptions{})
-	opts.Positions = positionsOf(t, snap, src)
-	for _, fm := range opts.Positions.Files {
-		if !slices.Equal(fm.Target, []int64{0, 1}) {
-			t.Fatalf("positions %v, want rows 0 and 1 (bob and dee, the rows the vector keeps)", fm.Target)
-		}
-	}
-	if _, err := dvt.Merge(ctx, opts); err != nil {
-		t.Fatal(err)
-	}
-	if g, w := latestRows(t, dvt), latestRows(t, plain); !slices.Equal(g, w) || len(g) != 2 {
-		t.Errorf("rows %v, want %v", g, w)
-	}
-}
-
-// Given the matched rows, a MERGE by position on a table with deletion vectors does not
-// read the target file at all (here it is even missing while the MERGE runs), and writes
-// what the MERGE that reads it writes.
-func TestMergePositionsGivenRowsSkipsTheRead(t *testing.T) {
-	ctx := context.Background()
-	commits := [][]row{{{1, "ann", "a"}, {2, "bob", "a"}, {3, "cy", "a"}, {4, "dee", "a"}}}
-	plain := cdfTable(t, commits...)
-	dvt, _ := dvTable(t, commits...)
-	first := sourceRecord([]row{{1, "", "a"}}, []string{"D"})
-	defer first.Release()
-	src := sourceRecord([]row{{4, "di", "a"}, {3, "", "a"}}, []string{"U", "D"})
-	defer src.Release()
-	for _, tb := range []*delta.Table{plain, dvt} {
-		if _, err := tb.Merge(ctx, upsertOptions(first)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := plain.Merge(ctx, upsertOptions(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := dvt.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := upsertOptions(src)
-	opts.Tx = dvt.NewTransaction(snap, delta.TxOptions{})
-	opts.Positions = positionsOf(t, snap, src)
-	var key string
-	var saved []byte
-	for path, fm := range opts.Positions.Files {
-		rows := rowsAt(t, snap, path, fm.Target)
-		defer rows.Release()
-		fm.Rows = []arrow.RecordBatch{rows.NewSlice(0, 1), rows.NewSlice(1, rows.NumRows())} // in two records
-		for _, r := range fm.Rows {
-			defer r.Release()
-		}
-		key = "warehouse/t/" + path
-		rc, err := dvt.Store().Get(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		saved, _ = io.ReadAll(rc)
-		rc.Close()
-		if err := dvt.Store().Delete(ctx, key); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := dvt.Merge(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dvt.Store().Put(ctx, key, bytes.NewReader(saved), int64(len(saved))); err != nil {
-		t.Fatal(err)
-	}
-	if g, w := latestRows(t, dvt), latestRows(t, plain); !slices.Equal(g, w) || len(g) != 2 {
-		t.Errorf("rows %v, want %v", g, w)
-	}
-	if g, w := versionChanges(t, dvt, got.Version), versionChanges(t, plain, want.Version); !slices.Equal(g, w) {
-		t.Errorf("change feed %v, want %v", g, w)
+	for _, given := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rows given=%v", given), func(t *testing.T) {
+			ctx := context.Background()
+			commits := [][]row{{{1, "ann", "a"}, {2, "bob", "a"}, {3, "cy", "a"}, {4, "dee", "a"}, {5, "eve", "a"}}}
+			plain := cdfTable(t, commits...)
+			dvt, _ := dvTable(t, commits...)
+			first := sourceRecord([]row{{1, "", "a"}, {3, "", "a"}}, []string{"D", "D"})
+			defer first.Release()
+			for _, tb := range []*delta.Table{plain, dvt} {
+				if _, err := tb.Merge(ctx, upsertOptions(first)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			src := sourceRecord([]row{{4, "di", "a"}, {2, "", "a"}}, []string{"U", "D"})
+			defer src.Release()
+			want, err := plain.Merge(ctx, upsertOptions(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err := dvt.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := upsertOptions(src)
+			opts.Tx = dvt.NewTransaction(snap, delta.TxOptions{})
+			opts.Positions = positionsOf(t, snap, src)
+			var key string
+			var saved []byte
+			for path, fm := range opts.Positions.Files {
+				if !slices.Equal(fm.Target, []int64{0, 1}) {
+					t.Fatalf("positions %v, want rows 0 and 1 (bob and dee, the first rows the vector keeps)", fm.Target)
+				}
+				if !given {
+					continue
+				}
+				rows := rowsAt(t, snap, path, fm.Target)
+				defer rows.Release()
+				fm.Rows = []arrow.RecordBatch{rows.NewSlice(0, 1), rows.NewSlice(1, rows.NumRows())} // in two records
+				for _, r := range fm.Rows {
+					defer r.Release()
+				}
+				key = "warehouse/t/" + path
+				rc, err := dvt.Store().Get(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				saved, _ = io.ReadAll(rc)
+				rc.Close()
+				if err := dvt.Store().Delete(ctx, key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := dvt.Merge(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if given {
+				if err := dvt.Store().Put(ctx, key, bytes.NewReader(saved), int64(len(saved))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if g, w := latestRows(t, dvt), latestRows(t, plain); !slices.Equal(g, w) || len(g) != 2 {
+				t.Errorf("rows %v, want %v", g, w)
+			}
+			if g, w := versionChanges(t, dvt, got.Version), versionChanges(t, plain, want.Version); !slices.Equal(g, w) || len(g) != 3 {
+				t.Errorf("change feed %v, want %v", g, w)
+			}
+		})
 	}
 }
 
@@ -454,5 +428,42 @@ func TestConcurrentDeletionVectorWritersConflict(t *testing.T) {
 	}
 	if got := latestRows(t, dvt); !slices.Equal(got, []string{"id=3 name=cy part=a", "id=4 name=dee part=a"}) {
 		t.Errorf("rows after the rerun %v", got)
+	}
+}
+
+// Given rows that do not fit their matches are refused, and nothing is committed.
+func TestMergePositionsGivenRowsErrors(t *testing.T) {
+	ctx := context.Background()
+	dvt, _ := dvTable(t, []row{{1, "ann", "a"}, {2, "bob", "a"}})
+	src := sourceRecord([]row{{1, "an", "a"}}, []string{"U"})
+	defer src.Release()
+	snap, err := dvt.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := snap.Files()[0].Path
+	rows := rowsAt(t, snap, file, []int64{0, 1})
+	defer rows.Release()
+	for _, tc := range []struct {
+		name string
+		fm   *delta.FileMatches
+		want string
+	}{
+		{"too many rows", &delta.FileMatches{Target: []int64{0}, Source: []int32{0}, Rows: []arrow.RecordBatch{rows}}, "2 rows given for 1 target rows"},
+		{"past the file's end", &delta.FileMatches{Target: []int64{5}, Source: []int32{0}, Rows: []arrow.RecordBatch{rows.NewSlice(0, 1)}}, "the file has 2 rows"},
+		{"other schema", &delta.FileMatches{Target: []int64{0}, Source: []int32{0}, Rows: []arrow.RecordBatch{src}}, "want the table's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := upsertOptions(src)
+			opts.Tx = dvt.NewTransaction(snap, delta.TxOptions{})
+			opts.Positions = &delta.MergePositions{Files: map[string]*delta.FileMatches{file: tc.fm}}
+			_, err := dvt.Merge(ctx, opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+			if got := latestRows(t, dvt); !slices.Equal(got, []string{"id=1 name=ann part=a", "id=2 name=bob part=a"}) {
+				t.Errorf("table changed: %v", got)
+			}
+		})
 	}
 }
