@@ -2,6 +2,8 @@ package keyindex
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -134,7 +136,7 @@ func BenchmarkIndex(b *testing.B) {
 			}
 		}
 	})
-	b.Run("lookup-block", func(b *testing.B) {
+	lookupBlocks := func(b *testing.B, keys [][]byte) {
 		var blk Block
 		for b.Loop() {
 			for lo := 0; lo < len(keys); lo += 1 << 15 {
@@ -146,7 +148,13 @@ func BenchmarkIndex(b *testing.B) {
 				x.LookupBlock(&blk)
 			}
 		}
-	})
+	}
+	// In the order the keys were added (a dimension scanned in the order its batch
+	// came), and shuffled (ids, and so the keys' bytes, in no order).
+	b.Run("lookup-block", func(b *testing.B) { lookupBlocks(b, keys) })
+	shuffled := slices.Clone(keys)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	b.Run("lookup-block-shuffled", func(b *testing.B) { lookupBlocks(b, shuffled) })
 }
 
 // After Grow(n), adding up to n bytes of keys does not move the arena (no copies).
