@@ -222,42 +222,50 @@ func (r *ChangesReader) finish(in arrow.RecordBatch) (arrow.RecordBatch, error) 
 		}
 		cols = append(cols, c)
 	}
-	cols = append(cols, r.constColumns(n)...)
+	consts := r.constColumns(n)
+	defer releaseAll(consts)
+	cols = append(cols, consts...)
 	return array.NewRecordBatch(r.out, cols, int64(n)), nil // retains cols
 }
 
-// constColumns returns the unit's constant columns for a batch of n rows: the change
-// type (unless it comes from the file), the version and the timestamp.
+// constColumns returns the unit's constant columns for a batch of n rows, as slices the
+// caller releases: the change type (unless it comes from the file), the version and the
+// timestamp.
 func (r *ChangesReader) constColumns(n int) []arrow.Array {
 	u := r.curUnit
-	if r.constsUnit == u && r.constsN == n {
-		return r.consts
-	}
-	releaseAll(r.consts)
-	r.consts = nil
-	if u.changeType != "" {
-		b := array.NewStringBuilder(r.mem)
-		b.Reserve(n)
-		b.ReserveData(n * len(u.changeType))
-		for i := 0; i < n; i++ {
-			b.Append(u.changeType)
+	if r.constsUnit != u || r.constsN < n {
+		// Built once per unit at the largest batch size so far: a unit's files end in
+		// shorter batches, which take slices.
+		releaseAll(r.consts)
+		r.consts = nil
+		if u.changeType != "" {
+			b := array.NewStringBuilder(r.mem)
+			b.Reserve(n)
+			b.ReserveData(n * len(u.changeType))
+			for i := 0; i < n; i++ {
+				b.Append(u.changeType)
+			}
+			r.consts = append(r.consts, b.NewArray())
+			b.Release()
 		}
-		r.consts = append(r.consts, b.NewArray())
-		b.Release()
+		vb := array.NewInt64Builder(r.mem)
+		vb.Reserve(n)
+		tb := array.NewTimestampBuilder(r.mem, arrowTimestampUTC)
+		tb.Reserve(n)
+		for i := 0; i < n; i++ {
+			vb.UnsafeAppend(u.version)
+			tb.UnsafeAppend(arrow.Timestamp(u.tsMicros))
+		}
+		r.consts = append(r.consts, vb.NewArray(), tb.NewArray())
+		vb.Release()
+		tb.Release()
+		r.constsUnit, r.constsN = u, n
 	}
-	vb := array.NewInt64Builder(r.mem)
-	vb.Reserve(n)
-	tb := array.NewTimestampBuilder(r.mem, arrowTimestampUTC)
-	tb.Reserve(n)
-	for i := 0; i < n; i++ {
-		vb.UnsafeAppend(u.version)
-		tb.UnsafeAppend(arrow.Timestamp(u.tsMicros))
+	out := make([]arrow.Array, len(r.consts))
+	for i, c := range r.consts {
+		out[i] = array.NewSlice(c, 0, int64(n))
 	}
-	r.consts = append(r.consts, vb.NewArray(), tb.NewArray())
-	vb.Release()
-	tb.Release()
-	r.constsUnit, r.constsN = u, n
-	return r.consts
+	return out
 }
 
 // fail records the error that ends the stream. A data file deleted by VACUUM is reported
