@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -64,6 +65,30 @@ func (r *rangeReaderAt) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
+// fileBuffers recycles the buffers of files read whole: a scan of many files then reuses
+// memory instead of having fresh, zeroed pages for each.
+var fileBuffers sync.Pool // of *[]byte
+
+// readWhole reads rc to its end into a pooled buffer (size, when known, sizes it) and
+// returns the buffer to give back and the bytes read.
+func readWhole(rc io.ReadCloser, size int64) (*[]byte, []byte, error) {
+	defer rc.Close()
+	held, _ := fileBuffers.Get().(*[]byte)
+	if held == nil {
+		held = new([]byte)
+	}
+	buf := bytes.NewBuffer((*held)[:0])
+	if size > 0 {
+		buf.Grow(int(size))
+	}
+	if _, err := io.Copy(buf, rc); err != nil {
+		fileBuffers.Put(held)
+		return nil, nil, err
+	}
+	*held = buf.Bytes()
+	return held, buf.Bytes(), nil
+}
+
 // openParquet opens a data file for Arrow reading. size is the object's size if known
 // (the add action's), else -1. The returned closer releases the Parquet reader.
 func openParquet(ctx context.Context, store objectstore.Store, key string, size int64, mem memory.Allocator, batchSize int64) (*pqarrow.FileReader, func(), error) {
@@ -80,34 +105,40 @@ func openParquet(ctx context.Context, store objectstore.Store, key string, size 
 	if ranged && size > wholeFileLimit {
 		// One ranged read per column chunk (not per 16 KiB buffer): few requests on S3.
 		src = &rangeReaderAt{ctx: ctx, rg: rg, key: key, size: size}
-	} else {
-		// The file is in memory: stream pages from it without another copy.
+	}
+	var held *[]byte // the whole file, back to the pool when the reader closes
+	if src == nil {
+		// The file is in memory: stream pages from it without another copy. (The
+		// reader copies every page out of it, so no record points into it.)
 		props.BufferedStreamEnabled = true
 		rc, err := store.Get(ctx, key)
 		if err != nil {
 			return nil, nil, err
 		}
-		var buf bytes.Buffer
-		if size > 0 {
-			buf.Grow(int(size))
-		}
-		_, err = io.Copy(&buf, rc)
-		rc.Close()
-		if err != nil {
+		var data []byte
+		if held, data, err = readWhole(rc, size); err != nil {
 			return nil, nil, fmt.Errorf("read %s: %w", key, err)
 		}
-		src = bytes.NewReader(buf.Bytes())
+		src = bytes.NewReader(data)
+	}
+	release := func() { // (once: a buffer in the pool twice would be shared)
+		if held != nil {
+			fileBuffers.Put(held)
+			held = nil
+		}
 	}
 	pf, err := file.NewParquetReader(src, file.WithReadProps(props))
 	if err != nil {
+		release()
 		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
 	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchSize, Parallel: true, PreAllocBinaryData: true}, mem)
 	if err != nil {
 		pf.Close()
+		release()
 		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
 	}
-	return fr, func() { pf.Close() }, nil
+	return fr, func() { pf.Close(); release() }, nil
 }
 
 // leafIndices lists the Parquet leaf column indices under top-level field i.
