@@ -1,0 +1,350 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+)
+
+// The dimension side of scd2_merge's columnar front (scd2_batch.go has the batch side):
+// one scan of the dimension sorts its rows against the batch's keys, settles the keys
+// whose event repeats their current row, places every stored version the fold or the
+// MERGE needs (its file and row), and, with deletion vectors, keeps those rows for the
+// MERGE.
+
+// scdKeyWork is what the dimension scan found for one key of the batch, or for a
+// current dimension key a snapshot source no longer has.
+type scdKeyWork struct {
+	settled  bool         // the key's only event repeats its current row: nothing to do
+	versions []scdVersion // the key's stored versions (unless settled)
+	// quick: the key's only event changes tracked columns of its current row, after that
+	// row's valid_from, and no type 1 column (see againstCurrent).
+	quick bool
+}
+
+// dimColumns locates the SCD columns of a dimension record.
+type dimColumns struct {
+	data     []int
+	from, to arrow.Array
+	curr     *array.Boolean
+	sk       *array.Int64
+}
+
+func (l *scdLayout) dimColumns(rec arrow.RecordBatch) (*dimColumns, error) {
+	cols, err := sourceColumns(rec.Schema(), l)
+	if err != nil {
+		return nil, err
+	}
+	idx := func(name string) int { return rec.Schema().FieldIndices(name)[0] }
+	d := &dimColumns{data: cols, from: rec.Column(idx(l.from)), to: rec.Column(idx(l.to))}
+	d.curr, _ = rec.Column(idx(l.curr)).(*array.Boolean)
+	if d.curr == nil {
+		return nil, fmt.Errorf("column %s is %s; expected boolean", l.curr, rec.Column(idx(l.curr)).DataType())
+	}
+	if l.sk != "" {
+		if d.sk, _ = rec.Column(idx(l.sk)).(*array.Int64); d.sk == nil {
+			return nil, fmt.Errorf("surrogate key column %s is %s; expected long", l.sk, rec.Column(idx(l.sk)).DataType())
+		}
+	}
+	return d, nil
+}
+
+// version builds the scdVersion of dimension row i.
+func (l *scdLayout) version(rec arrow.RecordBatch, d *dimColumns, i int, synthetic *int64, withRow bool) (scdVersion, error) {
+	v := scdVersion{Current: !d.curr.IsNull(i) && d.curr.Value(i)}
+	if withRow {
+		row, err := sourceRow(rec, l, i, d.data)
+		if err != nil {
+			return scdVersion{}, err
+		}
+		v.Row = row
+	}
+	v.From, _ = seqValue(d.from, i)
+	v.To, _ = seqValue(d.to, i)
+	if d.sk != nil && !d.sk.IsNull(i) {
+		v.SK = d.sk.Value(i)
+	} else {
+		*synthetic--
+		v.SK = *synthetic
+	}
+	v.Tombstone = l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)
+	return v, nil
+}
+
+// tombstoneAt reports whether every non-key data column of row i is null.
+func (l *scdLayout) tombstoneAt(rec arrow.RecordBatch, d *dimColumns, i int) bool {
+	for j, c := range d.data {
+		if !isKeyIndex(l.spec.keys, j) && !rec.Column(c).IsNull(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// scanDimension streams the dimension once and sorts its rows against the batch: per
+// batch key its stored versions (or settled), and, when deleteAt is set (a snapshot
+// source that deletes), the current rows of keys the batch does not have, each with a
+// delete event at deleteAt. A missing key's delete only needs its current row: it closes
+// that row at deleteAt, or changes nothing when deleteAt is before it.
+func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *int64) (work []scdKeyWork, missing []scdVersion, err error) {
+	l := b.l
+	work = make([]scdKeyWork, len(b.head))
+	// FilesOnly: every row of a file read comes back, so each version knows its place
+	// (the MERGE matches rows by position).
+	opts := delta.ScanOptions{ReadAhead: true, FilesOnly: true}
+	if deleteAt == nil && len(l.spec.keys) == 1 && len(b.head) > 0 && len(b.head) <= 10_000 {
+		// A small batch reads only the files whose stats may hold its keys.
+		keys := make([]any, 0, len(b.head))
+		for _, ev := range b.head {
+			r := b.evRec[ev]
+			v, err := colValue(b.recs[r].Column(b.cols[r][l.spec.keys[0]]), int(b.evRow[ev]))
+			if err != nil {
+				return nil, nil, err
+			}
+			keys = append(keys, v)
+		}
+		opts.Filter = delta.In(l.data[l.spec.keys[0]].Name, keys...)
+	}
+	sc, err := snap.Scan(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer sc.Release()
+	// With deletion vectors the MERGE marks the rows it changes instead of rewriting
+	// their files: the scan keeps the rows that may change, so the MERGE need not read
+	// the files again.
+	hold := snap.DeletionVectorsEnabled()
+	var kept []int32 // rows of the current record kept
+	var synthetic int64
+	rows := &sortedRows{}
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		file, first, ok := sc.Position()
+		if !ok {
+			return nil, nil, errors.New("the dimension scan lost the positions of its rows")
+		}
+		kept = kept[:0]
+		at := func(i int) dimRow {
+			r := dimRow{file: file.Path, row: first + int64(i)}
+			if hold {
+				r.held, r.hrow = int32(len(b.dimRows)+1), int32(len(kept))
+				kept = append(kept, int32(i))
+			}
+			return r
+		}
+		d, err := l.dimColumns(rec)
+		if err != nil {
+			return nil, nil, err
+		}
+		b.heldData = d.data // the kept rows have the scan's columns
+		if err := b.sortRows(rec, d, rows); err != nil {
+			return nil, nil, err
+		}
+		for i, id := range rows.ids {
+			current := !d.curr.IsNull(i) && d.curr.Value(i)
+			if id < 0 {
+				if deleteAt == nil || !current || (l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)) {
+					continue
+				}
+				v, err := l.version(rec, d, i, &synthetic, true)
+				if err != nil {
+					return nil, nil, err
+				}
+				v.at = at(i)
+				missing = append(missing, v)
+				continue
+			}
+			w := &work[id]
+			if w.settled {
+				continue
+			}
+			repeats, quick := rows.repeats[i], rows.quick[i]
+			if repeats {
+				w.settled, w.versions = true, nil
+				continue
+			}
+			// A key's quick change needs only its version's place, not its values: with
+			// the rows kept, the values are read from there if the fold needs them after
+			// all (versionRow).
+			v, err := l.version(rec, d, i, &synthetic, !(hold && quick && len(w.versions) == 0))
+			if err != nil {
+				return nil, nil, err
+			}
+			v.at = at(i)
+			w.versions = append(w.versions, v)
+			w.quick = w.quick || quick
+		}
+		if len(kept) > 0 {
+			rows, err := delta.GatherRows(ctx, rec, kept)
+			if err != nil {
+				return nil, nil, err
+			}
+			b.dimRows = append(b.dimRows, rows)
+		}
+	}
+	return work, missing, sc.Err()
+}
+
+// sortedRows is what sortRows found for each row of a dimension record: its key's id
+// in the batch (-1: not in the batch) and, for a current row of a batch key, what
+// againstCurrent says.
+type sortedRows struct {
+	ids            []int32
+	repeats, quick []bool
+	blocks         [2]keyindex.Block
+}
+
+// splitSortAt is the record size from which sortRows works on two halves at once (a
+// test lowers it).
+var splitSortAt = 4096
+
+// sortRows looks a dimension record's keys up in the batch and compares the current
+// rows with their keys' events, the two halves of the record at once (lookups and
+// comparisons only read the batch).
+func (b *scdBatch) sortRows(rec arrow.RecordBatch, d *dimColumns, out *sortedRows) error {
+	n := int(rec.NumRows())
+	out.ids = slices.Grow(out.ids[:0], n)[:n]
+	out.repeats = slices.Grow(out.repeats[:0], n)[:n]
+	out.quick = slices.Grow(out.quick[:0], n)[:n]
+	half := n / 2
+	if n < splitSortAt {
+		half = n
+	}
+	part := func(k, lo, hi int) error {
+		kb := &out.blocks[k]
+		kb.Reset()
+		for i := lo; i < hi; i++ {
+			var err error
+			if kb.Buf, err = appendKey(kb.Buf, rec, d.data, b.l.spec.keys, i); err != nil {
+				return err
+			}
+			kb.End()
+		}
+		b.keys.LookupBlock(kb)
+		for j, id := range kb.IDs {
+			i := lo + j
+			out.ids[i] = id
+			out.repeats[i], out.quick[i] = false, false
+			if id >= 0 && !d.curr.IsNull(i) && d.curr.Value(i) {
+				out.repeats[i], out.quick[i] = b.againstCurrent(id, rec, d, i)
+			}
+		}
+		return nil
+	}
+	if half == n {
+		return part(0, 0, n)
+	}
+	var wg sync.WaitGroup
+	var err1 error
+	wg.Go(func() { err1 = part(1, half, n) })
+	err := part(0, 0, half)
+	wg.Wait()
+	return errors.Join(err, err1)
+}
+
+// againstCurrent compares key id's events with its current dimension row i. They
+// repeat it when they are one upsert, at or after the row's valid_from, with every
+// non-key column equal: that changes nothing (rule 2), and the key is settled. They are
+// a quick change when they are one upsert after the row's valid_from that changes a
+// tracked column and no type 1 column: if row i is the key's only version, the fold
+// would close it at the event and add the event as the new current version, which the
+// stage then does without Go rows (foldBatch).
+func (b *scdBatch) againstCurrent(id int32, rec arrow.RecordBatch, d *dimColumns, i int) (repeats, quick bool) {
+	if b.count[id] != 1 {
+		return false, false
+	}
+	ev := b.head[id]
+	from, ok := seqValue(d.from, i)
+	if b.evDel[ev] || !ok || b.evSeq[ev] < from {
+		return false, false
+	}
+	l := b.l
+	if l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i) {
+		return false, false
+	}
+	src, row, cols := b.recs[b.evRec[ev]], int(b.evRow[ev]), b.cols[b.evRec[ev]]
+	same := func(j int) bool { return sameValue(src.Column(cols[j]), row, rec.Column(d.data[j]), i) }
+	for _, j := range l.spec.type1 {
+		if !same(j) {
+			return false, false
+		}
+	}
+	for _, j := range l.spec.tracked {
+		if !same(j) {
+			to, ok := seqValue(d.to, i)
+			return false, b.evSeq[ev] > from && ok && to == l.spec.end
+		}
+	}
+	return true, false
+}
+
+// quickInsert reports whether key id is new to the dimension (no stored version) with
+// one upsert event: the fold would insert the event as the key's current version.
+func (b *scdBatch) quickInsert(id int32, w *scdKeyWork) bool {
+	return len(w.versions) == 0 && b.count[id] == 1 && !b.evDel[b.head[id]]
+}
+
+// versionRows fills in the values of stored versions the scan placed without them (see
+// scanDimension), reading them from the rows it kept.
+func (b *scdBatch) versionRows(versions []scdVersion) error {
+	for k := range versions {
+		v := &versions[k]
+		if v.Row != nil {
+			continue
+		}
+		if v.at.held == 0 {
+			return fmt.Errorf("internal error: a stored version of %s has neither values nor a kept row", v.at.file)
+		}
+		row, err := sourceRow(b.dimRows[v.at.held-1], b.l, int(v.at.hrow), b.heldData)
+		if err != nil {
+			return err
+		}
+		v.Row = row
+	}
+	return nil
+}
+
+// sameValue is null-safe equality of a[i] and b[j], with fast paths for equal types.
+func sameValue(a arrow.Array, i int, b arrow.Array, j int) bool {
+	an, bn := a.IsNull(i), b.IsNull(j)
+	if an || bn {
+		return an && bn
+	}
+	switch x := a.(type) {
+	case *array.String:
+		if y, ok := b.(*array.String); ok {
+			return x.Value(i) == y.Value(j)
+		}
+	case *array.Int64:
+		if y, ok := b.(*array.Int64); ok {
+			return x.Value(i) == y.Value(j)
+		}
+	case *array.Int32:
+		if y, ok := b.(*array.Int32); ok {
+			return x.Value(i) == y.Value(j)
+		}
+	case *array.Boolean:
+		if y, ok := b.(*array.Boolean); ok {
+			return x.Value(i) == y.Value(j)
+		}
+	case *array.Date32:
+		if y, ok := b.(*array.Date32); ok {
+			return x.Value(i) == y.Value(j)
+		}
+	case *array.Decimal128:
+		if y, ok := b.(*array.Decimal128); ok && arrow.TypeEqual(x.DataType(), y.DataType()) {
+			return x.Value(i) == y.Value(j)
+		}
+	}
+	va, errA := colValue(a, i)
+	vb, errB := colValue(b, j)
+	return errA == nil && errB == nil && valuesEqual(va, vb)
+}
