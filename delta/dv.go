@@ -226,9 +226,10 @@ func decodeDVBitmap(data []byte) (bm *roaring64.Bitmap, err error) {
 
 // readRange reads length bytes of key from offset (fewer at the end of the object).
 func readRange(ctx context.Context, store objectstore.Store, key string, offset, length int64) ([]byte, error) {
+	rg, ranged := store.(objectstore.RangeGetter)
 	var rc io.ReadCloser
 	var err error
-	if rg, ok := store.(objectstore.RangeGetter); ok {
+	if ranged {
 		rc, err = rg.GetRange(ctx, key, offset, length)
 	} else {
 		rc, err = store.Get(ctx, key)
@@ -237,7 +238,7 @@ func readRange(ctx context.Context, store objectstore.Store, key string, offset,
 		return nil, err
 	}
 	defer rc.Close()
-	if _, ok := store.(objectstore.RangeGetter); !ok {
+	if !ranged {
 		if _, err := io.CopyN(io.Discard, rc, offset); err != nil {
 			return nil, err
 		}

@@ -358,15 +358,21 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 		return false, err
 	}
 	if m.dv && apply != nil {
-		na, err := markDeleted(ctx, m.snap, a, gone, first)
-		if err != nil {
+		if err := m.markDeleted(ctx, a, gone, first); err != nil {
 			return false, err
-		}
-		if na != nil {
-			m.dvAdds = append(m.dvAdds, na)
 		}
 	}
 	return apply != nil, nil
+}
+
+// markDeleted marks a file's deleted or updated rows in its vector (markDeleted) and
+// keeps the file with the new vector, unless no row is left.
+func (m *merger) markDeleted(ctx context.Context, a *Add, gone []int64, live int64) error {
+	na, err := markDeleted(ctx, m.snap, a, gone, live)
+	if na != nil {
+		m.dvAdds = append(m.dvAdds, na)
+	}
+	return err
 }
 
 // mergeGivenRows merges a file of a table with deletion vectors from the matched rows
@@ -415,14 +421,7 @@ func (m *merger) mergeGivenRows(ctx context.Context, a *Add, fm *FileMatches, li
 	if len(gone) == 0 {
 		return false, nil
 	}
-	na, err := markDeleted(ctx, m.snap, a, gone, live)
-	if err != nil {
-		return false, err
-	}
-	if na != nil {
-		m.dvAdds = append(m.dvAdds, na)
-	}
-	return true, nil
+	return true, m.markDeleted(ctx, a, gone, live)
 }
 
 // appendChanged appends the file positions (first is the record's) of the rows the plan
