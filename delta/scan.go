@@ -13,7 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
@@ -78,7 +77,7 @@ type Scanner struct {
 	files     []*Add
 
 	next    int // index into files
-	cur     pqarrow.RecordReader
+	cur     fileBatches
 	curAdd  *Add
 	closeFn func()
 	curRows int64             // rows left to emit for files read without data columns (-1: none)
@@ -380,19 +379,19 @@ func (s *Scanner) openFile(a *Add) error {
 		closeFn()
 		return err
 	}
-	var leaves []int
+	var fields []int // top-level fields of the file to read
 	for _, f := range s.work {
 		if s.isPart[strings.ToLower(f.Name)] {
 			continue
 		}
 		for i, ff := range fileSchema.Fields() {
 			if strings.EqualFold(ff.Name, f.Name) {
-				leaves = append(leaves, leafIndices(fr, i)...)
+				fields = append(fields, i)
 				break
 			}
 		}
 	}
-	if len(leaves) == 0 {
+	if len(fields) == 0 {
 		s.curRows = fr.ParquetReader().NumRows()
 		switch {
 		case s.curSel:
@@ -418,7 +417,7 @@ func (s *Scanner) openFile(a *Add) error {
 		closeFn()
 		return nil
 	}
-	rr, err := fr.GetRecordReader(s.ctx, leaves, rowGroups)
+	rr, err := openBatches(s.ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, rel)
 	if err != nil {
 		closeFn()
 		return err

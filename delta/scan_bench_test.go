@@ -8,7 +8,8 @@ import (
 )
 
 // BenchmarkScan reads back the 1M rows of the append benchmark (one file) through Scan,
-// with and without a filter that keeps 1% of the rows.
+// with and without a filter that keeps 1% of the rows. The "strings" cases read only the
+// string column, decoded by byteArrayReader and, to compare, by pqarrow.
 func BenchmarkScan(b *testing.B) {
 	ctx := context.Background()
 	sch, recs := benchRecords(b)
@@ -25,16 +26,22 @@ func BenchmarkScan(b *testing.B) {
 		size += a.Size
 	}
 	for _, bc := range []struct {
-		name   string
-		filter Predicate
+		name    string
+		filter  Predicate
+		columns []string
+		pqarrow bool
 	}{
-		{"all", nil},
-		{"filtered", Lt("score", 1.0)},
+		{"all", nil, nil, false},
+		{"filtered", Lt("score", 1.0), nil, false},
+		{"strings", nil, []string{"customer"}, false},
+		{"strings-pqarrow", nil, []string{"customer"}, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
+			defer func(was bool) { plainStrings = was }(plainStrings)
+			plainStrings = !bc.pqarrow
 			var rows int64
 			for n := 0; n < b.N; n++ {
-				sc, err := Scan(ctx, st, "t", sch, nil, adds, ScanOptions{Filter: bc.filter})
+				sc, err := Scan(ctx, st, "t", sch, nil, adds, ScanOptions{Filter: bc.filter, Columns: bc.columns})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,0 +1,596 @@
+package delta
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// The string column decoder. pqarrow decodes a BYTE_ARRAY column value by value into an
+// Arrow builder, which grows and zeroes its buffers as it goes: in scans of string-heavy
+// tables (the SCD2 stage's source and dimension) that is the largest single cost. Flat
+// string columns in the encodings every writer we know uses (PLAIN and dictionary pages,
+// RLE definition levels) are decoded here instead, straight into one offsets and one data
+// buffer per batch. Anything else (nested, other encodings, other Arrow types) stays with
+// pqarrow: plainStringField decides per file.
+
+// plainStringField reports whether top-level field i of fr is a flat string or binary
+// column that byteArrayReader decodes in every row group of rowGroups (nil: all).
+func plainStringField(fr *pqarrow.FileReader, i int, rowGroups []int) bool {
+	f := &fr.Manifest.Fields[i]
+	if !f.IsLeaf() || f.Field == nil {
+		return false
+	}
+	if id := f.Field.Type.ID(); id != arrow.STRING && id != arrow.BINARY {
+		return false
+	}
+	md := fr.ParquetReader().MetaData()
+	col := md.Schema.Column(f.ColIndex)
+	if col.PhysicalType() != parquet.Types.ByteArray || col.MaxRepetitionLevel() != 0 || col.MaxDefinitionLevel() > 1 {
+		return false
+	}
+	ok := true
+	eachRowGroup(md.NumRowGroups(), rowGroups, func(rg int) {
+		cc, err := md.RowGroup(rg).ColumnChunk(f.ColIndex)
+		if err != nil || cc.CryptoMetadata() != nil {
+			ok = false
+			return
+		}
+		for _, e := range cc.Encodings() {
+			switch e {
+			case parquet.Encodings.Plain, parquet.Encodings.PlainDict, parquet.Encodings.RLEDict, parquet.Encodings.RLE:
+			default:
+				ok = false
+			}
+		}
+	})
+	return ok
+}
+
+func eachRowGroup(n int, rowGroups []int, fn func(int)) {
+	if rowGroups == nil {
+		for rg := range n {
+			fn(rg)
+		}
+		return
+	}
+	for _, rg := range rowGroups {
+		fn(rg)
+	}
+}
+
+// byteArrayReader decodes one flat BYTE_ARRAY column over a list of row groups into
+// Arrow string (or binary) arrays of a requested number of rows.
+type byteArrayReader struct {
+	pf        *file.Reader
+	col       int
+	typ       arrow.DataType
+	maxDef    int16
+	rowGroups []int
+	nextRG    int // index into rowGroups of the next row group to open
+	what      string
+
+	pages   file.PageReader // of the current row group; nil between row groups
+	dictOff []int32         // the row group's dictionary: value j is dictData[dictOff[j]:dictOff[j+1]]
+	dictBuf []byte
+
+	left  int // rows left in the current data page
+	defs  rleDecoder
+	plain []byte // PLAIN page: the values not read yet
+	dict  bool   // dictionary page: indices come from ids
+	ids   rleDecoder
+
+	avg     int      // data bytes per row expected (to size the data buffer)
+	lvl, ix []uint32 // scratch
+}
+
+func newByteArrayReader(fr *pqarrow.FileReader, i int, rowGroups []int, what string) *byteArrayReader {
+	f := &fr.Manifest.Fields[i]
+	pf := fr.ParquetReader()
+	r := &byteArrayReader{pf: pf, col: f.ColIndex, typ: f.Field.Type, rowGroups: rowGroups, what: what,
+		maxDef: pf.MetaData().Schema.Column(f.ColIndex).MaxDefinitionLevel()}
+	var size, rows int64
+	for _, rg := range rowGroups {
+		if cc, err := pf.MetaData().RowGroup(rg).ColumnChunk(f.ColIndex); err == nil {
+			size += cc.TotalUncompressedSize()
+			rows += cc.NumValues()
+		}
+	}
+	if rows > 0 {
+		r.avg = int(size/rows) + 1
+	}
+	return r
+}
+
+func (r *byteArrayReader) close() {
+	if r.pages != nil {
+		r.pages.Close()
+		r.pages = nil
+	}
+}
+
+func (r *byteArrayReader) corrupt(format string, args ...any) error {
+	return fmt.Errorf("column %s: corrupt or unsupported page: %s", r.what, fmt.Sprintf(format, args...))
+}
+
+// next returns the next up to n rows as one array (nil at the end of the column).
+func (r *byteArrayReader) next(n int) (arrow.Array, error) {
+	offsets := make([]int32, 1, n+1)
+	data := make([]byte, 0, n*max(r.avg, 1))
+	var valid []byte // nil while every row is valid
+	nulls, got := 0, 0
+	for got < n {
+		if r.left == 0 {
+			more, err := r.nextPage()
+			if err != nil {
+				return nil, err
+			}
+			if !more {
+				break
+			}
+			continue
+		}
+		k := min(n-got, r.left)
+		r.left -= k
+		present := k
+		var lvl []uint32
+		if r.maxDef > 0 {
+			lvl = grow(&r.lvl, k)
+			if err := r.defs.read(lvl); err != nil {
+				return nil, r.corrupt("definition levels: %v", err)
+			}
+			present = 0
+			for _, l := range lvl {
+				if l == uint32(r.maxDef) {
+					present++
+				} else if l > uint32(r.maxDef) {
+					return nil, r.corrupt("definition level %d above %d", l, r.maxDef)
+				}
+			}
+			if present < k && valid == nil {
+				valid = make([]byte, bitutil.BytesForBits(int64(n)))
+				bitutil.SetBitsTo(valid, 0, int64(got), true)
+			}
+		}
+		// The chunk's bytes, counted (and checked) before they are copied.
+		need := 0
+		var ix []uint32
+		if r.dict {
+			ix = grow(&r.ix, present)
+			if err := r.ids.read(ix); err != nil {
+				return nil, r.corrupt("dictionary indices: %v", err)
+			}
+			for _, id := range ix {
+				if int(id) >= len(r.dictOff)-1 {
+					return nil, r.corrupt("dictionary index %d of %d values", id, len(r.dictOff)-1)
+				}
+				need += int(r.dictOff[id+1] - r.dictOff[id])
+			}
+		} else {
+			p := r.plain
+			for range present {
+				if len(p) < 4 {
+					return nil, r.corrupt("PLAIN values end early")
+				}
+				l := binary.LittleEndian.Uint32(p)
+				if uint64(l) > uint64(len(p)-4) {
+					return nil, r.corrupt("PLAIN value of %d bytes, %d left", l, len(p)-4)
+				}
+				need += int(l)
+				p = p[4+l:]
+			}
+		}
+		pos := len(data)
+		if pos+need > 1<<31-1 {
+			return nil, fmt.Errorf("column %s: more than 2 GiB of values in one batch", r.what)
+		}
+		if pos+need > cap(data) {
+			// Room for this chunk and, at its average, the rest of the batch.
+			rest := (n - got - k) * ((pos+need)/(got+k) + 1)
+			data = append(make([]byte, 0, pos+need+rest), data...)
+		}
+		data = data[:pos+need]
+		v := 0 // values taken so far
+		for j := range k {
+			if lvl != nil && lvl[j] != uint32(r.maxDef) {
+				nulls++
+				offsets = append(offsets, int32(pos))
+				continue
+			}
+			if valid != nil {
+				bitutil.SetBit(valid, got+j)
+			}
+			if r.dict {
+				id := ix[v]
+				pos += copy(data[pos:], r.dictBuf[r.dictOff[id]:r.dictOff[id+1]])
+			} else {
+				l := binary.LittleEndian.Uint32(r.plain)
+				pos += copy(data[pos:], r.plain[4:4+l])
+				r.plain = r.plain[4+l:]
+			}
+			v++
+			offsets = append(offsets, int32(pos))
+		}
+		got += k
+	}
+	if got == 0 {
+		return nil, nil
+	}
+	r.avg = len(data)/got + 1
+	var vbuf *memory.Buffer
+	if valid != nil {
+		vbuf = memory.NewBufferBytes(valid)
+	}
+	ad := array.NewData(r.typ, got, []*memory.Buffer{vbuf, memory.NewBufferBytes(int32Bytes(offsets)), memory.NewBufferBytes(data)}, nil, nulls, 0)
+	defer ad.Release()
+	return array.MakeFromData(ad), nil
+}
+
+func grow(s *[]uint32, n int) []uint32 {
+	if cap(*s) < n {
+		*s = make([]uint32, n)
+	}
+	return (*s)[:n]
+}
+
+func int32Bytes(s []int32) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*4)
+}
+
+// nextPage moves to the next data page, opening row groups and loading dictionaries as
+// needed; false at the end of the last row group.
+func (r *byteArrayReader) nextPage() (bool, error) {
+	for {
+		if r.pages == nil {
+			if r.nextRG == len(r.rowGroups) {
+				return false, nil
+			}
+			pr, err := r.pf.RowGroup(r.rowGroups[r.nextRG]).GetColumnPageReader(r.col)
+			if err != nil {
+				return false, fmt.Errorf("column %s: %w", r.what, err)
+			}
+			r.nextRG++
+			r.pages, r.dictOff, r.dictBuf = pr, nil, nil
+		}
+		if !r.pages.Next() {
+			err := r.pages.Err()
+			r.close()
+			if err != nil && !errors.Is(err, io.EOF) {
+				return false, fmt.Errorf("column %s: %w", r.what, err)
+			}
+			continue
+		}
+		switch p := r.pages.Page().(type) {
+		case *file.DictionaryPage:
+			if err := r.loadDictionary(p.Data(), int(p.NumValues()), parquet.Encoding(p.Encoding())); err != nil {
+				return false, err
+			}
+		case *file.DataPageV1:
+			if p.NumValues() == 0 {
+				continue
+			}
+			data := p.Data()
+			if r.maxDef > 0 {
+				if p.DefinitionLevelEncoding() != parquet.Encodings.RLE {
+					return false, r.corrupt("definition levels in %s", p.DefinitionLevelEncoding())
+				}
+				if len(data) < 4 {
+					return false, r.corrupt("definition levels end early")
+				}
+				l := binary.LittleEndian.Uint32(data)
+				if uint64(l) > uint64(len(data)-4) {
+					return false, r.corrupt("definition levels of %d bytes, %d left", l, len(data)-4)
+				}
+				r.defs.reset(data[4:4+l], 1)
+				data = data[4+l:]
+			}
+			return true, r.startValues(data, int(p.NumValues()), parquet.Encoding(p.Encoding()))
+		case *file.DataPageV2:
+			if p.NumValues() == 0 {
+				continue
+			}
+			data := p.Data()
+			dl, rl := int(p.DefinitionLevelByteLen()), int(p.RepetitionLevelByteLen())
+			if rl != 0 || dl > len(data) {
+				return false, r.corrupt("levels of %d+%d bytes in a page of %d", rl, dl, len(data))
+			}
+			if r.maxDef > 0 {
+				r.defs.reset(data[:dl], 1)
+			}
+			return true, r.startValues(data[dl:], int(p.NumValues()), parquet.Encoding(p.Encoding()))
+		}
+	}
+}
+
+func (r *byteArrayReader) startValues(data []byte, rows int, enc parquet.Encoding) error {
+	r.left = rows
+	switch enc {
+	case parquet.Encodings.Plain:
+		r.dict, r.plain = false, data
+	case parquet.Encodings.PlainDict, parquet.Encodings.RLEDict:
+		if r.dictOff == nil {
+			return r.corrupt("dictionary-encoded page without a dictionary")
+		}
+		if len(data) < 1 || data[0] > 32 {
+			return r.corrupt("dictionary index width")
+		}
+		r.dict = true
+		r.ids.reset(data[1:], uint(data[0]))
+	default:
+		return r.corrupt("values in %s", enc)
+	}
+	return nil
+}
+
+func (r *byteArrayReader) loadDictionary(data []byte, n int, enc parquet.Encoding) error {
+	if enc != parquet.Encodings.Plain && enc != parquet.Encodings.PlainDict {
+		return r.corrupt("dictionary in %s", enc)
+	}
+	if n < 0 || n > len(data)/4 {
+		return r.corrupt("dictionary of %d values in %d bytes", n, len(data))
+	}
+	off := make([]int32, 1, n+1)
+	buf := make([]byte, 0, len(data)-4*n)
+	for range n {
+		if len(data) < 4 {
+			return r.corrupt("dictionary ends early")
+		}
+		l := binary.LittleEndian.Uint32(data)
+		if uint64(l) > uint64(len(data)-4) {
+			return r.corrupt("dictionary value of %d bytes, %d left", l, len(data)-4)
+		}
+		buf = append(buf, data[4:4+l]...)
+		data = data[4+l:]
+		off = append(off, int32(len(buf)))
+	}
+	r.dictOff, r.dictBuf = off, buf
+	return nil
+}
+
+// rleDecoder reads Parquet's RLE / bit-packing hybrid encoding of values bw bits wide.
+type rleDecoder struct {
+	buf    []byte
+	bw     uint
+	run    int    // values left in the current RLE run
+	val    uint32 // its value
+	packed int    // values left in the current bit-packed run
+	bits   []byte // that run's bytes
+	pos    uint   // bit offset in bits of its next value
+}
+
+func (d *rleDecoder) reset(buf []byte, bw uint) {
+	*d = rleDecoder{buf: buf, bw: bw}
+}
+
+// read fills dst.
+func (d *rleDecoder) read(dst []uint32) error {
+	mask := uint64(1)<<d.bw - 1
+	for len(dst) > 0 {
+		switch {
+		case d.run > 0:
+			k := min(d.run, len(dst))
+			for j := range k {
+				dst[j] = d.val
+			}
+			d.run -= k
+			dst = dst[k:]
+		case d.packed > 0:
+			k := min(d.packed, len(dst))
+			for j := range k {
+				b := d.pos >> 3
+				var w uint64
+				if int(b)+8 <= len(d.bits) {
+					w = binary.LittleEndian.Uint64(d.bits[b:])
+				} else {
+					for s, x := range d.bits[b:] {
+						w |= uint64(x) << (8 * s)
+					}
+				}
+				dst[j] = uint32(w >> (d.pos & 7) & mask)
+				d.pos += d.bw
+			}
+			d.packed -= k
+			dst = dst[k:]
+		default:
+			h, n := binary.Uvarint(d.buf)
+			if n <= 0 {
+				return errors.New("run header missing or malformed")
+			}
+			d.buf = d.buf[n:]
+			if h&1 == 1 {
+				groups := h >> 1
+				size := groups * uint64(d.bw) // bytes: 8 values of bw bits per group
+				if groups == 0 || size > uint64(len(d.buf)) {
+					return fmt.Errorf("bit-packed run of %d groups in %d bytes", groups, len(d.buf))
+				}
+				d.bits, d.pos, d.packed = d.buf[:size], 0, int(groups*8)
+				d.buf = d.buf[size:]
+				continue
+			}
+			count := h >> 1
+			w := int(d.bw+7) / 8
+			if count == 0 || count > 1<<31 || w > len(d.buf) {
+				return fmt.Errorf("RLE run of %d values, %d bytes left", count, len(d.buf))
+			}
+			var v uint32
+			for s := range w {
+				v |= uint32(d.buf[s]) << (8 * s)
+			}
+			d.run, d.val = int(count), v
+			d.buf = d.buf[w:]
+		}
+	}
+	return nil
+}
+
+// fileBatches is how the scanner reads a data file: pqarrow's RecordReader, or
+// columnsReader when some column is a plain string column.
+type fileBatches interface {
+	Next() bool
+	RecordBatch() arrow.RecordBatch
+	Err() error
+	Release()
+}
+
+// openBatches reads top-level fields fields of fr over rowGroups (nil: all) in batches of
+// up to batchSize rows. what names the file in errors.
+func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string) (fileBatches, error) {
+	strs := make([]bool, len(fields))
+	any := false
+	for j, i := range fields {
+		strs[j] = plainStrings && plainStringField(fr, i, rowGroups)
+		any = any || strs[j]
+	}
+	if !any {
+		var leaves []int
+		for _, i := range fields {
+			leaves = append(leaves, leafIndices(fr, i)...)
+		}
+		return fr.GetRecordReader(ctx, leaves, rowGroups)
+	}
+	md := fr.ParquetReader().MetaData()
+	if rowGroups == nil {
+		rowGroups = make([]int, md.NumRowGroups())
+		for rg := range rowGroups {
+			rowGroups[rg] = rg
+		}
+	}
+	var rows int64
+	for _, rg := range rowGroups {
+		rows += md.RowGroup(rg).NumRows()
+	}
+	c := &columnsReader{mem: mem, left: rows, batch: rows, cols: make([]columnSource, len(fields))}
+	if batchSize > 0 {
+		c.batch = min(batchSize, int64(bitutil.NextPowerOf2(int(rows))))
+	}
+	out := make([]arrow.Field, len(fields))
+	for j, i := range fields {
+		out[j] = *fr.Manifest.Fields[i].Field
+		if strs[j] {
+			c.cols[j].str = newByteArrayReader(fr, i, rowGroups, what+" column "+out[j].Name)
+			continue
+		}
+		leaves := map[int]bool{}
+		for _, l := range leafIndices(fr, i) {
+			leaves[l] = true
+		}
+		cr, err := fr.GetFieldReader(ctx, i, leaves, rowGroups)
+		if err != nil {
+			c.Release()
+			return nil, err
+		}
+		c.cols[j].pq = cr
+		out[j] = *cr.Field()
+	}
+	c.schema = arrow.NewSchema(out, nil)
+	return c, nil
+}
+
+// plainStrings turns byteArrayReader on (a test turns it off to compare).
+var plainStrings = true
+
+// columnsReader reads a file's fields batch by batch, each field of a batch on its own
+// goroutine (as pqarrow's RecordReader does).
+type columnsReader struct {
+	schema *arrow.Schema
+	mem    memory.Allocator
+	cols   []columnSource
+	batch  int64
+	left   int64 // rows not read yet
+	cur    arrow.RecordBatch
+	err    error
+}
+
+type columnSource struct {
+	str *byteArrayReader      // a plain string column
+	pq  *pqarrow.ColumnReader // anything else
+}
+
+func (c *columnsReader) Next() bool {
+	if c.cur != nil {
+		c.cur.Release()
+		c.cur = nil
+	}
+	if c.err != nil || c.left == 0 {
+		return false
+	}
+	n := min(c.batch, c.left)
+	arrs := make([]arrow.Array, len(c.cols))
+	errs := make([]error, len(c.cols))
+	var wg sync.WaitGroup
+	for j := range c.cols {
+		wg.Go(func() { arrs[j], errs[j] = c.cols[j].read(n, c.mem) })
+	}
+	wg.Wait()
+	defer releaseAll(arrs)
+	for j, err := range errs {
+		if err == nil && (arrs[j] == nil || int64(arrs[j].Len()) != n) {
+			got := 0
+			if arrs[j] != nil {
+				got = arrs[j].Len()
+			}
+			err = fmt.Errorf("column %s: %d rows where the row groups have %d", c.schema.Field(j).Name, got, n)
+		}
+		if err != nil {
+			c.err = err
+			return false
+		}
+	}
+	c.left -= n
+	c.cur = array.NewRecordBatch(c.schema, arrs, n)
+	return true
+}
+
+func (s *columnSource) read(n int64, mem memory.Allocator) (arrow.Array, error) {
+	if s.str != nil {
+		return s.str.next(int(n))
+	}
+	ch, err := s.pq.NextBatch(n)
+	if err != nil {
+		return nil, err
+	}
+	defer ch.Release()
+	switch len(ch.Chunks()) {
+	case 0:
+		return nil, nil
+	case 1:
+		a := ch.Chunk(0)
+		a.Retain()
+		return a, nil
+	}
+	return array.Concatenate(ch.Chunks(), mem)
+}
+
+func (c *columnsReader) RecordBatch() arrow.RecordBatch { return c.cur }
+func (c *columnsReader) Err() error                     { return c.err }
+
+func (c *columnsReader) Release() {
+	if c.cur != nil {
+		c.cur.Release()
+		c.cur = nil
+	}
+	for _, s := range c.cols {
+		if s.str != nil {
+			s.str.close()
+		}
+		if s.pq != nil {
+			s.pq.Release()
+		}
+	}
+	c.cols = nil
+}
