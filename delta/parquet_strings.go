@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -125,16 +124,27 @@ func (r *byteArrayReader) corrupt(format string, args ...any) error {
 	return fmt.Errorf("column %s: corrupt or unsupported page: %s", r.what, fmt.Sprintf(format, args...))
 }
 
-// next returns the next up to n rows as one array (nil at the end of the column).
-func (r *byteArrayReader) next(n int) (arrow.Array, error) {
-	offsets := make([]int32, 1, n+1)
-	data := make([]byte, 0, n*max(r.avg, 1))
+// next returns the next up to n rows as one array (nil at the end of the column), its
+// buffers from mem.
+func (r *byteArrayReader) next(n int, mem memory.Allocator) (arrow.Array, error) {
+	offBuf := mem.Allocate((n + 1) * 4)
+	offsets := arrow.Int32Traits.CastFromBytes(offBuf)[:n+1]
+	offsets[0] = 0
+	data := mem.Allocate(n * max(r.avg, 1))
 	var valid []byte // nil while every row is valid
-	nulls, got := 0, 0
+	free := func() {
+		mem.Free(offBuf)
+		mem.Free(data)
+		if valid != nil {
+			mem.Free(valid)
+		}
+	}
+	pos, nulls, got := 0, 0, 0
 	for got < n {
 		if r.left == 0 {
 			more, err := r.nextPage()
 			if err != nil {
+				free()
 				return nil, err
 			}
 			if !more {
@@ -143,99 +153,127 @@ func (r *byteArrayReader) next(n int) (arrow.Array, error) {
 			continue
 		}
 		k := min(n-got, r.left)
+		if err := r.chunk(k, mem, &data, &valid, offsets[got+1:got+1+k], &pos, &nulls, got, n); err != nil {
+			free()
+			return nil, err
+		}
 		r.left -= k
-		present := k
-		var lvl []uint32
-		if r.maxDef > 0 {
-			lvl = grow(&r.lvl, k)
-			if err := r.defs.read(lvl); err != nil {
-				return nil, r.corrupt("definition levels: %v", err)
-			}
-			present = 0
-			for _, l := range lvl {
-				if l == uint32(r.maxDef) {
-					present++
-				} else if l > uint32(r.maxDef) {
-					return nil, r.corrupt("definition level %d above %d", l, r.maxDef)
-				}
-			}
-			if present < k && valid == nil {
-				valid = make([]byte, bitutil.BytesForBits(int64(n)))
-				bitutil.SetBitsTo(valid, 0, int64(got), true)
-			}
-		}
-		// The chunk's bytes, counted (and checked) before they are copied.
-		need := 0
-		var ix []uint32
-		if r.dict {
-			ix = grow(&r.ix, present)
-			if err := r.ids.read(ix); err != nil {
-				return nil, r.corrupt("dictionary indices: %v", err)
-			}
-			for _, id := range ix {
-				if int(id) >= len(r.dictOff)-1 {
-					return nil, r.corrupt("dictionary index %d of %d values", id, len(r.dictOff)-1)
-				}
-				need += int(r.dictOff[id+1] - r.dictOff[id])
-			}
-		} else {
-			p := r.plain
-			for range present {
-				if len(p) < 4 {
-					return nil, r.corrupt("PLAIN values end early")
-				}
-				l := binary.LittleEndian.Uint32(p)
-				if uint64(l) > uint64(len(p)-4) {
-					return nil, r.corrupt("PLAIN value of %d bytes, %d left", l, len(p)-4)
-				}
-				need += int(l)
-				p = p[4+l:]
-			}
-		}
-		pos := len(data)
-		if pos+need > 1<<31-1 {
-			return nil, fmt.Errorf("column %s: more than 2 GiB of values in one batch", r.what)
-		}
-		if pos+need > cap(data) {
-			// Room for this chunk and, at its average, the rest of the batch.
-			rest := (n - got - k) * ((pos+need)/(got+k) + 1)
-			data = append(make([]byte, 0, pos+need+rest), data...)
-		}
-		data = data[:pos+need]
-		v := 0 // values taken so far
-		for j := range k {
-			if lvl != nil && lvl[j] != uint32(r.maxDef) {
-				nulls++
-				offsets = append(offsets, int32(pos))
-				continue
-			}
-			if valid != nil {
-				bitutil.SetBit(valid, got+j)
-			}
-			if r.dict {
-				id := ix[v]
-				pos += copy(data[pos:], r.dictBuf[r.dictOff[id]:r.dictOff[id+1]])
-			} else {
-				l := binary.LittleEndian.Uint32(r.plain)
-				pos += copy(data[pos:], r.plain[4:4+l])
-				r.plain = r.plain[4+l:]
-			}
-			v++
-			offsets = append(offsets, int32(pos))
-		}
 		got += k
 	}
 	if got == 0 {
+		free()
 		return nil, nil
 	}
-	r.avg = len(data)/got + 1
+	r.avg = pos/got + 1
+	// Each buffer is freed whole (as allocated) and says how much of it is used.
+	buffer := func(b []byte, n int) *memory.Buffer {
+		out := memory.NewBufferWithAllocator(b, mem)
+		out.ResizeNoShrink(n)
+		return out
+	}
 	var vbuf *memory.Buffer
 	if valid != nil {
-		vbuf = memory.NewBufferBytes(valid)
+		vbuf = buffer(valid, int(bitutil.BytesForBits(int64(got))))
 	}
-	ad := array.NewData(r.typ, got, []*memory.Buffer{vbuf, memory.NewBufferBytes(int32Bytes(offsets)), memory.NewBufferBytes(data)}, nil, nulls, 0)
+	bufs := []*memory.Buffer{vbuf, buffer(offBuf, (got+1)*4), buffer(data, pos)}
+	ad := array.NewData(r.typ, got, bufs, nil, nulls, 0)
 	defer ad.Release()
+	for _, b := range bufs {
+		if b != nil {
+			b.Release() // NewData holds them now
+		}
+	}
 	return array.MakeFromData(ad), nil
+}
+
+// chunk decodes the next k rows of the current page, rows got.. of a batch of n: it
+// sets their offsets (offsets[j] is where row got+j ends), appends their bytes to *data
+// at *pos (growing it from mem), and marks nulls in *valid (made on the first null).
+func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte, offsets []int32, pos, nulls *int, got, n int) error {
+	present := k
+	var lvl []uint32
+	if r.maxDef > 0 {
+		lvl = grow(&r.lvl, k)
+		if err := r.defs.read(lvl); err != nil {
+			return r.corrupt("definition levels: %v", err)
+		}
+		present = 0
+		for _, l := range lvl {
+			if l == uint32(r.maxDef) {
+				present++
+			} else if l > uint32(r.maxDef) {
+				return r.corrupt("definition level %d above %d", l, r.maxDef)
+			}
+		}
+		if present < k && *valid == nil {
+			*valid = mem.Allocate(int(bitutil.BytesForBits(int64(n))))
+			bitutil.SetBitsTo(*valid, 0, int64(got), true)
+		}
+	}
+	// The chunk's bytes, counted (and checked) before they are copied.
+	need := 0
+	var ix []uint32
+	if r.dict {
+		ix = grow(&r.ix, present)
+		if err := r.ids.read(ix); err != nil {
+			return r.corrupt("dictionary indices: %v", err)
+		}
+		for _, id := range ix {
+			if int(id) >= len(r.dictOff)-1 {
+				return r.corrupt("dictionary index %d of %d values", id, len(r.dictOff)-1)
+			}
+			need += int(r.dictOff[id+1] - r.dictOff[id])
+		}
+	} else {
+		p := r.plain
+		for range present {
+			if len(p) < 4 {
+				return r.corrupt("PLAIN values end early")
+			}
+			l := binary.LittleEndian.Uint32(p)
+			if uint64(l) > uint64(len(p)-4) {
+				return r.corrupt("PLAIN value of %d bytes, %d left", l, len(p)-4)
+			}
+			need += int(l)
+			p = p[4+l:]
+		}
+	}
+	at := *pos
+	if at+need > 1<<31-1 {
+		return fmt.Errorf("column %s: more than 2 GiB of values in one batch", r.what)
+	}
+	buf := *data
+	if at+need > len(buf) {
+		// Room for this chunk and, at its average, the rest of the batch.
+		rest := (n - got - k) * ((at+need)/(got+k) + 1)
+		nb := mem.Allocate(at + need + rest)
+		copy(nb, buf[:at])
+		mem.Free(buf)
+		buf, *data = nb, nb
+	}
+	v := 0 // values taken so far
+	for j := range k {
+		if lvl != nil && lvl[j] != uint32(r.maxDef) {
+			*nulls++
+			offsets[j] = int32(at)
+			continue
+		}
+		if *valid != nil {
+			bitutil.SetBit(*valid, got+j)
+		}
+		if r.dict {
+			id := ix[v]
+			at += copy(buf[at:], r.dictBuf[r.dictOff[id]:r.dictOff[id+1]])
+		} else {
+			l := binary.LittleEndian.Uint32(r.plain)
+			at += copy(buf[at:], r.plain[4:4+l])
+			r.plain = r.plain[4+l:]
+		}
+		v++
+		offsets[j] = int32(at)
+	}
+	*pos = at
+	return nil
 }
 
 func grow(s *[]uint32, n int) []uint32 {
@@ -243,13 +281,6 @@ func grow(s *[]uint32, n int) []uint32 {
 		*s = make([]uint32, n)
 	}
 	return (*s)[:n]
-}
-
-func int32Bytes(s []int32) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*4)
 }
 
 // nextPage moves to the next data page, opening row groups and loading dictionaries as
@@ -558,7 +589,7 @@ func (c *columnsReader) Next() bool {
 
 func (s *columnSource) read(n int64, mem memory.Allocator) (arrow.Array, error) {
 	if s.str != nil {
-		return s.str.next(int(n))
+		return s.str.next(int(n), mem)
 	}
 	ch, err := s.pq.NextBatch(n)
 	if err != nil {
