@@ -184,7 +184,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	watermark, hasWatermark := dstSnap.TxnVersion(s.watermarkID())
 	hasWatermark = hasWatermark && s.cfg.SourceChanges
 	noSK := func() int64 { return 0 }
-	late := make([]bool, len(work))
+	late := make([]bool, work.len())
 	changes, lateKeys, err := foldBatch(batch, work, &l.spec, func(first int64) bool {
 		return historyNeeded(first, watermark, hasWatermark)
 	}, late)
@@ -205,7 +205,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		default:
 			res.Notes = append(res.Notes, fmt.Sprintf("%d keys had events at or before the highest sequence merged before; folded with their history (%d change rows read)", lateKeys, rows))
 		}
-		for id, w := range work {
+		for id := range work.len() {
 			if !late[id] {
 				continue
 			}
@@ -222,10 +222,11 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 			if err != nil {
 				return res, err
 			}
-			if err := batch.versionRows(w.versions); err != nil {
+			versions := work.versions(int32(id))
+			if err := batch.versionRows(versions); err != nil {
 				return res, err
 			}
-			changes = append(changes, foldKey(&l.spec, w.versions, evs, noSK)...)
+			changes = append(changes, foldKey(&l.spec, versions, evs, noSK)...)
 		}
 	}
 	for _, v := range missing {
@@ -267,35 +268,52 @@ var quickPath = true
 // againstCurrent). Keys for which isLate holds (given their earliest event's
 // sequence) are not folded but marked in late (and counted), for a fold with their
 // history.
-func foldBatch(b *scdBatch, work []scdKeyWork, spec *scdSpec, isLate func(first int64) bool, late []bool) ([]scdChange, int, error) {
+func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int64) bool, late []bool) ([]scdChange, int, error) {
 	type part struct {
 		changes []scdChange
 		late    int
 		err     error
 	}
-	parts := make([]part, min(runtime.GOMAXPROCS(0), max(1, len(work)/4096)))
+	parts := make([]part, min(runtime.GOMAXPROCS(0), max(1, work.len()/4096)))
 	var wg sync.WaitGroup
 	for p := range parts {
-		lo, hi := p*len(work)/len(parts), (p+1)*len(work)/len(parts)
+		lo, hi := p*work.len()/len(parts), (p+1)*work.len()/len(parts)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			out := &parts[p]
+			// Room for the changes of the quick keys (two each at most), and their new
+			// versions in one allocation.
+			quick := 0
 			for id := lo; id < hi; id++ {
-				w := &work[id]
-				if w.settled {
+				if !work.settled(int32(id)) {
+					quick++
+				}
+			}
+			out.changes = make([]scdChange, 0, 2*quick)
+			slab := make([]scdVersion, 0, 2*quick)
+			newVersion := func(v scdVersion) *scdVersion {
+				if len(slab) == cap(slab) {
+					return &v
+				}
+				slab = append(slab, v)
+				return &slab[len(slab)-1]
+			}
+			for id := lo; id < hi; id++ {
+				if work.settled(int32(id)) {
 					continue
 				}
-				if quickPath && ((w.quick && len(w.versions) == 1) || b.quickInsert(int32(id), w)) {
+				versions := work.versions(int32(id))
+				if quickPath && ((work.isQuick(int32(id)) && len(versions) == 1) || b.quickInsert(int32(id), work)) {
 					// What the fold would do, without Go rows: close the current
 					// version (if any) at the event, which becomes the new current one.
 					ev := b.head[id]
 					seq := b.evSeq[ev]
 					if !isLate(seq) {
-						if len(w.versions) == 1 {
-							out.changes = append(out.changes, scdChange{Kind: "close", Old: &w.versions[0], New: &scdVersion{To: seq}, quick: true})
+						if len(versions) == 1 {
+							out.changes = append(out.changes, scdChange{Kind: "close", Old: &versions[0], New: newVersion(scdVersion{To: seq}), quick: true})
 						}
-						out.changes = append(out.changes, scdChange{Kind: "insert", New: &scdVersion{From: seq, To: spec.end, Current: true}, quick: true, ev: ev})
+						out.changes = append(out.changes, scdChange{Kind: "insert", New: newVersion(scdVersion{From: seq, To: spec.end, Current: true}), quick: true, ev: ev})
 						continue
 					}
 				}
@@ -313,17 +331,21 @@ func foldBatch(b *scdBatch, work []scdKeyWork, spec *scdSpec, isLate func(first 
 					out.late++
 					continue
 				}
-				if err := b.versionRows(w.versions); err != nil {
+				if err := b.versionRows(versions); err != nil {
 					out.err = err
 					return
 				}
-				out.changes = append(out.changes, foldKey(spec, w.versions, evs, func() int64 { return 0 })...)
-				w.versions = nil
+				out.changes = append(out.changes, foldKey(spec, versions, evs, func() int64 { return 0 })...)
+				work.drop(int32(id))
 			}
 		}()
 	}
 	wg.Wait()
-	var changes []scdChange
+	total := 0
+	for _, p := range parts {
+		total += len(p.changes)
+	}
+	changes := make([]scdChange, 0, total)
 	lateKeys := 0
 	for _, p := range parts {
 		if p.err != nil {

@@ -231,6 +231,8 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, seque
 	}
 	defer sc.Release()
 	at := snap.Timestamp().UnixMicro()
+	var seqs []int64 // per record, reused (addRows copies them)
+	var dels []bool
 	for sc.Next() {
 		rec := sc.RecordBatch()
 		if err := b.keep(rec); err != nil {
@@ -245,7 +247,8 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, seque
 			seqCol = rec.Column(idx)
 		}
 		n := int(rec.NumRows())
-		seqs, dels := make([]int64, n), make([]bool, n)
+		seqs, dels = slices.Grow(seqs[:0], n)[:n], slices.Grow(dels[:0], n)[:n]
+		clear(dels)
 		for i := range seqs {
 			seqs[i] = at
 			if seqCol != nil {

@@ -20,14 +20,59 @@ import (
 // MERGE needs (its file and row), and, with deletion vectors, keeps those rows for the
 // MERGE.
 
-// scdKeyWork is what the dimension scan found for one key of the batch, or for a
-// current dimension key a snapshot source no longer has.
-type scdKeyWork struct {
-	settled  bool         // the key's only event repeats its current row: nothing to do
-	versions []scdVersion // the key's stored versions (unless settled)
-	// quick: the key's only event changes tracked columns of its current row, after that
-	// row's valid_from, and no type 1 column (see againstCurrent).
-	quick bool
+// scdWork is what the dimension scan found for the batch's keys (and for current
+// dimension keys a snapshot source no longer has): per key whether it is settled (its
+// only event repeats its current row: nothing to do) or quick (its only event changes
+// tracked columns of its current row, after that row's valid_from, and no type 1 column;
+// see againstCurrent), and its stored versions unless settled. A key costs a byte and an
+// index, so a million keys, most of them settled, take 5 MB rather than a slice each.
+type scdWork struct {
+	flags []uint8 // per key: workSettled, workQuick
+	at    []int32 // per key: 1 + the index in vers of its stored versions; 0: none
+	vers  [][]scdVersion
+}
+
+const (
+	workSettled uint8 = 1 << iota
+	workQuick
+)
+
+func newSCDWork(keys int) *scdWork {
+	return &scdWork{flags: make([]uint8, keys), at: make([]int32, keys)}
+}
+
+func (w *scdWork) len() int              { return len(w.flags) }
+func (w *scdWork) settled(id int32) bool { return w.flags[id]&workSettled != 0 }
+func (w *scdWork) isQuick(id int32) bool { return w.flags[id]&workQuick != 0 }
+func (w *scdWork) settle(id int32)       { w.flags[id] |= workSettled; w.drop(id) }
+
+// versions returns key id's stored versions.
+func (w *scdWork) versions(id int32) []scdVersion {
+	if a := w.at[id]; a > 0 {
+		return w.vers[a-1]
+	}
+	return nil
+}
+
+// drop forgets key id's versions. Calls for different keys may run at once.
+func (w *scdWork) drop(id int32) {
+	if a := w.at[id]; a > 0 {
+		w.vers[a-1] = nil
+	}
+}
+
+// add appends a stored version of key id (quick: see againstCurrent).
+func (w *scdWork) add(id int32, v scdVersion, quick bool) {
+	a := w.at[id]
+	if a == 0 {
+		w.vers = append(w.vers, nil)
+		a = int32(len(w.vers))
+		w.at[id] = a
+	}
+	w.vers[a-1] = append(w.vers[a-1], v)
+	if quick {
+		w.flags[id] |= workQuick
+	}
 }
 
 // dimColumns locates the SCD columns of a dimension record.
@@ -94,9 +139,9 @@ func (l *scdLayout) tombstoneAt(rec arrow.RecordBatch, d *dimColumns, i int) boo
 // source that deletes), the current rows of keys the batch does not have, each with a
 // delete event at deleteAt. A missing key's delete only needs its current row: it closes
 // that row at deleteAt, or changes nothing when deleteAt is before it.
-func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *int64) (work []scdKeyWork, missing []scdVersion, err error) {
+func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *int64) (work *scdWork, missing []scdVersion, err error) {
 	l := b.l
-	work = make([]scdKeyWork, len(b.head))
+	work = newSCDWork(len(b.head))
 	// FilesOnly: every row of a file read comes back, so each version knows its place
 	// (the MERGE matches rows by position).
 	opts := delta.ScanOptions{ReadAhead: true, FilesOnly: true}
@@ -162,25 +207,23 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 				missing = append(missing, v)
 				continue
 			}
-			w := &work[id]
-			if w.settled {
+			if work.settled(id) {
 				continue
 			}
 			repeats, quick := rows.repeats[i], rows.quick[i]
 			if repeats {
-				w.settled, w.versions = true, nil
+				work.settle(id)
 				continue
 			}
 			// A key's quick change needs only its version's place, not its values: with
 			// the rows kept, the values are read from there if the fold needs them after
 			// all (versionRow).
-			v, err := l.version(rec, d, i, &synthetic, !(hold && quick && len(w.versions) == 0))
+			v, err := l.version(rec, d, i, &synthetic, !(hold && quick && len(work.versions(id)) == 0))
 			if err != nil {
 				return nil, nil, err
 			}
 			v.at = at(i)
-			w.versions = append(w.versions, v)
-			w.quick = w.quick || quick
+			work.add(id, v, quick)
 		}
 		if len(kept) > 0 {
 			rows, err := delta.GatherRows(ctx, rec, kept)
@@ -288,8 +331,8 @@ func (b *scdBatch) againstCurrent(id int32, rec arrow.RecordBatch, d *dimColumns
 
 // quickInsert reports whether key id is new to the dimension (no stored version) with
 // one upsert event: the fold would insert the event as the key's current version.
-func (b *scdBatch) quickInsert(id int32, w *scdKeyWork) bool {
-	return len(w.versions) == 0 && b.count[id] == 1 && !b.evDel[b.head[id]]
+func (b *scdBatch) quickInsert(id int32, w *scdWork) bool {
+	return len(w.versions(id)) == 0 && b.count[id] == 1 && !b.evDel[b.head[id]]
 }
 
 // versionRows fills in the values of stored versions the scan placed without them (see
