@@ -2,10 +2,11 @@
 // the order they were first added. It is the hash table of the MERGE source (delta) and
 // of an SCD2 batch (jobs), where a million keys are usual.
 //
-// It is an open-addressing table of 64-bit hashes, at most half full, with the keys back
-// to back in one arena: it allocates nothing per key and holds no pointers for the
-// garbage collector to scan. At a million keys each access is a cache miss or two; the
-// block calls (AddBlock, LookupBlock) hash a block of keys first and then touch every
-// slot and key they will compare, so the processor waits on many misses at once instead
-// of one after another, which roughly halves the cost of a large build or probe.
+// It is an open-addressing table of 8-byte slots (the upper half of a key's 64-bit hash
+// and its id), at most half full, with the keys back to back in one arena: it allocates
+// nothing per key and holds no pointers for the garbage collector to scan. At a million
+// keys each access is a cache miss or two; the block calls (AddBlock, LookupBlock) hash
+// a block of keys first and then touch every slot, then every key end, then every key
+// they will compare, each pass of loads independent of one another, so the processor
+// waits on many misses at once instead of one after another.
 package keyindex
