@@ -1,12 +1,10 @@
 package delta
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -26,7 +24,7 @@ import (
 // pqarrow: plainStringField decides per file.
 
 // plainStringField reports whether top-level field i of fr is a flat string or binary
-// column that byteArrayReader decodes in every row group of rowGroups (nil: all).
+// column that byteArrayReader decodes in every row group of rowGroups.
 func plainStringField(fr *pqarrow.FileReader, i int, rowGroups []int) bool {
 	f := &fr.Manifest.Fields[i]
 	if !f.IsLeaf() || f.Field == nil {
@@ -40,34 +38,20 @@ func plainStringField(fr *pqarrow.FileReader, i int, rowGroups []int) bool {
 	if col.PhysicalType() != parquet.Types.ByteArray || col.MaxRepetitionLevel() != 0 || col.MaxDefinitionLevel() > 1 {
 		return false
 	}
-	ok := true
-	eachRowGroup(md.NumRowGroups(), rowGroups, func(rg int) {
+	for _, rg := range rowGroups {
 		cc, err := md.RowGroup(rg).ColumnChunk(f.ColIndex)
 		if err != nil || cc.CryptoMetadata() != nil {
-			ok = false
-			return
+			return false
 		}
 		for _, e := range cc.Encodings() {
 			switch e {
 			case parquet.Encodings.Plain, parquet.Encodings.PlainDict, parquet.Encodings.RLEDict, parquet.Encodings.RLE:
 			default:
-				ok = false
+				return false
 			}
 		}
-	})
-	return ok
-}
-
-func eachRowGroup(n int, rowGroups []int, fn func(int)) {
-	if rowGroups == nil {
-		for rg := range n {
-			fn(rg)
-		}
-		return
 	}
-	for _, rg := range rowGroups {
-		fn(rg)
-	}
+	return true
 }
 
 // byteArrayReader decodes one flat BYTE_ARRAY column over a list of row groups into
@@ -227,15 +211,12 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 	} else {
 		p := r.plain
 		for range present {
-			if len(p) < 4 {
-				return r.corrupt("PLAIN values end early")
+			var v []byte
+			var err error
+			if v, p, err = r.splitValue(p, "PLAIN value"); err != nil {
+				return err
 			}
-			l := binary.LittleEndian.Uint32(p)
-			if uint64(l) > uint64(len(p)-4) {
-				return r.corrupt("PLAIN value of %d bytes, %d left", l, len(p)-4)
-			}
-			need += int(l)
-			p = p[4+l:]
+			need += len(v)
 		}
 	}
 	at := *pos
@@ -274,6 +255,19 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 	}
 	*pos = at
 	return nil
+}
+
+// splitValue splits p into the value its 4-byte little-endian length prefix announces
+// and what follows it; what names the value in the error when p is too short.
+func (r *byteArrayReader) splitValue(p []byte, what string) (v, rest []byte, err error) {
+	if len(p) < 4 {
+		return nil, nil, r.corrupt("%s ends early", what)
+	}
+	l := binary.LittleEndian.Uint32(p)
+	if uint64(l) > uint64(len(p)-4) {
+		return nil, nil, r.corrupt("%s of %d bytes, %d left", what, l, len(p)-4)
+	}
+	return p[4 : 4+l], p[4+l:], nil
 }
 
 func grow(s *[]uint32, n int) []uint32 {
@@ -320,15 +314,12 @@ func (r *byteArrayReader) nextPage() (bool, error) {
 				if p.DefinitionLevelEncoding() != parquet.Encodings.RLE {
 					return false, r.corrupt("definition levels in %s", p.DefinitionLevelEncoding())
 				}
-				if len(data) < 4 {
-					return false, r.corrupt("definition levels end early")
+				levels, rest, err := r.splitValue(data, "definition levels")
+				if err != nil {
+					return false, err
 				}
-				l := binary.LittleEndian.Uint32(data)
-				if uint64(l) > uint64(len(data)-4) {
-					return false, r.corrupt("definition levels of %d bytes, %d left", l, len(data)-4)
-				}
-				r.defs.reset(data[4:4+l], 1)
-				data = data[4+l:]
+				r.defs.reset(levels, 1)
+				data = rest
 			}
 			return true, r.startValues(data, int(p.NumValues()), parquet.Encoding(p.Encoding()))
 		case *file.DataPageV2:
@@ -378,15 +369,11 @@ func (r *byteArrayReader) loadDictionary(data []byte, n int, enc parquet.Encodin
 	off := make([]int32, 1, n+1)
 	buf := make([]byte, 0, len(data)-4*n)
 	for range n {
-		if len(data) < 4 {
-			return r.corrupt("dictionary ends early")
+		v, rest, err := r.splitValue(data, "dictionary value")
+		if err != nil {
+			return err
 		}
-		l := binary.LittleEndian.Uint32(data)
-		if uint64(l) > uint64(len(data)-4) {
-			return r.corrupt("dictionary value of %d bytes, %d left", l, len(data)-4)
-		}
-		buf = append(buf, data[4:4+l]...)
-		data = data[4+l:]
+		buf, data = append(buf, v...), rest
 		off = append(off, int32(len(buf)))
 	}
 	r.dictOff, r.dictBuf = off, buf
@@ -467,161 +454,4 @@ func (d *rleDecoder) read(dst []uint32) error {
 		}
 	}
 	return nil
-}
-
-// fileBatches is how the scanner reads a data file: pqarrow's RecordReader, or
-// columnsReader when some column is a plain string column.
-type fileBatches interface {
-	Next() bool
-	RecordBatch() arrow.RecordBatch
-	Err() error
-	Release()
-}
-
-// openBatches reads top-level fields fields of fr over rowGroups (nil: all) in batches of
-// up to batchSize rows. what names the file in errors.
-func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string) (fileBatches, error) {
-	strs := make([]bool, len(fields))
-	any := false
-	for j, i := range fields {
-		strs[j] = plainStrings && plainStringField(fr, i, rowGroups)
-		any = any || strs[j]
-	}
-	if !any {
-		var leaves []int
-		for _, i := range fields {
-			leaves = append(leaves, leafIndices(fr, i)...)
-		}
-		return fr.GetRecordReader(ctx, leaves, rowGroups)
-	}
-	md := fr.ParquetReader().MetaData()
-	if rowGroups == nil {
-		rowGroups = make([]int, md.NumRowGroups())
-		for rg := range rowGroups {
-			rowGroups[rg] = rg
-		}
-	}
-	var rows int64
-	for _, rg := range rowGroups {
-		rows += md.RowGroup(rg).NumRows()
-	}
-	c := &columnsReader{mem: mem, left: rows, batch: rows, cols: make([]columnSource, len(fields))}
-	if batchSize > 0 {
-		c.batch = min(batchSize, int64(bitutil.NextPowerOf2(int(rows))))
-	}
-	out := make([]arrow.Field, len(fields))
-	for j, i := range fields {
-		out[j] = *fr.Manifest.Fields[i].Field
-		if strs[j] {
-			c.cols[j].str = newByteArrayReader(fr, i, rowGroups, what+" column "+out[j].Name)
-			continue
-		}
-		leaves := map[int]bool{}
-		for _, l := range leafIndices(fr, i) {
-			leaves[l] = true
-		}
-		cr, err := fr.GetFieldReader(ctx, i, leaves, rowGroups)
-		if err != nil {
-			c.Release()
-			return nil, err
-		}
-		c.cols[j].pq = cr
-		out[j] = *cr.Field()
-	}
-	c.schema = arrow.NewSchema(out, nil)
-	return c, nil
-}
-
-// plainStrings turns byteArrayReader on (a test turns it off to compare).
-var plainStrings = true
-
-// columnsReader reads a file's fields batch by batch, each field of a batch on its own
-// goroutine (as pqarrow's RecordReader does).
-type columnsReader struct {
-	schema *arrow.Schema
-	mem    memory.Allocator
-	cols   []columnSource
-	batch  int64
-	left   int64 // rows not read yet
-	cur    arrow.RecordBatch
-	err    error
-}
-
-type columnSource struct {
-	str *byteArrayReader      // a plain string column
-	pq  *pqarrow.ColumnReader // anything else
-}
-
-func (c *columnsReader) Next() bool {
-	if c.cur != nil {
-		c.cur.Release()
-		c.cur = nil
-	}
-	if c.err != nil || c.left == 0 {
-		return false
-	}
-	n := min(c.batch, c.left)
-	arrs := make([]arrow.Array, len(c.cols))
-	errs := make([]error, len(c.cols))
-	var wg sync.WaitGroup
-	for j := range c.cols {
-		wg.Go(func() { arrs[j], errs[j] = c.cols[j].read(n, c.mem) })
-	}
-	wg.Wait()
-	defer releaseAll(arrs)
-	for j, err := range errs {
-		if err == nil && (arrs[j] == nil || int64(arrs[j].Len()) != n) {
-			got := 0
-			if arrs[j] != nil {
-				got = arrs[j].Len()
-			}
-			err = fmt.Errorf("column %s: %d rows where the row groups have %d", c.schema.Field(j).Name, got, n)
-		}
-		if err != nil {
-			c.err = err
-			return false
-		}
-	}
-	c.left -= n
-	c.cur = array.NewRecordBatch(c.schema, arrs, n)
-	return true
-}
-
-func (s *columnSource) read(n int64, mem memory.Allocator) (arrow.Array, error) {
-	if s.str != nil {
-		return s.str.next(int(n), mem)
-	}
-	ch, err := s.pq.NextBatch(n)
-	if err != nil {
-		return nil, err
-	}
-	defer ch.Release()
-	switch len(ch.Chunks()) {
-	case 0:
-		return nil, nil
-	case 1:
-		a := ch.Chunk(0)
-		a.Retain()
-		return a, nil
-	}
-	return array.Concatenate(ch.Chunks(), mem)
-}
-
-func (c *columnsReader) RecordBatch() arrow.RecordBatch { return c.cur }
-func (c *columnsReader) Err() error                     { return c.err }
-
-func (c *columnsReader) Release() {
-	if c.cur != nil {
-		c.cur.Release()
-		c.cur = nil
-	}
-	for _, s := range c.cols {
-		if s.str != nil {
-			s.str.close()
-		}
-		if s.pq != nil {
-			s.pq.Release()
-		}
-	}
-	c.cols = nil
 }

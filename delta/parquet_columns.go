@@ -1,0 +1,170 @@
+package delta
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// fileBatches is how the scanner reads a data file: pqarrow's RecordReader, or
+// columnsReader when some column is a plain string column.
+type fileBatches interface {
+	Next() bool
+	RecordBatch() arrow.RecordBatch
+	Err() error
+	Release()
+}
+
+// openBatches reads top-level fields fields of fr over rowGroups (nil: all) in batches of
+// up to batchSize rows. what names the file in errors.
+func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string) (fileBatches, error) {
+	md := fr.ParquetReader().MetaData()
+	if rowGroups == nil {
+		rowGroups = make([]int, md.NumRowGroups())
+		for rg := range rowGroups {
+			rowGroups[rg] = rg
+		}
+	}
+	strs := make([]bool, len(fields))
+	some := false
+	for j, i := range fields {
+		strs[j] = plainStrings && plainStringField(fr, i, rowGroups)
+		some = some || strs[j]
+	}
+	if !some {
+		var leaves []int
+		for _, i := range fields {
+			leaves = append(leaves, leafIndices(fr, i)...)
+		}
+		return fr.GetRecordReader(ctx, leaves, rowGroups)
+	}
+	var rows int64
+	for _, rg := range rowGroups {
+		rows += md.RowGroup(rg).NumRows()
+	}
+	c := &columnsReader{mem: mem, left: rows, batch: rows, cols: make([]columnSource, len(fields))}
+	if batchSize > 0 {
+		c.batch = min(batchSize, int64(bitutil.NextPowerOf2(int(rows))))
+	}
+	out := make([]arrow.Field, len(fields))
+	for j, i := range fields {
+		out[j] = *fr.Manifest.Fields[i].Field
+		if strs[j] {
+			c.cols[j].str = newByteArrayReader(fr, i, rowGroups, what+" column "+out[j].Name)
+			continue
+		}
+		leaves := map[int]bool{}
+		for _, l := range leafIndices(fr, i) {
+			leaves[l] = true
+		}
+		cr, err := fr.GetFieldReader(ctx, i, leaves, rowGroups)
+		if err != nil {
+			c.Release()
+			return nil, err
+		}
+		c.cols[j].pq = cr
+		out[j] = *cr.Field()
+	}
+	c.schema = arrow.NewSchema(out, nil)
+	return c, nil
+}
+
+// plainStrings turns byteArrayReader on (a test turns it off to compare).
+var plainStrings = true
+
+// columnsReader reads a file's fields batch by batch, each field of a batch on its own
+// goroutine (as pqarrow's RecordReader does).
+type columnsReader struct {
+	schema *arrow.Schema
+	mem    memory.Allocator
+	cols   []columnSource
+	batch  int64
+	left   int64 // rows not read yet
+	cur    arrow.RecordBatch
+	err    error
+}
+
+type columnSource struct {
+	str *byteArrayReader      // a plain string column
+	pq  *pqarrow.ColumnReader // anything else
+}
+
+func (c *columnsReader) Next() bool {
+	if c.cur != nil {
+		c.cur.Release()
+		c.cur = nil
+	}
+	if c.err != nil || c.left == 0 {
+		return false
+	}
+	n := min(c.batch, c.left)
+	arrs := make([]arrow.Array, len(c.cols))
+	errs := make([]error, len(c.cols))
+	var wg sync.WaitGroup
+	for j := range c.cols {
+		wg.Go(func() { arrs[j], errs[j] = c.cols[j].read(n, c.mem) })
+	}
+	wg.Wait()
+	defer releaseAll(arrs)
+	for j, err := range errs {
+		if err == nil && (arrs[j] == nil || int64(arrs[j].Len()) != n) {
+			got := 0
+			if arrs[j] != nil {
+				got = arrs[j].Len()
+			}
+			err = fmt.Errorf("column %s: %d rows where the row groups have %d", c.schema.Field(j).Name, got, n)
+		}
+		if err != nil {
+			c.err = err
+			return false
+		}
+	}
+	c.left -= n
+	c.cur = array.NewRecordBatch(c.schema, arrs, n)
+	return true
+}
+
+func (s *columnSource) read(n int64, mem memory.Allocator) (arrow.Array, error) {
+	if s.str != nil {
+		return s.str.next(int(n), mem)
+	}
+	ch, err := s.pq.NextBatch(n)
+	if err != nil {
+		return nil, err
+	}
+	defer ch.Release()
+	switch len(ch.Chunks()) {
+	case 0:
+		return nil, nil
+	case 1:
+		a := ch.Chunk(0)
+		a.Retain()
+		return a, nil
+	}
+	return array.Concatenate(ch.Chunks(), mem)
+}
+
+func (c *columnsReader) RecordBatch() arrow.RecordBatch { return c.cur }
+func (c *columnsReader) Err() error                     { return c.err }
+
+func (c *columnsReader) Release() {
+	if c.cur != nil {
+		c.cur.Release()
+		c.cur = nil
+	}
+	for _, s := range c.cols {
+		if s.str != nil {
+			s.str.close()
+		}
+		if s.pq != nil {
+			s.pq.Release()
+		}
+	}
+	c.cols = nil
+}
