@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/objectstore"
@@ -158,6 +161,34 @@ func TestLastCheckpointIsOnlyAHint(t *testing.T) {
 		}, 2},
 		{"checkpoint corrupt", func(t *testing.T, st objectstore.Store) {
 			put(t, st, "warehouse/t/_delta_log/00000000000000000004.checkpoint.parquet", "PAR1garbage")
+		}, 2},
+		// A data page whose header says dictionary page: arrow-go's page reader panics.
+		{"checkpoint page header corrupt", func(t *testing.T, st objectstore.Store) {
+			const key = "warehouse/t/_delta_log/00000000000000000004.checkpoint.parquet"
+			rc, err := st.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pf, err := file.NewParquetReader(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc, err := pf.RowGroup(0).MetaData().ColumnChunk(0)
+			pf.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := cc.DataPageOffset()
+			if b[at] != 0x15 || b[at+1] != 0x00 {
+				t.Fatalf("no data page header at %d: % x", at, b[at:at+2])
+			}
+			b[at+1] = 0x04 // DATA_PAGE → DICTIONARY_PAGE (thrift compact, zigzag)
+			put(t, st, key, string(b))
 		}, 2},
 	}
 	for _, tc := range tests {

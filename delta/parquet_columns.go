@@ -12,18 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
-// fileBatches is how the scanner reads a data file: pqarrow's RecordReader, or
-// columnsReader when some column is a plain string column.
-type fileBatches interface {
-	Next() bool
-	RecordBatch() arrow.RecordBatch
-	Err() error
-	Release()
-}
-
 // openBatches reads top-level fields fields of fr over rowGroups (nil: all) in batches of
 // up to batchSize rows. what names the file in errors.
-func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string) (fileBatches, error) {
+func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string) (*columnsReader, error) {
 	md := fr.ParquetReader().MetaData()
 	if rowGroups == nil {
 		rowGroups = make([]int, md.NumRowGroups())
@@ -31,31 +22,18 @@ func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocat
 			rowGroups[rg] = rg
 		}
 	}
-	strs := make([]bool, len(fields))
-	some := false
-	for j, i := range fields {
-		strs[j] = plainStrings && plainStringField(fr, i, rowGroups)
-		some = some || strs[j]
-	}
-	if !some {
-		var leaves []int
-		for _, i := range fields {
-			leaves = append(leaves, leafIndices(fr, i)...)
-		}
-		return fr.GetRecordReader(ctx, leaves, rowGroups)
-	}
 	var rows int64
 	for _, rg := range rowGroups {
 		rows += md.RowGroup(rg).NumRows()
 	}
-	c := &columnsReader{mem: mem, left: rows, batch: rows, cols: make([]columnSource, len(fields))}
+	c := &columnsReader{mem: mem, what: what, left: rows, batch: rows, cols: make([]columnSource, len(fields))}
 	if batchSize > 0 {
 		c.batch = min(batchSize, int64(bitutil.NextPowerOf2(int(rows))))
 	}
 	out := make([]arrow.Field, len(fields))
 	for j, i := range fields {
 		out[j] = *fr.Manifest.Fields[i].Field
-		if strs[j] {
+		if plainStrings && plainStringField(fr, i, rowGroups) {
 			c.cols[j].str = newByteArrayReader(fr, i, rowGroups, what+" column "+out[j].Name)
 			continue
 		}
@@ -79,10 +57,12 @@ func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocat
 var plainStrings = true
 
 // columnsReader reads a file's fields batch by batch, each field of a batch on its own
-// goroutine (as pqarrow's RecordReader does).
+// goroutine, as pqarrow's RecordReader does; unlike it, a panic in the Parquet reader (a
+// corrupt page can cause one) becomes an error naming the file and column.
 type columnsReader struct {
 	schema *arrow.Schema
 	mem    memory.Allocator
+	what   string
 	cols   []columnSource
 	batch  int64
 	left   int64 // rows not read yet
@@ -108,7 +88,14 @@ func (c *columnsReader) Next() bool {
 	errs := make([]error, len(c.cols))
 	var wg sync.WaitGroup
 	for j := range c.cols {
-		wg.Go(func() { arrs[j], errs[j] = c.cols[j].read(n, c.mem) })
+		wg.Go(func() {
+			defer func() {
+				if p := recover(); p != nil {
+					errs[j] = fmt.Errorf("%s column %s: corrupt data file: %v", c.what, c.schema.Field(j).Name, p)
+				}
+			}()
+			arrs[j], errs[j] = c.cols[j].read(n, c.mem)
+		})
 	}
 	wg.Wait()
 	defer releaseAll(arrs)

@@ -77,7 +77,7 @@ type Scanner struct {
 	files     []*Add
 
 	next    int // index into files
-	cur     fileBatches
+	cur     *columnsReader
 	curAdd  *Add
 	closeFn func()
 	curRows int64             // rows left to emit for files read without data columns (-1: none)

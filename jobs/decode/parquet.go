@@ -111,6 +111,23 @@ func (s *parquetSource) open(ctx context.Context) error {
 	return nil
 }
 
+// advance reads the next record (false at the end). arrow-go's page reader panics on
+// some corrupt page headers: that is an error naming the file, as any corruption is.
+func (s *parquetSource) advance() (more bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			more, err = false, fmt.Errorf("decode %s: corrupt Parquet file: %v", s.file, p)
+		}
+	}()
+	if !s.rr.Next() {
+		if err := s.rr.Err(); err != nil && err != io.EOF {
+			return false, fmt.Errorf("decode %s: %w", s.file, err)
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
 func appendLeaves(out []int, f *pqarrow.SchemaField) []int {
 	if f.IsLeaf() {
 		return append(out, f.ColIndex)
@@ -125,11 +142,8 @@ func (s *parquetSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, 
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	if !s.rr.Next() {
-		if err := s.rr.Err(); err != nil && err != io.EOF {
-			return nil, nil, fmt.Errorf("decode %s: %w", s.file, err)
-		}
-		return nil, nil, nil
+	if more, err := s.advance(); err != nil || !more {
+		return nil, nil, err
 	}
 	in := s.rr.RecordBatch()
 	n := in.NumRows()

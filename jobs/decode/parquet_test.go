@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
@@ -115,6 +116,9 @@ func TestParquetErrors(t *testing.T) {
 				"column req is not nullable but missing from the file"},
 		{"sub-microsecond", nanos, []string{"ts timestamp"},
 			"decode f.csv: rows 1-2: column ts (1): timestamp[ns, tz=UTC] to timestamp: "},
+		// arrow-go's page reader panics on this one (a nil dictionary page header).
+		{"corrupt page header", pageTypeToDictionary(t, data), []string{"a integer", "d decimal(5,2)", "ts timestamp", "s string", "extra long"},
+			"decode f.csv: corrupt Parquet file: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,6 +131,29 @@ func TestParquetErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pageTypeToDictionary rewrites the header of column 0's first data page to say it is a
+// dictionary page (thrift compact: field 1, an i32, zigzag DATA_PAGE 0x00 →
+// DICTIONARY_PAGE 0x04).
+func pageTypeToDictionary(t *testing.T, data string) string {
+	t.Helper()
+	pf, err := file.NewParquetReader(strings.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	cc, err := pf.RowGroup(0).MetaData().ColumnChunk(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := []byte(data)
+	at := cc.DataPageOffset()
+	if b[at] != 0x15 || b[at+1] != 0x00 {
+		t.Fatalf("no data page header at %d: % x", at, b[at:at+2])
+	}
+	b[at+1] = 0x04
+	return string(b)
 }
 
 func TestParquetNeedsReaderAt(t *testing.T) {
