@@ -94,6 +94,16 @@ func readWhole(rc io.ReadCloser, size int64) (*[]byte, []byte, error) {
 func openParquet(ctx context.Context, store objectstore.Store, key string, size int64, mem memory.Allocator, batchSize int64) (*pqarrow.FileReader, func(), error) {
 	var src parquet.ReaderAtSeeker
 	props := parquet.NewReaderProperties(mem)
+	var opened io.Closer // closed with the reader
+	if o, ok := store.(objectstore.ReaderAtOpener); ok {
+		// Pages are read where they lie, through one small buffer per column.
+		ra, n, err := o.OpenReaderAt(ctx, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		props.BufferedStreamEnabled = true
+		src, opened = io.NewSectionReader(ra, 0, n), ra
+	}
 	rg, ranged := store.(objectstore.RangeGetter)
 	if size < 0 && ranged {
 		info, err := store.Stat(ctx, key)
@@ -102,7 +112,7 @@ func openParquet(ctx context.Context, store objectstore.Store, key string, size 
 		}
 		size = info.Size
 	}
-	if ranged && size > wholeFileLimit {
+	if src == nil && ranged && size > wholeFileLimit {
 		// One ranged read per column chunk (not per 16 KiB buffer): few requests on S3.
 		src = &rangeReaderAt{ctx: ctx, rg: rg, key: key, size: size}
 	}
@@ -125,6 +135,10 @@ func openParquet(ctx context.Context, store objectstore.Store, key string, size 
 		if held != nil {
 			fileBuffers.Put(held)
 			held = nil
+		}
+		if opened != nil {
+			opened.Close()
+			opened = nil
 		}
 	}
 	pf, err := file.NewParquetReader(src, file.WithReadProps(props))

@@ -14,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -293,6 +295,60 @@ func TestScanRangedReads(t *testing.T) {
 	// Footer plus one read per column chunk: a handful per file, not one per page buffer.
 	if per := int(cs.ranges.Load()) / stats.FilesRead; per > 10 {
 		t.Errorf("%d ranged reads per file, want at most 10", per)
+	}
+}
+
+// localStore counts how a local store's objects are read.
+type localStore struct {
+	*fs.Store
+	gets, opens atomic.Int64
+}
+
+func (l *localStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	l.gets.Add(1)
+	return l.Store.Get(ctx, key)
+}
+
+func (l *localStore) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	l.gets.Add(1)
+	return l.Store.GetRange(ctx, key, off, n)
+}
+
+func (l *localStore) OpenReaderAt(ctx context.Context, key string) (objectstore.ReaderAtCloser, int64, error) {
+	l.opens.Add(1)
+	return l.Store.OpenReaderAt(ctx, key)
+}
+
+// Local files are read in place (pages where they lie), never fetched whole or by
+// column chunk.
+func TestScanReadsLocalFilesInPlace(t *testing.T) {
+	ctx := context.Background()
+	src, sch, adds, all := pruneTable(t)
+	dst, err := fs.New(fs.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	infos, err := src.List(ctx, "t/", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range infos {
+		rc, err := src.Get(ctx, info.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = dst.Put(ctx, info.Key, rc, info.Size)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls := &localStore{Store: dst}
+	got, stats := scanAll(t, ls, "t", sch, []string{"country"}, adds, ScanOptions{Columns: []string{"id", "country", "amount", "name", "ts", "day"}})
+	diffRows(t, rowSet(t, got), rowSet(t, all))
+	if ls.gets.Load() != 0 || int(ls.opens.Load()) != stats.FilesRead || stats.FilesRead == 0 {
+		t.Errorf("%d gets, %d opens for %d files read; want one open per file and no get", ls.gets.Load(), ls.opens.Load(), stats.FilesRead)
 	}
 }
 

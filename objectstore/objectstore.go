@@ -63,6 +63,20 @@ type RangeGetter interface {
 	GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 }
 
+// ReaderAtOpener is an optional extension for stores whose objects can be read at any
+// offset cheaply (a local file): OpenReaderAt opens an object for io.ReaderAt reads and
+// returns its size. Parquet readers then read pages where they lie instead of fetching
+// whole column chunks into memory first. A missing key gives ErrNotExist, as for Get.
+type ReaderAtOpener interface {
+	OpenReaderAt(ctx context.Context, key string) (ReaderAtCloser, int64, error)
+}
+
+// ReaderAtCloser is an object opened by ReaderAtOpener.
+type ReaderAtCloser interface {
+	io.ReaderAt
+	io.Closer
+}
+
 // ValidateKey checks the key rules: not empty, no leading or trailing slash, no empty,
 // "." or ".." segment, no backslash and no NUL byte.
 func ValidateKey(key string) error {

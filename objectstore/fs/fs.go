@@ -138,6 +138,29 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	return readCloser{Reader: &ctxReader{ctx: ctx, r: r}, Closer: f}, nil
 }
 
+// OpenReaderAt opens the object's file for reads at any offset (the caller closes it).
+func (s *Store) OpenReaderAt(ctx context.Context, key string) (objectstore.ReaderAtCloser, int64, error) {
+	if err := checkKey("get", key); err != nil {
+		return nil, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, fmt.Errorf("fs get %q: %w", key, err)
+	}
+	f, err := s.root.Open(native(key))
+	if err != nil {
+		return nil, 0, opErr("get", key, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = iofs.ErrNotExist // a directory is not an object
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, opErr("get", key, err)
+	}
+	return f, fi.Size(), nil
+}
+
 // Stat returns the object's size and modification time.
 func (s *Store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
 	if err := checkKey("stat", key); err != nil {

@@ -201,3 +201,37 @@ func TestPutOverDirectoryFails(t *testing.T) {
 		t.Fatalf("List = %+v, %v; want only a/b/c", infos, err)
 	}
 }
+
+// OpenReaderAt reads an object at any offset and reports its size; a missing key or a
+// directory is ErrNotExist, as for Get.
+func TestOpenReaderAt(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	body := "0123456789abcdef"
+	if err := s.Put(ctx, "t/part/f.parquet", strings.NewReader(body), int64(len(body))); err != nil {
+		t.Fatal(err)
+	}
+	ra, size, err := s.OpenReaderAt(ctx, "t/part/f.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	if size != int64(len(body)) {
+		t.Errorf("size %d, want %d", size, len(body))
+	}
+	buf := make([]byte, 4)
+	if n, err := ra.ReadAt(buf, 10); n != 4 || err != nil || string(buf) != "abcd" {
+		t.Errorf("ReadAt(4 bytes at 10) = %d, %v, %q; want 4, nil, \"abcd\"", n, err, buf)
+	}
+	if n, err := ra.ReadAt(buf, 14); n != 2 || !errors.Is(err, io.EOF) {
+		t.Errorf("ReadAt past the end = %d, %v; want 2, EOF", n, err)
+	}
+	for _, key := range []string{"t/missing.parquet", "t/part"} {
+		if _, _, err := s.OpenReaderAt(ctx, key); !errors.Is(err, objectstore.ErrNotExist) {
+			t.Errorf("OpenReaderAt(%s) = %v, want ErrNotExist", key, err)
+		}
+	}
+	if _, _, err := s.OpenReaderAt(ctx, "../escape"); err == nil {
+		t.Error("OpenReaderAt(../escape): no error")
+	}
+}
