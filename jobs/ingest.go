@@ -217,11 +217,12 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	var r io.Reader
 	format := s.format(f.Name)
 	if format == decode.Parquet {
-		br, err := readAll(ctx, f)
+		ra, done, err := randomAccess(ctx, f)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", f.Name, err)
 		}
-		r = br
+		defer done()
+		r = ra
 	} else {
 		rc, err := f.open(ctx)
 		if err != nil {

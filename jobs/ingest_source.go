@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
 // sourceFile is one file an ingest stage may load.
@@ -26,6 +28,8 @@ type sourceFile struct {
 	Version int64
 	Size    int64
 	open    func(ctx context.Context) (io.ReadCloser, error)
+	// openAt, for a file of a store with local files, opens it for reads in place.
+	openAt func(ctx context.Context) (objectstore.ReaderAtCloser, int64, error)
 	// data holds a fetched URL's body.
 	data []byte
 }
@@ -97,13 +101,19 @@ func listSources(ctx context.Context, env *Env, target, loc string) ([]*sourceFi
 		}
 		key := o.Key
 		name := strings.TrimSuffix(dir, "/") + "/" + rel
-		files = append(files, &sourceFile{
+		f := &sourceFile{
 			Name:    name,
 			ID:      "ingest:" + target + ":" + name,
 			Version: o.ModTime.UnixMilli(),
 			Size:    o.Size,
 			open:    func(ctx context.Context) (io.ReadCloser, error) { return store.Get(ctx, key) },
-		})
+		}
+		if local, ok := store.(objectstore.ReaderAtOpener); ok {
+			f.openAt = func(ctx context.Context) (objectstore.ReaderAtCloser, int64, error) {
+				return local.OpenReaderAt(ctx, key)
+			}
+		}
+		files = append(files, f)
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 	return files, nil
@@ -155,19 +165,27 @@ func fetchURL(ctx context.Context, env *Env, target, url string, opts HTTPOption
 	}, nil
 }
 
-// readAll loads a file for Parquet decoding, which needs random access.
-func readAll(ctx context.Context, f *sourceFile) (*bytes.Reader, error) {
-	if f.data != nil {
-		return bytes.NewReader(f.data), nil
+// randomAccess opens a file for Parquet decoding, which needs random access: a local
+// file in place, any other loaded into memory. The caller calls done when finished.
+func randomAccess(ctx context.Context, f *sourceFile) (r io.Reader, done func(), err error) {
+	switch {
+	case f.data != nil:
+		return bytes.NewReader(f.data), func() {}, nil
+	case f.openAt != nil:
+		ra, n, err := f.openAt(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return io.NewSectionReader(ra, 0, n), func() { ra.Close() }, nil
 	}
 	rc, err := f.open(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return bytes.NewReader(b), nil
+	return bytes.NewReader(b), func() {}, nil
 }

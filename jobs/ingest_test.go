@@ -1,16 +1,26 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/jobs/decode"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -237,5 +247,87 @@ func TestIngestUpsertConcurrentRunsLoadOnce(t *testing.T) {
 	}
 	if updates != 1 {
 		t.Errorf("the change feed shows T1's correction %d times, want once", updates)
+	}
+}
+
+// readAtCounter counts how a local landing store's files are opened.
+type readAtCounter struct {
+	*fs.Store
+	gets, opens atomic.Int64
+}
+
+func (c *readAtCounter) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	c.gets.Add(1)
+	return c.Store.Get(ctx, key)
+}
+
+func (c *readAtCounter) OpenReaderAt(ctx context.Context, key string) (objectstore.ReaderAtCloser, int64, error) {
+	c.opens.Add(1)
+	return c.Store.OpenReaderAt(ctx, key)
+}
+
+// Parquet sources load like CSV ones, exactly once, from a store in memory (read whole)
+// and from local files (read in place, never fetched whole).
+func TestIngestParquetSources(t *testing.T) {
+	ctx := context.Background()
+	asch := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.BinaryTypes.String},
+		{Name: "qty", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true},
+		{Name: "sold_at", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+	defer b.Release()
+	b.Field(0).(*array.StringBuilder).AppendValues([]string{"T1", "T2"}, nil)
+	b.Field(1).(*array.Int32Builder).AppendValues([]int32{2, 1}, nil)
+	b.Field(2).(*array.Decimal128Builder).AppendValues([]decimal128.Num{decimal128.FromI64(2380), decimal128.FromI64(14900)}, nil)
+	b.Field(3).(*array.TimestampBuilder).AppendValues([]arrow.Timestamp{1768381920000000, 1768387200000000}, nil)
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	var buf bytes.Buffer
+	w, err := pqarrow.NewFileWriter(asch, &buf, nil, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"T1|2|23.8|2026-01-14T09:12:00Z|/landing/sales/2026-01-14.parquet|2026-01-14T09:00:00Z",
+		"T2|1|149|2026-01-14T10:40:00Z|/landing/sales/2026-01-14.parquet|2026-01-14T09:00:00Z",
+	}
+	local, err := fs.New(fs.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	counted := &readAtCounter{Store: local}
+	for name, landing := range map[string]objectstore.Store{"memory": mem.New(mem.Config{}), "local files": counted} {
+		t.Run(name, func(t *testing.T) {
+			sales := salesTable(t)
+			env := newTestEnv(mem.New(mem.Config{}), &testClock{t: t0}, sales)
+			env.OpenLocation = func(ctx context.Context, loc string) (objectstore.Store, string, error) {
+				return landing, strings.TrimPrefix(strings.TrimPrefix(loc, "/landing"), "/"), nil
+			}
+			if err := landing.Put(ctx, "sales/2026-01-14.parquet", bytes.NewReader(buf.Bytes()), int64(buf.Len())); err != nil {
+				t.Fatal(err)
+			}
+			stage := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.parquet", Target: sales.Name})
+			if res := runStage(t, stage, env); res.RowsWritten != 2 || res.FilesRead != 1 {
+				t.Fatalf("first run: %+v, want 2 rows from 1 file", res)
+			}
+			if got := tableRows(t, env, sales); !slices.Equal(got, want) {
+				t.Fatalf("rows:\n%s", diff(got, want))
+			}
+			if res := runStage(t, stage, env); res.RowsWritten != 0 {
+				t.Fatalf("rerun loaded %+v, want nothing", res)
+			}
+		})
+	}
+	if counted.opens.Load() != 1 || counted.gets.Load() != 0 {
+		t.Errorf("local file opened in place %d times and fetched %d times; want 1 and 0", counted.opens.Load(), counted.gets.Load())
 	}
 }
