@@ -282,16 +282,16 @@ func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int6
 		go func() {
 			defer wg.Done()
 			out := &parts[p]
-			// Room for the changes of the quick keys (two each at most), and their new
-			// versions in one allocation.
-			quick := 0
+			// Room for two changes per unsettled key (what a quick key makes), their
+			// new versions in one allocation.
+			unsettled := 0
 			for id := lo; id < hi; id++ {
 				if !work.settled(int32(id)) {
-					quick++
+					unsettled++
 				}
 			}
-			out.changes = make([]scdChange, 0, 2*quick)
-			slab := make([]scdVersion, 0, 2*quick)
+			out.changes = make([]scdChange, 0, 2*unsettled)
+			slab := make([]scdVersion, 0, 2*unsettled)
 			newVersion := func(v scdVersion) *scdVersion {
 				if len(slab) == cap(slab) {
 					return &v
