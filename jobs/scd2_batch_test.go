@@ -1,16 +1,20 @@
 package jobs
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -484,4 +488,74 @@ func changeRows(t *testing.T, tbl *delta.Table, v int64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// dataReads counts the reads of each data file (not log files) of a store.
+type dataReads struct {
+	objectstore.Store
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (d *dataReads) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if strings.HasSuffix(key, ".parquet") && !strings.Contains(key, "_delta_log/") {
+		d.mu.Lock()
+		d.reads[key]++
+		d.mu.Unlock()
+	}
+	return d.Store.Get(ctx, key)
+}
+
+// With deletion vectors the MERGE takes the dimension rows the scan kept: each data
+// file of the dimension is read once per run. Rewriting files reads the changed ones
+// twice (the scan, then the rewrite).
+func TestSCD2KeptRowsSpareTheMergeARead(t *testing.T) {
+	for _, dv := range []bool{true, false} {
+		t.Run(fmt.Sprintf("deletion vectors %v", dv), func(t *testing.T) {
+			staging, dimTbl := customerTables(t)
+			if dv {
+				dimTbl.Properties = maps.Clone(dimTbl.Properties)
+				dimTbl.Properties[delta.PropEnableDeletionVectors] = "true"
+			}
+			clock := &testClock{t: d1}
+			store := &dataReads{Store: mem.New(mem.Config{Now: clock.Now}), reads: map[string]int{}}
+			env := newTestEnv(store, clock, staging, dimTbl)
+			cfg := scd2Config()
+			cfg.SourceChanges = false
+			stage := NewSCD2Merge("merge", cfg)
+			batch := func(city string) {
+				var rows [][]any
+				for i := range 200 {
+					c := "Seattle"
+					if i%10 == 0 {
+						c = city // a tenth of the keys move
+					}
+					rows = append(rows, []any{fmt.Sprintf("C%04d", i), "name", c, clock.t})
+				}
+				writeRows(t, env, staging, true, rows...)
+				runStage(t, stage, env)
+			}
+			batch("Seattle")
+			clock.t = d1.Add(24 * time.Hour)
+			clear(store.reads)
+			batch("Portland")
+			want := 1
+			if !dv {
+				want = 2
+			}
+			dimReads := 0
+			for key, n := range store.reads {
+				if !strings.HasPrefix(key, dimTbl.Path+"/") {
+					continue
+				}
+				dimReads++
+				if n != want {
+					t.Errorf("%s read %d times in the run, want %d", key, n, want)
+				}
+			}
+			if dimReads == 0 {
+				t.Fatal("the run read no dimension data file")
+			}
+		})
+	}
 }
