@@ -90,22 +90,16 @@ func TestScanPlainStringsMatchesPqarrow(t *testing.T) {
 		{"delta-length", []parquet.WriterProperty{parquet.WithDictionaryDefault(false), parquet.WithEncodingFor("s", parquet.Encodings.DeltaLengthByteArray), parquet.WithEncodingFor("r", parquet.Encodings.DeltaLengthByteArray), parquet.WithEncodingFor("b", parquet.Encodings.DeltaLengthByteArray)}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			props := parquet.NewWriterProperties(append(append([]parquet.WriterProperty{}, base...), c.props...)...)
-			tbl := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{rec})
-			defer tbl.Release()
-			if err := pqarrow.WriteTable(tbl, &buf, 6_000, props, pqarrow.DefaultWriterProps()); err != nil {
-				t.Fatal(err)
-			}
+			data := parquetBytes(t, rec, 6_000, append(append([]parquet.WriterProperty{}, base...), c.props...)...)
 			st := mem.New(mem.Config{})
-			if err := st.Put(ctx, "t/f.parquet", bytes.NewReader(buf.Bytes()), int64(buf.Len())); err != nil {
+			if err := st.Put(ctx, "t/f.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
 				t.Fatal(err)
 			}
-			adds := []*Add{{Path: "f.parquet", Size: int64(buf.Len()), PartitionValues: map[string]*string{}}}
+			adds := []*Add{{Path: "f.parquet", Size: int64(len(data)), PartitionValues: map[string]*string{}}}
 
 			// The fast path is taken for the string columns, unless the encoding is
 			// one it leaves to pqarrow.
-			pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+			pf, err := file.NewParquetReader(bytes.NewReader(data))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,10 +179,40 @@ func readAllWith(t *testing.T, st *mem.Store, sch *StructType, adds []*Add, opts
 	return array.NewRecordBatch(sc.Schema(), cols, tbl.NumRows())
 }
 
+// parquetBytes writes rec as one Parquet file with props, rowGroup rows per row group.
+func parquetBytes(t *testing.T, rec arrow.RecordBatch, rowGroup int64, props ...parquet.WriterProperty) []byte {
+	t.Helper()
+	tbl := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{rec})
+	defer tbl.Release()
+	var buf bytes.Buffer
+	if err := pqarrow.WriteTable(tbl, &buf, rowGroup, parquet.NewWriterProperties(props...), pqarrow.DefaultWriterProps()); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// scanBytes scans data as the one file of a table of stringsTestSchema and returns the
+// scan's error.
+func scanBytes(t *testing.T, data []byte) error {
+	t.Helper()
+	ctx := context.Background()
+	st := mem.New(mem.Config{})
+	if err := st.Put(ctx, "t/f.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	adds := []*Add{{Path: "f.parquet", Size: int64(len(data)), PartitionValues: map[string]*string{}}}
+	sc, err := Scan(ctx, st, "t", mustSchema(t, stringsTestSchema), nil, adds, ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Release()
+	_, err = ReadAll(sc)
+	return err
+}
+
 // TestScanPlainStringsCorruptPage: a value length that runs past its page is an error
 // naming the file and column, not a panic or a short read.
 func TestScanPlainStringsCorruptPage(t *testing.T) {
-	ctx := context.Background()
 	asch, err := ArrowSchema(mustSchema(t, stringsTestSchema))
 	if err != nil {
 		t.Fatal(err)
@@ -203,30 +227,13 @@ func TestScanPlainStringsCorruptPage(t *testing.T) {
 	rec := rb.NewRecordBatch()
 	rb.Release()
 	defer rec.Release()
-	tbl := array.NewTableFromRecords(asch, []arrow.RecordBatch{rec})
-	defer tbl.Release()
-	var buf bytes.Buffer
-	props := parquet.NewWriterProperties(parquet.WithDictionaryDefault(false))
-	if err := pqarrow.WriteTable(tbl, &buf, 100, props, pqarrow.DefaultWriterProps()); err != nil {
-		t.Fatal(err)
-	}
-	data := buf.Bytes()
+	data := parquetBytes(t, rec, 100, parquet.WithDictionaryDefault(false))
 	at := bytes.Index(data, []byte("value-042"))
 	if at < 4 {
 		t.Fatal("value not found in the file")
 	}
 	copy(data[at-4:], []byte{0xff, 0xff, 0xff, 0x0f}) // its length: 256 MiB
-	st := mem.New(mem.Config{})
-	if err := st.Put(ctx, "t/f.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
-		t.Fatal(err)
-	}
-	adds := []*Add{{Path: "f.parquet", Size: int64(len(data)), PartitionValues: map[string]*string{}}}
-	sc, err := Scan(ctx, st, "t", mustSchema(t, stringsTestSchema), nil, adds, ScanOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Release()
-	_, err = ReadAll(sc)
+	err = scanBytes(t, data)
 	if err == nil || !strings.Contains(err.Error(), "f.parquet column s") || !strings.Contains(err.Error(), "PLAIN value of 268435455 bytes") {
 		t.Fatalf("err = %v, want the file, the column and the bad length", err)
 	}
@@ -270,45 +277,27 @@ func TestRLEDecoder(t *testing.T) {
 // headers, footer) of each layout: every scan returns rows or an error naming the file,
 // never a panic.
 func TestScanCorruptFilesNeverPanic(t *testing.T) {
-	ctx := context.Background()
 	rec := stringsTestRecord(t, 3000, 5)
 	defer rec.Release()
-	tbl := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{rec})
-	defer tbl.Release()
-	sch := mustSchema(t, stringsTestSchema)
 	rnd := rand.New(rand.NewPCG(9, 9))
-	for _, layout := range [][]parquet.WriterProperty{
-		{parquet.WithCompression(compress.Codecs.Snappy)},
-		{parquet.WithDictionaryDefault(false)},
-		{parquet.WithDataPageVersion(parquet.DataPageV2)},
+	for _, layout := range []parquet.WriterProperty{
+		parquet.WithCompression(compress.Codecs.Snappy),
+		parquet.WithDictionaryDefault(false),
+		parquet.WithDataPageVersion(parquet.DataPageV2),
 	} {
-		var buf bytes.Buffer
-		props := parquet.NewWriterProperties(append([]parquet.WriterProperty{parquet.WithMaxRowGroupLength(1000), parquet.WithDataPageSize(2 << 10)}, layout...)...)
-		if err := pqarrow.WriteTable(tbl, &buf, 1000, props, pqarrow.DefaultWriterProps()); err != nil {
-			t.Fatal(err)
-		}
+		good := parquetBytes(t, rec, 1000, parquet.WithMaxRowGroupLength(1000), parquet.WithDataPageSize(2<<10), layout)
 		failed := 0
 		for range 400 {
-			data := bytes.Clone(buf.Bytes())
+			data := bytes.Clone(good)
 			for range 1 + rnd.IntN(4) {
 				data[rnd.IntN(len(data))] = byte(rnd.Uint32())
 			}
-			st := mem.New(mem.Config{})
-			if err := st.Put(ctx, "t/f.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
-				t.Fatal(err)
-			}
-			adds := []*Add{{Path: "f.parquet", Size: int64(len(data)), PartitionValues: map[string]*string{}}}
-			sc, err := Scan(ctx, st, "t", sch, nil, adds, ScanOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := ReadAll(sc); err != nil {
+			if err := scanBytes(t, data); err != nil {
 				failed++
 				if !strings.Contains(err.Error(), "f.parquet") {
 					t.Errorf("error %q does not name the file", err)
 				}
 			}
-			sc.Release()
 		}
 		if failed == 0 {
 			t.Errorf("no corrupt file of %d failed to read: the corruption did not reach the data", 400)
@@ -321,17 +310,10 @@ func TestScanCorruptFilesNeverPanic(t *testing.T) {
 // error naming the file and column instead, for a string column (our decoder) and a
 // long column (pqarrow).
 func TestScanCorruptPageHeader(t *testing.T) {
-	ctx := context.Background()
 	rec := stringsTestRecord(t, 100, 1)
 	defer rec.Release()
-	tbl := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{rec})
-	defer tbl.Release()
-	var buf bytes.Buffer
-	props := parquet.NewWriterProperties(parquet.WithDictionaryDefault(false))
-	if err := pqarrow.WriteTable(tbl, &buf, 100, props, pqarrow.DefaultWriterProps()); err != nil {
-		t.Fatal(err)
-	}
-	pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+	good := parquetBytes(t, rec, 100, parquet.WithDictionaryDefault(false))
+	pf, err := file.NewParquetReader(bytes.NewReader(good))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +323,7 @@ func TestScanCorruptPageHeader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data := bytes.Clone(buf.Bytes())
+		data := bytes.Clone(good)
 		at := cc.DataPageOffset()
 		// The header's first field (thrift compact: 0x15, field 1 as i32) is the page
 		// type, zigzag-encoded: DATA_PAGE 0x00 becomes DICTIONARY_PAGE 0x04.
@@ -349,18 +331,7 @@ func TestScanCorruptPageHeader(t *testing.T) {
 			t.Fatalf("column %s: no data page header at %d: % x", name, at, data[at:at+2])
 		}
 		data[at+1] = 0x04
-		st := mem.New(mem.Config{})
-		if err := st.Put(ctx, "t/f.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
-			t.Fatal(err)
-		}
-		adds := []*Add{{Path: "f.parquet", Size: int64(len(data)), PartitionValues: map[string]*string{}}}
-		sc, err := Scan(ctx, st, "t", mustSchema(t, stringsTestSchema), nil, adds, ScanOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = ReadAll(sc)
-		sc.Release()
-		if err == nil || !strings.Contains(err.Error(), "f.parquet column "+name+": corrupt data file") {
+		if err := scanBytes(t, data); err == nil || !strings.Contains(err.Error(), "f.parquet column "+name+": corrupt data file") {
 			t.Errorf("column %s: err = %v, want the file, the column and corrupt data file", name, err)
 		}
 	}
