@@ -91,7 +91,7 @@ func readWhole(rc io.ReadCloser, size int64) (*[]byte, []byte, error) {
 
 // openParquet opens a data file for Arrow reading. size is the object's size if known
 // (the add action's), else -1. The returned closer releases the Parquet reader.
-func openParquet(ctx context.Context, store objectstore.Store, key string, size int64, mem memory.Allocator, batchSize int64) (*pqarrow.FileReader, func(), error) {
+func openParquet(ctx context.Context, store objectstore.Store, key string, size int64, mem memory.Allocator) (*pqarrow.FileReader, func(), error) {
 	var src parquet.ReaderAtSeeker
 	props := parquet.NewReaderProperties(mem)
 	var opened io.Closer // closed with the reader
@@ -146,7 +146,10 @@ func openParquet(ctx context.Context, store objectstore.Store, key string, size 
 		release()
 		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchSize, Parallel: true, PreAllocBinaryData: true}, mem)
+	// Not Parallel: columnsReader decodes each top-level field on its own goroutine and
+	// recovers a panic there; a struct's children loaded on goroutines of pqarrow's own
+	// would escape that.
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{PreAllocBinaryData: true}, mem)
 	if err != nil {
 		pf.Close()
 		release()

@@ -191,9 +191,9 @@ func parquetBytes(t *testing.T, rec arrow.RecordBatch, rowGroup int64, props ...
 	return buf.Bytes()
 }
 
-// scanBytes scans data as the one file of a table of stringsTestSchema and returns the
-// scan's error.
-func scanBytes(t *testing.T, data []byte) error {
+// scanBytes scans data as the one file of a table of schema sch (nil: stringsTestSchema)
+// and returns the scan's error.
+func scanBytes(t *testing.T, data []byte, sch *StructType) error {
 	t.Helper()
 	ctx := context.Background()
 	st := mem.New(mem.Config{})
@@ -201,7 +201,10 @@ func scanBytes(t *testing.T, data []byte) error {
 		t.Fatal(err)
 	}
 	adds := []*Add{{Path: "f.parquet", Size: int64(len(data)), PartitionValues: map[string]*string{}}}
-	sc, err := Scan(ctx, st, "t", mustSchema(t, stringsTestSchema), nil, adds, ScanOptions{})
+	if sch == nil {
+		sch = mustSchema(t, stringsTestSchema)
+	}
+	sc, err := Scan(ctx, st, "t", sch, nil, adds, ScanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +236,7 @@ func TestScanPlainStringsCorruptPage(t *testing.T) {
 		t.Fatal("value not found in the file")
 	}
 	copy(data[at-4:], []byte{0xff, 0xff, 0xff, 0x0f}) // its length: 256 MiB
-	err = scanBytes(t, data)
+	err = scanBytes(t, data, nil)
 	if err == nil || !strings.Contains(err.Error(), "f.parquet column s") || !strings.Contains(err.Error(), "PLAIN value of 268435455 bytes") {
 		t.Fatalf("err = %v, want the file, the column and the bad length", err)
 	}
@@ -292,7 +295,7 @@ func TestScanCorruptFilesNeverPanic(t *testing.T) {
 			for range 1 + rnd.IntN(4) {
 				data[rnd.IntN(len(data))] = byte(rnd.Uint32())
 			}
-			if err := scanBytes(t, data); err != nil {
+			if err := scanBytes(t, data, nil); err != nil {
 				failed++
 				if !strings.Contains(err.Error(), "f.parquet") {
 					t.Errorf("error %q does not name the file", err)
@@ -307,19 +310,45 @@ func TestScanCorruptFilesNeverPanic(t *testing.T) {
 
 // TestScanCorruptPageHeader: a data page whose header says it is a dictionary page
 // makes arrow-go's page reader panic (a nil dictionary header). The scan returns an
-// error naming the file and column instead, for a string column (our decoder) and a
-// long column (pqarrow).
+// error naming the file and column instead, for a string column (our decoder), a long
+// column (pqarrow) and a field of a struct (pqarrow, which would load a struct's fields
+// on goroutines of its own if asked to).
 func TestScanCorruptPageHeader(t *testing.T) {
 	rec := stringsTestRecord(t, 100, 1)
 	defer rec.Release()
-	good := parquetBytes(t, rec, 100, parquet.WithDictionaryDefault(false))
-	pf, err := file.NewParquetReader(bytes.NewReader(good))
+	structs := mustSchema(t, `{"type":"struct","fields":[{"name":"st","type":{"type":"struct","fields":[
+ {"name":"a","type":"long","nullable":true,"metadata":{}},{"name":"b","type":"long","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`)
+	asch, err := ArrowSchema(structs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pf.Close()
-	for col, name := range map[int]string{0: "id", 1: "s"} {
-		cc, err := pf.RowGroup(0).MetaData().ColumnChunk(col)
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+	sb := rb.Field(0).(*array.StructBuilder)
+	for i := range 100 {
+		sb.Append(true)
+		sb.FieldBuilder(0).(*array.Int64Builder).Append(int64(i))
+		sb.FieldBuilder(1).(*array.Int64Builder).Append(int64(2 * i))
+	}
+	srec := rb.NewRecordBatch()
+	rb.Release()
+	defer srec.Release()
+	for _, c := range []struct {
+		name string
+		rec  arrow.RecordBatch
+		sch  *StructType
+		leaf int
+	}{
+		{"id", rec, nil, 0},
+		{"s", rec, nil, 1},
+		{"st", srec, structs, 1}, // st.b
+	} {
+		good := parquetBytes(t, c.rec, 100, parquet.WithDictionaryDefault(false))
+		pf, err := file.NewParquetReader(bytes.NewReader(good))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := pf.RowGroup(0).MetaData().ColumnChunk(c.leaf)
+		pf.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,11 +357,11 @@ func TestScanCorruptPageHeader(t *testing.T) {
 		// The header's first field (thrift compact: 0x15, field 1 as i32) is the page
 		// type, zigzag-encoded: DATA_PAGE 0x00 becomes DICTIONARY_PAGE 0x04.
 		if data[at] != 0x15 || data[at+1] != 0x00 {
-			t.Fatalf("column %s: no data page header at %d: % x", name, at, data[at:at+2])
+			t.Fatalf("column %s: no data page header at %d: % x", c.name, at, data[at:at+2])
 		}
 		data[at+1] = 0x04
-		if err := scanBytes(t, data); err == nil || !strings.Contains(err.Error(), "f.parquet column "+name+": corrupt data file") {
-			t.Errorf("column %s: err = %v, want the file, the column and corrupt data file", name, err)
+		if err := scanBytes(t, data, c.sch); err == nil || !strings.Contains(err.Error(), "f.parquet column "+c.name+": corrupt data file") {
+			t.Errorf("column %s: err = %v, want the file, the column and corrupt data file", c.name, err)
 		}
 	}
 }

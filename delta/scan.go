@@ -369,7 +369,7 @@ func (s *Scanner) openFile(a *Add) error {
 			return err
 		}
 	}
-	fr, closeFn, err := openParquet(s.ctx, s.store, joinKey(s.root, rel), a.Size, s.mem, s.opts.BatchSize)
+	fr, closeFn, err := openParquet(s.ctx, s.store, joinKey(s.root, rel), a.Size, s.mem)
 	if err != nil {
 		return err
 	}
