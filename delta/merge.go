@@ -263,7 +263,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if err != nil {
 		return nil, err
 	}
-	adds, cdcs = append(adds, m.extraAdds...), append(cdcs, m.extraCDCs...)
+	adds, cdcs = append(append(adds, m.extraAdds...), m.spliced...), append(cdcs, m.extraCDCs...)
 	closed = true
 	res := m.res
 	if len(m.removed) == 0 && len(adds) == 0 && len(m.dvAdds) == 0 && opts.Txn == nil && opts.Tx == nil {

@@ -48,11 +48,29 @@ func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
 }
 
 func (m *merger) applyUpdate(ctx context.Context, p *recordPlan, key int, tgt []int32) error {
-	pre, err := gatherRows(ctx, m.w.mem, p.rec, tgt)
+	pre, post, err := m.updateRows(ctx, p, key, tgt)
 	if err != nil {
 		return err
 	}
 	defer pre.Release()
+	defer post.Release()
+	m.countUpdated(key, len(tgt))
+	if err := m.w.writeData(ctx, post); err != nil {
+		return err
+	}
+	if err := m.writeChanges(pre, ChangeUpdatePreimage); err != nil {
+		return err
+	}
+	return m.writeChanges(post, ChangeUpdatePostimage)
+}
+
+// updateRows returns the rows tgt of a record before and after the update of clause key
+// (matched clause key, or not-matched-by-source clause -1-key).
+func (m *merger) updateRows(ctx context.Context, p *recordPlan, key int, tgt []int32) (pre, post arrow.RecordBatch, err error) {
+	pre, err = gatherRows(ctx, m.w.mem, p.rec, tgt)
+	if err != nil {
+		return nil, nil, err
+	}
 	var c boundClause
 	if key >= 0 {
 		c = m.plan.matched[key]
@@ -65,28 +83,30 @@ func (m *merger) applyUpdate(ctx context.Context, p *recordPlan, key int, tgt []
 	}
 	var view arrow.RecordBatch
 	if key >= 0 {
-		if view, err = m.joinedView(ctx, p.rec, tgt, p.updS[key], pre, setColumns(set)); err != nil {
-			return err
-		}
-		m.res.NumTargetRowsMatchedUpdated += int64(len(tgt))
+		view, err = m.joinedView(ctx, p.rec, tgt, p.updS[key], pre, setColumns(set))
 	} else {
 		view = array.NewRecordBatch(m.tview, pre.Columns(), pre.NumRows())
-		m.res.NumTargetRowsNotMatchedBySourceUpdated += int64(len(tgt))
+	}
+	if err != nil {
+		pre.Release()
+		return nil, nil, err
 	}
 	defer view.Release()
-	post, err := applySet(m.w, m.plan.schema, pre, view, set)
-	if err != nil {
-		return err
+	if post, err = applySet(m.w, m.plan.schema, pre, view, set); err != nil {
+		pre.Release()
+		return nil, nil, err
 	}
-	defer post.Release()
-	m.res.NumTargetRowsUpdated += int64(len(tgt))
-	if err := m.w.writeData(ctx, post); err != nil {
-		return err
+	return pre, post, nil
+}
+
+// countUpdated counts n rows updated by clause key.
+func (m *merger) countUpdated(key, n int) {
+	if key >= 0 {
+		m.res.NumTargetRowsMatchedUpdated += int64(n)
+	} else {
+		m.res.NumTargetRowsNotMatchedBySourceUpdated += int64(n)
 	}
-	if err := m.writeChanges(pre, ChangeUpdatePreimage); err != nil {
-		return err
-	}
-	return m.writeChanges(post, ChangeUpdatePostimage)
+	m.res.NumTargetRowsUpdated += int64(n)
 }
 
 // setAll is UPDATE SET * (every non-identity target column from the source column of the

@@ -28,6 +28,7 @@ type merger struct {
 	removed []*Add   // target files rewritten
 	dv      bool     // mark removed rows in deletion vectors instead of rewriting files
 	dvAdds  []*Add   // with dv: the target files again, with their new deletion vectors
+	spliced []*Add   // without dv: target files rewritten by splicing (spliceGivenRows)
 	read    []string // target files read
 	tview   *arrow.Schema
 	matched []bool // source rows that matched a target row
@@ -146,7 +147,7 @@ func (m *merger) rewriteFiles(ctx context.Context, files []*Add) error {
 	}()
 	for i := 1; i < n; i++ {
 		w := *m
-		w.res, w.removed, w.dvAdds, w.matched = &MergeResult{}, nil, nil, make([]bool, len(m.matched))
+		w.res, w.removed, w.dvAdds, w.spliced, w.matched = &MergeResult{}, nil, nil, nil, make([]bool, len(m.matched))
 		rw, err := newRewriter(m.snap)
 		if err != nil {
 			return err
@@ -214,6 +215,7 @@ feed:
 		m.extraCDC += cdcRows
 		m.removed = append(m.removed, w.removed...)
 		m.dvAdds = append(m.dvAdds, w.dvAdds...)
+		m.spliced = append(m.spliced, w.spliced...)
 		for i, hit := range w.matched {
 			m.matched[i] = m.matched[i] || hit
 		}
@@ -317,8 +319,13 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 		}
 	}
 	var gone []int64 // with m.dv: the file's rows (logical indexes) deleted or updated
-	if live, ok := fileNumRecords(a); ok && m.dv && fm != nil && fm.Rows != nil {
-		return m.mergeGivenRows(ctx, a, fm, live)
+	if live, ok := fileNumRecords(a); ok && fm != nil && fm.Rows != nil {
+		if m.dv {
+			return m.mergeGivenRows(ctx, a, fm, live)
+		}
+		if handled, touched, err := m.spliceGivenRows(ctx, a, fm, live); err != nil || handled {
+			return touched, err
+		}
 	}
 	err := scanFile(ctx, m.snap, a, func(rec arrow.RecordBatch) error {
 		p, err := m.planRecord(ctx, rec, fm, first)
@@ -380,34 +387,13 @@ func (m *merger) markDeleted(ctx context.Context, a *Add, gone []int64, live int
 // are marked in the file's vector, the updated ones written anew. live is the file's
 // row count.
 func (m *merger) mergeGivenRows(ctx context.Context, a *Add, fm *FileMatches, live int64) (bool, error) {
-	n := 0
-	for _, r := range fm.Rows {
-		if !r.Schema().Equal(m.w.tblSch) {
-			return false, fmt.Errorf("MergePositions for %s: the rows given have schema %s, want the table's %s", a.Path, r.Schema(), m.w.tblSch)
-		}
-		n += int(r.NumRows())
-	}
-	if n != len(fm.Target) {
-		return false, fmt.Errorf("MergePositions for %s: %d rows given for %d target rows", a.Path, n, len(fm.Target))
-	}
-	if n > 0 && (fm.Target[0] < 0 || fm.Target[n-1] >= live) {
-		return false, fmt.Errorf("MergePositions for %s: target rows %d..%d, but the file has %d rows", a.Path, fm.Target[0], fm.Target[n-1], live)
-	}
-	for _, s := range fm.Source {
-		if s < 0 || int64(s) >= m.src.n {
-			return false, fmt.Errorf("MergePositions: source row %d is out of range", s)
-		}
-		m.matched[s] = true
+	plans, err := m.planGivenRows(ctx, a, fm, live)
+	if err != nil {
+		return false, err
 	}
 	var gone []int64
-	k := 0 // index in Target and Source of the record's first row
-	for _, rec := range fm.Rows {
-		rn := int(rec.NumRows())
-		p := &recordPlan{rec: rec, updT: map[int][]int32{}, updS: map[int][]int32{}}
-		p, err := m.choose(ctx, p, rec, indexRange(rn), fm.Source[k:k+rn], nil)
-		if err != nil {
-			return false, err
-		}
+	k := 0 // index in Target of the record's first row
+	for _, p := range plans {
 		if p.changed {
 			if err := m.applyRecord(ctx, p); err != nil {
 				return false, err
@@ -416,12 +402,49 @@ func (m *merger) mergeGivenRows(ctx context.Context, a *Add, fm *FileMatches, li
 				gone = append(gone, fm.Target[k+int(r)])
 			}
 		}
-		k += rn
+		k += int(p.rec.NumRows())
 	}
 	if len(gone) == 0 {
 		return false, nil
 	}
 	return true, m.markDeleted(ctx, a, gone, live)
+}
+
+// planGivenRows checks the matched rows the caller gave for file a (fm.Rows; live is
+// the file's row count), marks their source rows matched and chooses each one's clause.
+func (m *merger) planGivenRows(ctx context.Context, a *Add, fm *FileMatches, live int64) ([]*recordPlan, error) {
+	n := 0
+	for _, r := range fm.Rows {
+		if !r.Schema().Equal(m.w.tblSch) {
+			return nil, fmt.Errorf("MergePositions for %s: the rows given have schema %s, want the table's %s", a.Path, r.Schema(), m.w.tblSch)
+		}
+		n += int(r.NumRows())
+	}
+	if n != len(fm.Target) {
+		return nil, fmt.Errorf("MergePositions for %s: %d rows given for %d target rows", a.Path, n, len(fm.Target))
+	}
+	if n > 0 && (fm.Target[0] < 0 || fm.Target[n-1] >= live) {
+		return nil, fmt.Errorf("MergePositions for %s: target rows %d..%d, but the file has %d rows", a.Path, fm.Target[0], fm.Target[n-1], live)
+	}
+	for _, s := range fm.Source {
+		if s < 0 || int64(s) >= m.src.n {
+			return nil, fmt.Errorf("MergePositions: source row %d is out of range", s)
+		}
+		m.matched[s] = true
+	}
+	plans := make([]*recordPlan, 0, len(fm.Rows))
+	k := 0 // index in Target and Source of the record's first row
+	for _, rec := range fm.Rows {
+		rn := int(rec.NumRows())
+		p := &recordPlan{rec: rec, updT: map[int][]int32{}, updS: map[int][]int32{}}
+		p, err := m.choose(ctx, p, rec, indexRange(rn), fm.Source[k:k+rn], nil)
+		if err != nil {
+			return nil, err
+		}
+		plans = append(plans, p)
+		k += rn
+	}
+	return plans, nil
 }
 
 // appendChanged appends the file positions (first is the record's) of the rows the plan

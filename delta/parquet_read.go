@@ -92,58 +92,70 @@ func readWhole(rc io.ReadCloser, size int64) (*[]byte, []byte, error) {
 // openParquet opens a data file for Arrow reading. size is the object's size if known
 // (the add action's), else -1. The returned closer releases the Parquet reader.
 func openParquet(ctx context.Context, store objectstore.Store, key string, size int64, mem memory.Allocator) (*pqarrow.FileReader, func(), error) {
-	var src parquet.ReaderAtSeeker
-	props := parquet.NewReaderProperties(mem)
-	var opened io.Closer // closed with the reader
+	src, release, err := openSource(ctx, store, key, size)
+	if err != nil {
+		return nil, nil, err
+	}
+	fr, closeReader, err := parquetFrom(src, key, mem)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return fr, func() { closeReader(); release() }, nil
+}
+
+// source is an opened object for random reads. buffered says whether the Parquet reader
+// should stream pages from it through small buffers (reads are cheap) rather than
+// fetch whole column chunks.
+type source struct {
+	parquet.ReaderAtSeeker
+	buffered bool
+}
+
+// openSource opens object key (size bytes, or -1: unknown) for reading at any offset:
+// in place for a local file, by ranged reads for a large object of a store that has
+// them, else whole in a pooled buffer. release closes it (once).
+func openSource(ctx context.Context, store objectstore.Store, key string, size int64) (source, func(), error) {
 	if o, ok := store.(objectstore.ReaderAtOpener); ok {
 		// Pages are read where they lie, through one small buffer per column.
 		ra, n, err := o.OpenReaderAt(ctx, key)
 		if err != nil {
-			return nil, nil, err
+			return source{}, nil, err
 		}
-		props.BufferedStreamEnabled = true
-		src, opened = io.NewSectionReader(ra, 0, n), ra
+		return source{io.NewSectionReader(ra, 0, n), true}, func() { ra.Close() }, nil
 	}
 	rg, ranged := store.(objectstore.RangeGetter)
 	if size < 0 && ranged {
 		info, err := store.Stat(ctx, key)
 		if err != nil {
-			return nil, nil, err
+			return source{}, nil, err
 		}
 		size = info.Size
 	}
-	if src == nil && ranged && size > wholeFileLimit {
+	if ranged && size > wholeFileLimit {
 		// One ranged read per column chunk (not per 16 KiB buffer): few requests on S3.
-		src = &rangeReaderAt{ctx: ctx, rg: rg, key: key, size: size}
+		return source{&rangeReaderAt{ctx: ctx, rg: rg, key: key, size: size}, false}, func() {}, nil
 	}
-	var held *[]byte // the whole file, back to the pool when the reader closes
-	if src == nil {
-		// The file is in memory: stream pages from it without another copy. (The
-		// reader copies every page out of it, so no record points into it.)
-		props.BufferedStreamEnabled = true
-		rc, err := store.Get(ctx, key)
-		if err != nil {
-			return nil, nil, err
-		}
-		var data []byte
-		if held, data, err = readWhole(rc, size); err != nil {
-			return nil, nil, fmt.Errorf("read %s: %w", key, err)
-		}
-		src = bytes.NewReader(data)
-	}
-	release := func() { // (once: a buffer in the pool twice would be shared)
-		if held != nil {
-			fileBuffers.Put(held)
-			held = nil
-		}
-		if opened != nil {
-			opened.Close()
-			opened = nil
-		}
-	}
-	pf, err := file.NewParquetReader(src, file.WithReadProps(props))
+	// The file is in memory: stream pages from it without another copy. (The reader
+	// copies every page out of it, so no record points into it.)
+	rc, err := store.Get(ctx, key)
 	if err != nil {
-		release()
+		return source{}, nil, err
+	}
+	held, data, err := readWhole(rc, size)
+	if err != nil {
+		return source{}, nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	var once sync.Once // a buffer in the pool twice would be shared
+	return source{bytes.NewReader(data), true}, func() { once.Do(func() { fileBuffers.Put(held) }) }, nil
+}
+
+// parquetFrom opens the Parquet file in src (key names it in errors) for Arrow reads.
+func parquetFrom(src source, key string, mem memory.Allocator) (*pqarrow.FileReader, func(), error) {
+	props := parquet.NewReaderProperties(mem)
+	props.BufferedStreamEnabled = src.buffered
+	pf, err := file.NewParquetReader(src.ReaderAtSeeker, file.WithReadProps(props))
+	if err != nil {
 		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
 	}
 	// Not Parallel: columnsReader decodes each top-level field on its own goroutine and
@@ -152,10 +164,9 @@ func openParquet(ctx context.Context, store objectstore.Store, key string, size 
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{PreAllocBinaryData: true}, mem)
 	if err != nil {
 		pf.Close()
-		release()
 		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
 	}
-	return fr, func() { pf.Close(); release() }, nil
+	return fr, func() { pf.Close() }, nil
 }
 
 // leafIndices lists the Parquet leaf column indices under top-level field i.

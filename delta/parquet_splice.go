@@ -1,0 +1,492 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/google/uuid"
+)
+
+// A splice rewrites a data file whose rows stay where they are and change in a few
+// columns only (an SCD2 merge closes versions: it sets valid_to and is_current). The new
+// file has the old one's row groups; the changed columns' chunks are encoded anew, every
+// other chunk is copied byte for byte, and the footer is the old footer with the chunks'
+// offsets moved. It costs decoding and encoding the changed columns instead of every
+// column. Files it cannot splice safely (see spliceable) are rewritten the usual way.
+
+// splicePatch is the new values of a file's updated rows: rows are file positions in
+// ascending order, vals[j] the new values of changed column j in that order.
+type splicePatch struct {
+	rows []int64
+	vals []arrow.Array
+}
+
+// Footer field ids (parquet.thrift).
+const (
+	fmSchema    = 2 // FileMetaData.schema
+	fmRowGroups = 4 // FileMetaData.row_groups
+
+	seName     = 4 // SchemaElement.name
+	seChildren = 5 // SchemaElement.num_children
+	seFieldID  = 9 // SchemaElement.field_id
+
+	rgColumns         = 1 // RowGroup.columns
+	rgTotalByteSize   = 2
+	rgNumRows         = 3
+	rgFileOffset      = 5
+	rgTotalCompressed = 6
+
+	ccFilePath   = 1 // ColumnChunk.file_path
+	ccFileOffset = 2
+	ccMetaData   = 3 // 4-7: page index locations; 8, 9: encryption
+
+	cmUncompressed = 6 // ColumnMetaData.total_uncompressed_size
+	cmCompressed   = 7
+	cmDataPage     = 9
+	cmIndexPage    = 10
+	cmDictPage     = 11 // 14, 15: bloom filter location
+)
+
+// parquetFooter is a data file's decoded footer.
+type parquetFooter struct {
+	meta   tValue
+	leaves []int // index in the schema list of each leaf column
+}
+
+// readFooter reads and decodes the footer of the size-byte file src. ok is false for a
+// footer splicing does not handle (encrypted).
+func readFooter(src io.ReaderAt, size int64) (*parquetFooter, bool, error) {
+	var tail [8]byte
+	if size < 12 {
+		return nil, false, fmt.Errorf("not a parquet file: %d bytes", size)
+	}
+	if _, err := src.ReadAt(tail[:], size-8); err != nil {
+		return nil, false, err
+	}
+	if string(tail[4:]) != "PAR1" {
+		return nil, false, nil // PARE: encrypted footer
+	}
+	n := int64(binary.LittleEndian.Uint32(tail[:4]))
+	if n > size-12 {
+		return nil, false, fmt.Errorf("parquet footer of %d bytes in a %d-byte file", n, size)
+	}
+	buf := make([]byte, n)
+	if _, err := src.ReadAt(buf, size-8-n); err != nil {
+		return nil, false, err
+	}
+	meta, err := decodeThriftStruct(buf)
+	if err != nil {
+		return nil, false, fmt.Errorf("parquet footer: %w", err)
+	}
+	f := &parquetFooter{meta: meta}
+	sch := meta.field(fmSchema)
+	if sch == nil || len(sch.elems) == 0 {
+		return nil, false, nil
+	}
+	// Elements are the schema tree in depth-first order; a leaf has no num_children.
+	var walk func(i int) (int, bool)
+	walk = func(i int) (int, bool) {
+		if i >= len(sch.elems) {
+			return i, false
+		}
+		kids, group := sch.elems[i].int(seChildren)
+		if !group {
+			f.leaves = append(f.leaves, i)
+			return i + 1, true
+		}
+		next := i + 1
+		for range kids {
+			var ok bool
+			if next, ok = walk(next); !ok {
+				return next, false
+			}
+		}
+		return next, true
+	}
+	if end, ok := walk(0); !ok || end != len(sch.elems) {
+		return nil, false, nil
+	}
+	return f, true, nil
+}
+
+// rowGroups returns the footer's row groups.
+func (f *parquetFooter) rowGroups() []tValue {
+	if rgs := f.meta.field(fmRowGroups); rgs != nil {
+		return rgs.elems
+	}
+	return nil
+}
+
+// chunkRange is where a column chunk's pages lie: from its first page (dictionary, index
+// or data) for its compressed size. ok is false for a chunk splicing does not handle
+// (in another file, or encrypted).
+func chunkRange(cc *tValue) (start, n int64, ok bool) {
+	md := cc.field(ccMetaData)
+	if md == nil || cc.field(ccFilePath) != nil || cc.field(8) != nil || cc.field(9) != nil {
+		return 0, 0, false
+	}
+	start, ok = md.int(cmDataPage)
+	if !ok {
+		return 0, 0, false
+	}
+	for _, id := range []int16{cmDictPage, cmIndexPage} {
+		if o, set := md.int(id); set && o > 0 && o < start {
+			start = o
+		}
+	}
+	n, ok = md.int(cmCompressed)
+	return start, n, ok && n > 0
+}
+
+// moveChunk shifts a chunk's page offsets by d and drops the locations of what stays
+// behind (page index, bloom filter: optional, and not copied).
+func moveChunk(cc *tValue, d int64) {
+	if o, ok := cc.int(ccFileOffset); ok && o > 0 {
+		cc.setInt(ccFileOffset, tI64, o+d)
+	}
+	cc.drop(4, 5, 6, 7)
+	md := cc.field(ccMetaData)
+	for _, id := range []int16{cmDataPage, cmIndexPage, cmDictPage} {
+		if o, ok := md.int(id); ok && o > 0 {
+			md.setInt(id, tI64, o+d)
+		}
+	}
+	md.drop(14, 15)
+}
+
+// checkChunks reports whether every chunk of the footer lies inside the file's data
+// (between the magic and the footer) and no two overlap, so copying each chunk's range
+// copies exactly its pages.
+func (f *parquetFooter) checkChunks(size int64) bool {
+	type span struct{ lo, hi int64 }
+	var spans []span
+	for _, rg := range f.rowGroups() {
+		cols := rg.field(rgColumns)
+		if cols == nil || len(cols.elems) != len(f.leaves) {
+			return false
+		}
+		for i := range cols.elems {
+			lo, n, ok := chunkRange(&cols.elems[i])
+			if !ok || lo < 4 || lo+n > size-8 {
+				return false
+			}
+			spans = append(spans, span{lo, lo + n})
+		}
+	}
+	for i := range spans {
+		for j := i + 1; j < len(spans); j++ {
+			if spans[i].lo < spans[j].hi && spans[j].lo < spans[i].hi {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sameLeafType says whether two schema elements describe the same column but for its name
+// and field id.
+func sameLeafType(a, b tValue) bool {
+	a.fields, b.fields = append([]tField(nil), a.fields...), append([]tField(nil), b.fields...)
+	a.drop(seName, seFieldID)
+	b.drop(seName, seFieldID)
+	return bytes.Equal(encodeThrift(nil, &a), encodeThrift(nil, &b))
+}
+
+// spliceFile writes file a anew with the columns cols (indexes into the table schema)
+// changed as patch says, and returns its add. ok is false, with nothing written, when
+// the file cannot be spliced; the caller then rewrites it whole.
+func (m *merger) spliceFile(ctx context.Context, a *Add, cols []int, patch *splicePatch) (*Add, bool, error) {
+	snap, tbl := m.snap, m.w.tblSch
+	if len(a.PartitionValues) != len(snap.PartitionColumns()) {
+		return nil, false, nil
+	}
+	for _, c := range cols {
+		for _, p := range snap.PartitionColumns() {
+			if strings.EqualFold(p, snap.Schema().Fields[c].Name) {
+				return nil, false, nil // the rows move to another partition
+			}
+		}
+		if !isFlat(arrow.NewSchema([]arrow.Field{tbl.Field(c)}, nil)) {
+			return nil, false, nil
+		}
+	}
+	rel, err := (&Scanner{}).resolvePath(a.Path)
+	if err != nil || strings.Contains(a.Path, "://") {
+		return nil, false, nil
+	}
+	t := snap.Table()
+	key := joinKey(t.Root(), rel)
+	src, release, err := openSource(ctx, t.Store(), key, a.Size)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
+	foot, ok, err := readFooter(src, a.Size)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", a.Path, err)
+	}
+	if !ok || !foot.checkChunks(a.Size) {
+		return nil, false, nil
+	}
+	fr, closeReader, err := parquetFrom(src, key, m.w.mem)
+	if err != nil {
+		return nil, false, err
+	}
+	defer closeReader()
+	// The changed columns in the file: top-level leaves of the table's type.
+	fields := make([]int, len(cols))
+	leaf := make([]int, len(cols))
+	for j, c := range cols {
+		fields[j] = -1
+		for i, f := range fr.Manifest.Fields {
+			if f.Field.Name == tbl.Field(c).Name {
+				fields[j], leaf[j] = i, f.ColIndex
+			}
+		}
+		if fields[j] < 0 || !fr.Manifest.Fields[fields[j]].IsLeaf() || leaf[j] >= len(foot.leaves) {
+			return nil, false, nil
+		}
+	}
+	md := fr.ParquetReader().MetaData()
+	if md.NumRowGroups() != len(foot.rowGroups()) {
+		return nil, false, nil
+	}
+	// The changed columns, patched and encoded row group by row group into a file of
+	// their own, whose chunks then go into the new file.
+	chST := &StructType{}
+	chFields := make([]arrow.Field, len(cols))
+	for j, c := range cols {
+		chST.Fields = append(chST.Fields, snap.Schema().Fields[c])
+		chFields[j] = tbl.Field(c)
+	}
+	chSchema := arrow.NewSchema(chFields, nil)
+	stats := newFileStats(chST, -1)
+	var enc bytes.Buffer
+	var fw *flatWriter
+	defer func() {
+		if fw != nil {
+			fw.Close()
+		}
+	}()
+	first, k := int64(0), 0 // file position of the row group's first row; next patched row
+	for rg := range md.NumRowGroups() {
+		n := md.RowGroup(rg).NumRows()
+		if n == 0 {
+			return nil, false, nil
+		}
+		hi := k
+		for hi < len(patch.rows) && patch.rows[hi] < first+n {
+			hi++
+		}
+		rec, ok, err := m.patchedRowGroup(ctx, fr, rg, fields, chSchema, patch, k, hi, first)
+		if err != nil || !ok {
+			return nil, ok, err
+		}
+		stats.update(rec)
+		if fw == nil {
+			props, aprops := parquetWriterProps(m.w.data.opts, rec)
+			if fw, err = newFlatWriter(chSchema, &enc, props, aprops); err != nil {
+				rec.Release()
+				return nil, false, err
+			}
+		}
+		err = fw.WriteBuffered(rec)
+		rec.Release()
+		if err == nil {
+			err = fw.NewBufferedRowGroupChecked()
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %w", a.Path, err)
+		}
+		first, k = first+n, hi
+	}
+	if k != len(patch.rows) {
+		return nil, false, fmt.Errorf("%s: updated row %d is past the file's %d rows", a.Path, patch.rows[k], first)
+	}
+	err = fw.Close()
+	fw = nil
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", a.Path, err)
+	}
+	newFoot, ok, err := readFooter(bytes.NewReader(enc.Bytes()), int64(enc.Len()))
+	if err != nil || !ok {
+		return nil, false, fmt.Errorf("%s: the spliced columns' footer: %v", a.Path, err)
+	}
+	oldSchema, newSchema := foot.meta.field(fmSchema), newFoot.meta.field(fmSchema)
+	for j := range cols {
+		if !sameLeafType(oldSchema.elems[foot.leaves[leaf[j]]], newSchema.elems[newFoot.leaves[j]]) {
+			return nil, false, nil // the file stores the column otherwise (another type, required)
+		}
+	}
+	replaced := make(map[int]int, len(cols)) // file leaf -> spliced column
+	for j := range cols {
+		replaced[leaf[j]] = j
+	}
+	dir := path.Dir(rel)
+	if dir == "." {
+		dir = ""
+	} else {
+		dir += "/"
+	}
+	newRel := fmt.Sprintf("%spart-00000-%s-c000%s.parquet", dir, uuid.NewString(), codecSuffix(m.w.data.opts))
+	sink := newStreamSink(ctx, t.Store(), joinKey(t.Root(), newRel))
+	size, err := writeSpliced(sink, src, foot, bytes.NewReader(enc.Bytes()), newFoot, replaced)
+	if err == nil {
+		err = sink.upload(ctx, t.Store(), "")
+	} else {
+		sink.release()
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("splice %s: %w", a.Path, err)
+	}
+	return &Add{
+		Path:             encodePath(newRel),
+		PartitionValues:  a.PartitionValues,
+		Size:             size,
+		ModificationTime: m.w.data.opts.Now().UnixMilli(),
+		DataChange:       true,
+		Stats:            spliceStats(a.Stats, stats.JSON(), chST),
+	}, true, nil
+}
+
+// patchedRowGroup reads the changed columns of row group rg (whose first row is file
+// position first) and puts in patch's rows k..hi-1. ok is false when the file holds a
+// column in another type than the table's.
+func (m *merger) patchedRowGroup(ctx context.Context, fr *pqarrow.FileReader, rg int, fields []int, sch *arrow.Schema, patch *splicePatch, k, hi int, first int64) (arrow.RecordBatch, bool, error) {
+	cr, err := openBatches(ctx, fr, m.w.mem, fields, []int{rg}, 0, "data file")
+	if err != nil {
+		return nil, false, err
+	}
+	defer cr.Release()
+	if !cr.Next() {
+		if err := cr.Err(); err != nil {
+			return nil, false, err
+		}
+		return nil, false, nil
+	}
+	old := cr.RecordBatch()
+	n := int(old.NumRows())
+	idx := indexRange(n)
+	for j := k; j < hi; j++ {
+		idx[patch.rows[j]-first] = int32(n + j - k)
+	}
+	out := make([]arrow.Array, len(fields))
+	defer releaseAll(out)
+	for j := range fields {
+		if !arrow.TypeEqual(old.Column(j).DataType(), sch.Field(j).Type) {
+			return nil, false, nil
+		}
+		vals := array.NewSlice(patch.vals[j], int64(k), int64(hi))
+		both, err := array.Concatenate([]arrow.Array{old.Column(j), vals}, m.w.mem)
+		vals.Release()
+		if err != nil {
+			return nil, false, err
+		}
+		out[j] = gatherArray(m.w.mem, both, idx)
+		both.Release()
+	}
+	rec := array.NewRecordBatch(sch, out, int64(n))
+	return rec, true, nil
+}
+
+// writeSpliced writes the spliced file to w: every chunk of the old file (src, foot) in
+// order, except the leaves in replaced, whose chunks come from the file of spliced
+// columns (enc, encFoot) instead; then the old footer with the chunks' new places. It
+// edits both footers.
+func writeSpliced(w io.Writer, src io.ReaderAt, foot *parquetFooter, enc io.ReaderAt, encFoot *parquetFooter, replaced map[int]int) (int64, error) {
+	if _, err := io.WriteString(w, "PAR1"); err != nil {
+		return 0, err
+	}
+	pos := int64(4)
+	buf := make([]byte, 1<<20)
+	newRGs := encFoot.rowGroups()
+	rgs := foot.rowGroups()
+	for r := range rgs {
+		rg := &rgs[r]
+		cols := rg.field(rgColumns).elems
+		var total, compressed int64
+		for i := range cols {
+			from := src
+			if j, ok := replaced[i]; ok {
+				from, cols[i] = enc, newRGs[r].field(rgColumns).elems[j]
+			}
+			lo, n, _ := chunkRange(&cols[i])
+			if _, err := io.CopyBuffer(w, io.NewSectionReader(from, lo, n), buf); err != nil {
+				return 0, err
+			}
+			moveChunk(&cols[i], pos-lo)
+			if _, ok := rg.int(rgFileOffset); ok && i == 0 {
+				rg.setInt(rgFileOffset, tI64, pos)
+			}
+			pos += n
+			u, _ := cols[i].field(ccMetaData).int(cmUncompressed)
+			total, compressed = total+u, compressed+n
+		}
+		rg.setInt(rgTotalByteSize, tI64, total)
+		if _, ok := rg.int(rgTotalCompressed); ok {
+			rg.setInt(rgTotalCompressed, tI64, compressed)
+		}
+	}
+	footer := encodeThrift(nil, &foot.meta)
+	footer = binary.LittleEndian.AppendUint32(footer, uint32(len(footer)))
+	footer = append(footer, "PAR1"...)
+	if _, err := w.Write(footer); err != nil {
+		return 0, err
+	}
+	return pos + int64(len(footer)), nil
+}
+
+// spliceStats is the stats of a spliced file: the old file's, with the changed columns'
+// (in fresh, computed over the new file's values of the columns of ch) taking the
+// place of theirs. A column the old stats did not cover stays uncovered.
+func spliceStats(old, fresh string, ch *StructType) string {
+	if old == "" {
+		return ""
+	}
+	var o, f map[string]any
+	if err := unmarshalNumbers(old, &o); err != nil {
+		return ""
+	}
+	if err := unmarshalNumbers(fresh, &f); err != nil {
+		return ""
+	}
+	nulls, _ := o["nullCount"].(map[string]any)
+	for _, col := range ch.Fields {
+		if _, covered := nulls[col.Name]; !covered {
+			continue
+		}
+		for _, k := range []string{"minValues", "maxValues", "nullCount"} {
+			om, _ := o[k].(map[string]any)
+			fm, _ := f[k].(map[string]any)
+			if v, ok := fm[col.Name]; ok {
+				if om == nil {
+					om = map[string]any{}
+					o[k] = om
+				}
+				om[col.Name] = v
+			} else if om != nil {
+				delete(om, col.Name)
+			}
+		}
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+func unmarshalNumbers(s string, v any) error {
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	return d.Decode(v)
+}
