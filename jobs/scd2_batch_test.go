@@ -508,7 +508,7 @@ func (d *dataReads) Get(ctx context.Context, key string) (io.ReadCloser, error) 
 
 // With deletion vectors the MERGE takes the dimension rows the scan kept: each data
 // file of the dimension is read once per run. Rewriting files reads the changed ones
-// twice (the scan, then the rewrite).
+// twice (the scan, then the splice that copies the columns that do not change).
 func TestSCD2KeptRowsSpareTheMergeARead(t *testing.T) {
 	for _, dv := range []bool{true, false} {
 		t.Run(fmt.Sprintf("deletion vectors %v", dv), func(t *testing.T) {

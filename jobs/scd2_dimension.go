@@ -163,10 +163,9 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 		return nil, nil, err
 	}
 	defer sc.Release()
-	// With deletion vectors the MERGE marks the rows it changes instead of rewriting
-	// their files: the scan keeps the rows that may change, so the MERGE need not read
-	// the files again.
-	hold := snap.DeletionVectorsEnabled()
+	// The scan keeps the rows that may change, so the MERGE need not read the files
+	// again: with deletion vectors it marks the rows it changes, without them it splices
+	// the new values into copies of the files (delta's spliceGivenRows).
 	var kept []int32 // rows of the current record kept
 	var synthetic int64
 	rows := &sortedRows{}
@@ -178,11 +177,8 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 		}
 		kept = kept[:0]
 		at := func(i int) dimRow {
-			r := dimRow{file: file.Path, row: first + int64(i)}
-			if hold {
-				r.held, r.hrow = int32(len(b.dimRows)+1), int32(len(kept))
-				kept = append(kept, int32(i))
-			}
+			r := dimRow{file: file.Path, row: first + int64(i), held: int32(len(b.dimRows) + 1), hrow: int32(len(kept))}
+			kept = append(kept, int32(i))
 			return r
 		}
 		d, err := l.dimColumns(rec)
@@ -218,7 +214,7 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 			// A key's quick change needs only its version's place, not its values: with
 			// the rows kept, the values are read from there if the fold needs them after
 			// all (versionRow).
-			v, err := l.version(rec, d, i, &synthetic, !(hold && quick && len(work.versions(id)) == 0))
+			v, err := l.version(rec, d, i, &synthetic, !(quick && len(work.versions(id)) == 0))
 			if err != nil {
 				return nil, nil, err
 			}
