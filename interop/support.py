@@ -201,10 +201,14 @@ class DeltaTool:
         finally:
             out.unlink(missing_ok=True)
 
-    def write(self, table: str, data: pa.Table, *, mode: str = "append", partition_by=(), properties=None) -> int:
-        """Commits data; returns the version the commit created."""
+    def write(self, table: str, data: pa.Table, *, mode: str = "append", partition_by=(), properties=None,
+              row_group_bytes: int | None = None) -> int:
+        """Commits data; returns the version the commit created. With row_group_bytes a row
+        group closes past that many bytes, checked between data's record batches."""
         src = write_ipc(data, self._tmp(".arrow"))
         args = ["write", "--table", table, "--in", str(src), "--mode", mode]
+        if row_group_bytes is not None:
+            args += ["--row-group-bytes", str(row_group_bytes)]
         if partition_by:
             args += ["--partition-by", ",".join(partition_by)]
         for k, v in (properties or {}).items():
@@ -281,11 +285,16 @@ class DeltaTool:
     def delete(self, table: str, where: str) -> int:
         return int(self.run("delete", "--table", table, "--where", where).strip())
 
-    def merge(self, table: str, source: pa.Table, on: str, *, delete_when: str | None = None) -> int:
+    def merge(self, table: str, source: pa.Table, on: str, *, delete_when: str | None = None,
+              by_position: bool = False) -> int:
         """MERGE ... ON on [WHEN MATCHED AND delete_when THEN DELETE]
-        WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *."""
+        WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *. by_position joins in
+        deltatool and gives the MERGE the matches and matched rows (MergeOptions.Positions),
+        as scd2_merge does."""
         src = write_ipc(source, self._tmp(".arrow"))
         args = ["merge", "--table", table, "--in", str(src), "--on", on]
+        if by_position:
+            args.append("--by-position")
         if delete_when:
             args += ["--delete-when", delete_when]
         try:

@@ -8,14 +8,14 @@
 //
 //	deltatool read --table TABLE [--version N | --timestamp RFC3339] --out FILE.arrow
 //	deltatool write --table TABLE --in FILE.arrow [--mode append|overwrite]
-//	          [--partition-by a,b] [--property k=v ...]
+//	          [--partition-by a,b] [--property k=v ...] [--row-group-bytes N]
 //	deltatool create --table TABLE --schema-from FILE.arrow [--identity name[:start[:step]]]
 //	          [--partition-by a,b] [--property k=v ...]
 //	deltatool append --table TABLE --in FILE.arrow
 //	deltatool changes --table TABLE --from N [--to M] --out FILE.arrow
 //	deltatool update --table TABLE [--where EXPR] --set col=literal ...
 //	deltatool delete --table TABLE --where EXPR
-//	deltatool merge --table TABLE --in FILE.arrow --on k1,k2 [--delete-when EXPR]
+//	deltatool merge --table TABLE --in FILE.arrow --on k1,k2 [--delete-when EXPR] [--by-position]
 //	deltatool restore --table TABLE --version N
 //	deltatool vacuum --table TABLE [--retain DURATION] [--force]
 //	deltatool set-property --table TABLE [--property k=v ...] [--unset k ...]
@@ -39,7 +39,9 @@
 // _commit_version, _commit_timestamp); update and delete take delta.ParsePredicate
 // predicates (update's literals: 'text', numbers, true, false, null); merge is UPDATE SET *
 // / INSERT * on the key columns, with an optional WHEN MATCHED AND EXPR THEN DELETE first
-// (EXPR names source.col and target.col); restore is RESTORE TO VERSION AS OF; vacuum uses
+// (EXPR names source.col and target.col); with --by-position it joins the source to the
+// table itself and hands the MERGE each match's file and row and the matched rows
+// (MergeOptions.Positions with FileMatches.Rows), as the scd2_merge stage does; restore is RESTORE TO VERSION AS OF; vacuum uses
 // the real clock and prints {filesDeleted, bytesDeleted, startVersion, endVersion} as JSON.
 // Every other command prints the version it committed.
 //

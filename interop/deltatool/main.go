@@ -67,6 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&w.mode, "mode", "append", "append or overwrite")
 		fs.StringVar(&w.partitionBy, "partition-by", "", "comma-separated partition columns (new tables only)")
 		fs.Var(propFlag(w.props), "property", "table property k=v for a new table (repeatable)")
+		fs.Int64Var(&w.rowGroupBytes, "row-group-bytes", 0, "close a row group past this many bytes of Arrow data, checked between the file's record batches (0: default)")
 		c = w
 	case "create":
 		cr := &createCmd{props: map[string]string{}}
@@ -99,6 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&m.in, "in", "", "Arrow IPC file with the source rows")
 		fs.StringVar(&m.on, "on", "", "comma-separated key columns")
 		fs.StringVar(&m.deleteWhen, "delete-when", "", "WHEN MATCHED AND this (source.x / target.x) THEN DELETE, before UPDATE SET *")
+		fs.BoolVar(&m.byPosition, "by-position", false, "match by position: join here, give the MERGE each match's file, row and target row (as scd2_merge does)")
 		c = m
 	case "restore":
 		r := &restoreCmd{}
@@ -215,6 +217,7 @@ func (c *readCmd) run(ctx context.Context, e *env) error {
 type writeCmd struct {
 	in, mode, partitionBy string
 	props                 map[string]string
+	rowGroupBytes         int64
 }
 
 func (c *writeCmd) run(ctx context.Context, e *env) error {
@@ -263,7 +266,7 @@ func (c *writeCmd) run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	adds, err := delta.WriteRecords(ctx, e.store, "", snap.Schema(), snap.PartitionColumns(), recs, delta.WriteOptions{})
+	adds, err := delta.WriteRecords(ctx, e.store, "", snap.Schema(), snap.PartitionColumns(), recs, delta.WriteOptions{RowGroupSize: c.rowGroupBytes})
 	if err != nil {
 		return err
 	}

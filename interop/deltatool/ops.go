@@ -241,7 +241,10 @@ func (c *deleteCmd) run(ctx context.Context, e *env) error {
 // mergeCmd: MERGE INTO table USING file ON keys
 // [WHEN MATCHED AND <delete-when> THEN DELETE] WHEN MATCHED THEN UPDATE SET *
 // WHEN NOT MATCHED THEN INSERT *.
-type mergeCmd struct{ in, on, deleteWhen string }
+type mergeCmd struct {
+	in, on, deleteWhen string
+	byPosition         bool
+}
 
 func (c *mergeCmd) run(ctx context.Context, e *env) error {
 	if c.in == "" || c.on == "" {
@@ -269,11 +272,95 @@ func (c *mergeCmd) run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	if c.byPosition {
+		snap, err := t.Snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		pos, err := positions(ctx, snap, recs, opts.On)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, fm := range pos.Files {
+				release(fm.Rows)
+			}
+		}()
+		opts.Positions, opts.Tx = pos, t.NewTransaction(snap, delta.TxOptions{})
+	}
 	res, err := t.Merge(ctx, opts)
 	if err != nil {
 		return err
 	}
 	return printVersion(e, res.Version)
+}
+
+// positions joins the source records to snap's rows on the key columns on, as a caller
+// of MergeOptions.Positions does: each match's file, row and target row.
+func positions(ctx context.Context, snap *delta.Snapshot, src []arrow.RecordBatch, on []string) (*delta.MergePositions, error) {
+	key := func(rec arrow.RecordBatch, i int) (string, error) {
+		var b strings.Builder
+		for _, k := range on {
+			idx := rec.Schema().FieldIndices(k)
+			if len(idx) != 1 {
+				return "", fmt.Errorf("merge --by-position: no column %s", k)
+			}
+			b.WriteString(rec.Column(idx[0]).ValueStr(i))
+			b.WriteByte(0)
+		}
+		return b.String(), nil
+	}
+	bySource := map[string]int32{}
+	n := int32(0)
+	for _, r := range src {
+		for i := range int(r.NumRows()) {
+			k, err := key(r, i)
+			if err != nil {
+				return nil, err
+			}
+			bySource[k] = n
+			n++
+		}
+	}
+	sc, err := snap.Scan(ctx, delta.ScanOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Release()
+	pos := &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
+	for sc.Next() {
+		file, first, ok := sc.Position()
+		if !ok {
+			return nil, fmt.Errorf("merge --by-position: the scan lost its positions")
+		}
+		rec := sc.RecordBatch()
+		var rows []int32
+		fm := pos.Files[file.Path]
+		for i := range int(rec.NumRows()) {
+			k, err := key(rec, i)
+			if err != nil {
+				return nil, err
+			}
+			s, hit := bySource[k]
+			if !hit {
+				continue
+			}
+			if fm == nil {
+				fm = &delta.FileMatches{}
+				pos.Files[file.Path] = fm
+			}
+			fm.Target, fm.Source = append(fm.Target, first+int64(i)), append(fm.Source, s)
+			rows = append(rows, int32(i))
+		}
+		if len(rows) > 0 {
+			g, err := delta.GatherRows(ctx, rec, rows)
+			if err != nil {
+				return nil, err
+			}
+			fm.Rows = append(fm.Rows, g)
+		}
+	}
+	return pos, sc.Err()
 }
 
 // restoreCmd: RESTORE TABLE table TO VERSION AS OF n.
