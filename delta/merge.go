@@ -241,6 +241,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	m := &merger{t: t, snap: snap, tx: tx, plan: plan, src: src, pos: opts.Positions, parallel: parallel, matched: make([]bool, src.n),
 		res: &MergeResult{Version: snap.Version(), NumSourceRows: src.n}}
 	m.dv = snap.DeletionVectorsEnabled()
+	m.splices = newSpliceGroup(ctx, parallel)
 	m.w, err = newRewriter(snap)
 	if err != nil {
 		return nil, err
@@ -248,12 +249,17 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	closed := false
 	defer func() {
 		if !closed {
+			m.splices.wait()
 			m.stopChanges()
 			m.w.abort()
 		}
 	}()
 	m.startChanges(ctx)
 	if err := m.run(ctx); err != nil {
+		return nil, err
+	}
+	spliced, err := m.splices.wait()
+	if err != nil {
 		return nil, err
 	}
 	if err := m.stopChanges(); err != nil {
@@ -263,7 +269,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if err != nil {
 		return nil, err
 	}
-	adds, cdcs = append(append(adds, m.extraAdds...), m.spliced...), append(cdcs, m.extraCDCs...)
+	adds, cdcs = append(append(adds, m.extraAdds...), spliced...), append(cdcs, m.extraCDCs...)
 	closed = true
 	res := m.res
 	if len(m.removed) == 0 && len(adds) == 0 && len(m.dvAdds) == 0 && opts.Txn == nil && opts.Tx == nil {

@@ -25,11 +25,11 @@ type merger struct {
 
 	parallel int // target files merged at once (rewriteFiles)
 
-	removed []*Add   // target files rewritten
-	dv      bool     // mark removed rows in deletion vectors instead of rewriting files
-	dvAdds  []*Add   // with dv: the target files again, with their new deletion vectors
-	spliced []*Add   // without dv: target files rewritten by splicing (spliceGivenRows)
-	read    []string // target files read
+	removed []*Add       // target files rewritten
+	dv      bool         // mark removed rows in deletion vectors instead of rewriting files
+	dvAdds  []*Add       // with dv: the target files again, with their new deletion vectors
+	splices *spliceGroup // without dv: files being spliced (spliceGivenRows), shared by the workers
+	read    []string     // target files read
 	tview   *arrow.Schema
 	matched []bool // source rows that matched a target row
 
@@ -147,7 +147,7 @@ func (m *merger) rewriteFiles(ctx context.Context, files []*Add) error {
 	}()
 	for i := 1; i < n; i++ {
 		w := *m
-		w.res, w.removed, w.dvAdds, w.spliced, w.matched = &MergeResult{}, nil, nil, nil, make([]bool, len(m.matched))
+		w.res, w.removed, w.dvAdds, w.matched = &MergeResult{}, nil, nil, make([]bool, len(m.matched))
 		rw, err := newRewriter(m.snap)
 		if err != nil {
 			return err
@@ -215,7 +215,6 @@ feed:
 		m.extraCDC += cdcRows
 		m.removed = append(m.removed, w.removed...)
 		m.dvAdds = append(m.dvAdds, w.dvAdds...)
-		m.spliced = append(m.spliced, w.spliced...)
 		for i, hit := range w.matched {
 			m.matched[i] = m.matched[i] || hit
 		}

@@ -88,7 +88,11 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 		patch.rows[i], idx[i] = o.row, int32(offs[o.up]+o.in)
 	}
 	var cols []int
-	defer func() { releaseAll(patch.vals) }()
+	defer func() {
+		if patch != nil {
+			releaseAll(patch.vals)
+		}
+	}()
 	for c := range ncols {
 		if !changed[c] {
 			continue
@@ -106,11 +110,12 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 		all.Release()
 	}
 	if len(cols) > 0 { // else every value stays as it was: so does the file
-		add, ok, err := m.spliceFile(ctx, a, cols, patch)
+		s, ok, err := m.planSplice(a, cols)
 		if err != nil || !ok {
 			return false, false, err
 		}
-		m.spliced = append(m.spliced, add)
+		m.splices.start(s, patch) // written while the MERGE goes on
+		patch = nil
 	}
 	m.res.NumTargetRowsCopied += live - int64(len(order))
 	for _, u := range ups {

@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 )
@@ -201,10 +204,29 @@ func sameLeafType(a, b tValue) bool {
 	return bytes.Equal(encodeThrift(nil, &a), encodeThrift(nil, &b))
 }
 
-// spliceFile writes file a anew with the columns cols (indexes into the table schema)
-// changed as patch says, and returns its add. ok is false, with nothing written, when
-// the file cannot be spliced; the caller then rewrites it whole.
-func (m *merger) spliceFile(ctx context.Context, a *Add, cols []int, patch *splicePatch) (*Add, bool, error) {
+// splice is one file's splice, checked (planSplice) and ready to write. It holds the
+// old file open until write or close.
+type splice struct {
+	snap     *Snapshot
+	opts     WriteOptions // the MERGE's data files'
+	mem      memory.Allocator
+	a        *Add
+	rel      string // a's path in the table
+	src      source
+	release  func()
+	fr       *pqarrow.FileReader
+	closeFR  func()
+	foot     *parquetFooter
+	fields   []int // the changed columns: top-level field in the file
+	leaf     []int // and leaf column
+	chST     *StructType
+	chSchema *arrow.Schema
+}
+
+// planSplice checks whether file a can be spliced with the columns cols (indexes into
+// the table schema) changed and opens it: ok is false, with nothing kept open, when it
+// cannot; the caller then rewrites it whole.
+func (m *merger) planSplice(a *Add, cols []int) (_ *splice, ok bool, err error) {
 	snap, tbl := m.snap, m.w.tblSch
 	if len(a.PartitionValues) != len(snap.PartitionColumns()) {
 		return nil, false, nil
@@ -219,57 +241,107 @@ func (m *merger) spliceFile(ctx context.Context, a *Add, cols []int, patch *spli
 			return nil, false, nil
 		}
 	}
-	rel, err := (&Scanner{}).resolvePath(a.Path)
-	if err != nil || strings.Contains(a.Path, "://") {
+	s := &splice{snap: snap, opts: m.w.data.opts, mem: m.w.mem, a: a}
+	if strings.Contains(a.Path, "://") {
 		return nil, false, nil
 	}
+	if s.rel, err = (&Scanner{}).resolvePath(a.Path); err != nil {
+		return nil, false, nil
+	}
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
 	t := snap.Table()
-	key := joinKey(t.Root(), rel)
-	src, release, err := openSource(ctx, t.Store(), key, a.Size)
-	if err != nil {
+	key := joinKey(t.Root(), s.rel)
+	// The file is written in the background (spliceGroup), past the ctx of this file's
+	// merge: it is read under the MERGE's.
+	if s.src, s.release, err = openSource(m.splices.ctx, t.Store(), key, a.Size); err != nil {
 		return nil, false, err
 	}
-	defer release()
-	foot, ok, err := readFooter(src, a.Size)
-	if err != nil {
+	if s.foot, ok, err = readFooter(s.src, a.Size); err != nil {
 		return nil, false, fmt.Errorf("%s: %w", a.Path, err)
 	}
-	if !ok || !foot.checkChunks(a.Size) {
+	if !ok || !s.foot.checkChunks(a.Size) {
 		return nil, false, nil
 	}
-	fr, closeReader, err := parquetFrom(src, key, m.w.mem)
-	if err != nil {
+	if s.fr, s.closeFR, err = parquetFrom(s.src, key, s.mem); err != nil {
 		return nil, false, err
 	}
-	defer closeReader()
-	// The changed columns in the file: top-level leaves of the table's type.
-	fields := make([]int, len(cols))
-	leaf := make([]int, len(cols))
-	for j, c := range cols {
-		fields[j] = -1
-		for i, f := range fr.Manifest.Fields {
-			if f.Field.Name == tbl.Field(c).Name {
-				fields[j], leaf[j] = i, f.ColIndex
-			}
-		}
-		if fields[j] < 0 || !fr.Manifest.Fields[fields[j]].IsLeaf() || leaf[j] >= len(foot.leaves) {
+	md := s.fr.ParquetReader().MetaData()
+	if md.NumRowGroups() != len(s.foot.rowGroups()) {
+		return nil, false, nil
+	}
+	for rg := range md.NumRowGroups() {
+		if md.RowGroup(rg).NumRows() == 0 {
 			return nil, false, nil
 		}
 	}
-	md := fr.ParquetReader().MetaData()
-	if md.NumRowGroups() != len(foot.rowGroups()) {
-		return nil, false, nil
-	}
-	// The changed columns, patched and encoded row group by row group into a file of
-	// their own, whose chunks then go into the new file.
-	chST := &StructType{}
+	// The changed columns in the file: top-level leaves of the table's type.
+	s.fields, s.leaf = make([]int, len(cols)), make([]int, len(cols))
+	s.chST = &StructType{}
 	chFields := make([]arrow.Field, len(cols))
 	for j, c := range cols {
-		chST.Fields = append(chST.Fields, snap.Schema().Fields[c])
+		s.fields[j] = -1
+		for i, f := range s.fr.Manifest.Fields {
+			if f.Field.Name == tbl.Field(c).Name {
+				s.fields[j], s.leaf[j] = i, f.ColIndex
+			}
+		}
+		if s.fields[j] < 0 {
+			return nil, false, nil
+		}
+		f := s.fr.Manifest.Fields[s.fields[j]]
+		if !f.IsLeaf() || s.leaf[j] >= len(s.foot.leaves) || !arrow.TypeEqual(f.Field.Type, tbl.Field(c).Type) {
+			return nil, false, nil
+		}
+		s.chST.Fields = append(s.chST.Fields, snap.Schema().Fields[c])
 		chFields[j] = tbl.Field(c)
 	}
-	chSchema := arrow.NewSchema(chFields, nil)
-	stats := newFileStats(chST, -1)
+	s.chSchema = arrow.NewSchema(chFields, nil)
+	// The file must store each changed column as we write it (same physical and logical
+	// type, same repetition): the schema of an empty file of those columns says how.
+	var empty bytes.Buffer
+	props, aprops := parquetWriterProps(s.opts, nil)
+	fw, err := newFlatWriter(s.chSchema, &empty, props, aprops)
+	if err == nil {
+		err = fw.Close()
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	ours, _, err := readFooter(bytes.NewReader(empty.Bytes()), int64(empty.Len()))
+	if err != nil {
+		return nil, false, err
+	}
+	theirs := s.foot.meta.field(fmSchema)
+	for j := range cols {
+		if !sameLeafType(theirs.elems[s.foot.leaves[s.leaf[j]]], ours.meta.field(fmSchema).elems[ours.leaves[j]]) {
+			return nil, false, nil // another type, or required
+		}
+	}
+	return s, true, nil
+}
+
+// close releases the old file.
+func (s *splice) close() {
+	if s.closeFR != nil {
+		s.closeFR()
+	}
+	if s.release != nil {
+		s.release()
+	}
+}
+
+// write writes the spliced file, with patch's values, and returns its add. It closes s.
+func (s *splice) write(ctx context.Context, patch *splicePatch) (*Add, error) {
+	defer s.close()
+	a, t := s.a, s.snap.Table()
+	md := s.fr.ParquetReader().MetaData()
+	// The changed columns, patched and encoded row group by row group into a file of
+	// their own, whose chunks then go into the new file.
+	stats := newFileStats(s.chST, -1)
 	var enc bytes.Buffer
 	var fw *flatWriter
 	defer func() {
@@ -280,23 +352,20 @@ func (m *merger) spliceFile(ctx context.Context, a *Add, cols []int, patch *spli
 	first, k := int64(0), 0 // file position of the row group's first row; next patched row
 	for rg := range md.NumRowGroups() {
 		n := md.RowGroup(rg).NumRows()
-		if n == 0 {
-			return nil, false, nil
-		}
 		hi := k
 		for hi < len(patch.rows) && patch.rows[hi] < first+n {
 			hi++
 		}
-		rec, ok, err := m.patchedRowGroup(ctx, fr, rg, fields, chSchema, patch, k, hi, first)
-		if err != nil || !ok {
-			return nil, ok, err
+		rec, err := s.patchedRowGroup(ctx, rg, patch, k, hi, first)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a.Path, err)
 		}
 		stats.update(rec)
 		if fw == nil {
-			props, aprops := parquetWriterProps(m.w.data.opts, rec)
-			if fw, err = newFlatWriter(chSchema, &enc, props, aprops); err != nil {
+			props, aprops := parquetWriterProps(s.opts, rec)
+			if fw, err = newFlatWriter(s.chSchema, &enc, props, aprops); err != nil {
 				rec.Release()
-				return nil, false, err
+				return nil, err
 			}
 		}
 		err = fw.WriteBuffered(rec)
@@ -305,73 +374,107 @@ func (m *merger) spliceFile(ctx context.Context, a *Add, cols []int, patch *spli
 			err = fw.NewBufferedRowGroupChecked()
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("%s: %w", a.Path, err)
+			return nil, fmt.Errorf("%s: %w", a.Path, err)
 		}
 		first, k = first+n, hi
 	}
 	if k != len(patch.rows) {
-		return nil, false, fmt.Errorf("%s: updated row %d is past the file's %d rows", a.Path, patch.rows[k], first)
+		return nil, fmt.Errorf("%s: updated row %d is past the file's %d rows", a.Path, patch.rows[k], first)
 	}
-	err = fw.Close()
+	err := fw.Close()
 	fw = nil
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", a.Path, err)
+		return nil, fmt.Errorf("%s: %w", a.Path, err)
 	}
-	newFoot, ok, err := readFooter(bytes.NewReader(enc.Bytes()), int64(enc.Len()))
+	encFoot, ok, err := readFooter(bytes.NewReader(enc.Bytes()), int64(enc.Len()))
 	if err != nil || !ok {
-		return nil, false, fmt.Errorf("%s: the spliced columns' footer: %v", a.Path, err)
+		return nil, fmt.Errorf("%s: the spliced columns' footer: %v", a.Path, err)
 	}
-	oldSchema, newSchema := foot.meta.field(fmSchema), newFoot.meta.field(fmSchema)
-	for j := range cols {
-		if !sameLeafType(oldSchema.elems[foot.leaves[leaf[j]]], newSchema.elems[newFoot.leaves[j]]) {
-			return nil, false, nil // the file stores the column otherwise (another type, required)
-		}
+	replaced := make(map[int]int, len(s.leaf)) // file leaf -> spliced column
+	for j, l := range s.leaf {
+		replaced[l] = j
 	}
-	replaced := make(map[int]int, len(cols)) // file leaf -> spliced column
-	for j := range cols {
-		replaced[leaf[j]] = j
-	}
-	dir := path.Dir(rel)
+	dir := path.Dir(s.rel)
 	if dir == "." {
 		dir = ""
 	} else {
 		dir += "/"
 	}
-	newRel := fmt.Sprintf("%spart-00000-%s-c000%s.parquet", dir, uuid.NewString(), codecSuffix(m.w.data.opts))
+	newRel := fmt.Sprintf("%spart-00000-%s-c000%s.parquet", dir, uuid.NewString(), codecSuffix(s.opts))
 	sink := newStreamSink(ctx, t.Store(), joinKey(t.Root(), newRel))
-	size, err := writeSpliced(sink, src, foot, bytes.NewReader(enc.Bytes()), newFoot, replaced)
+	size, err := writeSpliced(sink, s.src, s.foot, bytes.NewReader(enc.Bytes()), encFoot, replaced)
 	if err == nil {
 		err = sink.upload(ctx, t.Store(), "")
 	} else {
 		sink.release()
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("splice %s: %w", a.Path, err)
+		return nil, fmt.Errorf("splice %s: %w", a.Path, err)
 	}
 	return &Add{
 		Path:             encodePath(newRel),
 		PartitionValues:  a.PartitionValues,
 		Size:             size,
-		ModificationTime: m.w.data.opts.Now().UnixMilli(),
+		ModificationTime: s.opts.Now().UnixMilli(),
 		DataChange:       true,
-		Stats:            spliceStats(a.Stats, stats.JSON(), chST),
-	}, true, nil
+		Stats:            spliceStats(a.Stats, stats.JSON(), s.chST),
+	}, nil
+}
+
+// spliceGroup writes a MERGE's spliced files in the background (at most cap(sem) at
+// once), while the MERGE goes on with its other files and its inserts. Its workers
+// share it.
+type spliceGroup struct {
+	ctx  context.Context // the MERGE's (a worker's ends with each file)
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	adds []*Add
+	err  error
+}
+
+func newSpliceGroup(ctx context.Context, n int) *spliceGroup {
+	return &spliceGroup{ctx: ctx, sem: make(chan struct{}, max(n, 1))}
+}
+
+// start writes s with patch in the background; the group owns patch from now on.
+func (g *spliceGroup) start(s *splice, patch *splicePatch) {
+	g.sem <- struct{}{}
+	g.wg.Go(func() {
+		add, err := s.write(g.ctx, patch)
+		releaseAll(patch.vals)
+		g.mu.Lock()
+		if err != nil {
+			g.err = errors.Join(g.err, err)
+		} else {
+			g.adds = append(g.adds, add)
+		}
+		g.mu.Unlock()
+		<-g.sem
+	})
+}
+
+// wait waits for every splice started and returns their adds, or their errors.
+func (g *spliceGroup) wait() ([]*Add, error) {
+	g.wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.adds, g.err
 }
 
 // patchedRowGroup reads the changed columns of row group rg (whose first row is file
-// position first) and puts in patch's rows k..hi-1. ok is false when the file holds a
-// column in another type than the table's.
-func (m *merger) patchedRowGroup(ctx context.Context, fr *pqarrow.FileReader, rg int, fields []int, sch *arrow.Schema, patch *splicePatch, k, hi int, first int64) (arrow.RecordBatch, bool, error) {
-	cr, err := openBatches(ctx, fr, m.w.mem, fields, []int{rg}, 0, "data file")
+// position first) and puts in patch's rows k..hi-1.
+func (s *splice) patchedRowGroup(ctx context.Context, rg int, patch *splicePatch, k, hi int, first int64) (arrow.RecordBatch, error) {
+	cr, err := openBatches(ctx, s.fr, s.mem, s.fields, []int{rg}, 0, "data file")
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	defer cr.Release()
 	if !cr.Next() {
 		if err := cr.Err(); err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		return nil, false, nil
+		return nil, fmt.Errorf("row group %d: no rows read", rg)
 	}
 	old := cr.RecordBatch()
 	n := int(old.NumRows())
@@ -379,23 +482,19 @@ func (m *merger) patchedRowGroup(ctx context.Context, fr *pqarrow.FileReader, rg
 	for j := k; j < hi; j++ {
 		idx[patch.rows[j]-first] = int32(n + j - k)
 	}
-	out := make([]arrow.Array, len(fields))
+	out := make([]arrow.Array, len(s.fields))
 	defer releaseAll(out)
-	for j := range fields {
-		if !arrow.TypeEqual(old.Column(j).DataType(), sch.Field(j).Type) {
-			return nil, false, nil
-		}
+	for j := range s.fields {
 		vals := array.NewSlice(patch.vals[j], int64(k), int64(hi))
-		both, err := array.Concatenate([]arrow.Array{old.Column(j), vals}, m.w.mem)
+		both, err := array.Concatenate([]arrow.Array{old.Column(j), vals}, s.mem)
 		vals.Release()
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		out[j] = gatherArray(m.w.mem, both, idx)
+		out[j] = gatherArray(s.mem, both, idx)
 		both.Release()
 	}
-	rec := array.NewRecordBatch(sch, out, int64(n))
-	return rec, true, nil
+	return array.NewRecordBatch(s.chSchema, out, int64(n)), nil
 }
 
 // writeSpliced writes the spliced file to w: every chunk of the old file (src, foot) in
