@@ -37,6 +37,11 @@ func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocat
 			c.cols[j].str = newByteArrayReader(fr, i, rowGroups, what+" column "+out[j].Name)
 			continue
 		}
+		if int96Field(fr, i) {
+			c.cols[j].i96 = newInt96Reader(fr, i, rowGroups, what+" column "+out[j].Name)
+			out[j].Type = int96Type
+			continue
+		}
 		leaves := map[int]bool{}
 		for _, l := range leafIndices(fr, i) {
 			leaves[l] = true
@@ -72,6 +77,7 @@ type columnsReader struct {
 
 type columnSource struct {
 	str *byteArrayReader      // a plain string column
+	i96 *int96Reader          // an INT96 timestamp column
 	pq  *pqarrow.ColumnReader // anything else
 }
 
@@ -120,6 +126,9 @@ func (c *columnsReader) Next() bool {
 func (s *columnSource) read(n int64, mem memory.Allocator) (arrow.Array, error) {
 	if s.str != nil {
 		return s.str.next(int(n), mem)
+	}
+	if s.i96 != nil {
+		return s.i96.read(int(n), mem)
 	}
 	ch, err := s.pq.NextBatch(n)
 	if err != nil {

@@ -1,0 +1,152 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/schema"
+
+	"github.com/orchestrator-io/orchestrator/objectstore/mem"
+)
+
+// int96Of encodes t as Spark does: nanoseconds of the day, then the Julian day.
+func int96Of(t time.Time) parquet.Int96 {
+	us := t.UnixMicro()
+	days := us / microsPerDay
+	if us%microsPerDay < 0 {
+		days--
+	}
+	var v parquet.Int96
+	binary.LittleEndian.PutUint64(v[:8], uint64(us-days*microsPerDay)*1000)
+	binary.LittleEndian.PutUint32(v[8:], uint32(days+julianUnixEpoch))
+	return v
+}
+
+// int96File writes a file of id (INT64) and ts (optional INT96) columns, as Spark does
+// by default, rowGroup rows per row group; a zero time is a null ts.
+func int96File(t *testing.T, times []time.Time, rowGroup int, dict bool) []byte {
+	t.Helper()
+	root, err := schema.NewGroupNode("spark_schema", parquet.Repetitions.Required, schema.FieldList{
+		schema.NewInt64Node("id", parquet.Repetitions.Required, -1),
+		schema.NewInt96Node("ts", parquet.Repetitions.Optional, -1),
+	}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w := file.NewParquetWriter(&buf, root, file.WithWriterProps(parquet.NewWriterProperties(
+		parquet.WithDictionaryDefault(dict), parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDataPageSize(256))))
+	for lo := 0; lo < len(times); lo += rowGroup {
+		hi := min(lo+rowGroup, len(times))
+		rg := w.AppendRowGroup()
+		ids := make([]int64, 0, hi-lo)
+		var vals []parquet.Int96
+		var defs []int16
+		for i := lo; i < hi; i++ {
+			ids = append(ids, int64(i))
+			if times[i].IsZero() {
+				defs = append(defs, 0)
+				continue
+			}
+			defs = append(defs, 1)
+			vals = append(vals, int96Of(times[i]))
+		}
+		cw, err := rg.NextColumn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cw.(*file.Int64ColumnChunkWriter).WriteBatch(ids, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		cw.Close()
+		if cw, err = rg.NextColumn(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cw.(*file.Int96ColumnChunkWriter).WriteBatch(vals, defs, nil); err != nil {
+			t.Fatal(err)
+		}
+		cw.Close()
+		rg.Close()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// INT96 timestamps read as microseconds, across the whole range Spark writes: an open
+// SCD2 version's 9999-12-31 end, dates before 1582 and before 1677 (past what pqarrow's
+// nanoseconds hold), microsecond precision, nulls; in dictionary and plain pages, over
+// row groups and batches of any size.
+func TestScanInt96Timestamps(t *testing.T) {
+	var times []time.Time
+	base := []time.Time{
+		time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC),
+		{},
+		time.Date(1500, 6, 1, 12, 0, 0, 1000, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 999999000, time.UTC),
+		time.Date(2024, 2, 29, 12, 34, 56, 789012000, time.UTC),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+	}
+	for i := range 1000 {
+		times = append(times, base[i%len(base)].Add(time.Duration(i%3)*time.Microsecond))
+		if base[i%len(base)].IsZero() {
+			times[i] = time.Time{}
+		}
+	}
+	sch := &StructType{Fields: []*StructField{
+		{Name: "id", Type: &PrimitiveType{Name: "long"}},
+		{Name: "ts", Type: &PrimitiveType{Name: "timestamp"}, Nullable: true},
+	}}
+	for _, dict := range []bool{true, false} {
+		data := int96File(t, times, 300, dict)
+		st := mem.New(mem.Config{})
+		if err := st.Put(context.Background(), "t/f.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+		adds := []*Add{{Path: "f.parquet", Size: int64(len(data))}}
+		for _, batch := range []int64{7, 4096} {
+			rec := readAllWith(t, st, sch, adds, ScanOptions{BatchSize: batch}, true)
+			ts := rec.Column(1).(*array.Timestamp)
+			if rec.NumRows() != int64(len(times)) {
+				t.Fatalf("dict %v batch %d: %d rows, want %d", dict, batch, rec.NumRows(), len(times))
+			}
+			for i, want := range times {
+				switch {
+				case want.IsZero() != ts.IsNull(i):
+					t.Fatalf("dict %v batch %d row %d: null %v, want %v", dict, batch, i, ts.IsNull(i), want.IsZero())
+				case !want.IsZero() && int64(ts.Value(i)) != want.UnixMicro():
+					t.Fatalf("dict %v batch %d row %d: %v, want %v", dict, batch, i, time.UnixMicro(int64(ts.Value(i))).UTC(), want)
+				}
+			}
+			rec.Release()
+		}
+	}
+}
+
+// An INT96 value whose nanoseconds exceed a day is corrupt: an error naming the column.
+func TestScanInt96Corrupt(t *testing.T) {
+	good := int96Of(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+	data := int96File(t, []time.Time{time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}, 10, false)
+	i := bytes.Index(data, good[:])
+	if i < 0 {
+		t.Fatal("value not found in the file (compressed?)")
+	}
+	binary.LittleEndian.PutUint64(data[i:], uint64(nanosPerDay96))
+	sch := &StructType{Fields: []*StructField{
+		{Name: "id", Type: &PrimitiveType{Name: "long"}},
+		{Name: "ts", Type: &PrimitiveType{Name: "timestamp"}, Nullable: true},
+	}}
+	err := scanBytes(t, data, sch)
+	if err == nil || !strings.Contains(err.Error(), "column ts") || !strings.Contains(err.Error(), "nanoseconds in a day") {
+		t.Fatalf("err = %v, want a corrupt ts column", err)
+	}
+}
