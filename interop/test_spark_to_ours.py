@@ -73,3 +73,30 @@ def test_time_travel_by_timestamp(spark, deltatool, table_dir):
         want = spark_read(spark, path, timestamp=ts.isoformat(sep=" ", timespec="milliseconds"))
         assert_same_rows(deltatool.read(path, timestamp=stamp), want, what=f"as of {stamp} (version {h['version']})")
         assert_same_rows(want, spark_read(spark, path, version=h["version"]), what="Spark's own time travel")
+
+
+def test_spark_int96_timestamps_past_nanoseconds(spark, deltatool, table_dir):
+    """Spark stores timestamps as INT96 by default. An SCD2 dimension's open versions end on
+    9999-12-31, past the nanosecond range (1677..2262) pqarrow reads INT96 into: our reader
+    reads them as microseconds, as Spark does, before and after a MERGE of ours."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = str(table_dir)
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, valid_to TIMESTAMP) USING delta")
+    spark.sql(
+        f"INSERT INTO delta.`{path}` VALUES (1, TIMESTAMP'9999-12-31 00:00:00'), "
+        "(2, TIMESTAMP'1600-01-01 12:00:00.000001'), (3, NULL), (4, TIMESTAMP'2024-02-29 12:34:56.789012')"
+    )
+    files = list(table_dir.rglob("*.parquet"))
+    assert files and all(
+        pq.ParquetFile(f).metadata.schema.column(1).physical_type == "INT96" for f in files
+    ), "Spark did not write INT96"
+    want = spark_read(spark, path)
+    assert want.column("valid_to").to_pylist()[0] is not None
+    assert_same_rows(deltatool.read(path), want, what="ours reading Spark's INT96")
+    # A MERGE of ours updates a row: every version, ours and Spark's, reads the same.
+    src = pa.table({"id": pa.array([4], pa.int64()), "valid_to": pa.array([dt.datetime(9999, 12, 31, tzinfo=dt.timezone.utc)], pa.timestamp("us", tz="UTC"))})
+    v = deltatool.merge(path, src, "id")
+    assert_same_rows(deltatool.read(path, version=v), spark_read(spark, path, version=v), what="after our MERGE")
+    assert sorted(r["valid_to"].year for r in deltatool.read(path).to_pylist() if r["valid_to"]) == [1600, 9999, 9999]

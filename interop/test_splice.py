@@ -39,17 +39,20 @@ def row_groups(table: Path, rel: str) -> tuple[int, int]:
     return md.num_rows, md.num_row_groups
 
 
-def write_table(writer: str, path: Path, data: pa.Table, parts: list[str], deltatool, spark) -> None:
+def write_table(writer: str, path: Path, data: pa.Table, parts: list[str], deltatool, spark) -> pa.Table:
+    """Writes data as the table's first version; returns the rows written."""
     if writer == "ours":
         # A row group per 100-row batch (per partition).
         batches = pa.Table.from_batches(data.to_batches(max_chunksize=100))
         deltatool.write(str(path), batches, partition_by=parts, properties=CDF, row_group_bytes=1)
-        return
-    # Small row groups; timestamps as INT64 micros, not Spark's default INT96, which our
-    # reader cannot read past the year 2262 (README, Limits) and these rows go past it.
+        return data
+    # Small row groups. Timestamps are Spark's default INT96: a splice copies their chunks.
+    # (They stay before 2262 here: delta-rs reads INT96 as nanoseconds, which end there.
+    # test_spark_to_ours reads Spark's INT96 up to 9999 with our reader.)
+    ts = data.schema.get_field_index("ts")
+    data = data.set_column(ts, "ts", data.column(ts).take([k % 1000 for k in range(data.num_rows)]))
     hc = spark.sparkContext._jsc.hadoopConfiguration()
     hc.set("parquet.block.size", "16384")
-    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     try:
         w = spark_frame(spark, data).coalesce(1).write.format("delta").option("delta.enableChangeDataFeed", "true")
         if parts:
@@ -57,7 +60,7 @@ def write_table(writer: str, path: Path, data: pa.Table, parts: list[str], delta
         w.save(str(path))
     finally:
         hc.unset("parquet.block.size")
-        spark.conf.unset("spark.sql.parquet.outputTimestampType")
+    return data
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
@@ -65,11 +68,15 @@ def write_table(writer: str, path: Path, data: pa.Table, parts: list[str], delta
 def test_spliced_files_read_by_spark_and_delta_rs(writer, layout, deltatool, spark, table_dir):
     path = str(table_dir)
     data = sample_rows(0, ROWS, ntz=False)
-    write_table(writer, table_dir, data, LAYOUTS[layout], deltatool, spark)
+    data = write_table(writer, table_dir, data, LAYOUTS[layout], deltatool, spark)
     ids = [k for k in range(ROWS) if k % 9 == 4]
     src = data.filter(pc.is_in(data.column("id"), pa.array(ids, pa.int64())))
     src = src.set_column(src.schema.get_field_index("s"), "s", pa.array([f"new-{k}" for k in ids], pa.string()))
     src = src.set_column(src.schema.get_field_index("f"), "f", pa.array([BIG_F + k for k in ids], pa.float32()))
+    if writer == "spark":
+        md = pq.ParquetFile(next(table_dir.rglob("*.parquet"))).metadata
+        kinds = {md.schema.column(i).name: md.schema.column(i).physical_type for i in range(md.num_columns)}
+        assert kinds["ts"] == "INT96", kinds
     v = deltatool.merge(path, src, "id", by_position=True)
 
     # Spliced, not rewritten: each file the MERGE replaced has a successor with its rows
