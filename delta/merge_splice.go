@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
@@ -11,8 +12,8 @@ import (
 // spliceGivenRows merges a file of a table without deletion vectors from the matched
 // rows the caller gave (fm.Rows), as mergeGivenRows does with vectors, when the clauses
 // update rows and delete none: the new file is the old one with the updated values
-// spliced in (spliceFile), so only the columns whose values change are decoded and
-// encoded. handled is false, with nothing written or counted, when that does not apply;
+// spliced in (planSplice, then splice.write in the background), so only the columns
+// whose values change are decoded and encoded. handled is false, with nothing written or counted, when that does not apply;
 // the caller then rewrites the file. live is the file's row count.
 func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, live int64) (handled, touched bool, err error) {
 	if a.DeletionVector != nil {
@@ -66,7 +67,8 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 	if len(ups) == 0 {
 		return true, false, nil // every given row stays as it is
 	}
-	// The new values in file order: posts[at[i]] is the i-th updated row.
+	// The new values in file order: order[i] is the i-th updated row of the file, row
+	// in of update up.
 	type at struct {
 		row    int64
 		up, in int
@@ -77,7 +79,7 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 			order = append(order, at{r, j, i})
 		}
 	}
-	slices.SortFunc(order, func(x, y at) int { return int(x.row - y.row) })
+	slices.SortFunc(order, func(x, y at) int { return cmp.Compare(x.row, y.row) })
 	patch := &splicePatch{rows: make([]int64, len(order))}
 	offs := make([]int, len(ups)) // index of each update's first row in the concatenation
 	for j := 1; j < len(ups); j++ {

@@ -2,6 +2,7 @@ package delta
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -185,11 +187,10 @@ func (f *parquetFooter) checkChunks(size int64) bool {
 			spans = append(spans, span{lo, lo + n})
 		}
 	}
-	for i := range spans {
-		for j := i + 1; j < len(spans); j++ {
-			if spans[i].lo < spans[j].hi && spans[j].lo < spans[i].hi {
-				return false
-			}
+	slices.SortFunc(spans, func(x, y span) int { return cmp.Compare(x.lo, y.lo) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].lo < spans[i-1].hi {
+			return false
 		}
 	}
 	return true
