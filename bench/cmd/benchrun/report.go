@@ -157,7 +157,7 @@ func (d *driver) targets() []target {
 		}
 		add(4, "change feed read ≥ 0.8× the plain scan", known && ch.RowsPerSec >= 0.8*scan.RowsPerSec, known, got)
 	}
-	// Ours rewriting the dimension's files, then ours with deletion vectors (its engine
+	// Ours without deletion vectors (the dimension's file spliced), then ours with them (its engine
 	// name extends the first).
 	for _, o := range []struct{ label, engine string }{{"", "ours: scd2_merge stage"}, {" (deletion vectors)", "ours: scd2_merge stage, deletion vectors"}} {
 		ours := d.find("SCD2", o.engine)

@@ -263,7 +263,7 @@ func scd2Setup(ctx context.Context, args []string) (measurement, error) {
 
 // scd2Ours runs the timed scd2_merge of the change batch: args scd2Dir batchRows [dv].
 // With dv the dimension first gets delta.enableDeletionVectors (not timed), so the merge
-// marks closed rows in deletion vectors instead of rewriting the dimension's files.
+// marks closed rows in deletion vectors instead of splicing the dimension's file.
 func scd2Ours(ctx context.Context, args []string) (measurement, error) {
 	day1, staging, dim, err := scd2Tables()
 	if err != nil {
