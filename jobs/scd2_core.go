@@ -51,8 +51,8 @@ type scdVersion struct {
 }
 
 // dimRow is where a stored version is: its data file and its index there, and, when
-// the scan kept the row (a dimension with deletion vectors, whose MERGE then need not
-// read the file), where it kept it: row hrow of scdBatch.dimRows[held-1].
+// the scan kept the row (for the MERGE, which then need not read it from the file),
+// where it kept it: row hrow of scdBatch.dimRows[held-1].
 type dimRow struct {
 	file string // Add.Path; "" for a version not read from the dimension
 	row  int64

@@ -17,8 +17,7 @@ import (
 // The dimension side of scd2_merge's columnar front (scd2_batch.go has the batch side):
 // one scan of the dimension sorts its rows against the batch's keys, settles the keys
 // whose event repeats their current row, places every stored version the fold or the
-// MERGE needs (its file and row), and, with deletion vectors, keeps those rows for the
-// MERGE.
+// MERGE needs (its file and row), and keeps those rows for the MERGE.
 
 // scdWork is what the dimension scan found for the batch's keys (and for current
 // dimension keys a snapshot source no longer has): per key whether it is settled (its
