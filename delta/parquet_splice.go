@@ -169,27 +169,33 @@ func moveChunk(cc *tValue, d int64) {
 }
 
 // checkChunks reports whether every chunk of the footer lies inside the file's data
-// (between the magic and the footer) and no two overlap, so copying each chunk's range
-// copies exactly its pages.
+// (between the magic and the footer) and the chunks of each row group follow one another
+// with no gap or overlap (as every writer lays them out), so copying each chunk's range
+// copies exactly its pages: a size that left out a page would leave a gap.
 func (f *parquetFooter) checkChunks(size int64) bool {
 	type span struct{ lo, hi int64 }
-	var spans []span
+	var all []span
 	for _, rg := range f.rowGroups() {
 		cols := rg.field(rgColumns)
 		if cols == nil || len(cols.elems) != len(f.leaves) {
 			return false
 		}
+		first, last, total := size, int64(0), int64(0)
 		for i := range cols.elems {
 			lo, n, ok := chunkRange(&cols.elems[i])
 			if !ok || lo < 4 || lo+n > size-8 {
 				return false
 			}
-			spans = append(spans, span{lo, lo + n})
+			all = append(all, span{lo, lo + n})
+			first, last, total = min(first, lo), max(last, lo+n), total+n
+		}
+		if last-first != total { // a gap (overlaps are caught below)
+			return false
 		}
 	}
-	slices.SortFunc(spans, func(x, y span) int { return cmp.Compare(x.lo, y.lo) })
-	for i := 1; i < len(spans); i++ {
-		if spans[i].lo < spans[i-1].hi {
+	slices.SortFunc(all, func(x, y span) int { return cmp.Compare(x.lo, y.lo) })
+	for i := 1; i < len(all); i++ {
+		if all[i].lo < all[i-1].hi {
 			return false
 		}
 	}

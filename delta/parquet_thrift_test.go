@@ -109,8 +109,8 @@ func TestThriftEdits(t *testing.T) {
 
 func abs(x int) int { return max(x, -x) }
 
-// A footer whose chunks overlap or leave the file is not spliced (checkChunks), so a
-// splice never copies bytes that are not exactly one chunk's pages.
+// A footer whose chunks overlap, leave gaps or leave the file is not spliced
+// (checkChunks), so a splice never copies bytes that are not exactly one chunk's pages.
 func TestSpliceChecksChunkLayout(t *testing.T) {
 	rec := stringsTestRecord(t, 3000, 1)
 	defer rec.Release()
@@ -136,8 +136,12 @@ func TestSpliceChecksChunkLayout(t *testing.T) {
 			chunk(f, 1, 1).drop(cmDictPage)
 		},
 		"past the footer": func(f *parquetFooter) { chunk(f, 2, 1).setInt(cmCompressed, tI64, size) },
-		"in the magic":    func(f *parquetFooter) { chunk(f, 0, 0).setInt(cmDataPage, tI64, 1); chunk(f, 0, 0).drop(cmDictPage) },
-		"no pages":        func(f *parquetFooter) { chunk(f, 0, 1).drop(cmDataPage) },
+		"a page left out": func(f *parquetFooter) {
+			n, _ := chunk(f, 1, 0).int(cmCompressed)
+			chunk(f, 1, 0).setInt(cmCompressed, tI64, n-1)
+		},
+		"in the magic": func(f *parquetFooter) { chunk(f, 0, 0).setInt(cmDataPage, tI64, 1); chunk(f, 0, 0).drop(cmDictPage) },
+		"no pages":     func(f *parquetFooter) { chunk(f, 0, 1).drop(cmDataPage) },
 		"other file": func(f *parquetFooter) {
 			cc := &f.rowGroups()[0].field(rgColumns).elems[0]
 			cc.fields = append([]tField{{id: ccFilePath, v: tValue{typ: tBinary, b: []byte("x.parquet")}}}, cc.fields...)
