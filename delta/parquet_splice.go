@@ -26,7 +26,7 @@ import (
 // file has the old one's row groups; the changed columns' chunks are encoded anew, every
 // other chunk is copied byte for byte, and the footer is the old footer with the chunks'
 // offsets moved. It costs decoding and encoding the changed columns instead of every
-// column. Files it cannot splice safely (see spliceable) are rewritten the usual way.
+// column. Files it cannot splice safely (see planSplice) are rewritten the usual way.
 
 // splicePatch is the new values of a file's updated rows: rows are file positions in
 // ascending order, vals[j] the new values of changed column j in that order.
@@ -46,7 +46,6 @@ const (
 
 	rgColumns         = 1 // RowGroup.columns
 	rgTotalByteSize   = 2
-	rgNumRows         = 3
 	rgFileOffset      = 5
 	rgTotalCompressed = 6
 
