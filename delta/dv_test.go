@@ -317,12 +317,7 @@ func TestMergePositionsWithDeletionVectors(t *testing.T) {
 				if !given {
 					continue
 				}
-				rows := rowsAt(t, snap, path, fm.Target)
-				defer rows.Release()
-				fm.Rows = []arrow.RecordBatch{rows.NewSlice(0, 1), rows.NewSlice(1, rows.NumRows())} // in two records
-				for _, r := range fm.Rows {
-					defer r.Release()
-				}
+				defer giveRows(t, snap, path, fm, 1)() // in two records
 				key = "warehouse/t/" + path
 				rc, err := dvt.Store().Get(ctx, key)
 				if err != nil {
@@ -350,6 +345,24 @@ func TestMergePositionsWithDeletionVectors(t *testing.T) {
 				t.Errorf("change feed %v, want %v", g, w)
 			}
 		})
+	}
+}
+
+// giveRows sets fm.Rows to the matched rows of file path (as a caller of
+// MergePositions that kept them does), in two records split at row split (0: one
+// record). The returned func releases them.
+func giveRows(t *testing.T, snap *delta.Snapshot, path string, fm *delta.FileMatches, split int64) func() {
+	t.Helper()
+	rows := rowsAt(t, snap, path, fm.Target)
+	defer rows.Release()
+	fm.Rows = []arrow.RecordBatch{rows.NewSlice(split, rows.NumRows())}
+	if split > 0 {
+		fm.Rows = append([]arrow.RecordBatch{rows.NewSlice(0, split)}, fm.Rows...)
+	}
+	return func() {
+		for _, r := range fm.Rows {
+			r.Release()
+		}
 	}
 }
 

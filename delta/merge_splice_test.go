@@ -356,12 +356,7 @@ func mergeBothWays(t *testing.T, spliced, rewritten *delta.Table, src arrow.Reco
 	o.Tx = spliced.NewTransaction(snap, delta.TxOptions{})
 	o.Positions = positionsOf(t, snap, src)
 	for path, fm := range o.Positions.Files {
-		rows := rowsAt(t, snap, path, fm.Target)
-		defer rows.Release()
-		fm.Rows = []arrow.RecordBatch{rows.NewSlice(0, 100), rows.NewSlice(100, rows.NumRows())}
-		for _, r := range fm.Rows {
-			defer r.Release()
-		}
+		defer giveRows(t, snap, path, fm, 100)()
 	}
 	got, err = spliced.Merge(ctx, o)
 	if err != nil {
@@ -490,9 +485,7 @@ func TestMergeSplicePartitioned(t *testing.T) {
 			var old string
 			for path, fm := range opts.Positions.Files {
 				old = path
-				rows := rowsAt(t, snap, path, fm.Target)
-				defer rows.Release()
-				fm.Rows = []arrow.RecordBatch{rows}
+				defer giveRows(t, snap, path, fm, 0)()
 			}
 			got, err := spliced.Merge(ctx, opts)
 			if err != nil {
