@@ -158,6 +158,9 @@ func (c *columnsReader) Release() {
 		if s.str != nil {
 			s.str.close()
 		}
+		if s.i96 != nil {
+			s.i96.close()
+		}
 		if s.pq != nil {
 			s.pq.Release()
 		}

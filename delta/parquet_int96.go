@@ -73,6 +73,7 @@ func (r *int96Reader) read(n int, mem memory.Allocator) (arrow.Array, error) {
 			if r.next >= len(r.rgs) {
 				break
 			}
+			r.close()
 			cr, err := r.fr.ParquetReader().RowGroup(r.rgs[r.next]).Column(r.col)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", r.what, err)
@@ -110,6 +111,14 @@ func (r *int96Reader) read(n int, mem memory.Allocator) (arrow.Array, error) {
 	return b.NewArray(), nil
 }
 
+// close releases the open row group's pages.
+func (r *int96Reader) close() {
+	if r.cur != nil {
+		r.cur.Close()
+		r.cur = nil
+	}
+}
+
 // int96Micros converts an INT96 timestamp to microseconds since the epoch (nanoseconds
 // truncated toward the past).
 func int96Micros(v parquet.Int96) (int64, error) {
@@ -123,3 +132,32 @@ func int96Micros(v parquet.Int96) (int64, error) {
 	}
 	return days*microsPerDay + int64(nanos/1000), nil
 }
+
+// Int96Column reads a flat INT96 timestamp column of a Parquet file (Spark's default
+// timestamps) as microsecond UTC timestamps, as scans do, for readers of Parquet files
+// outside tables (ingest sources).
+type Int96Column struct{ r *int96Reader }
+
+// IsInt96Column reports whether top-level field i of fr is a flat INT96 column.
+func IsInt96Column(fr *pqarrow.FileReader, i int) bool { return int96Field(fr, i) }
+
+// Int96ColumnType is the Arrow type an Int96Column returns.
+func Int96ColumnType() arrow.DataType { return int96Type }
+
+// NewInt96Column reads top-level field i of fr (IsInt96Column) over all row groups; what
+// names it in errors.
+func NewInt96Column(fr *pqarrow.FileReader, i int, what string) *Int96Column {
+	rgs := make([]int, fr.ParquetReader().NumRowGroups())
+	for k := range rgs {
+		rgs[k] = k
+	}
+	return &Int96Column{newInt96Reader(fr, i, rgs, what)}
+}
+
+// Read returns the next n values (fewer at the file's end).
+func (c *Int96Column) Read(n int, mem memory.Allocator) (arrow.Array, error) {
+	return c.r.read(n, mem)
+}
+
+// Close releases the pages being read.
+func (c *Int96Column) Close() { c.r.close() }

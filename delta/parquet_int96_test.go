@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -114,7 +115,8 @@ func TestScanInt96Timestamps(t *testing.T) {
 		}
 		adds := []*Add{{Path: "f.parquet", Size: int64(len(data))}}
 		for _, batch := range []int64{7, 4096} {
-			rec := readAllWith(t, st, sch, adds, ScanOptions{BatchSize: batch}, true)
+			alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			rec := readAllWith(t, st, sch, adds, ScanOptions{BatchSize: batch, Allocator: alloc}, true)
 			ts := rec.Column(1).(*array.Timestamp)
 			if rec.NumRows() != int64(len(times)) {
 				t.Fatalf("dict %v batch %d: %d rows, want %d", dict, batch, rec.NumRows(), len(times))
@@ -128,6 +130,7 @@ func TestScanInt96Timestamps(t *testing.T) {
 				}
 			}
 			rec.Release()
+			alloc.AssertSize(t, 0) // the scan released every page
 		}
 	}
 }
