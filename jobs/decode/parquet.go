@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/orchestrator-io/orchestrator/delta"
 )
 
 // parquetSource reads a Parquet file with pqarrow, only the declared columns, and casts
@@ -23,9 +25,13 @@ type parquetSource struct {
 	opts   *Options
 	schema *arrow.Schema
 	pf     *file.Reader
-	rr     pqarrow.RecordReader
-	src    []int // declared column -> column of the record reader, -1: absent (nulls)
-	row    int64 // rows read so far
+	rr     pqarrow.RecordReader // nil when every column read is in i96
+	src    []int                // declared column -> column of the record reader, -1: absent (nulls)
+	// Flat INT96 timestamp columns (Spark's default) by declared column: read as
+	// microseconds by delta, since pqarrow's nanoseconds end in 2262.
+	i96 map[int]*delta.Int96Column
+	row int64 // rows read so far
+	n   int64 // rows in the batch advance read
 }
 
 func newParquetSource(ctx context.Context, r io.Reader, fileName string, opts *Options, schema *arrow.Schema) (*parquetSource, error) {
@@ -52,6 +58,7 @@ func (s *parquetSource) open(ctx context.Context) error {
 	}
 	var problems []string
 	var leaves []int
+	s.i96 = map[int]*delta.Int96Column{}
 	fileIdx := make([]int, len(s.opts.Schema.Fields)) // declared -> manifest field
 	for i := range fileIdx {
 		fileIdx[i] = -1
@@ -70,12 +77,20 @@ func (s *parquetSource) open(ctx context.Context) error {
 				fr.Manifest.Fields[fileIdx[di]].Field.Name, name, s.opts.Schema.Fields[di].Name))
 			continue
 		}
-		want := s.schema.Field(di).Type
-		if why := castProblem(mf.Field.Type, want); why != "" {
+		want, from := s.schema.Field(di).Type, mf.Field.Type
+		int96 := delta.IsInt96Column(fr, fi)
+		if int96 {
+			from = delta.Int96ColumnType()
+		}
+		if why := castProblem(from, want); why != "" {
 			problems = append(problems, fmt.Sprintf("column %s (%d): file type %s cannot be read as %s (%s): %s",
-				s.opts.Schema.Fields[di].Name, di+1, mf.Field.Type, s.opts.Schema.Fields[di].Type, want, why))
+				s.opts.Schema.Fields[di].Name, di+1, from, s.opts.Schema.Fields[di].Type, want, why))
 		}
 		fileIdx[di] = fi
+		if int96 {
+			s.i96[di] = delta.NewInt96Column(fr, fi, fmt.Sprintf("decode %s: column %s", s.file, name))
+			continue
+		}
 		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fi])
 	}
 	for di, f := range s.opts.Schema.Fields {
@@ -86,6 +101,13 @@ func (s *parquetSource) open(ctx context.Context) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("decode %s: %s", s.file, strings.Join(problems, "; "))
 	}
+	s.src = make([]int, len(fileIdx))
+	for di := range s.src {
+		s.src[di] = -1
+	}
+	if len(leaves) == 0 && len(s.i96) > 0 {
+		return nil // the INT96 columns give the row count
+	}
 	if len(leaves) == 0 { // no declared column in the file: only the row count matters
 		leaves = appendLeaves(nil, &fr.Manifest.Fields[0])
 	}
@@ -95,10 +117,8 @@ func (s *parquetSource) open(ctx context.Context) error {
 	}
 	s.rr = rr
 	// Map declared columns onto the reader's columns by name.
-	s.src = make([]int, len(fileIdx))
 	for di, fi := range fileIdx {
-		s.src[di] = -1
-		if fi < 0 {
+		if fi < 0 || s.i96[di] != nil {
 			continue
 		}
 		name := fr.Manifest.Fields[fi].Field.Name
@@ -119,13 +139,33 @@ func (s *parquetSource) advance() (more bool, err error) {
 			more, err = false, fmt.Errorf("decode %s: corrupt Parquet file: %v", s.file, p)
 		}
 	}()
+	if s.rr == nil {
+		s.n = min(int64(s.opts.BatchSize), s.pf.NumRows()-s.row)
+		return s.n > 0, nil
+	}
 	if !s.rr.Next() {
 		if err := s.rr.Err(); err != nil && err != io.EOF {
 			return false, fmt.Errorf("decode %s: %w", s.file, err)
 		}
 		return false, nil
 	}
+	s.n = s.rr.RecordBatch().NumRows()
 	return true, nil
+}
+
+// readInt96 reads the batch's n values of declared column di's INT96 column.
+func (s *parquetSource) readInt96(di int) (a arrow.Array, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			a, err = nil, fmt.Errorf("decode %s: corrupt Parquet file: %v", s.file, p)
+		}
+	}()
+	if a, err = s.i96[di].Read(int(s.n), s.opts.Mem); err == nil && int64(a.Len()) != s.n {
+		err = fmt.Errorf("decode %s: column %s: %d values where the file has %d rows", s.file, s.opts.Schema.Fields[di].Name, a.Len(), s.n)
+		a.Release()
+		a = nil
+	}
+	return a, err
 }
 
 func appendLeaves(out []int, f *pqarrow.SchemaField) []int {
@@ -145,8 +185,7 @@ func (s *parquetSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, 
 	if more, err := s.advance(); err != nil || !more {
 		return nil, nil, err
 	}
-	in := s.rr.RecordBatch()
-	n := in.NumRows()
+	n := s.n
 	first := s.row
 	s.row += n
 	cols := make([]arrow.Array, len(s.src))
@@ -159,15 +198,26 @@ func (s *parquetSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, 
 	}()
 	for di, j := range s.src {
 		want := s.schema.Field(di).Type
-		if j < 0 {
+		var in arrow.Array
+		switch {
+		case s.i96[di] != nil:
+			a, err := s.readInt96(di)
+			if err != nil {
+				return nil, nil, err
+			}
+			defer a.Release()
+			in = a
+		case j >= 0:
+			in = s.rr.RecordBatch().Column(j)
+		default:
 			cols[di] = array.MakeArrayOfNull(s.opts.Mem, want, int(n))
 			continue
 		}
-		a, err := castArray(ctx, s.opts.Mem, in.Column(j), want)
+		a, err := castArray(ctx, s.opts.Mem, in, want)
 		if err != nil {
 			f := s.opts.Schema.Fields[di]
 			return nil, nil, fmt.Errorf("decode %s: rows %d-%d: column %s (%d): %s to %s: %w",
-				s.file, first+1, first+n, f.Name, di+1, in.Column(j).DataType(), f.Type, err)
+				s.file, first+1, first+n, f.Name, di+1, in.DataType(), f.Type, err)
 		}
 		cols[di] = a
 	}
@@ -226,6 +276,10 @@ func emptyCols(mem memory.Allocator, sch *arrow.Schema) []arrow.Array {
 }
 
 func (s *parquetSource) close() {
+	for _, c := range s.i96 {
+		c.Close()
+	}
+	s.i96 = nil
 	if s.rr != nil {
 		s.rr.Release()
 		s.rr = nil

@@ -3,16 +3,21 @@ package decode
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	pqschema "github.com/apache/arrow-go/v18/parquet/schema"
 )
 
 // parquetFile writes one record batch as a Parquet file, the Arrow schema stored in it.
@@ -162,5 +167,111 @@ func TestParquetNeedsReaderAt(t *testing.T) {
 		Options{Format: Parquet, Schema: schema(t, "a long")})
 	if err == nil || !strings.Contains(err.Error(), "parquet needs an io.ReaderAt and io.Seeker") {
 		t.Errorf("error %v, want one saying a ReaderAt is needed", err)
+	}
+}
+
+// int96Parquet writes a file as Spark does by default: id (INT64) and ts (optional
+// INT96: nanoseconds of the day, then the Julian day), rowGroup rows per row group;
+// a nil time is a null ts.
+func int96Parquet(t *testing.T, times []*time.Time, rowGroup int) string {
+	t.Helper()
+	root, err := pqschema.NewGroupNode("spark_schema", parquet.Repetitions.Required, pqschema.FieldList{
+		pqschema.NewInt64Node("id", parquet.Repetitions.Required, -1),
+		pqschema.NewInt96Node("ts", parquet.Repetitions.Optional, -1),
+	}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w := file.NewParquetWriter(&buf, root)
+	for lo := 0; lo < len(times); lo += rowGroup {
+		rg := w.AppendRowGroup()
+		var ids []int64
+		var vals []parquet.Int96
+		var defs []int16
+		for i := lo; i < min(lo+rowGroup, len(times)); i++ {
+			ids = append(ids, int64(i))
+			defs = append(defs, 0)
+			if ts := times[i]; ts != nil {
+				const dayUS = 86400 * 1000 * 1000
+				us := ts.UnixMicro()
+				days := us / dayUS
+				if us%dayUS < 0 {
+					days--
+				}
+				var v parquet.Int96
+				binary.LittleEndian.PutUint64(v[:8], uint64(us-days*dayUS)*1000)
+				binary.LittleEndian.PutUint32(v[8:], uint32(days+2440588))
+				vals, defs[len(defs)-1] = append(vals, v), 1
+			}
+		}
+		for c, write := range []func(file.ColumnChunkWriter) error{
+			func(cw file.ColumnChunkWriter) error {
+				_, err := cw.(*file.Int64ColumnChunkWriter).WriteBatch(ids, nil, nil)
+				return err
+			},
+			func(cw file.ColumnChunkWriter) error {
+				_, err := cw.(*file.Int96ColumnChunkWriter).WriteBatch(vals, defs, nil)
+				return err
+			},
+		} {
+			cw, err := rg.NextColumn()
+			if err == nil {
+				err = write(cw)
+			}
+			if err == nil {
+				err = cw.Close()
+			}
+			if err != nil {
+				t.Fatalf("column %d: %v", c, err)
+			}
+		}
+		rg.Close()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// Spark's INT96 timestamps read as microseconds, 9999-12-31 and 1600 included (past
+// the nanoseconds pqarrow reads INT96 into), across row groups and batches, alone or
+// with other columns.
+func TestParquetInt96(t *testing.T) {
+	at := func(s string) *time.Time {
+		ts, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &ts
+	}
+	times := []*time.Time{at("9999-12-31T00:00:00Z"), nil, at("1600-01-01T12:00:00.000001Z"), at("2024-02-29T12:34:56.789012Z"), at("1969-12-31T23:59:59.999999Z")}
+	data := int96Parquet(t, times, 2)
+	want := []string{"0|9999-12-31T00:00:00Z", "1|∅", "2|1600-01-01T12:00:00.000001Z", "3|2024-02-29T12:34:56.789012Z", "4|1969-12-31T23:59:59.999999Z"}
+	for _, tc := range []struct {
+		name string
+		cols []string
+		want []string
+	}{
+		{"with id", []string{"id long", "ts timestamp"}, want},
+		{"alone", []string{"ts timestamp"}, func() []string {
+			out := make([]string, len(want))
+			for i, w := range want {
+				out[i] = w[2:]
+			}
+			return out
+		}()},
+	} {
+		for _, batch := range []int{1, 3, 100} {
+			t.Run(fmt.Sprintf("%s batch %d", tc.name, batch), func(t *testing.T) {
+				got := decodeAll(t, data, Options{Format: Parquet, Schema: schema(t, tc.cols...), BatchSize: batch, IgnoreExtraColumns: true})
+				if got.err != nil {
+					t.Fatal(got.err)
+				}
+				if !eqStrings(got.rows, tc.want) {
+					t.Errorf("rows:%s\nwant:%s", showRows(got.rows), showRows(tc.want))
+				}
+			})
+		}
 	}
 }
