@@ -47,7 +47,10 @@ func int96File(t *testing.T, times []time.Time, rowGroup int, dict bool) []byte 
 		parquet.WithDictionaryDefault(dict), parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDataPageSize(256))))
 	for lo := 0; lo < len(times); lo += rowGroup {
 		hi := min(lo+rowGroup, len(times))
-		rg := w.AppendRowGroup()
+		rg, err := w.AppendRowGroupChecked()
+		if err != nil {
+			t.Fatal(err)
+		}
 		ids := make([]int64, 0, hi-lo)
 		var vals []parquet.Int96
 		var defs []int16

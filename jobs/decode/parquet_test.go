@@ -185,7 +185,10 @@ func int96Parquet(t *testing.T, times []*time.Time, rowGroup int) string {
 	var buf bytes.Buffer
 	w := file.NewParquetWriter(&buf, root)
 	for lo := 0; lo < len(times); lo += rowGroup {
-		rg := w.AppendRowGroup()
+		rg, err := w.AppendRowGroupChecked()
+		if err != nil {
+			t.Fatal(err)
+		}
 		var ids []int64
 		var vals []parquet.Int96
 		var defs []int16
