@@ -247,20 +247,17 @@ func (m *merger) planSplice(a *Add, cols []int) (_ *splice, ok bool, err error) 
 			return nil, false, nil
 		}
 	}
+	t := snap.Table()
 	s := &splice{snap: snap, opts: m.w.data.opts, mem: m.w.mem, a: a}
-	if strings.Contains(a.Path, "://") {
-		return nil, false, nil
-	}
-	if s.rel, err = (&Scanner{}).resolvePath(a.Path); err != nil {
-		return nil, false, nil
+	if s.rel, ok = t.relPath(a.Path); !ok {
+		return nil, false, nil // an absolute URI (a shallow clone's file)
 	}
 	defer func() {
 		if !ok {
 			s.close()
 		}
 	}()
-	t := snap.Table()
-	key := joinKey(t.Root(), s.rel)
+	key := t.key(s.rel)
 	// The file is written in the background (spliceGroup), past the ctx of this file's
 	// merge: it is read under the MERGE's.
 	if s.src, s.release, err = openSource(m.splices.ctx, t.Store(), key, a.Size); err != nil {
@@ -406,8 +403,8 @@ func (s *splice) write(ctx context.Context, patch *splicePatch) (*Add, error) {
 	} else {
 		dir += "/"
 	}
-	newRel := fmt.Sprintf("%spart-00000-%s-c000%s.parquet", dir, uuid.NewString(), codecSuffix(s.opts))
-	sink := newStreamSink(ctx, t.Store(), joinKey(t.Root(), newRel))
+	newRel := fmt.Sprintf("%s%s-00000-%s-c000%s.parquet", dir, s.opts.FilePrefix, uuid.NewString(), codecSuffix(s.opts))
+	sink := newStreamSink(ctx, t.Store(), t.key(newRel))
 	size, err := writeSpliced(sink, s.src, s.foot, bytes.NewReader(enc.Bytes()), encFoot, replaced)
 	if err == nil {
 		err = sink.upload(ctx, t.Store(), "")
