@@ -506,9 +506,28 @@ func (d *dataReads) Get(ctx context.Context, key string) (io.ReadCloser, error) 
 	return d.Store.Get(ctx, key)
 }
 
-// With deletion vectors the MERGE takes the dimension rows the scan kept: each data
-// file of the dimension is read once per run. Rewriting files reads the changed ones
-// twice (the scan, then the splice that copies the columns that do not change).
+// dimFiles maps the dimension's live data files to their row counts.
+func dimFiles(t *testing.T, env *Env, decl *Table) map[string]int64 {
+	t.Helper()
+	tbl, err := env.openTable(context.Background(), decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, a := range snap.Files() {
+		out[a.Path] = numRecords(t, a)
+	}
+	return out
+}
+
+// The MERGE takes the dimension rows the scan kept. With deletion vectors each data file
+// of the dimension is read once per run; without, a changed one is read twice (the scan,
+// then the splice that copies the columns that do not change), and spliced: replaced by
+// a file of the same rows, the new versions going to another.
 func TestSCD2KeptRowsSpareTheMergeARead(t *testing.T) {
 	for _, dv := range []bool{true, false} {
 		t.Run(fmt.Sprintf("deletion vectors %v", dv), func(t *testing.T) {
@@ -538,7 +557,28 @@ func TestSCD2KeptRowsSpareTheMergeARead(t *testing.T) {
 			batch("Seattle")
 			clock.t = d1.Add(24 * time.Hour)
 			clear(store.reads)
+			before := dimFiles(t, env, dimTbl)
 			batch("Portland")
+			if !dv {
+				// Spliced, not rewritten: the file holding the closed versions gives way to
+				// one of exactly its rows (a rewrite writes them with the new versions).
+				after := dimFiles(t, env, dimTbl)
+				var removed, added []int64
+				for p, n := range before {
+					if _, ok := after[p]; !ok {
+						removed = append(removed, n)
+					}
+				}
+				for p, n := range after {
+					if _, ok := before[p]; !ok {
+						added = append(added, n)
+					}
+				}
+				slices.Sort(added)
+				if len(removed) != 1 || !slices.Equal(added, []int64{20, removed[0]}) {
+					t.Errorf("the run removed files of %v rows and added %v, want one file spliced and one of the 20 new versions", removed, added)
+				}
+			}
 			want := 1
 			if !dv {
 				want = 2
