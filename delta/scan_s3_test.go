@@ -24,9 +24,7 @@ func TestWriteScanS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := wholeFileLimit
-	wholeFileLimit = 0 // force ranged reads
-	defer func() { wholeFileLimit = old }()
+	defer ForceRangedReads()()
 	got, _ := scanAll(t, st, "tbl", sch, parts, adds, ScanOptions{})
 	diffRows(t, rowSet(t, got), rowSet(t, []arrow.RecordBatch{rec}))
 

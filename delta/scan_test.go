@@ -284,9 +284,7 @@ func (c *countingStore) GetRange(ctx context.Context, key string, off, n int64) 
 func TestScanRangedReads(t *testing.T) {
 	st, sch, adds, all := pruneTable(t)
 	cs := &countingStore{Store: st}
-	old := wholeFileLimit
-	wholeFileLimit = 0
-	defer func() { wholeFileLimit = old }()
+	defer ForceRangedReads()()
 	got, stats := scanAll(t, cs, "t", sch, []string{"country"}, adds, ScanOptions{Columns: []string{"id", "country", "amount", "name", "ts", "day"}})
 	diffRows(t, rowSet(t, got), rowSet(t, all))
 	if cs.gets.Load() != 0 || cs.ranges.Load() == 0 {

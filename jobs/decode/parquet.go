@@ -17,9 +17,10 @@ import (
 	"github.com/orchestrator-io/orchestrator/delta"
 )
 
-// parquetSource reads a Parquet file with pqarrow, only the declared columns, and casts
-// each to its declared type where that loses nothing (wider integers, rescaled decimals,
-// coarser timestamp units, large/view strings).
+// parquetSource reads a Parquet file with pqarrow (flat INT96 timestamps with delta's
+// Int96Column), only the declared columns, and casts each to its declared type where
+// that loses nothing (wider integers, rescaled decimals, coarser timestamp units,
+// large/view strings).
 type parquetSource struct {
 	file   string
 	opts   *Options
