@@ -17,7 +17,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
 
-// goldenDir finds shared/golden (testenv.GoldenDir: missing fails in CI, skips elsewhere).
+// goldenDir finds the golden tables in testdata/golden (testenv.GoldenDir).
 func goldenDir(t testing.TB) string { return testenv.GoldenDir(t) }
 
 type goldenSchemaField struct {

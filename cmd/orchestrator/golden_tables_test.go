@@ -9,8 +9,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 )
 
-// sharedGoldenDir finds shared/golden (testenv.GoldenDir: missing fails in CI, skips
-// elsewhere).
+// sharedGoldenDir finds the golden tables in testdata/golden (testenv.GoldenDir).
 func sharedGoldenDir(t *testing.T) string { return testenv.GoldenDir(t) }
 
 // TestShowForeignTables shows tables written by Spark: every Delta type, partition values,

@@ -1,5 +1,5 @@
 // Package testenv gives tests what they need from the environment that scripts/test.sh
-// sets up: an S3-compatible store (MinIO) and the shared golden tables.
+// sets up: an S3-compatible store (MinIO), and the golden tables kept in testdata/golden.
 //
 // The variables, exported by scripts/test.sh after it starts MinIO on 127.0.0.1:
 //
@@ -11,7 +11,7 @@
 //
 // With no endpoint a test that needs S3 is skipped, with a message saying to run
 // scripts/test.sh, unless CI=true: then it fails, so CI can never pass by skipping the
-// S3 tests. The same holds for anything else a test needs and lacks (Unavailable): the
-// golden tables (GoldenDir: $ORCH_GOLDEN_DIR, else shared/golden beside the checkout),
-// or the binary a test would build under -short.
+// S3 tests. The same holds for anything else a test needs and lacks (Unavailable), such
+// as the binary a test would build under -short. The golden tables (GoldenDir) are part
+// of the repository, so their absence is always a failure.
 package testenv

@@ -49,28 +49,19 @@ func Unavailable(t testing.TB, format string, args ...any) {
 	t.Skip(msg)
 }
 
-// EnvGoldenDir names the directory of the shared golden tables (shared/golden).
-const EnvGoldenDir = "ORCH_GOLDEN_DIR"
-
-// GoldenDir returns the shared golden tables (tables written by Spark, delta-rs and the
-// Delta projects' test suites, with their expected facts): $ORCH_GOLDEN_DIR, else
-// shared/golden beside the checkout. Missing is a failure in CI and a skip elsewhere.
+// GoldenDir returns the golden tables (tables written by Spark, delta-rs and the Delta
+// projects' test suites, with their expected facts), kept in the repository under
+// testdata/golden with their provenance and licences (testdata/golden/README.md), so a
+// fresh clone runs every test.
 func GoldenDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv(EnvGoldenDir)
-	if dir == "" {
-		root, err := moduleRoot()
-		if err != nil {
-			Unavailable(t, "golden tables: %v (set %s)", err, EnvGoldenDir)
-		}
-		dir = filepath.Join(root, "..", "shared", "golden")
-	}
-	dir, err := filepath.Abs(dir)
-	if err == nil {
-		_, err = os.Stat(filepath.Join(dir, "expected.json"))
-	}
+	root, err := moduleRoot()
 	if err != nil {
-		Unavailable(t, "golden tables not found at %s (set %s): %v", dir, EnvGoldenDir, err)
+		t.Fatalf("golden tables: %v", err)
+	}
+	dir := filepath.Join(root, "testdata", "golden")
+	if _, err := os.Stat(filepath.Join(dir, "expected.json")); err != nil {
+		t.Fatalf("golden tables not found at %s: %v", dir, err)
 	}
 	return dir
 }
