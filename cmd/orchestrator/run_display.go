@@ -270,6 +270,8 @@ func (d *runDisplay) summary(res dag.RunResult) [][]cell {
 		}
 		if s != nil && n.Attempts > 0 {
 			r[4], r[5] = intCell(s.result.RowsRead), intCell(s.result.RowsWritten)
+			// A stage that ran and committed nothing says so, rather than NULL.
+			r[6] = cell{text: "none", json: []any{}}
 			if vs := s.result.VersionsWritten; len(vs) > 0 {
 				list := make([]any, len(vs))
 				for i, v := range vs {
