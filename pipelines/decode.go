@@ -325,3 +325,27 @@ func expandEnv(ps *problems, n *yaml.Node, getenv func(string) (string, bool)) {
 
 // osLookupEnv is the default environment.
 func osLookupEnv(k string) (string, bool) { return os.LookupEnv(k) }
+
+// checkDuplicateKeys reports every mapping key written twice below n, at the second with
+// the line of the first (YAML decoders would silently keep the last).
+func checkDuplicateKeys(ps *problems, n *yaml.Node) {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			checkDuplicateKeys(ps, c)
+		}
+	case yaml.MappingNode:
+		first := make(map[string]*yaml.Node, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind == yaml.ScalarNode && k.Value != "<<" {
+				if prev, ok := first[k.Value]; ok {
+					ps.at(k, "duplicate key %q: already set at line %d, column %d (a key may appear once in a mapping)", k.Value, prev.Line, prev.Column)
+				} else {
+					first[k.Value] = k
+				}
+			}
+			checkDuplicateKeys(ps, n.Content[i+1])
+		}
+	}
+}

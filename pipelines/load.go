@@ -111,6 +111,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 		return nil, ps.err()
 	}
 	root := doc.Content[0]
+	checkDuplicateKeys(ps, root)
 	expandEnv(ps, root, getenv)
 
 	var fs fileSpec
