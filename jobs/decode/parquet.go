@@ -254,7 +254,13 @@ func (s *parquetSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, 
 	defer rec.Release()
 	bad := len(bads)
 	if bad == len(keep) {
-		return array.NewRecordBatch(s.schema, emptyCols(s.opts.Mem, s.schema), 0), bads, nil
+		empty := emptyCols(s.opts.Mem, s.schema)
+		defer func() {
+			for _, a := range empty {
+				a.Release()
+			}
+		}()
+		return array.NewRecordBatch(s.schema, empty, 0), bads, nil
 	}
 	mask := array.NewBooleanBuilder(s.opts.Mem)
 	defer mask.Release()

@@ -76,6 +76,9 @@ func TestParquet(t *testing.T) {
 		{"skip nulls in a required column", []string{"a long!", "extra long"},
 			Options{IgnoreExtraColumns: true, OnError: Skip},
 			[]string{"1|7", "-2|8"}},
+		{"skip nulls in a required column, a batch of only bad rows", []string{"a long!", "s string"},
+			Options{IgnoreExtraColumns: true, OnError: Skip, BatchSize: 1},
+			[]string{"1|x", "-2|∅"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
