@@ -159,7 +159,8 @@ type csvParser struct {
 	isString []bool
 	nullable []bool
 	scratch  []byte
-	line     int64 // physical line being parsed
+	line     int64         // physical line being parsed
+	lines    *fixed[int64] // each row's line, for Options.LineColumn; nil without one
 }
 
 func (s *csvSource) newParser() (*csvParser, error) {
@@ -183,6 +184,10 @@ func (s *csvSource) newParser() (*csvParser, error) {
 		}
 		col.reserve(s.opts.BatchSize)
 		p.cols[i] = col
+	}
+	if s.opts.LineColumn != "" {
+		p.lines = &fixed[int64]{typ: arrow.PrimitiveTypes.Int64}
+		p.lines.reserve(s.opts.BatchSize)
 	}
 	return p, nil
 }
@@ -264,6 +269,9 @@ func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
 			}
 			bads = append(bads, bad)
 			continue
+		}
+		if p.lines != nil {
+			p.lines.add(recLine)
 		}
 		rows++
 	}
@@ -396,13 +404,16 @@ func (p *csvParser) quotedRecord(data []byte, pos int, recLine int64) (*Error, i
 
 func (p *csvParser) build(rows int) arrow.RecordBatch {
 	s := p.src
-	arrs := make([]arrow.Array, len(p.cols))
+	arrs := make([]arrow.Array, len(p.cols), s.schema.NumFields())
 	for i, col := range p.cols {
 		if col == nil {
 			arrs[i] = array.MakeArrayOfNull(s.opts.Mem, s.schema.Field(i).Type, rows)
 		} else {
 			arrs[i] = col.build(s.opts.Mem)
 		}
+	}
+	if p.lines != nil {
+		arrs = append(arrs, p.lines.build(s.opts.Mem))
 	}
 	rec := array.NewRecordBatch(s.schema, arrs, int64(rows))
 	for _, a := range arrs {

@@ -13,6 +13,9 @@
 //     starts (counting the header), the column's name and 1-based position, the raw value
 //     and the expected type, e.g.
 //     `sales/2026-01-14.csv:17: column amount (5): "12,50" is not a decimal(10,2)`.
+//   - With Options.LineColumn every row says where it comes from: the line a bad record
+//     there would be reported on (Parquet: the row number), exact in parallel parsing
+//     and when Skip drops records around it.
 //   - In Skip mode a bad record is dropped whole and reported; the other rows come out
 //     exactly as in a clean file. Nothing is dropped silently.
 //   - Memory is bounded by the batch size (a few batches in flight when CSV is parsed in

@@ -31,6 +31,7 @@ type ndjsonSource struct {
 	kinds   []jsonKind
 	seen    []bool
 	longBuf []byte
+	lines   *fixed[int64] // each row's line, for Options.LineColumn; nil without one
 }
 
 // jsonKind is what JSON a column accepts.
@@ -73,6 +74,9 @@ func newNDJSONSource(r io.Reader, file string, opts *Options, schema *arrow.Sche
 			k = jsNested
 		}
 		s.kinds = append(s.kinds, k)
+	}
+	if opts.LineColumn != "" {
+		s.lines = &fixed[int64]{typ: arrow.PrimitiveTypes.Int64}
 	}
 	return s, nil
 }
@@ -137,14 +141,20 @@ func (s *ndjsonSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, e
 			bads = append(bads, bad)
 			continue
 		}
+		if s.lines != nil {
+			s.lines.add(s.line)
+		}
 		rows++
 	}
 	if rows == 0 && s.eof {
 		return nil, bads, nil
 	}
-	arrs := make([]arrow.Array, len(s.cols))
+	arrs := make([]arrow.Array, len(s.cols), s.schema.NumFields())
 	for i, c := range s.cols {
 		arrs[i] = c.build(s.opts.Mem)
+	}
+	if s.lines != nil {
+		arrs = append(arrs, s.lines.build(s.opts.Mem))
 	}
 	rec := array.NewRecordBatch(s.schema, arrs, int64(rows))
 	for _, a := range arrs {

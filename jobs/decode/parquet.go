@@ -33,6 +33,8 @@ type parquetSource struct {
 	i96 map[int]*delta.Int96Column
 	row int64 // rows read so far
 	n   int64 // rows in the batch advance read
+	// lines builds the row numbers for Options.LineColumn (nil without one).
+	lines *fixed[int64]
 }
 
 func newParquetSource(ctx context.Context, r io.Reader, fileName string, opts *Options, schema *arrow.Schema) (*parquetSource, error) {
@@ -98,6 +100,9 @@ func (s *parquetSource) open(ctx context.Context) error {
 		if fileIdx[di] < 0 && !f.Nullable {
 			problems = append(problems, fmt.Sprintf("column %s is not nullable but missing from the file", f.Name))
 		}
+	}
+	if s.opts.LineColumn != "" {
+		s.lines = &fixed[int64]{typ: arrow.PrimitiveTypes.Int64}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("decode %s: %s", s.file, strings.Join(problems, "; "))
@@ -189,7 +194,7 @@ func (s *parquetSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, 
 	n := s.n
 	first := s.row
 	s.row += n
-	cols := make([]arrow.Array, len(s.src))
+	cols := make([]arrow.Array, len(s.src), s.schema.NumFields())
 	defer func() {
 		for _, c := range cols {
 			if c != nil {
@@ -221,6 +226,13 @@ func (s *parquetSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, 
 				s.file, first+1, first+n, f.Name, di+1, in.DataType(), f.Type, err)
 		}
 		cols[di] = a
+	}
+	if s.lines != nil {
+		s.lines.reserve(int(n))
+		for i := range n {
+			s.lines.add(first + i + 1)
+		}
+		cols = append(cols, s.lines.build(s.opts.Mem))
 	}
 	// Nulls in columns declared not nullable make their rows bad.
 	var bads []*Error

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -70,8 +71,16 @@ type Options struct {
 	// IgnoreExtraColumns is set.
 	Schema             *delta.StructType
 	IgnoreExtraColumns bool
-	Format             Format
-	CSV                CSVOptions
+	// LineColumn, if set, names one more column at the end of every batch, after the
+	// declared ones: int64, not nullable, where each row comes from. For CSV and NDJSON
+	// it is the 1-based physical line of the file where the record starts, counting the
+	// header and blank lines (the number Error.Line gives for a bad record there; a
+	// record with quoted line breaks has the line it starts on); for Parquet it is the
+	// 1-based row number in the file. Skipped records leave gaps. The name must not be
+	// a declared column's (ignoring case).
+	LineColumn string
+	Format     Format
+	CSV        CSVOptions
 	// BatchSize is the most rows per record batch (default DefaultBatchSize). A batch has
 	// exactly that many rows except the last; in CSV a batch is also short by the records
 	// skipped and the blank lines in its stretch of the file (chunks are cut by lines
@@ -201,6 +210,14 @@ func NewReader(ctx context.Context, r io.Reader, fileName string, opts Options) 
 	if err != nil {
 		return nil, fmt.Errorf("decode %s: %w", fileName, err)
 	}
+	if opts.LineColumn != "" {
+		if i := opts.Schema.FieldIndex(opts.LineColumn); i >= 0 {
+			return nil, fmt.Errorf("decode %s: line column %s: the schema already has a column %s (%d)",
+				fileName, opts.LineColumn, opts.Schema.Fields[i].Name, i+1)
+		}
+		fields := append(slices.Clone(schema.Fields()), arrow.Field{Name: opts.LineColumn, Type: arrow.PrimitiveTypes.Int64})
+		schema = arrow.NewSchema(fields, nil)
+	}
 	rd := &Reader{ctx: ctx, opts: opts, schema: schema}
 	rd.refs.Store(1)
 	switch strings.ToLower(string(opts.Format)) {
@@ -220,7 +237,7 @@ func NewReader(ctx context.Context, r io.Reader, fileName string, opts Options) 
 }
 
 // Schema is the Arrow schema of the batches: the declared schema mapped as
-// delta.ArrowSchema maps it.
+// delta.ArrowSchema maps it, then the LineColumn (int64, not nullable) if it is set.
 func (r *Reader) Schema() *arrow.Schema { return r.schema }
 
 // Next decodes the next batch; false at the end or on error (see Err).
