@@ -27,6 +27,7 @@ type csvSource struct {
 	// fileNames are the file's column names, for errors.
 	fileCols  []int
 	fileNames []string
+	missing   []string // declared columns the header lacks, all null (AllowMissingColumns)
 	split     *splitter
 	seq       *csvParser // sequential mode
 	par       *pipeline  // parallel mode
@@ -109,16 +110,25 @@ func (s *csvSource) readHeader() error {
 		}
 		s.fileNames = append(s.fileNames, n)
 	}
-	for si, f := range s.opts.Schema.Fields {
-		if _, ok := seen[si]; !ok && !f.Nullable {
-			problems = append(problems, fmt.Sprintf("column %s is not nullable but missing from the header", f.Name))
-		}
+	present := make([]bool, len(s.opts.Schema.Fields))
+	for si := range seen {
+		present[si] = true
 	}
+	fill, missing := checkMissing(s.opts.Schema, present, s.opts.AllowMissingColumns, "header")
 	if len(problems) > 0 {
+		if missing != "" {
+			problems = append(problems, missing)
+		}
 		return fmt.Errorf("decode %s:%d: %s", s.file, c.line, strings.Join(problems, "; "))
 	}
+	if missing != "" {
+		return fmt.Errorf("decode %s: %s", s.file, missing)
+	}
+	s.missing = fill
 	return nil
 }
+
+func (s *csvSource) missingColumns() []string { return s.missing }
 
 func (s *csvSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, error) {
 	if s.par != nil {

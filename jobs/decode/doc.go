@@ -18,6 +18,12 @@
 //     and when Skip drops records around it.
 //   - In Skip mode a bad record is dropped whole and reported; the other rows come out
 //     exactly as in a clean file. Nothing is dropped silently.
+//   - Nothing is filled silently either: a declared column that a CSV header or a Parquet
+//     file's schema lacks is an error at NewReader naming every such column and its type,
+//     unless Options.AllowMissingColumns is set, and then only a nullable column is
+//     filled with nulls and Reader.MissingColumns lists it. NDJSON decides per line
+//     instead, since JSON writers routinely omit keys whose value is null: a key a line
+//     lacks is null on that line (an error if the column is not nullable).
 //   - Memory is bounded by the batch size (a few batches in flight when CSV is parsed in
 //     parallel), not by the file size; batches come out in file order. A CSV chunk is cut
 //     early at 128 MiB, and a record (CSV) or line (NDJSON) over 64 MiB is an error.

@@ -210,7 +210,7 @@ func TestParquetLineColumn(t *testing.T) {
 			[]string{"1|x|1", "-2|∅|2"}},
 		{"skipped rows leave gaps (2)", data, []string{"s string!"}, Options{IgnoreExtraColumns: true, OnError: Skip},
 			[]string{"x|1", "z|3"}},
-		{"only missing columns", data, []string{"nothere string"}, Options{IgnoreExtraColumns: true},
+		{"only missing columns", data, []string{"nothere string"}, Options{IgnoreExtraColumns: true, AllowMissingColumns: true},
 			[]string{"∅|1", "∅|2", "∅|3"}},
 		{"row groups", int96, []string{"id long", "ts timestamp!"}, Options{OnError: Skip},
 			[]string{"0|2026-01-01T00:00:00Z|1", "2|2026-01-03T00:00:00Z|3", "3|2026-01-04T00:00:00Z|4",
@@ -243,7 +243,7 @@ func TestLineColumnSchema(t *testing.T) {
 	for _, f := range []Format{CSV, NDJSON, Parquet} {
 		t.Run(string(f), func(t *testing.T) {
 			opts := Options{Format: f, Schema: schema(t, "id string", "n long"), LineColumn: "src_line",
-				IgnoreExtraColumns: true}
+				IgnoreExtraColumns: true, AllowMissingColumns: true}
 			got := decodeAll(t, inputs[f], opts)
 			if got.err != nil {
 				t.Fatal(got.err)

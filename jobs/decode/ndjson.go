@@ -81,6 +81,9 @@ func newNDJSONSource(r io.Reader, file string, opts *Options, schema *arrow.Sche
 	return s, nil
 }
 
+// missingColumns is empty: a key absent from a line is null on that line.
+func (s *ndjsonSource) missingColumns() []string { return nil }
+
 // readLine returns the next line without its line break (nil at the end).
 func (s *ndjsonSource) readLine() ([]byte, error) {
 	if s.eof {

@@ -33,8 +33,10 @@ type parquetSource struct {
 	i96 map[int]*delta.Int96Column
 	row int64 // rows read so far
 	n   int64 // rows in the batch advance read
-	// lines builds the row numbers for Options.LineColumn (nil without one).
-	lines *fixed[int64]
+	// missing lists the declared columns the file lacks (AllowMissingColumns); lines
+	// builds the row numbers for Options.LineColumn (nil without one).
+	missing []string
+	lines   *fixed[int64]
 }
 
 func newParquetSource(ctx context.Context, r io.Reader, fileName string, opts *Options, schema *arrow.Schema) (*parquetSource, error) {
@@ -96,11 +98,15 @@ func (s *parquetSource) open(ctx context.Context) error {
 		}
 		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fi])
 	}
-	for di, f := range s.opts.Schema.Fields {
-		if fileIdx[di] < 0 && !f.Nullable {
-			problems = append(problems, fmt.Sprintf("column %s is not nullable but missing from the file", f.Name))
-		}
+	present := make([]bool, len(fileIdx))
+	for di, fi := range fileIdx {
+		present[di] = fi >= 0
 	}
+	fill, missing := checkMissing(s.opts.Schema, present, s.opts.AllowMissingColumns, "file")
+	if missing != "" {
+		problems = append(problems, missing)
+	}
+	s.missing = fill
 	if s.opts.LineColumn != "" {
 		s.lines = &fixed[int64]{typ: arrow.PrimitiveTypes.Int64}
 	}
@@ -293,6 +299,8 @@ func emptyCols(mem memory.Allocator, sch *arrow.Schema) []arrow.Array {
 	}
 	return out
 }
+
+func (s *parquetSource) missingColumns() []string { return s.missing }
 
 func (s *parquetSource) close() {
 	for _, c := range s.i96 {

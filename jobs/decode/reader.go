@@ -66,11 +66,17 @@ type CSVOptions struct {
 // Options configure a Reader.
 type Options struct {
 	// Schema lists the columns to fill (required). File columns are matched by name,
-	// ignoring case; a declared column the file lacks is null (an error at open time if
-	// the column is not nullable), and a file column the schema lacks is an error unless
-	// IgnoreExtraColumns is set.
-	Schema             *delta.StructType
-	IgnoreExtraColumns bool
+	// ignoring case. A file column the schema lacks is an error unless
+	// IgnoreExtraColumns is set. A declared column that a CSV header or a Parquet file's
+	// schema lacks is an error at NewReader that names every such column, unless
+	// AllowMissingColumns is set: then a missing nullable column is all null and
+	// Reader.MissingColumns lists it (a missing column that is not nullable is always an
+	// error). CSV without a header maps columns by position, and every record must have
+	// all of them. NDJSON decides per line: a key absent from a line is null there (an
+	// error if the column is not nullable), as JSON writers routinely omit null keys.
+	Schema              *delta.StructType
+	IgnoreExtraColumns  bool
+	AllowMissingColumns bool
 	// LineColumn, if set, names one more column at the end of every batch, after the
 	// declared ones: int64, not nullable, where each row comes from. For CSV and NDJSON
 	// it is the 1-based physical line of the file where the record starts, counting the
@@ -158,6 +164,9 @@ type source interface {
 	// next returns the next batch (nil at the end) and the bad records skipped before and
 	// in it, in file order; err is an *Error in Fail mode, or an I/O or context error.
 	next(ctx context.Context) (rec arrow.RecordBatch, bad []*Error, err error)
+	// missingColumns lists the declared columns the file lacks, filled with nulls
+	// (AllowMissingColumns), in schema order.
+	missingColumns() []string
 	close()
 }
 
@@ -239,6 +248,13 @@ func NewReader(ctx context.Context, r io.Reader, fileName string, opts Options) 
 // Schema is the Arrow schema of the batches: the declared schema mapped as
 // delta.ArrowSchema maps it, then the LineColumn (int64, not nullable) if it is set.
 func (r *Reader) Schema() *arrow.Schema { return r.schema }
+
+// MissingColumns lists the declared columns the file lacks (by their declared names, in
+// schema order), which are all null in every batch; it is empty unless
+// AllowMissingColumns is set, since a missing column is otherwise an error at NewReader.
+// It is known once NewReader returns. NDJSON, whose lines each have their own keys, and
+// CSV without a header have none.
+func (r *Reader) MissingColumns() []string { return slices.Clone(r.src.missingColumns()) }
 
 // Next decodes the next batch; false at the end or on error (see Err).
 func (r *Reader) Next() bool {
