@@ -10,9 +10,11 @@
 //   - A value is converted exactly or it is an error: decimals are never rounded,
 //     timestamps never lose sub-microsecond digits, integers never wrap.
 //   - Every bad record is reported with the file, the 1-based physical line where it
-//     starts (counting the header), the column's name and 1-based position, the raw value
-//     and the expected type, e.g.
+//     starts (counting the header), the column's name and 1-based position, the value as
+//     written and the expected type, e.g.
 //     `sales/2026-01-14.csv:17: column amount (5): "12,50" is not a decimal(10,2)`.
+//     The value is escaped once: a CSV field (without its quotes) or a JSON string's
+//     content is quoted; another JSON value is its JSON text, unquoted (5 is not "5").
 //   - With Options.LineColumn every row says where it comes from: the line a bad record
 //     there would be reported on (Parquet: the row number), exact in parallel parsing
 //     and when Skip drops records around it.

@@ -181,7 +181,7 @@ func TestNDJSONLineColumn(t *testing.T) {
 		if want := []string{"1|1", "2|5", "∅|7", "4|8"}; !eqStrings(got.rows, want) {
 			t.Errorf("batch %d: rows:%s\nwant:%s", batch, showRows(got.rows), showRows(want))
 		}
-		if want := []string{`f.csv:3: column n (1): "\"x\"" is not a long: want a JSON number`, `f.csv:6: key "m" is not a column of the schema`}; !eqStrings(got.bad, want) {
+		if want := []string{`f.csv:3: column n (1): "x" is not a long: want a JSON number`, `f.csv:6: key "m" is not a column of the schema`}; !eqStrings(got.bad, want) {
 			t.Errorf("batch %d: bad:%s\nwant:%s", batch, showRows(got.bad), showRows(want))
 		}
 	}

@@ -7,9 +7,11 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -117,8 +119,10 @@ type Error struct {
 	// wrong number of fields.
 	Column       string
 	ColumnNumber int
-	// Value is the raw text of the bad value; Record the whole record as it is in the
-	// file (without its line break; empty for Parquet), for a quarantine table.
+	// Value is the bad value as written in the file: a CSV field without its quotes, a
+	// JSON string's content (its escapes decoded), the JSON text of another JSON value.
+	// Record is the whole record as it is in the file (without its line break; empty for
+	// Parquet), for a quarantine table.
 	Value  string
 	Record string
 	// Msg says what is wrong, e.g. `column amount (5): "12,50" is not a decimal(10,2)`.
@@ -135,23 +139,56 @@ func (e *Error) Error() string {
 	return e.File + ": " + e.Msg
 }
 
-// valueError builds the error for a bad value.
+// valueError builds the error for a bad value: val is its text as written (a CSV field
+// without its quotes, a JSON string's content), shown quoted once.
 func valueError(file string, line int64, col string, num int, val []byte, typ delta.DataType, why string) *Error {
-	v := string(val)
-	shown := v
-	if len(shown) > 120 {
-		shown = shown[:120] + "..."
+	return badValue(file, line, col, num, string(val), strconv.Quote(clip(string(val))), typ, why)
+}
+
+// literalError is valueError for a JSON literal (a number, true, false, an object or
+// array): it is shown as written, without quotes, so that 5 reads apart from "5" (quoted
+// only if it has control characters or is not UTF-8).
+func literalError(file string, line int64, col string, num int, val []byte, typ delta.DataType, why string) *Error {
+	shown := clip(string(val))
+	if !printable(shown) {
+		shown = strconv.Quote(shown)
 	}
+	return badValue(file, line, col, num, string(val), shown, typ, why)
+}
+
+func badValue(file string, line int64, col string, num int, val, shown string, typ delta.DataType, why string) *Error {
 	ts := typ.String()
 	article := "a"
 	if strings.IndexByte("aeiou", ts[0]) >= 0 {
 		article = "an"
 	}
-	msg := fmt.Sprintf("column %s (%d): %q is not %s %s", col, num, shown, article, ts)
+	msg := fmt.Sprintf("column %s (%d): %s is not %s %s", col, num, shown, article, ts)
 	if why != "" {
 		msg += ": " + why
 	}
-	return &Error{File: file, Line: line, Column: col, ColumnNumber: num, Value: v, Msg: msg}
+	return &Error{File: file, Line: line, Column: col, ColumnNumber: num, Value: val, Msg: msg}
+}
+
+// clip shortens a value for a message to about 120 bytes, cut at a character boundary.
+func clip(v string) string {
+	const most = 120
+	if len(v) <= most {
+		return v
+	}
+	n := most
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n] + "..."
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
 }
 
 func nullError(file string, line int64, col string, num int) *Error {
