@@ -178,15 +178,13 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 				evs = append(evs, scdEvent{seq: f.seq, delete: f.del, phys: f.phys, rowSeq: f.rowSeq, commit: f.commit, hash: f.hash, recorded: true})
 			}
 		}
+		evs = withoutIgnoredDeletes(&l.spec, evs)
 		if l.spec.physByCommit {
 			evs = placePhysicalDeletes(evs)
 		}
 		evs, err := normalizeBatch(name, evs, l.spec.seqText)
 		if err != nil {
 			return res, err
-		}
-		if l.spec.deletes == "ignore" {
-			evs = slices.DeleteFunc(evs, func(e scdEvent) bool { return e.delete })
 		}
 		if len(evs) == 0 {
 			continue

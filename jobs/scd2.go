@@ -284,15 +284,19 @@ func (s *SCD2Merge) foldLate(ctx context.Context, batch *scdBatch, work *scdWork
 		if err := batch.versionRows(versions); err != nil {
 			return nil, err
 		}
-		recorded, n := loggedEvents(facts[i], versions)
+		recorded, n := loggedEvents(&l.spec, facts[i], versions)
 		lost += n
 		logged += len(recorded)
-		all := append(recorded, evs...)
+		key := keyString(evs[0].row, l.spec.keys)
+		all := withoutIgnoredDeletes(&l.spec, append(recorded, evs...))
 		if l.spec.physByCommit {
 			all = placePhysicalDeletes(all)
 		}
-		if all, err = normalizeBatch(keyString(evs[0].row, l.spec.keys), all, l.spec.seqText); err != nil {
+		if all, err = normalizeBatch(key, all, l.spec.seqText); err != nil {
 			return nil, err
+		}
+		if len(all) == 0 {
+			continue // only ignored deletes
 		}
 		changes = append(changes, foldKey(&l.spec, versions, all, complete, func() int64 { return 0 })...)
 	}
@@ -372,10 +376,15 @@ func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int6
 					out.err = err
 					return
 				}
+				key := keyString(evs[0].row, spec.keys)
+				if evs = withoutIgnoredDeletes(spec, evs); len(evs) == 0 {
+					work.drop(int32(id))
+					continue
+				}
 				if spec.physByCommit {
 					evs = placePhysicalDeletes(evs)
 				}
-				if evs, err = normalizeBatch(keyString(evs[0].row, spec.keys), evs, spec.seqText); err != nil {
+				if evs, err = normalizeBatch(key, evs, spec.seqText); err != nil {
 					out.err = err
 					return
 				}

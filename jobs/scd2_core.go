@@ -258,7 +258,7 @@ func placePhysicalDeletes(evs []scdEvent) []scdEvent {
 // that version or repeated its tracked values; type 1 values are the newest on every
 // version), with the hash it was logged with. An upsert no stored version covers (the
 // dimension was changed by another writer) is left out and counted.
-func loggedEvents(facts []eventFact, versions []scdVersion) (evs []scdEvent, lost int) {
+func loggedEvents(spec *scdSpec, facts []eventFact, versions []scdVersion) (evs []scdEvent, lost int) {
 	evs = make([]scdEvent, 0, len(facts))
 	for _, f := range facts {
 		e := scdEvent{seq: f.seq, delete: f.del, phys: f.phys, rowSeq: f.rowSeq, commit: f.commit, hash: f.hash, recorded: true}
@@ -273,10 +273,37 @@ func loggedEvents(facts []eventFact, versions []scdVersion) (evs []scdEvent, los
 				lost++
 				continue
 			}
+			if vals, err := decodeValues([]byte(f.type1)); err == nil && len(vals) == len(spec.type1) && len(vals) > 0 {
+				e.row = slices.Clone(e.row)
+				for j, c := range spec.type1 {
+					e.row[c] = vals[j]
+				}
+			}
 		}
 		evs = append(evs, e)
 	}
 	return evs, lost
+}
+
+// type1Values encodes a row's type 1 values for the event log ("" without any).
+func type1Values(spec *scdSpec, row []any) string {
+	if len(spec.type1) == 0 {
+		return ""
+	}
+	vals := make([]any, len(spec.type1))
+	for j, c := range spec.type1 {
+		vals[j] = row[c]
+	}
+	return string(encodeValues(vals))
+}
+
+// withoutIgnoredDeletes drops the deletes of a key's events when the spec ignores them,
+// before ties are resolved: an ignored delete has no effect at all.
+func withoutIgnoredDeletes(spec *scdSpec, evs []scdEvent) []scdEvent {
+	if spec.deletes != "ignore" {
+		return evs
+	}
+	return slices.DeleteFunc(evs, func(e scdEvent) bool { return e.delete })
 }
 
 // foldKey merges a key's stored versions with its new (normalized) events and returns

@@ -3,12 +3,15 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cespare/xxhash/v2"
 
@@ -64,6 +67,7 @@ var eventLogSchema = &delta.StructType{Fields: []*delta.StructField{
 	{Name: "row_hash", Type: &delta.PrimitiveType{Name: delta.TypeLong}, Nullable: true},
 	{Name: "source_version", Type: &delta.PrimitiveType{Name: delta.TypeLong}},
 	{Name: "row_seq", Type: &delta.PrimitiveType{Name: delta.TypeLong}, Nullable: true},
+	{Name: "type1", Type: &delta.PrimitiveType{Name: delta.TypeBinary}, Nullable: true},
 }}
 
 // eventFact is one logged event of a key.
@@ -74,6 +78,10 @@ type eventFact struct {
 	hash   uint64 // of the data columns; 0 for deletes
 	commit int64  // source version
 	rowSeq int64  // of a physical delete: the sequence_by value of the row deleted
+	// type1 holds an upsert's type 1 values (encodeValues), which the dimension keeps
+	// only for the newest upsert: an older one becomes the newest when a delete wins at
+	// the newest's sequence.
+	type1 string
 }
 
 // loggedEvent is a fact with its key, as written.
@@ -175,7 +183,7 @@ func (l *eventLog) lookup(ctx context.Context, keys [][]byte) (map[int][]eventFa
 // logCols are the columns of a log record.
 type logCols struct {
 	hash, seq, rowHash, commit, rowSeq *array.Int64
-	key                                *array.Binary
+	key, type1                         *array.Binary
 	del, phys                          *array.Boolean
 }
 
@@ -186,6 +194,7 @@ func logColumns(rec arrow.RecordBatch) logCols {
 		seq: col("seq").(*array.Int64), del: col("deleted").(*array.Boolean),
 		phys: col("physical").(*array.Boolean), rowHash: col("row_hash").(*array.Int64),
 		commit: col("source_version").(*array.Int64), rowSeq: col("row_seq").(*array.Int64),
+		type1: col("type1").(*array.Binary),
 	}
 }
 
@@ -196,6 +205,9 @@ func (c logCols) fact(i int) eventFact {
 	}
 	if c.rowSeq.IsValid(i) {
 		f.rowSeq = c.rowSeq.Value(i)
+	}
+	if c.type1.IsValid(i) {
+		f.type1 = string(c.type1.Value(i))
 	}
 	return f
 }
@@ -322,7 +334,7 @@ func sortLogged(evs []loggedEvent) {
 		return cmp.Or(cmp.Compare(ha, hb), cmp.Compare(string(a.key), string(b.key)),
 			cmp.Compare(a.seq, b.seq), cmp.Compare(boolInt(a.del), boolInt(b.del)),
 			cmp.Compare(boolInt(a.phys), boolInt(b.phys)), cmp.Compare(a.hash, b.hash),
-			cmp.Compare(a.commit, b.commit), cmp.Compare(a.rowSeq, b.rowSeq))
+			cmp.Compare(a.commit, b.commit), cmp.Compare(a.rowSeq, b.rowSeq), cmp.Compare(a.type1, b.type1))
 	})
 }
 
@@ -330,7 +342,7 @@ func sortLogged(evs []loggedEvent) {
 func loggedRecord(evs []loggedEvent) arrow.RecordBatch {
 	mem := memory.DefaultAllocator
 	hash, seq, rowHash, commit, rowSeq := array.NewInt64Builder(mem), array.NewInt64Builder(mem), array.NewInt64Builder(mem), array.NewInt64Builder(mem), array.NewInt64Builder(mem)
-	key := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	key, type1 := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary), array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
 	del, phys := array.NewBooleanBuilder(mem), array.NewBooleanBuilder(mem)
 	for _, e := range evs {
 		hash.Append(keyHash(e.key))
@@ -349,9 +361,14 @@ func loggedRecord(evs []loggedEvent) arrow.RecordBatch {
 		} else {
 			rowSeq.AppendNull()
 		}
+		if e.del || e.type1 == "" {
+			type1.AppendNull()
+		} else {
+			type1.Append([]byte(e.type1))
+		}
 	}
-	cols := []arrow.Array{hash.NewArray(), key.NewArray(), seq.NewArray(), del.NewArray(), phys.NewArray(), rowHash.NewArray(), commit.NewArray(), rowSeq.NewArray()}
-	for _, b := range []array.Builder{hash, key, seq, del, phys, rowHash, commit, rowSeq} {
+	cols := []arrow.Array{hash.NewArray(), key.NewArray(), seq.NewArray(), del.NewArray(), phys.NewArray(), rowHash.NewArray(), commit.NewArray(), rowSeq.NewArray(), type1.NewArray()}
+	for _, b := range []array.Builder{hash, key, seq, del, phys, rowHash, commit, rowSeq, type1} {
 		b.Release()
 	}
 	schema, _ := delta.ArrowSchema(eventLogSchema)
@@ -360,4 +377,83 @@ func loggedRecord(evs []loggedEvent) arrow.RecordBatch {
 		c.Release()
 	}
 	return rec
+}
+
+// encodeValues encodes Go row values (as colValue returns them) losslessly, for the
+// log's type1 column; decodeValues reads them back.
+func encodeValues(vals []any) []byte {
+	var b []byte
+	for _, v := range vals {
+		switch v := v.(type) {
+		case nil:
+			b = append(b, 0)
+		case string:
+			b = append(b, 1)
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		case int64:
+			b = binary.AppendVarint(append(b, 2), v)
+		case float64:
+			b = binary.LittleEndian.AppendUint64(append(b, 3), math.Float64bits(v))
+		case bool:
+			b = append(b, 4, byte(boolInt(v)))
+		case decimal128.Num:
+			b = binary.LittleEndian.AppendUint64(append(b, 6), uint64(v.HighBits()))
+			b = binary.LittleEndian.AppendUint64(b, v.LowBits())
+		default:
+			s := fmt.Sprint(v)
+			b = append(b, 1)
+			b = binary.AppendUvarint(b, uint64(len(s)))
+			b = append(b, s...)
+		}
+	}
+	return b
+}
+
+func decodeValues(b []byte) ([]any, error) {
+	var out []any
+	bad := errors.New("event log: malformed type1 values")
+	for len(b) > 0 {
+		tag := b[0]
+		b = b[1:]
+		switch tag {
+		case 0:
+			out = append(out, nil)
+		case 1:
+			n, k := binary.Uvarint(b)
+			if k <= 0 || uint64(len(b)-k) < n {
+				return nil, bad
+			}
+			out = append(out, string(b[k:k+int(n)]))
+			b = b[k+int(n):]
+		case 2:
+			v, k := binary.Varint(b)
+			if k <= 0 {
+				return nil, bad
+			}
+			out = append(out, v)
+			b = b[k:]
+		case 3:
+			if len(b) < 8 {
+				return nil, bad
+			}
+			out = append(out, math.Float64frombits(binary.LittleEndian.Uint64(b)))
+			b = b[8:]
+		case 4:
+			if len(b) < 1 {
+				return nil, bad
+			}
+			out = append(out, b[0] == 1)
+			b = b[1:]
+		case 6:
+			if len(b) < 16 {
+				return nil, bad
+			}
+			out = append(out, decimal128.New(int64(binary.LittleEndian.Uint64(b)), binary.LittleEndian.Uint64(b[8:])))
+			b = b[16:]
+		default:
+			return nil, bad
+		}
+	}
+	return out, nil
 }

@@ -153,6 +153,9 @@ func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to
 					return err
 				}
 				e.hash = xxhash.Sum64(buf)
+				if e.type1, err = recordType1(es.l, rec, cols, i); err != nil {
+					return err
+				}
 			}
 			out = append(out, e)
 		}
@@ -179,11 +182,29 @@ func (b *scdBatch) logged() []loggedEvent {
 				if buf, err = appendKey(buf[:0], b.recs[r], b.cols[r], all, int(b.evRow[ev])); err == nil {
 					e.hash = xxhash.Sum64(buf)
 				}
+				e.type1, _ = recordType1(b.l, b.recs[r], b.cols[r], int(b.evRow[ev]))
 			}
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// recordType1 encodes the type 1 values of row i of a source record (cols maps the
+// layout's data columns to it) for the event log.
+func recordType1(l *scdLayout, rec arrow.RecordBatch, cols []int, i int) (string, error) {
+	if len(l.spec.type1) == 0 {
+		return "", nil
+	}
+	vals := make([]any, len(l.spec.type1))
+	for j, c := range l.spec.type1 {
+		v, err := colValue(rec.Column(cols[c]), i)
+		if err != nil {
+			return "", err
+		}
+		vals[j] = v
+	}
+	return string(encodeValues(vals)), nil
 }
 
 func allColumns(n int) []int {
