@@ -111,7 +111,9 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
 	// Rows count as written as they are decoded; a failed run reports only what it
 	// committed: the files before the failing one of an upsert, nothing of an append.
-	if s.cfg.Mode == "upsert" || s.cfg.Mode == "snapshot" {
+	if s.cfg.Mode == "snapshot" {
+		err = s.loadSnapshot(ctx, env, decl, tbl, todo, loadTime, &res)
+	} else if s.cfg.Mode == "upsert" {
 		err = s.loadKeyed(ctx, env, decl, tbl, todo, loadTime, &res)
 	} else if err = s.appendFiles(ctx, env, decl, tbl, snap, todo, loadTime, &res); err != nil {
 		res.RowsWritten = 0

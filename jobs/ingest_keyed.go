@@ -15,22 +15,20 @@ import (
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 )
 
-// The keyed modes of ingest, upsert and snapshot. A run decodes its new files first,
+// Upsert mode (snapshot mode is ingest_snapshot.go). A run decodes its new files first,
 // each row with its line and whether delete_when marks it a delete, and checks them
 // before anything is written:
 //   - without sequence_by, a key twice in one file is an error naming the file, both
-//     lines and the key (snapshot: twice in the run);
+//     lines and the key;
 //   - with sequence_by, a run's rows of one key are folded: the last by sequence wins, a
 //     delete wins a tie, exact duplicates are dropped, and two different rows at one
 //     sequence are an error naming the key, the sequence and both places.
 //
-// upsert merges each file into the table in its own commit (in file name order, so a
-// later file's correction is an update in the change feed), or with sequence_by the
-// run's folded rows in one commit, where a row older than the table's row of its key
-// changes nothing. snapshot merges the run's rows in one commit as the table's whole
-// content: keys it lacks are deleted, rows that differ (null-safe, lineage columns
-// aside) updated, new keys inserted, equal rows left alone. Every commit carries the
-// txns of the files it loads. An upsert target never holds a duplicate key.
+// Without sequence_by each file is merged in its own commit (in file name order, so a
+// later file's correction is an update in the change feed); with it the run's folded
+// rows are one commit, where a row older than the table's row of its key changes
+// nothing. Every commit carries the txns of the files it loads. An upsert target never
+// holds a duplicate key.
 
 // lineColumn holds each decoded row's line (decode.Options.LineColumn) and deleteColumn
 // whether delete_when marks it; neither is a table column, so the MERGE leaves them out.
@@ -63,7 +61,7 @@ func (r *keyedRun) release() {
 	}
 }
 
-// loadKeyed runs an upsert or snapshot ingest of files.
+// loadKeyed runs an upsert ingest of files.
 func (s *Ingest) loadKeyed(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, files []*sourceFile, loadTime time.Time, res *Result) error {
 	snap, err := tbl.Snapshot(ctx)
 	if err != nil {
@@ -81,9 +79,9 @@ func (s *Ingest) loadKeyed(ctx context.Context, env *Env, decl *Table, tbl *delt
 		res.RowsWritten = committed
 		return err
 	}
-	if s.cfg.SequenceBy == "" && s.cfg.Mode == "upsert" {
+	if s.cfg.SequenceBy == "" {
 		for _, kf := range run.files {
-			if _, err := run.fold([]*keyedFile{kf}, s.cfg.Keys, nil); err != nil {
+			if _, err := run.fold([]*keyedFile{kf}, nil); err != nil {
 				return fail(err)
 			}
 		}
@@ -98,7 +96,7 @@ func (s *Ingest) loadKeyed(ctx context.Context, env *Env, decl *Table, tbl *delt
 	if s.cfg.SequenceBy != "" {
 		seqText = sequenceText(snap.Schema().Field(s.cfg.SequenceBy).Type)
 	}
-	winners, err := run.fold(run.files, s.cfg.Keys, seqText)
+	winners, err := run.fold(run.files, seqText)
 	if err != nil {
 		return fail(err)
 	}
@@ -224,7 +222,7 @@ type keyedRow struct {
 // (in first-seen key order): without seqText (no sequence_by) a key twice is an error;
 // with it the last by sequence wins, a delete wins a tie, exact duplicates are dropped
 // and two different rows at one sequence are an error.
-func (r *keyedRun) fold(files []*keyedFile, keys []string, seqText func(int64) string) ([]arrow.RecordBatch, error) {
+func (r *keyedRun) fold(files []*keyedFile, seqText func(int64) string) ([]arrow.RecordBatch, error) {
 	index := keyindex.New(1024)
 	var win []keyedRow
 	var block keyindex.Block
@@ -245,12 +243,12 @@ func (r *keyedRun) fold(files []*keyedFile, keys []string, seqText func(int64) s
 					win = append(win, at)
 					if r.seqCol >= 0 {
 						if _, ok := seqValue(rec.Column(r.seqCol), i); !ok {
-							return nil, fmt.Errorf("%s:%d: key %s: sequence_by column %s is null", kf.f.Name, r.line(rec, i), r.keyText(rec, i, keys), r.seqName)
+							return nil, fmt.Errorf("%s:%d: key %s: sequence_by column %s is null", kf.f.Name, r.line(rec, i), keyText(rec, r.keyCols, i), r.seqName)
 						}
 					}
 					continue
 				}
-				next, err := r.pick(files, win[id], at, keys, seqText)
+				next, err := r.pick(files, win[id], at, seqText)
 				if err != nil {
 					return nil, err
 				}
@@ -283,22 +281,19 @@ func (r *keyedRun) fold(files []*keyedFile, keys []string, seqText func(int64) s
 }
 
 // pick decides between the standing row a of a key and its new row b.
-func (r *keyedRun) pick(files []*keyedFile, a, b keyedRow, keys []string, seqText func(int64) string) (keyedRow, error) {
+func (r *keyedRun) pick(files []*keyedFile, a, b keyedRow, seqText func(int64) string) (keyedRow, error) {
 	ra, rb := files[a.file].recs[a.rec], files[b.file].recs[b.rec]
 	ia, ib := int(a.row), int(b.row)
 	where := func(kr keyedRow, rec arrow.RecordBatch, i int) string {
 		return fmt.Sprintf("%s:%d", files[kr.file].f.Name, r.line(rec, i))
 	}
-	if seqText == nil {
-		if a.file == b.file {
-			return a, fmt.Errorf("%s: key %s is on lines %d and %d; set sequence_by on the stage to keep the last of a key's rows, or remove the duplicate", files[a.file].f.Name, r.keyText(ra, ia, keys), r.line(ra, ia), r.line(rb, ib))
-		}
-		return a, fmt.Errorf("key %s is in %s and %s; a snapshot holds each key once (set sequence_by to keep the last)", r.keyText(ra, ia, keys), where(a, ra, ia), where(b, rb, ib))
+	if seqText == nil { // (folded file by file)
+		return a, fmt.Errorf("%s: key %s is on lines %d and %d; set sequence_by on the stage to keep the last of a key's rows, or remove the duplicate", files[a.file].f.Name, keyText(ra, r.keyCols, ia), r.line(ra, ia), r.line(rb, ib))
 	}
 	sa, _ := seqValue(ra.Column(r.seqCol), ia)
 	sb, ok := seqValue(rb.Column(r.seqCol), ib)
 	if !ok {
-		return a, fmt.Errorf("%s: key %s: sequence_by column %s is null", where(b, rb, ib), r.keyText(rb, ib, keys), r.seqName)
+		return a, fmt.Errorf("%s: key %s: sequence_by column %s is null", where(b, rb, ib), keyText(rb, r.keyCols, ib), r.seqName)
 	}
 	da, db := r.deleted(ra, ia), r.deleted(rb, ib)
 	switch {
@@ -313,7 +308,7 @@ func (r *keyedRun) pick(files []*keyedFile, a, b keyedRow, keys []string, seqTex
 	}
 	for _, c := range r.dataCol {
 		if c >= 0 && !sameValue(ra.Column(c), ia, rb.Column(c), ib) {
-			return a, fmt.Errorf("key %s has two different rows at the same sequence value %s (%s and %s); make sequence_by unique per key", r.keyText(ra, ia, keys), seqText(sa), where(a, ra, ia), where(b, rb, ib))
+			return a, fmt.Errorf("key %s has two different rows at the same sequence value %s (%s and %s); make sequence_by unique per key", keyText(ra, r.keyCols, ia), seqText(sa), where(a, ra, ia), where(b, rb, ib))
 		}
 	}
 	return a, nil // an exact duplicate
@@ -328,18 +323,6 @@ func (r *keyedRun) line(rec arrow.RecordBatch, i int) int64 {
 
 func (r *keyedRun) deleted(rec arrow.RecordBatch, i int) bool {
 	return r.delCol >= 0 && rec.Column(r.delCol).(*array.Boolean).Value(i)
-}
-
-// keyText shows row i's key as written: its values, joined by |.
-func (r *keyedRun) keyText(rec arrow.RecordBatch, i int, keys []string) string {
-	parts := make([]string, len(r.keyCols))
-	for j, c := range r.keyCols {
-		parts[j] = rec.Column(c).ValueStr(i)
-		if rec.Column(c).IsNull(i) {
-			parts[j] = "NULL"
-		}
-	}
-	return strings.Join(parts, "|")
 }
 
 // mergeKeyed merges rows (of files, decoded) into the table in one commit with the
@@ -394,20 +377,7 @@ func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *del
 		opts.WhenMatched = []delta.MergeClause{{Cond: isDelete, Action: delta.MergeDelete}, {Action: delta.MergeUpdate}}
 		opts.WhenNotMatched = []delta.MergeClause{{Cond: notDelete, Action: delta.MergeInsert}}
 	}
-	switch {
-	case s.cfg.Mode == "snapshot":
-		// A delete-marked row is absent from the snapshot: its key is deleted.
-		if marks {
-			var err error
-			if opts.Source, err = withoutMarked(ctx, rows, run.delCol); err != nil {
-				return err
-			}
-			defer releaseRecords(opts.Source)
-		}
-		opts.WhenMatched = []delta.MergeClause{{CondFunc: differ(s.dataColumns(snap.Schema())), Action: delta.MergeUpdate}}
-		opts.WhenNotMatched = []delta.MergeClause{{Action: delta.MergeInsert}}
-		opts.WhenNotMatchedBySource = []delta.MergeClause{{Action: delta.MergeDelete}}
-	case s.cfg.SequenceBy != "":
+	if s.cfg.SequenceBy != "" {
 		// A row older than the table's row of its key changes nothing.
 		notOlder := notOlderThanTarget(s.cfg.SequenceBy)
 		opts.WhenMatched = []delta.MergeClause{{CondFunc: notOlder, Action: delta.MergeUpdate}}
@@ -432,27 +402,6 @@ func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *del
 	return nil
 }
 
-// withoutMarked returns the rows of recs whose delete mark (column delCol) is false.
-func withoutMarked(ctx context.Context, recs []arrow.RecordBatch, delCol int) ([]arrow.RecordBatch, error) {
-	var out []arrow.RecordBatch
-	for _, rec := range recs {
-		marks := rec.Column(delCol).(*array.Boolean)
-		var keep []int32
-		for i := range int(rec.NumRows()) {
-			if !marks.Value(i) {
-				keep = append(keep, int32(i))
-			}
-		}
-		g, err := delta.GatherRows(ctx, rec, keep)
-		if err != nil {
-			releaseRecords(out)
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, nil
-}
-
 // dataColumns are the table's columns other than the lineage columns.
 func (s *Ingest) dataColumns(schema *delta.StructType) []string {
 	var out []string
@@ -462,30 +411,6 @@ func (s *Ingest) dataColumns(schema *delta.StructType) []string {
 		}
 	}
 	return out
-}
-
-// differ is a MERGE condition: the source row differs from the target row in one of
-// cols (null-safe).
-func differ(cols []string) func(arrow.RecordBatch) ([]bool, error) {
-	return func(rows arrow.RecordBatch) ([]bool, error) {
-		out := make([]bool, rows.NumRows())
-		for _, c := range cols {
-			src, err := viewColumn(rows, "source."+c)
-			if err != nil {
-				return nil, err
-			}
-			dst, err := viewColumn(rows, "target."+c)
-			if err != nil {
-				return nil, err
-			}
-			for i := range out {
-				if !out[i] && !sameValue(src, i, dst, i) {
-					out[i] = true
-				}
-			}
-		}
-		return out, nil
-	}
 }
 
 // notOlderThanTarget is a MERGE condition: the source row's sequence is not before the

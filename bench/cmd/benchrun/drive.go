@@ -95,7 +95,7 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	for _, name := range strings.Split(c.cases, ",") {
 		cases[strings.TrimSpace(name)] = true
 	}
-	if cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"] {
+	if cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"] || cases["snapshot"] {
 		if d.python, err = d.pythonPath(ctx); err != nil {
 			return err
 		}
@@ -104,7 +104,7 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	for _, cs := range []struct {
 		name string
 		fn   func(context.Context) error
-	}{{"ingest", d.ingest}, {"merge", d.merge}, {"cdf", d.cdf}, {"scd2", d.scd2}, {"gobench", d.gobench}} {
+	}{{"ingest", d.ingest}, {"merge", d.merge}, {"cdf", d.cdf}, {"scd2", d.scd2}, {"snapshot", d.snapshot}, {"gobench", d.gobench}} {
 		if !cases[cs.name] {
 			continue
 		}
