@@ -127,43 +127,6 @@ func (t *Table) listLog(ctx context.Context, fromVersion int64) ([]logFile, erro
 		lf.info = info
 		out = append(out, lf)
 	}
-	return t.fillGaps(ctx, out)
-}
-
-// maxGapProbe bounds how many missing versions between two listed commits are looked up
-// directly (see fillGaps).
-const maxGapProbe = 256
-
-// fillGaps looks up, by key, commit files missing between listed ones. A local directory
-// listing taken while other writers create files can miss entries (ext4 readdir under
-// concurrent inserts), although put-if-absent guarantees version N exists before N+1;
-// a direct Stat is authoritative. Versions that really are missing stay missing.
-func (t *Table) fillGaps(ctx context.Context, files []logFile) ([]logFile, error) {
-	var commits []int64
-	for _, f := range files {
-		if f.kind == kindCommit {
-			commits = append(commits, f.version)
-		}
-	}
-	sort.Slice(commits, func(i, j int) bool { return commits[i] < commits[j] })
-	var found []logFile
-	for i := 1; i < len(commits); i++ {
-		for v := commits[i-1] + 1; v < commits[i] && v-commits[i-1] <= maxGapProbe; v++ {
-			info, err := t.store.Stat(ctx, t.commitKey(v))
-			if errors.Is(err, objectstore.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("stat version %d: %w", v, err)
-			}
-			found = append(found, logFile{info: info, version: v, kind: kindCommit})
-		}
-	}
-	if len(found) == 0 {
-		return files, nil
-	}
-	out := append(append([]logFile(nil), files...), found...)
-	sort.Slice(out, func(i, j int) bool { return out[i].info.Key < out[j].info.Key })
 	return out, nil
 }
 
