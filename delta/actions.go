@@ -167,7 +167,8 @@ type Action struct {
 }
 
 // DecodeActions parses a commit file (newline-delimited JSON, one action per line). Blank
-// lines are skipped. A malformed line is an error naming its line number.
+// lines are skipped. A line that is not one JSON object (malformed, truncated, or with
+// anything after the object) is an error naming its line number.
 func DecodeActions(r io.Reader) ([]Action, error) {
 	var out []Action
 	sc := bufio.NewScanner(r)
@@ -179,11 +180,17 @@ func DecodeActions(r io.Reader) ([]Action, error) {
 		if len(b) == 0 {
 			continue
 		}
+		if b[0] != '{' {
+			return nil, fmt.Errorf("line %d: not a JSON object (starts with %q)", line, b[:1])
+		}
 		var a Action
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.UseNumber()
 		if err := dec.Decode(&a); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		if dec.InputOffset() != int64(len(b)) {
+			return nil, fmt.Errorf("line %d: unexpected data after the JSON object at column %d", line, dec.InputOffset()+1)
 		}
 		out = append(out, a)
 	}

@@ -10,6 +10,12 @@
 //   - Data files are never overwritten or reused.
 //   - A reader refuses a table whose protocol needs a feature it does not implement, with
 //     "unsupported table feature: <name>", and a log with a missing version, naming it.
+//   - Damage is refused, naming the file: a commit file that is empty or has a line that
+//     is not one JSON object, and a data file whose size is not its add's. A checkpoint
+//     that cannot be read, or that disagrees with _last_checkpoint about its size or its
+//     number of adds, is skipped for an older one or the JSON commits when they exist.
+//     A writer's commit needs the versions before it read, so nothing lands on top of a
+//     version nobody can read.
 //   - Every operation that depends on time takes its clock from the table's options, so
 //     retention and timestamp travel are testable without sleeping.
 //

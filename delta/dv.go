@@ -198,7 +198,8 @@ func loadDeletionVector(ctx context.Context, store objectstore.Store, root, tabl
 }
 
 // decodeDVBitmap parses a vector: the magic, then a portable 64-bit roaring bitmap. A
-// vector the roaring library cannot parse is an error, even if it panics on it.
+// vector the roaring library cannot parse, or whose containers are not well formed, is
+// an error, even if the library panics on it.
 func decodeDVBitmap(data []byte) (bm *roaring64.Bitmap, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -220,6 +221,11 @@ func decodeDVBitmap(data []byte) (bm *roaring64.Bitmap, err error) {
 	bm = roaring64.New()
 	if _, err := bm.ReadFrom(bytes.NewReader(body)); err != nil {
 		return nil, fmt.Errorf("deletion vector: %w", err)
+	}
+	// ReadFrom takes containers as stored: an unsorted or overlapping one would make
+	// membership and iteration disagree about which rows are deleted.
+	if err := bm.Validate(); err != nil {
+		return nil, fmt.Errorf("deletion vector: corrupt bitmap: %w", err)
 	}
 	return bm, nil
 }

@@ -127,43 +127,6 @@ func (t *Table) listLog(ctx context.Context, fromVersion int64) ([]logFile, erro
 		lf.info = info
 		out = append(out, lf)
 	}
-	return t.fillGaps(ctx, out)
-}
-
-// maxGapProbe bounds how many missing versions between two listed commits are looked up
-// directly (see fillGaps).
-const maxGapProbe = 256
-
-// fillGaps looks up, by key, commit files missing between listed ones. A local directory
-// listing taken while other writers create files can miss entries (ext4 readdir under
-// concurrent inserts), although put-if-absent guarantees version N exists before N+1;
-// a direct Stat is authoritative. Versions that really are missing stay missing.
-func (t *Table) fillGaps(ctx context.Context, files []logFile) ([]logFile, error) {
-	var commits []int64
-	for _, f := range files {
-		if f.kind == kindCommit {
-			commits = append(commits, f.version)
-		}
-	}
-	sort.Slice(commits, func(i, j int) bool { return commits[i] < commits[j] })
-	var found []logFile
-	for i := 1; i < len(commits); i++ {
-		for v := commits[i-1] + 1; v < commits[i] && v-commits[i-1] <= maxGapProbe; v++ {
-			info, err := t.store.Stat(ctx, t.commitKey(v))
-			if errors.Is(err, objectstore.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("stat version %d: %w", v, err)
-			}
-			found = append(found, logFile{info: info, version: v, kind: kindCommit})
-		}
-	}
-	if len(found) == 0 {
-		return files, nil
-	}
-	out := append(append([]logFile(nil), files...), found...)
-	sort.Slice(out, func(i, j int) bool { return out[i].info.Key < out[j].info.Key })
 	return out, nil
 }
 
@@ -193,6 +156,38 @@ func (t *Table) readLastCheckpoint(ctx context.Context) (*lastCheckpoint, error)
 	return &lc, nil
 }
 
+// check compares a checkpoint, as read, with what the hint says about it, when the hint
+// is about its version: the total size of its files and its number of add actions. A
+// checkpoint that disagrees was replaced or rewritten since the hint was written, and
+// its content cannot be trusted to be the state of its version.
+func (lc *lastCheckpoint) check(cp *checkpointRef, actions []Action) error {
+	if lc == nil || lc.Version != cp.version {
+		return nil
+	}
+	name := cp.files[0].Key
+	if lc.SizeInBytes != nil {
+		var size int64
+		for _, f := range cp.files {
+			size += f.Size
+		}
+		if size != *lc.SizeInBytes {
+			return fmt.Errorf("%s: the checkpoint is %d bytes, but _last_checkpoint records %d", name, size, *lc.SizeInBytes)
+		}
+	}
+	if lc.NumOfAddFiles != nil {
+		var adds int64
+		for i := range actions {
+			if actions[i].Add != nil {
+				adds++
+			}
+		}
+		if adds != *lc.NumOfAddFiles {
+			return fmt.Errorf("%s: the checkpoint holds %d add actions, but _last_checkpoint records %d", name, adds, *lc.NumOfAddFiles)
+		}
+	}
+	return nil
+}
+
 // getAll reads a whole object.
 func (t *Table) getAll(ctx context.Context, key string) ([]byte, error) {
 	rc, err := t.store.Get(ctx, key)
@@ -203,15 +198,22 @@ func (t *Table) getAll(ctx context.Context, key string) ([]byte, error) {
 	return io.ReadAll(rc)
 }
 
-// readCommit reads and decodes the commit file of version v.
+// readCommit reads and decodes the commit file of version v. A commit holds at least one
+// action: an empty file (truncated, or left by a writer on a store without atomic puts)
+// is an error, never an empty commit, so that no reader skips the version's changes and
+// no writer commits on top of it.
 func (t *Table) readCommit(ctx context.Context, v int64) ([]Action, error) {
-	b, err := t.getAll(ctx, t.commitKey(v))
+	key := t.commitKey(v)
+	b, err := t.getAll(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("read version %d: %w", v, err)
 	}
 	acts, err := DecodeActions(bytes.NewReader(b))
+	if err == nil && len(acts) == 0 {
+		err = fmt.Errorf("the file is empty (%d bytes): a commit holds at least one action", len(b))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("read version %d: %w", v, err)
+		return nil, fmt.Errorf("read version %d: corrupt commit file %s: %w", v, key, err)
 	}
 	return acts, nil
 }

@@ -71,7 +71,7 @@ func TestChangeLane(t *testing.T) {
 		if err != nil || len(cdcs) != 1 {
 			t.Fatalf("finish: %d change files, %v", len(cdcs), err)
 		}
-		recs := readChangeFile(t, snap, cdcs[0].Path)
+		recs := readChangeFile(t, snap, cdcs[0])
 		var got []int64
 		for _, r := range recs {
 			got = append(got, r.Column(0).(*array.Int64).Int64Values()...)
@@ -113,10 +113,10 @@ func TestChangeLane(t *testing.T) {
 }
 
 // readChangeFile reads a change data file of snap's table whole.
-func readChangeFile(t *testing.T, snap *Snapshot, path string) []arrow.RecordBatch {
+func readChangeFile(t *testing.T, snap *Snapshot, c *CDC) []arrow.RecordBatch {
 	t.Helper()
 	cs := ChangeDataSchema(snap.Schema())
-	sc, err := Scan(context.Background(), snap.Table().Store(), snap.Table().Root(), cs, nil, []*Add{{Path: path}}, ScanOptions{})
+	sc, err := Scan(context.Background(), snap.Table().Store(), snap.Table().Root(), cs, nil, []*Add{{Path: c.Path, Size: c.Size}}, ScanOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,12 +122,20 @@ func openSource(ctx context.Context, store objectstore.Store, key string, size i
 		if err != nil {
 			return source{}, nil, err
 		}
+		if err := checkSize(key, n, size); err != nil {
+			ra.Close()
+			return source{}, nil, err
+		}
 		return source{io.NewSectionReader(ra, 0, n), true}, func() { ra.Close() }, nil
 	}
 	rg, ranged := store.(objectstore.RangeGetter)
-	if size < 0 && ranged {
+	if ranged && (size < 0 || size > wholeFileLimit) {
+		// Ranged reads trust the size to find the footer: ask the store for it.
 		info, err := store.Stat(ctx, key)
 		if err != nil {
+			return source{}, nil, err
+		}
+		if err := checkSize(key, info.Size, size); err != nil {
 			return source{}, nil, err
 		}
 		size = info.Size
@@ -146,8 +154,22 @@ func openSource(ctx context.Context, store objectstore.Store, key string, size i
 	if err != nil {
 		return source{}, nil, fmt.Errorf("read %s: %w", key, err)
 	}
+	if err := checkSize(key, int64(len(data)), size); err != nil {
+		fileBuffers.Put(held)
+		return source{}, nil, err
+	}
 	var once sync.Once // a buffer in the pool twice would be shared
 	return source{bytes.NewReader(data), true}, func() { once.Do(func() { fileBuffers.Put(held) }) }, nil
+}
+
+// checkSize compares an object's size with the size the log records for it (want < 0:
+// not recorded). A file that is shorter or longer was truncated or replaced after the
+// commit: reading it anyway would give other rows than the version holds.
+func checkSize(key string, got, want int64) error {
+	if want >= 0 && got != want {
+		return fmt.Errorf("data file %s is %d bytes, but the log records %d: the file was truncated or replaced after its commit", key, got, want)
+	}
+	return nil
 }
 
 // parquetFrom opens the Parquet file in src (key names it in errors) for Arrow reads.

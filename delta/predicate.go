@@ -132,10 +132,13 @@ func joinTerms(ts []Predicate, sep string) string {
 	return strings.Join(parts, sep)
 }
 
+// quoteIdent writes a column name as ParsePredicate reads it back: bare when it lexes as
+// one identifier (a letter or _ first, then letters, digits, _ and .) and is no keyword,
+// else in backquotes.
 func quoteIdent(s string) string {
-	plain := s != ""
+	plain := s != "" && !predicateKeywords[strings.ToUpper(s)]
 	for i, r := range s {
-		if !(r == '_' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && (r == '.' || r >= '0' && r <= '9')) {
 			plain = false
 		}
 	}
@@ -143,6 +146,12 @@ func quoteIdent(s string) string {
 		return s
 	}
 	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
+}
+
+// predicateKeywords are the words ParsePredicate gives a meaning.
+var predicateKeywords = map[string]bool{
+	"AND": true, "OR": true, "NOT": true, "IS": true, "NULL": true, "IN": true, "BETWEEN": true,
+	"TRUE": true, "FALSE": true, "DATE": true, "TIMESTAMP": true, "TIMESTAMP_NTZ": true,
 }
 
 func literalSQL(v any) string {
@@ -154,11 +163,36 @@ func literalSQL(v any) string {
 	case time.Time:
 		return "'" + x.UTC().Format(time.RFC3339Nano) + "'"
 	case *big.Rat:
-		return x.RatString()
+		return ratSQL(x)
 	case bool:
 		return strconv.FormatBool(x)
 	}
 	return fmt.Sprint(v)
+}
+
+// ratSQL writes a rational as a decimal number ParsePredicate reads back: exactly when
+// its denominator is a product of 2s and 5s (every number ParsePredicate makes), else
+// rounded to 30 decimal places.
+func ratSQL(r *big.Rat) string {
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	d := new(big.Int).Set(r.Denom())
+	places := 0
+	for _, f := range []int64{2, 5} {
+		n, m := 0, new(big.Int)
+		for q := big.NewInt(f); ; n++ {
+			if m.Mod(d, q); m.Sign() != 0 {
+				break
+			}
+			d.Quo(d, q)
+		}
+		places = max(places, n)
+	}
+	if d.Cmp(big.NewInt(1)) != 0 {
+		places = 30
+	}
+	return r.FloatString(places)
 }
 
 // literalValue converts a predicate literal to a value of the column's type.

@@ -40,6 +40,10 @@ func ParsePredicate(s string) (Predicate, error) {
 	return e, nil
 }
 
+// maxExponent bounds the exponent of a number literal, well past every column type's
+// range (doubles end near 1e308 and 5e-324).
+const maxExponent = 1000
+
 type tokKind int
 
 const (
@@ -316,6 +320,16 @@ func (p *predParser) literal() (any, error) {
 	case tokNumber:
 		if i, err := strconv.ParseInt(t.text, 10, 64); err == nil {
 			return i, nil
+		}
+		if _, exp, ok := strings.Cut(strings.ToLower(t.text), "e"); ok {
+			// big.Rat would hold 10^exp exactly: a huge exponent is a huge number.
+			e, err := strconv.Atoi(exp)
+			if err != nil {
+				return nil, p.errAt(t, "expected a number")
+			}
+			if e > maxExponent || e < -maxExponent {
+				return nil, p.errAt(t, fmt.Sprintf("number out of range (exponent beyond ±%d)", maxExponent))
+			}
 		}
 		r, ok := new(big.Rat).SetString(t.text)
 		if !ok {

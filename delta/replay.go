@@ -60,12 +60,13 @@ func (t *Table) SnapshotAt(ctx context.Context, version int64) (*Snapshot, error
 		return nil, fmt.Errorf("snapshot of table %s at version %d: %w", t.displayRoot(), version, err)
 	}
 	// At or after the _last_checkpoint hint, listing from the hint is enough.
-	if hint, err := t.readLastCheckpoint(ctx); err == nil && hint.Version <= version {
+	hint, _ := t.readLastCheckpoint(ctx)
+	if hint != nil && hint.Version <= version {
 		files, err := t.listLog(ctx, hint.Version)
 		if err != nil {
 			return fail(err)
 		}
-		s, err := t.loadFromListing(ctx, indexLog(files), version, false)
+		s, err := t.loadFromListing(ctx, indexLog(files), version, false, hint)
 		if err == nil {
 			return s, nil
 		}
@@ -77,7 +78,7 @@ func (t *Table) SnapshotAt(ctx context.Context, version int64) (*Snapshot, error
 	if err != nil {
 		return fail(err)
 	}
-	s, err := t.loadFromListing(ctx, indexLog(files), version, true)
+	s, err := t.loadFromListing(ctx, indexLog(files), version, true, hint)
 	if err != nil {
 		return fail(err)
 	}
@@ -96,7 +97,7 @@ func (t *Table) loadLatest(ctx context.Context) (*Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load table %s: %w", t.displayRoot(), err)
 		}
-		s, err := t.loadFromListing(ctx, indexLog(files), -1, false)
+		s, err := t.loadFromListing(ctx, indexLog(files), -1, false, hint)
 		if err == nil {
 			return s, nil
 		}
@@ -109,7 +110,7 @@ func (t *Table) loadLatest(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load table %s: %w", t.displayRoot(), err)
 	}
-	s, err := t.loadFromListing(ctx, indexLog(files), -1, true)
+	s, err := t.loadFromListing(ctx, indexLog(files), -1, true, hint)
 	if err != nil {
 		return nil, fmt.Errorf("load table %s: %w", t.displayRoot(), err)
 	}
@@ -117,19 +118,26 @@ func (t *Table) loadLatest(ctx context.Context) (*Snapshot, error) {
 }
 
 // loadFromListing builds the snapshot of target (-1 = latest) from an index. A checkpoint
-// that fails to load is skipped in favour of an older one (or a replay from version 0).
-func (t *Table) loadFromListing(ctx context.Context, idx *logIndex, target int64, full bool) (*Snapshot, error) {
+// that fails to load, or disagrees with the _last_checkpoint hint (nil: none) about
+// itself, is skipped in favour of an older one (or a replay from version 0); when there
+// is none, the error names the checkpoint and why it was refused.
+func (t *Table) loadFromListing(ctx context.Context, idx *logIndex, target int64, full bool, hint *lastCheckpoint) (*Snapshot, error) {
 	bad := map[*checkpointRef]bool{}
+	var skipped *checkpointLoadError
 	for {
 		seg, err := idx.segment(target, bad, full)
 		if err != nil {
+			if skipped != nil && !errors.Is(err, errNeedFullListing) {
+				return nil, fmt.Errorf("%w; the log cannot be replayed without the refused %v", err, skipped)
+			}
 			return nil, err
 		}
-		s, err := t.loadSegment(ctx, seg)
+		s, err := t.loadSegment(ctx, seg, hint)
 		var cpErr *checkpointLoadError
 		if errors.As(err, &cpErr) {
 			t.opts.Logger.Warn("delta: skipping unreadable checkpoint", "table", t.displayRoot(), "version", cpErr.version, "err", cpErr.err)
 			bad[seg.checkpoint] = true
+			skipped = cpErr
 			continue
 		}
 		return s, err
@@ -148,11 +156,14 @@ func (e *checkpointLoadError) Error() string {
 func (e *checkpointLoadError) Unwrap() error { return e.err }
 
 // loadSegment replays a segment into a snapshot and runs the reader gate.
-func (t *Table) loadSegment(ctx context.Context, seg *logSegment) (*Snapshot, error) {
+func (t *Table) loadSegment(ctx context.Context, seg *logSegment, hint *lastCheckpoint) (*Snapshot, error) {
 	st := newTableState()
 	cpVersion := int64(-1)
 	if seg.checkpoint != nil {
 		actions, err := t.readCheckpoint(ctx, seg.checkpoint)
+		if err == nil {
+			err = hint.check(seg.checkpoint, actions)
+		}
 		if err != nil {
 			return nil, &checkpointLoadError{seg.checkpoint.version, err}
 		}

@@ -38,7 +38,10 @@ type ObjectInfo struct {
 //     callers on one key exactly one succeeds.
 //   - List returns every object whose key starts with prefix (a plain string prefix, as in
 //     S3: "a/b" matches "a/b/c" and "a/bc") and sorts after startAfter (when not empty),
-//     in ascending byte order of keys. Implementations page internally.
+//     in ascending byte order of keys. Implementations page internally. It shows every
+//     object written before it began; of objects created while it runs, it never shows
+//     one without every object created (in the same "directory", the key up to its last
+//     slash) before that one began, so a listed log version implies the earlier ones.
 //   - Stat returns an object's info; a missing key gives ErrNotExist.
 //   - Delete removes an object; deleting a missing key is not an error.
 //

@@ -130,6 +130,9 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 		MaxParallel: fs.MaxParallel,
 	}
 	if root.Kind != yaml.MappingNode {
+		if len(ps.list) == 0 { // an empty or null scalar decodes without a problem
+			ps.at(root, "expected a mapping with pipeline, tables and stages")
+		}
 		return nil, ps.err()
 	}
 	checkTop(ps, root, spec, &fs)

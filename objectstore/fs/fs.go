@@ -243,22 +243,22 @@ func (s *Store) write(ctx context.Context, op, key string, r io.Reader, size int
 		return fmt.Errorf("fs %s %q: %w", op, key, err)
 	}
 
-	if exclusive {
-		if err := s.root.Link(native(tmpName), native(key)); err != nil {
-			if errors.Is(err, iofs.ErrExist) {
-				return fmt.Errorf("fs %s %q: %w", op, key, objectstore.ErrExist)
-			}
-			return fmt.Errorf("fs %s %q: %w", op, key, err)
+	err = s.publish(dir, func() error {
+		if exclusive {
+			// The deferred Remove drops the temporary name; the key keeps the data.
+			return s.root.Link(native(tmpName), native(key))
 		}
-		// The deferred Remove drops the temporary name; the key keeps the data.
-	} else {
 		if err := s.root.Rename(native(tmpName), native(key)); err != nil {
-			return fmt.Errorf("fs %s %q: %w", op, key, err)
+			return err
 		}
 		tmpName = ""
+		return nil
+	})
+	if exclusive && errors.Is(err, iofs.ErrExist) {
+		return fmt.Errorf("fs %s %q: %w", op, key, objectstore.ErrExist)
 	}
-	if err := s.syncDir(dir); err != nil {
-		return fmt.Errorf("fs %s %q: sync directory: %w", op, key, err)
+	if err != nil {
+		return fmt.Errorf("fs %s %q: %w", op, key, err)
 	}
 	return nil
 }
@@ -305,6 +305,32 @@ func (s *Store) mkdirs(dir string) error {
 		default:
 			return err
 		}
+	}
+	return nil
+}
+
+// publish runs create, which makes a key appear in dir (a link or a rename), under a
+// shared lock of dir, then syncs dir so the new entry is durable. List reads a directory
+// under an exclusive lock of it, so it never reads one while a key appears there: the
+// listing of a directory is a snapshot (see List).
+func (s *Store) publish(dir string, create func() error) error {
+	f, err := s.root.Open(native(dir))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := flock(f, lockShared); err != nil {
+		return fmt.Errorf("lock directory: %w", err)
+	}
+	err = create()
+	if uerr := flock(f, unlock); err == nil && uerr != nil {
+		err = fmt.Errorf("unlock directory: %w", uerr)
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("sync directory: %w", err) // EINVAL: the file system does not sync directories
 	}
 	return nil
 }
@@ -392,15 +418,10 @@ func (s *Store) walk(ctx context.Context, dir, prefix, startAfter string, out *[
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	f, err := s.root.Open(native(dir))
-	if err != nil {
-		if notExist(err) {
-			return nil
-		}
-		return err
+	entries, err := s.readDir(dir)
+	if notExist(err) {
+		return nil
 	}
-	entries, err := f.ReadDir(-1)
-	f.Close()
 	if err != nil {
 		return err
 	}
@@ -453,6 +474,23 @@ func (s *Store) walk(ctx context.Context, dir, prefix, startAfter string, out *[
 		*out = append(*out, objectstore.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
 	}
 	return nil
+}
+
+// readDir reads a directory's entries under an exclusive lock of it, which waits for keys
+// being published there (see publish) and holds off new ones until the read is done. A
+// plain readdir taken while other writers create files can return a later file and miss
+// an earlier one (ext4 returns entries in hash order), so a Delta log listing would show
+// a gap where a version exists.
+func (s *Store) readDir(dir string) ([]iofs.DirEntry, error) {
+	f, err := s.root.Open(native(dir))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // releases the lock
+	if err := flock(f, lockExclusive); err != nil {
+		return nil, fmt.Errorf("lock directory %q: %w", dir, err)
+	}
+	return f.ReadDir(-1)
 }
 
 // ctxReader fails reads once ctx is done, so long copies stop on cancellation.

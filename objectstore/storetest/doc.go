@@ -5,7 +5,8 @@
 // The suite checks behaviour a caller relies on: bytes survive a round trip (empty and
 // 50 MiB objects, size known or not), Put replaces, List is sorted and honours plain
 // string prefixes and startAfter, missing keys give ErrNotExist, PutIfAbsent gives
-// ErrExist and keeps the old bytes, exactly one of 16 racing creators wins, bad keys give
+// ErrExist and keeps the old bytes, exactly one of 16 racing creators wins, a listing taken
+// while creators race for the next key of a sequence shows no gap, bad keys give
 // ErrInvalidKey, a cancelled context stops every call, and a reader that fails midway
 // leaves no object behind.
 //

@@ -32,6 +32,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objectstore.Store) {
 		{"Missing", testMissing},
 		{"PutIfAbsentExisting", testPutIfAbsentExisting},
 		{"PutIfAbsentRace", testPutIfAbsentRace},
+		{"ConcurrentCreators", testConcurrentCreators},
 		{"InvalidKeys", testInvalidKeys},
 		{"ContextCanceled", testContextCanceled},
 		{"GetRange", testGetRange},
