@@ -98,6 +98,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 			}
 		}
+		res.ChangesRead = []ChangeRange{{Table: srcDecl.Name, After: from - 1, Through: latest}}
 		err = readChangeEvents(ctx, src, from, latest, l, s.cfg.SequenceBy, add, &res)
 	} else {
 		err = readSnapshotEvents(ctx, srcSnap, l, s.cfg.SequenceBy, add, &res)

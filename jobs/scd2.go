@@ -162,6 +162,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 			}
 		}
+		res.ChangesRead = []ChangeRange{{Table: srcDecl.Name, After: from - 1, Through: latest}}
 		err = batch.readChanges(ctx, src, from, latest, s.cfg.SequenceBy, &res)
 	} else {
 		err = batch.readSnapshot(ctx, srcSnap, s.cfg.SequenceBy, &res)

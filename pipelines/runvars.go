@@ -158,3 +158,11 @@ func (s *Spec) Bind(v RunValues) (*Spec, error) {
 	}
 	return bound, nil
 }
+
+// Options returns the options the pipeline was loaded with (its environment), to read
+// another definition the same way (a run record's).
+func (s *Spec) Options() Options {
+	o := s.opts
+	o.vars = nil
+	return o
+}
