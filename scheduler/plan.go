@@ -175,7 +175,7 @@ func (s *Scheduler) failedRecord(spec *pipelines.Spec, trig Trigger, err error) 
 	now := s.cfg.Now().UTC()
 	trig.Slot = trig.Slot.UTC()
 	return &Record{ID: SlotID(spec.Name, trig.Slot), Pipeline: spec.Name, Trigger: trig, Attempt: 1,
-		File: spec.File, DefinitionHash: spec.Hash, Definition: string(spec.Source),
+		File: absFile(spec), DefinitionHash: spec.Hash, Definition: string(spec.Source),
 		Status: Failed, Error: err.Error(), Created: now, End: now}
 }
 

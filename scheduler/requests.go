@@ -92,7 +92,7 @@ func (s *Scheduler) takeRun(ctx context.Context, st *Store, id string) {
 			_ = st.Save(ctx, rec)
 			return
 		}
-		rec.File, rec.DefinitionHash, rec.Definition = spec.File, spec.Hash, string(spec.Source)
+		rec.File, rec.DefinitionHash, rec.Definition = absFile(spec), spec.Hash, string(spec.Source)
 	}
 	if err := s.runner.Adopt(ctx, spec, st, rec); err != nil {
 		s.log.Warn("take a run request", "run", id, "err", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -173,7 +174,7 @@ func (r *Runner) Prepare(spec *pipelines.Spec, trig Trigger, id string) (*Record
 	}
 	return &Record{
 		ID: id, Pipeline: spec.Name, Trigger: trig, Attempt: 1, Params: params,
-		File: spec.File, DefinitionHash: spec.Hash, Definition: string(spec.Source),
+		File: absFile(spec), DefinitionHash: spec.Hash, Definition: string(spec.Source),
 		Status: Queued, Created: now.UTC(), Heartbeat: r.heartbeat(now),
 	}, nil
 }
@@ -687,3 +688,12 @@ func (r *Runner) afterRun(st *runState, rec *Record) {
 // DefaultHeartbeatTimeout is how old a run's heartbeat may get before the run is taken
 // for dead and marked interrupted.
 const DefaultHeartbeatTimeout = 30 * time.Second
+
+// absFile is the pipeline's file as an absolute path, so that a record's definition
+// reads the same from any directory.
+func absFile(spec *pipelines.Spec) string {
+	if spec.File == "" || filepath.IsAbs(spec.File) {
+		return spec.File
+	}
+	return filepath.Join(spec.Dir, filepath.Base(spec.File))
+}

@@ -431,12 +431,24 @@ func (s *Store) SetWatermark(ctx context.Context, pipeline string, slot time.Tim
 	return s.putJSON(ctx, stateKey(pipeline, "watermark"), watermark{Slot: slot.UTC()}, false)
 }
 
-// sortEntries orders entries newest first (by creation, then id).
-func sortEntries(es []Entry) {
+// SortEntries orders entries newest first (by creation, then id).
+func SortEntries(es []Entry) {
 	slices.SortStableFunc(es, func(a, b Entry) int {
 		if c := b.Created.Compare(a.Created); c != 0 {
 			return c
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
+}
+
+// StoredAnchor returns the anchor of the pipeline's @every schedule if a scheduler set
+// one (Anchor), without setting it.
+func (s *Store) StoredAnchor(ctx context.Context, pipeline string) (time.Time, bool) {
+	var a struct {
+		Anchor time.Time `json:"anchor"`
+	}
+	if err := s.getJSON(ctx, stateKey(pipeline, "anchor"), &a); err != nil {
+		return time.Time{}, false
+	}
+	return a.Anchor, true
 }

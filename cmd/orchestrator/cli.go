@@ -63,6 +63,9 @@ func rootCommand() *command {
 			"or time, what changed between two versions, their properties.",
 		subs: []*command{
 			runCommand(),
+			serveCommand(),
+			runsCommand(),
+			scheduleCommand(),
 			validateCommand(),
 			tableCommand(),
 			versionCommand(),

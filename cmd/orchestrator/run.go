@@ -85,11 +85,21 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, params
 	}
 	stores := newStoreCache(s3)
 	defer stores.close()
+	trig := scheduler.Trigger{Kind: scheduler.Manual, By: e.who(), Params: params, Stages: only}
+	return runWithDisplay(e, stores, spec, format, func(r *scheduler.Runner, h scheduler.Hooks) (*scheduler.Record, error) {
+		return r.Run(ctx, spec, trig, h)
+	})
+}
+
+// runWithDisplay carries out one run in this process (start makes it with the runner
+// and hooks it is given) with live progress on stderr, then prints its summary on
+// stdout. It returns nil if the run succeeded, else errReported (or what kept the run
+// from starting).
+func runWithDisplay(e *env, stores *storeCache, spec *pipelines.Spec, format string, start func(*scheduler.Runner, scheduler.Hooks) (*scheduler.Record, error)) error {
 	disp := newRunDisplay(e.stderr, e.now)
 	logger := slog.New(slog.NewTextHandler(disp, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	runner := newRunner(e, stores, logger, nil)
-	trig := scheduler.Trigger{Kind: scheduler.Manual, By: e.who(), Params: params, Stages: only}
-	rec, err := runner.Run(ctx, spec, trig, scheduler.Hooks{
+	rec, err := start(runner, scheduler.Hooks{
 		Observer: disp.event,
 		Progress: disp.progress,
 		Done:     disp.done,
@@ -104,6 +114,11 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, params
 	if rec == nil || len(rec.Stages) == 0 {
 		return err
 	}
+	return endOfRun(e, format, rec)
+}
+
+// endOfRun prints an ended run's summary and returns nil if it succeeded.
+func endOfRun(e *env, format string, rec *scheduler.Record) error {
 	if err := writeRunSummary(e, format, rec); err != nil {
 		return err
 	}
@@ -113,7 +128,7 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, params
 	case scheduler.Cancelled:
 		fmt.Fprintf(e.stderr, "run %s cancelled: every table is at a committed version; run again to finish the work\n", rec.ID)
 	default:
-		fmt.Fprintf(e.stderr, "run %s failed\n", rec.ID)
+		fmt.Fprintf(e.stderr, "run %s %s\n", rec.ID, rec.Status)
 	}
 	return errReported
 }

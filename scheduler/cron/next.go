@@ -35,6 +35,9 @@ const (
 type Slot struct {
 	Time       time.Time // in UTC
 	Adjustment Adjustment
+	// Wall is the local time the expression named, for AtTransition (which runs at
+	// another local time).
+	Wall time.Time
 }
 
 // Note explains a slot's Adjustment in words ("" for AsWritten).
@@ -42,7 +45,7 @@ func (sl Slot) Note(s *Schedule) string {
 	local := sl.Time.In(s.loc)
 	switch sl.Adjustment {
 	case AtTransition:
-		return "the local time does not exist (clocks go forward): runs once, at the transition"
+		return fmt.Sprintf("%s does not exist on %s (clocks go forward): runs once, at the transition", sl.Wall.Format("15:04:05"), sl.Wall.Format(time.DateOnly))
 	case FirstOccurrence:
 		return fmt.Sprintf("%s occurs twice (clocks go back): runs once, at the first", local.Format("15:04:05"))
 	case Repeated:
@@ -176,7 +179,7 @@ func placeFixed(w time.Time, loc *time.Location) Slot {
 	after := offsetAt(w.Add(24*time.Hour), loc)
 	late := w.Add(-min(before, after))
 	start, _ := late.In(loc).ZoneBounds()
-	return Slot{Time: start.UTC(), Adjustment: AtTransition}
+	return Slot{Time: start.UTC(), Adjustment: AtTransition, Wall: w}
 }
 
 // offsetAt is the zone offset in loc at the instant t.
