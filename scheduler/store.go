@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -431,11 +432,15 @@ func (s *Store) SetWatermark(ctx context.Context, pipeline string, slot time.Tim
 	return s.putJSON(ctx, stateKey(pipeline, "watermark"), watermark{Slot: slot.UTC()}, false)
 }
 
-// SortEntries orders entries newest first (by creation, then id).
+// SortEntries orders entries newest first: by creation, then (in one pipeline) by index
+// position, then by id.
 func SortEntries(es []Entry) {
 	slices.SortStableFunc(es, func(a, b Entry) int {
 		if c := b.Created.Compare(a.Created); c != 0 {
 			return c
+		}
+		if a.Pipeline == b.Pipeline {
+			return cmp.Compare(b.Seq, a.Seq)
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
