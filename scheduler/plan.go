@@ -91,7 +91,8 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) erro
 		items = append(items, slotItem{slot: t})
 	}
 	for _, r := range reruns {
-		if r.Trigger.Slot.After(windowStart) {
+		// Under latest, a slot after which another was already handled stays interrupted.
+		if r.Trigger.Slot.After(windowStart) && (spec.Catchup == pipelines.CatchupAll || !r.Trigger.Slot.Before(wm)) {
 			items = append(items, slotItem{slot: r.Trigger.Slot, rerun: r})
 		}
 	}
@@ -224,7 +225,7 @@ func (s *Scheduler) dispatch(ctx context.Context, ps *pipeState, trig Trigger) {
 func (s *Scheduler) rerun(ctx context.Context, ps *pipeState, rec *Record) {
 	rec.Attempt++
 	rec.Status, rec.End, rec.Error = Queued, time.Time{}, ""
-	rec.Reason = fmt.Sprintf("attempt %d: attempt %d was interrupted", rec.Attempt, rec.Attempt-1)
+	rec.Reason = fmt.Sprintf("attempt %d: attempt %d was interrupted (%s)", rec.Attempt, rec.Attempt-1, rec.Reason)
 	rec.Trigger.Kind = Catchup
 	if err := s.runner.Adopt(ctx, ps.spec, ps.store, rec); err != nil {
 		s.log.Warn("run an interrupted slot again", "run", rec.ID, "err", err)

@@ -446,7 +446,7 @@ func (st *runState) execute(hooks Hooks) error {
 	r := st.r
 	st.mu.Lock()
 	rec := st.rec
-	rec.Status, rec.Start, rec.Reason = Running, r.now().UTC(), ""
+	rec.Status, rec.Start = Running, r.now().UTC()
 	rec.Heartbeat = r.heartbeat(rec.Start)
 	st.mu.Unlock()
 

@@ -234,10 +234,11 @@ func TestCrashBetweenRecordAndDispatch(t *testing.T) {
 	b.tickAt(hour(1).Add(60 * time.Second)) // unchanged for a TTL: B takes it; A's heartbeat is 60 s old
 	b.sched.Wait()
 	r = b.record(t, slot(1))
-	if r.Status != Succeeded || r.Attempt != 2 || r.Heartbeat.Instance != "B" || r.Reason != "" {
+	if r.Status != Succeeded || r.Attempt != 2 || r.Heartbeat.Instance != "B" ||
+		r.Reason != "attempt 2: attempt 1 was interrupted (no heartbeat for 1m0s: host testhost pid 1000, last heartbeat 2026-01-01T01:00:00Z)" {
 		t.Errorf("slot 01:00: %s attempt %d by %s (%q), want succeeded as attempt 2 by B", r.Status, r.Attempt, r.Heartbeat.Instance, r.Reason)
 	}
-	if got, want := b.runs(t, "p"), []string{"20260101T010000Z catchup succeeded"}; !slices.Equal(got, want) {
+	if got, want := b.runs(t, "p"), []string{"20260101T010000Z catchup succeeded: " + r.Reason}; !slices.Equal(got, want) {
 		t.Errorf("runs %q, want %q: one record for the slot", got, want)
 	}
 	if got := b.stages.waitStarted(t, 3); got[0] != slot(1)+"/a#1" {
