@@ -72,6 +72,7 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 		return res, nil
 	}
 
+	res.ChangesRead = []ChangeRange{{Table: srcDecl.Name, After: from - 1, Through: latest}}
 	opts := delta.ChangesOptions{StartVersion: &from, EndVersion: &latest}
 	if s.cfg.IgnoreDeletes {
 		opts.Types = []string{delta.ChangeInsert, delta.ChangeUpdatePreimage, delta.ChangeUpdatePostimage}

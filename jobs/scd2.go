@@ -165,6 +165,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 			}
 		}
+		res.ChangesRead = []ChangeRange{{Table: srcDecl.Name, After: from - 1, Through: latest}}
 		if log, err = openMergeLog(ctx, env, s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), src, es, merged, last, &res); err != nil {
 			return res, err
 		}

@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
 
 	"github.com/orchestrator-io/orchestrator/dag"
@@ -36,6 +36,14 @@ type fileSpec struct {
 	MaxParallel int       `yaml:"max_parallel"`
 	Tables      yaml.Node `yaml:"tables"`
 	Stages      yaml.Node `yaml:"stages"`
+
+	Catchup       string         `yaml:"catchup"`
+	CatchupWindow *jobs.Duration `yaml:"catchup_window"`
+	Overlap       string         `yaml:"overlap"`
+	MaxActiveRuns *int           `yaml:"max_active_runs"`
+	Params        []paramSpec    `yaml:"params"`
+	History       historySpec    `yaml:"history"`
+	Notify        notifySpec     `yaml:"notify"`
 }
 
 type tableSpec struct {
@@ -76,6 +84,9 @@ type stageCommon struct {
 type Options struct {
 	// LookupEnv resolves ${VAR}; default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+
+	// vars, when set, expand the run-time references in stage values (Spec.Bind).
+	vars map[string]string
 }
 
 // Load reads and validates the pipeline file at path.
@@ -112,7 +123,11 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 	}
 	root := doc.Content[0]
 	checkDuplicateKeys(ps, root)
-	expandEnv(ps, root, getenv)
+	raw := map[*yaml.Node]string{}
+	expandEnv(ps, root, getenv, raw)
+	if _, stages := mapEntry(root, "stages"); stages != nil && opts.vars != nil {
+		expandRunRefs(stages, opts.vars)
+	}
 
 	var fs fileSpec
 	decodeInto(ps, root, &fs, "")
@@ -128,6 +143,9 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 		Storage:     fs.Storage,
 		Identity:    fs.Identity,
 		MaxParallel: fs.MaxParallel,
+		Source:      data,
+		Hash:        fmt.Sprintf("%x", sha256.Sum256(data)),
+		opts:        opts,
 	}
 	if root.Kind != yaml.MappingNode {
 		if len(ps.list) == 0 { // an empty or null scalar decodes without a problem
@@ -136,6 +154,8 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 		return nil, ps.err()
 	}
 	checkTop(ps, root, spec, &fs)
+	checkRunPolicies(ps, root, spec, &fs, raw)
+	checkRunRefs(ps, root, spec)
 	tableNodes := decodeTables(ps, root, &fs, spec)
 	stageNodes := decodeStages(ps, root, &fs, spec)
 	checkStages(ps, spec, stageNodes, tableNodes)
@@ -177,13 +197,6 @@ func checkTop(ps *problems, root *yaml.Node, spec *Spec, fs *fileSpec) {
 			ps.at(key("timezone"), "unknown time zone %q: expected an IANA name such as UTC or Europe/Berlin", fs.Timezone)
 		} else {
 			spec.Location = loc
-		}
-	}
-	if spec.Schedule != "" {
-		if strings.HasPrefix(spec.Schedule, "CRON_TZ=") || strings.HasPrefix(spec.Schedule, "TZ=") {
-			ps.at(key("schedule"), "put the time zone in the timezone key, not in the schedule")
-		} else if _, err := cron.ParseStandard(spec.Schedule); err != nil {
-			ps.at(key("schedule"), "invalid cron schedule %q: %v; expected 5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily", spec.Schedule, err)
 		}
 	}
 	if spec.MaxParallel < 0 {
