@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -315,4 +317,50 @@ func tableVersionTime(t *testing.T, env *Env, decl *Table, v int64) int64 {
 		t.Fatal(err)
 	}
 	return snap.Timestamp().UnixMicro()
+}
+
+// stages runs stages one after the other as one stage (for crash tests of a pipeline).
+type stages []Stage
+
+func (ss stages) Name() string { return "pipeline" }
+func (ss stages) Kind() Kind   { return KindIngest }
+func (ss stages) Run(ctx context.Context, env *Env) (Result, error) {
+	var all Result
+	for _, s := range ss {
+		res, err := s.Run(ctx, env)
+		all.add(res)
+		if err != nil {
+			return all, err
+		}
+	}
+	return all, nil
+}
+
+// A crash at any store operation of a run (ingest, then scd2_merge with delete_when and
+// its event log), then reruns: the dimension, and a later run with a late event, are
+// exactly those of uninterrupted runs.
+func TestCDCCrashAtEveryOperation(t *testing.T) {
+	events := [][]cdcEvent{
+		{{id: "K1", city: "Seattle", name: "Ada", op: "U", at: 60}, {id: "K2", city: "Leeds", name: "Alan", op: "U", at: 60}},
+		{{id: "K1", city: "Seattle", name: "Ada", op: "U", at: 180}, {id: "K2", op: "D", at: 120}, {id: "K1", city: "Portland", name: "Ada", op: "U", at: 240}},
+	}
+	setup := func() (*faultstore.Store, *Env, *Table) {
+		fs := faultstore.New(mem.New(mem.Config{}))
+		p := newCDCPipeline(t, fs, false)
+		if err := p.run(t, [][]cdcEvent{events[0]}); err != nil {
+			t.Fatal(err)
+		}
+		putFile(t, p.landing, "events/late.csv", "customer_id,city,name,op,updated_at\n"+events[1][0].csv()+"\n"+events[1][1].csv()+"\n"+events[1][2].csv()+"\n")
+		return fs, p.env, p.dim
+	}
+	p := newCDCPipeline(t, mem.New(mem.Config{}), false)
+	want := crashAtEveryOperation(t, stages{p.ingest, p.merge}, setup, rowsOf(t, "customer_id", "city", "valid_from", "valid_to", "is_current"))
+	exp := []string{
+		"K1|Portland|2026-01-14T04:00:00Z|9999-12-31T00:00:00Z|true",
+		"K1|Seattle|2026-01-14T01:00:00Z|2026-01-14T04:00:00Z|false",
+		"K2|Leeds|2026-01-14T01:00:00Z|2026-01-14T02:00:00Z|false",
+	}
+	if !slices.Equal(want, exp) {
+		t.Fatalf("uninterrupted run:\n%s", diff(want, exp))
+	}
 }

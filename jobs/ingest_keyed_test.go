@@ -191,3 +191,32 @@ func TestIngestKeyedCrashAtEveryOperation(t *testing.T) {
 		})
 	}
 }
+
+// A CSV that lacks a declared nullable column fails naming the file and the column,
+// unless the stage allows missing columns: then they are NULL and the notes say so.
+func TestIngestMissingColumns(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprint("allow=", allow), func(t *testing.T) {
+			tbl := eventsTable(t)
+			env, landing := ingestEnv(t, mem.New(mem.Config{}), tbl)
+			putFile(t, landing, "c/1.csv", "id,updated_at\nC1,2026-01-14T01:00:00Z\n")
+			stage := NewIngest("ingest", &IngestConfig{Source: "/landing/c/*.csv", Target: tbl.Name, AllowMissingColumns: allow})
+			res, err := stage.Run(t.Context(), env)
+			if !allow {
+				if err == nil || !strings.Contains(err.Error(), "/landing/c/1.csv") || !strings.Contains(err.Error(), "city (string), op (string)") {
+					t.Fatalf("err = %v, want the file and the missing columns named", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "/landing/c/1.csv lacks the columns city, op: filled with NULL") }) {
+				t.Errorf("notes %q do not name the columns filled with NULL", res.Notes)
+			}
+			if got, want := tableRows(t, env, tbl, "id", "city", "op"), []string{"C1|NULL|NULL"}; !slices.Equal(got, want) {
+				t.Fatalf("rows:\n%s", diff(got, want))
+			}
+		})
+	}
+}
