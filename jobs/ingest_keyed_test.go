@@ -211,7 +211,9 @@ func TestIngestMissingColumns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "/landing/c/1.csv lacks the columns city, op: filled with NULL") }) {
+			if !slices.ContainsFunc(res.Notes, func(n string) bool {
+				return strings.Contains(n, "/landing/c/1.csv lacks the columns city, op: filled with NULL")
+			}) {
 				t.Errorf("notes %q do not name the columns filled with NULL", res.Notes)
 			}
 			if got, want := tableRows(t, env, tbl, "id", "city", "op"), []string{"C1|NULL|NULL"}; !slices.Equal(got, want) {
