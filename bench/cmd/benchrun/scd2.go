@@ -33,9 +33,6 @@ import (
 // so ~10% tracked changes (1% of them to or from NULL), 1% new keys, 0.5% deletes.
 // The whole batch (deletes as op = 'D' rows) is written to scd2/changes.parquet and the
 // dimension before the timed run to scd2/dim.parquet, for DuckDB and delta-rs.
-//
-// (A change feed source would carry the deletes as delete rows, but scd2_merge does not
-// read delete_when yet, so an appended op = 'D' row would not close anything.)
 
 var (
 	scd2Day1 = time.Date(2026, 1, 14, 8, 0, 0, 0, time.UTC)
