@@ -50,7 +50,7 @@ func (s *SCD1Merge) layout(target *delta.StructType) (*scdLayout, error) {
 		l.spec.deletes = "close"
 	}
 	for _, f := range target.Fields {
-		if _, identity := f.Metadata["delta.identity.start"]; !identity {
+		if !delta.IsIdentity(f) {
 			l.data = append(l.data, f)
 		}
 	}

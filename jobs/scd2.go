@@ -76,7 +76,7 @@ func (s *SCD2Merge) layout(dim *delta.StructType) (*scdLayout, error) {
 		if f == nil {
 			return nil, fmt.Errorf("dimension has no surrogate key column %s", l.sk)
 		}
-		if _, ok := f.Metadata["delta.identity.start"]; !ok {
+		if !delta.IsIdentity(f) {
 			return nil, fmt.Errorf("surrogate key column %s must be an identity column (declare identity: {start: 1, step: 1})", l.sk)
 		}
 	}

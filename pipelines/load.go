@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -343,74 +344,29 @@ func decodeColumns(ps *problems, tableNode *yaml.Node, cols []yaml.Node, table s
 			if step == 0 {
 				ps.at(lookup(cn, "identity.step"), "table %s: identity step must not be 0", table)
 			}
-			f.Nullable = false
-			f.Metadata["delta.identity.start"] = start
-			f.Metadata["delta.identity.step"] = step
-			f.Metadata["delta.identity.allowExplicitInsert"] = id.AllowExplicitInsert
+			delta.SetIdentity(f, start, step, id.AllowExplicitInsert)
 		}
 		st.Fields = append(st.Fields, f)
 	}
 	return st
 }
 
-// knownProperties are the delta.* table properties a pipeline may set, with a check.
-var knownProperties = map[string]func(string) error{
-	"delta.enableChangeDataFeed":         checkBool,
-	"delta.enableDeletionVectors":        checkBool,
-	"delta.appendOnly":                   checkBool,
-	"delta.enableExpiredLogCleanup":      checkBool,
-	"delta.checkpoint.writeStatsAsJson":  checkBool,
-	"delta.logRetentionDuration":         checkInterval,
-	"delta.deletedFileRetentionDuration": checkInterval,
-	"delta.checkpointInterval":           checkPositiveInt,
-	"delta.dataSkippingNumIndexedCols":   checkInt,
-}
-
-func checkBool(v string) error {
-	if v != "true" && v != "false" {
-		return fmt.Errorf("expected true or false, got %q", v)
-	}
-	return nil
-}
-
-func checkInt(v string) error {
-	if _, err := strconv.Atoi(v); err != nil {
-		return fmt.Errorf("expected a whole number, got %q", v)
-	}
-	return nil
-}
-
-func checkPositiveInt(v string) error {
-	if n, err := strconv.Atoi(v); err != nil || n < 1 {
-		return fmt.Errorf("expected a whole number of 1 or more, got %q", v)
-	}
-	return nil
-}
-
-var intervalRE = regexp.MustCompile(`^interval\s+\d+\s+(nanosecond|microsecond|millisecond|second|minute|hour|day|week)s?$`)
-
-func checkInterval(v string) error {
-	if !intervalRE.MatchString(strings.ToLower(strings.TrimSpace(v))) {
-		return fmt.Errorf("expected an interval such as \"interval 30 days\", got %q", v)
-	}
-	return nil
-}
-
 func checkProperties(ps *problems, tableNode *yaml.Node, t *jobs.Table) {
 	_, propsNode := mapEntry(tableNode, "properties")
 	for k, v := range t.Properties {
-		keyNode := propsNode
+		at := propsNode
 		if kn, vn := mapEntry(propsNode, k); kn != nil {
-			keyNode = kn
-			if check := knownProperties[k]; check != nil {
-				if err := check(v); err != nil {
-					ps.at(vn, "table %s: property %s: %v", t.Name, k, err)
-				}
-				continue
+			at = vn
+			if !slices.Contains(delta.SettableProperties(), k) {
+				at = kn
 			}
 		}
-		if strings.HasPrefix(strings.ToLower(k), "delta.") && knownProperties[k] == nil {
-			ps.at(keyNode, "table %s: unknown Delta property %q; expected one of %s", t.Name, k, strings.Join(sortedKeys(knownProperties), ", "))
+		if err := delta.CheckProperty(k, v); err != nil {
+			if slices.Contains(delta.SettableProperties(), k) {
+				ps.at(at, "table %s: property %s: %v", t.Name, k, err)
+			} else {
+				ps.at(at, "table %s: %v", t.Name, err)
+			}
 		}
 	}
 }

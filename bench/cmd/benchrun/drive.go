@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
 )
 
 // row is one engine's measurement in one case.
@@ -389,7 +391,7 @@ func (d *driver) cdf(ctx context.Context) error {
 	tdir := filepath.Join(dir, "table")
 	files := max(1, d.cfg.cdfRows/100_000)
 	d.logf("cdf: generating a %d-row table in %d files, change data feed on", d.cfg.cdfRows, files)
-	if err := genDeltaTable(ctx, tdir, d.cfg.cdfRows, files, map[string]string{"delta.enableChangeDataFeed": "true"}); err != nil {
+	if err := genDeltaTable(ctx, tdir, d.cfg.cdfRows, files, delta.ChangeDataFeedProperties()); err != nil {
 		return err
 	}
 	size, err := dirSize(tdir)

@@ -52,7 +52,7 @@ var workers = map[string]func(ctx context.Context, args []string) (measurement, 
 		if err != nil {
 			return measurement{}, err
 		}
-		err = genDeltaTable(ctx, args[0], n, max(1, n/100_000), map[string]string{"delta.enableChangeDataFeed": "true"})
+		err = genDeltaTable(ctx, args[0], n, max(1, n/100_000), delta.ChangeDataFeedProperties())
 		return measurement{Rows: int64(n)}, err
 	},
 	// gen-ingest csvDir rows writes the ingest case's CSV files, to profile a case alone.

@@ -48,7 +48,7 @@ const scd2StagingJSON = `{"type":"struct","fields":[
  {"name":"op","type":"string","nullable":true,"metadata":{}}]}`
 
 const scd2DimJSON = `{"type":"struct","fields":[
- {"name":"customer_sk","type":"long","nullable":false,"metadata":{"delta.identity.start":1,"delta.identity.step":1,"delta.identity.allowExplicitInsert":false}},
+ {"name":"customer_sk","type":"long","nullable":false,"metadata":{}},
  {"name":"customer_id","type":"string","nullable":true,"metadata":{}},
  {"name":"name","type":"string","nullable":true,"metadata":{}},
  {"name":"city","type":"string","nullable":true,"metadata":{}},
@@ -66,7 +66,8 @@ func scd2Tables() (day1, staging, dim *jobs.Table, err error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cdf := map[string]string{"delta.enableChangeDataFeed": "true"}
+	delta.SetIdentity(ds.Field("customer_sk"), 1, 1, false)
+	cdf := delta.ChangeDataFeedProperties()
 	return &jobs.Table{Name: "staging.customers_day1", Path: "staging/customers_day1", Schema: ss},
 		&jobs.Table{Name: "staging.customers", Path: "staging/customers", Schema: ss},
 		&jobs.Table{Name: "sales.customer", Path: "sales/customer", Schema: ds, Properties: cdf}, nil

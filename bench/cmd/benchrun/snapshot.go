@@ -41,7 +41,7 @@ func snapshotTable() (*jobs.Table, error) {
 		return nil, err
 	}
 	return &jobs.Table{Name: "staging.accounts", Path: "staging/accounts", Schema: sch,
-		Properties: map[string]string{"delta.enableChangeDataFeed": "true"}}, nil
+		Properties: delta.ChangeDataFeedProperties()}, nil
 }
 
 func snapshotStage(source string) *jobs.Ingest {
