@@ -42,22 +42,28 @@ import (
 type snapTable struct {
 	index          *keyindex.Index
 	hashLo, hashHi []uint64
-	at             []rowAt
-	extra          []rowAt // rows of keys the table holds twice (another writer's doing): deleted
+	files          []string // the table's data files (Add.Path), by index
+	file           []int32  // per key: its row's file (index into files) ...
+	row            []int64  // ... and index there
+	extra          []rowAt  // rows of keys the table holds twice (another writer's doing): deleted
 	side           snapSide
 }
 
+// rowAt returns where key id's row is.
+func (t *snapTable) rowAt(id int) rowAt { return rowAt{file: t.files[t.file[id]], row: t.row[id]} }
+
 // snapSide is pass 2's state for a set of keys (the table's, or the new ones): per key
-// whether the files have it, the standing row (its sequence, hash, place, whether it is
-// a delete), and which kept row carries it (-1: none, the table's row stands).
+// whether the files have it, the standing row (its place, whether it is a delete, and
+// with sequence_by its sequence and hash), and which kept row carries it (-1: none, the
+// table's row stands). It costs 14 bytes a key without sequence_by.
 type snapSide struct {
-	seen           []bool
+	withSeq        bool
+	seen, del      []bool
+	file           []int32
+	line           []uint32 // saturates at 2^32-1 (shown as such in messages)
+	kept           []int32
 	seq            []int64
 	hashLo, hashHi []uint64
-	file           []int32
-	line           []int64
-	del            []bool
-	kept           []int32
 }
 
 func (sd *snapSide) grow(n int) {
@@ -65,12 +71,14 @@ func (sd *snapSide) grow(n int) {
 	if k <= 0 {
 		return
 	}
-	sd.seen, sd.seq = append(sd.seen, make([]bool, k)...), append(sd.seq, make([]int64, k)...)
-	sd.hashLo, sd.hashHi = append(sd.hashLo, make([]uint64, k)...), append(sd.hashHi, make([]uint64, k)...)
-	sd.file, sd.line = append(sd.file, make([]int32, k)...), append(sd.line, make([]int64, k)...)
-	sd.del = append(sd.del, make([]bool, k)...)
+	sd.seen, sd.del = append(sd.seen, make([]bool, k)...), append(sd.del, make([]bool, k)...)
+	sd.file, sd.line = append(sd.file, make([]int32, k)...), append(sd.line, make([]uint32, k)...)
 	for range k {
 		sd.kept = append(sd.kept, -1)
+	}
+	if sd.withSeq {
+		sd.seq = append(sd.seq, make([]int64, k)...)
+		sd.hashLo, sd.hashHi = append(sd.hashLo, make([]uint64, k)...), append(sd.hashHi, make([]uint64, k)...)
 	}
 }
 
@@ -205,8 +213,8 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	var keep []int32
 	matches := &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
 	var deletes []rowAt
-	for id, at := range table.at {
-		sd := &table.side
+	for id := range table.row {
+		sd, at := &table.side, table.rowAt(id)
 		switch {
 		case !sd.seen[id] || sd.del[id]:
 			deletes = append(deletes, at)
@@ -289,7 +297,8 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 	t := &snapTable{index: keyindex.New(1 << 10)}
 	if n, ok := snap.NumRecords(); ok {
 		t.index = keyindex.New(int(n))
-		t.hashLo, t.hashHi, t.at = make([]uint64, 0, n), make([]uint64, 0, n), make([]rowAt, 0, n)
+		t.hashLo, t.hashHi = make([]uint64, 0, n), make([]uint64, 0, n)
+		t.file, t.row = make([]int32, 0, n), make([]int64, 0, n)
 	}
 	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: data, FilesOnly: true, ReadAhead: true})
 	if err != nil {
@@ -304,6 +313,9 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 		if !ok {
 			return nil, fmt.Errorf("the scan of the table lost the positions of its rows")
 		}
+		if len(t.files) == 0 || t.files[len(t.files)-1] != file.Path {
+			t.files = append(t.files, file.Path)
+		}
 		n := int(rec.NumRows())
 		lo, hi = slices.Grow(lo[:0], n)[:n], slices.Grow(hi[:0], n)[:n]
 		if err := hashRows(&block, rec, columnsByName(rec.Schema(), s.cfg.Keys), columnsByName(rec.Schema(), data), lo, hi); err != nil {
@@ -311,18 +323,19 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 		}
 		t.index.AddBlock(&block)
 		for i, id := range block.IDs {
-			at := rowAt{file: file.Path, row: first + int64(i)}
-			if int(id) < len(t.at) {
-				t.extra = append(t.extra, at)
+			if int(id) < len(t.row) {
+				t.extra = append(t.extra, rowAt{file: file.Path, row: first + int64(i)})
 				continue
 			}
-			t.hashLo, t.hashHi, t.at = append(t.hashLo, lo[i]), append(t.hashHi, hi[i]), append(t.at, at)
+			t.hashLo, t.hashHi = append(t.hashLo, lo[i]), append(t.hashHi, hi[i])
+			t.file, t.row = append(t.file, int32(len(t.files)-1)), append(t.row, first+int64(i))
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	t.side.grow(len(t.at))
+	t.side.withSeq = s.cfg.SequenceBy != ""
+	t.side.grow(len(t.row))
 	return t, nil
 }
 
@@ -341,7 +354,7 @@ func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapsh
 	if s.cfg.SequenceBy != "" {
 		seqText = sequenceText(snap.Schema().Field(s.cfg.SequenceBy).Type)
 	}
-	fresh := &snapSide{}
+	fresh := &snapSide{withSeq: s.cfg.SequenceBy != ""}
 	freshIndex := keyindex.New(1 << 10)
 	var kept []arrow.RecordBatch
 	var keptRows int32
@@ -452,7 +465,7 @@ func (sd *snapSide) offer(id int32, r snapRow, files []*sourceFile, key string, 
 	}
 	here := fmt.Sprintf("%s:%d", files[r.file].Name, r.line)
 	there := fmt.Sprintf("%s:%d", files[sd.file[id]].Name, sd.line[id])
-	if seqText == nil {
+	if !sd.withSeq {
 		if sd.file[id] == r.file {
 			return false, fmt.Errorf("%s: key %s is on lines %d and %d; set sequence_by on the stage to keep the last of a key's rows, or remove the duplicate", files[r.file].Name, key, sd.line[id], r.line)
 		}
@@ -473,8 +486,10 @@ func (sd *snapSide) offer(id int32, r snapRow, files []*sourceFile, key string, 
 }
 
 func (sd *snapSide) set(id int32, r snapRow) {
-	sd.seen[id], sd.seq[id], sd.hashLo[id], sd.hashHi[id] = true, r.seq, r.lo, r.hi
-	sd.file[id], sd.line[id], sd.del[id] = r.file, r.line, r.del
+	sd.seen[id], sd.file[id], sd.line[id], sd.del[id] = true, r.file, uint32(min(r.line, math.MaxUint32)), r.del
+	if sd.withSeq {
+		sd.seq[id], sd.hashLo[id], sd.hashHi[id] = r.seq, r.lo, r.hi
+	}
 }
 
 // gatherKept returns the kept rows at the given indexes (among all kept rows), in that
