@@ -222,3 +222,33 @@ func TestIngestMissingColumns(t *testing.T) {
 		})
 	}
 }
+
+// A snapshot holds each key once: a key twice fails naming both places, into an empty
+// table (appended) and into one with rows (merged), and nothing is written.
+func TestIngestSnapshotDuplicateKey(t *testing.T) {
+	for _, first := range []bool{true, false} {
+		t.Run(fmt.Sprint("empty=", first), func(t *testing.T) {
+			tbl := snapshotTable(t)
+			env, landing := ingestEnv(t, mem.New(mem.Config{}), tbl)
+			stage := NewIngest("ingest", &IngestConfig{Source: "/landing/p/*.csv", Target: tbl.Name, Mode: "snapshot", Keys: []string{"sku"}})
+			if !first {
+				putFile(t, landing, "p/0.csv", "sku,name,price\nA,Apple,1.00\n")
+				runStage(t, stage, env)
+			}
+			before := int64(0) // an empty table is created before the files are read
+			if !first {
+				before = tableVersion(t, env, tbl)
+			}
+			putFile(t, landing, "p/1.csv", "sku,name,price\nA,Apple,1.00\nB,Bread,2.50\n")
+			putFile(t, landing, "p/2.csv", "sku,name,price\nC,Cheese,3.00\nB,Buns,2.60\n")
+			_, err := stage.Run(t.Context(), env)
+			want := "key B is in /landing/p/1.csv:3 and /landing/p/2.csv:3"
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err = %v, want %q", err, want)
+			}
+			if v := tableVersion(t, env, tbl); v != before {
+				t.Errorf("table at version %d after the failed run, want %d", v, before)
+			}
+		})
+	}
+}

@@ -196,6 +196,9 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	if err != nil {
 		return err
 	}
+	if len(snap.Files()) == 0 && s.cfg.SequenceBy == "" {
+		return s.loadFirstSnapshot(ctx, env, decl, tbl, snap, files, loadTime, res)
+	}
 	data := s.dataColumns(snap.Schema())
 	table, err := s.snapshotTable(ctx, snap, data)
 	if err != nil {
@@ -290,6 +293,150 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted, %d updated, %d deleted", strings.Join(names, ", "), mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
 	return nil
+}
+
+// loadFirstSnapshot loads a snapshot into a table with no rows: every row inserts, so the
+// files are appended as an append ingest does (on every core, streamed), each key
+// checked once in a key index (a key twice is an error before anything commits) and the
+// rows delete_when marks left out.
+func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) (err error) {
+	committed := res.RowsWritten
+	defer func() {
+		if err != nil {
+			res.RowsWritten = committed // nothing was written
+		}
+	}()
+	var sourceBytes int64
+	for _, f := range files {
+		sourceBytes += f.Size
+	}
+	opts := delta.WriteOptions{MaxMemory: ingestWriterMemory, StreamFiles: len(snap.PartitionColumns()) == 0}
+	writer, err := newParallelWriter(ctx, snap, ingestLanes(sourceBytes), opts)
+	if err != nil {
+		return err
+	}
+	tableSchema, err := delta.ArrowSchema(snap.Schema())
+	if err != nil {
+		writer.abort()
+		return err
+	}
+	var pred delta.Predicate
+	var extra []string
+	if s.cfg.DeleteWhen != "" {
+		if pred, err = delta.ParsePredicate(s.cfg.DeleteWhen); err != nil {
+			writer.abort()
+			return fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
+		}
+		extra = delta.PredicateColumns(pred)
+	}
+	seen := &snapSide{}
+	index := keyindex.New(1 << 16)
+	var matcher *delta.Matcher
+	var block keyindex.Block
+	var bad []*badRecord
+	var written int64
+	for fi, f := range files {
+		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: extra, lines: true}, func(rec arrow.RecordBatch) error {
+			if matcher == nil && pred != nil {
+				var err error
+				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
+					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
+				}
+			}
+			var marks []bool
+			if matcher != nil {
+				var err error
+				if marks, err = matcher.Match(rec); err != nil {
+					return fmt.Errorf("%s: delete_when: %w", f.Name, err)
+				}
+			}
+			keyCols := columnsByName(rec.Schema(), s.cfg.Keys)
+			lines := rec.Column(columnsByName(rec.Schema(), []string{lineColumn})[0]).(*array.Int64)
+			block.Reset()
+			for i := range int(rec.NumRows()) {
+				var err error
+				if block.Buf, err = appendKey(block.Buf, rec, keyCols, allColumns(len(keyCols)), i); err != nil {
+					return fmt.Errorf("%s:%d: %w", f.Name, lines.Value(i), err)
+				}
+				block.End()
+			}
+			index.AddBlock(&block)
+			seen.grow(index.Len())
+			var keep []int32
+			for i, id := range block.IDs {
+				r := snapRow{file: int32(fi), line: lines.Value(i)}
+				if _, err := seen.offer(id, r, files, keyText(rec, keyCols, i), nil); err != nil {
+					return err
+				}
+				if marks == nil || !marks[i] {
+					keep = append(keep, int32(i))
+				}
+			}
+			out := projectRecord(rec, tableSchema)
+			defer out.Release()
+			if len(keep) < int(rec.NumRows()) {
+				g, err := delta.GatherRows(ctx, out, keep)
+				if err != nil {
+					return err
+				}
+				defer g.Release()
+				out = g
+			}
+			written += out.NumRows()
+			return writer.write(out, f.Name)
+		})
+		bad = append(bad, b...)
+		if err != nil {
+			writer.abort()
+			return err
+		}
+	}
+	adds, err := writer.close()
+	if err != nil {
+		return err
+	}
+	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
+		return err
+	}
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.Name
+	}
+	lineage := env.lineage()
+	lineage.SourceFiles = names
+	var bytesOut int64
+	for _, a := range adds {
+		bytesOut += a.Size
+	}
+	tx := tbl.NewTransaction(snap, delta.TxOptions{
+		Operation:           "WRITE",
+		OperationParameters: map[string]any{"mode": "Append", "partitionBy": partitionByJSON(snap.PartitionColumns())},
+		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": written, "numOutputBytes": bytesOut},
+		Lineage:             lineage,
+	})
+	tx.AddFiles(adds...)
+	for _, f := range files {
+		tx.SetTxn(f.ID, f.Version)
+	}
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("commit to %s: %w", decl.Name, err)
+	}
+	res.RowsWritten = committed + written
+	res.FilesWritten += int64(len(adds))
+	res.BytesWritten += bytesOut
+	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
+	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted into an empty table", strings.Join(names, ", "), written))
+	return nil
+}
+
+// projectRecord is rec's columns of schema (found by name), in schema's order.
+func projectRecord(rec arrow.RecordBatch, schema *arrow.Schema) arrow.RecordBatch {
+	cols := make([]arrow.Array, schema.NumFields())
+	for i, f := range schema.Fields() {
+		cols[i] = rec.Column(columnsByName(rec.Schema(), []string{f.Name})[0])
+	}
+	return array.NewRecordBatch(schema, cols, rec.NumRows())
 }
 
 // snapshotTable is pass 1.
