@@ -170,12 +170,19 @@ func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 	if err := s.quarantine(ctx, env, files, quarantine, loadTime, res); err != nil {
 		return err
 	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = f.Name
+	v, err := commitAppend(ctx, env, decl, tbl, snap, files, adds, res.RowsWritten, res)
+	if err != nil {
+		return err
 	}
+	res.Notes = append(res.Notes, fmt.Sprintf("loaded %d files into %s version %d", len(files), decl.Name, v))
+	return nil
+}
+
+// commitAppend commits adds (rows rows of files) as one WRITE (Append) with a txn per
+// file, and counts it in res.
+func commitAppend(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, adds []*delta.Add, rows int64, res *Result) (int64, error) {
 	lineage := env.lineage()
-	lineage.SourceFiles = names
+	lineage.SourceFiles = fileNames(files)
 	var bytesOut int64
 	for _, a := range adds {
 		bytesOut += a.Size
@@ -183,7 +190,7 @@ func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 	tx := tbl.NewTransaction(snap, delta.TxOptions{
 		Operation:           "WRITE",
 		OperationParameters: map[string]any{"mode": "Append", "partitionBy": partitionByJSON(snap.PartitionColumns())},
-		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": res.RowsWritten, "numOutputBytes": bytesOut},
+		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": rows, "numOutputBytes": bytesOut},
 		Lineage:             lineage,
 	})
 	tx.AddFiles(adds...)
@@ -192,13 +199,31 @@ func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 	}
 	v, err := tx.Commit(ctx)
 	if err != nil {
-		return fmt.Errorf("commit to %s: %w", decl.Name, err)
+		return 0, fmt.Errorf("commit to %s: %w", decl.Name, err)
 	}
 	res.FilesWritten += int64(len(adds))
 	res.BytesWritten += bytesOut
 	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
-	res.Notes = append(res.Notes, fmt.Sprintf("loaded %d files into %s version %d", len(files), decl.Name, v))
-	return nil
+	return v, nil
+}
+
+// countMerge counts a keyed MERGE of files into decl in res.
+func countMerge(res *Result, decl *Table, names []string, mr *delta.MergeResult) {
+	res.RowsWritten += mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
+	res.FilesWritten += mr.NumTargetFilesAdded
+	res.BytesWritten += mr.NumTargetBytesAdded
+	if mr.Committed {
+		res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: mr.Version})
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted, %d updated, %d deleted", strings.Join(names, ", "), mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
+}
+
+func fileNames(files []*sourceFile) []string {
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.Name
+	}
+	return names
 }
 
 // badRecord is a record on_error skipped or quarantined.

@@ -392,13 +392,7 @@ func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *del
 	if err != nil {
 		return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
 	}
-	res.RowsWritten += mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
-	res.FilesWritten += mr.NumTargetFilesAdded
-	res.BytesWritten += mr.NumTargetBytesAdded
-	if mr.Committed {
-		res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: mr.Version})
-	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted, %d updated, %d deleted", strings.Join(names, ", "), mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
+	countMerge(res, decl, names, mr)
 	return nil
 }
 

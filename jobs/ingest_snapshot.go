@@ -252,10 +252,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 		defer del.Release()
 		rows = append(rows, del)
 	}
-	var names []string
-	for _, f := range files {
-		names = append(names, f.Name)
-	}
+	names := fileNames(files)
 	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
 		return err
 	}
@@ -285,13 +282,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	if err != nil {
 		return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
 	}
-	res.RowsWritten += mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
-	res.FilesWritten += mr.NumTargetFilesAdded
-	res.BytesWritten += mr.NumTargetBytesAdded
-	if mr.Committed {
-		res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: mr.Version})
-	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted, %d updated, %d deleted", strings.Join(names, ", "), mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
+	countMerge(res, decl, names, mr)
 	return nil
 }
 
@@ -398,35 +389,11 @@ func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, t
 	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
 		return err
 	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = f.Name
-	}
-	lineage := env.lineage()
-	lineage.SourceFiles = names
-	var bytesOut int64
-	for _, a := range adds {
-		bytesOut += a.Size
-	}
-	tx := tbl.NewTransaction(snap, delta.TxOptions{
-		Operation:           "WRITE",
-		OperationParameters: map[string]any{"mode": "Append", "partitionBy": partitionByJSON(snap.PartitionColumns())},
-		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": written, "numOutputBytes": bytesOut},
-		Lineage:             lineage,
-	})
-	tx.AddFiles(adds...)
-	for _, f := range files {
-		tx.SetTxn(f.ID, f.Version)
-	}
-	v, err := tx.Commit(ctx)
-	if err != nil {
-		return fmt.Errorf("commit to %s: %w", decl.Name, err)
-	}
 	res.RowsWritten = committed + written
-	res.FilesWritten += int64(len(adds))
-	res.BytesWritten += bytesOut
-	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
-	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted into an empty table", strings.Join(names, ", "), written))
+	if _, err := commitAppend(ctx, env, decl, tbl, snap, files, adds, written, res); err != nil {
+		return err
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted into an empty table", strings.Join(fileNames(files), ", "), written))
 	return nil
 }
 
