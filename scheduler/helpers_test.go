@@ -271,7 +271,7 @@ func (e *env) waitStatus(t *testing.T, id string, want Status) *Record {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r, err := e.store.Get(context.Background(), id)
-		if err == nil && r.Status == want {
+		if err == nil && r.Status == want && (want.Active() || !e.inCharge(id)) {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -283,6 +283,22 @@ func (e *env) waitStatus(t *testing.T, id string, want Status) *Record {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// inCharge reports whether the scheduler still counts run id as running (it does for a
+// moment after storing its final record).
+func (e *env) inCharge(id string) bool {
+	if e.sched == nil {
+		return false
+	}
+	e.sched.mu.Lock()
+	defer e.sched.mu.Unlock()
+	for _, ps := range e.sched.pipes {
+		if ps.running[id] {
+			return true
+		}
+	}
+	return false
 }
 
 // crashStore is a warehouse that dies (every operation fails) once a key with the given
