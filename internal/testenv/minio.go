@@ -109,29 +109,36 @@ func (m *MinIO) Config(bucket string) s3.Config {
 // Start starts the server (again) and waits until it answers its liveness probe.
 func (m *MinIO) Start() {
 	m.t.Helper()
+	if err := m.TryStart(); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// TryStart is Start for goroutines other than the test's: it returns the failure.
+func (m *MinIO) TryStart() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.cmd != nil {
-		return
+		return nil
 	}
 	cmd := exec.Command(m.bin, "server", filepath.Join(m.dir, "data"), "--address", m.addr,
 		"--console-address", "127.0.0.1:0", "--quiet")
 	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+m.user, "MINIO_ROOT_PASSWORD="+m.key, "MINIO_UPDATE=off")
 	logf, err := os.OpenFile(filepath.Join(m.dir, "minio.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		m.t.Fatal(err)
+		return err
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = childAttr() // never outlive the test binary
 	if err := cmd.Start(); err != nil {
-		m.t.Fatalf("start MinIO %s: %v", m.bin, err)
+		return fmt.Errorf("start MinIO %s: %w", m.bin, err)
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(m.Endpoint() + "/minio/health/live")
+		resp, err := http.Get(m.Endpoint() + "/minio/health/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -141,16 +148,17 @@ func (m *MinIO) Start() {
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(filepath.Join(m.dir, "minio.log"))
-			m.t.Fatalf("MinIO exited before answering on %s:\n%s", m.addr, log)
+			return fmt.Errorf("MinIO exited before answering on %s:\n%s", m.addr, log)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			m.t.Fatalf("MinIO did not answer on %s within 60s", m.addr)
+			<-exited
+			return fmt.Errorf("MinIO did not answer on %s within 60s", m.addr)
 		}
 	}
-	m.cmd = cmd
-	m.exited = exited
+	m.cmd, m.exited = cmd, exited
+	return nil
 }
 
 // Stop kills the server, as a crash or an outage would, and waits until it is gone.
