@@ -241,4 +241,3 @@ func copyExample(t *testing.T, src string) string {
 	}
 	return dst
 }
-
