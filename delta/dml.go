@@ -380,6 +380,10 @@ func applySet(w *rewriter, schema *StructType, base, view arrow.RecordBatch, set
 	return array.NewRecordBatch(w.tblSch, cols, base.NumRows()), nil
 }
 
+// NumRecords is the rows the file holds, from its stats (numRecords less the rows its
+// deletion vector deletes); false when its stats do not say.
+func (a *Add) NumRecords() (int64, bool) { return fileNumRecords(a) }
+
 // fileNumRecords is the rows a file holds: numRecords from its stats, less those its
 // deletion vector deletes.
 func fileNumRecords(a *Add) (int64, bool) {

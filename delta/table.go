@@ -101,6 +101,25 @@ func Open(ctx context.Context, store objectstore.Store, root string, opts Option
 	return t, nil
 }
 
+// Exists reports whether root holds a Delta table: a _delta_log with at least one
+// commit or checkpoint file.
+func Exists(ctx context.Context, store objectstore.Store, root string) (bool, error) {
+	t, err := newTable(store, root, Options{})
+	if err != nil {
+		return false, err
+	}
+	infos, err := t.store.List(ctx, t.logPrefix(), "")
+	if err != nil {
+		return false, fmt.Errorf("list %s: %w", t.logPrefix(), err)
+	}
+	for _, info := range infos {
+		if _, ok := parseLogFile(strings.TrimPrefix(info.Key, t.logPrefix())); ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (t *Table) displayRoot() string {
 	if t.root == "" {
 		return "(store root)"

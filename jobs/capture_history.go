@@ -72,6 +72,7 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 		return res, nil
 	}
 
+	res.ChangesRead = []ChangeRange{{Table: srcDecl.Name, After: from - 1, Through: latest}}
 	opts := delta.ChangesOptions{StartVersion: &from, EndVersion: &latest}
 	if s.cfg.IgnoreDeletes {
 		opts.Types = []string{delta.ChangeInsert, delta.ChangeUpdatePreimage, delta.ChangeUpdatePostimage}
@@ -150,9 +151,7 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 	return res, nil
 }
 
-func feedOn(s *delta.Snapshot) bool {
-	return strings.EqualFold(s.Metadata().Configuration["delta.enableChangeDataFeed"], "true")
-}
+func feedOn(s *delta.Snapshot) bool { return s.ChangeDataFeedEnabled() }
 
 // fitHistorySchema checks that every change-feed column exists in the history schema with
 // the same type; with evolve, missing columns are appended as nullable.

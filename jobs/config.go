@@ -5,6 +5,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
 )
 
 // Kind names a stage kind as written in a pipeline's `kind:` field.
@@ -69,14 +71,24 @@ type IngestConfig struct {
 	Format string `yaml:"format"`
 	// Target is the declared table the rows go to.
 	Target string `yaml:"target"`
-	// Mode is append (default: every row is a new row) or upsert: rows replace the target
-	// row with the same Keys (a MERGE, so the table's change feed shows updates with pre
-	// and post images), and rows matching DeleteWhen delete it.
+	// Mode is append (default: every row is a new row), upsert (rows replace the target
+	// row with the same Keys: a MERGE, so the table's change feed shows updates with pre
+	// and post images; rows matching DeleteWhen delete it) or snapshot (the files of a
+	// run are the table's whole content: keys they lack are deleted, changed rows
+	// updated, new ones inserted, unchanged rows left alone, in one commit).
 	Mode string   `yaml:"mode"`
 	Keys []string `yaml:"keys"`
+	// SequenceBy (upsert, snapshot) orders several rows of one key in a run: the last by
+	// sequence wins, a delete wins a tie, exact duplicates are dropped. Without it a key
+	// that occurs twice in a file is an error. In upsert mode a row older than the
+	// target's row of its key changes nothing.
+	SequenceBy string `yaml:"sequence_by"`
 	// DeleteWhen is a predicate over the source row (e.g. "op = 'D'") marking deletes, for
-	// mode upsert.
+	// modes upsert and snapshot; its column names always mean the source row.
 	DeleteWhen string `yaml:"delete_when"`
+	// AllowMissingColumns fills declared nullable columns that a CSV or Parquet file
+	// lacks with NULL (the run's notes name them) instead of failing.
+	AllowMissingColumns bool `yaml:"allow_missing_columns"`
 	// CSV options, for format csv.
 	CSV CSVOptions `yaml:"csv"`
 	// SourceFileColumn and LoadTimestampColumn name the lineage columns added to every row
@@ -149,17 +161,24 @@ func (c *IngestConfig) Validate() []FieldError {
 	switch c.Mode {
 	case "", "append":
 		if len(c.Keys) > 0 {
-			add("keys", "only used with mode: upsert")
+			add("keys", "only used with mode: upsert or snapshot")
 		}
 		if c.DeleteWhen != "" {
-			add("delete_when", "only used with mode: upsert")
+			add("delete_when", "only used with mode: upsert or snapshot")
 		}
-	case "upsert":
+		if c.SequenceBy != "" {
+			add("sequence_by", "only used with mode: upsert or snapshot")
+		}
+	case "upsert", "snapshot":
 		if len(c.Keys) == 0 {
-			add("keys", "required with mode: upsert: the columns that identify a row")
+			add("keys", "required with mode: %s: the columns that identify a row", c.Mode)
 		}
 	default:
-		add("mode", "unknown mode %q; expected append or upsert", c.Mode)
+		add("mode", "unknown mode %q; expected append, upsert or snapshot", c.Mode)
+	}
+	errs = append(errs, validateKeys(c.Keys)...)
+	if e, ok := checkPredicate("delete_when", c.DeleteWhen); !ok {
+		errs = append(errs, e)
 	}
 	if d := c.CSV.Delimiter; d != "" && (len(d) != 1 || d[0] >= 0x80) {
 		add("csv.delimiter", "must be one ASCII character, got %q", d)
@@ -323,8 +342,8 @@ func (c *SCD2Config) Validate() []FieldError {
 	default:
 		add("deletes", "unknown value %q; expected ignore, close or tombstone", c.Deletes)
 	}
-	if c.DeleteWhen != "" {
-		add("delete_when", "not supported yet for scd2_merge: deletes come from the source's change feed (source_changes: true) or, for a snapshot source, from keys it no longer has")
+	if e, ok := checkPredicate("delete_when", c.DeleteWhen); !ok {
+		errs = append(errs, e)
 	}
 	names := map[string]string{}
 	for _, nc := range []struct{ field, name string }{
@@ -352,7 +371,8 @@ type SCD1Config struct {
 	Keys          []string `yaml:"keys"`
 	SequenceBy    string   `yaml:"sequence_by"`
 	// Deletes: ignore (default) or delete.
-	Deletes    string `yaml:"deletes"`
+	Deletes string `yaml:"deletes"`
+	// DeleteWhen is a predicate over the source row (e.g. "op = 'D'") marking deletes.
 	DeleteWhen string `yaml:"delete_when"`
 }
 
@@ -372,10 +392,31 @@ func (c *SCD1Config) Validate() []FieldError {
 	default:
 		errs = append(errs, FieldError{"deletes", fmt.Sprintf("unknown value %q; expected ignore or delete", c.Deletes)})
 	}
-	if c.DeleteWhen != "" {
-		errs = append(errs, FieldError{"delete_when", "not supported yet for scd1_merge: deletes come from the source's change feed (source_changes: true) or, for a snapshot source, from keys it no longer has"})
+	if e, ok := checkPredicate("delete_when", c.DeleteWhen); !ok {
+		errs = append(errs, e)
 	}
 	return errs
+}
+
+// checkPredicate reports whether a predicate field (empty: unset) parses; a name written
+// target.x is refused, since the predicate reads the source row.
+func checkPredicate(field, pred string) (FieldError, bool) {
+	if pred == "" {
+		return FieldError{}, true
+	}
+	p, err := delta.ParsePredicate(pred)
+	if err != nil {
+		return FieldError{field, fmt.Sprintf("%q: %v", pred, err)}, false
+	}
+	for _, c := range delta.PredicateColumns(p) {
+		if rest, ok := strings.CutPrefix(strings.ToLower(c), "target."); ok {
+			return FieldError{field, fmt.Sprintf("%q names %s: the predicate reads the source row, so write %s", pred, c, rest)}, false
+		}
+		if rest, ok := strings.CutPrefix(strings.ToLower(c), "source."); ok {
+			return FieldError{field, fmt.Sprintf("%q names %s: column names always mean the source row, so write %s", pred, c, rest)}, false
+		}
+	}
+	return FieldError{}, true
 }
 
 func validateMerge(source, target string, keys []string) []FieldError {
@@ -392,6 +433,12 @@ func validateMerge(source, target string, keys []string) []FieldError {
 	if len(keys) == 0 {
 		errs = append(errs, FieldError{"keys", "required: at least one business key column"})
 	}
+	return append(errs, validateKeys(keys)...)
+}
+
+// validateKeys reports key columns listed twice.
+func validateKeys(keys []string) []FieldError {
+	var errs []FieldError
 	seen := map[string]bool{}
 	for i, k := range keys {
 		if seen[strings.ToLower(k)] {

@@ -111,8 +111,10 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
 	// Rows count as written as they are decoded; a failed run reports only what it
 	// committed: the files before the failing one of an upsert, nothing of an append.
-	if s.cfg.Mode == "upsert" {
-		err = s.upsertFiles(ctx, env, decl, tbl, todo, loadTime, &res)
+	if s.cfg.Mode == "snapshot" {
+		err = s.loadSnapshot(ctx, env, decl, tbl, todo, loadTime, &res)
+	} else if s.cfg.Mode == "upsert" {
+		err = s.loadKeyed(ctx, env, decl, tbl, todo, loadTime, &res)
 	} else if err = s.appendFiles(ctx, env, decl, tbl, snap, todo, loadTime, &res); err != nil {
 		res.RowsWritten = 0
 	}
@@ -168,12 +170,19 @@ func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 	if err := s.quarantine(ctx, env, files, quarantine, loadTime, res); err != nil {
 		return err
 	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = f.Name
+	v, err := commitAppend(ctx, env, decl, tbl, snap, files, adds, res.RowsWritten, res)
+	if err != nil {
+		return err
 	}
+	res.Notes = append(res.Notes, fmt.Sprintf("loaded %d files into %s version %d", len(files), decl.Name, v))
+	return nil
+}
+
+// commitAppend commits adds (rows rows of files) as one WRITE (Append) with a txn per
+// file, and counts it in res.
+func commitAppend(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, adds []*delta.Add, rows int64, res *Result) (int64, error) {
 	lineage := env.lineage()
-	lineage.SourceFiles = names
+	lineage.SourceFiles = fileNames(files)
 	var bytesOut int64
 	for _, a := range adds {
 		bytesOut += a.Size
@@ -181,7 +190,7 @@ func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 	tx := tbl.NewTransaction(snap, delta.TxOptions{
 		Operation:           "WRITE",
 		OperationParameters: map[string]any{"mode": "Append", "partitionBy": partitionByJSON(snap.PartitionColumns())},
-		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": res.RowsWritten, "numOutputBytes": bytesOut},
+		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": rows, "numOutputBytes": bytesOut},
 		Lineage:             lineage,
 	})
 	tx.AddFiles(adds...)
@@ -190,13 +199,31 @@ func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 	}
 	v, err := tx.Commit(ctx)
 	if err != nil {
-		return fmt.Errorf("commit to %s: %w", decl.Name, err)
+		return 0, fmt.Errorf("commit to %s: %w", decl.Name, err)
 	}
 	res.FilesWritten += int64(len(adds))
 	res.BytesWritten += bytesOut
 	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
-	res.Notes = append(res.Notes, fmt.Sprintf("loaded %d files into %s version %d", len(files), decl.Name, v))
-	return nil
+	return v, nil
+}
+
+// countMerge counts a keyed MERGE of files into decl in res.
+func countMerge(res *Result, decl *Table, names []string, mr *delta.MergeResult) {
+	res.RowsWritten += mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
+	res.FilesWritten += mr.NumTargetFilesAdded
+	res.BytesWritten += mr.NumTargetBytesAdded
+	if mr.Committed {
+		res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: mr.Version})
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted, %d updated, %d deleted", strings.Join(names, ", "), mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
+}
+
+func fileNames(files []*sourceFile) []string {
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = f.Name
+	}
+	return names
 }
 
 // badRecord is a record on_error skipped or quarantined.
@@ -208,12 +235,19 @@ type badRecord struct {
 // decodeFile decodes one source file into batches of the table's schema (lineage
 // columns added) and hands each to emit.
 func (s *Ingest) decodeFile(ctx context.Context, env *Env, snap *delta.Snapshot, f *sourceFile, loadTime time.Time, res *Result, emit func(arrow.RecordBatch) error) ([]*badRecord, error) {
-	return s.decodeFileWith(ctx, env, snap, f, loadTime, res, nil, emit)
+	return s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{}, emit)
 }
 
-// decodeFileWith is decodeFile with extra file columns (those delete_when reads) decoded
-// as strings and passed on after the table's columns.
-func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snapshot, f *sourceFile, loadTime time.Time, res *Result, extra []string, emit func(arrow.RecordBatch) error) ([]*badRecord, error) {
+// decodeExtras are what a keyed ingest decodes besides the table's columns: the file
+// columns delete_when reads that the table lacks (as strings), and with lines each
+// row's line (lineColumn). They follow the table's columns in each batch.
+type decodeExtras struct {
+	columns []string
+	lines   bool
+}
+
+// decodeFileWith is decodeFile with extras.
+func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snapshot, f *sourceFile, loadTime time.Time, res *Result, extras decodeExtras, emit func(arrow.RecordBatch) error) ([]*badRecord, error) {
 	var r io.Reader
 	format := s.format(f.Name)
 	if format == decode.Parquet {
@@ -241,18 +275,25 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range extra {
+	for _, name := range extras.columns {
 		if snap.Schema().Field(name) != nil || schema.Field(name) != nil {
 			continue
 		}
 		schema = &delta.StructType{Fields: append(append([]*delta.StructField(nil), schema.Fields...), &delta.StructField{Name: name, Type: &delta.PrimitiveType{Name: delta.TypeString}, Nullable: true})}
 		target = arrow.NewSchema(append(append([]arrow.Field(nil), target.Fields()...), arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true}), nil)
 	}
+	lines := ""
+	if extras.lines {
+		lines = lineColumn
+		target = arrow.NewSchema(append(append([]arrow.Field(nil), target.Fields()...), arrow.Field{Name: lineColumn, Type: arrow.PrimitiveTypes.Int64}), nil)
+	}
 	opts := decode.Options{
-		Schema:    schema,
-		Format:    format,
-		BatchSize: s.cfg.BatchSize,
-		OnError:   onError,
+		Schema:              schema,
+		Format:              format,
+		BatchSize:           s.cfg.BatchSize,
+		LineColumn:          lines,
+		AllowMissingColumns: s.cfg.AllowMissingColumns,
+		OnError:             onError,
 		OnBadRecord: func(e *decode.Error) {
 			bad = append(bad, &badRecord{file: f.Name, err: e})
 		},
@@ -300,8 +341,13 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	if err := rd.Err(); err != nil {
 		return nil, err
 	}
+	if missing := rd.MissingColumns(); len(missing) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s lacks the columns %s: filled with NULL (allow_missing_columns)", f.Name, strings.Join(missing, ", ")))
+	}
 	res.FilesRead++
 	res.BytesRead += f.Size
+	// Bad records were read too: rows read counts every record of the file.
+	res.RowsRead += int64(len(bad))
 	res.RowsSkipped += int64(len(bad))
 	return bad, nil
 }

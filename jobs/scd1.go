@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -49,7 +50,7 @@ func (s *SCD1Merge) layout(target *delta.StructType) (*scdLayout, error) {
 		l.spec.deletes = "close"
 	}
 	for _, f := range target.Fields {
-		if _, identity := f.Metadata["delta.identity.start"]; !identity {
+		if !delta.IsIdentity(f) {
 			l.data = append(l.data, f)
 		}
 	}
@@ -67,6 +68,10 @@ func (s *SCD1Merge) layout(target *delta.StructType) (*scdLayout, error) {
 	}
 	return l, nil
 }
+
+// watermarkID is the txn appId under which the stage records, for a change feed source,
+// the highest sequence value it has merged (see SCD2Merge.watermarkID).
+func (s *SCD1Merge) watermarkID() string { return s.AppID() + "#max_sequence" }
 
 func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	var res Result
@@ -86,11 +91,20 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s merged through version %d", srcDecl.Name, latest))
 		return res, nil
 	}
+	es, err := newEventSource(l, srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, true)
+	if err != nil {
+		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+	}
 	events := map[string][]scdEvent{}
+	var order []string // keys in first-seen order, so that errors do not depend on map order
 	add := func(e scdEvent) {
-		k := keyString(e.row, l.spec.keys)
+		k := string(appendRowKey(nil, e.row, l.spec.keys))
+		if _, ok := events[k]; !ok {
+			order = append(order, k)
+		}
 		events[k] = append(events[k], e)
 	}
+	var log *eventLog
 	if s.cfg.SourceChanges {
 		from := last + 1
 		if !merged {
@@ -98,9 +112,13 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 			}
 		}
-		err = readChangeEvents(ctx, src, from, latest, l, s.cfg.SequenceBy, add, &res)
+		res.ChangesRead = []ChangeRange{{Table: srcDecl.Name, After: from - 1, Through: latest}}
+		if log, err = openMergeLog(ctx, env, s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), src, es, merged, last, &res); err != nil {
+			return res, err
+		}
+		err = readChangeEvents(ctx, src, from, latest, es, add, &res)
 	} else {
-		err = readSnapshotEvents(ctx, srcSnap, l, s.cfg.SequenceBy, add, &res)
+		err = readSnapshotEvents(ctx, srcSnap, es, add, &res)
 	}
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
@@ -112,28 +130,88 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if !s.cfg.SourceChanges && l.spec.deletes != "ignore" {
 		for k, row := range stored.all {
 			if _, ok := events[k]; !ok {
+				order = append(order, k)
 				events[k] = []scdEvent{{delete: true, row: row}}
 				stored.byKey[k] = row
 			}
 		}
 	}
-	// The last event per key decides; equal rows and deletes of absent keys are no-ops.
+	// Keys with an event at or before the highest sequence merged before are decided
+	// with their logged events too.
+	watermark, hasWatermark := dstSnap.TxnVersion(s.watermarkID())
+	var facts map[int][]eventFact
+	lateAt := map[string]int{}
+	if log != nil && hasWatermark {
+		var keys [][]byte
+		for _, k := range order {
+			if slices.ContainsFunc(events[k], func(e scdEvent) bool { return e.seq <= watermark }) {
+				lateAt[k] = len(keys)
+				keys = append(keys, []byte(k))
+			}
+		}
+		if facts, err = log.lookup(ctx, keys); err != nil {
+			return res, err
+		}
+		if len(keys) > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%d keys had late events: decided with their logged events", len(keys)))
+		}
+	}
+	// The last event per key decides; equal rows and deletes of absent keys are no-ops;
+	// a logged event that decides means the stored row stands.
 	var upserts, deletes [][]any
-	for k, evs := range events {
-		evs, err := normalizeBatch(k, evs)
+	var top int64
+	hasTop := false
+	for _, k := range order {
+		evs := events[k]
+		for _, e := range evs {
+			if (!e.phys || s.cfg.SequenceBy == "") && (!hasTop || e.seq > top) {
+				top, hasTop = e.seq, true
+			}
+		}
+		name := keyString(evs[0].row, l.spec.keys)
+		if i, ok := lateAt[k]; ok {
+			for j := range evs {
+				if !evs[j].delete {
+					evs[j].hash = rowHash(evs[j].row)
+				}
+			}
+			for _, f := range facts[i] {
+				evs = append(evs, scdEvent{seq: f.seq, delete: f.del, phys: f.phys, rowSeq: f.rowSeq, commit: f.commit, hash: f.hash, recorded: true})
+			}
+		}
+		evs = withoutIgnoredDeletes(&l.spec, evs)
+		if l.spec.physByCommit {
+			evs = placePhysicalDeletes(evs)
+		}
+		evs, err := normalizeBatch(name, evs, l.spec.seqText)
 		if err != nil {
 			return res, err
 		}
+		if len(evs) == 0 {
+			continue
+		}
 		e := evs[len(evs)-1]
+		if e.recorded {
+			continue
+		}
 		old, exists := stored.byKey[k]
 		switch {
-		case e.delete && exists && l.spec.deletes != "ignore":
+		case e.delete && exists:
 			deletes = append(deletes, old)
 		case !e.delete && (!exists || !rowsEqual(old, e.row)):
 			upserts = append(upserts, e.row)
 		}
 	}
-	mr, err := s.apply(ctx, env, dst, dstSnap, l, upserts, deletes, latest)
+	if log != nil {
+		if err := log.append(ctx, env, scd1Logged(events), latest, nil); err != nil {
+			return res, err
+		}
+	}
+	var newWatermark *int64
+	if hasTop && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
+		newWatermark = &top
+	}
+	mr, err := s.apply(ctx, env, dst, dstSnap, l, upserts, deletes, latest, newWatermark)
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
 	}
@@ -145,6 +223,21 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("%d inserted, %d updated, %d deleted", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
 	return res, nil
+}
+
+// scd1Logged returns the batch's events (by encoded key) as log rows.
+func scd1Logged(events map[string][]scdEvent) []loggedEvent {
+	var out []loggedEvent
+	for k, evs := range events {
+		for _, e := range evs {
+			le := loggedEvent{key: []byte(k), eventFact: eventFact{seq: e.seq, del: e.delete, phys: e.phys, commit: e.commit, rowSeq: e.rowSeq}}
+			if !e.delete {
+				le.hash = rowHash(e.row)
+			}
+			out = append(out, le)
+		}
+	}
+	return out
 }
 
 // scd1Rows are the target's stored rows: for the keys with events, and (snapshot source
@@ -184,7 +277,7 @@ func (s *SCD1Merge) storedRows(ctx context.Context, snap *delta.Snapshot, l *scd
 			if err != nil {
 				return nil, err
 			}
-			k := keyString(row, l.spec.keys)
+			k := string(appendRowKey(nil, row, l.spec.keys))
 			if _, ok := events[k]; ok {
 				out.byKey[k] = row
 			}
@@ -199,7 +292,7 @@ func (s *SCD1Merge) storedRows(ctx context.Context, snap *delta.Snapshot, l *scd
 // apply writes the upserts and deletes as one MERGE on the keys with the batch txn.
 // The MERGE reads snap, the version the upserts and deletes were decided on (a commit
 // in between makes it conflict; Run merges again).
-func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, upserts, deletes [][]any, sourceVersion int64) (*delta.MergeResult, error) {
+func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, upserts, deletes [][]any, sourceVersion int64, watermark *int64) (*delta.MergeResult, error) {
 	fields := make([]arrow.Field, 0, len(l.data)+1)
 	for _, f := range l.data {
 		at, err := delta.ArrowType(f.Type)
@@ -230,6 +323,10 @@ func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 	for i, k := range l.spec.keys {
 		on[i] = l.data[k].Name
 	}
+	tx := dst.NewTransaction(snap, delta.TxOptions{})
+	if watermark != nil {
+		tx.SetTxn(s.watermarkID(), *watermark)
+	}
 	return dst.Merge(ctx, delta.MergeOptions{
 		Source:   []arrow.RecordBatch{rec},
 		On:       on,
@@ -242,7 +339,7 @@ func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 			{Cond: delta.Ne("source."+scdActionColumn, "delete"), Action: delta.MergeInsert},
 		},
 		Txn:     &delta.Txn{AppID: s.AppID(), Version: sourceVersion},
-		Tx:      dst.NewTransaction(snap, delta.TxOptions{}),
+		Tx:      tx,
 		Lineage: env.lineage(),
 	})
 }

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
-	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
 // SCD2Merge maintains a type 2 slowly changing dimension (STAGES.md, scd2_merge): each
@@ -78,7 +76,7 @@ func (s *SCD2Merge) layout(dim *delta.StructType) (*scdLayout, error) {
 		if f == nil {
 			return nil, fmt.Errorf("dimension has no surrogate key column %s", l.sk)
 		}
-		if _, ok := f.Metadata["delta.identity.start"]; !ok {
+		if !delta.IsIdentity(f) {
 			return nil, fmt.Errorf("surrogate key column %s must be an identity column (declare identity: {start: 1, step: 1})", l.sk)
 		}
 	}
@@ -152,9 +150,14 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s merged through version %d", srcDecl.Name, latest))
 		return res, nil
 	}
+	es, err := newEventSource(l, srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, false)
+	if err != nil {
+		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+	}
 
 	batch := newSCDBatch(l)
 	defer batch.Release()
+	var log *eventLog
 	if s.cfg.SourceChanges {
 		from := last + 1
 		if !merged {
@@ -162,15 +165,20 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 			}
 		}
-		err = batch.readChanges(ctx, src, from, latest, s.cfg.SequenceBy, &res)
+		res.ChangesRead = []ChangeRange{{Table: srcDecl.Name, After: from - 1, Through: latest}}
+		if log, err = openMergeLog(ctx, env, s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), src, es, merged, last, &res); err != nil {
+			return res, err
+		}
+		err = batch.readChanges(ctx, src, from, latest, es, &res)
 	} else {
-		err = batch.readSnapshot(ctx, srcSnap, s.cfg.SequenceBy, &res)
+		err = batch.readSnapshot(ctx, srcSnap, es, &res)
 	}
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
 
-	// A snapshot source deletes the current keys it no longer has.
+	// A snapshot source deletes the current keys it no longer has, as of its version's
+	// time (when their absence was seen: they carry no sequence of their own).
 	var deleteAt *int64
 	if !s.cfg.SourceChanges && l.spec.deletes != "ignore" {
 		at := srcSnap.Timestamp().UnixMicro()
@@ -180,63 +188,53 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
 	}
-	// Late events of a change feed source are folded with their key's history.
+	// A key with an event at or before the highest sequence merged before (the
+	// watermark), or before the end of one of its stored versions, is folded from its
+	// logged events with the batch's (a change feed source; a snapshot source keeps no
+	// log, its late events are placed by the stored versions).
 	watermark, hasWatermark := dstSnap.TxnVersion(s.watermarkID())
-	hasWatermark = hasWatermark && s.cfg.SourceChanges
-	noSK := func() int64 { return 0 }
+	isLate := func(first int64, versions []scdVersion) bool {
+		if log == nil {
+			return false
+		}
+		if hasWatermark && first <= watermark {
+			return true
+		}
+		for _, v := range versions {
+			if v.From >= first || v.To != l.spec.end && v.To >= first {
+				return true
+			}
+		}
+		return false
+	}
 	late := make([]bool, work.len())
-	changes, lateKeys, err := foldBatch(batch, work, &l.spec, func(first int64) bool {
-		return historyNeeded(first, watermark, hasWatermark)
-	}, late)
+	changes, lateKeys, err := foldBatch(batch, work, &l.spec, isLate, late)
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
 	if lateKeys > 0 {
-		history, rows, err := batch.history(ctx, src, latest, s.cfg.SequenceBy, late)
-		switch {
-		case errors.Is(err, objectstore.ErrNotExist) || errors.Is(err, delta.ErrVersionCleaned):
-			// The history has been vacuumed or its log cleaned up: the late events are
-			// folded with the stored versions, exact unless they land among events
-			// the dimension did not keep.
-			history = nil
-			res.Notes = append(res.Notes, fmt.Sprintf("%d keys had late events but the change feed history of %s is no longer complete (%v); folded them with the stored versions", lateKeys, srcDecl.Name, err))
-		case err != nil:
-			return res, fmt.Errorf("source %s: reading the change feed history for %d keys with late events: %w", srcDecl.Name, lateKeys, err)
-		default:
-			res.Notes = append(res.Notes, fmt.Sprintf("%d keys had events at or before the highest sequence merged before; folded with their history (%d change rows read)", lateKeys, rows))
+		lateChanges, err := s.foldLate(ctx, batch, work, l, log, late, &res)
+		if err != nil {
+			return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 		}
-		for id := range work.len() {
-			if !late[id] {
-				continue
-			}
-			evs, err := batch.events(int32(id))
-			if err != nil {
-				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
-			}
-			key := keyString(evs[0].row, l.spec.keys)
-			if history != nil {
-				evs, err = normalizeHistory(key, history[int32(id)])
-			} else {
-				evs, err = normalizeBatch(key, evs)
-			}
-			if err != nil {
-				return res, err
-			}
-			versions := work.versions(int32(id))
-			if err := batch.versionRows(versions); err != nil {
-				return res, err
-			}
-			changes = append(changes, foldKey(&l.spec, versions, evs, noSK)...)
-		}
+		changes = append(changes, lateChanges...)
 	}
+	noSK := func() int64 { return 0 }
 	for _, v := range missing {
 		del := scdEvent{seq: *deleteAt, delete: true, row: v.Row}
-		changes = append(changes, foldKey(&l.spec, []scdVersion{v}, []scdEvent{del}, noSK)...)
+		changes = append(changes, foldKey(&l.spec, []scdVersion{v}, []scdEvent{del}, false, noSK)...)
 	}
-	// The watermark moves to the batch's highest sequence (change feed sources).
+	// The watermark moves to the batch's highest sequence (change feed sources); with
+	// sequence_by, the deletes of source rows (dated by their commits) do not count.
 	var newWatermark *int64
-	if top, ok := batch.maxSeq(); ok && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
+	if top, ok := batch.maxSeq(s.cfg.SequenceBy == ""); ok && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
 		newWatermark = &top
+	}
+	// The batch's events go to the log before the dimension commit (a rerun finds them).
+	if log != nil {
+		if err := log.append(ctx, env, batch.logged(), latest, nil); err != nil {
+			return res, err
+		}
 	}
 	// The index and the scan's findings are not needed by the MERGE; the records stay (the
 	// changes' values may point into them).
@@ -256,6 +254,63 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	return res, nil
 }
 
+// foldLate folds the keys marked late from their logged events and the batch's.
+func (s *SCD2Merge) foldLate(ctx context.Context, batch *scdBatch, work *scdWork, l *scdLayout, log *eventLog, late []bool, res *Result) ([]scdChange, error) {
+	var ids []int32
+	var keys [][]byte
+	for id, isLate := range late {
+		if isLate {
+			ids = append(ids, int32(id))
+			keys = append(keys, batch.keys.Key(int32(id)))
+		}
+	}
+	facts, err := log.lookup(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	complete := log.complete()
+	var changes []scdChange
+	lost, logged := 0, 0
+	for i, id := range ids {
+		evs, err := batch.events(id)
+		if err != nil {
+			return nil, err
+		}
+		for k := range evs {
+			if !evs[k].delete {
+				evs[k].hash = rowHash(evs[k].row)
+			}
+		}
+		versions := work.versions(id)
+		if err := batch.versionRows(versions); err != nil {
+			return nil, err
+		}
+		recorded, n := loggedEvents(&l.spec, facts[i], versions)
+		lost += n
+		logged += len(recorded)
+		key := keyString(evs[0].row, l.spec.keys)
+		all := withoutIgnoredDeletes(&l.spec, append(recorded, evs...))
+		if l.spec.physByCommit {
+			all = placePhysicalDeletes(all)
+		}
+		if all, err = normalizeBatch(key, all, l.spec.seqText); err != nil {
+			return nil, err
+		}
+		if len(all) == 0 {
+			continue // only ignored deletes
+		}
+		changes = append(changes, foldKey(&l.spec, versions, all, complete, func() int64 { return 0 })...)
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%d keys had late events: folded with their %d logged events", len(ids), logged))
+	if !complete {
+		res.Notes = append(res.Notes, "the event log starts after the first merge (the source's change feed before it was gone): late events were placed with the stored versions where it has no events")
+	}
+	if lost > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d logged events had no stored version (the dimension was changed by another writer); they were left out", lost))
+	}
+	return changes, nil
+}
+
 // quickPath lets foldBatch handle the commonest keys without the fold (a test turns it
 // off to compare).
 var quickPath = true
@@ -266,9 +321,9 @@ var quickPath = true
 // is a new key's first version, or a tracked change after its only (current) version
 // with the same type 1 values, gets the fold's changes directly (quickInsert,
 // againstCurrent). Keys for which isLate holds (given their earliest event's
-// sequence) are not folded but marked in late (and counted), for a fold with their
-// history.
-func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int64) bool, late []bool) ([]scdChange, int, error) {
+// sequence and their stored versions) are not folded but marked in late (and counted),
+// for a fold with their logged events.
+func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int64, versions []scdVersion) bool, late []bool) ([]scdChange, int, error) {
 	type part struct {
 		changes []scdChange
 		late    int
@@ -309,7 +364,7 @@ func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int6
 					// version (if any) at the event, which becomes the new current one.
 					ev := b.head[id]
 					seq := b.evSeq[ev]
-					if !isLate(seq) {
+					if !isLate(seq, versions) {
 						if len(versions) == 1 {
 							out.changes = append(out.changes, scdChange{Kind: "close", Old: &versions[0], New: newVersion(scdVersion{To: seq}), quick: true})
 						}
@@ -322,11 +377,19 @@ func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int6
 					out.err = err
 					return
 				}
-				if evs, err = normalizeBatch(keyString(evs[0].row, spec.keys), evs); err != nil {
+				key := keyString(evs[0].row, spec.keys)
+				if evs = withoutIgnoredDeletes(spec, evs); len(evs) == 0 {
+					work.drop(int32(id))
+					continue
+				}
+				if spec.physByCommit {
+					evs = placePhysicalDeletes(evs)
+				}
+				if evs, err = normalizeBatch(key, evs, spec.seqText); err != nil {
 					out.err = err
 					return
 				}
-				if isLate(evs[0].seq) { // (normalized: in sequence order)
+				if len(evs) > 0 && isLate(evs[0].seq, versions) { // (normalized: in sequence order)
 					late[id] = true
 					out.late++
 					continue
@@ -335,7 +398,7 @@ func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int6
 					out.err = err
 					return
 				}
-				out.changes = append(out.changes, foldKey(spec, versions, evs, func() int64 { return 0 })...)
+				out.changes = append(out.changes, foldKey(spec, versions, evs, false, func() int64 { return 0 })...)
 				work.drop(int32(id))
 			}
 		}()
@@ -388,15 +451,17 @@ func sourceColumns(schema *arrow.Schema, l *scdLayout) ([]int, error) {
 	return cols, nil
 }
 
-// seqColumn finds the sequence_by column (or the fallback) in a batch.
+// seqColumn finds the sequence_by column (or the fallback) in a batch: a timestamp, a
+// date or an integer (scd2_merge, whose sequences become valid_from, checks for the
+// first two: newEventSource).
 func seqColumn(schema *arrow.Schema, name string) (int, error) {
 	for i, f := range schema.Fields() {
 		if strings.EqualFold(f.Name, name) {
 			switch f.Type.ID() {
-			case arrow.TIMESTAMP, arrow.DATE32:
+			case arrow.TIMESTAMP, arrow.DATE32, arrow.INT64, arrow.INT32, arrow.INT16, arrow.INT8:
 				return i, nil
 			}
-			return 0, fmt.Errorf("sequence_by column %s is %s; expected a timestamp or date, since it becomes valid_from", name, f.Type)
+			return 0, fmt.Errorf("sequence_by column %s is %s; expected a timestamp, a date or an integer", name, f.Type)
 		}
 	}
 	return 0, fmt.Errorf("source has no sequence_by column %s", name)
@@ -411,33 +476,42 @@ func seqValue(arr arrow.Array, i int) (int64, bool) {
 		return int64(a.Value(i)) * 86_400_000_000, true
 	case *array.Timestamp:
 		return toMicros(int64(a.Value(i)), a.DataType().(*arrow.TimestampType).Unit), true
+	case *array.Int64:
+		return a.Value(i), true
+	case *array.Int32:
+		return int64(a.Value(i)), true
+	case *array.Int16:
+		return int64(a.Value(i)), true
+	case *array.Int8:
+		return int64(a.Value(i)), true
 	}
 	return 0, false
 }
 
 // readChangeEvents turns the source's change feed over [from, to] into events as Go rows
 // (eachChange says which); scd1_merge uses it.
-func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, l *scdLayout, sequenceBy string, add func(scdEvent), res *Result) error {
-	return eachChange(ctx, src, from, to, l, sequenceBy, func(rec arrow.RecordBatch, cols []int, seqs []int64, dels []bool, _ []int64) error {
-		for i := range seqs {
-			row, err := sourceRow(rec, l, i, cols)
+func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, add func(scdEvent), res *Result) error {
+	return eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
+		for i := range ev.seqs {
+			row, err := sourceRow(rec, es.l, i, cols)
 			if err != nil {
 				return err
 			}
-			add(scdEvent{seq: seqs[i], delete: dels[i], row: row})
+			add(scdEvent{seq: ev.seqs[i], delete: ev.dels[i], phys: ev.phys[i], rowSeq: ev.rowSeqs[i], commit: ev.commits[i], row: row})
 		}
 		return nil
 	}, res)
 }
 
 // readSnapshotEvents turns every source row into an upsert at its sequence_by value
-// (default: the source version's commit time).
-func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, l *scdLayout, sequenceBy string, add func(scdEvent), res *Result) error {
+// (default: the source version's commit time), or a delete where delete_when holds.
+func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSource, add func(scdEvent), res *Result) error {
 	sc, err := snap.Scan(ctx, delta.ScanOptions{})
 	if err != nil {
 		return err
 	}
 	defer sc.Release()
+	l := es.l
 	at := snap.Timestamp().UnixMicro()
 	for sc.Next() {
 		rec := sc.RecordBatch()
@@ -446,10 +520,14 @@ func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, l *scdLayout,
 			return err
 		}
 		seqIdx := -1
-		if sequenceBy != "" {
-			if seqIdx, err = seqColumn(rec.Schema(), sequenceBy); err != nil {
+		if es.sequenceBy != "" {
+			if seqIdx, err = seqColumn(rec.Schema(), es.sequenceBy); err != nil {
 				return err
 			}
+		}
+		marked, err := es.deletesMarked(rec)
+		if err != nil {
+			return err
 		}
 		for i := range int(rec.NumRows()) {
 			row, err := sourceRow(rec, l, i, cols)
@@ -460,10 +538,10 @@ func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, l *scdLayout,
 			if seqIdx >= 0 {
 				var ok bool
 				if seq, ok = seqValue(rec.Column(seqIdx), i); !ok {
-					return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), sequenceBy)
+					return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), es.sequenceBy)
 				}
 			}
-			add(scdEvent{seq: seq, row: row})
+			add(scdEvent{seq: seq, row: row, delete: marked != nil && marked[i]})
 		}
 		res.RowsRead += rec.NumRows()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
@@ -38,7 +39,12 @@ type scdBatch struct {
 	evRec, evRow, evPrev []int32
 	evSeq                []int64
 	evDel                []bool
-	expect               int // events expected (reserve), to size the key arena
+	// evCommit and evPhys, for a change feed source: the source version of each event
+	// and whether it deletes the source row (a delete in the change feed), and evRowSeq
+	// the sequence_by value such a delete's row carries.
+	evCommit, evRowSeq []int64
+	evPhys             []bool
+	expect             int // events expected (reserve), to size the key arena
 
 	// dimRows are the dimension rows the scan kept for the MERGE (see dimRow), and
 	// heldData their data columns.
@@ -62,7 +68,8 @@ func (b *scdBatch) Release() {
 }
 
 // appendKey encodes the key columns of row i (null-safe, type-normalised as colValue
-// does, so a source int32 key matches a dimension int64 key).
+// does, so a source int32 key matches a dimension int64 key); appendRowKey encodes the
+// same values of a Go row alike.
 func appendKey(buf []byte, rec arrow.RecordBatch, cols []int, keys []int, i int) ([]byte, error) {
 	for _, k := range keys {
 		arr := rec.Column(cols[k])
@@ -86,32 +93,53 @@ func appendKey(buf []byte, rec arrow.RecordBatch, cols []int, keys []int, i int)
 		if err != nil {
 			return nil, err
 		}
-		switch v := v.(type) {
-		case string:
-			buf = append(buf, 1)
-			buf = binary.AppendUvarint(buf, uint64(len(v)))
-			buf = append(buf, v...)
-		case int64:
-			buf = append(buf, 2)
-			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
-		case float64:
-			buf = append(buf, 3)
-			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(v))
-		case bool:
-			buf = append(buf, 4, byte(boolInt(v)))
-		default:
-			s := fmt.Sprint(v)
-			buf = append(buf, 5)
-			buf = binary.AppendUvarint(buf, uint64(len(s)))
-			buf = append(buf, s...)
-		}
+		buf = appendKeyValue(buf, v)
 	}
 	return buf, nil
 }
 
+// appendRowKey encodes the values of row at cols as appendKey does.
+func appendRowKey(buf []byte, row []any, cols []int) []byte {
+	for _, c := range cols {
+		buf = appendKeyValue(buf, row[c])
+	}
+	return buf
+}
+
+func appendKeyValue(buf []byte, v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		buf = append(buf, 0)
+	case string:
+		buf = append(buf, 1)
+		buf = binary.AppendUvarint(buf, uint64(len(v)))
+		buf = append(buf, v...)
+	case int64:
+		buf = append(buf, 2)
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+	case float64:
+		buf = append(buf, 3)
+		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(v))
+	case bool:
+		buf = append(buf, 4, byte(boolInt(v)))
+	default:
+		s := fmt.Sprint(v)
+		buf = append(buf, 5)
+		buf = binary.AppendUvarint(buf, uint64(len(s)))
+		buf = append(buf, s...)
+	}
+	return buf
+}
+
+// rowHash is the hash of a Go row's data columns the event log records (the same as of
+// the Arrow row it was read from).
+func rowHash(row []any) uint64 {
+	return xxhash.Sum64(appendRowKey(nil, row, allColumns(len(row))))
+}
+
 // addRows indexes the rows of the batch's last record as events at seqs (deletes where
-// dels is true).
-func (b *scdBatch) addRows(seqs []int64, dels []bool) error {
+// dels is true; with their source versions and physical deletes, from a change feed).
+func (b *scdBatch) addRows(seqs []int64, dels []bool, cr *changeEvents) error {
 	r := len(b.recs) - 1
 	kb := &b.block
 	kb.Reset()
@@ -137,6 +165,11 @@ func (b *scdBatch) addRows(seqs []int64, dels []bool) error {
 		b.evRow = append(b.evRow, int32(i))
 		b.evSeq = append(b.evSeq, seqs[i])
 		b.evDel = append(b.evDel, dels[i])
+		if cr != nil {
+			b.evCommit = append(b.evCommit, cr.commits[i])
+			b.evRowSeq = append(b.evRowSeq, cr.rowSeqs[i])
+			b.evPhys = append(b.evPhys, cr.phys[i])
+		}
 		b.evPrev = append(b.evPrev, b.head[id])
 		b.head[id] = ev
 		b.count[id]++
@@ -149,7 +182,7 @@ func (b *scdBatch) addRows(seqs []int64, dels []bool) error {
 func (b *scdBatch) dropIndex() {
 	b.keys, b.block = nil, keyindex.Block{}
 	b.head, b.count = nil, nil
-	b.evPrev, b.evSeq, b.evDel = nil, nil, nil
+	b.evPrev, b.evSeq, b.evDel, b.evCommit, b.evRowSeq, b.evPhys = nil, nil, nil, nil, nil, nil
 }
 
 // reserve makes room for n more events (and keys).
@@ -193,7 +226,11 @@ func (b *scdBatch) events(id int32) ([]scdEvent, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, scdEvent{seq: b.evSeq[ev], delete: b.evDel[ev], row: row})
+		e := scdEvent{seq: b.evSeq[ev], delete: b.evDel[ev], row: row}
+		if b.evCommit != nil {
+			e.commit, e.phys, e.rowSeq = b.evCommit[ev], b.evPhys[ev], b.evRowSeq[ev]
+		}
+		out = append(out, e)
 	}
 	// The chain runs newest first; the fold sorts stably by sequence, so restore the
 	// order the events were read in.
@@ -203,9 +240,32 @@ func (b *scdBatch) events(id int32) ([]scdEvent, error) {
 	return out, nil
 }
 
+// eventSource says how source rows become events: the dimension's layout, the
+// sequence_by column ("" for the source commit timestamp, or for a snapshot source its
+// version's time) and the delete_when predicate (nil: none), bound to the source schema.
+type eventSource struct {
+	l          *scdLayout
+	sequenceBy string
+	deleteWhen *delta.Matcher
+	// deleteCols are the columns delete_when reads.
+	deleteCols []string
+}
+
+// deletesMarked returns, per row of rec, whether delete_when marks it (nil: none do).
+func (es *eventSource) deletesMarked(rec arrow.RecordBatch) ([]bool, error) {
+	if es.deleteWhen == nil {
+		return nil, nil
+	}
+	m, err := es.deleteWhen.Match(rec)
+	if err != nil {
+		return nil, fmt.Errorf("delete_when: %w", err)
+	}
+	return m, nil
+}
+
 // readSnapshot makes every source row an upsert at its sequence_by value (default: the
-// source version's commit time).
-func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, sequenceBy string, res *Result) error {
+// source version's commit time), or a delete where delete_when holds.
+func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, es *eventSource, res *Result) error {
 	schema := snap.Schema()
 	cols := make([]string, 0, len(b.l.data)+1)
 	for _, f := range b.l.data {
@@ -214,12 +274,15 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, seque
 		}
 		cols = append(cols, f.Name)
 	}
+	sequenceBy := es.sequenceBy
 	if sequenceBy != "" {
 		if schema.Field(sequenceBy) == nil {
 			return fmt.Errorf("source has no sequence_by column %s", sequenceBy)
 		}
-		if b.l.dataIndex(sequenceBy) < 0 {
-			cols = append(cols, sequenceBy)
+	}
+	for _, c := range append([]string{sequenceBy}, es.deleteCols...) {
+		if c != "" && !slices.ContainsFunc(cols, func(x string) bool { return strings.EqualFold(x, c) }) {
+			cols = append(cols, c)
 		}
 	}
 	if n, ok := snap.NumRecords(); ok && n > int64(b.keys.Len()) {
@@ -246,9 +309,16 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, seque
 			}
 			seqCol = rec.Column(idx)
 		}
+		marked, err := es.deletesMarked(rec)
+		if err != nil {
+			return err
+		}
 		n := int(rec.NumRows())
 		seqs, dels = slices.Grow(seqs[:0], n)[:n], slices.Grow(dels[:0], n)[:n]
 		clear(dels)
+		if marked != nil {
+			copy(dels, marked)
+		}
 		for i := range seqs {
 			seqs[i] = at
 			if seqCol != nil {
@@ -258,7 +328,7 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, seque
 				}
 			}
 		}
-		if err := b.addRows(seqs, dels); err != nil {
+		if err := b.addRows(seqs, dels, nil); err != nil {
 			return err
 		}
 		res.RowsRead += rec.NumRows()
@@ -276,26 +346,38 @@ func (b *scdBatch) nullSequence(i int, name string) error {
 }
 
 // readChanges turns the source's change feed over [from, to] into events (eachChange).
-func (b *scdBatch) readChanges(ctx context.Context, src *delta.Table, from, to int64, sequenceBy string, res *Result) error {
-	return eachChange(ctx, src, from, to, b.l, sequenceBy, func(rec arrow.RecordBatch, _ []int, seqs []int64, dels []bool, _ []int64) error {
+func (b *scdBatch) readChanges(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, res *Result) error {
+	return eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, _ []int, ev *changeEvents) error {
 		if err := b.keep(rec); err != nil {
 			return err
 		}
-		return b.addRows(seqs, dels)
+		return b.addRows(ev.seqs, ev.dels, ev)
 	}, res)
 }
 
+// changeEvents are the events of one change feed record: per row its sequence, whether
+// it is a delete, whether that deletes the source row itself (and the sequence_by value
+// of the row deleted), and its source version.
+type changeEvents struct {
+	seqs    []int64
+	dels    []bool
+	phys    []bool
+	rowSeqs []int64
+	commits []int64
+}
+
 // eachChange reads the source's change feed over [from, to] and calls change for each
-// record with the column of each dimension data column and, per row, the event's
-// sequence, whether it is a delete and its commit version: inserts and update
-// post-images are upserts at their sequence_by value (default the commit time),
-// deletes are deletes at their commit time (or their sequence_by value when later);
-// pre-images are skipped.
-func eachChange(ctx context.Context, src *delta.Table, from, to int64, l *scdLayout, sequenceBy string,
-	change func(rec arrow.RecordBatch, cols []int, seqs []int64, dels []bool, commits []int64) error, res *Result) error {
+// record with the column of each dimension data column and its rows' events: inserts
+// and update post-images are upserts at their sequence_by value (default the commit
+// time), or deletes where delete_when holds; a delete row (the source row deleted) is a
+// delete at its commit time, or at its sequence_by value when later (with sequence_by,
+// placePhysicalDeletes places it by commit order); pre-images are skipped.
+func eachChange(ctx context.Context, src *delta.Table, from, to int64, es *eventSource,
+	change func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error, res *Result) error {
 	if from > to {
 		return nil
 	}
+	l := es.l
 	rd, err := src.Changes(ctx, delta.ChangesOptions{
 		StartVersion: &from, EndVersion: &to,
 		Types: []string{delta.ChangeInsert, delta.ChangeUpdatePostimage, delta.ChangeDelete},
@@ -304,7 +386,7 @@ func eachChange(ctx context.Context, src *delta.Table, from, to int64, l *scdLay
 		return err
 	}
 	defer rd.Release()
-	seqName := or(sequenceBy, delta.CommitTimestampColumn)
+	seqName := or(es.sequenceBy, delta.CommitTimestampColumn)
 	for rd.Next() {
 		rec := rd.RecordBatch()
 		cols, err := sourceColumns(rec.Schema(), l)
@@ -319,12 +401,16 @@ func eachChange(ctx context.Context, src *delta.Table, from, to int64, l *scdLay
 		if err != nil {
 			return err
 		}
+		marked, err := es.deletesMarked(rec)
+		if err != nil {
+			return err
+		}
 		field := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
 		types := field(delta.ChangeTypeColumn).(*array.String)
 		versions, _ := field(delta.CommitVersionColumn).(*array.Int64)
 		seqCol, commitCol := rec.Column(seqIdx), rec.Column(commitIdx)
 		n := int(rec.NumRows())
-		seqs, dels, commits := make([]int64, n), make([]bool, n), make([]int64, n)
+		ev := &changeEvents{seqs: make([]int64, n), dels: make([]bool, n), phys: make([]bool, n), rowSeqs: make([]int64, n), commits: make([]int64, n)}
 		for i := range n {
 			seq, ok := seqValue(seqCol, i)
 			if !ok {
@@ -334,17 +420,19 @@ func eachChange(ctx context.Context, src *delta.Table, from, to int64, l *scdLay
 				}
 				return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), seqName)
 			}
-			del := types.Value(i) == delta.ChangeDelete
-			if at, ok := seqValue(commitCol, i); del && ok && at > seq {
+			phys := types.Value(i) == delta.ChangeDelete
+			ev.rowSeqs[i] = seq
+			if at, ok := seqValue(commitCol, i); phys && ok && at > seq {
 				// A deleted row carries its last values; the delete happened at its commit.
 				seq = at
 			}
-			seqs[i], dels[i] = seq, del
+			ev.seqs[i], ev.phys[i] = seq, phys
+			ev.dels[i] = phys || marked != nil && marked[i]
 			if versions != nil {
-				commits[i] = versions.Value(i)
+				ev.commits[i] = versions.Value(i)
 			}
 		}
-		if err := change(rec, cols, seqs, dels, commits); err != nil {
+		if err := change(rec, cols, ev); err != nil {
 			return err
 		}
 		res.RowsRead += rec.NumRows()
@@ -352,47 +440,16 @@ func eachChange(ctx context.Context, src *delta.Table, from, to int64, l *scdLay
 	return rd.Err()
 }
 
-// history reads the whole event history of the batch keys marked late from the
-// source's change feed (from where it starts through to), as fold events.
-func (b *scdBatch) history(ctx context.Context, src *delta.Table, to int64, sequenceBy string, late []bool) (map[int32][]scdEvent, int64, error) {
-	from, err := src.ChangeDataFeedStart(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	out := map[int32][]scdEvent{}
-	var read Result
-	var kb keyindex.Block
-	err = eachChange(ctx, src, from, to, b.l, sequenceBy, func(rec arrow.RecordBatch, cols []int, seqs []int64, dels []bool, commits []int64) error {
-		kb.Reset()
-		var err error
-		for i := range seqs {
-			if kb.Buf, err = appendKey(kb.Buf, rec, cols, b.l.spec.keys, i); err != nil {
-				return err
-			}
-			kb.End()
+// maxSeq is the highest sequence in the batch; withPhys counts the deletes of source
+// rows too (without sequence_by their sequence is their commit time, like the others').
+func (b *scdBatch) maxSeq(withPhys bool) (int64, bool) {
+	top, found := int64(0), false
+	for ev, seq := range b.evSeq {
+		if (withPhys || b.evPhys == nil || !b.evPhys[ev]) && (!found || seq > top) {
+			top, found = seq, true
 		}
-		b.keys.LookupBlock(&kb)
-		for i, id := range kb.IDs {
-			if id < 0 || !late[id] {
-				continue
-			}
-			row, err := sourceRow(rec, b.l, i, cols)
-			if err != nil {
-				return err
-			}
-			out[id] = append(out[id], scdEvent{seq: seqs[i], delete: dels[i], row: row, commit: commits[i]})
-		}
-		return nil
-	}, &read)
-	return out, read.RowsRead, err
-}
-
-// maxSeq is the highest sequence in the batch.
-func (b *scdBatch) maxSeq() (int64, bool) {
-	if len(b.evSeq) == 0 {
-		return 0, false
 	}
-	return slices.Max(b.evSeq), true
+	return top, found
 }
 
 // dataIndex is the position of the data column name, or -1.

@@ -16,12 +16,14 @@ import (
 // The fold treats the existing versions of a key as events too (a version start is an
 // upsert at valid_from; a version that ends without a successor is a delete at valid_to)
 // and replays them together with the new events in sequence order. For events after
-// everything merged before that is exact; an event at or before that point (late) is
-// folded with the key's whole event history instead (historyNeeded), because the
-// dimension does not keep the events that changed nothing. Together that makes the
-// result independent of how a stream, in any order, was split into batches: merging it
-// in any split gives the same intervals and values as merging it at once, which the
-// property test checks.
+// everything merged before that is exact. An event at or before that point (late) may
+// land among events the dimension kept no trace of (a repeat of the current values, a
+// delete of an absent key), so such a key is folded from its events instead: those the
+// stage's event log recorded (scd_events.go, rebuilt with the stored versions' values by
+// loggedEvents) and the batch's, the stored versions serving only to find what changed.
+// Together that makes the result depend only on the set of events ever merged: merging
+// a stream in any split and order gives the same intervals and values as merging it at
+// once, which the property tests check.
 
 // SeqMax is the valid_to of a current version (9999-12-31 00:00:00 in microseconds since
 // the epoch, when sequences are timestamps).
@@ -35,9 +37,17 @@ type scdEvent struct {
 	// existing marks an event derived from a stored version; sk is that version's key.
 	existing bool
 	sk       int64
-	// commit orders events of a key's whole history at one sequence (the source
-	// version that carried it); batch events need not set it.
+	// commit is the source version that carried the event (change feed sources). phys
+	// marks a delete of the source row itself (a delete in the change feed), which
+	// carries no sequence of its own but the deleted row's (rowSeq):
+	// placePhysicalDeletes places it.
 	commit int64
+	phys   bool
+	rowSeq int64
+	// hash is a hash of the data columns (rowHash; 0 for deletes), recorded the event
+	// came from the event log, whose row holds the values of the version covering it.
+	hash     uint64
+	recorded bool
 }
 
 // scdVersion is one row of a type 2 dimension: a key's data during [from, to).
@@ -68,6 +78,11 @@ type scdSpec struct {
 	type1   []int
 	deletes string // ignore, close or tombstone
 	end     int64  // valid_to of current versions
+	// seqText shows a sequence value as the sequence_by column does, for errors.
+	seqText func(int64) string
+	// physByCommit: deletes of source rows are placed by commit order
+	// (placePhysicalDeletes), since sequences are business times (sequence_by is set).
+	physByCommit bool
 }
 
 // scdChange is what the fold decided for one dimension row.
@@ -86,10 +101,16 @@ type scdChange struct {
 type DuplicateSequenceError struct {
 	Key string
 	Seq int64
+	// SeqText is Seq as the sequence_by column shows it (a timestamp, a date, a number).
+	SeqText string
 }
 
 func (e *DuplicateSequenceError) Error() string {
-	return fmt.Sprintf("key %s has two different changes at the same sequence value %d; make sequence_by unique per key or deduplicate the source", e.Key, e.Seq)
+	seq := e.SeqText
+	if seq == "" {
+		seq = fmt.Sprint(e.Seq)
+	}
+	return fmt.Sprintf("key %s has two different upserts at the same sequence value %s; make sequence_by unique per key or deduplicate the source", e.Key, seq)
 }
 
 // valuesEqual is null-safe equality of two data values (a change to or from NULL is a
@@ -130,10 +151,11 @@ func rowsEqual(a, b []any) bool {
 	return true
 }
 
-// normalizeBatch sorts one key's new events by sequence and applies rule 3: exact
-// duplicates are dropped; at one sequence a delete wins over upserts; two different
-// upserts at one sequence are an error.
-func normalizeBatch(key string, evs []scdEvent) ([]scdEvent, error) {
+// normalizeBatch sorts one key's events by sequence and applies rule 3 to them, in
+// whatever batches they came: exact duplicates are dropped; at one sequence a delete
+// wins over upserts; two different upserts at one sequence are an error (seqText shows
+// the sequence in it). The result does not depend on the order of evs.
+func normalizeBatch(key string, evs []scdEvent, seqText func(int64) string) ([]scdEvent, error) {
 	slices.SortStableFunc(evs, func(a, b scdEvent) int { return cmp.Compare(a.seq, b.seq) })
 	out := evs[:0]
 	for i := 0; i < len(evs); {
@@ -141,16 +163,9 @@ func normalizeBatch(key string, evs []scdEvent) ([]scdEvent, error) {
 		for j < len(evs) && evs[j].seq == evs[i].seq {
 			j++
 		}
-		group := evs[i:j]
-		chosen := group[0]
-		for _, e := range group[1:] {
-			switch {
-			case chosen.delete:
-			case e.delete:
-				chosen = e
-			case !rowsEqual(chosen.row, e.row):
-				return nil, &DuplicateSequenceError{Key: key, Seq: e.seq}
-			}
+		chosen, err := resolveTie(key, evs[i:j], seqText)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, chosen)
 		i = j
@@ -158,41 +173,143 @@ func normalizeBatch(key string, evs []scdEvent) ([]scdEvent, error) {
 	return out, nil
 }
 
-// historyNeeded reports whether a key's batch events, the earliest at sequence first,
-// must be folded with the key's whole event history instead of its stored versions: an
-// event at or before
-// the highest sequence merged before (the watermark) may land among events the
-// dimension does not keep — a repeat that changed nothing, a delete of an absent key,
-// the event that set the newest type 1 values — and only the history places it exactly
-// (rule 4). Events after the watermark come after everything merged, so the stored
-// versions are all the fold needs.
-func historyNeeded(first, watermark int64, hasWatermark bool) bool {
-	return hasWatermark && first <= watermark
+// resolveTie picks the event that stands for a key's events at one sequence: a delete if
+// there is one (one marked by the source row before one of a deleted row), else the
+// upserts, which must all be equal (an event with its own values before a recorded one).
+func resolveTie(key string, group []scdEvent, seqText func(int64) string) (scdEvent, error) {
+	var del, up *scdEvent
+	for k := range group {
+		e := &group[k]
+		switch {
+		case e.delete:
+			if del == nil || del.phys && !e.phys {
+				del = e
+			}
+		case up == nil:
+			up = e
+		case !sameEvent(up, e):
+			text := fmt.Sprint(e.seq)
+			if seqText != nil {
+				text = seqText(e.seq)
+			}
+			return scdEvent{}, &DuplicateSequenceError{Key: key, Seq: e.seq, SeqText: text}
+		case up.recorded && !e.recorded:
+			up = e
+		}
+	}
+	if del != nil {
+		return *del, nil
+	}
+	return *up, nil
 }
 
-// normalizeHistory orders a key's whole event history for a refold. At one sequence
-// only the events of the latest source commit count (a later commit corrects an
-// earlier one, as a later batch's event replaces a stored one at its sequence); among
-// those, rule 3 applies as in a batch.
-func normalizeHistory(key string, evs []scdEvent) ([]scdEvent, error) {
-	latest := make(map[int64]int64, len(evs))
+// sameEvent reports whether two upserts carry the same values: by their rows, or by
+// their hashes when one was rebuilt from the event log.
+func sameEvent(a, b *scdEvent) bool {
+	if a.recorded || b.recorded {
+		return a.hash == b.hash
+	}
+	return rowsEqual(a.row, b.row)
+}
+
+// placePhysicalDeletes dates the deletes of source rows when sequence_by orders events
+// by a business time. Such a delete carries the deleted row's values, not a time of its
+// own: it stands at its commit's timestamp, but not after the key's return — an upsert
+// that a later source commit carried with a sequence after the deleted rows' (the key's
+// rows deleted by that commit) — it moves to the earliest such return, and vanishes when
+// it lands on it (the key came back at once). A later upsert with an older sequence is
+// a late event from before the delete and leaves it where it is. evs are one key's
+// events, with their commit versions.
+func placePhysicalDeletes(evs []scdEvent) []scdEvent {
+	rowSeq := map[int64]int64{} // per commit with deletes of source rows: the newest row deleted
 	for _, e := range evs {
-		if c, ok := latest[e.seq]; !ok || e.commit > c {
-			latest[e.seq] = e.commit
+		if e.phys {
+			if r, ok := rowSeq[e.commit]; !ok || e.rowSeq > r {
+				rowSeq[e.commit] = e.rowSeq
+			}
 		}
 	}
-	kept := make([]scdEvent, 0, len(evs))
-	for _, e := range evs {
-		if e.commit == latest[e.seq] {
-			kept = append(kept, e)
-		}
+	if len(rowSeq) == 0 {
+		return evs
 	}
-	return normalizeBatch(key, kept)
+	out := evs[:0]
+	for _, d := range evs {
+		if d.phys {
+			back, found := int64(0), false
+			for _, e := range evs {
+				if !e.delete && e.commit > d.commit && e.seq > rowSeq[d.commit] && (!found || e.seq < back) {
+					back, found = e.seq, true
+				}
+			}
+			if found && back <= d.seq {
+				if back == d.seq || slices.ContainsFunc(evs, func(e scdEvent) bool { return !e.delete && e.seq == back }) {
+					continue
+				}
+				d.seq = back
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// loggedEvents rebuilds a key's logged events as fold events. A delete needs no values;
+// an upsert takes the values of the stored version covering its sequence (it started
+// that version or repeated its tracked values; type 1 values are the newest on every
+// version), with the hash it was logged with. An upsert no stored version covers (the
+// dimension was changed by another writer) is left out and counted.
+func loggedEvents(spec *scdSpec, facts []eventFact, versions []scdVersion) (evs []scdEvent, lost int) {
+	evs = make([]scdEvent, 0, len(facts))
+	for _, f := range facts {
+		e := scdEvent{seq: f.seq, delete: f.del, phys: f.phys, rowSeq: f.rowSeq, commit: f.commit, hash: f.hash, recorded: true}
+		if !f.del {
+			for i := range versions {
+				if v := &versions[i]; !v.Tombstone && v.From <= f.seq && f.seq < v.To {
+					e.row = v.Row
+					break
+				}
+			}
+			if e.row == nil {
+				lost++
+				continue
+			}
+			if vals, err := decodeValues([]byte(f.type1)); err == nil && len(vals) == len(spec.type1) && len(vals) > 0 {
+				e.row = slices.Clone(e.row)
+				for j, c := range spec.type1 {
+					e.row[c] = vals[j]
+				}
+			}
+		}
+		evs = append(evs, e)
+	}
+	return evs, lost
+}
+
+// type1Values encodes a row's type 1 values for the event log ("" without any).
+func type1Values(spec *scdSpec, row []any) string {
+	if len(spec.type1) == 0 {
+		return ""
+	}
+	vals := make([]any, len(spec.type1))
+	for j, c := range spec.type1 {
+		vals[j] = row[c]
+	}
+	return string(encodeValues(vals))
+}
+
+// withoutIgnoredDeletes drops the deletes of a key's events when the spec ignores them,
+// before ties are resolved: an ignored delete has no effect at all.
+func withoutIgnoredDeletes(spec *scdSpec, evs []scdEvent) []scdEvent {
+	if spec.deletes != "ignore" {
+		return evs
+	}
+	return slices.DeleteFunc(evs, func(e scdEvent) bool { return e.delete })
 }
 
 // foldKey merges a key's stored versions with its new (normalized) events and returns
-// the changes to apply. nextSK hands out new surrogate keys.
-func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, nextSK func() int64) []scdChange {
+// the changes to apply. nextSK hands out new surrogate keys. With allEvents, events are
+// every event of the key (logged and new): the stored versions only say what changed.
+func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, allEvents bool, nextSK func() int64) []scdChange {
 	slices.SortFunc(existing, func(a, b scdVersion) int { return cmp.Compare(a.From, b.From) })
 	all := make([]scdEvent, 0, 2*len(existing)+len(events))
 	starts := make(map[int64]bool, len(existing))
@@ -200,6 +317,9 @@ func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, nextSK fun
 		starts[v.From] = true
 	}
 	for _, v := range existing {
+		if allEvents {
+			break
+		}
 		all = append(all, scdEvent{seq: v.From, delete: v.Tombstone, row: v.Row, existing: true, sk: v.SK})
 		if v.To != spec.end && !starts[v.To] {
 			all = append(all, scdEvent{seq: v.To, delete: true, existing: true})
@@ -269,8 +389,12 @@ func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, nextSK fun
 	var keyRow []any
 	if len(existing) > 0 {
 		keyRow = existing[0].Row
-	} else if len(events) > 0 {
-		keyRow = events[0].row
+	}
+	for _, e := range events {
+		if keyRow != nil {
+			break
+		}
+		keyRow = e.row
 	}
 	for _, v := range out {
 		v.Current = v.To == spec.end

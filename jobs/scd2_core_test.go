@@ -14,29 +14,32 @@ import (
 var testSCDSpec = scdSpec{keys: []int{0}, tracked: []int{1}, type1: []int{2}, end: SeqMax}
 
 // memDim is an in-memory dimension the tests apply changes to. Like the stage with a
-// change feed source, it can read every event merged so far (log, as the source's
-// change feed) and keeps the highest sequence merged (the watermark).
+// change feed source, it keeps an event log (every event merged, by key, as the stage's
+// log rows hold them: no values) and the highest sequence merged (the watermark); a key
+// with a late event is folded from its logged events and the batch's.
 type memDim struct {
 	rows      map[int64]scdVersion
 	nextSK    int64
-	log       []scdEvent
+	log       map[string][]eventFact
 	batches   int64
 	watermark int64
 	hasW      bool
-	snapshot  bool // a snapshot source: no history, late events fold with the stored versions
+	snapshot  bool // a snapshot source: no log, late events fold with the stored versions
 }
 
-func newMemDim() *memDim { return &memDim{rows: map[int64]scdVersion{}} }
+func newMemDim() *memDim { return &memDim{rows: map[int64]scdVersion{}, log: map[string][]eventFact{}} }
 
 func (d *memDim) merge(t *testing.T, spec scdSpec, batch []scdEvent) error {
 	t.Helper()
 	d.batches++
-	for _, e := range batch {
-		e.commit = d.batches
-		d.log = append(d.log, e)
-	}
 	byKey := map[string][]scdEvent{}
 	var order []string
+	batch = slices.Clone(batch)
+	for i := range batch {
+		if batch[i].commit == 0 {
+			batch[i].commit = d.batches
+		}
+	}
 	for _, e := range batch {
 		k := keyString(eventKeyRow(e), spec.keys)
 		if _, ok := byKey[k]; !ok {
@@ -48,23 +51,22 @@ func (d *memDim) merge(t *testing.T, spec scdSpec, batch []scdEvent) error {
 		key      string
 		existing []scdVersion
 		events   []scdEvent
+		all      bool
 	}
 	var plans []plan
+	place := func(evs []scdEvent) []scdEvent {
+		if spec.physByCommit {
+			return placePhysicalDeletes(evs)
+		}
+		return evs
+	}
 	for _, k := range order {
-		evs, err := normalizeBatch(k, byKey[k])
+		evs, err := normalizeBatch(k, place(withoutIgnoredDeletes(&spec, slices.Clone(byKey[k]))), nil)
 		if err != nil {
 			return err
 		}
-		if !d.snapshot && len(evs) > 0 && historyNeeded(evs[0].seq, d.watermark, d.hasW) {
-			var history []scdEvent
-			for _, e := range d.log {
-				if keyString(eventKeyRow(e), spec.keys) == k {
-					history = append(history, e)
-				}
-			}
-			if evs, err = normalizeHistory(k, history); err != nil {
-				return err
-			}
+		if len(evs) == 0 {
+			continue
 		}
 		var existing []scdVersion
 		for _, v := range d.rows {
@@ -72,15 +74,42 @@ func (d *memDim) merge(t *testing.T, spec scdSpec, batch []scdEvent) error {
 				existing = append(existing, v)
 			}
 		}
-		plans = append(plans, plan{k, existing, evs})
+		late := d.hasW && evs[0].seq <= d.watermark
+		for _, v := range existing {
+			late = late || v.From >= evs[0].seq || v.To != spec.end && v.To >= evs[0].seq
+		}
+		p := plan{key: k, existing: existing, events: evs}
+		if late && !d.snapshot {
+			recorded, lost := loggedEvents(&spec, d.log[k], existing)
+			if lost > 0 {
+				t.Fatalf("key %s: %d logged events have no stored version", k, lost)
+			}
+			mine := slices.Clone(byKey[k])
+			for i := range mine {
+				if !mine[i].delete {
+					mine[i].hash = rowHash(mine[i].row)
+				}
+			}
+			if p.events, err = normalizeBatch(k, place(withoutIgnoredDeletes(&spec, append(recorded, mine...))), nil); err != nil {
+				return err
+			}
+			p.all = true
+		}
+		plans = append(plans, p)
 	}
 	for _, e := range batch {
 		if !d.hasW || e.seq > d.watermark {
 			d.watermark, d.hasW = e.seq, true
 		}
+		f := eventFact{seq: e.seq, del: e.delete, phys: e.phys, rowSeq: e.rowSeq, commit: e.commit}
+		if !e.delete {
+			f.hash, f.type1 = rowHash(e.row), type1Values(&spec, e.row)
+		}
+		k := keyString(eventKeyRow(e), spec.keys)
+		d.log[k] = append(d.log[k], f)
 	}
 	for _, p := range plans {
-		for _, c := range foldKey(&spec, p.existing, p.events, func() int64 { d.nextSK++; return d.nextSK }) {
+		for _, c := range foldKey(&spec, p.existing, p.events, p.all, func() int64 { d.nextSK++; return d.nextSK }) {
 			switch c.Kind {
 			case "insert":
 				if _, dup := d.rows[c.New.SK]; dup {
@@ -259,8 +288,9 @@ func TestSCD2ConflictingEventsInOneBatch(t *testing.T) {
 // TestSCD2BatchSplitsAgree is the property test of the issue: random event streams
 // (random order across and within batches, so events arrive late; duplicates, NULL
 // transitions, deletes, returning keys) merged in random batch splits give the same
-// dimension as one big batch, and rule 7 holds after every batch. Late events are
-// folded with their key's history (historyNeeded); the others with the stored versions.
+// dimension as one big batch, which equals the reference fold, and rule 7 holds after
+// every batch. Late keys are folded from their logged events; the others with the
+// stored versions.
 func TestSCD2BatchSplitsAgree(t *testing.T) {
 	for _, deletes := range []string{"ignore", "close", "tombstone"} {
 		t.Run(deletes, func(t *testing.T) {
@@ -274,6 +304,13 @@ func TestSCD2BatchSplitsAgree(t *testing.T) {
 					t.Fatalf("seed %d: one batch: %v", seed, err)
 				}
 				whole.checkInvariants(t, spec)
+				ref, err := referenceFold(spec, stream)
+				if err != nil {
+					t.Fatalf("seed %d: reference: %v", seed, err)
+				}
+				if got := whole.canonical(); got != ref {
+					t.Fatalf("seed %d: one batch differs from the reference fold\nstream: %v\ngot:\n%s\nwant:\n%s", seed, stream, got, ref)
+				}
 				for split := range 3 {
 					shuffled := slices.Clone(stream)
 					if split > 0 {
@@ -337,31 +374,170 @@ func randomSplit(rng *rand.Rand, evs []scdEvent) [][]scdEvent {
 	return parts
 }
 
-// A later batch's event at a sequence already merged replaces the earlier one (a
-// correction); a refold from the history keeps that: at one sequence the latest commit
-// counts, and it is not a conflict (rule 3 is about one batch).
-func TestSCD2HistoryKeepsCorrections(t *testing.T) {
+// Across batches as within one: a second upsert with other values at a sequence merged
+// before is refused, a delete at it wins, an exact repeat changes nothing.
+func TestSCD2SameSequenceAcrossBatches(t *testing.T) {
 	spec := testSCDSpec
 	spec.deletes = "close"
-	d := newMemDim()
-	for i, batch := range [][]scdEvent{
-		{upsert("k", 5, "a", "x")},
-		{upsert("k", 5, "b", "x")}, // corrects the event at 5
-		{upsert("k", 3, "c", "x")}, // late: refolds k from its history
-		{del("k", 7), upsert("k", 9, "b", "x")},
-		{del("k", 8)}, // late, inside the gap: changes nothing
+	for _, tc := range []struct {
+		name    string
+		batches [][]scdEvent
+		want    string // the dimension, or the error
+	}{
+		{"other values in one batch", [][]scdEvent{{upsert("k", 5, "a", "x"), upsert("k", 5, "b", "x")}}, "key k has two different upserts at the same sequence value 5"},
+		{"other values in two batches", [][]scdEvent{{upsert("k", 5, "a", "x")}, {upsert("k", 5, "b", "x")}}, "key k has two different upserts at the same sequence value 5"},
+		{"other type 1 value in two batches", [][]scdEvent{{upsert("k", 5, "a", "x"), upsert("k", 9, "b", "y")}, {upsert("k", 5, "a", "z")}}, "key k has two different upserts at the same sequence value 5"},
+		{"delete wins in one batch", [][]scdEvent{{upsert("k", 3, "a", "x"), upsert("k", 5, "b", "x"), del("k", 5)}}, "[k a x] [3,5) current=false tomb=false"},
+		{"delete wins in two batches", [][]scdEvent{{upsert("k", 3, "a", "x"), upsert("k", 5, "b", "x")}, {del("k", 5)}}, "[k a x] [3,5) current=false tomb=false"},
+		{"delete stays in two batches", [][]scdEvent{{upsert("k", 3, "a", "x"), del("k", 5)}, {upsert("k", 5, "b", "x")}}, "[k a x] [3,5) current=false tomb=false"},
+		{"exact repeat", [][]scdEvent{{upsert("k", 3, "a", "x")}, {upsert("k", 3, "a", "x")}}, "[k a x] [3,253402214400000000) current=true tomb=false"},
 	} {
-		if err := d.merge(t, spec, batch); err != nil {
-			t.Fatalf("batch %d: %v", i, err)
+		t.Run(tc.name, func(t *testing.T) {
+			d := newMemDim()
+			var err error
+			for _, b := range tc.batches {
+				if err = d.merge(t, spec, b); err != nil {
+					break
+				}
+				d.checkInvariants(t, spec)
+			}
+			got := d.canonical()
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.HasPrefix(got, tc.want) {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// A late event between events the dimension kept no trace of is placed exactly: after
+// it, a repeat of the older values is a change back; a delete of an absent key closes it.
+func TestSCD2LateEventAmongFoldedEvents(t *testing.T) {
+	spec := testSCDSpec
+	spec.deletes = "close"
+	for _, tc := range []struct {
+		name    string
+		batches [][]scdEvent
+		want    []string
+	}{
+		{"between confirmations", [][]scdEvent{{upsert("k", 10, "A", "x")}, {upsert("k", 30, "A", "x")}, {upsert("k", 50, "A", "x")}, {upsert("k", 20, "B", "x")}},
+			[]string{"[k A x] [10,20) current=false tomb=false", "[k B x] [20,30) current=false tomb=false", "[k A x] [30,253402214400000000) current=true tomb=false"}},
+		{"before a delete of an absent key", [][]scdEvent{{upsert("k", 10, "A", "x"), del("k", 20)}, {del("k", 40)}, {upsert("k", 30, "B", "x")}},
+			[]string{"[k A x] [10,20) current=false tomb=false", "[k B x] [30,40) current=false tomb=false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newMemDim()
+			for _, b := range tc.batches {
+				if err := d.merge(t, spec, b); err != nil {
+					t.Fatal(err)
+				}
+				d.checkInvariants(t, spec)
+			}
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if got := d.canonical(); got != strings.Join(want, "\n") {
+				t.Errorf("got:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// referenceFold is the dimension of a set of events, computed the plain way the rules
+// say, independently of foldKey: per key, sort by sequence (a delete wins a tie; two
+// different upserts at one sequence are an error), drop the events whose tracked values
+// equal the open version's (NULL = NULL), and chain half-open intervals; type 1 columns
+// take the newest upsert's values everywhere.
+func referenceFold(spec scdSpec, events []scdEvent) (string, error) {
+	byKey := map[string][]scdEvent{}
+	for _, e := range events {
+		k := keyString(e.row, spec.keys)
+		byKey[k] = append(byKey[k], e)
+	}
+	var lines []string
+	for k, evs := range byKey {
+		bySeq := map[int64][]scdEvent{}
+		for _, e := range evs {
+			if e.delete && spec.deletes == "ignore" {
+				continue // an ignored delete has no effect at all
+			}
+			bySeq[e.seq] = append(bySeq[e.seq], e)
 		}
-		d.checkInvariants(t, spec)
+		var seqs []int64
+		for q := range bySeq {
+			seqs = append(seqs, q)
+		}
+		slices.Sort(seqs)
+		type ver struct {
+			row      []any
+			from, to int64
+			tomb     bool
+		}
+		var vers []*ver
+		var cur *ver
+		var type1 []any
+		for _, q := range seqs {
+			group := bySeq[q]
+			var e *scdEvent
+			for i := range group {
+				if group[i].delete {
+					e = &group[i]
+				}
+			}
+			if e == nil {
+				e = &group[0]
+				for i := range group {
+					if fmt.Sprint(group[i].row) != fmt.Sprint(e.row) {
+						return "", fmt.Errorf("key %s has two different upserts at the same sequence value %d", k, q)
+					}
+				}
+				type1 = e.row
+			}
+			if e.delete {
+				if spec.deletes == "ignore" || cur == nil || cur.tomb {
+					continue
+				}
+				cur.to, cur = q, nil
+				if spec.deletes == "tombstone" {
+					row := make([]any, len(e.row))
+					for _, c := range spec.keys {
+						row[c] = e.row[c]
+					}
+					cur = &ver{row: row, from: q, tomb: true}
+					vers = append(vers, cur)
+				}
+				continue
+			}
+			if cur != nil && !cur.tomb && fmt.Sprint(pick(cur.row, spec.tracked)) == fmt.Sprint(pick(e.row, spec.tracked)) {
+				continue
+			}
+			if cur != nil {
+				cur.to = q
+			}
+			cur = &ver{row: slices.Clone(e.row), from: q}
+			vers = append(vers, cur)
+		}
+		if cur != nil {
+			cur.to = spec.end
+		}
+		for _, v := range vers {
+			if !v.tomb {
+				for _, c := range spec.type1 {
+					v.row[c] = type1[c]
+				}
+			}
+			lines = append(lines, fmt.Sprintf("%v [%d,%d) current=%v tomb=%v", v.row, v.from, v.to, v.to == spec.end, v.tomb))
+		}
 	}
-	want := strings.Join([]string{
-		"[k b x] [5,7) current=false tomb=false",
-		"[k b x] [9,253402214400000000) current=true tomb=false",
-		"[k c x] [3,5) current=false tomb=false",
-	}, "\n")
-	if got := d.canonical(); got != want {
-		t.Fatalf("got:\n%s\nwant:\n%s", got, want)
+	slices.Sort(lines)
+	return strings.Join(lines, "\n"), nil
+}
+
+func pick(row []any, cols []int) []any {
+	out := make([]any, len(cols))
+	for i, c := range cols {
+		out[i] = row[c]
 	}
+	return out
 }

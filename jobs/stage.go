@@ -61,6 +61,12 @@ type TableVersion struct {
 	Version int64
 }
 
+// ChangeRange is a range (After, Through] of a table's change feed.
+type ChangeRange struct {
+	Table          string
+	After, Through int64
+}
+
 // Result is what a stage did, for run records, the CLI summary and metrics.
 type Result struct {
 	RowsRead     int64
@@ -77,7 +83,10 @@ type Result struct {
 	// rerun that found nothing to do writes none.
 	VersionsRead    []TableVersion
 	VersionsWritten []TableVersion
-	Duration        time.Duration
+	// ChangesRead lists the change feed ranges read (capture_history, and merges with
+	// source_changes): versions After (exclusive) through Through of Table.
+	ChangesRead []ChangeRange
+	Duration    time.Duration
 	// Notes are human-readable remarks ("3 files already ingested", "dry run: ...").
 	Notes []string
 }
@@ -127,6 +136,7 @@ func runAgainOnConflict(ctx context.Context, run func() (Result, error)) (Result
 		if attempt > 1 {
 			earlier.add(res)
 			earlier.VersionsRead = res.VersionsRead
+			earlier.ChangesRead = res.ChangesRead
 			res = earlier
 			res.Notes = append(res.Notes, fmt.Sprintf("ran again after %d concurrent commits to the target", attempt-1))
 		}

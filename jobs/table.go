@@ -1,10 +1,6 @@
 package jobs
 
-import (
-	"strings"
-
-	"github.com/orchestrator-io/orchestrator/delta"
-)
+import "github.com/orchestrator-io/orchestrator/delta"
 
 // Table is a table as a pipeline declares it: where it lives below the warehouse, its
 // schema, partition columns and Delta properties. Stages create it on first use, and
@@ -24,7 +20,5 @@ type Table struct {
 	SchemaEvolution bool
 }
 
-// ChangeDataFeed reports whether the table declares delta.enableChangeDataFeed = true.
-func (t *Table) ChangeDataFeed() bool {
-	return strings.EqualFold(t.Properties["delta.enableChangeDataFeed"], "true")
-}
+// ChangeDataFeed reports whether the table declares its change data feed on.
+func (t *Table) ChangeDataFeed() bool { return delta.ChangeDataFeedOn(t.Properties) }

@@ -17,13 +17,13 @@ func (e *Env) declared(name string) (*Table, error) {
 	return t, nil
 }
 
-// tableExists reports whether a Delta log exists at the table's path.
+// tableExists reports whether a Delta table exists at the table's path.
 func (e *Env) tableExists(ctx context.Context, t *Table) (bool, error) {
-	objs, err := e.Warehouse.List(ctx, t.Path+"/_delta_log/", "")
+	ok, err := delta.Exists(ctx, e.Warehouse, t.Path)
 	if err != nil {
 		return false, fmt.Errorf("table %s: %w", t.Name, err)
 	}
-	return len(objs) > 0, nil
+	return ok, nil
 }
 
 // openTable opens a declared table that must exist (a source).

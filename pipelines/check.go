@@ -41,6 +41,49 @@ func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 			ps.at(lookup(sn, field), "stage %s: %s: column %s.%s is %s, expected %s", st.Name, field, t.Name, col, f.Type, want)
 		}
 	}
+	// needSequence checks a sequence_by column: a timestamp or date (or an integer, when
+	// intOK: it is not a valid_from).
+	needSequence := func(field string, t *jobs.Table, col string, intOK bool) {
+		if t == nil || t.Schema == nil || col == "" {
+			return
+		}
+		f := t.Schema.Field(col)
+		if f == nil {
+			ps.at(lookup(sn, field), "stage %s: %s: table %s has no column %q", st.Name, field, t.Name, col)
+			return
+		}
+		ok, want := false, "timestamp, timestamp_ntz or date (it becomes valid_from)"
+		for _, ty := range []string{"timestamp", "timestamp_ntz", "date"} {
+			ok = ok || typeIs(f.Type, ty)
+		}
+		if intOK {
+			want = "timestamp, timestamp_ntz, date, bigint, int, smallint or tinyint"
+			for _, ty := range []string{"bigint", "int", "smallint", "tinyint"} {
+				ok = ok || typeIs(f.Type, ty)
+			}
+		}
+		if !ok {
+			ps.at(lookup(sn, field), "stage %s: %s: column %s.%s is %s, expected %s", st.Name, field, t.Name, col, f.Type, want)
+		}
+	}
+	// needPredicateColumns checks that a predicate over the source row names its columns.
+	needPredicateColumns := func(field string, t *jobs.Table, pred string) {
+		if t == nil || t.Schema == nil || pred == "" {
+			return
+		}
+		p, err := delta.ParsePredicate(pred)
+		if err != nil {
+			return // the stage config reports it
+		}
+		for _, col := range delta.PredicateColumns(p) {
+			if lc := strings.ToLower(col); strings.HasPrefix(lc, "target.") || strings.HasPrefix(lc, "source.") {
+				continue // the stage config reports it
+			}
+			if t.Schema.Field(col) == nil {
+				ps.at(lookup(sn, field), "stage %s: %s: the source table %s has no column %q (the predicate reads the source row)", st.Name, field, t.Name, col)
+			}
+		}
+	}
 	switch c := st.Config.(type) {
 	case *jobs.IngestConfig:
 		t := table("target", c.Target)
@@ -58,6 +101,10 @@ func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 		}
 		needColumn("source_file_column", t, or(c.SourceFileColumn, "source_file"), "string")
 		needColumn("load_timestamp_column", t, or(c.LoadTimestampColumn, "load_timestamp"), "timestamp")
+		for i, k := range c.Keys {
+			needColumn(fmt.Sprintf("keys[%d]", i), t, k, "")
+		}
+		needSequence("sequence_by", t, c.SequenceBy, true)
 	case *jobs.CaptureHistoryConfig:
 		src := table("source", c.Source)
 		dst := table("target", c.Target)
@@ -83,7 +130,8 @@ func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 		for i, k := range c.Type1 {
 			needColumn(fmt.Sprintf("type1[%d]", i), src, k, "")
 		}
-		needColumn("sequence_by", src, c.SequenceBy, "")
+		needSequence("sequence_by", src, c.SequenceBy, false)
+		needPredicateColumns("delete_when", src, c.DeleteWhen)
 
 		needColumn("columns.valid_from", dst, or(c.Columns.ValidFrom, "valid_from"), "timestamp")
 		needColumn("columns.valid_to", dst, or(c.Columns.ValidTo, "valid_to"), "timestamp")
@@ -96,7 +144,8 @@ func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 			needColumn(fmt.Sprintf("keys[%d]", i), src, k, "")
 			needColumn(fmt.Sprintf("keys[%d]", i), dst, k, "")
 		}
-		needColumn("sequence_by", src, c.SequenceBy, "")
+		needSequence("sequence_by", src, c.SequenceBy, true)
+		needPredicateColumns("delete_when", src, c.DeleteWhen)
 	case *jobs.VacuumConfig:
 		for i, name := range c.TableNames {
 			table(fmt.Sprintf("tables[%d]", i), name)

@@ -22,8 +22,10 @@ type Runtime struct {
 	Delta delta.Options
 	// RunID names this run in every commit's lineage.
 	RunID string
-	// Logger receives stage logs; nil means slog.Default().
-	Logger *slog.Logger
+	// Logger receives stage logs; nil means slog.Default(). StageLogger, when set, gives
+	// each stage its own logger instead (a run record keeps each stage's log lines).
+	Logger      *slog.Logger
+	StageLogger func(stage string) *slog.Logger
 	// Consumers are the capture_history stages of every loaded pipeline, which vacuum
 	// stages must not starve; nil means this pipeline's own (Spec.Consumers).
 	Consumers []jobs.Consumer
@@ -79,6 +81,9 @@ func stageTask(spec *Spec, rt Runtime, tables map[string]*jobs.Table, stage jobs
 			Delta:        rt.Delta,
 			Logger:       rt.Logger,
 			PipelineFile: spec.File,
+		}
+		if rt.StageLogger != nil {
+			env.Logger = rt.StageLogger(stage.Name())
 		}
 		if rt.Progress != nil {
 			env.Progress = func(p jobs.Progress) { rt.Progress(stage.Name(), p) }

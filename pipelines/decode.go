@@ -291,21 +291,23 @@ func mapEntry(n *yaml.Node, name string) (key, val *yaml.Node) {
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
 
 // expandEnv replaces ${VAR} and ${VAR:-default} in every scalar value below n (keys are
-// left alone). An unset variable without a default is a problem at its node.
-func expandEnv(ps *problems, n *yaml.Node, getenv func(string) (string, bool)) {
+// left alone), noting in raw the value as written of each node it changes. An unset
+// variable without a default is a problem at its node.
+func expandEnv(ps *problems, n *yaml.Node, getenv func(string) (string, bool), raw map[*yaml.Node]string) {
 	switch n.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
 		for _, c := range n.Content {
-			expandEnv(ps, c, getenv)
+			expandEnv(ps, c, getenv, raw)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			expandEnv(ps, n.Content[i+1], getenv)
+			expandEnv(ps, n.Content[i+1], getenv, raw)
 		}
 	case yaml.ScalarNode:
-		if !strings.Contains(n.Value, "${") {
+		if !envRef.MatchString(n.Value) {
 			return
 		}
+		raw[n] = n.Value
 		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			m := envRef.FindStringSubmatch(ref)
 			if v, ok := getenv(m[1]); ok && v != "" {
@@ -325,3 +327,27 @@ func expandEnv(ps *problems, n *yaml.Node, getenv func(string) (string, bool)) {
 
 // osLookupEnv is the default environment.
 func osLookupEnv(k string) (string, bool) { return os.LookupEnv(k) }
+
+// checkDuplicateKeys reports every mapping key written twice below n, at the second with
+// the line of the first (YAML decoders would silently keep the last).
+func checkDuplicateKeys(ps *problems, n *yaml.Node) {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			checkDuplicateKeys(ps, c)
+		}
+	case yaml.MappingNode:
+		first := make(map[string]*yaml.Node, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind == yaml.ScalarNode && k.Value != "<<" {
+				if prev, ok := first[k.Value]; ok {
+					ps.at(k, "duplicate key %q: already set at line %d, column %d (a key may appear once in a mapping)", k.Value, prev.Line, prev.Column)
+				} else {
+					first[k.Value] = k
+				}
+			}
+			checkDuplicateKeys(ps, n.Content[i+1])
+		}
+	}
+}

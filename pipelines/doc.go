@@ -9,5 +9,13 @@
 //     does not validate never runs.
 //   - ${VAR} and ${VAR:-default} expand from the environment in values (never in keys), so
 //     secrets stay out of the file; an unset variable without a default is an error.
+//     Spec.Source keeps the file as written, references unexpanded (a run record keeps
+//     it), and a webhook's Display form is the URL as written.
+//   - ${params.NAME}, ${run.slot} and ${run.slot_date} are run-time references: allowed
+//     in stage values only, checked against the declared params at load, and expanded
+//     when a run binds its values (Spec.Bind reads the definition again with them).
+//   - Schedules are parsed and checked by package scheduler/cron, which the scheduler
+//     plans with too, so validation and planning never disagree; pipelines never
+//     imports scheduler itself.
 //   - A Spec is immutable once returned.
 package pipelines

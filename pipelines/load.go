@@ -1,15 +1,16 @@
 package pipelines
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
 
 	"github.com/orchestrator-io/orchestrator/dag"
@@ -36,6 +37,14 @@ type fileSpec struct {
 	MaxParallel int       `yaml:"max_parallel"`
 	Tables      yaml.Node `yaml:"tables"`
 	Stages      yaml.Node `yaml:"stages"`
+
+	Catchup       string         `yaml:"catchup"`
+	CatchupWindow *jobs.Duration `yaml:"catchup_window"`
+	Overlap       string         `yaml:"overlap"`
+	MaxActiveRuns *int           `yaml:"max_active_runs"`
+	Params        []paramSpec    `yaml:"params"`
+	History       historySpec    `yaml:"history"`
+	Notify        notifySpec     `yaml:"notify"`
 }
 
 type tableSpec struct {
@@ -76,6 +85,9 @@ type stageCommon struct {
 type Options struct {
 	// LookupEnv resolves ${VAR}; default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+
+	// vars, when set, expand the run-time references in stage values (Spec.Bind).
+	vars map[string]string
 }
 
 // Load reads and validates the pipeline file at path.
@@ -111,7 +123,12 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 		return nil, ps.err()
 	}
 	root := doc.Content[0]
-	expandEnv(ps, root, getenv)
+	checkDuplicateKeys(ps, root)
+	raw := map[*yaml.Node]string{}
+	expandEnv(ps, root, getenv, raw)
+	if _, stages := mapEntry(root, "stages"); stages != nil && opts.vars != nil {
+		expandRunRefs(stages, opts.vars)
+	}
 
 	var fs fileSpec
 	decodeInto(ps, root, &fs, "")
@@ -127,6 +144,9 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 		Storage:     fs.Storage,
 		Identity:    fs.Identity,
 		MaxParallel: fs.MaxParallel,
+		Source:      data,
+		Hash:        fmt.Sprintf("%x", sha256.Sum256(data)),
+		opts:        opts,
 	}
 	if root.Kind != yaml.MappingNode {
 		if len(ps.list) == 0 { // an empty or null scalar decodes without a problem
@@ -135,6 +155,8 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 		return nil, ps.err()
 	}
 	checkTop(ps, root, spec, &fs)
+	checkRunPolicies(ps, root, spec, &fs, raw)
+	checkRunRefs(ps, root, spec)
 	tableNodes := decodeTables(ps, root, &fs, spec)
 	stageNodes := decodeStages(ps, root, &fs, spec)
 	checkStages(ps, spec, stageNodes, tableNodes)
@@ -177,13 +199,6 @@ func checkTop(ps *problems, root *yaml.Node, spec *Spec, fs *fileSpec) {
 			ps.at(key("timezone"), "unknown time zone %q: expected an IANA name such as UTC or Europe/Berlin", fs.Timezone)
 		} else {
 			spec.Location = loc
-		}
-	}
-	if spec.Schedule != "" {
-		if strings.HasPrefix(spec.Schedule, "CRON_TZ=") || strings.HasPrefix(spec.Schedule, "TZ=") {
-			ps.at(key("schedule"), "put the time zone in the timezone key, not in the schedule")
-		} else if _, err := cron.ParseStandard(spec.Schedule); err != nil {
-			ps.at(key("schedule"), "invalid cron schedule %q: %v; expected 5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily", spec.Schedule, err)
 		}
 	}
 	if spec.MaxParallel < 0 {
@@ -330,74 +345,29 @@ func decodeColumns(ps *problems, tableNode *yaml.Node, cols []yaml.Node, table s
 			if step == 0 {
 				ps.at(lookup(cn, "identity.step"), "table %s: identity step must not be 0", table)
 			}
-			f.Nullable = false
-			f.Metadata["delta.identity.start"] = start
-			f.Metadata["delta.identity.step"] = step
-			f.Metadata["delta.identity.allowExplicitInsert"] = id.AllowExplicitInsert
+			delta.SetIdentity(f, start, step, id.AllowExplicitInsert)
 		}
 		st.Fields = append(st.Fields, f)
 	}
 	return st
 }
 
-// knownProperties are the delta.* table properties a pipeline may set, with a check.
-var knownProperties = map[string]func(string) error{
-	"delta.enableChangeDataFeed":         checkBool,
-	"delta.enableDeletionVectors":        checkBool,
-	"delta.appendOnly":                   checkBool,
-	"delta.enableExpiredLogCleanup":      checkBool,
-	"delta.checkpoint.writeStatsAsJson":  checkBool,
-	"delta.logRetentionDuration":         checkInterval,
-	"delta.deletedFileRetentionDuration": checkInterval,
-	"delta.checkpointInterval":           checkPositiveInt,
-	"delta.dataSkippingNumIndexedCols":   checkInt,
-}
-
-func checkBool(v string) error {
-	if v != "true" && v != "false" {
-		return fmt.Errorf("expected true or false, got %q", v)
-	}
-	return nil
-}
-
-func checkInt(v string) error {
-	if _, err := strconv.Atoi(v); err != nil {
-		return fmt.Errorf("expected a whole number, got %q", v)
-	}
-	return nil
-}
-
-func checkPositiveInt(v string) error {
-	if n, err := strconv.Atoi(v); err != nil || n < 1 {
-		return fmt.Errorf("expected a whole number of 1 or more, got %q", v)
-	}
-	return nil
-}
-
-var intervalRE = regexp.MustCompile(`^interval\s+\d+\s+(nanosecond|microsecond|millisecond|second|minute|hour|day|week)s?$`)
-
-func checkInterval(v string) error {
-	if !intervalRE.MatchString(strings.ToLower(strings.TrimSpace(v))) {
-		return fmt.Errorf("expected an interval such as \"interval 30 days\", got %q", v)
-	}
-	return nil
-}
-
 func checkProperties(ps *problems, tableNode *yaml.Node, t *jobs.Table) {
 	_, propsNode := mapEntry(tableNode, "properties")
 	for k, v := range t.Properties {
-		keyNode := propsNode
+		at := propsNode
 		if kn, vn := mapEntry(propsNode, k); kn != nil {
-			keyNode = kn
-			if check := knownProperties[k]; check != nil {
-				if err := check(v); err != nil {
-					ps.at(vn, "table %s: property %s: %v", t.Name, k, err)
-				}
-				continue
+			at = vn
+			if !slices.Contains(delta.SettableProperties(), k) {
+				at = kn
 			}
 		}
-		if strings.HasPrefix(strings.ToLower(k), "delta.") && knownProperties[k] == nil {
-			ps.at(keyNode, "table %s: unknown Delta property %q; expected one of %s", t.Name, k, strings.Join(sortedKeys(knownProperties), ", "))
+		if err := delta.CheckProperty(k, v); err != nil {
+			if slices.Contains(delta.SettableProperties(), k) {
+				ps.at(at, "table %s: property %s: %v", t.Name, k, err)
+			} else {
+				ps.at(at, "table %s: %v", t.Name, err)
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/scheduler/cron"
 )
 
 // Spec is a validated pipeline. Build one with Load or Parse; never modify it.
@@ -13,10 +14,24 @@ type Spec struct {
 	File, Dir   string
 	Name        string
 	Description string
-	// Schedule is a cron expression (5 fields or a descriptor such as @daily), or "" for a
-	// pipeline that only runs on demand; Location is the zone it is read in (default UTC).
+	// Schedule is a cron expression (5 or 6 fields, a descriptor such as @daily, or
+	// @every 10m), or "" for a pipeline that only runs on demand; Location is the zone it
+	// is read in (default UTC); Cron is the parsed schedule (nil without one).
 	Schedule string
 	Location *time.Location
+	Cron     *cron.Schedule
+	// Catchup (none, latest, all) picks which slots missed while no scheduler ran are
+	// run, within CatchupWindow; Overlap (skip, queue, allow) what a slot does when
+	// MaxActiveRuns runs of the pipeline are active (0: no limit, allowed only with
+	// overlap allow).
+	Catchup       string
+	CatchupWindow time.Duration
+	Overlap       string
+	MaxActiveRuns int
+	// Params are the declared run parameters, in declaration order.
+	Params  []Param
+	History History
+	Notify  Notify
 	// Warehouse is where tables live: an absolute directory, file:// URL, s3://bucket/prefix
 	// or mem:// URL. Default: the directory "warehouse" next to the pipeline file.
 	Warehouse string
@@ -27,6 +42,13 @@ type Spec struct {
 	MaxParallel int
 	Tables      []*jobs.Table // in declaration order
 	Stages      []*Stage      // in declaration order
+
+	// Source is the file as read (its ${VAR} references unexpanded), the definition a
+	// run record keeps; Hash is its SHA-256 in hex.
+	Source []byte
+	Hash   string
+
+	opts Options // as loaded, for Bind
 }
 
 // Table returns the declared table with that name, or nil.

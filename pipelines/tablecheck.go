@@ -27,11 +27,11 @@ func markSchemaEvolution(spec *Spec) {
 func CheckTables(ctx context.Context, spec *Spec, warehouse objectstore.Store, opts delta.Options) ([]jobs.Difference, error) {
 	var out []jobs.Difference
 	for _, t := range spec.Tables {
-		objs, err := warehouse.List(ctx, t.Path+"/_delta_log/", "")
+		ok, err := delta.Exists(ctx, warehouse, t.Path)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
-		if len(objs) == 0 {
+		if !ok {
 			continue
 		}
 		tbl, err := delta.Open(ctx, warehouse, t.Path, opts)

@@ -13,9 +13,9 @@ import (
 // compared with their declarations; every difference is printed with its fix.
 func validateTables(ctx context.Context, e *env, files []string, s3 storeurl.Options) error {
 	return validateEach(e, files, func(spec *pipelines.Spec) (string, bool) {
-		stores := &storeCache{opts: storageOptions(spec.Storage, s3)}
+		stores := newStoreCache(s3)
 		defer stores.close()
-		warehouse, err := stores.open(ctx, spec.Warehouse)
+		warehouse, err := stores.Warehouse(ctx, spec)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "%s: warehouse %s: %v\n", spec.File, spec.Warehouse, err)
 			return "", false

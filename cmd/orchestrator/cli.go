@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,19 @@ type env struct {
 	now func() time.Time
 }
 
+// who names the person running a command in run records: user@host.
+func (e *env) who() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return name
+	}
+	return name + "@" + host
+}
+
 // rootCommand is the command tree. New commands (run, table changes/vacuum/restore) are
 // entries here.
 func rootCommand() *command {
@@ -49,6 +63,9 @@ func rootCommand() *command {
 			"or time, what changed between two versions, their properties.",
 		subs: []*command{
 			runCommand(),
+			serveCommand(),
+			runsCommand(),
+			scheduleCommand(),
 			validateCommand(),
 			tableCommand(),
 			versionCommand(),
@@ -274,5 +291,21 @@ func (o *optionalInt) Set(s string) error {
 		return errors.New("not an integer")
 	}
 	o.value, o.set = v, true
+	return nil
+}
+
+// paramFlag is a repeatable name=value flag (--param), by name.
+type paramFlag map[string]string
+
+func (p paramFlag) String() string {
+	return strings.Join(sortedKeys(p), ",")
+}
+
+func (p paramFlag) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("want name=value, got %q", v)
+	}
+	p[name] = value
 	return nil
 }

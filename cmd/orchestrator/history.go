@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -16,8 +17,11 @@ func historyCommand() *command {
 		args:    "TABLE",
 		summary: "list the versions of a table, newest first",
 		help: "List the versions of a table, newest first: version, commit timestamp (RFC 3339,\n" +
-			"UTC), operation, user, engine, the pipeline, stage, run and attempt that wrote it\n" +
-			"(for commits made by orchestrator), operation metrics and parameters.\n\n" + tableArgHelp,
+			"UTC), operation, user, the pipeline, stage, run and attempt that wrote it (for\n" +
+			"commits made by orchestrator) and what it changed. The text form fits a terminal:\n" +
+			"it sums up the operation metrics (+inserted ~updated -deleted rows, files);\n" +
+			"--format csv and json carry every column: engine, operation metrics and\n" +
+			"parameters in full.\n\n" + tableArgHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
 			tf := addTableFlags(fs)
 			limit := fs.Int("limit", 0, "show only the newest `n` versions (0: all)")
@@ -32,6 +36,9 @@ func historyCommand() *command {
 				entries, err := t.table.History(ctx, *limit)
 				if err != nil {
 					return err
+				}
+				if tf.format == formatText {
+					return writeRows(e, tf.format, historyTextColumns, historyTextRows(entries))
 				}
 				return writeRows(e, tf.format, historyColumns, historyRows(entries))
 			}
@@ -75,6 +82,70 @@ func historyRows(entries []delta.HistoryEntry) [][]cell {
 		rows[i] = r
 	}
 	return rows
+}
+
+// historyTextColumns are the history's text form: the long columns (engine, metrics,
+// parameters) give way to a summary of what the commit changed.
+var historyTextColumns = []column{
+	{name: "version", numeric: true},
+	{name: "timestamp"},
+	{name: "operation"},
+	{name: "user"},
+	{name: "pipeline/stage"},
+	{name: "run"},
+	{name: "changes"},
+}
+
+func historyTextRows(entries []delta.HistoryEntry) [][]cell {
+	rows := make([][]cell, len(entries))
+	for i, h := range entries {
+		r := []cell{intCell(h.Version), textCell(formatTime(h.Timestamp)), optText(h.Operation), optText(h.UserName), nullCell, nullCell, optText(changesText(h.OperationMetrics))}
+		if l := h.Lineage; l != nil {
+			if l.Pipeline != "" || l.Stage != "" {
+				r[4] = textCell(l.Pipeline + "/" + l.Stage)
+			}
+			run := l.RunID
+			if l.Attempt > 1 {
+				run += fmt.Sprintf(" (attempt %d)", l.Attempt)
+			}
+			r[5] = optText(run)
+		}
+		rows[i] = r
+	}
+	return rows
+}
+
+// changesText sums up a commit's operation metrics: rows inserted (+), updated (~)
+// and deleted (-), then files added and removed, e.g. "+3 ~1 -0 rows, 2 files".
+func changesText(m map[string]any) string {
+	num := func(keys ...string) (int64, bool) {
+		for _, k := range keys {
+			if v, ok := m[k]; ok {
+				if n, err := strconv.ParseInt(scalarText(v), 10, 64); err == nil {
+					return n, true
+				}
+			}
+		}
+		return 0, false
+	}
+	var parts []string
+	ins, hasIns := num("numTargetRowsInserted", "numOutputRows", "numInsertedRows")
+	upd, hasUpd := num("numTargetRowsUpdated", "numUpdatedRows")
+	del, hasDel := num("numTargetRowsDeleted", "numDeletedRows")
+	if hasUpd || hasDel {
+		parts = append(parts, fmt.Sprintf("+%d ~%d -%d rows", ins, upd, del))
+	} else if hasIns {
+		parts = append(parts, fmt.Sprintf("+%d rows", ins))
+	}
+	if n, ok := num("numDeletedFiles", "numFilesToDelete"); ok {
+		parts = append(parts, plural(int(n), "file")+" deleted")
+	} else if n, ok := num("numTargetFilesAdded", "numFiles", "numAddedFiles"); ok {
+		parts = append(parts, plural(int(n), "file"))
+	}
+	if n, ok := num("numRestoredFiles"); ok {
+		parts = append(parts, plural(int(n), "file")+" restored")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // optText is an empty string as null.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,11 +12,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/orchestrator-io/orchestrator/dag"
-	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 	"github.com/orchestrator-io/orchestrator/pipelines"
+	"github.com/orchestrator-io/orchestrator/scheduler"
 )
 
 func runCommand() *command {
@@ -35,12 +33,16 @@ func runCommand() *command {
 			"Ctrl-C (SIGINT) or SIGTERM cancels the run: running stages stop at a safe point,\n" +
 			"so every table stays at a committed version, and a rerun does the rest of the\n" +
 			"work exactly once. The exit code is 1 when any stage did not succeed.\n\n" +
+			"The run is recorded in the warehouse's run store (see \"runs --help\"), like the\n" +
+			"runs of serve; --param sets the pipeline's parameters for it.\n\n" +
 			"S3 settings for an s3:// warehouse or source come from --s3-* flags, else the\n" +
 			"pipeline's storage section, else the AWS_* variables (see \"table --help\").",
 		setup: func(fs *flag.FlagSet) runFunc {
 			var stages listFlag
 			stages.split = true
 			fs.Var(&stages, "stage", "run only this `stage` (repeatable, or comma-separated)")
+			params := paramFlag{}
+			fs.Var(params, "param", "set a pipeline parameter: `name=value` (repeatable)")
 			format := fs.String("format", formatText, "summary "+formatUsage)
 			var s3 storeurl.Options
 			addS3Flags(fs, &s3)
@@ -55,22 +57,15 @@ func runCommand() *command {
 				default:
 					return usagef("unexpected argument %q after PIPELINE.yaml", args[1])
 				}
-				return runPipeline(ctx, e, args[0], stages.values, *format, s3)
+				return runPipeline(ctx, e, args[0], stages.values, params, *format, s3)
 			}
 		},
 	}
 }
 
-func runPipeline(ctx context.Context, e *env, file string, only []string, format string, s3 storeurl.Options) error {
-	spec, err := pipelines.Load(file, pipelines.Options{LookupEnv: e.lookupEnv})
+func runPipeline(ctx context.Context, e *env, file string, only []string, params map[string]string, format string, s3 storeurl.Options) error {
+	spec, err := loadPipeline(e, file)
 	if err != nil {
-		var perr *pipelines.Error
-		if errors.As(err, &perr) {
-			for _, p := range perr.Problems {
-				fmt.Fprintln(e.stderr, p.String())
-			}
-			return errReported
-		}
 		return err
 	}
 	for _, name := range only {
@@ -82,104 +77,143 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, format
 			return usagef("--stage %q: no such stage in %s; stages: %s", name, file, strings.Join(names, ", "))
 		}
 	}
+	if _, err := spec.ResolveParams(params); err != nil {
+		return usagef("%v", err)
+	}
 	if strings.HasPrefix(spec.Warehouse, "mem://") {
 		return fmt.Errorf("pipeline %s: warehouse %s lives only in this process, so the run's tables would be lost when it ends", spec.Name, spec.Warehouse)
 	}
-	stores := &storeCache{opts: storageOptions(spec.Storage, s3)}
+	stores := newStoreCache(s3)
 	defer stores.close()
-	warehouse, err := stores.open(ctx, spec.Warehouse)
-	if err != nil {
-		return fmt.Errorf("pipeline %s: warehouse: %w", spec.Name, err)
-	}
+	trig := scheduler.Trigger{Kind: scheduler.Manual, By: e.who(), Params: params, Stages: only}
+	return runWithDisplay(e, stores, spec, format, func(r *scheduler.Runner, h scheduler.Hooks) (*scheduler.Record, error) {
+		return r.Run(ctx, spec, trig, h)
+	})
+}
 
-	runID := newRunID(e)
+// runWithDisplay carries out one run in this process (start makes it with the runner
+// and hooks it is given) with live progress on stderr, then prints its summary on
+// stdout. It returns nil if the run succeeded, else errReported (or what kept the run
+// from starting).
+func runWithDisplay(e *env, stores *storeCache, spec *pipelines.Spec, format string, start func(*scheduler.Runner, scheduler.Hooks) (*scheduler.Record, error)) error {
 	disp := newRunDisplay(e.stderr, e.now)
 	logger := slog.New(slog.NewTextHandler(disp, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	g, err := pipelines.Compile(spec, pipelines.Runtime{
-		Warehouse:    warehouse,
-		OpenLocation: stores.openLocation,
-		Delta: delta.Options{
-			Now:        e.now,
-			EngineInfo: "orchestrator/" + version,
-			UserName:   spec.Identity,
-			Logger:     logger,
-		},
-		RunID:    runID,
-		Logger:   logger,
+	runner := newRunner(e, stores, logger, nil)
+	rec, err := start(runner, scheduler.Hooks{
+		Observer: disp.event,
 		Progress: disp.progress,
 		Done:     disp.done,
+		Logger:   logger,
+		Started: func(id string, stages []string) {
+			fmt.Fprintf(e.stderr, "run %s of pipeline %s: %s, warehouse %s\n", id, spec.Name, plural(len(stages), "stage"), spec.Warehouse)
+			disp.start(stages)
+		},
 	})
-	if err != nil {
-		return err
-	}
-	if len(only) > 0 {
-		if g, err = g.Subgraph(only...); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(e.stderr, "run %s of pipeline %s: %s, warehouse %s\n", runID, spec.Name, plural(g.Len(), "stage"), spec.Warehouse)
-	disp.start(g.Order())
-	// A failed or cancelled run also returns an error; its nodes' errors are in the
-	// progress lines and the summary.
-	res, err := dag.Run(ctx, g, dag.Options{MaxParallel: spec.MaxParallel, Observer: disp.event, Now: e.now})
 	disp.stop()
-	if err != nil && len(res.Nodes) == 0 {
+	runner.Wait()
+	if rec == nil || len(rec.Stages) == 0 {
 		return err
 	}
-	cols, rows := summaryColumns, disp.summary(res)
-	if format == formatText {
-		cols = cols[:len(cols)-1]
-		for i := range rows {
-			rows[i] = rows[i][:len(cols)]
-		}
-	}
-	if err := writeRows(e, format, cols, rows); err != nil {
+	return endOfRun(e, format, rec)
+}
+
+// endOfRun prints an ended run's summary and returns nil if it succeeded.
+func endOfRun(e *env, format string, rec *scheduler.Record) error {
+	if err := writeRunSummary(e, format, rec); err != nil {
 		return err
 	}
-	switch res.Status {
-	case dag.Succeeded:
+	switch rec.Status {
+	case scheduler.Succeeded:
 		return nil
-	case dag.Cancelled:
-		fmt.Fprintf(e.stderr, "run %s cancelled: every table is at a committed version; run again to finish the work\n", runID)
+	case scheduler.Cancelled:
+		fmt.Fprintf(e.stderr, "run %s cancelled: every table is at a committed version; run again to finish the work\n", rec.ID)
 	default:
-		fmt.Fprintf(e.stderr, "run %s failed\n", runID)
+		fmt.Fprintf(e.stderr, "run %s %s\n", rec.ID, rec.Status)
 	}
 	return errReported
 }
 
-// newRunID names a run: its start time and a random suffix, e.g. 20260114T020000Z-k3f9q2.
-func newRunID(e *env) string {
-	return e.now().UTC().Format("20060102T150405Z") + "-" + strings.ToLower(rand.Text()[:6])
+// loadPipeline loads and validates a pipeline file, printing its problems.
+func loadPipeline(e *env, file string) (*pipelines.Spec, error) {
+	spec, err := pipelines.Load(file, pipelines.Options{LookupEnv: e.lookupEnv})
+	if err != nil {
+		var perr *pipelines.Error
+		if errors.As(err, &perr) {
+			for _, p := range perr.Problems {
+				fmt.Fprintln(e.stderr, p.String())
+			}
+			return nil, errReported
+		}
+		return nil, err
+	}
+	return spec, nil
 }
 
-// storeCache opens each store a run needs once and closes them when the run ends.
+// heartbeatEvery is how often a CLI run heartbeats its record (a third of the default
+// heartbeat timeout, so a serve never takes it for dead).
+const heartbeatEvery = scheduler.DefaultHeartbeatTimeout / 3
+
+// newRunner is the runner of the CLI's runs and of serve: runs are recorded in each
+// pipeline's warehouse, and notifications are sent. limiter bounds stages (serve).
+func newRunner(e *env, stores *storeCache, logger *slog.Logger, limiter *scheduler.Limiter) *scheduler.Runner {
+	return scheduler.NewRunner(scheduler.RunnerConfig{
+		Opener:         stores,
+		Now:            e.now,
+		EngineInfo:     "orchestrator/" + version,
+		Logger:         logger,
+		Limiter:        limiter,
+		HeartbeatEvery: heartbeatEvery,
+		Notifier:       scheduler.NewNotifier(scheduler.NotifierConfig{Now: e.now, Logger: logger}),
+	})
+}
+
+// storeCache opens each store the runs of a process need once, by location and S3
+// settings, and closes them when it is closed. It is the runner's Opener: a pipeline's
+// stores use its storage section under the command line's --s3-* flags.
 type storeCache struct {
-	opts   storeurl.Options
+	flags  storeurl.Options
 	mu     sync.Mutex // guards stores
-	stores map[string]objectstore.Store
+	stores map[storeKey]objectstore.Store
 }
 
-func (c *storeCache) open(ctx context.Context, loc string) (objectstore.Store, error) {
+type storeKey struct {
+	loc  string
+	opts storeurl.Options
+}
+
+func newStoreCache(flags storeurl.Options) *storeCache {
+	return &storeCache{flags: flags, stores: map[storeKey]objectstore.Store{}}
+}
+
+// Warehouse implements scheduler.Opener.
+func (c *storeCache) Warehouse(ctx context.Context, spec *pipelines.Spec) (objectstore.Store, error) {
+	return c.open(ctx, spec.Warehouse, storageOptions(spec.Storage, c.flags))
+}
+
+// Location implements scheduler.Opener.
+func (c *storeCache) Location(ctx context.Context, spec *pipelines.Spec, location string) (objectstore.Store, string, error) {
+	return c.openLocation(ctx, location, storageOptions(spec.Storage, c.flags))
+}
+
+func (c *storeCache) open(ctx context.Context, loc string, opts storeurl.Options) (objectstore.Store, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st, ok := c.stores[loc]; ok {
+	key := storeKey{loc, opts}
+	if st, ok := c.stores[key]; ok {
 		return st, nil
 	}
-	st, err := storeurl.Open(ctx, loc, c.opts)
+	st, err := storeurl.Open(ctx, loc, opts)
 	if err != nil {
 		return nil, err
 	}
-	if c.stores == nil {
-		c.stores = map[string]objectstore.Store{}
-	}
-	c.stores[loc] = st
+	c.stores[key] = st
 	return st, nil
 }
 
 // openLocation opens a source directory for ingest: a local directory is a store of its
 // own (it must exist: a missing source is an error, not an empty directory to create);
 // an s3://bucket/prefix is the bucket's store and the prefix inside it.
-func (c *storeCache) openLocation(ctx context.Context, location string) (objectstore.Store, string, error) {
+func (c *storeCache) openLocation(ctx context.Context, location string, opts storeurl.Options) (objectstore.Store, string, error) {
 	if rest, ok := strings.CutPrefix(location, "file://"); ok {
 		location = rest
 	}
@@ -188,7 +222,7 @@ func (c *storeCache) openLocation(ctx context.Context, location string) (objects
 		if err != nil {
 			return nil, "", err
 		}
-		st, err := c.open(ctx, scheme+"://"+u.Host)
+		st, err := c.open(ctx, scheme+"://"+u.Host, opts)
 		if err != nil {
 			return nil, "", err
 		}
@@ -201,7 +235,7 @@ func (c *storeCache) openLocation(ctx context.Context, location string) (objects
 	if !fi.IsDir() {
 		return nil, "", fmt.Errorf("%s is not a directory", location)
 	}
-	st, err := c.open(ctx, location)
+	st, err := c.open(ctx, location, opts)
 	return st, "", err
 }
 

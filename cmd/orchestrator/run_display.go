@@ -11,6 +11,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/dag"
 	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/scheduler"
 )
 
 // runDisplay shows a run's progress on stderr. On a terminal it redraws one line per
@@ -256,41 +257,45 @@ var summaryColumns = []column{
 	{name: "notes"},
 }
 
-// summary is the final table: one row per stage, in ready order.
-func (d *runDisplay) summary(res dag.RunResult) [][]cell {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	rows := make([][]cell, 0, len(res.Nodes))
-	for _, n := range res.Nodes {
-		s := d.stages[n.Name]
-		r := []cell{textCell(n.Name), textCell(string(n.State)), intCell(int64(n.Attempts)), nullCell, nullCell, nullCell, nullCell, nullCell}
-		if !n.Start.IsZero() {
-			dur := n.End.Sub(n.Start).Round(time.Millisecond)
+// writeRunSummary prints the final table of a run: one row per stage, in ready order.
+// Text output leaves out the notes.
+func writeRunSummary(e *env, format string, rec *scheduler.Record) error {
+	cols := summaryColumns
+	rows := make([][]cell, 0, len(rec.Stages))
+	for _, s := range rec.Stages {
+		r := []cell{textCell(s.Name), textCell(string(s.Status)), intCell(int64(len(s.Attempts))), nullCell, nullCell, nullCell, nullCell, nullCell}
+		if !s.Start.IsZero() {
+			dur := s.End.Sub(s.Start).Round(time.Millisecond)
 			r[3] = cell{text: dur.String(), json: dur.Seconds()}
 		}
-		if s != nil && n.Attempts > 0 {
-			r[4], r[5] = intCell(s.result.RowsRead), intCell(s.result.RowsWritten)
+		if len(s.Attempts) > 0 {
+			r[4], r[5] = intCell(s.RowsIn), intCell(s.RowsOut)
 			// A stage that ran and committed nothing says so, rather than NULL.
 			r[6] = cell{text: "none", json: []any{}}
-			if vs := s.result.VersionsWritten; len(vs) > 0 {
+			if vs := s.VersionsWritten; len(vs) > 0 {
 				list := make([]any, len(vs))
+				tvs := make([]jobs.TableVersion, len(vs))
 				for i, v := range vs {
 					list[i] = object{{"table", v.Table}, {"version", v.Version}}
+					tvs[i] = jobs.TableVersion{Table: v.Table, Version: v.Version}
 				}
-				r[6] = cell{text: versionsText(vs), json: list}
+				r[6] = cell{text: versionsText(tvs), json: list}
 			}
 		}
-		var notes []string
-		if s != nil {
-			notes = append(notes, s.result.Notes...)
-		}
-		if n.Err != nil && n.State != dag.Succeeded {
-			notes = append(notes, n.Err.Error())
+		notes := append([]string(nil), s.Notes...)
+		if s.Error != "" && s.Status != scheduler.Succeeded {
+			notes = append(notes, s.Error)
 		}
 		if len(notes) > 0 {
 			r[7] = cell{text: strings.Join(notes, "; "), json: notes}
 		}
+		if format == formatText {
+			r = r[:len(r)-1]
+		}
 		rows = append(rows, r)
 	}
-	return rows
+	if format == formatText {
+		cols = cols[:len(cols)-1]
+	}
+	return writeRows(e, format, cols, rows)
 }

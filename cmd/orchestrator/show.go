@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -35,7 +37,12 @@ func showCommand() *command {
 			fs.Var(&columns, "columns", "print only these `columns`, in this order (comma-separated, repeatable)")
 			where := fs.String("where", "", "print only the rows for which `expr` is true, e.g.\n\"city = 'Portland' AND amount >= 10\" (comparisons, IN, BETWEEN, IS NULL,\nAND, OR; DATE '2026-01-14' and TIMESTAMP '2026-01-14 10:00:00' literals)")
 			limit := fs.Int64("limit", 0, "print at most `n` rows (0: all)")
+			orderBy := fs.String("order-by", "", "print the rows sorted by `column` (ascending, NULLs first; they are\nread into memory to be sorted)")
+			desc := fs.Bool("desc", false, "with --order-by: descending, NULLs last")
 			return func(ctx context.Context, e *env, args []string) error {
+				if *desc && *orderBy == "" {
+					return usagef("--desc needs --order-by")
+				}
 				if version.set && *timestamp != "" {
 					return usagef("--version and --timestamp are exclusive")
 				}
@@ -82,7 +89,7 @@ func showCommand() *command {
 				if err != nil {
 					return err
 				}
-				if err := showRows(ctx, e, tf.format, snap, opts, *limit); err != nil {
+				if err := showRows(ctx, e, tf.format, snap, opts, *limit, order{column: *orderBy, desc: *desc}); err != nil {
 					return fmt.Errorf("table %s: %w", t.name, err)
 				}
 				return nil
@@ -91,14 +98,28 @@ func showCommand() *command {
 	}
 }
 
-// showRows streams a snapshot's rows to the output.
-func showRows(ctx context.Context, e *env, format string, snap *delta.Snapshot, opts delta.ScanOptions, limit int64) error {
+// showRows streams a snapshot's rows to the output, or sorts them first.
+func showRows(ctx context.Context, e *env, format string, snap *delta.Snapshot, opts delta.ScanOptions, limit int64, o order) error {
+	hidden := false
+	if o.column != "" {
+		f := snap.Schema().Field(o.column)
+		if f == nil {
+			return fmt.Errorf("--order-by: no column %q", o.column)
+		}
+		o.column = f.Name
+		if len(opts.Columns) > 0 && !slices.ContainsFunc(opts.Columns, func(c string) bool { return strings.EqualFold(c, f.Name) }) {
+			opts.Columns, hidden = append(slices.Clone(opts.Columns), f.Name), true
+		}
+	}
 	sc, err := snap.Scan(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer sc.Release()
-	return writeRecords(e, format, sc, limit)
+	if o.column == "" {
+		return writeRecords(e, format, sc, limit)
+	}
+	return writeSorted(e, format, sc, limit, o, hidden)
 }
 
 // writeRecords prints the records of a stream (a scan, a change feed), at most limit

@@ -123,6 +123,18 @@ func (b *Block) Skip() { b.ends = append(b.ends, -1) }
 // Len is the number of rows.
 func (b *Block) Len() int { return len(b.ends) }
 
+// Append adds the rows of o after b's (a block built in parts at once).
+func (b *Block) Append(o *Block) {
+	base := len(b.Buf)
+	b.Buf = append(b.Buf, o.Buf...)
+	for _, e := range o.ends {
+		if e >= 0 {
+			e += base
+		}
+		b.ends = append(b.ends, e)
+	}
+}
+
 // key returns row i's key bytes and where the next row's start (ok false: no key).
 func (b *Block) key(i, start int) (key []byte, next int, ok bool) {
 	e := b.ends[i]

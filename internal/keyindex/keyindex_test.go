@@ -175,3 +175,26 @@ func TestGrowMakesRoom(t *testing.T) {
 		t.Errorf("Lookup(key00042) = %d, %v", id, ok)
 	}
 }
+
+// A block built in two parts and appended finds the same ids as one built at once.
+func TestBlockAppend(t *testing.T) {
+	x := New(4)
+	var one, a, b Block
+	for i, k := range []string{"a", "bb", "", "ccc", "a"} {
+		one.Buf = append(one.Buf, k...)
+		one.End()
+		part := &a
+		if i >= 2 {
+			part = &b
+		}
+		part.Buf = append(part.Buf, k...)
+		part.End()
+	}
+	x.AddBlock(&one)
+	want := slices.Clone(one.IDs)
+	a.Append(&b)
+	x.LookupBlock(&a)
+	if !slices.Equal(a.IDs, want) {
+		t.Fatalf("appended block ids %v, want %v", a.IDs, want)
+	}
+}

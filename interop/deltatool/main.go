@@ -417,13 +417,9 @@ func ensureBucket(ctx context.Context, table string) error {
 	return st.EnsureBucket(ctx)
 }
 
-// hasLog says whether the store root holds a Delta log.
+// hasLog says whether the store root holds a Delta table.
 func hasLog(ctx context.Context, store objectstore.Store) (bool, error) {
-	objs, err := store.List(ctx, "_delta_log/", "")
-	if err != nil {
-		return false, fmt.Errorf("list _delta_log: %w", err)
-	}
-	return len(objs) > 0, nil
+	return delta.Exists(ctx, store, "")
 }
 
 func readIPC(path string) ([]arrow.RecordBatch, *arrow.Schema, error) {

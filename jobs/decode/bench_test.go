@@ -65,11 +65,13 @@ func BenchmarkCSVDecode(b *testing.B) {
 		name string
 		data func() []byte
 		par  int
-	}{{"par1", benchData, 1}, {"par2", benchData, 2}, {"quoted/par1", benchDataQuoted, 1}, {"quoted/par2", benchDataQuoted, 2}} {
+		line string // Options.LineColumn
+	}{{"par1", benchData, 1, ""}, {"par2", benchData, 2, ""}, {"quoted/par1", benchDataQuoted, 1, ""}, {"quoted/par2", benchDataQuoted, 2, ""},
+		{"line/par1", benchData, 1, "source_line"}} {
 		data, par := bc.data(), bc.par
 		b.Run(bc.name, func(b *testing.B) {
 			opts := benchSchema(b)
-			opts.Parallelism = par
+			opts.Parallelism, opts.LineColumn = par, bc.line
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			cpu0 := cpuTime()

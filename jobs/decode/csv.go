@@ -27,6 +27,7 @@ type csvSource struct {
 	// fileNames are the file's column names, for errors.
 	fileCols  []int
 	fileNames []string
+	missing   []string // declared columns the header lacks, all null (AllowMissingColumns)
 	split     *splitter
 	seq       *csvParser // sequential mode
 	par       *pipeline  // parallel mode
@@ -109,16 +110,25 @@ func (s *csvSource) readHeader() error {
 		}
 		s.fileNames = append(s.fileNames, n)
 	}
-	for si, f := range s.opts.Schema.Fields {
-		if _, ok := seen[si]; !ok && !f.Nullable {
-			problems = append(problems, fmt.Sprintf("column %s is not nullable but missing from the header", f.Name))
-		}
+	present := make([]bool, len(s.opts.Schema.Fields))
+	for si := range seen {
+		present[si] = true
 	}
+	fill, missing := checkMissing(s.opts.Schema, present, s.opts.AllowMissingColumns, "header")
 	if len(problems) > 0 {
+		if missing != "" {
+			problems = append(problems, missing)
+		}
 		return fmt.Errorf("decode %s:%d: %s", s.file, c.line, strings.Join(problems, "; "))
 	}
+	if missing != "" {
+		return fmt.Errorf("decode %s: %s", s.file, missing)
+	}
+	s.missing = fill
 	return nil
 }
+
+func (s *csvSource) missingColumns() []string { return s.missing }
 
 func (s *csvSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, error) {
 	if s.par != nil {
@@ -159,7 +169,8 @@ type csvParser struct {
 	isString []bool
 	nullable []bool
 	scratch  []byte
-	line     int64 // physical line being parsed
+	line     int64         // physical line being parsed
+	lines    *fixed[int64] // each row's line, for Options.LineColumn; nil without one
 }
 
 func (s *csvSource) newParser() (*csvParser, error) {
@@ -183,6 +194,10 @@ func (s *csvSource) newParser() (*csvParser, error) {
 		}
 		col.reserve(s.opts.BatchSize)
 		p.cols[i] = col
+	}
+	if s.opts.LineColumn != "" {
+		p.lines = &fixed[int64]{typ: arrow.PrimitiveTypes.Int64}
+		p.lines.reserve(s.opts.BatchSize)
 	}
 	return p, nil
 }
@@ -264,6 +279,9 @@ func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
 			}
 			bads = append(bads, bad)
 			continue
+		}
+		if p.lines != nil {
+			p.lines.add(recLine)
 		}
 		rows++
 	}
@@ -396,13 +414,16 @@ func (p *csvParser) quotedRecord(data []byte, pos int, recLine int64) (*Error, i
 
 func (p *csvParser) build(rows int) arrow.RecordBatch {
 	s := p.src
-	arrs := make([]arrow.Array, len(p.cols))
+	arrs := make([]arrow.Array, len(p.cols), s.schema.NumFields())
 	for i, col := range p.cols {
 		if col == nil {
 			arrs[i] = array.MakeArrayOfNull(s.opts.Mem, s.schema.Field(i).Type, rows)
 		} else {
 			arrs[i] = col.build(s.opts.Mem)
 		}
+	}
+	if p.lines != nil {
+		arrs = append(arrs, p.lines.build(s.opts.Mem))
 	}
 	rec := array.NewRecordBatch(s.schema, arrs, int64(rows))
 	for _, a := range arrs {

@@ -87,7 +87,7 @@ func TestCSVDialect(t *testing.T) {
 		{"crlf", nil, "id,qty,note\r\na,1,x\r\nb,2,\r\n", []string{"a|1|x", "b|2|∅"}},
 		{"bom", nil, "\xef\xbb\xbfid,qty,note\na,1,x\n", []string{"a|1|x"}},
 		{"header order and case", nil, "NOTE,Id,qty\nx,a,1\n", []string{"a|1|x"}},
-		{"missing optional column", nil, "qty,id\n1,a\n", []string{"a|1|∅"}},
+		{"missing optional column allowed", func(o *Options) { o.AllowMissingColumns = true }, "qty,id\n1,a\n", []string{"a|1|∅"}},
 		{"quoted delimiter newline quote", nil, "id,qty,note\n\"a,b\",1,\"line1\nline2 \"\"q\"\"\"\nc,2,\"\"\n",
 			[]string{"a,b|1|line1\nline2 \"q\"", "c|2|"}},
 		{"quoted crlf", nil, "id,qty,note\r\n\"a\",1,\"x\r\ny\"\r\n", []string{"a|1|x\r\ny"}},
@@ -158,7 +158,8 @@ func TestCSVErrors(t *testing.T) {
 		{"bare quote", []string{"a string"}, nil, "a\nx\"y\n", `f.csv:2: field 1: quote inside an unquoted field (quote the whole field and double the quote)`},
 		{"invalid utf8", []string{"a string"}, nil, "a\n\xff\n", `f.csv:2: column a (1): "\xff" is not a string: invalid UTF-8`},
 		{"unknown column", []string{"a string"}, nil, "a,b\nx,y\n", `decode f.csv:1: header column "b" (2) is not in the schema`},
-		{"missing required column", []string{"a string", "id long!"}, nil, "a\nx\n", `decode f.csv:1: column id is not nullable but missing from the header`},
+		{"missing required column", []string{"a string", "id long!"}, func(o *Options) { o.AllowMissingColumns = true }, "a\nx\n",
+			`decode f.csv: header lacks the declared column id (long, not nullable); add it to the file (allow_missing_columns fills only nullable columns with NULL)`},
 		{"duplicate header", []string{"a string"}, nil, "a,A\nx,y\n", `decode f.csv:1: header columns "a" and "A" (2) both name column a`},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,12 +14,14 @@ import (
 
 // FuzzCSV checks the CSV scanner against encoding/csv: whenever encoding/csv reads the
 // whole input without error and with a fixed number of fields, the decoder reads the same
-// records, sequentially and in parallel with tiny batches; on any input it must not panic
-// and must agree with itself across parallelism settings.
+// records, starting on the same lines, sequentially and in parallel with tiny batches; on
+// any input it must not panic and must agree with itself across parallelism settings,
+// lines included.
 func FuzzCSV(f *testing.F) {
 	for _, s := range []string{
 		"a,b\n1,2\n", "a,b\n\"x,y\",\"\"\"\"\n", "a,b\n\"multi\nline\",2\n3,4", "a,b\n,\n\n1,\n",
 		"a,b\n\"unterminated,1\n", "a,b\nx\"y,1\n", "a,b\n\"x\"y,1\n", "a,b,c\n1,2\n", "\"a\n\",b\n1,2\n",
+		"\n\na,b\n\n\"x\n\n\",\"\ny\"\n\n1,2", "a,b\n\"x\ny\"z,1\n2,3\n4,5\n", "a,b\nx,\"y\n\"\"\n\"\n\n\nc,d\n",
 	} {
 		f.Add(s, uint8(2))
 	}
@@ -28,7 +31,23 @@ func FuzzCSV(f *testing.F) {
 		}
 		bs := 1 + int(batch%5)
 		cr := csv.NewReader(strings.NewReader(in))
-		want, err := cr.ReadAll()
+		cr.FieldsPerRecord = -1
+		var want [][]string
+		var wantLines []string // the line each record starts on
+		var err error
+		for {
+			rec, rerr := cr.Read()
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			line, _ := cr.FieldPos(0)
+			want = append(want, rec)
+			wantLines = append(wantLines, strconv.Itoa(line))
+		}
 		nf := 2
 		if err == nil && len(want) > 0 {
 			nf = len(want[0])
@@ -40,22 +59,21 @@ func FuzzCSV(f *testing.F) {
 		for i := range nf {
 			cols = append(cols, "c"+strconv.Itoa(i)+" string")
 		}
-		read := func(par int, onError OnError) ([]string, []string, error) {
+		read := func(par int, onError OnError) (rows, lines, bad []string, err error) {
 			opts := Options{Format: CSV, Schema: schema(t, cols...), CSV: CSVOptions{NoHeader: true},
-				BatchSize: bs, Parallelism: par, OnError: onError}
-			var bad []string
+				BatchSize: bs, Parallelism: par, OnError: onError, LineColumn: "_line"}
 			opts.OnBadRecord = func(e *Error) { bad = append(bad, e.Error()) }
 			r, err := NewReader(context.Background(), bytes.NewReader([]byte(in)), "f.csv", opts)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			defer r.Release()
-			var rows []string
 			for r.Next() {
 				rec := r.RecordBatch()
 				for i := 0; i < int(rec.NumRows()); i++ {
+					lines = append(lines, rec.Column(nf).ValueStr(i))
 					var vals []string
-					for _, c := range rec.Columns() {
+					for _, c := range rec.Columns()[:nf] {
 						v := ""
 						if !c.IsNull(i) {
 							v = c.ValueStr(i)
@@ -65,12 +83,12 @@ func FuzzCSV(f *testing.F) {
 					rows = append(rows, strings.Join(vals, ","))
 				}
 			}
-			return rows, bad, r.Err()
+			return rows, lines, bad, r.Err()
 		}
-		seq, seqBad, seqErr := read(1, Skip)
-		par, parBad, parErr := read(3, Skip)
-		if (seqErr == nil) != (parErr == nil) || !eqStrings(seq, par) || !eqStrings(seqBad, parBad) {
-			t.Fatalf("sequential and parallel differ:\nseq %q %q %v\npar %q %q %v", seq, seqBad, seqErr, par, parBad, parErr)
+		seq, seqLines, seqBad, seqErr := read(1, Skip)
+		par, parLines, parBad, parErr := read(3, Skip)
+		if (seqErr == nil) != (parErr == nil) || !eqStrings(seq, par) || !eqStrings(seqLines, parLines) || !eqStrings(seqBad, parBad) {
+			t.Fatalf("sequential and parallel differ:\nseq %q %q %q %v\npar %q %q %q %v", seq, seqLines, seqBad, seqErr, par, parLines, parBad, parErr)
 		}
 		if err != nil {
 			return
@@ -86,9 +104,9 @@ func FuzzCSV(f *testing.F) {
 			}
 			wantRows = append(wantRows, strings.Join(vals, ","))
 		}
-		got, _, gotErr := read(1, Fail)
-		if gotErr != nil || !eqStrings(got, wantRows) {
-			t.Fatalf("input %q:\ngot  %q, %v\nwant %q (encoding/csv)", in, got, gotErr, wantRows)
+		got, gotLines, _, gotErr := read(1, Fail)
+		if gotErr != nil || !eqStrings(got, wantRows) || !eqStrings(gotLines, wantLines) {
+			t.Fatalf("input %q:\ngot  %q on lines %q, %v\nwant %q on lines %q (encoding/csv)", in, got, gotLines, gotErr, wantRows, wantLines)
 		}
 	})
 }

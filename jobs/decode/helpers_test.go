@@ -38,6 +38,7 @@ type decoded struct {
 	badRecords []string // and its Record
 	err        error
 	schema     *arrow.Schema
+	missing    []string // MissingColumns
 }
 
 // decodeAll reads everything; opts.Mem is a checked allocator verified at the end.
@@ -63,6 +64,7 @@ func decodeAll(t testing.TB, data string, opts Options) decoded {
 	}
 	defer r.Release()
 	out.schema = r.Schema()
+	out.missing = r.MissingColumns()
 	for r.Next() {
 		rec := r.RecordBatch()
 		out.batches = append(out.batches, int(rec.NumRows()))

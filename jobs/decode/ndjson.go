@@ -31,6 +31,7 @@ type ndjsonSource struct {
 	kinds   []jsonKind
 	seen    []bool
 	longBuf []byte
+	lines   *fixed[int64] // each row's line, for Options.LineColumn; nil without one
 }
 
 // jsonKind is what JSON a column accepts.
@@ -74,8 +75,14 @@ func newNDJSONSource(r io.Reader, file string, opts *Options, schema *arrow.Sche
 		}
 		s.kinds = append(s.kinds, k)
 	}
+	if opts.LineColumn != "" {
+		s.lines = &fixed[int64]{typ: arrow.PrimitiveTypes.Int64}
+	}
 	return s, nil
 }
+
+// missingColumns is empty: a key absent from a line is null on that line.
+func (s *ndjsonSource) missingColumns() []string { return nil }
 
 // readLine returns the next line without its line break (nil at the end).
 func (s *ndjsonSource) readLine() ([]byte, error) {
@@ -137,14 +144,20 @@ func (s *ndjsonSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, e
 			bads = append(bads, bad)
 			continue
 		}
+		if s.lines != nil {
+			s.lines.add(s.line)
+		}
 		rows++
 	}
 	if rows == 0 && s.eof {
 		return nil, bads, nil
 	}
-	arrs := make([]arrow.Array, len(s.cols))
+	arrs := make([]arrow.Array, len(s.cols), s.schema.NumFields())
 	for i, c := range s.cols {
 		arrs[i] = c.build(s.opts.Mem)
+	}
+	if s.lines != nil {
+		arrs = append(arrs, s.lines.build(s.opts.Mem))
 	}
 	rec := array.NewRecordBatch(s.schema, arrs, int64(rows))
 	for _, a := range arrs {
@@ -378,7 +391,9 @@ func (s *ndjsonSource) nullError(i int) *Error {
 	return nullError(s.file, s.line, s.opts.Schema.Fields[i].Name, i+1)
 }
 
-// value checks raw's JSON type against column i's and appends it.
+// value checks raw's JSON type against column i's and appends it. A bad value is
+// reported as written: a string by its content (quoted once in the message), anything
+// else by its JSON text.
 func (s *ndjsonSource) value(i int, raw []byte) *Error {
 	f := s.opts.Schema.Fields[i]
 	if string(raw) == "null" {
@@ -389,53 +404,52 @@ func (s *ndjsonSource) value(i int, raw []byte) *Error {
 		return nil
 	}
 	kind := s.kinds[i]
-	wrong := func(want string) *Error {
-		return valueError(s.file, s.line, f.Name, i+1, raw, f.Type, "want "+want)
+	literal := func(why string) *Error {
+		return literalError(s.file, s.line, f.Name, i+1, raw, f.Type, why)
 	}
+	var str []byte // a string's content
+	isStr := false
 	text := raw
 	switch c := raw[0]; {
 	case c == '"':
-		var str []byte
 		if plainString(raw) {
 			str = raw[1 : len(raw)-1]
 		} else {
 			var u string
 			if err := json.Unmarshal(raw, &u); err != nil {
-				return wrong("a valid JSON string")
+				return literal("want a valid JSON string")
 			}
 			str = []byte(u)
 		}
-		switch kind {
-		case jsNumber:
-			return wrong("a JSON number")
-		case jsBool:
-			return wrong("true or false")
-		case jsNested:
-			return wrong("a JSON object or array")
-		case jsBinary:
+		isStr, text = true, str
+		if kind == jsNumber || kind == jsBool || kind == jsNested {
+			return valueError(s.file, s.line, f.Name, i+1, str, f.Type, "want "+kindName(kind))
+		}
+		if kind == jsBinary {
 			dec, err := base64.StdEncoding.DecodeString(string(str))
 			if err != nil {
 				return valueError(s.file, s.line, f.Name, i+1, str, f.Type, "want base64")
 			}
 			text = dec
-		default:
-			text = str
 		}
 	case c == '-' || (c >= '0' && c <= '9'):
 		if kind != jsNumber && kind != jsNumOrStr {
-			return wrong(kindName(kind))
+			return literal("want " + kindName(kind))
 		}
 	case c == 't' || c == 'f':
 		if kind != jsBool {
-			return wrong(kindName(kind))
+			return literal("want " + kindName(kind))
 		}
 	case c == '{' || c == '[':
 		if kind != jsNested {
-			return wrong(kindName(kind))
+			return literal("want " + kindName(kind))
 		}
 	}
 	if ok, why := s.cols[i].parse(text); !ok {
-		return valueError(s.file, s.line, f.Name, i+1, text, f.Type, why)
+		if isStr {
+			return valueError(s.file, s.line, f.Name, i+1, str, f.Type, why)
+		}
+		return literal(why)
 	}
 	return nil
 }

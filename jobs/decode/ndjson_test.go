@@ -44,12 +44,12 @@ func TestNDJSONErrors(t *testing.T) {
 		in   string
 		want string
 	}{
-		{"string for long", `{"id":"a"}` + "\n" + `{"id":"b","qty":"5"}`, `f.csv:2: column qty (2): "\"5\"" is not a long: want a JSON number`},
-		{"fraction for long", `{"id":"a","qty":1.5}`, `f.csv:1: column qty (2): "1.5" is not a long`},
-		{"decimal scale", `{"id":"a","amount":1.234}`, `f.csv:1: column amount (3): "1.234" is not a decimal(10,2): more digits after the point than the scale 2 (no rounding)`},
-		{"number for date", `{"id":"a","day":20260114}`, `f.csv:1: column day (5): "20260114" is not a date: want a JSON string`},
+		{"string for long", `{"id":"a"}` + "\n" + `{"id":"b","qty":"5"}`, `f.csv:2: column qty (2): "5" is not a long: want a JSON number`},
+		{"fraction for long", `{"id":"a","qty":1.5}`, `f.csv:1: column qty (2): 1.5 is not a long`},
+		{"decimal scale", `{"id":"a","amount":1.234}`, `f.csv:1: column amount (3): 1.234 is not a decimal(10,2): more digits after the point than the scale 2 (no rounding)`},
+		{"number for date", `{"id":"a","day":20260114}`, `f.csv:1: column day (5): 20260114 is not a date: want a JSON string`},
 		{"bad timestamp", `{"id":"a","ts":"yesterday"}`, `f.csv:1: column ts (6): "yesterday" is not a timestamp`},
-		{"string for boolean", `{"id":"a","ok":"true"}`, `f.csv:1: column ok (4): "\"true\"" is not a boolean: want true or false`},
+		{"string for boolean", `{"id":"a","ok":"true"}`, `f.csv:1: column ok (4): "true" is not a boolean: want true or false`},
 		{"missing required", `{"qty":1}`, `f.csv:1: column id (1): null in a column that is not nullable`},
 		{"unknown key", `{"id":"a","colour":"red"}`, `f.csv:1: key "colour" is not a column of the schema`},
 		{"duplicate key", `{"id":"a","ID":"b"}`, `f.csv:1: key "ID" appears twice`},
@@ -85,7 +85,7 @@ func TestNDJSONSkipAndBatches(t *testing.T) {
 	if want := []string{"1", "2", "3", "5"}; !eqStrings(got.rows, want) {
 		t.Errorf("rows:%s\nwant:%s", showRows(got.rows), showRows(want))
 	}
-	wantBad := []string{`f.csv:2: column n (1): "\"x\"" is not a long: want a JSON number`, `f.csv:5: key "m" is not a column of the schema`}
+	wantBad := []string{`f.csv:2: column n (1): "x" is not a long: want a JSON number`, `f.csv:5: key "m" is not a column of the schema`}
 	if !eqStrings(got.bad, wantBad) {
 		t.Errorf("bad:%s\nwant:%s", showRows(got.bad), showRows(wantBad))
 	}
@@ -138,5 +138,55 @@ func TestNDJSONLongLine(t *testing.T) {
 	got := decodeAll(t, in, Options{Format: NDJSON, Schema: schema(t, "n string")})
 	if want := "f.csv:2: a line longer than 2 MiB"; got.err == nil || got.err.Error() != want {
 		t.Errorf("error %v, want %s", got.err, want)
+	}
+}
+
+// A bad value is shown as written in the file: a string by its content, quoted once (not
+// its JSON text quoted again), anything else by its JSON text, unquoted.
+func TestNDJSONErrorValues(t *testing.T) {
+	tests := []struct {
+		name       string
+		line       string
+		column     string
+		num        int
+		value, msg string
+	}{
+		{"string for a decimal", `{"amount":"12,5"}`, "amount", 3, `12,5`,
+			`column amount (3): "12,5" is not a decimal(10,2)`},
+		{"string with a quote and a backslash, for a long", `{"qty":"1\"2\\3"}`, "qty", 2, `1"2\3`,
+			`column qty (2): "1\"2\\3" is not a long: want a JSON number`},
+		{"string with a quote and a backslash, for a date", `{"day":"x\"y\\z"}`, "day", 5, `x"y\z`,
+			`column day (5): "x\"y\\z" is not a date`},
+		{"unicode escapes are decoded", `{"qty":"\u00e9t\u00e9 \ud83d\ude00"}`, "qty", 2, "été 😀",
+			`column qty (2): "été 😀" is not a long: want a JSON number`},
+		{"control character", `{"ok":"a\tb"}`, "ok", 4, "a\tb",
+			`column ok (4): "a\tb" is not a boolean: want true or false`},
+		{"bad base64", `{"bin":"not base64\\"}`, "bin", 7, `not base64\`,
+			`column bin (7): "not base64\\" is not a binary: want base64`},
+		{"number", `{"day":20260114}`, "day", 5, `20260114`,
+			`column day (5): 20260114 is not a date: want a JSON string`},
+		{"number out of range", `{"qty":1e400}`, "qty", 2, `1e400`,
+			`column qty (2): 1e400 is not a long`},
+		{"boolean", `{"qty":true}`, "qty", 2, `true`,
+			`column qty (2): true is not a long: want a JSON number`},
+		{"object", `{"qty":{"a":"x\"y"}}`, "qty", 2, `{"a":"x\"y"}`,
+			`column qty (2): {"a":"x\"y"} is not a long: want a JSON number`},
+		{"array with a tab", "{\"day\":[1,\t2]}", "day", 5, "[1,\t2]",
+			`column day (5): "[1,\t2]" is not a date: want a JSON string`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := Options{Format: NDJSON, Schema: schema(t, "id string", "qty long", "amount decimal(10,2)",
+				"ok boolean", "day date", "ts timestamp", "bin binary")}
+			got := decodeAll(t, `{"id":"a"}`+"\n"+tt.line+"\n", opts)
+			e, ok := AsError(got.err)
+			if !ok {
+				t.Fatalf("error %v, want an *Error", got.err)
+			}
+			want := Error{File: "f.csv", Line: 2, Column: tt.column, ColumnNumber: tt.num, Value: tt.value, Record: tt.line, Msg: tt.msg}
+			if *e != want {
+				t.Errorf("got  %+v\nwant %+v", *e, want)
+			}
+		})
 	}
 }

@@ -33,6 +33,10 @@ type parquetSource struct {
 	i96 map[int]*delta.Int96Column
 	row int64 // rows read so far
 	n   int64 // rows in the batch advance read
+	// missing lists the declared columns the file lacks (AllowMissingColumns); lines
+	// builds the row numbers for Options.LineColumn (nil without one).
+	missing []string
+	lines   *fixed[int64]
 }
 
 func newParquetSource(ctx context.Context, r io.Reader, fileName string, opts *Options, schema *arrow.Schema) (*parquetSource, error) {
@@ -94,10 +98,17 @@ func (s *parquetSource) open(ctx context.Context) error {
 		}
 		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fi])
 	}
-	for di, f := range s.opts.Schema.Fields {
-		if fileIdx[di] < 0 && !f.Nullable {
-			problems = append(problems, fmt.Sprintf("column %s is not nullable but missing from the file", f.Name))
-		}
+	present := make([]bool, len(fileIdx))
+	for di, fi := range fileIdx {
+		present[di] = fi >= 0
+	}
+	fill, missing := checkMissing(s.opts.Schema, present, s.opts.AllowMissingColumns, "file")
+	if missing != "" {
+		problems = append(problems, missing)
+	}
+	s.missing = fill
+	if s.opts.LineColumn != "" {
+		s.lines = &fixed[int64]{typ: arrow.PrimitiveTypes.Int64}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("decode %s: %s", s.file, strings.Join(problems, "; "))
@@ -189,7 +200,7 @@ func (s *parquetSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, 
 	n := s.n
 	first := s.row
 	s.row += n
-	cols := make([]arrow.Array, len(s.src))
+	cols := make([]arrow.Array, len(s.src), s.schema.NumFields())
 	defer func() {
 		for _, c := range cols {
 			if c != nil {
@@ -221,6 +232,13 @@ func (s *parquetSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, 
 				s.file, first+1, first+n, f.Name, di+1, in.DataType(), f.Type, err)
 		}
 		cols[di] = a
+	}
+	if s.lines != nil {
+		s.lines.reserve(int(n))
+		for i := range n {
+			s.lines.add(first + i + 1)
+		}
+		cols = append(cols, s.lines.build(s.opts.Mem))
 	}
 	// Nulls in columns declared not nullable make their rows bad.
 	var bads []*Error
@@ -254,7 +272,13 @@ func (s *parquetSource) next(ctx context.Context) (arrow.RecordBatch, []*Error, 
 	defer rec.Release()
 	bad := len(bads)
 	if bad == len(keep) {
-		return array.NewRecordBatch(s.schema, emptyCols(s.opts.Mem, s.schema), 0), bads, nil
+		empty := emptyCols(s.opts.Mem, s.schema)
+		defer func() {
+			for _, a := range empty {
+				a.Release()
+			}
+		}()
+		return array.NewRecordBatch(s.schema, empty, 0), bads, nil
 	}
 	mask := array.NewBooleanBuilder(s.opts.Mem)
 	defer mask.Release()
@@ -275,6 +299,8 @@ func emptyCols(mem memory.Allocator, sch *arrow.Schema) []arrow.Array {
 	}
 	return out
 }
+
+func (s *parquetSource) missingColumns() []string { return s.missing }
 
 func (s *parquetSource) close() {
 	for _, c := range s.i96 {

@@ -68,7 +68,7 @@ func TestParquet(t *testing.T) {
 		want []string
 	}{
 		{"widened and rescaled", []string{"a long", "d decimal(10,3)", "ts timestamp", "s string", "missing string"},
-			Options{IgnoreExtraColumns: true},
+			Options{IgnoreExtraColumns: true, AllowMissingColumns: true},
 			[]string{"1|12.500|2026-01-14T10:00:00Z|x|∅", "-2|-0.010|2026-01-14T10:00:00.123Z|∅|∅", "∅|999.990|1970-01-01T00:00:00Z|z|∅"}},
 		{"subset in another order, small batches", []string{"extra long", "a integer"},
 			Options{IgnoreExtraColumns: true, BatchSize: 2},
@@ -76,6 +76,9 @@ func TestParquet(t *testing.T) {
 		{"skip nulls in a required column", []string{"a long!", "extra long"},
 			Options{IgnoreExtraColumns: true, OnError: Skip},
 			[]string{"1|7", "-2|8"}},
+		{"skip nulls in a required column, a batch of only bad rows", []string{"a long!", "s string"},
+			Options{IgnoreExtraColumns: true, OnError: Skip, BatchSize: 1},
+			[]string{"1|x", "-2|∅"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,7 +121,7 @@ func TestParquetErrors(t *testing.T) {
 				"column d (2): file type decimal(5, 2) cannot be read as decimal(4,2) (decimal(4, 2)): 3 integer digits do not fit in 2; " +
 				"column ts (3): file type timestamp[ms, tz=UTC] cannot be read as timestamp_ntz (timestamp[us]): an instant (with a time zone) is not a wall-clock timestamp_ntz; " +
 				"column s (4): file type large_utf8 cannot be read as long (int64): not an integer; " +
-				"column req is not nullable but missing from the file"},
+				"file lacks the declared column req (string, not nullable); add it to the file (allow_missing_columns fills only nullable columns with NULL)"},
 		{"sub-microsecond", nanos, []string{"ts timestamp"},
 			"decode f.csv: rows 1-2: column ts (1): timestamp[ns, tz=UTC] to timestamp: "},
 		// arrow-go's page reader panics on this one (a nil dictionary page header).

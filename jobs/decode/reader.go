@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -65,13 +68,27 @@ type CSVOptions struct {
 // Options configure a Reader.
 type Options struct {
 	// Schema lists the columns to fill (required). File columns are matched by name,
-	// ignoring case; a declared column the file lacks is null (an error at open time if
-	// the column is not nullable), and a file column the schema lacks is an error unless
-	// IgnoreExtraColumns is set.
-	Schema             *delta.StructType
-	IgnoreExtraColumns bool
-	Format             Format
-	CSV                CSVOptions
+	// ignoring case. A file column the schema lacks is an error unless
+	// IgnoreExtraColumns is set. A declared column that a CSV header or a Parquet file's
+	// schema lacks is an error at NewReader that names every such column, unless
+	// AllowMissingColumns is set: then a missing nullable column is all null and
+	// Reader.MissingColumns lists it (a missing column that is not nullable is always an
+	// error). CSV without a header maps columns by position, and every record must have
+	// all of them. NDJSON decides per line: a key absent from a line is null there (an
+	// error if the column is not nullable), as JSON writers routinely omit null keys.
+	Schema              *delta.StructType
+	IgnoreExtraColumns  bool
+	AllowMissingColumns bool
+	// LineColumn, if set, names one more column at the end of every batch, after the
+	// declared ones: int64, not nullable, where each row comes from. For CSV and NDJSON
+	// it is the 1-based physical line of the file where the record starts, counting the
+	// header and blank lines (the number Error.Line gives for a bad record there; a
+	// record with quoted line breaks has the line it starts on); for Parquet it is the
+	// 1-based row number in the file. Skipped records leave gaps. The name must not be
+	// a declared column's (ignoring case).
+	LineColumn string
+	Format     Format
+	CSV        CSVOptions
 	// BatchSize is the most rows per record batch (default DefaultBatchSize). A batch has
 	// exactly that many rows except the last; in CSV a batch is also short by the records
 	// skipped and the blank lines in its stretch of the file (chunks are cut by lines
@@ -102,8 +119,10 @@ type Error struct {
 	// wrong number of fields.
 	Column       string
 	ColumnNumber int
-	// Value is the raw text of the bad value; Record the whole record as it is in the
-	// file (without its line break; empty for Parquet), for a quarantine table.
+	// Value is the bad value as written in the file: a CSV field without its quotes, a
+	// JSON string's content (its escapes decoded), the JSON text of another JSON value.
+	// Record is the whole record as it is in the file (without its line break; empty for
+	// Parquet), for a quarantine table.
 	Value  string
 	Record string
 	// Msg says what is wrong, e.g. `column amount (5): "12,50" is not a decimal(10,2)`.
@@ -120,23 +139,56 @@ func (e *Error) Error() string {
 	return e.File + ": " + e.Msg
 }
 
-// valueError builds the error for a bad value.
+// valueError builds the error for a bad value: val is its text as written (a CSV field
+// without its quotes, a JSON string's content), shown quoted once.
 func valueError(file string, line int64, col string, num int, val []byte, typ delta.DataType, why string) *Error {
-	v := string(val)
-	shown := v
-	if len(shown) > 120 {
-		shown = shown[:120] + "..."
+	return badValue(file, line, col, num, string(val), strconv.Quote(clip(string(val))), typ, why)
+}
+
+// literalError is valueError for a JSON literal (a number, true, false, an object or
+// array): it is shown as written, without quotes, so that 5 reads apart from "5" (quoted
+// only if it has control characters or is not UTF-8).
+func literalError(file string, line int64, col string, num int, val []byte, typ delta.DataType, why string) *Error {
+	shown := clip(string(val))
+	if !printable(shown) {
+		shown = strconv.Quote(shown)
 	}
+	return badValue(file, line, col, num, string(val), shown, typ, why)
+}
+
+func badValue(file string, line int64, col string, num int, val, shown string, typ delta.DataType, why string) *Error {
 	ts := typ.String()
 	article := "a"
 	if strings.IndexByte("aeiou", ts[0]) >= 0 {
 		article = "an"
 	}
-	msg := fmt.Sprintf("column %s (%d): %q is not %s %s", col, num, shown, article, ts)
+	msg := fmt.Sprintf("column %s (%d): %s is not %s %s", col, num, shown, article, ts)
 	if why != "" {
 		msg += ": " + why
 	}
-	return &Error{File: file, Line: line, Column: col, ColumnNumber: num, Value: v, Msg: msg}
+	return &Error{File: file, Line: line, Column: col, ColumnNumber: num, Value: val, Msg: msg}
+}
+
+// clip shortens a value for a message to about 120 bytes, cut at a character boundary.
+func clip(v string) string {
+	const most = 120
+	if len(v) <= most {
+		return v
+	}
+	n := most
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n] + "..."
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
 }
 
 func nullError(file string, line int64, col string, num int) *Error {
@@ -149,6 +201,9 @@ type source interface {
 	// next returns the next batch (nil at the end) and the bad records skipped before and
 	// in it, in file order; err is an *Error in Fail mode, or an I/O or context error.
 	next(ctx context.Context) (rec arrow.RecordBatch, bad []*Error, err error)
+	// missingColumns lists the declared columns the file lacks, filled with nulls
+	// (AllowMissingColumns), in schema order.
+	missingColumns() []string
 	close()
 }
 
@@ -201,6 +256,14 @@ func NewReader(ctx context.Context, r io.Reader, fileName string, opts Options) 
 	if err != nil {
 		return nil, fmt.Errorf("decode %s: %w", fileName, err)
 	}
+	if opts.LineColumn != "" {
+		if i := opts.Schema.FieldIndex(opts.LineColumn); i >= 0 {
+			return nil, fmt.Errorf("decode %s: line column %s: the schema already has a column %s (%d)",
+				fileName, opts.LineColumn, opts.Schema.Fields[i].Name, i+1)
+		}
+		fields := append(slices.Clone(schema.Fields()), arrow.Field{Name: opts.LineColumn, Type: arrow.PrimitiveTypes.Int64})
+		schema = arrow.NewSchema(fields, nil)
+	}
 	rd := &Reader{ctx: ctx, opts: opts, schema: schema}
 	rd.refs.Store(1)
 	switch strings.ToLower(string(opts.Format)) {
@@ -220,8 +283,15 @@ func NewReader(ctx context.Context, r io.Reader, fileName string, opts Options) 
 }
 
 // Schema is the Arrow schema of the batches: the declared schema mapped as
-// delta.ArrowSchema maps it.
+// delta.ArrowSchema maps it, then the LineColumn (int64, not nullable) if it is set.
 func (r *Reader) Schema() *arrow.Schema { return r.schema }
+
+// MissingColumns lists the declared columns the file lacks (by their declared names, in
+// schema order), which are all null in every batch; it is empty unless
+// AllowMissingColumns is set, since a missing column is otherwise an error at NewReader.
+// It is known once NewReader returns. NDJSON, whose lines each have their own keys, and
+// CSV without a header have none.
+func (r *Reader) MissingColumns() []string { return slices.Clone(r.src.missingColumns()) }
 
 // Next decodes the next batch; false at the end or on error (see Err).
 func (r *Reader) Next() bool {

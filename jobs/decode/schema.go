@@ -22,3 +22,41 @@ func arrowSchema(st *delta.StructType) (*arrow.Schema, error) {
 	}
 	return delta.ArrowSchema(st)
 }
+
+// checkMissing applies the missing-column rule to the declared columns a file lacks
+// (present[i] false; what says where they are missing from: "header", "file"). It returns
+// the columns to fill with nulls, and a problem naming every column that makes the file
+// an error: all missing ones, or with allow only those that are not nullable.
+func checkMissing(st *delta.StructType, present []bool, allow bool, what string) (fill []string, problem string) {
+	var names []string
+	required := false
+	for i, f := range st.Fields {
+		if present[i] {
+			continue
+		}
+		if allow && f.Nullable {
+			fill = append(fill, f.Name)
+			continue
+		}
+		if f.Nullable {
+			names = append(names, fmt.Sprintf("%s (%s)", f.Name, f.Type))
+		} else {
+			names = append(names, fmt.Sprintf("%s (%s, not nullable)", f.Name, f.Type))
+			required = true
+		}
+	}
+	if len(names) == 0 {
+		return fill, ""
+	}
+	noun, them := "column", "it"
+	if len(names) > 1 {
+		noun, them = "columns", "them"
+	}
+	problem = fmt.Sprintf("%s lacks the declared %s %s; add %s to the file", what, noun, strings.Join(names, ", "), them)
+	if required {
+		problem += " (allow_missing_columns fills only nullable columns with NULL)"
+	} else {
+		problem += ", or set allow_missing_columns: true on the stage to fill " + them + " with NULL"
+	}
+	return nil, problem
+}

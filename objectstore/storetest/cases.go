@@ -16,7 +16,7 @@ func testPutIfAbsentRace(t *testing.T, newStore func(t *testing.T) objectstore.S
 	s := newStore(t)
 	const writers = 16
 	for round := range 3 {
-		key := fmt.Sprintf("_delta_log/%020d.json", round)
+		key := fmt.Sprintf("log/%020d.json", round)
 		contents := make([][]byte, writers)
 		for i := range contents {
 			contents[i] = append([]byte(fmt.Sprintf("writer %02d round %d\n", i, round)), payload(2048+i, uint64(100*round+i))...)

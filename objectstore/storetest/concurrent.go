@@ -25,7 +25,7 @@ func testConcurrentCreators(t *testing.T, newStore func(t *testing.T) objectstor
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	key := func(v int64) string { return fmt.Sprintf("seq/_delta_log/%020d.json", v) }
+	key := func(v int64) string { return fmt.Sprintf("seq/log/%020d.json", v) }
 	var existing atomic.Int64 // highest version known to exist
 	existing.Store(-1)
 	var wg sync.WaitGroup
@@ -53,7 +53,7 @@ func testConcurrentCreators(t *testing.T, newStore func(t *testing.T) objectstor
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				before := existing.Load()
-				infos, err := s.List(ctx, "seq/_delta_log/", "")
+				infos, err := s.List(ctx, "seq/log/", "")
 				if err != nil {
 					if ctx.Err() == nil {
 						errs <- fmt.Errorf("lister %d: List: %w", l, err)
@@ -86,7 +86,7 @@ func testConcurrentCreators(t *testing.T, newStore func(t *testing.T) objectstor
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := len(list(t, s, "seq/_delta_log/", "")); n != versions {
+	if n := len(list(t, s, "seq/log/", "")); n != versions {
 		t.Errorf("after the race List shows %d versions, want %d", n, versions)
 	}
 	t.Logf("%d listings during %d creations", listings.Load(), versions)

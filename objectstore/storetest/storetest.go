@@ -273,7 +273,7 @@ func testListInfo(t *testing.T, newStore func(t *testing.T) objectstore.Store) {
 func testUnusualKeys(t *testing.T, newStore func(t *testing.T) objectstore.Store) {
 	s := newStore(t)
 	odd := []string{
-		"_delta_log/00000000000000000000.json",
+		"log/00000000000000000000.json",
 		"part=a b/file+name%20=1.parquet",
 		"ünïcode/ключ/値.txt",
 		".hidden/.dotfile",
@@ -325,16 +325,16 @@ func testPutIfAbsentExisting(t *testing.T, newStore func(t *testing.T) objectsto
 	s := newStore(t)
 	ctx := context.Background()
 	old := []byte(`{"commitInfo":{"version":0}}`)
-	if err := s.PutIfAbsent(ctx, "_delta_log/0.json", bytes.NewReader(old), int64(len(old))); err != nil {
+	if err := s.PutIfAbsent(ctx, "log/0.json", bytes.NewReader(old), int64(len(old))); err != nil {
 		t.Fatalf("first PutIfAbsent: %v", err)
 	}
 	for _, size := range []int64{5, -1} {
-		err := s.PutIfAbsent(ctx, "_delta_log/0.json", onlyReader{bytes.NewReader([]byte("other"))}, size)
+		err := s.PutIfAbsent(ctx, "log/0.json", onlyReader{bytes.NewReader([]byte("other"))}, size)
 		if !errors.Is(err, objectstore.ErrExist) {
 			t.Fatalf("second PutIfAbsent (size %d): got err %v, want ErrExist", size, err)
 		}
 	}
-	assertBytes(t, "Get after a refused PutIfAbsent", get(t, s, "_delta_log/0.json"), old)
+	assertBytes(t, "Get after a refused PutIfAbsent", get(t, s, "log/0.json"), old)
 	if infos := list(t, s, "", ""); len(infos) != 1 {
 		t.Fatalf("List after a refused PutIfAbsent = %q, want only the original", keys(infos))
 	}

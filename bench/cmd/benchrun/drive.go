@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
 )
 
 // row is one engine's measurement in one case.
@@ -95,7 +97,7 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	for _, name := range strings.Split(c.cases, ",") {
 		cases[strings.TrimSpace(name)] = true
 	}
-	if !c.oursOnly && (cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"]) {
+	if !c.oursOnly && (cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"] || cases["snapshot"]) {
 		if d.python, err = d.pythonPath(ctx); err != nil {
 			return err
 		}
@@ -104,7 +106,7 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	for _, cs := range []struct {
 		name string
 		fn   func(context.Context) error
-	}{{"ingest", d.ingest}, {"merge", d.merge}, {"cdf", d.cdf}, {"scd2", d.scd2}, {"gobench", d.gobench}} {
+	}{{"ingest", d.ingest}, {"merge", d.merge}, {"cdf", d.cdf}, {"scd2", d.scd2}, {"snapshot", d.snapshot}, {"gobench", d.gobench}} {
 		if !cases[cs.name] {
 			continue
 		}
@@ -396,7 +398,7 @@ func (d *driver) cdf(ctx context.Context) error {
 	tdir := filepath.Join(dir, "table")
 	files := max(1, d.cfg.cdfRows/100_000)
 	d.logf("cdf: generating a %d-row table in %d files, change data feed on", d.cfg.cdfRows, files)
-	if err := genDeltaTable(ctx, tdir, d.cfg.cdfRows, files, map[string]string{"delta.enableChangeDataFeed": "true"}); err != nil {
+	if err := genDeltaTable(ctx, tdir, d.cfg.cdfRows, files, delta.ChangeDataFeedProperties()); err != nil {
 		return err
 	}
 	size, err := dirSize(tdir)

@@ -42,6 +42,7 @@ type config struct {
 	cases                              string
 	ingestRows, mergeRows, mergeFiles  int
 	mergeChanges, cdfRows, scd2Rows    int
+	snapshotRows                       int
 	work, out, python, note, benchtime string
 	ingestS3                           string
 	keep, oursOnly                     bool
@@ -60,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.SetOutput(stderr)
 	var c config
 	fl.StringVar(&c.size, "size", "small", "preset sizes: small (minutes on 2 cores), full (the issues' sizes), or bounds (ingest of 1 GiB of CSV and SCD2 into a 5 M-row dimension, ours only, for their peak RSS)")
-	fl.StringVar(&c.cases, "cases", "ingest,merge,cdf,scd2,gobench", "comma-separated cases to run")
+	fl.StringVar(&c.cases, "cases", "ingest,merge,cdf,scd2,snapshot,gobench", "comma-separated cases to run")
 	fl.IntVar(&c.ingestRows, "ingest-rows", 0, "CSV rows for the ingest case (default: small 2,000,000, full 10,000,000)")
 	fl.StringVar(&c.ingestS3, "ingest-s3", "", "also run our ingest into this S3 location (s3://bucket/prefix; endpoint and credentials from the AWS_* environment, e.g. a local MinIO), to measure it on S3")
 	fl.IntVar(&c.mergeRows, "merge-rows", 0, "target rows for the MERGE case (default 1,000,000)")
@@ -68,6 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.IntVar(&c.mergeChanges, "merge-changes", 0, "changed rows for the MERGE case (default 100,000)")
 	fl.IntVar(&c.cdfRows, "cdf-rows", 0, "rows of the change feed case (default: small 1,000,000, full 5,000,000)")
 	fl.IntVar(&c.scd2Rows, "scd2-rows", 0, "dimension rows for the SCD2 case (default: small 50,000, full 1,000,000)")
+	fl.IntVar(&c.snapshotRows, "snapshot-rows", 0, "table rows for the snapshot ingest case (default: small 100,000, full 1,000,000)")
 	fl.StringVar(&c.work, "work", "", "directory for generated data (default: a new temporary directory, removed afterwards)")
 	fl.BoolVar(&c.keep, "keep", false, "keep the work directory")
 	fl.BoolVar(&c.oursOnly, "ours-only", false, "run only our engine, no peers (no Python needed)")
@@ -119,6 +121,7 @@ func (c *config) applySize() error {
 	def(&c.mergeChanges, 100_000, 100_000)
 	def(&c.cdfRows, 1_000_000, 5_000_000)
 	def(&c.scd2Rows, 50_000, 1_000_000)
+	def(&c.snapshotRows, 100_000, 1_000_000)
 	if c.mergeRows%c.mergeFiles != 0 || c.mergeRows%c.mergeChanges != 0 || c.mergeChanges > c.mergeRows/10 {
 		return fmt.Errorf("-merge-rows %d must be a multiple of -merge-files %d and of -merge-changes %d, with changes at most 10%% of rows",
 			c.mergeRows, c.mergeFiles, c.mergeChanges)

@@ -44,13 +44,15 @@ var workers = map[string]func(ctx context.Context, args []string) (measurement, 
 	"cdf-scan":       cdfScan,
 	"scd2-setup":     scd2Setup,
 	"scd2-ours":      scd2Ours,
+	"snapshot-setup": snapshotSetup,
+	"snapshot-ours":  snapshotOurs,
 	// gen-cdf tableDir rows writes the change feed case's table, to profile it alone.
 	"gen-cdf": func(ctx context.Context, args []string) (measurement, error) {
 		n, err := strconv.Atoi(args[1])
 		if err != nil {
 			return measurement{}, err
 		}
-		err = genDeltaTable(ctx, args[0], n, max(1, n/100_000), map[string]string{"delta.enableChangeDataFeed": "true"})
+		err = genDeltaTable(ctx, args[0], n, max(1, n/100_000), delta.ChangeDataFeedProperties())
 		return measurement{Rows: int64(n)}, err
 	},
 	// gen-ingest csvDir rows writes the ingest case's CSV files, to profile a case alone.

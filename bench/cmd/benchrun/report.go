@@ -197,6 +197,14 @@ func (d *driver) targets() []target {
 			}
 		}
 	}
+	if ours, duck := d.find("snapshot", "ours"), d.find("snapshot", "DuckDB"); ours != nil || duck != nil {
+		known := ours != nil && duck != nil
+		got := ""
+		if known {
+			got = fmt.Sprintf("ours %.2fs vs DuckDB %.2fs; by CPU seconds %s; peak RSS %.0f vs %.0f MB", ours.Seconds, duck.Seconds, cpuRatio(duck, ours), ours.PeakRSSMB, duck.PeakRSSMB)
+		}
+		add(14, "snapshot ingest not slower than DuckDB's diff", known && ours.Seconds <= duck.Seconds, known, got)
+	}
 	if app, plain := d.find("go test", "BenchmarkAppend"), d.find("go test", "BenchmarkPlainPqarrow"); app != nil || plain != nil {
 		known := app != nil && plain != nil && app.RowsPerSec > 0 && plain.RowsPerSec > 0
 		got := ""

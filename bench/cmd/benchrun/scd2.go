@@ -33,9 +33,6 @@ import (
 // so ~10% tracked changes (1% of them to or from NULL), 1% new keys, 0.5% deletes.
 // The whole batch (deletes as op = 'D' rows) is written to scd2/changes.parquet and the
 // dimension before the timed run to scd2/dim.parquet, for DuckDB and delta-rs.
-//
-// (A change feed source would carry the deletes as delete rows, but scd2_merge does not
-// read delete_when yet, so an appended op = 'D' row would not close anything.)
 
 var (
 	scd2Day1 = time.Date(2026, 1, 14, 8, 0, 0, 0, time.UTC)
@@ -51,7 +48,7 @@ const scd2StagingJSON = `{"type":"struct","fields":[
  {"name":"op","type":"string","nullable":true,"metadata":{}}]}`
 
 const scd2DimJSON = `{"type":"struct","fields":[
- {"name":"customer_sk","type":"long","nullable":false,"metadata":{"delta.identity.start":1,"delta.identity.step":1,"delta.identity.allowExplicitInsert":false}},
+ {"name":"customer_sk","type":"long","nullable":false,"metadata":{}},
  {"name":"customer_id","type":"string","nullable":true,"metadata":{}},
  {"name":"name","type":"string","nullable":true,"metadata":{}},
  {"name":"city","type":"string","nullable":true,"metadata":{}},
@@ -69,7 +66,8 @@ func scd2Tables() (day1, staging, dim *jobs.Table, err error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cdf := map[string]string{"delta.enableChangeDataFeed": "true"}
+	delta.SetIdentity(ds.Field("customer_sk"), 1, 1, false)
+	cdf := delta.ChangeDataFeedProperties()
 	return &jobs.Table{Name: "staging.customers_day1", Path: "staging/customers_day1", Schema: ss},
 		&jobs.Table{Name: "staging.customers", Path: "staging/customers", Schema: ss},
 		&jobs.Table{Name: "sales.customer", Path: "sales/customer", Schema: ds, Properties: cdf}, nil

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/objectstore/fs"
+)
+
+// The snapshot case: a daily full extract of N rows (CSV) loaded with the ingest stage in
+// snapshot mode into the N-row table the previous extract made. Against the previous
+// extract the new one has, by row index i:
+//
+//	i%10 == 3      a changed city (10%)
+//	i%200 == 7     missing: the key was deleted (0.5%)
+//	N .. N+N/100   new keys (1%)
+//	otherwise      the same values
+//
+// DuckDB does the same diff in SQL (a FULL OUTER JOIN of the previous table's Parquet and
+// the new CSV on the key, IS DISTINCT FROM on every column) and writes the new table with
+// each row's change to Parquet.
+
+// snapshotTable is the extracts' table.
+func snapshotTable() (*jobs.Table, error) {
+	sch, err := delta.ParseSchema(`{"type":"struct","fields":[
+ {"name":"account_id","type":"string","nullable":false,"metadata":{}},
+ {"name":"name","type":"string","nullable":true,"metadata":{}},
+ {"name":"city","type":"string","nullable":true,"metadata":{}},
+ {"name":"score","type":"long","nullable":true,"metadata":{}},
+ {"name":"balance","type":"decimal(12,2)","nullable":true,"metadata":{}},
+ {"name":"source_file","type":"string","nullable":true,"metadata":{}},
+ {"name":"load_timestamp","type":"timestamp","nullable":true,"metadata":{}}]}`)
+	if err != nil {
+		return nil, err
+	}
+	return &jobs.Table{Name: "staging.accounts", Path: "staging/accounts", Schema: sch,
+		Properties: delta.ChangeDataFeedProperties()}, nil
+}
+
+func snapshotStage(source string) *jobs.Ingest {
+	return jobs.NewIngest("load_extract", &jobs.IngestConfig{Source: source, Target: "staging.accounts", Mode: "snapshot", Keys: []string{"account_id"}})
+}
+
+// genExtract writes extract day (1 or 2) of n keys as one CSV file.
+func genExtract(path string, n, day int) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	w.WriteString("account_id,name,city,score,balance\n")
+	total := n
+	if day == 2 {
+		total = n + n/100
+	}
+	var b []byte
+	for i := range total {
+		if day == 2 && i < n && i%200 == 7 {
+			continue
+		}
+		city := i % 1000
+		if day == 2 && i%10 == 3 {
+			city++
+		}
+		b = append(b[:0], 'A')
+		b = appendPadded(b, int64(i), 9)
+		b = append(b, ",account "...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, ",city-"...)
+		b = strconv.AppendInt(b, int64(city), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(i%977), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(i%100_000), 10)
+		b = append(b, ".25\n"...)
+		w.Write(b)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// snapshotSetup writes both extracts and loads the first (not timed): args dir n.
+func snapshotSetup(ctx context.Context, args []string) (measurement, error) {
+	dir := args[0]
+	n, err := strconv.Atoi(args[1])
+	if err != nil {
+		return measurement{}, err
+	}
+	for day := 1; day <= 2; day++ {
+		if err := genExtract(filepath.Join(dir, fmt.Sprintf("day%d", day), "accounts.csv"), n, day); err != nil {
+			return measurement{}, err
+		}
+	}
+	decl, err := snapshotTable()
+	if err != nil {
+		return measurement{}, err
+	}
+	wh, err := fs.New(fs.Config{Dir: filepath.Join(dir, "wh")})
+	if err != nil {
+		return measurement{}, err
+	}
+	res, err := snapshotStage(filepath.Join(dir, "day1")+"/*.csv").Run(ctx, newEnv(wh, decl))
+	if err != nil {
+		return measurement{}, fmt.Errorf("first extract: %w", err)
+	}
+	return measurement{Seconds: res.Duration.Seconds(), Rows: res.RowsWritten, Note: "first extract loaded"}, nil
+}
+
+// snapshotOurs loads the second extract in snapshot mode: args dir.
+func snapshotOurs(ctx context.Context, args []string) (measurement, error) {
+	dir := args[0]
+	decl, err := snapshotTable()
+	if err != nil {
+		return measurement{}, err
+	}
+	wh, err := fs.New(fs.Config{Dir: filepath.Join(dir, "wh")})
+	if err != nil {
+		return measurement{}, err
+	}
+	start := time.Now()
+	res, err := snapshotStage(filepath.Join(dir, "day2")+"/*.csv").Run(ctx, newEnv(wh, decl))
+	if err != nil {
+		return measurement{}, err
+	}
+	secs := time.Since(start).Seconds()
+	note := ""
+	if len(res.Notes) > 0 {
+		note = res.Notes[len(res.Notes)-1]
+	}
+	return measurement{Seconds: secs, Rows: res.RowsRead, BytesOut: res.BytesWritten, Note: note}, nil
+}
+
+func (d *driver) snapshot(ctx context.Context) error {
+	dir := filepath.Join(d.work, "snapshot")
+	n := d.cfg.snapshotRows
+	if err := d.setup(ctx, "snapshot-setup", dir, strconv.Itoa(n)); err != nil {
+		return err
+	}
+	// DuckDB reads the previous table as plain Parquet: the table's data files.
+	c := fmt.Sprintf("snapshot ingest of a %s-row extract into a %s-row table", commas(n-n/200+n/100), commas(n))
+	duck := d.peer(ctx, c, "DuckDB FULL OUTER JOIN → Parquet", noPrep, "snapshot-duckdb", dir)
+	wh, setup := filepath.Join(dir, "wh"), filepath.Join(dir, "wh.setup")
+	if err := copyDir(wh, setup); err != nil {
+		return err
+	}
+	restore := func() error {
+		if err := os.RemoveAll(wh); err != nil {
+			return err
+		}
+		return copyDir(setup, wh)
+	}
+	ours := d.ours(ctx, c, "ours: ingest stage, mode snapshot", restore, "snapshot-ours", dir)
+	relate(duck, duck, ours)
+	return os.RemoveAll(dir)
+}

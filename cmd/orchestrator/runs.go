@@ -1,0 +1,421 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
+	"github.com/orchestrator-io/orchestrator/pipelines"
+	"github.com/orchestrator-io/orchestrator/scheduler"
+)
+
+const runsStoreHelp = "Runs are recorded in the run store of each pipeline's warehouse, under\n" +
+	"_orchestrator/; the commands find it from --pipelines DIR (the directory serve\n" +
+	"takes) or --pipeline FILE, and work with or without a serve running. Output is\n" +
+	"text, or --format json (JSON Lines; runs show prints the whole record)."
+
+func runsCommand() *command {
+	return &command{
+		name:    "runs",
+		summary: "list, show, trigger, cancel, retry, backfill and roll back recorded runs",
+		help:    "Every run is recorded: its trigger, definition, status and per stage its attempts,\nrows, table versions and log.\n\n" + runsStoreHelp,
+		subs: []*command{
+			runsListCommand(),
+			runsShowCommand(),
+			runsTriggerCommand(),
+			runsCancelCommand(),
+			runsRetryCommand(),
+			runsBackfillCommand(),
+			runsRollbackCommand(),
+		},
+	}
+}
+
+// runsFlags are the flags every runs command has: where the pipelines are, the output.
+type runsFlags struct {
+	dir, file, format string
+	s3                storeurl.Options
+}
+
+func addRunsFlags(fs *flag.FlagSet) *runsFlags {
+	f := &runsFlags{}
+	fs.StringVar(&f.dir, "pipelines", "", "the `dir`ectory of pipeline files (as serve takes it)")
+	fs.StringVar(&f.file, "pipeline", "", "a pipeline `file`")
+	fs.StringVar(&f.format, "format", formatText, "output format, `text|json`")
+	addS3Flags(fs, &f.s3)
+	return f
+}
+
+// runsEnv is what a runs command works with: the pipelines it knows and their stores.
+type runsEnv struct {
+	e      *env
+	specs  []*pipelines.Spec
+	stores *storeCache
+	runner *scheduler.Runner
+	format string
+}
+
+// open loads the pipelines; extra are pipeline files given as arguments.
+func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
+	if f.format != formatText && f.format != formatJSON {
+		return nil, usagef("unknown format %q: want text or json", f.format)
+	}
+	re := &runsEnv{e: e, stores: newStoreCache(f.s3), format: f.format}
+	re.runner = newRunner(e, re.stores, slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
+	files := extra
+	if f.file != "" {
+		files = append(files, f.file)
+	}
+	for _, file := range files {
+		spec, err := loadPipeline(e, file)
+		if err != nil {
+			return nil, err
+		}
+		re.specs = append(re.specs, spec)
+	}
+	if f.dir != "" {
+		dir, err := newPipelineDir(f.dir)
+		if err != nil {
+			return nil, err
+		}
+		_, report := dir.scan(e)
+		for _, line := range report {
+			if strings.Contains(line, ": invalid") {
+				fmt.Fprintln(e.stderr, line)
+			}
+		}
+		specs, _ := dir.specs()
+		re.specs = append(re.specs, specs...)
+	}
+	if len(re.specs) == 0 {
+		if f.dir == "" && len(files) == 0 {
+			return nil, usagef("missing --pipelines DIR or --pipeline FILE: they say where the run store is")
+		}
+		return nil, fmt.Errorf("no valid pipeline in %s", f.dir)
+	}
+	return re, nil
+}
+
+func (re *runsEnv) close() { re.stores.close() }
+
+// spec returns the loaded pipeline called name, or nil.
+func (re *runsEnv) spec(name string) *pipelines.Spec {
+	for _, s := range re.specs {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// allStores returns the run store of each distinct warehouse of the loaded pipelines.
+func (re *runsEnv) allStores(ctx context.Context) ([]*scheduler.Store, error) {
+	var out []*scheduler.Store
+	seen := map[*scheduler.Store]bool{}
+	for _, s := range re.specs {
+		st, err := re.runner.Store(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[st] {
+			seen[st] = true
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// find reads a run's record: from the store of its pipeline if that is loaded, else
+// from every store the loaded pipelines use.
+func (re *runsEnv) find(ctx context.Context, id string) (*scheduler.Record, *scheduler.Store, error) {
+	name, _, err := scheduler.ParseID(id)
+	if err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	var stores []*scheduler.Store
+	if spec := re.spec(name); spec != nil {
+		st, err := re.runner.Store(ctx, spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		stores = []*scheduler.Store{st}
+	} else if stores, err = re.allStores(ctx); err != nil {
+		return nil, nil, err
+	}
+	for _, st := range stores {
+		rec, err := st.Get(ctx, id)
+		if err == nil {
+			return rec, st, nil
+		}
+		if !errors.Is(err, objectstore.ErrNotExist) {
+			return nil, nil, err
+		}
+	}
+	return nil, nil, fmt.Errorf("run %s: not in the run store of pipeline %s's warehouse", id, name)
+}
+
+func runsListCommand() *command {
+	return &command{
+		name:    "list",
+		summary: "list runs, newest first",
+		help: "List runs newest first: of one pipeline (--name), or of every pipeline with runs in\n" +
+			"the run stores found. Skipped slots are runs too, with their reason.\n\n" + runsStoreHelp,
+		setup: func(fs *flag.FlagSet) runFunc {
+			f := addRunsFlags(fs)
+			name := fs.String("name", "", "only the runs of this `pipeline`")
+			status := fs.String("status", "", "only runs in this `status` (queued, running, succeeded, failed, cancelled, skipped, interrupted)")
+			limit := fs.Int("limit", 50, "at most `n` runs")
+			return func(ctx context.Context, e *env, args []string) error {
+				if len(args) > 0 {
+					return usagef("unexpected argument %q", args[0])
+				}
+				if *limit <= 0 {
+					return usagef("--limit must be 1 or more, got %d", *limit)
+				}
+				switch scheduler.Status(*status) {
+				case "", scheduler.Queued, scheduler.Running, scheduler.Succeeded, scheduler.Failed, scheduler.Cancelled, scheduler.Skipped, scheduler.Interrupted:
+				default:
+					return usagef("unknown --status %q: want queued, running, succeeded, failed, cancelled, skipped or interrupted", *status)
+				}
+				re, err := f.open(e)
+				if err != nil {
+					return err
+				}
+				defer re.close()
+				entries, err := re.list(ctx, *name, scheduler.Status(*status), *limit)
+				if err != nil {
+					return err
+				}
+				return writeEntries(e, re.format, entries)
+			}
+		},
+	}
+}
+
+// list returns the newest runs of one pipeline, or of every pipeline in the stores.
+func (re *runsEnv) list(ctx context.Context, name string, status scheduler.Status, limit int) ([]scheduler.Entry, error) {
+	var filter scheduler.Filter
+	if status != "" {
+		filter = func(en scheduler.Entry) bool { return en.Status == status }
+	}
+	type source struct {
+		store    *scheduler.Store
+		pipeline string
+	}
+	var sources []source
+	if name != "" {
+		spec := re.spec(name)
+		if spec == nil {
+			return nil, usagef("pipeline %q is not among the pipelines given", name)
+		}
+		st, err := re.runner.Store(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, source{st, name})
+	} else {
+		stores, err := re.allStores(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range stores {
+			names, err := st.Pipelines(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range names {
+				sources = append(sources, source{st, n})
+			}
+		}
+	}
+	var all []scheduler.Entry
+	for _, src := range sources {
+		es, err := src.store.List(ctx, src.pipeline, limit, filter)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, es...)
+	}
+	scheduler.SortEntries(all)
+	if len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+var entryColumns = []column{
+	{name: "run"}, {name: "pipeline"}, {name: "trigger"}, {name: "status"}, {name: "slot"},
+	{name: "start"}, {name: "duration", numeric: true}, {name: "attempt", numeric: true}, {name: "reason"},
+}
+
+func timeText(t time.Time) cell {
+	if t.IsZero() {
+		return nullCell
+	}
+	return textCell(t.UTC().Format(time.RFC3339))
+}
+
+func writeEntries(e *env, format string, entries []scheduler.Entry) error {
+	rows := make([][]cell, 0, len(entries))
+	for _, en := range entries {
+		dur := nullCell
+		if !en.Start.IsZero() && !en.End.IsZero() {
+			d := en.End.Sub(en.Start).Round(time.Millisecond)
+			dur = cell{text: d.String(), json: d.Seconds()}
+		}
+		reason := optText(en.Reason)
+		if en.Error != "" {
+			reason = textCell(en.Error)
+		}
+		rows = append(rows, []cell{textCell(en.ID), textCell(en.Pipeline), textCell(string(en.Trigger)), textCell(string(en.Status)),
+			timeText(en.Slot), timeText(en.Start), dur, intCell(int64(en.Attempt)), reason})
+	}
+	return writeRows(e, format, entryColumns, rows)
+}
+
+func runsShowCommand() *command {
+	return &command{
+		name:    "show",
+		args:    "RUN_ID",
+		summary: "show a run's record: trigger, status, stages, log",
+		help: "Show everything recorded of a run: its trigger, slot and parameters, its status and\n" +
+			"why, the definition it ran (hash), and per stage its status, attempts, rows, table\n" +
+			"versions read and written, change feed ranges, notes and last log lines. With\n" +
+			"--format json, the record itself.\n\n" + runsStoreHelp,
+		setup: func(fs *flag.FlagSet) runFunc {
+			f := addRunsFlags(fs)
+			return func(ctx context.Context, e *env, args []string) error {
+				if len(args) != 1 {
+					return usagef("want one RUN_ID")
+				}
+				re, err := f.open(e)
+				if err != nil {
+					return err
+				}
+				defer re.close()
+				rec, _, err := re.find(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if re.format == formatJSON {
+					b, err := json.Marshal(rec)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+					return err
+				}
+				return showRecord(e, rec)
+			}
+		},
+	}
+}
+
+// showRecord prints a record for a person.
+func showRecord(e *env, rec *scheduler.Record) error {
+	w := e.stdout
+	line := func(k, format string, args ...any) { fmt.Fprintf(w, "%-12s %s\n", k, fmt.Sprintf(format, args...)) }
+	line("run", "%s", rec.ID)
+	line("pipeline", "%s (%s, definition sha256 %.12s)", rec.Pipeline, rec.File, rec.DefinitionHash)
+	trig := string(rec.Trigger.Kind)
+	if !rec.Trigger.Slot.IsZero() {
+		trig += " slot " + rec.Trigger.Slot.Format(time.RFC3339)
+	}
+	if rec.Trigger.By != "" {
+		trig += " by " + rec.Trigger.By
+	}
+	if rec.Trigger.Of != "" {
+		trig += " of run " + rec.Trigger.Of
+	}
+	if len(rec.Trigger.Stages) > 0 {
+		trig += " (stages " + strings.Join(rec.Trigger.Stages, ", ") + ")"
+	}
+	line("trigger", "%s", trig)
+	if rec.Attempt > 1 {
+		line("attempt", "%d", rec.Attempt)
+	}
+	if len(rec.Params) > 0 {
+		var ps []string
+		for _, k := range sortedKeys(rec.Params) {
+			ps = append(ps, k+"="+rec.Params[k])
+		}
+		line("params", "%s", strings.Join(ps, " "))
+	}
+	line("status", "%s", rec.Status)
+	if rec.Reason != "" {
+		line("reason", "%s", rec.Reason)
+	}
+	if rec.Error != "" {
+		line("error", "%s", rec.Error)
+	}
+	if !rec.SkippedThrough.IsZero() {
+		line("skipped", "%d slots through %s", rec.SkippedCount, rec.SkippedThrough.Format(time.RFC3339))
+	}
+	line("created", "%s", rec.Created.Format(time.RFC3339))
+	if !rec.Start.IsZero() {
+		line("start", "%s", rec.Start.Format(time.RFC3339))
+	}
+	if !rec.End.IsZero() {
+		line("end", "%s", rec.End.Format(time.RFC3339))
+	}
+	if hb := rec.Heartbeat; hb != nil {
+		line("heartbeat", "%s by %s pid %d", hb.Time.Format(time.RFC3339), hb.Host, hb.PID)
+	}
+	for _, id := range rec.RetriedBy {
+		line("retried by", "%s", id)
+	}
+	if rec.RolledBackBy != "" {
+		line("rolled back", "by run %s", rec.RolledBackBy)
+	}
+	for _, d := range rec.Notifications {
+		text := fmt.Sprintf("%s %s: %d attempt(s)", d.Event, d.URL, d.Attempts)
+		if d.Status != 0 {
+			text += fmt.Sprintf(", HTTP %d", d.Status)
+		}
+		if d.Error != "" {
+			text += ", " + d.Error
+		}
+		line("notified", "%s", text)
+	}
+	if len(rec.Stages) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	if err := writeRunSummary(e, formatText, rec); err != nil {
+		return err
+	}
+	for _, s := range rec.Stages {
+		var detail []string
+		for _, v := range s.VersionsRead {
+			detail = append(detail, fmt.Sprintf("read %s@v%d", v.Table, v.Version))
+		}
+		for _, c := range s.ChangesRead {
+			detail = append(detail, fmt.Sprintf("read the change feed of %s, versions (%d, %d]", c.Table, c.After, c.Through))
+		}
+		detail = append(detail, s.Notes...)
+		if s.Error != "" && s.Status != scheduler.Succeeded {
+			detail = append(detail, "error: "+s.Error)
+		}
+		if s.LogDropped > 0 {
+			detail = append(detail, fmt.Sprintf("log: the last %d lines; all in %s", len(s.Log), s.LogObject))
+		}
+		if len(detail) == 0 && len(s.Log) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nstage %s:\n", s.Name)
+		for _, d := range detail {
+			fmt.Fprintf(w, "  %s\n", d)
+		}
+		for _, l := range s.Log {
+			fmt.Fprintf(w, "  | %s\n", l)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,738 @@
+package jobs
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/zeebo/xxh3"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+)
+
+// Snapshot mode, streamed: a run's files are the table's whole content, and memory holds
+// a key index of the table and the rows that change, not the extract. Two passes:
+//
+//  1. The table is scanned once: per key a 128-bit hash of its data columns (lineage
+//     columns aside) and its row's place in its file (the MERGE matches by position).
+//  2. The files are decoded once. A row whose key the table has and whose hash equals
+//     it changes nothing; one that differs updates the table's row; one with a new key
+//     inserts; a key twice is an error naming both places, or with sequence_by the last
+//     by sequence stands (a delete wins a tie, two different rows at one sequence are
+//     an error); a row delete_when marks makes its key absent. Only the rows that
+//     update or insert are kept.
+//
+// Table keys the files lack (or mark deleted) are deletes. One MERGE commits the
+// deletes, updates and inserts with the files' txns, reading only the table files that
+// change.
+
+// snapTable is pass 1: the table's keys, with per key id its hash and place, and what
+// pass 2 decided for it.
+type snapTable struct {
+	index          *keyindex.Index
+	hashLo, hashHi []uint64
+	files          []string // the table's data files (Add.Path), by index
+	file           []int32  // per key: its row's file (index into files) ...
+	row            []int64  // ... and index there
+	extra          []rowAt  // rows of keys the table holds twice (another writer's doing): deleted
+	side           snapSide
+}
+
+// rowAt returns where key id's row is.
+func (t *snapTable) rowAt(id int) rowAt { return rowAt{file: t.files[t.file[id]], row: t.row[id]} }
+
+// snapSide is pass 2's state for a set of keys (the table's, or the new ones): per key
+// whether the files have it, the standing row (its place, whether it is a delete, and
+// with sequence_by its sequence and hash), and which kept row carries it (-1: none, the
+// table's row stands). It costs 14 bytes a key without sequence_by.
+type snapSide struct {
+	withSeq        bool
+	seen, del      []bool
+	file           []int32
+	line           []uint32 // saturates at 2^32-1 (shown as such in messages)
+	kept           []int32
+	seq            []int64
+	hashLo, hashHi []uint64
+}
+
+func (sd *snapSide) grow(n int) {
+	k := n - len(sd.seen)
+	if k <= 0 {
+		return
+	}
+	sd.seen, sd.del = append(sd.seen, make([]bool, k)...), append(sd.del, make([]bool, k)...)
+	sd.file, sd.line = append(sd.file, make([]int32, k)...), append(sd.line, make([]uint32, k)...)
+	for range k {
+		sd.kept = append(sd.kept, -1)
+	}
+	if sd.withSeq {
+		sd.seq = append(sd.seq, make([]int64, k)...)
+		sd.hashLo, sd.hashHi = append(sd.hashLo, make([]uint64, k)...), append(sd.hashHi, make([]uint64, k)...)
+	}
+}
+
+// hashRows computes the keys (into block) and data hashes of rec's rows, the two halves
+// of a large record at once.
+func hashRows(block *keyindex.Block, rec arrow.RecordBatch, keyCols, dataCols []int, lo, hi []uint64) error {
+	n := int(rec.NumRows())
+	half := n / 2
+	if n < 4096 {
+		half = n
+	}
+	var other keyindex.Block
+	var errOther error
+	var wg sync.WaitGroup
+	if half < n {
+		wg.Go(func() { errOther = hashPart(&other, rec, keyCols, dataCols, half, n, lo, hi) })
+	}
+	err := hashPart(block, rec, keyCols, dataCols, 0, half, lo, hi)
+	wg.Wait()
+	if err = errors.Join(err, errOther); err != nil {
+		return err
+	}
+	if half < n {
+		block.Append(&other)
+	}
+	return nil
+}
+
+func hashPart(block *keyindex.Block, rec arrow.RecordBatch, keyCols, dataCols []int, from, to int, lo, hi []uint64) error {
+	block.Reset()
+	h := rowHasher{cols: dataCols}
+	all := allColumns(len(keyCols))
+	for i := from; i < to; i++ {
+		var err error
+		if block.Buf, err = appendKey(block.Buf, rec, keyCols, all, i); err != nil {
+			return err
+		}
+		block.End()
+		lo[i], hi[i] = h.hash(rec, i)
+	}
+	return nil
+}
+
+// rowHasher hashes a record's data columns (and encodes its key) without boxing values.
+type rowHasher struct {
+	cols []int // data columns, in table order
+	buf  []byte
+}
+
+func (h *rowHasher) hash(rec arrow.RecordBatch, i int) (lo, hi uint64) {
+	b := h.buf[:0]
+	for _, c := range h.cols {
+		b = appendHashValue(b, rec.Column(c), i)
+	}
+	h.buf = b
+	sum := xxh3.Hash128(b)
+	return sum.Lo, sum.Hi
+}
+
+// appendHashValue appends a self-delimiting encoding of arr[i]: equal values of the
+// table's types encode alike whichever reader made the array.
+func appendHashValue(b []byte, arr arrow.Array, i int) []byte {
+	if arr.IsNull(i) {
+		return append(b, 0)
+	}
+	switch a := arr.(type) {
+	case *array.String:
+		v := a.Value(i)
+		b = binary.AppendUvarint(append(b, 1), uint64(len(v)))
+		return append(b, v...)
+	case *array.Binary:
+		v := a.Value(i)
+		b = binary.AppendUvarint(append(b, 1), uint64(len(v)))
+		return append(b, v...)
+	case *array.Int64:
+		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(a.Value(i)))
+	case *array.Int32:
+		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(int64(a.Value(i))))
+	case *array.Int16:
+		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(int64(a.Value(i))))
+	case *array.Int8:
+		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(int64(a.Value(i))))
+	case *array.Date32:
+		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(int64(a.Value(i))))
+	case *array.Timestamp:
+		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(toMicros(int64(a.Value(i)), a.DataType().(*arrow.TimestampType).Unit)))
+	case *array.Float64:
+		return binary.LittleEndian.AppendUint64(append(b, 3), math.Float64bits(a.Value(i)))
+	case *array.Float32:
+		return binary.LittleEndian.AppendUint64(append(b, 3), math.Float64bits(float64(a.Value(i))))
+	case *array.Boolean:
+		return append(b, 4, byte(boolInt(a.Value(i))))
+	case *array.Decimal128:
+		v := a.Value(i)
+		b = binary.LittleEndian.AppendUint64(append(b, 6), uint64(v.HighBits()))
+		return binary.LittleEndian.AppendUint64(b, v.LowBits())
+	}
+	s := arr.ValueStr(i) // nested values: their JSON text
+	b = binary.AppendUvarint(append(b, 7), uint64(len(s)))
+	return append(b, s...)
+}
+
+// columnsByName returns the index in schema of each name (-1: absent).
+func columnsByName(schema *arrow.Schema, names []string) []int {
+	out := make([]int, len(names))
+	for j, n := range names {
+		out[j] = slices.IndexFunc(schema.Fields(), func(f arrow.Field) bool { return strings.EqualFold(f.Name, n) })
+	}
+	return out
+}
+
+// loadSnapshot runs a snapshot ingest of files.
+func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, files []*sourceFile, loadTime time.Time, res *Result) error {
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if len(snap.Files()) == 0 && s.cfg.SequenceBy == "" {
+		return s.loadFirstSnapshot(ctx, env, decl, tbl, snap, files, loadTime, res)
+	}
+	data := s.dataColumns(snap.Schema())
+	table, err := s.snapshotTable(ctx, snap, data)
+	if err != nil {
+		return err
+	}
+	committed := res.RowsWritten
+	fresh, kept, bad, err := s.snapshotFiles(ctx, env, snap, files, data, table, loadTime, res)
+	res.RowsWritten = committed // rows count as written when the MERGE writes them
+	defer releaseRecords(kept)
+	if err != nil {
+		return err
+	}
+	// The MERGE's source: the kept rows that stand (in the order kept), then one row per
+	// delete; matches name the updates and deletes, the other rows insert.
+	var keep []int32
+	matches := &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
+	var deletes []rowAt
+	for id := range table.row {
+		sd, at := &table.side, table.rowAt(id)
+		switch {
+		case !sd.seen[id] || sd.del[id]:
+			deletes = append(deletes, at)
+		case sd.kept[id] >= 0:
+			addMatch(matches, at, int32(len(keep)))
+			keep = append(keep, sd.kept[id])
+		}
+	}
+	deletes = append(deletes, table.extra...)
+	for id := range fresh.seen {
+		if !fresh.del[id] && fresh.kept[id] >= 0 {
+			keep = append(keep, fresh.kept[id])
+		}
+	}
+	rows, err := gatherKept(ctx, kept, keep)
+	if err != nil {
+		return err
+	}
+	defer releaseRecords(rows)
+	for k, at := range deletes {
+		addMatch(matches, at, int32(len(keep)+k))
+	}
+	for _, fm := range matches.Files {
+		sortMatches(fm)
+	}
+	sch, err := s.sourceSchema(snap)
+	if err != nil {
+		return err
+	}
+	if len(deletes) > 0 {
+		del := deleteRows(sch, len(deletes))
+		defer del.Release()
+		rows = append(rows, del)
+	}
+	names := fileNames(files)
+	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
+		return err
+	}
+	lineage := env.lineage()
+	lineage.SourceFiles = names
+	tx := tbl.NewTransaction(snap, delta.TxOptions{})
+	for _, f := range files {
+		tx.SetTxn(f.ID, f.Version)
+	}
+	if len(rows) == 0 {
+		rows = []arrow.RecordBatch{array.NewRecordBatch(sch, emptyColumns(sch), 0)}
+		defer rows[0].Release()
+	}
+	mr, err := tbl.Merge(ctx, delta.MergeOptions{
+		Source:    rows,
+		On:        s.cfg.Keys,
+		NullSafe:  true,
+		Positions: matches,
+		WhenMatched: []delta.MergeClause{
+			{Cond: delta.Eq("source."+deleteColumn, true), Action: delta.MergeDelete},
+			{Action: delta.MergeUpdate},
+		},
+		WhenNotMatched: []delta.MergeClause{{Action: delta.MergeInsert}},
+		Tx:             tx,
+		Lineage:        lineage,
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+	}
+	countMerge(res, decl, names, mr)
+	return nil
+}
+
+// loadFirstSnapshot loads a snapshot into a table with no rows: every row inserts, so the
+// files are appended as an append ingest does (on every core, streamed), each key
+// checked once in a key index (a key twice is an error before anything commits) and the
+// rows delete_when marks left out.
+func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) (err error) {
+	committed := res.RowsWritten
+	defer func() {
+		if err != nil {
+			res.RowsWritten = committed // nothing was written
+		}
+	}()
+	var sourceBytes int64
+	for _, f := range files {
+		sourceBytes += f.Size
+	}
+	opts := delta.WriteOptions{MaxMemory: ingestWriterMemory, StreamFiles: len(snap.PartitionColumns()) == 0}
+	writer, err := newParallelWriter(ctx, snap, ingestLanes(sourceBytes), opts)
+	if err != nil {
+		return err
+	}
+	tableSchema, err := delta.ArrowSchema(snap.Schema())
+	if err != nil {
+		writer.abort()
+		return err
+	}
+	var pred delta.Predicate
+	var extra []string
+	if s.cfg.DeleteWhen != "" {
+		if pred, err = delta.ParsePredicate(s.cfg.DeleteWhen); err != nil {
+			writer.abort()
+			return fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
+		}
+		extra = delta.PredicateColumns(pred)
+	}
+	seen := &snapSide{}
+	index := keyindex.New(1 << 16)
+	var matcher *delta.Matcher
+	var block keyindex.Block
+	var bad []*badRecord
+	var written int64
+	for fi, f := range files {
+		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: extra, lines: true}, func(rec arrow.RecordBatch) error {
+			if matcher == nil && pred != nil {
+				var err error
+				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
+					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
+				}
+			}
+			var marks []bool
+			if matcher != nil {
+				var err error
+				if marks, err = matcher.Match(rec); err != nil {
+					return fmt.Errorf("%s: delete_when: %w", f.Name, err)
+				}
+			}
+			keyCols := columnsByName(rec.Schema(), s.cfg.Keys)
+			lines := rec.Column(columnsByName(rec.Schema(), []string{lineColumn})[0]).(*array.Int64)
+			block.Reset()
+			for i := range int(rec.NumRows()) {
+				var err error
+				if block.Buf, err = appendKey(block.Buf, rec, keyCols, allColumns(len(keyCols)), i); err != nil {
+					return fmt.Errorf("%s:%d: %w", f.Name, lines.Value(i), err)
+				}
+				block.End()
+			}
+			index.AddBlock(&block)
+			seen.grow(index.Len())
+			var keep []int32
+			for i, id := range block.IDs {
+				r := snapRow{file: int32(fi), line: lines.Value(i)}
+				if _, err := seen.offer(id, r, files, keyText(rec, keyCols, i), nil); err != nil {
+					return err
+				}
+				if marks == nil || !marks[i] {
+					keep = append(keep, int32(i))
+				}
+			}
+			out := projectRecord(rec, tableSchema)
+			defer out.Release()
+			if len(keep) < int(rec.NumRows()) {
+				g, err := delta.GatherRows(ctx, out, keep)
+				if err != nil {
+					return err
+				}
+				defer g.Release()
+				out = g
+			}
+			written += out.NumRows()
+			return writer.write(out, f.Name)
+		})
+		bad = append(bad, b...)
+		if err != nil {
+			writer.abort()
+			return err
+		}
+	}
+	adds, err := writer.close()
+	if err != nil {
+		return err
+	}
+	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
+		return err
+	}
+	res.RowsWritten = committed + written
+	if _, err := commitAppend(ctx, env, decl, tbl, snap, files, adds, written, res); err != nil {
+		return err
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted into an empty table", strings.Join(fileNames(files), ", "), written))
+	return nil
+}
+
+// projectRecord is rec's columns of schema (found by name), in schema's order.
+func projectRecord(rec arrow.RecordBatch, schema *arrow.Schema) arrow.RecordBatch {
+	cols := make([]arrow.Array, schema.NumFields())
+	for i, f := range schema.Fields() {
+		cols[i] = rec.Column(columnsByName(rec.Schema(), []string{f.Name})[0])
+	}
+	return array.NewRecordBatch(schema, cols, rec.NumRows())
+}
+
+// snapshotTable is pass 1.
+func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data []string) (*snapTable, error) {
+	t := &snapTable{index: keyindex.New(1 << 10)}
+	if n, ok := snap.NumRecords(); ok {
+		t.index = keyindex.New(int(n))
+		t.hashLo, t.hashHi = make([]uint64, 0, n), make([]uint64, 0, n)
+		t.file, t.row = make([]int32, 0, n), make([]int64, 0, n)
+	}
+	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: data, FilesOnly: true, ReadAhead: true})
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Release()
+	var block keyindex.Block
+	var lo, hi []uint64
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		file, first, ok := sc.Position()
+		if !ok {
+			return nil, fmt.Errorf("the scan of the table lost the positions of its rows")
+		}
+		if len(t.files) == 0 || t.files[len(t.files)-1] != file.Path {
+			t.files = append(t.files, file.Path)
+		}
+		n := int(rec.NumRows())
+		lo, hi = slices.Grow(lo[:0], n)[:n], slices.Grow(hi[:0], n)[:n]
+		if err := hashRows(&block, rec, columnsByName(rec.Schema(), s.cfg.Keys), columnsByName(rec.Schema(), data), lo, hi); err != nil {
+			return nil, err
+		}
+		t.index.AddBlock(&block)
+		for i, id := range block.IDs {
+			if int(id) < len(t.row) {
+				t.extra = append(t.extra, rowAt{file: file.Path, row: first + int64(i)})
+				continue
+			}
+			t.hashLo, t.hashHi = append(t.hashLo, lo[i]), append(t.hashHi, hi[i])
+			t.file, t.row = append(t.file, int32(len(t.files)-1)), append(t.row, first+int64(i))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	t.side.withSeq = s.cfg.SequenceBy != ""
+	t.side.grow(len(t.row))
+	return t, nil
+}
+
+// snapshotFiles is pass 2: it returns the new keys' side and the kept rows.
+func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, data []string, table *snapTable, loadTime time.Time, res *Result) (*snapSide, []arrow.RecordBatch, []*badRecord, error) {
+	var pred delta.Predicate
+	var extra []string
+	if s.cfg.DeleteWhen != "" {
+		p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
+		}
+		pred, extra = p, delta.PredicateColumns(p)
+	}
+	var seqText func(int64) string
+	if s.cfg.SequenceBy != "" {
+		seqText = sequenceText(snap.Schema().Field(s.cfg.SequenceBy).Type)
+	}
+	fresh := &snapSide{withSeq: s.cfg.SequenceBy != ""}
+	freshIndex := keyindex.New(1 << 10)
+	var kept []arrow.RecordBatch
+	var keptRows int32
+	var matcher *delta.Matcher
+	var block, miss keyindex.Block
+	var los, his []uint64
+	var bad []*badRecord
+	for fi, f := range files {
+		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: extra, lines: true}, func(rec arrow.RecordBatch) error {
+			if matcher == nil && pred != nil {
+				var err error
+				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
+					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
+				}
+			}
+			marked, err := withDeleteMarks(rec, matcher)
+			if err != nil {
+				return fmt.Errorf("%s: %w", f.Name, err)
+			}
+			defer marked.Release()
+			sch := marked.Schema()
+			keyCols := columnsByName(sch, s.cfg.Keys)
+			lines := marked.Column(columnsByName(sch, []string{lineColumn})[0]).(*array.Int64)
+			dels := marked.Column(columnsByName(sch, []string{deleteColumn})[0]).(*array.Boolean)
+			var seqs arrow.Array
+			if seqText != nil {
+				seqs = marked.Column(columnsByName(sch, []string{s.cfg.SequenceBy})[0])
+			}
+			n := int(marked.NumRows())
+			los, his = slices.Grow(los[:0], n)[:n], slices.Grow(his[:0], n)[:n]
+			if err := hashRows(&block, marked, keyCols, columnsByName(sch, data), los, his); err != nil {
+				return fmt.Errorf("%s: %w", f.Name, err)
+			}
+			table.index.LookupBlock(&block)
+			// Rows of new keys: indexed among themselves.
+			miss.Reset()
+			for i, id := range block.IDs {
+				if id >= 0 {
+					miss.Skip()
+					continue
+				}
+				if miss.Buf, err = appendKey(miss.Buf, marked, keyCols, allColumns(len(keyCols)), i); err != nil {
+					return err
+				}
+				miss.End()
+			}
+			freshIndex.AddBlock(&miss)
+			fresh.grow(freshIndex.Len())
+			var keep []int32
+			for i, id := range block.IDs {
+				sd, target := &table.side, true
+				if id < 0 {
+					sd, id, target = fresh, miss.IDs[i], false
+				}
+				r := snapRow{file: int32(fi), line: lines.Value(i), del: dels.Value(i), lo: los[i], hi: his[i]}
+				if seqs != nil {
+					var ok bool
+					if r.seq, ok = seqValue(seqs, i); !ok {
+						return fmt.Errorf("%s:%d: key %s: sequence_by column %s is null", f.Name, r.line, keyText(marked, keyCols, i), s.cfg.SequenceBy)
+					}
+				}
+				stands, err := sd.offer(id, r, files, keyText(marked, keyCols, i), seqText)
+				if err != nil {
+					return err
+				}
+				if !stands {
+					continue
+				}
+				sd.kept[id] = -1
+				if r.del || target && r.lo == table.hashLo[id] && r.hi == table.hashHi[id] {
+					continue // the table's row stands (or goes): nothing to keep
+				}
+				sd.kept[id] = keptRows + int32(len(keep))
+				keep = append(keep, int32(i))
+			}
+			if len(keep) > 0 {
+				g, err := delta.GatherRows(ctx, marked, keep)
+				if err != nil {
+					return err
+				}
+				kept = append(kept, g)
+				keptRows += int32(len(keep))
+			}
+			return nil
+		})
+		bad = append(bad, b...)
+		if err != nil {
+			return nil, kept, nil, err
+		}
+	}
+	return fresh, kept, bad, nil
+}
+
+// snapRow is a decoded row as pass 2 weighs it.
+type snapRow struct {
+	file   int32
+	line   int64
+	seq    int64
+	lo, hi uint64
+	del    bool
+}
+
+// offer records row r for key id and reports whether it stands (see snapshot mode).
+func (sd *snapSide) offer(id int32, r snapRow, files []*sourceFile, key string, seqText func(int64) string) (bool, error) {
+	if !sd.seen[id] {
+		sd.set(id, r)
+		return true, nil
+	}
+	here := fmt.Sprintf("%s:%d", files[r.file].Name, r.line)
+	there := fmt.Sprintf("%s:%d", files[sd.file[id]].Name, sd.line[id])
+	if !sd.withSeq {
+		if sd.file[id] == r.file {
+			return false, fmt.Errorf("%s: key %s is on lines %d and %d; set sequence_by on the stage to keep the last of a key's rows, or remove the duplicate", files[r.file].Name, key, sd.line[id], r.line)
+		}
+		return false, fmt.Errorf("key %s is in %s and %s; a snapshot holds each key once (set sequence_by to keep the last)", key, there, here)
+	}
+	switch {
+	case r.seq > sd.seq[id]:
+	case r.seq < sd.seq[id] || sd.del[id]:
+		return false, nil
+	case r.del:
+	case r.lo != sd.hashLo[id] || r.hi != sd.hashHi[id]:
+		return false, fmt.Errorf("key %s has two different rows at the same sequence value %s (%s and %s); make sequence_by unique per key", key, seqText(r.seq), there, here)
+	default:
+		return false, nil // an exact duplicate
+	}
+	sd.set(id, r)
+	return true, nil
+}
+
+func (sd *snapSide) set(id int32, r snapRow) {
+	sd.seen[id], sd.file[id], sd.line[id], sd.del[id] = true, r.file, uint32(min(r.line, math.MaxUint32)), r.del
+	if sd.withSeq {
+		sd.seq[id], sd.hashLo[id], sd.hashHi[id] = r.seq, r.lo, r.hi
+	}
+}
+
+// gatherKept returns the kept rows at the given indexes (among all kept rows), in that
+// order, as records of at most 64 Ki rows.
+func gatherKept(ctx context.Context, kept []arrow.RecordBatch, idx []int32) ([]arrow.RecordBatch, error) {
+	starts := make([]int32, len(kept)+1)
+	for i, r := range kept {
+		starts[i+1] = starts[i] + int32(r.NumRows())
+	}
+	var out []arrow.RecordBatch
+	for lo := 0; lo < len(idx); {
+		// A run of indexes in one kept record, in order, is one gather.
+		r := sort.Search(len(kept), func(k int) bool { return starts[k+1] > idx[lo] })
+		hi := lo
+		var rows []int32
+		for hi < len(idx) && idx[hi] >= starts[r] && idx[hi] < starts[r+1] && len(rows) < 1<<16 {
+			rows = append(rows, idx[hi]-starts[r])
+			hi++
+		}
+		g, err := delta.GatherRows(ctx, kept[r], rows)
+		if err != nil {
+			releaseRecords(out)
+			return nil, err
+		}
+		out = append(out, g)
+		lo = hi
+	}
+	return out, nil
+}
+
+// emptyColumns are zero-length arrays of a schema's fields.
+func emptyColumns(sch *arrow.Schema) []arrow.Array {
+	cols := make([]arrow.Array, sch.NumFields())
+	for i, f := range sch.Fields() {
+		cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, 0)
+	}
+	return cols
+}
+func keyText(rec arrow.RecordBatch, keyCols []int, i int) string {
+	parts := make([]string, len(keyCols))
+	for j, c := range keyCols {
+		if rec.Column(c).IsNull(i) {
+			parts[j] = "NULL"
+		} else {
+			parts[j] = rec.Column(c).ValueStr(i)
+		}
+	}
+	return strings.Join(parts, "|")
+}
+
+// rowAt is a table row: its file (Add.Path) and its index there.
+type rowAt struct {
+	file string
+	row  int64
+}
+
+// deleteColumns are the file columns delete_when reads (decoded again in pass 3, so
+// that the rows have pass 1's columns).
+func (s *Ingest) deleteColumns() []string {
+	if s.cfg.DeleteWhen == "" {
+		return nil
+	}
+	p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
+	if err != nil {
+		return nil
+	}
+	return delta.PredicateColumns(p)
+}
+
+// sourceSchema is the schema of the kept rows: the table's columns, the file columns
+// delete_when reads that the table lacks (strings, as decodeFileWith adds them), the
+// line and the delete mark.
+func (s *Ingest) sourceSchema(snap *delta.Snapshot) (*arrow.Schema, error) {
+	sch, err := delta.ArrowSchema(snap.Schema())
+	if err != nil {
+		return nil, err
+	}
+	fields := slices.Clone(sch.Fields())
+	for _, c := range s.deleteColumns() {
+		if snap.Schema().Field(c) == nil {
+			fields = append(fields, arrow.Field{Name: c, Type: arrow.BinaryTypes.String, Nullable: true})
+		}
+	}
+	fields = append(fields, arrow.Field{Name: lineColumn, Type: arrow.PrimitiveTypes.Int64},
+		arrow.Field{Name: deleteColumn, Type: arrow.FixedWidthTypes.Boolean})
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// deleteRows is n source rows that only mark deletes: nulls, the delete mark true.
+func deleteRows(sch *arrow.Schema, n int) arrow.RecordBatch {
+	cols := make([]arrow.Array, sch.NumFields())
+	for i, f := range sch.Fields() {
+		if f.Name == deleteColumn {
+			b := array.NewBooleanBuilder(memory.DefaultAllocator)
+			for range n {
+				b.Append(true)
+			}
+			cols[i] = b.NewArray()
+			b.Release()
+			continue
+		}
+		cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, n)
+	}
+	rec := array.NewRecordBatch(sch, cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec
+}
+
+func addMatch(m *delta.MergePositions, at rowAt, source int32) {
+	fm := m.Files[at.file]
+	if fm == nil {
+		fm = &delta.FileMatches{}
+		m.Files[at.file] = fm
+	}
+	fm.Target, fm.Source = append(fm.Target, at.row), append(fm.Source, source)
+}
+
+// sortMatches orders a file's matches by target row, as FileMatches requires.
+func sortMatches(fm *delta.FileMatches) {
+	idx := make([]int, len(fm.Target))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return fm.Target[idx[a]] < fm.Target[idx[b]] })
+	t, s := make([]int64, len(idx)), make([]int32, len(idx))
+	for i, j := range idx {
+		t[i], s[i] = fm.Target[j], fm.Source[j]
+	}
+	fm.Target, fm.Source = t, s
+}

@@ -1,0 +1,222 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+)
+
+// newEventSource says how the rows of a source with the given schema become events for
+// a merge with layout l: sequence_by ("" for commit times; a timestamp or date, or with
+// intOK an integer too), delete_when ("" for none). It sets the layout's sequence
+// display and physical delete placement.
+func newEventSource(l *scdLayout, source *delta.StructType, sequenceBy, deleteWhen string, intOK bool) (*eventSource, error) {
+	es := &eventSource{l: l, sequenceBy: sequenceBy}
+	l.spec.seqText = timestampText
+	if sequenceBy != "" {
+		f := source.Field(sequenceBy)
+		if f == nil {
+			return nil, fmt.Errorf("source has no sequence_by column %s", sequenceBy)
+		}
+		if !isSequenceType(f.Type, intOK) {
+			want := "a timestamp or a date (it becomes valid_from)"
+			if intOK {
+				want = "a timestamp, a date or an integer"
+			}
+			return nil, fmt.Errorf("sequence_by column %s is %s; expected %s", sequenceBy, f.Type, want)
+		}
+		l.spec.seqText = sequenceText(f.Type)
+		l.spec.physByCommit = true
+	}
+	if deleteWhen != "" {
+		p, err := delta.ParsePredicate(deleteWhen)
+		if err != nil {
+			return nil, fmt.Errorf("delete_when %q: %w", deleteWhen, err)
+		}
+		if es.deleteWhen, err = delta.NewMatcher(p, source); err != nil {
+			return nil, fmt.Errorf("delete_when %q (a predicate over the source row): %w", deleteWhen, err)
+		}
+		es.deleteCols = delta.PredicateColumns(p)
+	}
+	return es, nil
+}
+
+// sequenceText shows sequence values (microseconds for timestamps and dates, as
+// seqValue reads them) as a column of type t shows them.
+func sequenceText(t delta.DataType) func(int64) string {
+	p, _ := t.(*delta.PrimitiveType)
+	switch {
+	case p == nil:
+	case p.Name == delta.TypeDate:
+		return func(v int64) string { return time.UnixMicro(v).UTC().Format(time.DateOnly) }
+	case p.Name == delta.TypeTimestampNTZ:
+		return func(v int64) string { return time.UnixMicro(v).UTC().Format("2006-01-02T15:04:05.999999") }
+	case p.Name == delta.TypeTimestamp:
+		return timestampText
+	}
+	return func(v int64) string { return fmt.Sprint(v) }
+}
+
+// isSequenceType reports whether a column of type t can order events.
+func isSequenceType(t delta.DataType, intOK bool) bool {
+	p, ok := t.(*delta.PrimitiveType)
+	if !ok {
+		return false
+	}
+	switch p.Name {
+	case delta.TypeTimestamp, delta.TypeTimestampNTZ, delta.TypeDate:
+		return true
+	case delta.TypeLong, delta.TypeInteger, delta.TypeShort, delta.TypeByte:
+		return intOK
+	}
+	return false
+}
+
+func timestampText(v int64) string {
+	return time.UnixMicro(v).UTC().Format(time.RFC3339Nano)
+}
+
+// openMergeLog opens the event log of a merge from src's change feed. A log made now
+// for a dimension merged before is first filled from the source's change feed through
+// the last merged version, when that is still there; else it holds the events from
+// now on, and says so (complete).
+func openMergeLog(ctx context.Context, env *Env, kind Kind, target, source, appID string, src *delta.Table, es *eventSource, merged bool, last int64, res *Result) (*eventLog, error) {
+	log, err := openEventLog(ctx, env, kind, target, source, appID)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := log.snap.TxnVersion(eventLogCompleteID); ok {
+		return log, nil
+	}
+	complete := !merged
+	var events []loggedEvent
+	if merged {
+		events, err = changeFeedEvents(ctx, src, es, last)
+		switch {
+		case err == nil:
+			complete = true
+			res.Notes = append(res.Notes, fmt.Sprintf("event log %s filled with the %d events merged before", log.path, len(events)))
+		case isGone(err):
+			events = nil
+			res.Notes = append(res.Notes, fmt.Sprintf("event log %s starts now: the change feed of %s before version %d is gone (%v)", log.path, source, last+1, err))
+		default:
+			return nil, fmt.Errorf("fill event log %s from the change feed of %s: %w", log.path, source, err)
+		}
+	}
+	through := last
+	if !merged {
+		through = -1
+	}
+	if err := log.append(ctx, env, events, through, &complete); err != nil {
+		return nil, err
+	}
+	return openEventLogAgain(ctx, log)
+}
+
+// openEventLogAgain reads the log's snapshot after a commit of its own.
+func openEventLogAgain(ctx context.Context, log *eventLog) (*eventLog, error) {
+	snap, err := log.tbl.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("event log %s: %w", log.path, err)
+	}
+	log.snap = snap
+	return log, nil
+}
+
+// changeFeedEvents reads the events of src's change feed from its start through
+// version to, as log rows.
+func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to int64) ([]loggedEvent, error) {
+	from, err := src.ChangeDataFeedStart(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []loggedEvent
+	var read Result
+	all := allColumns(len(es.l.data))
+	var buf []byte
+	err = eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
+		for i := range ev.seqs {
+			key, err := appendKey(nil, rec, cols, es.l.spec.keys, i)
+			if err != nil {
+				return err
+			}
+			e := loggedEvent{key: key, eventFact: eventFact{seq: ev.seqs[i], del: ev.dels[i], phys: ev.phys[i], commit: ev.commits[i], rowSeq: ev.rowSeqs[i]}}
+			if !e.del {
+				if buf, err = appendKey(buf[:0], rec, cols, all, i); err != nil {
+					return err
+				}
+				e.hash = xxhash.Sum64(buf)
+				if e.type1, err = recordType1(es.l, rec, cols, i); err != nil {
+					return err
+				}
+			}
+			out = append(out, e)
+		}
+		return nil
+	}, &read)
+	return out, err
+}
+
+// logged returns the batch's events as log rows (keys point into the batch's index).
+func (b *scdBatch) logged() []loggedEvent {
+	out := make([]loggedEvent, 0, len(b.evSeq))
+	all := allColumns(len(b.l.data))
+	var buf []byte
+	for id := range b.head {
+		key := b.keys.Key(int32(id))
+		for ev := b.head[id]; ev >= 0; ev = b.evPrev[ev] {
+			e := loggedEvent{key: key, eventFact: eventFact{seq: b.evSeq[ev], del: b.evDel[ev]}}
+			if b.evCommit != nil {
+				e.commit, e.phys, e.rowSeq = b.evCommit[ev], b.evPhys[ev], b.evRowSeq[ev]
+			}
+			if !e.del {
+				r := b.evRec[ev]
+				var err error
+				if buf, err = appendKey(buf[:0], b.recs[r], b.cols[r], all, int(b.evRow[ev])); err == nil {
+					e.hash = xxhash.Sum64(buf)
+				}
+				e.type1, _ = recordType1(b.l, b.recs[r], b.cols[r], int(b.evRow[ev]))
+			}
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// recordType1 encodes the type 1 values of row i of a source record (cols maps the
+// layout's data columns to it) for the event log.
+func recordType1(l *scdLayout, rec arrow.RecordBatch, cols []int, i int) (string, error) {
+	if len(l.spec.type1) == 0 {
+		return "", nil
+	}
+	vals := make([]any, len(l.spec.type1))
+	for j, c := range l.spec.type1 {
+		v, err := colValue(rec.Column(cols[c]), i)
+		if err != nil {
+			return "", err
+		}
+		vals[j] = v
+	}
+	return string(encodeValues(vals)), nil
+}
+
+func allColumns(n int) []int {
+	cols := make([]int, n)
+	for i := range cols {
+		cols[i] = i
+	}
+	return cols
+}
+
+// isGone reports whether err says a change feed range is no longer there (vacuumed
+// files or cleaned-up log).
+func isGone(err error) bool {
+	return errors.Is(err, objectstore.ErrNotExist) || errors.Is(err, delta.ErrVersionCleaned)
+}

@@ -1,0 +1,344 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/dag"
+	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/mem"
+	"github.com/orchestrator-io/orchestrator/pipelines"
+)
+
+// quiet drops the log lines of runners and schedulers under test.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// clock is a fake clock tests move by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock(t time.Time) *clock { return &clock{t: t} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+func (c *clock) Add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+func at(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// opener serves one warehouse store; sources are not needed by the fake stages.
+type opener struct{ wh objectstore.Store }
+
+func (o opener) Warehouse(context.Context, *pipelines.Spec) (objectstore.Store, error) {
+	return o.wh, nil
+}
+
+func (o opener) Location(context.Context, *pipelines.Spec, string) (objectstore.Store, string, error) {
+	return nil, "", errors.New("no sources in these tests")
+}
+
+// stages replaces the pipeline's stages with fake ones: each attempt of a stage reports
+// to started, waits while its run is held, and fails when fail says so.
+type stages struct {
+	mu       sync.Mutex
+	held     map[string]chan struct{} // run id → closed to let its stages go on
+	released map[string]bool          // runs let go
+	hold     bool                     // new runs are held
+	fail     map[string]int           // stage name → attempts that fail
+	started  chan string              // "run id/stage#attempt"
+}
+
+func newStages() *stages {
+	return &stages{held: map[string]chan struct{}{}, released: map[string]bool{}, fail: map[string]int{}, started: make(chan string, 1000)}
+}
+
+// release lets a held run's stages go on.
+func (f *stages) release(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released[id] = true
+	if ch, ok := f.held[id]; ok {
+		close(ch)
+		delete(f.held, id)
+	}
+}
+
+func (f *stages) gate(id string) chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.hold || f.released[id] {
+		return nil
+	}
+	ch, ok := f.held[id]
+	if !ok {
+		ch = make(chan struct{})
+		f.held[id] = ch
+	}
+	return ch
+}
+
+func (f *stages) compile(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph, error) {
+	var nodes []dag.Node
+	for _, st := range spec.Stages {
+		name := st.Name
+		nodes = append(nodes, dag.Node{
+			Name: name, DependsOn: st.DependsOn, Retries: st.Retries,
+			Backoff: dag.Backoff{Initial: time.Millisecond, Max: time.Millisecond},
+			Task: dag.TaskFunc(func(ctx context.Context, attempt int) error {
+				f.started <- fmt.Sprintf("%s/%s#%d", rt.RunID, name, attempt)
+				if ch := f.gate(rt.RunID); ch != nil {
+					select {
+					case <-ch:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				f.mu.Lock()
+				failing := f.fail[name] >= attempt
+				f.mu.Unlock()
+				res := jobs.Result{RowsRead: 3, RowsWritten: 2, Notes: []string{"fake " + name},
+					VersionsWritten: []jobs.TableVersion{{Table: "raw.t", Version: int64(attempt)}}}
+				var err error
+				if failing {
+					res = jobs.Result{}
+					err = fmt.Errorf("%s broke on attempt %d", name, attempt)
+				}
+				if rt.StageLogger != nil {
+					rt.StageLogger(name).Info("working", "attempt", attempt)
+				}
+				rt.Done(name, attempt, res, err)
+				return err
+			}),
+		})
+	}
+	return dag.New(nodes)
+}
+
+// waitStarted waits (real time, bounded) for n stage starts and returns them.
+func (f *stages) waitStarted(t *testing.T, n int) []string {
+	t.Helper()
+	var got []string
+	for len(got) < n {
+		select {
+		case s := <-f.started:
+			got = append(got, s)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("waited for %d stage starts, got %v", n, got)
+		}
+	}
+	return got
+}
+
+// noneStarted checks that no stage started.
+func (f *stages) noneStarted(t *testing.T) {
+	t.Helper()
+	select {
+	case s := <-f.started:
+		t.Fatalf("stage %s started; want none", s)
+	default:
+	}
+}
+
+const testPipeline = `pipeline: p
+schedule: "0 * * * *"
+%s
+tables: {raw.t: {columns: [{name: id, type: string}]}}
+stages:
+  - {name: a, kind: vacuum, tables: [raw.t]}
+  - {name: b, kind: vacuum, tables: [raw.t], depends_on: [a]}
+  - {name: c, kind: vacuum, tables: [raw.t], depends_on: [b]}
+`
+
+func parseSpec(t *testing.T, yaml string) *pipelines.Spec {
+	t.Helper()
+	spec, err := pipelines.Parse("/pipelines/p.yaml", []byte(yaml), pipelines.Options{LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// env is a scheduler over a mem warehouse with fake stages and a fake clock.
+type env struct {
+	clock  *clock
+	wh     objectstore.Store
+	store  *Store
+	stages *stages
+	runner *Runner
+	sched  *Scheduler
+}
+
+func newEnv(t *testing.T, start time.Time, wh objectstore.Store, id string) *env {
+	t.Helper()
+	if wh == nil {
+		wh = mem.New(mem.Config{})
+	}
+	e := &env{clock: newClock(start), wh: wh, stages: newStages()}
+	e.runner = NewRunner(RunnerConfig{
+		Opener: opener{wh}, Now: e.clock.Now, Compile: e.stages.compile,
+		Identity: Identity{Host: "testhost", PID: 1000, Instance: id}, Logger: quiet,
+	})
+	e.sched = New(Config{Runner: e.runner, Now: e.clock.Now, Alive: func(string, int) bool { return true }, Logger: quiet})
+	e.store = NewStore(wh)
+	t.Cleanup(func() {
+		e.stages.mu.Lock()
+		for id, ch := range e.stages.held {
+			close(ch)
+			delete(e.stages.held, id)
+		}
+		e.stages.hold = false
+		e.stages.mu.Unlock()
+		e.sched.Wait()
+	})
+	return e
+}
+
+func (e *env) load(t *testing.T, specs ...*pipelines.Spec) {
+	t.Helper()
+	if err := e.sched.Set(context.Background(), specs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tickAt moves the clock to ts and ticks.
+func (e *env) tickAt(ts time.Time) {
+	e.clock.Set(ts)
+	e.sched.Tick(context.Background())
+}
+
+// record reads a run's record.
+func (e *env) record(t *testing.T, id string) *Record {
+	t.Helper()
+	r, err := e.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// runs lists a pipeline's runs, oldest first, as "id status [reason]" lines.
+func (e *env) runs(t *testing.T, pipeline string) []string {
+	t.Helper()
+	entries, err := e.store.List(context.Background(), pipeline, 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i := len(entries) - 1; i >= 0; i-- {
+		en := entries[i]
+		line := fmt.Sprintf("%s %s %s", strings.TrimPrefix(en.ID, pipeline+"@"), en.Trigger, en.Status)
+		if en.Reason != "" {
+			line += ": " + en.Reason
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// waitStatus waits (real time, bounded) until run id has the status.
+func (e *env) waitStatus(t *testing.T, id string, want Status) *Record {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := e.store.Get(context.Background(), id)
+		if err == nil && r.Status == want {
+			return r
+		}
+		if time.Now().After(deadline) {
+			got := "no record"
+			if r != nil {
+				got = string(r.Status)
+			}
+			t.Fatalf("run %s: status %s, want %s", id, got, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// crashStore is a warehouse that dies (every operation fails) once a key with the given
+// suffix has been created: a process that crashed right after that write.
+type crashStore struct {
+	objectstore.Store
+	suffix string
+	mu     sync.Mutex
+	dead   bool
+}
+
+var errCrashed = errors.New("the process crashed")
+
+func (c *crashStore) isDead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead
+}
+
+func (c *crashStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if c.isDead() {
+		return nil, errCrashed
+	}
+	return c.Store.Get(ctx, key)
+}
+
+func (c *crashStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if c.isDead() {
+		return errCrashed
+	}
+	return c.Store.Put(ctx, key, r, size)
+}
+
+func (c *crashStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) error {
+	if c.isDead() {
+		return errCrashed
+	}
+	err := c.Store.PutIfAbsent(ctx, key, r, size)
+	if err == nil && strings.HasSuffix(key, c.suffix) {
+		c.mu.Lock()
+		c.dead = true
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *crashStore) List(ctx context.Context, prefix, after string) ([]objectstore.ObjectInfo, error) {
+	if c.isDead() {
+		return nil, errCrashed
+	}
+	return c.Store.List(ctx, prefix, after)
+}
+
+func (c *crashStore) Delete(ctx context.Context, key string) error {
+	if c.isDead() {
+		return errCrashed
+	}
+	return c.Store.Delete(ctx, key)
+}

@@ -1,0 +1,312 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/pipelines"
+	"github.com/orchestrator-io/orchestrator/scheduler/cron"
+)
+
+// planStore plans the pipelines of one warehouse whose lease this scheduler holds.
+func (s *Scheduler) planStore(ctx context.Context, st *Store, now time.Time) {
+	s.mu.Lock()
+	var todo []*pipeState
+	for _, ps := range s.pipes {
+		if ps.store == st && !ps.removed {
+			todo = append(todo, ps)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(todo, func(i, j int) bool { return todo[i].spec.Name < todo[j].spec.Name })
+	for _, ps := range todo {
+		if err := s.plan(ctx, ps, now); err != nil {
+			s.log.Warn("plan slots", "pipeline", ps.spec.Name, "err", err)
+		}
+		s.pump(ps)
+	}
+}
+
+// slotItem is a slot to decide on: a due slot, or an interrupted slot's record.
+type slotItem struct {
+	slot  time.Time
+	rerun *Record
+}
+
+// plan handles the pipeline's slots due by now, oldest first: each ends in a record, run
+// or skipped with its reason, and the watermark moves past them.
+func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) error {
+	s.mu.Lock()
+	spec, st, loaded, wm := ps.spec, ps.store, ps.loaded, ps.watermark
+	reruns := ps.reruns
+	ps.reruns = nil
+	s.mu.Unlock()
+	if spec.Cron == nil {
+		return nil
+	}
+	sched := spec.Cron
+	if !loaded {
+		if sched.Every() > 0 {
+			anchor, err := st.Anchor(ctx, spec.Name, now)
+			if err != nil {
+				return fmt.Errorf("anchor: %w", err)
+			}
+			sched = sched.Anchored(anchor)
+		}
+		w, ok, err := st.Watermark(ctx, spec.Name)
+		if err != nil {
+			return fmt.Errorf("watermark: %w", err)
+		}
+		if !ok { // first load: the slots from now on are the pipeline's
+			w = now.UTC()
+			if err := st.SetWatermark(ctx, spec.Name, w); err != nil {
+				return fmt.Errorf("watermark: %w", err)
+			}
+		}
+		s.mu.Lock()
+		ps.sched, ps.watermark, ps.loaded = sched, w, true
+		s.mu.Unlock()
+		wm = w
+	}
+	s.mu.Lock()
+	sched = ps.sched
+	s.mu.Unlock()
+
+	windowStart := now.Add(-spec.CatchupWindow)
+	from := wm
+	if from.Before(windowStart) {
+		if err := s.skipOld(ctx, ps, sched, from, windowStart); err != nil {
+			return err
+		}
+		from = windowStart
+	}
+	due, more := sched.Between(from, now, maxSlotsPerTick)
+	var items []slotItem
+	for _, t := range due {
+		items = append(items, slotItem{slot: t})
+	}
+	for _, r := range reruns {
+		// Under latest, a slot after which another was already handled stays interrupted.
+		if r.Trigger.Slot.After(windowStart) && (spec.Catchup == pipelines.CatchupAll || !r.Trigger.Slot.Before(wm)) {
+			items = append(items, slotItem{slot: r.Trigger.Slot, rerun: r})
+		}
+	}
+	sort.SliceStable(items, func(i, j int) bool { return items[i].slot.Before(items[j].slot) })
+	for i, it := range items {
+		newest := i == len(items)-1 && !more
+		onTime := newest && it.rerun == nil && now.Sub(it.slot) <= s.cfg.Late
+		run, reason := false, ""
+		switch {
+		case onTime || spec.Catchup == pipelines.CatchupAll:
+			run = true
+		case spec.Catchup == pipelines.CatchupNone:
+			reason = "catchup none: the slot was missed while no scheduler ran"
+		case newest:
+			run = true
+		case more:
+			reason = "catchup latest: a later slot runs instead"
+		default:
+			reason = fmt.Sprintf("catchup latest: the later slot %s runs instead", items[len(items)-1].slot.Format(time.RFC3339))
+		}
+		kind := Catchup
+		if onTime {
+			kind = Scheduled
+		}
+		switch {
+		case it.rerun != nil && run:
+			s.rerun(ctx, ps, it.rerun)
+		case it.rerun != nil: // it stays interrupted
+		case run:
+			s.dispatch(ctx, ps, Trigger{Kind: kind, Slot: it.slot})
+		default:
+			s.skip(ctx, ps, it.slot, reason, time.Time{}, 0)
+		}
+	}
+	if len(due) > 0 {
+		last := due[len(due)-1]
+		if err := st.SetWatermark(ctx, spec.Name, last); err != nil {
+			return fmt.Errorf("watermark: %w", err)
+		}
+		s.mu.Lock()
+		ps.watermark = last
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// skipOld records the slots in (from, to] as skipped, outside the catch-up window: one
+// record each for the first maxSkipRecords, then one record for the rest.
+func (s *Scheduler) skipOld(ctx context.Context, ps *pipeState, sched *cron.Schedule, from, to time.Time) error {
+	window := ps.spec.CatchupWindow
+	reason := fmt.Sprintf("outside catchup_window (%s): the slot was missed while no scheduler ran", window)
+	old, more := sched.Between(from, to, maxSkipRecords)
+	for _, t := range old {
+		s.skip(ctx, ps, t, reason, time.Time{}, 0)
+	}
+	if more {
+		first := sched.Next(old[len(old)-1])
+		last, n := first, 1
+		for t := sched.Next(first); !t.IsZero() && !t.After(to) && n < 10_000_000; t = sched.Next(t) {
+			last, n = t, n+1
+		}
+		s.skip(ctx, ps, first, reason, last, n)
+	}
+	return nil
+}
+
+// skip records a slot as skipped (through, when set, ends a range of n slots).
+func (s *Scheduler) skip(ctx context.Context, ps *pipeState, slot time.Time, reason string, through time.Time, n int) {
+	rec, err := s.runner.Prepare(ps.spec, Trigger{Kind: Scheduled, Slot: slot}, "")
+	if err != nil {
+		rec = s.failedRecord(ps.spec, Trigger{Kind: Scheduled, Slot: slot}, err)
+	}
+	now := s.cfg.Now().UTC()
+	rec.Status, rec.Reason, rec.Error, rec.End, rec.Heartbeat = Skipped, reason, "", now, nil
+	rec.SkippedThrough, rec.SkippedCount = through, n
+	s.create(ctx, ps, rec)
+}
+
+// failedRecord is the record of a slot that cannot run (its parameters do not resolve).
+func (s *Scheduler) failedRecord(spec *pipelines.Spec, trig Trigger, err error) *Record {
+	now := s.cfg.Now().UTC()
+	trig.Slot = trig.Slot.UTC()
+	return &Record{ID: SlotID(spec.Name, trig.Slot), Pipeline: spec.Name, Trigger: trig, Attempt: 1,
+		File: absFile(spec), DefinitionHash: spec.Hash, Definition: string(spec.Source),
+		Status: Failed, Error: err.Error(), Created: now, End: now}
+}
+
+// create stores a record of a slot; a slot someone else recorded first is theirs.
+func (s *Scheduler) create(ctx context.Context, ps *pipeState, rec *Record) bool {
+	err := s.runner.Create(ctx, ps.spec, ps.store, rec)
+	if errors.Is(err, objectstore.ErrExist) {
+		return false
+	}
+	if err != nil {
+		s.log.Warn("record a slot", "run", rec.ID, "err", err)
+		return false
+	}
+	return true
+}
+
+// dispatch records a slot's run and starts or queues it under the overlap policy.
+// Missed slots (catch-up) always queue, so that they run in slot order.
+func (s *Scheduler) dispatch(ctx context.Context, ps *pipeState, trig Trigger) {
+	spec := ps.spec
+	rec, err := s.runner.Prepare(spec, trig, "")
+	if err != nil {
+		s.create(ctx, ps, s.failedRecord(spec, trig, err))
+		return
+	}
+	s.mu.Lock()
+	busy := len(ps.queue) > 0 || (spec.MaxActiveRuns > 0 && len(ps.running) >= spec.MaxActiveRuns)
+	var active []string
+	for id := range ps.running {
+		active = append(active, id)
+	}
+	s.mu.Unlock()
+	if busy && trig.Kind == Scheduled && spec.Overlap == pipelines.OverlapSkip {
+		sort.Strings(active)
+		rec.Status, rec.End, rec.Heartbeat = Skipped, s.cfg.Now().UTC(), nil
+		rec.Reason = fmt.Sprintf("overlap skip: max_active_runs (%d) runs of the pipeline are active or waiting: %s", spec.MaxActiveRuns, strings.Join(active, ", "))
+		s.create(ctx, ps, rec)
+		return
+	}
+	if s.create(ctx, ps, rec) {
+		s.enqueue(ps, rec.ID)
+	}
+}
+
+// rerun runs an interrupted slot again, as its next attempt.
+func (s *Scheduler) rerun(ctx context.Context, ps *pipeState, rec *Record) {
+	rec.Attempt++
+	rec.Status, rec.End, rec.Error = Queued, time.Time{}, ""
+	rec.Reason = fmt.Sprintf("attempt %d: attempt %d was interrupted (%s)", rec.Attempt, rec.Attempt-1, rec.Reason)
+	rec.Trigger.Kind = Catchup
+	if err := s.runner.Adopt(ctx, ps.spec, ps.store, rec); err != nil {
+		s.log.Warn("run an interrupted slot again", "run", rec.ID, "err", err)
+		return
+	}
+	s.enqueue(ps, rec.ID)
+}
+
+// enqueue puts a run in charge at the end of its pipeline's queue.
+func (s *Scheduler) enqueue(ps *pipeState, id string) {
+	s.mu.Lock()
+	ps.queue = append(ps.queue, id)
+	s.mu.Unlock()
+	s.pump(ps)
+}
+
+// pump starts queued runs while the pipeline has room (max_active_runs).
+func (s *Scheduler) pump(ps *pipeState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(ps.queue) > 0 && !s.stopping && (ps.spec.MaxActiveRuns == 0 || len(ps.running) < ps.spec.MaxActiveRuns) {
+		id := ps.queue[0]
+		ps.queue = ps.queue[1:]
+		ps.running[id] = true
+		s.wg.Go(func() {
+			if _, err := s.runner.Execute(s.base, id, Hooks{}); err != nil {
+				s.log.Info("run ended", "run", id, "err", err)
+			}
+			s.mu.Lock()
+			delete(ps.running, id)
+			s.mu.Unlock()
+			s.pump(ps)
+		})
+	}
+}
+
+// Trigger starts a run of a loaded pipeline now, as trig says (a manual run, a retry):
+// it waits in the pipeline's queue while max_active_runs runs are active, and is never
+// skipped. It returns the record as created.
+func (s *Scheduler) Trigger(ctx context.Context, name string, trig Trigger) (*Record, error) {
+	s.mu.Lock()
+	ps := s.pipes[name]
+	s.mu.Unlock()
+	if ps == nil || ps.removed {
+		return nil, fmt.Errorf("pipeline %s is not loaded", name)
+	}
+	rec, err := s.runner.Prepare(ps.spec, trig, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.runner.Create(ctx, ps.spec, ps.store, rec); err != nil {
+		return nil, err
+	}
+	s.enqueue(ps, rec.ID)
+	return rec, nil
+}
+
+// Cancel cancels a run this scheduler has in charge: a queued one ends cancelled at
+// once, a running one stops at its stages' next safe point.
+func (s *Scheduler) Cancel(ctx context.Context, id, by string) (bool, error) {
+	pipeline, _, err := ParseID(id)
+	if err != nil {
+		return false, err
+	}
+	reason := "cancelled by " + by
+	s.mu.Lock()
+	ps := s.pipes[pipeline]
+	queued := false
+	if ps != nil {
+		for i, q := range ps.queue {
+			if q == id {
+				ps.queue = append(ps.queue[:i], ps.queue[i+1:]...)
+				queued = true
+				break
+			}
+		}
+	}
+	s.mu.Unlock()
+	if queued {
+		_, err := s.runner.Finish(ctx, id, Cancelled, reason)
+		return true, err
+	}
+	return s.runner.Cancel(id, reason), nil
+}

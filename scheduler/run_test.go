@@ -1,0 +1,187 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/dag"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/pipelines"
+)
+
+// TestRunRecord: a run whose middle stage fails for good after a retry. Its record says
+// what a user asks of it: per stage the status, every attempt, rows, versions, notes,
+// log lines; the run's trigger, definition and error.
+func TestRunRecord(t *testing.T) {
+	e := newEnv(t, at(t0), nil, "A")
+	spec := parseSpec(t, strings.Replace(fmt.Sprintf(testPipeline, ""), "depends_on: [a]}", "depends_on: [a], retries: 1, retry_delay: 1ms}", 1))
+	e.stages.fail["b"] = 2
+	rec, err := e.runner.Run(context.Background(), spec, Trigger{Kind: Manual, By: "ana@laptop"}, Hooks{})
+	if err == nil || rec.Status != Failed {
+		t.Fatalf("run: %v, status %s; want a failed run", err, rec.Status)
+	}
+	stored := e.record(t, rec.ID)
+	got, _ := json.Marshal(stored)
+	want, _ := json.Marshal(rec)
+	if string(got) != string(want) {
+		t.Errorf("stored record differs from the returned one:\n%s\n%s", got, want)
+	}
+	if p, isSlot, err := ParseID(rec.ID); err != nil || p != "p" || isSlot {
+		t.Errorf("id %s: %s %v %v", rec.ID, p, isSlot, err)
+	}
+	if rec.Trigger.Kind != Manual || rec.Trigger.By != "ana@laptop" || !rec.Trigger.Slot.Equal(at(t0)) || rec.Attempt != 1 {
+		t.Errorf("trigger %+v attempt %d", rec.Trigger, rec.Attempt)
+	}
+	if rec.Definition != string(spec.Source) || rec.DefinitionHash != spec.Hash || rec.File != "/pipelines/p.yaml" {
+		t.Errorf("definition not kept: file %s hash %s", rec.File, rec.DefinitionHash)
+	}
+	if rec.Error != "stage b: b broke on attempt 2" || rec.Heartbeat.Instance != "A" || !rec.Start.Equal(at(t0)) || !rec.End.Equal(at(t0)) {
+		t.Errorf("error %q heartbeat %+v start %v end %v", rec.Error, rec.Heartbeat, rec.Start, rec.End)
+	}
+	type view struct {
+		name, status string
+		attempts     []string
+		rowsIn       int64
+		versions     []TableVersion
+		notes, log   []string
+		err          string
+	}
+	var views []view
+	for _, s := range rec.Stages {
+		v := view{name: s.Name, status: string(s.Status), rowsIn: s.RowsIn, versions: s.VersionsWritten, notes: s.Notes, err: s.Error}
+		for _, a := range s.Attempts {
+			v.attempts = append(v.attempts, fmt.Sprintf("%d:%s", a.N, a.Error))
+		}
+		for _, l := range s.Log {
+			v.log = append(v.log, strings.TrimPrefix(l, "00:30:00.000 "))
+		}
+		views = append(views, v)
+	}
+	wantViews := []view{
+		{"a", "succeeded", []string{"1:"}, 3, []TableVersion{{"raw.t", 1}}, []string{"fake a"},
+			[]string{"attempt 1 started", "INFO working attempt=1", "attempt 1 succeeded"}, ""},
+		{"b", "failed", []string{"1:b broke on attempt 1", "2:b broke on attempt 2"}, 0, nil, nil,
+			[]string{"attempt 1 started", "INFO working attempt=1", "attempt 1 failed: b broke on attempt 1", "attempt 2 started", "INFO working attempt=2", "attempt 2 failed: b broke on attempt 2"}, "b broke on attempt 2"},
+		{"c", "skipped", nil, 0, nil, nil, []string{`skipped: skipped: upstream "b" failed`}, `skipped: upstream "b" failed`},
+	}
+	for i := range wantViews {
+		if i >= len(views) || fmt.Sprint(views[i]) != fmt.Sprint(wantViews[i]) {
+			t.Errorf("stages\n got %+v\nwant %+v", views, wantViews)
+			break
+		}
+	}
+	if ids, _ := e.store.ActiveIDs(context.Background()); len(ids) != 0 {
+		t.Errorf("active markers %v after the run ended", ids)
+	}
+	entries, err := e.store.List(context.Background(), "p", 10, nil)
+	if err != nil || len(entries) != 1 || entries[0].ID != rec.ID || entries[0].Status != Failed || entries[0].Error != rec.Error {
+		t.Errorf("index %+v (%v), want the failed run", entries, err)
+	}
+}
+
+// TestRunParams: a run binds its parameters and slot into the stages' values, and the
+// record keeps them; a missing parameter is refused before any record is made.
+func TestRunParams(t *testing.T) {
+	e := newEnv(t, at(t0), nil, "A")
+	spec := parseSpec(t, strings.Replace(fmt.Sprintf(testPipeline, "params: [{name: day, type: date}]"),
+		"{name: a, kind: vacuum,", "{name: a, description: \"day ${params.day} slot ${run.slot_date}\", kind: vacuum,", 1))
+	if _, err := e.runner.Run(context.Background(), spec, Trigger{Kind: Manual}, Hooks{}); err == nil || !strings.Contains(err.Error(), "param day (date) has no default") {
+		t.Fatalf("run without a required parameter: %v", err)
+	}
+	var desc string
+	e.runner.cfg.Compile = func(bound *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph, error) {
+		desc = bound.Stage("a").Description
+		return e.stages.compile(bound, rt)
+	}
+	rec, err := e.runner.Run(context.Background(), spec, Trigger{Kind: Backfill, Slot: at("2025-12-24T08:00:00Z"), Params: map[string]string{"day": "2025-12-31"}}, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc != "day 2025-12-31 slot 2025-12-24" || rec.ID != "p@20251224T080000Z" || rec.Params["day"] != "2025-12-31" {
+		t.Errorf("bound description %q, id %s, params %v", desc, rec.ID, rec.Params)
+	}
+}
+
+// TestListNewestOfMany: the newest runs of a long history list from the index, newest
+// first, without reading the records; a status filter reads further back.
+func TestListNewestOfMany(t *testing.T) {
+	e := newEnv(t, at(t0), nil, "A")
+	ctx := context.Background()
+	for i := range 300 {
+		r := &Record{ID: SlotID("p", at(t0).Add(time.Duration(i)*time.Minute)), Pipeline: "p", Status: Succeeded,
+			Trigger: Trigger{Kind: Scheduled}, Created: at(t0).Add(time.Duration(i) * time.Minute)}
+		if i%100 == 7 {
+			r.Status = Failed
+		}
+		if err := e.store.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := e.store.List(ctx, "p", 50, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 50 || got[0].Seq != 300 || got[49].Seq != 251 || got[0].ID != SlotID("p", at(t0).Add(299*time.Minute)) {
+		t.Errorf("newest 50: %d entries, %d..%d", len(got), got[0].Seq, got[len(got)-1].Seq)
+	}
+	failed, err := e.store.List(ctx, "p", 10, func(en Entry) bool { return en.Status == Failed })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, f := range failed {
+		seqs = append(seqs, f.Seq)
+	}
+	if !slices.Equal(seqs, []int64{208, 108, 8}) {
+		t.Errorf("failed runs %v, want seqs 208, 108, 8", seqs)
+	}
+	// A second creator of an id loses, and leaves no index entry behind.
+	dup := &Record{ID: SlotID("p", at(t0)), Pipeline: "p", Status: Succeeded, Created: at(t0)}
+	if err := e.store.Create(ctx, dup); !errors.Is(err, objectstore.ErrExist) {
+		t.Errorf("second create of %s: %v, want ErrExist", dup.ID, err)
+	}
+	if got, _ := e.store.List(ctx, "p", 1, nil); got[0].Seq != 300 {
+		t.Errorf("newest entry after a lost create: seq %d, want 300", got[0].Seq)
+	}
+}
+
+// TestPrune: retention removes what is beyond keep_runs, never an active run.
+func TestPrune(t *testing.T) {
+	e := newEnv(t, at(t0), nil, "A")
+	ctx := context.Background()
+	for i := range 10 {
+		r := &Record{ID: SlotID("p", at(t0).Add(time.Duration(i)*time.Hour)), Pipeline: "p", Status: Succeeded,
+			Created: at(t0).Add(time.Duration(i) * time.Hour)}
+		if i == 2 {
+			r.Status = Running
+		}
+		if err := e.store.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := e.store.Prune(ctx, "p", pipelines.History{KeepRuns: 4}, at(t0).Add(10*time.Hour))
+	if err != nil || n != 5 {
+		t.Fatalf("pruned %d (%v), want 5 of the 6 beyond the newest 4 (one is active)", n, err)
+	}
+	entries, _ := e.store.List(ctx, "p", 100, nil)
+	var kept []int64
+	for _, en := range entries {
+		kept = append(kept, en.Seq)
+	}
+	if !slices.Equal(kept, []int64{10, 9, 8, 7, 3}) {
+		t.Errorf("kept %v, want the newest 4 and the active run 3", kept)
+	}
+	if _, err := e.store.Get(ctx, SlotID("p", at(t0))); !errors.Is(err, objectstore.ErrNotExist) {
+		t.Errorf("record of a pruned run: %v", err)
+	}
+	n, err = e.store.Prune(ctx, "p", pipelines.History{KeepDays: 1}, at(t0).Add(24*time.Hour+7*time.Hour+time.Minute))
+	if err != nil || n != 2 {
+		t.Errorf("pruned by age: %d (%v), want runs 7 and 8 (older than a day), not the active one", n, err)
+	}
+}
