@@ -52,7 +52,7 @@ func StartMinIO(t testing.TB) *MinIO {
 	l.Close()
 	m := &MinIO{t: t, bin: bin, dir: t.TempDir(), addr: addr,
 		user: "orch-" + strings.ToLower(rand.Text()[:8]), key: rand.Text()}
-	t.Cleanup(m.kill)
+	t.Cleanup(m.Stop)
 	m.Start()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -97,16 +97,13 @@ func findMinIO() string {
 // Endpoint is the server's URL, http://127.0.0.1:port.
 func (m *MinIO) Endpoint() string { return "http://" + m.addr }
 
-// Addr is the server's host:port.
-func (m *MinIO) Addr() string { return m.addr }
-
 // Config is a store configuration for bucket on this server.
 func (m *MinIO) Config(bucket string) s3.Config {
 	return s3.Config{Endpoint: m.Endpoint(), AccessKey: m.user, SecretKey: m.key, Region: "us-east-1",
 		Bucket: bucket, PathStyle: true}
 }
 
-// Start starts the server (again) and waits until it answers its liveness probe.
+// Start starts the server (again) and waits until it answers its readiness probe.
 func (m *MinIO) Start() {
 	m.t.Helper()
 	if err := m.TryStart(); err != nil {
@@ -172,8 +169,3 @@ func (m *MinIO) Stop() {
 	<-m.exited
 	m.cmd = nil
 }
-
-func (m *MinIO) kill() { m.Stop() }
-
-// String names the server for messages.
-func (m *MinIO) String() string { return fmt.Sprintf("MinIO at %s (data %s)", m.addr, m.dir) }
