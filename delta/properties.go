@@ -124,6 +124,53 @@ func ParseInterval(s string) (time.Duration, error) {
 	return total, nil
 }
 
+// PropertyMatches says whether a table configuration holds the value want for key, as
+// this package reads it: booleans ignoring case, durations by length ("interval 7 days"
+// is "interval 1 week"), the checkpoint interval as a number; a key the configuration
+// lacks counts as its default. Other keys compare as written.
+func PropertyMatches(config map[string]string, key, want string) bool {
+	got, ok := config[key]
+	if !ok {
+		def, known := propertyDefaults[key]
+		if !known {
+			return false
+		}
+		got = def
+	}
+	switch key {
+	case PropEnableChangeDataFeed, PropEnableDeletionVectors, PropAppendOnly, PropEnableExpiredLogCleanup,
+		PropCheckpointWriteStatsAsJSON, PropEnableInCommitTimestamps:
+		return strings.EqualFold(strings.TrimSpace(got), strings.TrimSpace(want))
+	case PropLogRetentionDuration, PropDeletedFileRetentionDur, "delta.checkpointRetentionDuration":
+		a, errA := ParseInterval(got)
+		b, errB := ParseInterval(want)
+		if errA == nil && errB == nil {
+			return a == b
+		}
+	case PropCheckpointInterval:
+		a, errA := strconv.ParseInt(strings.TrimSpace(got), 10, 64)
+		b, errB := strconv.ParseInt(strings.TrimSpace(want), 10, 64)
+		if errA == nil && errB == nil {
+			return a == b
+		}
+	}
+	return got == want
+}
+
+// propertyDefaults are the values of properties a table has when it does not set them.
+var propertyDefaults = map[string]string{
+	PropEnableChangeDataFeed:            "false",
+	PropEnableDeletionVectors:           "false",
+	PropAppendOnly:                      "false",
+	PropEnableExpiredLogCleanup:         "true",
+	PropCheckpointWriteStatsAsJSON:      "true",
+	PropEnableInCommitTimestamps:        "false",
+	PropCheckpointInterval:              strconv.Itoa(DefaultCheckpointInterval),
+	PropLogRetentionDuration:            "interval 30 days",
+	PropDeletedFileRetentionDur:         "interval 1 week",
+	"delta.checkpointRetentionDuration": "interval 2 days",
+}
+
 // validateProperties checks the delta.* properties this package interprets.
 func validateProperties(config map[string]string) error {
 	var problems []string

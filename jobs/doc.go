@@ -10,4 +10,8 @@
 //     data, as a txn action, never in a side file.
 //   - A config that fails Validate never runs; every problem is reported, each naming the
 //     field it concerns, so the pipeline loader can point at the YAML line and column.
+//   - A stage works only on tables that match their declarations (CheckTable: columns
+//     with type, nullability and identity, partition columns, declared properties); a
+//     difference refuses the table with a *DifferenceError naming each difference and
+//     what converges it, before anything is written.
 package jobs

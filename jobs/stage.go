@@ -29,6 +29,8 @@ type Env struct {
 	Logger *slog.Logger
 	// Progress, when set, is called as rows flow, for live progress displays.
 	Progress func(Progress)
+	// PipelineFile names the pipeline in the commands that messages suggest.
+	PipelineFile string
 }
 
 // Now returns the environment's clock reading.

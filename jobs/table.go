@@ -3,7 +3,8 @@ package jobs
 import "github.com/orchestrator-io/orchestrator/delta"
 
 // Table is a table as a pipeline declares it: where it lives below the warehouse, its
-// schema, partition columns and Delta properties. Stages create it on first use.
+// schema, partition columns and Delta properties. Stages create it on first use, and
+// refuse it when the table that exists differs from the declaration (CheckTable).
 type Table struct {
 	// Name is "schema.table" (or a bare "table").
 	Name string
@@ -13,6 +14,10 @@ type Table struct {
 	Schema      *delta.StructType
 	PartitionBy []string
 	Properties  map[string]string
+	// SchemaEvolution says a stage may add nullable columns to the table (the target of
+	// a capture_history with schema_evolution), so such columns are no difference from
+	// the declaration (see CheckTable).
+	SchemaEvolution bool
 }
 
 // ChangeDataFeed reports whether the table declares its change data feed on.

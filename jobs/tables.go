@@ -35,11 +35,31 @@ func (e *Env) openTable(ctx context.Context, t *Table) (*delta.Table, error) {
 	if !ok {
 		return nil, fmt.Errorf("table %s does not exist yet at %s (has the stage that fills it run?)", t.Name, t.Path)
 	}
+	return e.openDeclared(ctx, t)
+}
+
+// openDeclared opens a declared table that exists and refuses it when it differs from
+// its declaration.
+func (e *Env) openDeclared(ctx context.Context, t *Table) (*delta.Table, error) {
 	dt, err := delta.Open(ctx, e.Warehouse, t.Path, e.Delta)
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.Name, err)
 	}
+	snap, err := dt.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	}
+	if diffs := CheckTable(t, snap, e.pipelineFile()); len(diffs) > 0 {
+		return nil, &DifferenceError{Differences: diffs}
+	}
 	return dt, nil
+}
+
+func (e *Env) pipelineFile() string {
+	if e.PipelineFile != "" {
+		return e.PipelineFile
+	}
+	return "PIPELINE.yaml"
 }
 
 // openOrCreate opens a declared table, creating it from its declaration on first use.
@@ -63,11 +83,7 @@ func (e *Env) openOrCreate(ctx context.Context, t *Table) (*delta.Table, error) 
 			return nil, fmt.Errorf("create table %s: %w", t.Name, err)
 		}
 	}
-	dt, err := delta.Open(ctx, e.Warehouse, t.Path, e.Delta)
-	if err != nil {
-		return nil, fmt.Errorf("table %s: %w", t.Name, err)
-	}
-	return dt, nil
+	return e.openDeclared(ctx, t)
 }
 
 // lineage returns a copy of the environment's lineage for one commit.

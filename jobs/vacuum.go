@@ -75,7 +75,7 @@ func (s *Vacuum) vacuumTable(ctx context.Context, env *Env, name string, res *Re
 		res.Notes = append(res.Notes, fmt.Sprintf("%s: does not exist yet, nothing to vacuum", name))
 		return nil
 	}
-	tbl, err := delta.Open(ctx, env.Warehouse, decl.Path, env.Delta)
+	tbl, err := env.openDeclared(ctx, decl)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -79,6 +80,7 @@ func stageTask(spec *Spec, rt Runtime, tables map[string]*jobs.Table, stage jobs
 			Lineage:      delta.Lineage{Pipeline: spec.Name, Stage: stage.Name(), RunID: rt.RunID, Attempt: attempt},
 			Delta:        rt.Delta,
 			Logger:       rt.Logger,
+			PipelineFile: spec.File,
 		}
 		if rt.StageLogger != nil {
 			env.Logger = rt.StageLogger(stage.Name())
@@ -89,6 +91,9 @@ func stageTask(spec *Spec, rt Runtime, tables map[string]*jobs.Table, stage jobs
 		res, err := stage.Run(ctx, env)
 		if rt.Done != nil {
 			rt.Done(stage.Name(), attempt, res, err)
+		}
+		if diff := (*jobs.DifferenceError)(nil); errors.As(err, &diff) {
+			return dag.Permanent(err) // the tables stay as they are until someone converges them
 		}
 		return err
 	})

@@ -163,6 +163,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
+	markSchemaEvolution(spec)
 	return spec, nil
 }
 

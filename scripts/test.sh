@@ -10,7 +10,8 @@
 #      nor in $(go env GOPATH)/bin, started on 127.0.0.1 on a free port with a temporary
 #      data dir and generated credentials; once /minio/health/live answers, the tests
 #      get ORCH_TEST_S3_ENDPOINT, ORCH_TEST_S3_ACCESS_KEY, ORCH_TEST_S3_SECRET_KEY and
-#      ORCH_TEST_S3_BUCKET (see internal/testenv).
+#      ORCH_TEST_S3_BUCKET (see internal/testenv), and ORCH_TEST_MINIO_BIN for tests that
+#      start, stop and restart a MinIO of their own.
 #   3. the suites in SUITES: go test -race -count=1, then any additional suites.
 # MinIO is stopped and the temporary dir removed on every exit: success, failure,
 # Ctrl-C, SIGTERM. If this script is killed with SIGKILL, MinIO still gets SIGTERM
@@ -203,6 +204,7 @@ start_minio() {
       export ORCH_TEST_S3_ACCESS_KEY="$user"
       export ORCH_TEST_S3_SECRET_KEY="$pass"
       export ORCH_TEST_S3_BUCKET="orchestrator-test"
+      export ORCH_TEST_MINIO_BIN="$MINIO_BIN" # for tests that run a MinIO of their own
       log "MinIO is up: ORCH_TEST_S3_ENDPOINT=$ORCH_TEST_S3_ENDPOINT ORCH_TEST_S3_BUCKET=$ORCH_TEST_S3_BUCKET"
       return 0
     fi

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 )
 
@@ -20,11 +21,22 @@ func validateCommand() *command {
 			"every problem, one per line as FILE:LINE:COL: MESSAGE, on stderr.\n" +
 			"\n" +
 			"${VAR} references are expanded from the environment, as when the pipeline runs.\n" +
-			"The exit code is 1 when any file is invalid.",
+			"\n" +
+			"With --check-tables, each declared table that exists in the warehouse is also\n" +
+			"compared with its declaration: columns (name, type, nullability, identity),\n" +
+			"partition columns and declared properties. Each difference is printed on stderr\n" +
+			"with the command or declaration that converges them; a run refuses such tables.\n" +
+			"The exit code is 1 when any file is invalid or any table differs.",
 		setup: func(fs *flag.FlagSet) runFunc {
+			checkTables := fs.Bool("check-tables", false, "also compare the tables that exist with their declarations")
+			var s3 storeurl.Options
+			addS3Flags(fs, &s3)
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) == 0 {
 					return usagef("missing PIPELINE.yaml")
+				}
+				if *checkTables {
+					return validateTables(ctx, e, args, s3)
 				}
 				return validate(e, args)
 			}
@@ -33,15 +45,24 @@ func validateCommand() *command {
 }
 
 func validate(e *env, files []string) error {
+	return validateEach(e, files, func(spec *pipelines.Spec) (string, bool) { return "", true })
+}
+
+// validateEach loads each file and runs check on the valid ones; check returns a note
+// for the ok line, and false when it reported a problem itself.
+func validateEach(e *env, files []string, check func(spec *pipelines.Spec) (string, bool)) error {
 	failed := 0
 	for _, file := range files {
 		spec, err := pipelines.Load(file, pipelines.Options{LookupEnv: e.lookupEnv})
 		var perr *pipelines.Error
 		switch {
 		case err == nil:
-			fmt.Fprintf(e.stdout, "ok: %s (pipeline %s, %s, %s)\n", file, spec.Name,
-				plural(len(spec.Tables), "table"), plural(len(spec.Stages), "stage"))
-			continue
+			note, ok := check(spec)
+			if ok {
+				fmt.Fprintf(e.stdout, "ok: %s (pipeline %s, %s, %s%s)\n", file, spec.Name,
+					plural(len(spec.Tables), "table"), plural(len(spec.Stages), "stage"), note)
+				continue
+			}
 		case errors.As(err, &perr):
 			for _, p := range perr.Problems {
 				fmt.Fprintln(e.stderr, p.String())

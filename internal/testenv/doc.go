@@ -8,6 +8,12 @@
 //	ORCH_TEST_S3_SECRET_KEY  secret key
 //	ORCH_TEST_S3_BUCKET      bucket for tests; created if missing (default orchestrator-test)
 //	ORCH_TEST_S3_USAGE_LOG   optional file listing the tests that used MinIO (for the summary)
+//	ORCH_TEST_MINIO_BIN      the MinIO binary, for tests that run their own (StartMinIO)
+//
+// Fault tests get a MinIO of their own that they may stop and start again (StartMinIO;
+// the shared one is never stopped), a loopback TCP proxy whose faults they set
+// (NewProxy: latency, resets, hung requests, responses cut or stalled midway), and fuzz
+// targets a bound on what one input may allocate (MaxAlloc).
 //
 // With no endpoint a test that needs S3 is skipped, with a message saying to run
 // scripts/test.sh, unless CI=true: then it fails, so CI can never pass by skipping the

@@ -157,6 +157,13 @@ func S3Store(t testing.TB) objectstore.Store {
 	t.Helper()
 	cfg := S3Config(t)
 	cfg.Prefix = S3Prefix(t)
+	return S3StoreOf(t, cfg)
+}
+
+// S3StoreOf returns a store for cfg (a test MinIO's, with a prefix of its own) and
+// deletes everything under the prefix when the test ends.
+func S3StoreOf(t testing.TB, cfg s3.Config) objectstore.Store {
+	t.Helper()
 	st, err := s3.New(cfg)
 	if err != nil {
 		t.Fatalf("test S3 store: %v", err)

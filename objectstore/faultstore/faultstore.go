@@ -42,6 +42,7 @@ type Store struct {
 	prefix string
 	n      int
 	failed bool
+	hook   func(op Op, key string)
 }
 
 var (
@@ -65,6 +66,14 @@ func (s *Store) FailWritesUnder(prefix string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.prefix = prefix
+}
+
+// OnOp makes hook run before every operation (nil: none), outside any lock: a test can
+// stop the backend under a given key, e.g. a server outage in the middle of a stage.
+func (s *Store) OnOp(hook func(op Op, key string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hook = hook
 }
 
 // Heal stops all injection.
@@ -92,6 +101,12 @@ func (s *Store) Injected() bool {
 
 // check decides whether op on key fails.
 func (s *Store) check(op Op, key string) error {
+	s.mu.Lock()
+	hook := s.hook
+	s.mu.Unlock()
+	if hook != nil {
+		hook(op, key)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.prefix != "" && op.isWrite() && strings.HasPrefix(key, s.prefix) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -40,9 +41,17 @@ type Config struct {
 	// MaxRetries bounds the attempts (the first one included) for a request that keeps
 	// failing transiently; 0 means 10.
 	MaxRetries int
+	// StallTimeout fails a request whose connection makes no progress, nothing sent and
+	// nothing received, for this long (a hung server or network): the request is then
+	// retried like any transient failure. A slow transfer that keeps moving never hits
+	// it. 0 means DefaultStallTimeout. It applies to the default transport only.
+	StallTimeout time.Duration
 	// Transport replaces minio-go's default HTTP transport (tests, proxies, custom TLS).
 	Transport http.RoundTripper
 }
+
+// DefaultStallTimeout is the default Config.StallTimeout.
+const DefaultStallTimeout = 2 * time.Minute
 
 // ConfigFromEnv reads the standard AWS variables: AWS_ACCESS_KEY_ID,
 // AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (else AWS_DEFAULT_REGION), the
@@ -127,9 +136,16 @@ func New(cfg Config) (*Store, error) {
 	}
 	transport := cfg.Transport
 	if transport == nil {
-		if transport, err = minio.DefaultTransport(secure); err != nil {
+		tr, err := minio.DefaultTransport(secure)
+		if err != nil {
 			return nil, fmt.Errorf("s3 store: %w", err)
 		}
+		stall := cfg.StallTimeout
+		if stall <= 0 {
+			stall = DefaultStallTimeout
+		}
+		watchStalls(tr, stall)
+		transport = tr
 	}
 	lookup := minio.BucketLookupAuto
 	if cfg.PathStyle {
@@ -160,6 +176,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	return &Store{
 		client:   client,
+		core:     minio.Core{Client: client},
 		cond:     cond,
 		bucket:   cfg.Bucket,
 		prefix:   prefix,

@@ -12,5 +12,11 @@
 //     ctx is done; other 4xx answers are returned at once. minio-go does this for every
 //     request whose body can be rewound; PutIfAbsent runs its own loop so that it can tell
 //     "our lost-response retry found our own object" from "someone else won".
+//   - No call hangs: a connection that moves no byte either way for StallTimeout fails
+//     its request (retried as transient), however long a transfer that keeps moving
+//     takes.
+//   - A Get's body is exactly the response's Content-Length: a body that ends early is
+//     an error, never a shorter object. A read that fails transiently midway is resumed
+//     from the byte it reached, for the same ETag only, a bounded number of times.
 //   - List pages with StartAfter and returns keys in byte order.
 package s3

@@ -25,6 +25,7 @@ var (
 // concurrent use.
 type Store struct {
 	client   *minio.Client // retries transient failures itself (MaxRetries attempts)
+	core     minio.Core    // the same client, for GETs that hand back the raw body
 	cond     *minio.Client // one attempt per call: PutIfAbsent retries by hand
 	bucket   string
 	prefix   string // "" or ends with "/"
@@ -68,51 +69,6 @@ func check(ctx context.Context, op, key string) error {
 // Get streams the object.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return s.GetRange(ctx, key, 0, -1)
-}
-
-// GetRange streams length bytes from offset (length < 0: to the end).
-func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	if err := check(ctx, "get", key); err != nil {
-		return nil, err
-	}
-	if offset < 0 {
-		return nil, fmt.Errorf("s3 get %q: negative offset %d", key, offset)
-	}
-	if length == 0 {
-		if _, err := s.Stat(ctx, key); err != nil {
-			return nil, err
-		}
-		return io.NopCloser(bytes.NewReader(nil)), nil
-	}
-	var opts minio.GetObjectOptions
-	var err error
-	switch {
-	case length > 0:
-		err = opts.SetRange(offset, offset+length-1)
-	case offset > 0:
-		err = opts.SetRange(offset, 0) // bytes=offset-
-	}
-	if err != nil {
-		return nil, fmt.Errorf("s3 get %q: %w", key, err)
-	}
-	obj, err := s.client.GetObject(ctx, s.bucket, s.name(key), opts)
-	if err != nil {
-		return nil, s.fail("get", key, err)
-	}
-	// GetObject is lazy: the request, and so NoSuchKey, happens on the first Stat or Read.
-	if _, err := obj.Stat(); err != nil {
-		obj.Close()
-		var resp minio.ErrorResponse
-		if errors.As(err, &resp) && (resp.Code == "InvalidRange" || resp.StatusCode == 416) {
-			// The range starts at or past the end: empty, if the object exists at all.
-			if _, err := s.Stat(ctx, key); err != nil {
-				return nil, err
-			}
-			return io.NopCloser(bytes.NewReader(nil)), nil
-		}
-		return nil, s.fail("get", key, err)
-	}
-	return obj, nil
 }
 
 // Stat returns the object's size and modification time (whole seconds, as HEAD gives).

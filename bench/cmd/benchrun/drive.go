@@ -97,7 +97,7 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	for _, name := range strings.Split(c.cases, ",") {
 		cases[strings.TrimSpace(name)] = true
 	}
-	if cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"] || cases["snapshot"] {
+	if !c.oursOnly && (cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"] || cases["snapshot"]) {
 		if d.python, err = d.pythonPath(ctx); err != nil {
 			return err
 		}
@@ -201,6 +201,9 @@ func (d *driver) ours(ctx context.Context, caseName, engine string, prep func() 
 
 // peer runs a case of bench/peers.py in a child process; see child for prep.
 func (d *driver) peer(ctx context.Context, caseName, engine string, prep func() error, args ...string) *row {
+	if d.cfg.oursOnly {
+		return nil
+	}
 	return d.child(ctx, caseName, engine, prep, append([]string{d.python, filepath.Join(d.root, "bench", "peers.py")}, args...))
 }
 
@@ -306,7 +309,7 @@ func relate(base *row, rows ...*row) {
 		return
 	}
 	for _, r := range rows {
-		if r.RowsPerSec > 0 {
+		if r != nil && r.RowsPerSec > 0 {
 			r.Ratio = r.RowsPerSec / base.RowsPerSec
 			r.Baseline = base.Engine
 		}
@@ -315,7 +318,7 @@ func relate(base *row, rows ...*row) {
 
 func setMBps(bytes int64, rows ...*row) {
 	for _, r := range rows {
-		if r.Seconds > 0 {
+		if r != nil && r.Seconds > 0 {
 			r.MBPerSec = float64(bytes) / 1e6 / r.Seconds
 		}
 	}
@@ -330,6 +333,7 @@ func (d *driver) ingest(ctx context.Context) error {
 		return err
 	}
 	d.logf("ingest: %.0f MB of CSV", float64(size)/1e6)
+	d.res.Sizes["ingest_csv_mb"] = int(size / 1e6)
 	c := fmt.Sprintf("ingest %s CSV rows", commas(d.cfg.ingestRows))
 	out := func(name string) (string, func() error) {
 		p := filepath.Join(dir, name)
@@ -339,8 +343,11 @@ func (d *driver) ingest(ctx context.Context) error {
 	duck := d.peer(ctx, c, "DuckDB COPY → Parquet", clean, "ingest-duckdb", csvDir, o)
 	o, clean = out("ours")
 	ours := d.ours(ctx, c, "ours: ingest stage → Delta", clean, "ingest-ours", csvDir, o)
-	o, clean = out("arrowgo")
-	naive := d.ours(ctx, c, "arrow-go csv → pqarrow, no log", clean, "ingest-arrowgo", csvDir, o)
+	var naive *row
+	if !d.cfg.oursOnly {
+		o, clean = out("arrowgo")
+		naive = d.ours(ctx, c, "arrow-go csv → pqarrow, no log", clean, "ingest-arrowgo", csvDir, o)
+	}
 	o, clean = out("deltars")
 	drs := d.peer(ctx, c, "delta-rs: pyarrow csv → write_deltalake", clean, "ingest-deltars", csvDir, o)
 	rows := []*row{duck, ours, naive, drs}
@@ -416,10 +423,13 @@ func (d *driver) scd2(ctx context.Context) error {
 	}
 	c := fmt.Sprintf("SCD2 batch of %s rows into a %s-row dimension", commas(n+n/100), commas(n))
 	duck := d.peer(ctx, c, "DuckDB SQL over Parquet", noPrep, "scd2-duckdb", dir)
-	if err := d.peerSetup(ctx, "scd2-deltars-setup", dir); err != nil {
-		return err
+	var drs *row
+	if !d.cfg.oursOnly {
+		if err := d.peerSetup(ctx, "scd2-deltars-setup", dir); err != nil {
+			return err
+		}
+		drs = d.peer(ctx, c, "delta-rs MERGE (staged union)", nil, "scd2-deltars", dir)
 	}
-	drs := d.peer(ctx, c, "delta-rs MERGE (staged union)", nil, "scd2-deltars", dir)
 	// Our run changes the dimension: with -repeat, each run starts from a copy of it as
 	// set up, like DuckDB's, which only reads it.
 	wh, setup := filepath.Join(dir, "wh"), filepath.Join(dir, "wh.setup")

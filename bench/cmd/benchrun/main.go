@@ -45,7 +45,7 @@ type config struct {
 	snapshotRows                       int
 	work, out, python, note, benchtime string
 	ingestS3                           string
-	keep                               bool
+	keep, oursOnly                     bool
 	caseTimeout                        time.Duration
 	repeat                             int
 }
@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl := flag.NewFlagSet("benchrun", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	var c config
-	fl.StringVar(&c.size, "size", "small", "preset sizes: small (minutes on 2 cores) or full (the issues' sizes)")
+	fl.StringVar(&c.size, "size", "small", "preset sizes: small (minutes on 2 cores), full (the issues' sizes), or bounds (ingest of 1 GiB of CSV and SCD2 into a 5 M-row dimension, ours only, for their peak RSS)")
 	fl.StringVar(&c.cases, "cases", "ingest,merge,cdf,scd2,snapshot,gobench", "comma-separated cases to run")
 	fl.IntVar(&c.ingestRows, "ingest-rows", 0, "CSV rows for the ingest case (default: small 2,000,000, full 10,000,000)")
 	fl.StringVar(&c.ingestS3, "ingest-s3", "", "also run our ingest into this S3 location (s3://bucket/prefix; endpoint and credentials from the AWS_* environment, e.g. a local MinIO), to measure it on S3")
@@ -72,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.IntVar(&c.snapshotRows, "snapshot-rows", 0, "table rows for the snapshot ingest case (default: small 100,000, full 1,000,000)")
 	fl.StringVar(&c.work, "work", "", "directory for generated data (default: a new temporary directory, removed afterwards)")
 	fl.BoolVar(&c.keep, "keep", false, "keep the work directory")
+	fl.BoolVar(&c.oursOnly, "ours-only", false, "run only our engine, no peers (no Python needed)")
 	fl.IntVar(&c.repeat, "repeat", 1, "run each engine up to this many times and keep the fastest (runs over 30 s, and delta-rs's SCD2 MERGE, are not repeated)")
 	fl.DurationVar(&c.caseTimeout, "case-timeout", 20*time.Minute, "stop an engine's run after this long and report it as not finished")
 	fl.StringVar(&c.out, "out", "", "results directory (default: bench/results in the repository)")
@@ -80,6 +81,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.StringVar(&c.benchtime, "benchtime", "3x", "-benchtime for the go test benchmarks of case gobench")
 	if err := fl.Parse(args); err != nil {
 		return err
+	}
+	casesSet := false
+	fl.Visit(func(f *flag.Flag) { casesSet = casesSet || f.Name == "cases" })
+	if c.size == "bounds" {
+		c.oursOnly = true
+		if !casesSet {
+			c.cases = "ingest,scd2"
+		}
 	}
 	if err := c.applySize(); err != nil {
 		return err
@@ -100,8 +109,12 @@ func (c *config) applySize() error {
 	}
 	switch c.size {
 	case "small", "full":
+	case "bounds":
+		// Issue 17's resource bounds: 16 M rows are 1.1 GB of CSV.
+		def(&c.ingestRows, 16_000_000, 16_000_000)
+		def(&c.scd2Rows, 5_000_000, 5_000_000)
 	default:
-		return fmt.Errorf("-size %q: want small or full", c.size)
+		return fmt.Errorf("-size %q: want small, full or bounds", c.size)
 	}
 	def(&c.ingestRows, 2_000_000, 10_000_000)
 	def(&c.mergeRows, 1_000_000, 1_000_000)
