@@ -34,13 +34,13 @@ func (s *Scheduler) checkLiveness(ctx context.Context, st *Store, now time.Time)
 		rec, err := st.Get(ctx, id)
 		switch {
 		case errors.Is(err, objectstore.ErrNotExist):
-			_ = st.Objects().Delete(ctx, activeDir+id+".json") // a marker whose creator lost the id
+			_ = st.st.Delete(ctx, activeDir+id+".json") // a marker whose creator lost the id
 			continue
 		case err != nil:
 			s.log.Warn("read an active run", "run", id, "err", err)
 			continue
 		case !rec.Status.Active():
-			_ = st.Objects().Delete(ctx, activeDir+id+".json")
+			_ = st.st.Delete(ctx, activeDir+id+".json")
 			continue
 		}
 		reason := staleReason(rec, now, s.cfg.HeartbeatTimeout, me, s.cfg.Alive)
@@ -53,7 +53,12 @@ func (s *Scheduler) checkLiveness(ctx context.Context, st *Store, now time.Time)
 				rec.Stages[i].Status = Interrupted
 			}
 		}
-		if err := st.Save(ctx, rec); err != nil {
+		if rec.Seq == 0 { // claimed, and its run never started
+			err = st.Index(ctx, rec)
+		} else {
+			err = st.Save(ctx, rec)
+		}
+		if err != nil {
 			s.log.Warn("mark a run interrupted", "run", id, "err", err)
 			continue
 		}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/pipelines"
@@ -24,13 +27,58 @@ func (s *Scheduler) planStore(ctx context.Context, st *Store, now time.Time) {
 	}
 	s.mu.Unlock()
 	sort.Slice(todo, func(i, j int) bool { return todo[i].spec.Name < todo[j].spec.Name })
-	for _, ps := range todo {
-		if err := s.plan(ctx, ps, now); err != nil {
-			s.log.Warn("plan slots", "pipeline", ps.spec.Name, "err", err)
+	s.mu.Lock()
+	m := s.marks[st]
+	s.mu.Unlock()
+	if m == nil {
+		w, err := st.Watermarks(ctx)
+		if err != nil {
+			s.log.Warn("read watermarks", "err", err)
+			return
 		}
+		m = &marks{slot: w}
+		s.mu.Lock()
+		s.marks[st] = m
+		s.mu.Unlock()
+	}
+	// Pipelines are independent: their slots are recorded in parallel, so that a
+	// thousand pipelines due at one instant all start within the second.
+	var g errgroup.Group
+	g.SetLimit(planParallel)
+	for _, ps := range todo {
+		g.Go(func() error {
+			if err := s.plan(ctx, ps, now); err != nil {
+				s.log.Warn("plan slots", "pipeline", ps.spec.Name, "err", err)
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	// Runs start once every due slot is claimed, so that their writes do not hold up the
+	// claims of the others.
+	for _, ps := range todo {
 		s.pump(ps)
 	}
+	// The watermarks move once the slots up to them have their records.
+	s.mu.Lock()
+	var w map[string]time.Time
+	if m.dirty {
+		w = maps.Clone(m.slot)
+		m.dirty = false
+	}
+	s.mu.Unlock()
+	if w != nil {
+		if err := st.SetWatermarks(ctx, w); err != nil {
+			s.log.Warn("write watermarks", "err", err)
+			s.mu.Lock()
+			m.dirty = true
+			s.mu.Unlock()
+		}
+	}
 }
+
+// planParallel is how many pipelines are planned at once.
+const planParallel = 32
 
 // slotItem is a slot to decide on: a due slot, or an interrupted slot's record.
 type slotItem struct {
@@ -58,16 +106,14 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) erro
 			}
 			sched = sched.Anchored(anchor)
 		}
-		w, ok, err := st.Watermark(ctx, spec.Name)
-		if err != nil {
-			return fmt.Errorf("watermark: %w", err)
-		}
+		s.mu.Lock()
+		m := s.marks[st]
+		w, ok := m.slot[spec.Name]
 		if !ok { // first load: the slots from now on are the pipeline's
 			w = now.UTC()
-			if err := st.SetWatermark(ctx, spec.Name, w); err != nil {
-				return fmt.Errorf("watermark: %w", err)
-			}
+			m.slot[spec.Name], m.dirty = w, true
 		}
+		s.mu.Unlock()
 		s.mu.Lock()
 		ps.sched, ps.watermark, ps.loaded = sched, w, true
 		s.mu.Unlock()
@@ -129,11 +175,10 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) erro
 	}
 	if len(due) > 0 {
 		last := due[len(due)-1]
-		if err := st.SetWatermark(ctx, spec.Name, last); err != nil {
-			return fmt.Errorf("watermark: %w", err)
-		}
 		s.mu.Lock()
 		ps.watermark = last
+		m := s.marks[st]
+		m.slot[spec.Name], m.dirty = last, true
 		s.mu.Unlock()
 	}
 	return nil
@@ -180,9 +225,15 @@ func (s *Scheduler) failedRecord(spec *pipelines.Spec, trig Trigger, err error) 
 		Status: Failed, Error: err.Error(), Created: now, End: now}
 }
 
-// create stores a record of a slot; a slot someone else recorded first is theirs.
+// create stores a record of a slot; a slot someone else recorded first is theirs. A
+// run about to start is only claimed (its run indexes it as it starts).
 func (s *Scheduler) create(ctx context.Context, ps *pipeState, rec *Record) bool {
-	err := s.runner.Create(ctx, ps.spec, ps.store, rec)
+	var err error
+	if rec.Status.Active() {
+		err = s.runner.claim(ctx, ps.spec, ps.store, rec)
+	} else {
+		err = s.runner.Create(ctx, ps.spec, ps.store, rec)
+	}
 	if errors.Is(err, objectstore.ErrExist) {
 		return false
 	}
@@ -217,7 +268,9 @@ func (s *Scheduler) dispatch(ctx context.Context, ps *pipeState, trig Trigger) {
 		return
 	}
 	if s.create(ctx, ps, rec) {
-		s.enqueue(ps, rec.ID)
+		s.mu.Lock()
+		ps.queue = append(ps.queue, rec.ID) // planStore starts it
+		s.mu.Unlock()
 	}
 }
 

@@ -39,7 +39,7 @@ func (s *Store) Request(ctx context.Context, id, kind, by string, now time.Time)
 
 // takeRequests carries out the store's pending requests.
 func (s *Scheduler) takeRequests(ctx context.Context, st *Store, now time.Time) {
-	infos, err := st.Objects().List(ctx, requestsDir, "")
+	infos, err := st.st.List(ctx, requestsDir, "")
 	if err != nil {
 		s.log.Warn("list run requests", "err", err)
 		return
@@ -60,7 +60,7 @@ func (s *Scheduler) takeRequests(ctx context.Context, st *Store, now time.Time) 
 				s.log.Warn("cancel a run", "run", req.ID, "err", err)
 			}
 		}
-		_ = st.Objects().Delete(ctx, in.Key)
+		_ = st.st.Delete(ctx, in.Key)
 	}
 }
 

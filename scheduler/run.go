@@ -104,17 +104,31 @@ func NewRunner(cfg RunnerConfig) *Runner {
 // Identity returns who the runner heartbeats as.
 func (r *Runner) Identity() Identity { return r.cfg.Identity }
 
+// RecordsOpener is an Opener that keeps run records apart from the tables: the same
+// warehouse location seen through a store with other write settings (a local directory
+// written without fsync, so that a thousand slots due at once are recorded within the
+// second; the tables keep their durability).
+type RecordsOpener interface {
+	Records(ctx context.Context, spec *pipelines.Spec) (objectstore.Store, error)
+}
+
 // Store returns the run store of the pipeline's warehouse.
 func (r *Runner) Store(ctx context.Context, spec *pipelines.Spec) (*Store, error) {
 	wh, err := r.cfg.Opener.Warehouse(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline %s: warehouse %s: %w", spec.Name, spec.Warehouse, err)
 	}
+	records := wh
+	if ro, ok := r.cfg.Opener.(RecordsOpener); ok {
+		if records, err = ro.Records(ctx, spec); err != nil {
+			return nil, fmt.Errorf("pipeline %s: run store in %s: %w", spec.Name, spec.Warehouse, err)
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stores[wh]
 	if s == nil {
-		s = NewStore(wh)
+		s = NewStoreIn(wh, records)
 		r.stores[wh] = s
 	}
 	return s, nil
@@ -197,6 +211,16 @@ func (r *Runner) Create(ctx context.Context, spec *pipelines.Spec, store *Store,
 	return nil
 }
 
+// claim is Create for a slot about to run: only the claim is written before its run
+// starts; Execute gives it its index entry.
+func (r *Runner) claim(ctx context.Context, spec *pipelines.Spec, store *Store, rec *Record) error {
+	if err := store.Claim(ctx, rec); err != nil {
+		return err
+	}
+	r.adopt(spec, store, rec)
+	return nil
+}
+
 // Adopt takes in charge an active record this runner did not create (a run request, a
 // slot run again after an interruption): it gets this runner's heartbeat and is saved.
 func (r *Runner) Adopt(ctx context.Context, spec *pipelines.Spec, store *Store, rec *Record) error {
@@ -252,6 +276,9 @@ func (r *Runner) Finish(ctx context.Context, id string, status Status, reason st
 		return nil, fmt.Errorf("run %s is not in charge here", id)
 	}
 	defer r.release(id)
+	if st.snapshot().Seq == 0 {
+		st.index()
+	}
 	st.mu.Lock()
 	st.rec.Status, st.rec.Reason, st.rec.End = status, reason, r.now().UTC()
 	for i := range st.rec.Stages {
@@ -381,6 +408,22 @@ func (st *runState) save(ctx context.Context) error {
 	return nil
 }
 
+// index gives a claimed record its index entry.
+func (st *runState) index() {
+	st.mu.Lock()
+	rec := cloneRecord(st.rec)
+	st.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(st.hard), time.Minute)
+	defer cancel()
+	if err := st.store.Index(ctx, rec); err != nil {
+		st.r.log.Warn("index a run", "run", rec.ID, "err", err)
+		return
+	}
+	st.mu.Lock()
+	st.rec.Seq = rec.Seq
+	st.mu.Unlock()
+}
+
 func (st *runState) beat(ctx context.Context) {
 	id := st.r.cfg.Identity
 	stored, err := st.store.Get(ctx, st.rec.ID)
@@ -448,7 +491,11 @@ func (st *runState) execute(hooks Hooks) error {
 	rec := st.rec
 	rec.Status, rec.Start = Running, r.now().UTC()
 	rec.Heartbeat = r.heartbeat(rec.Start)
+	indexed := rec.Seq > 0
 	st.mu.Unlock()
+	if !indexed {
+		st.index()
+	}
 
 	fail := func(err error) error {
 		st.mu.Lock()

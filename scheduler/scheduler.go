@@ -66,10 +66,17 @@ type Scheduler struct {
 	mu       sync.Mutex            // guards the fields below and every pipeState
 	pipes    map[string]*pipeState // by pipeline name
 	leases   map[*Store]*lease
+	marks    map[*Store]*marks // watermarks of the stores whose lease this scheduler holds
 	stopping bool
 	lastBeat time.Time
 
 	wg sync.WaitGroup // runs started by the scheduler
+}
+
+// marks are the watermarks of one store as its lease holder keeps them.
+type marks struct {
+	slot  map[string]time.Time
+	dirty bool // changed since written
 }
 
 // pipeState is what the scheduler knows of one pipeline.
@@ -108,7 +115,7 @@ func New(cfg Config) *Scheduler {
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Scheduler{cfg: cfg, runner: cfg.Runner, log: cfg.Logger, base: base, stop: stop,
-		pipes: map[string]*pipeState{}, leases: map[*Store]*lease{}}
+		pipes: map[string]*pipeState{}, leases: map[*Store]*lease{}, marks: map[*Store]*marks{}}
 }
 
 // processAlive reports whether a process of this host runs (signal 0).
@@ -252,6 +259,7 @@ func (l *lease) acquired() bool {
 func (s *Scheduler) reload(st *Store) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.marks, st)
 	for _, ps := range s.pipes {
 		if ps.store == st {
 			ps.loaded = false

@@ -28,7 +28,8 @@ const Prefix = "_orchestrator/"
 //	logs/<pipeline>/<run id>/<stage>.log   a stage's whole log, when the record holds only its end
 //	index/<pipeline>/<shard>/<seq>.json    one Entry per run, numbered from 1 (shard = seq/1000)
 //	active/<run id>.json                   while a run is queued or running
-//	pipelines/<pipeline>/<name>.json       per pipeline: known, anchor, watermark, index-hint, retention
+//	pipelines/<pipeline>/<name>.json       per pipeline: known, anchor, index-hint, retention
+//	watermarks.json                        every pipeline's last handled slot
 //	requests/<run id>.<kind>.json          a run or cancel for the serve that holds the lease
 //	lease/<generation>.json                the scheduler lease (see lease.go)
 const (
@@ -48,20 +49,27 @@ const hintEvery = 64
 // Store is the run store of one warehouse. It is safe for concurrent use, and any number
 // of processes may share one warehouse: ids are claimed with put-if-absent.
 type Store struct {
-	st objectstore.Store
+	st objectstore.Store // where the records are: the warehouse, or the same place without fsync
+	wh objectstore.Store // the warehouse, for the tables
 
-	mu    sync.Mutex       // guards known and seqs
-	known map[string]bool  // pipelines whose "known" object this Store has written
-	seqs  map[string]int64 // per pipeline, the last index number this Store claimed
+	mu      sync.Mutex       // guards the maps below
+	known   map[string]bool  // pipelines whose "known" object this Store has written
+	seqs    map[string]int64 // per pipeline, the last index number this Store claimed
+	entries map[string]Entry // per active run, the index entry this Store wrote last
+	marked  map[string]bool  // active runs whose marker this Store wrote
 }
 
 // NewStore returns the run store in the warehouse st.
-func NewStore(st objectstore.Store) *Store {
-	return &Store{st: st, known: map[string]bool{}, seqs: map[string]int64{}}
+func NewStore(st objectstore.Store) *Store { return NewStoreIn(st, st) }
+
+// NewStoreIn returns the run store of warehouse wh kept in records: the same place seen
+// through another store (a local directory written without fsync: RecordsOpener).
+func NewStoreIn(wh, records objectstore.Store) *Store {
+	return &Store{st: records, wh: wh, known: map[string]bool{}, seqs: map[string]int64{}, entries: map[string]Entry{}, marked: map[string]bool{}}
 }
 
-// Objects returns the warehouse store the run store writes to.
-func (s *Store) Objects() objectstore.Store { return s.st }
+// Objects returns the warehouse store, which holds the tables.
+func (s *Store) Objects() objectstore.Store { return s.wh }
 
 // Entry is a run's line in its pipeline's index: enough to list runs without reading
 // their records.
@@ -161,19 +169,25 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 	return &r, nil
 }
 
-// Create stores a new record, claiming its id: of several creators of one id exactly one
-// succeeds, the others get an error wrapping objectstore.ErrExist and change nothing
-// the winner wrote. It gives the record its index position (Seq).
+// Create stores a new record, claiming its id (Claim), and gives it its index entry.
 func (s *Store) Create(ctx context.Context, r *Record) error {
+	if err := s.Claim(ctx, r); err != nil {
+		return err
+	}
+	return s.Index(ctx, r)
+}
+
+// Claim stores a new record, claiming its id: of several creators of one id exactly one
+// succeeds, the others get an error wrapping objectstore.ErrExist and change nothing the
+// winner wrote. It is the one write a scheduled slot needs before its run starts; the
+// record has no index entry (Seq 0) until Index gives it one, which the run does as it
+// starts (and whoever finds it interrupted, if it never did).
+func (s *Store) Claim(ctx context.Context, r *Record) error {
 	key, err := recordKey(r.ID)
 	if err != nil {
 		return err
 	}
 	if err := s.noteKnown(ctx, r.Pipeline); err != nil {
-		return err
-	}
-	seq, err := s.appendEntry(ctx, r)
-	if err != nil {
 		return err
 	}
 	if r.Status.Active() {
@@ -183,17 +197,36 @@ func (s *Store) Create(ctx context.Context, r *Record) error {
 			return err
 		}
 	}
-	r.Seq = seq
 	if err := s.putJSON(ctx, key, r, true); err != nil {
-		_ = s.st.Delete(ctx, indexKey(r.Pipeline, seq))
-		r.Seq = 0
 		return fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	if r.Status.Active() {
+		s.mu.Lock()
+		s.marked[r.ID] = true
+		s.mu.Unlock()
 	}
 	return nil
 }
 
-// Save rewrites a record (its creator's, or a taker's of a stale run) and its index
-// entry; a record that is no longer active loses its active marker.
+// Index gives a claimed record its index entry (Seq) and saves it, if it has none.
+func (s *Store) Index(ctx context.Context, r *Record) error {
+	if r.Seq > 0 {
+		return nil
+	}
+	seq, err := s.appendEntry(ctx, r)
+	if err != nil {
+		return err
+	}
+	r.Seq = seq
+	if err := s.Save(ctx, r); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Save rewrites a record (its creator's, or a taker's of a stale run) and, when what it
+// lists changed, its index entry; a record that is no longer active loses its active
+// marker.
 func (s *Store) Save(ctx context.Context, r *Record) error {
 	key, err := recordKey(r.ID)
 	if err != nil {
@@ -202,15 +235,34 @@ func (s *Store) Save(ctx context.Context, r *Record) error {
 	if err := s.putJSON(ctx, key, r, false); err != nil {
 		return fmt.Errorf("save run %s: %w", r.ID, err)
 	}
-	if r.Seq > 0 {
-		if err := s.putJSON(ctx, indexKey(r.Pipeline, r.Seq), entryOf(r), false); err != nil {
+	e := entryOf(r)
+	s.mu.Lock()
+	last, ok := s.entries[r.ID]
+	marked := s.marked[r.ID]
+	s.mu.Unlock()
+	if r.Seq > 0 && (!ok || last != e) {
+		if err := s.putJSON(ctx, indexKey(r.Pipeline, r.Seq), e, false); err != nil {
 			return fmt.Errorf("save run %s: index: %w", r.ID, err)
 		}
 	}
-	if r.Status.Active() {
-		return s.putJSON(ctx, activeDir+r.ID+".json", map[string]any{"pipeline": r.Pipeline}, false)
+	active := r.Status.Active()
+	if active && !marked {
+		if err := s.putJSON(ctx, activeDir+r.ID+".json", map[string]any{"pipeline": r.Pipeline}, false); err != nil {
+			return err
+		}
 	}
-	return s.st.Delete(ctx, activeDir+r.ID+".json")
+	s.mu.Lock()
+	if active {
+		s.entries[r.ID], s.marked[r.ID] = e, true
+	} else {
+		delete(s.entries, r.ID)
+		delete(s.marked, r.ID)
+	}
+	s.mu.Unlock()
+	if !active {
+		return s.st.Delete(ctx, activeDir+r.ID+".json")
+	}
+	return nil
 }
 
 // noteKnown records that the store has runs of pipeline (Pipelines lists them).
@@ -412,24 +464,23 @@ func (s *Store) Anchor(ctx context.Context, pipeline string, now time.Time) (tim
 	return a.Anchor, err
 }
 
-// watermark is the last slot a scheduler handled (every slot up to it has a record).
-type watermark struct {
-	Slot time.Time `json:"slot"`
-}
+// watermarksKey holds every pipeline's watermark: the last slot a scheduler handled
+// (every slot up to it has a record). Only the lease holder writes it, once per tick.
+const watermarksKey = Prefix + "watermarks.json"
 
-// Watermark returns the pipeline's last handled slot; ok is false before the first.
-func (s *Store) Watermark(ctx context.Context, pipeline string) (time.Time, bool, error) {
-	var w watermark
-	err := s.getJSON(ctx, stateKey(pipeline, "watermark"), &w)
+// Watermarks returns the pipelines' watermarks (none before the first tick).
+func (s *Store) Watermarks(ctx context.Context) (map[string]time.Time, error) {
+	w := map[string]time.Time{}
+	err := s.getJSON(ctx, watermarksKey, &w)
 	if errors.Is(err, objectstore.ErrNotExist) {
-		return time.Time{}, false, nil
+		return w, nil
 	}
-	return w.Slot, err == nil, err
+	return w, err
 }
 
-// SetWatermark records the pipeline's last handled slot.
-func (s *Store) SetWatermark(ctx context.Context, pipeline string, slot time.Time) error {
-	return s.putJSON(ctx, stateKey(pipeline, "watermark"), watermark{Slot: slot.UTC()}, false)
+// SetWatermarks records the pipelines' watermarks.
+func (s *Store) SetWatermarks(ctx context.Context, w map[string]time.Time) error {
+	return s.putJSON(ctx, watermarksKey, w, false)
 }
 
 // SortEntries orders entries newest first: by creation, then (in one pipeline) by index

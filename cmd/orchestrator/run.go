@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 	"github.com/orchestrator-io/orchestrator/scheduler"
@@ -188,6 +189,31 @@ func newStoreCache(flags storeurl.Options) *storeCache {
 // Warehouse implements scheduler.Opener.
 func (c *storeCache) Warehouse(ctx context.Context, spec *pipelines.Spec) (objectstore.Store, error) {
 	return c.open(ctx, spec.Warehouse, storageOptions(spec.Storage, c.flags))
+}
+
+// Records implements scheduler.RecordsOpener: on local disk the run records are written
+// without fsync (a machine crash may lose the latest records, never table data); on S3
+// and mem they go through the warehouse's store.
+func (c *storeCache) Records(ctx context.Context, spec *pipelines.Spec) (objectstore.Store, error) {
+	dir, local := spec.Warehouse, !strings.Contains(spec.Warehouse, "://")
+	if rest, ok := strings.CutPrefix(dir, "file://"); ok {
+		dir, local = rest, true
+	}
+	if !local {
+		return c.Warehouse(ctx, spec)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := storeKey{loc: "records:" + dir}
+	if st, ok := c.stores[key]; ok {
+		return st, nil
+	}
+	st, err := fs.New(fs.Config{Dir: dir, NoSync: true})
+	if err != nil {
+		return nil, err
+	}
+	c.stores[key] = st
+	return st, nil
 }
 
 // Location implements scheduler.Opener.

@@ -31,13 +31,19 @@ type Config struct {
 	// Dir is the root directory. A relative path is made absolute; the directory and its
 	// parents are created if missing.
 	Dir string
+	// NoSync skips the fsync of files and directories that makes a write durable when the
+	// machine (not only the process) crashes. Writes stay atomic and put-if-absent stays
+	// exclusive; a machine crash may lose the latest writes. For data that may be lost so
+	// (the scheduler's run records), never for tables.
+	NoSync bool
 }
 
 // Store is an object store on a local directory. It is safe for concurrent use, also by
 // several processes sharing the directory. Close releases its directory handle.
 type Store struct {
-	dir  string
-	root *os.Root
+	dir    string
+	root   *os.Root
+	noSync bool
 }
 
 // New opens (creating if needed) the directory cfg.Dir as a store.
@@ -56,7 +62,7 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fs store: %w", err)
 	}
-	return &Store{dir: dir, root: root}, nil
+	return &Store{dir: dir, root: root, noSync: cfg.NoSync}, nil
 }
 
 // Dir returns the absolute root directory.
@@ -231,8 +237,10 @@ func (s *Store) write(ctx context.Context, op, key string, r io.Reader, size int
 		}
 		return fmt.Errorf("fs %s %q: reader yielded %s bytes, want %d", op, key, got, size)
 	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("fs %s %q: %w", op, key, err)
+	if !s.noSync {
+		if err := tmp.Sync(); err != nil {
+			return fmt.Errorf("fs %s %q: %w", op, key, err)
+		}
 	}
 	err = tmp.Close()
 	tmp = nil
@@ -337,6 +345,9 @@ func (s *Store) publish(dir string, create func() error) error {
 
 // syncDir fsyncs a directory so renames, links and new entries in it are durable.
 func (s *Store) syncDir(dir string) error {
+	if s.noSync {
+		return nil
+	}
 	f, err := s.root.Open(native(dir))
 	if err != nil {
 		return err

@@ -68,6 +68,19 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) objectstore.Store { return newStore(t) })
 }
 
+// TestConformanceNoSync: without fsync the store keeps its contract (atomic writes,
+// exclusive put-if-absent); only durability across a machine crash is given up.
+func TestConformanceNoSync(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) objectstore.Store {
+		st, err := fs.New(fs.Config{Dir: t.TempDir(), NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	})
+}
+
 func TestLeftoverTempFilesAreInvisible(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
