@@ -14,12 +14,12 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
-// parquetSource reads a Parquet file with pqarrow (flat INT96 timestamps with delta's
-// Int96Column), only the declared columns, and casts each to its declared type where
-// that loses nothing (wider integers, rescaled decimals, coarser timestamp units,
+// parquetSource reads a Parquet file with pqarrow (flat INT96 timestamps with
+// pqfile.Int96Reader), only the declared columns, and casts each to its declared type
+// where that loses nothing (wider integers, rescaled decimals, coarser timestamp units,
 // large/view strings).
 type parquetSource struct {
 	file   string
@@ -29,8 +29,8 @@ type parquetSource struct {
 	rr     pqarrow.RecordReader // nil when every column read is in i96
 	src    []int                // declared column -> column of the record reader, -1: absent (nulls)
 	// Flat INT96 timestamp columns (Spark's default) by declared column: read as
-	// microseconds by delta, since pqarrow's nanoseconds end in 2262.
-	i96 map[int]*delta.Int96Column
+	// microseconds, since pqarrow's nanoseconds end in 2262.
+	i96 map[int]*pqfile.Int96Reader
 	row int64 // rows read so far
 	n   int64 // rows in the batch advance read
 	// missing lists the declared columns the file lacks (AllowMissingColumns); lines
@@ -63,7 +63,7 @@ func (s *parquetSource) open(ctx context.Context) error {
 	}
 	var problems []string
 	var leaves []int
-	s.i96 = map[int]*delta.Int96Column{}
+	s.i96 = map[int]*pqfile.Int96Reader{}
 	fileIdx := make([]int, len(s.opts.Schema.Fields)) // declared -> manifest field
 	for i := range fileIdx {
 		fileIdx[i] = -1
@@ -83,9 +83,9 @@ func (s *parquetSource) open(ctx context.Context) error {
 			continue
 		}
 		want, from := s.schema.Field(di).Type, mf.Field.Type
-		int96 := delta.IsInt96Column(fr, fi)
+		int96 := pqfile.IsInt96(fr, fi)
 		if int96 {
-			from = delta.Int96ColumnType()
+			from = pqfile.Int96Type()
 		}
 		if why := castProblem(from, want); why != "" {
 			problems = append(problems, fmt.Sprintf("column %s (%d): file type %s cannot be read as %s (%s): %s",
@@ -93,7 +93,7 @@ func (s *parquetSource) open(ctx context.Context) error {
 		}
 		fileIdx[di] = fi
 		if int96 {
-			s.i96[di] = delta.NewInt96Column(fr, fi, fmt.Sprintf("decode %s: column %s", s.file, name))
+			s.i96[di] = pqfile.NewInt96Reader(fr, fi, nil, fmt.Sprintf("decode %s: column %s", s.file, name))
 			continue
 		}
 		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fi])

@@ -1,4 +1,4 @@
-package delta
+package parquet
 
 import (
 	"context"
@@ -12,21 +12,21 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
-// openBatches reads top-level fields fields of fr over rowGroups (nil: all) in batches of
-// up to batchSize rows. what names the file in errors.
-func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string) (*columnsReader, error) {
+// OpenColumns reads top-level fields fields of fr over rowGroups (nil: all) in batches
+// of up to batchSize rows (0: all rows in one batch). what names the file in errors.
+// Flat string and binary columns in PLAIN or dictionary pages are decoded by
+// byteArrayReader, flat INT96 columns by an Int96Reader (as microseconds), every other
+// column by pqarrow.
+func OpenColumns(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string) (*Columns, error) {
 	md := fr.ParquetReader().MetaData()
 	if rowGroups == nil {
-		rowGroups = make([]int, md.NumRowGroups())
-		for rg := range rowGroups {
-			rowGroups[rg] = rg
-		}
+		rowGroups = allRowGroups(fr)
 	}
 	var rows int64
 	for _, rg := range rowGroups {
 		rows += md.RowGroup(rg).NumRows()
 	}
-	c := &columnsReader{mem: mem, what: what, left: rows, batch: rows, cols: make([]columnSource, len(fields))}
+	c := &Columns{mem: mem, what: what, left: rows, batch: rows, cols: make([]columnSource, len(fields))}
 	if batchSize > 0 {
 		c.batch = min(batchSize, int64(bitutil.NextPowerOf2(int(rows))))
 	}
@@ -37,8 +37,8 @@ func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocat
 			c.cols[j].str = newByteArrayReader(fr, i, rowGroups, what+" column "+out[j].Name)
 			continue
 		}
-		if int96Field(fr, i) {
-			c.cols[j].i96 = newInt96Reader(fr, i, rowGroups, what+" column "+out[j].Name)
+		if IsInt96(fr, i) {
+			c.cols[j].i96 = NewInt96Reader(fr, i, rowGroups, what+" column "+out[j].Name)
 			out[j].Type = int96Type
 			continue
 		}
@@ -61,10 +61,10 @@ func openBatches(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocat
 // plainStrings turns byteArrayReader on (a test turns it off to compare).
 var plainStrings = true
 
-// columnsReader reads a file's fields batch by batch, each field of a batch on its own
+// Columns reads a file's fields batch by batch, each field of a batch on its own
 // goroutine, as pqarrow's RecordReader does; unlike it, a panic in the Parquet reader (a
 // corrupt page can cause one) becomes an error naming the file and column.
-type columnsReader struct {
+type Columns struct {
 	schema *arrow.Schema
 	mem    memory.Allocator
 	what   string
@@ -77,11 +77,12 @@ type columnsReader struct {
 
 type columnSource struct {
 	str *byteArrayReader      // a plain string column
-	i96 *int96Reader          // an INT96 timestamp column
+	i96 *Int96Reader          // an INT96 timestamp column
 	pq  *pqarrow.ColumnReader // anything else
 }
 
-func (c *columnsReader) Next() bool {
+// Next reads the next batch; false at the end or on an error (Err).
+func (c *Columns) Next() bool {
 	if c.cur != nil {
 		c.cur.Release()
 		c.cur = nil
@@ -128,7 +129,7 @@ func (s *columnSource) read(n int64, mem memory.Allocator) (arrow.Array, error) 
 		return s.str.next(int(n), mem)
 	}
 	if s.i96 != nil {
-		return s.i96.read(int(n), mem)
+		return s.i96.Read(int(n), mem)
 	}
 	ch, err := s.pq.NextBatch(n)
 	if err != nil {
@@ -146,10 +147,14 @@ func (s *columnSource) read(n int64, mem memory.Allocator) (arrow.Array, error) 
 	return array.Concatenate(ch.Chunks(), mem)
 }
 
-func (c *columnsReader) RecordBatch() arrow.RecordBatch { return c.cur }
-func (c *columnsReader) Err() error                     { return c.err }
+// RecordBatch is the batch Next read, valid until the next call of Next or Release.
+func (c *Columns) RecordBatch() arrow.RecordBatch { return c.cur }
 
-func (c *columnsReader) Release() {
+// Err is the error that ended reading, if any.
+func (c *Columns) Err() error { return c.err }
+
+// Release releases the batch and every column's pages.
+func (c *Columns) Release() {
 	if c.cur != nil {
 		c.cur.Release()
 		c.cur = nil
@@ -159,11 +164,45 @@ func (c *columnsReader) Release() {
 			s.str.close()
 		}
 		if s.i96 != nil {
-			s.i96.close()
+			s.i96.Close()
 		}
 		if s.pq != nil {
 			s.pq.Release()
 		}
 	}
 	c.cols = nil
+}
+
+// allRowGroups lists every row group of fr.
+func allRowGroups(fr *pqarrow.FileReader) []int {
+	rgs := make([]int, fr.ParquetReader().NumRowGroups())
+	for k := range rgs {
+		rgs[k] = k
+	}
+	return rgs
+}
+
+// leafIndices lists the Parquet leaf column indices under top-level field i.
+func leafIndices(fr *pqarrow.FileReader, i int) []int {
+	var out []int
+	var walk func(f *pqarrow.SchemaField)
+	walk = func(f *pqarrow.SchemaField) {
+		if f.IsLeaf() {
+			out = append(out, f.ColIndex)
+			return
+		}
+		for j := range f.Children {
+			walk(&f.Children[j])
+		}
+	}
+	walk(&fr.Manifest.Fields[i])
+	return out
+}
+
+func releaseAll(arrs []arrow.Array) {
+	for _, a := range arrs {
+		if a != nil {
+			a.Release()
+		}
+	}
 }

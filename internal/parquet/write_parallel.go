@@ -1,4 +1,4 @@
-package delta
+package parquet
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// encodingBatches counts the batches being encoded by flatWriters across the process:
+// encodingBatches counts the batches being encoded by FlatWriters across the process:
 // a writer spreads a batch's columns over goroutines only while fewer batches than cores
 // are being encoded, so that a load written on every core at once (the ingest) stays
 // sequential per file, and a single file (a MERGE's rewrite) uses the idle cores.
@@ -19,7 +19,7 @@ var encodingBatches atomic.Int32
 const minParallelRows = 4096
 
 // writeColumns encodes each column of rec into its column chunk of the open row group.
-func (fw *flatWriter) writeColumns(rec arrow.RecordBatch) error {
+func (fw *FlatWriter) writeColumns(rec arrow.RecordBatch) error {
 	return fw.forColumns(rec.NumRows(), func(i int) error { return fw.writeColumn(i, rec.Column(i)) })
 }
 
@@ -27,7 +27,7 @@ func (fw *flatWriter) writeColumns(rec arrow.RecordBatch) error {
 // worth it (rows: the batch's rows; 0 for a row group's close). Every column has its own
 // encoder, page buffer and scratch (flatColumn), so the bytes do not depend on the order
 // the columns finish in.
-func (fw *flatWriter) forColumns(rows int64, fn func(i int) error) error {
+func (fw *FlatWriter) forColumns(rows int64, fn func(i int) error) error {
 	busy := int(encodingBatches.Add(1))
 	defer encodingBatches.Add(-1)
 	n := len(fw.cols)
