@@ -109,16 +109,16 @@ func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 		src := table("source", c.Source)
 		dst := table("target", c.Target)
 		if src != nil && !src.ChangeDataFeed() {
-			ps.at(lookup(sn, "source"), "stage %s: source table %s has no change feed; set delta.enableChangeDataFeed: true in its properties", st.Name, src.Name)
+			ps.at(lookup(sn, "source"), "stage %s: source table %s has no change feed; set %s: true in its properties", st.Name, src.Name, delta.PropEnableChangeDataFeed)
 		}
-		for _, col := range []string{"_change_type", "_commit_version", "_commit_timestamp"} {
+		for _, col := range []string{delta.ChangeTypeColumn, delta.CommitVersionColumn, delta.CommitTimestampColumn} {
 			needColumn("target", dst, col, "")
 		}
 	case *jobs.SCD2Config:
 		src := table("source", c.Source)
 		dst := table("target", c.Target)
 		if c.SourceChanges && src != nil && !src.ChangeDataFeed() {
-			ps.at(lookup(sn, "source_changes"), "stage %s: source table %s has no change feed; set delta.enableChangeDataFeed: true in its properties", st.Name, src.Name)
+			ps.at(lookup(sn, "source_changes"), "stage %s: source table %s has no change feed; set %s: true in its properties", st.Name, src.Name, delta.PropEnableChangeDataFeed)
 		}
 		for i, k := range c.Keys {
 			needColumn(fmt.Sprintf("keys[%d]", i), src, k, "")
