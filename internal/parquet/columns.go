@@ -3,13 +3,13 @@ package parquet
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"golang.org/x/sync/errgroup"
 )
 
 // OpenColumns reads top-level fields fields of fr over rowGroups (nil: all) in batches
@@ -92,32 +92,29 @@ func (c *Columns) Next() bool {
 	}
 	n := min(c.batch, c.left)
 	arrs := make([]arrow.Array, len(c.cols))
-	errs := make([]error, len(c.cols))
-	var wg sync.WaitGroup
+	var g errgroup.Group // a goroutine per column, as pqarrow's RecordReader
 	for j := range c.cols {
-		wg.Go(func() {
+		g.Go(func() (err error) {
 			defer func() {
 				if p := recover(); p != nil {
-					errs[j] = fmt.Errorf("%s column %s: corrupt data file: %v", c.what, c.schema.Field(j).Name, p)
+					err = fmt.Errorf("%s column %s: corrupt data file: %v", c.what, c.schema.Field(j).Name, p)
 				}
 			}()
-			arrs[j], errs[j] = c.cols[j].read(n, c.mem)
+			if arrs[j], err = c.cols[j].read(n, c.mem); err == nil && (arrs[j] == nil || int64(arrs[j].Len()) != n) {
+				got := 0
+				if arrs[j] != nil {
+					got = arrs[j].Len()
+				}
+				err = fmt.Errorf("column %s: %d rows where the row groups have %d", c.schema.Field(j).Name, got, n)
+			}
+			return err
 		})
 	}
-	wg.Wait()
+	err := g.Wait()
 	defer releaseAll(arrs)
-	for j, err := range errs {
-		if err == nil && (arrs[j] == nil || int64(arrs[j].Len()) != n) {
-			got := 0
-			if arrs[j] != nil {
-				got = arrs[j].Len()
-			}
-			err = fmt.Errorf("column %s: %d rows where the row groups have %d", c.schema.Field(j).Name, got, n)
-		}
-		if err != nil {
-			c.err = err
-			return false
-		}
+	if err != nil {
+		c.err = err
+		return false
 	}
 	c.left -= n
 	c.cur = array.NewRecordBatch(c.schema, arrs, n)

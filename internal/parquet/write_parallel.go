@@ -3,10 +3,10 @@ package parquet
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
 )
 
 // encodingBatches counts the batches being encoded by FlatWriters across the process:
@@ -32,38 +32,25 @@ func (fw *FlatWriter) forColumns(rows int64, fn func(i int) error) error {
 	defer encodingBatches.Add(-1)
 	n := len(fw.cols)
 	workers := min(runtime.GOMAXPROCS(0)-busy+1, n)
-	errs := make([]error, n)
 	if workers < 2 || (rows > 0 && rows < minParallelRows) {
 		for i := range n {
-			errs[i] = fn(i)
-			if errs[i] != nil {
-				break
+			if err := fn(i); err != nil {
+				return fmt.Errorf("column %s: %w", fw.names[i], err)
 			}
 		}
-	} else {
-		// Columns are taken in order by workers-1 goroutines and this one; each goroutine
-		// is waited for before returning.
-		var next atomic.Int32
-		work := func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				errs[i] = fn(i)
+		return nil
+	}
+	// Columns are started in order, workers at a time; each goroutine is waited for
+	// before returning.
+	var g errgroup.Group
+	g.SetLimit(workers)
+	for i := range n {
+		g.Go(func() error {
+			if err := fn(i); err != nil {
+				return fmt.Errorf("column %s: %w", fw.names[i], err)
 			}
-		}
-		var wg sync.WaitGroup
-		for range workers - 1 {
-			wg.Go(work)
-		}
-		work()
-		wg.Wait()
+			return nil
+		})
 	}
-	for i, err := range errs {
-		if err != nil {
-			return fmt.Errorf("column %s: %w", fw.names[i], err)
-		}
-	}
-	return nil
+	return g.Wait()
 }
