@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 
 	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
@@ -33,8 +33,9 @@ import (
 // rows the caller gave (fm.Rows), as mergeGivenRows does with vectors, when the clauses
 // update rows and delete none: the new file is the old one with the updated values
 // spliced in (planSplice, then splice.write in the background), so only the columns
-// whose values change are decoded and encoded. handled is false, with nothing written or counted, when that does not apply;
-// the caller then rewrites the file. live is the file's row count.
+// whose values change are decoded and encoded. handled is false, with nothing written or
+// counted, when that does not apply; the caller then rewrites the file. live is the
+// file's row count.
 func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, live int64) (handled, touched bool, err error) {
 	if a.DeletionVector != nil {
 		return false, false, nil
@@ -43,12 +44,7 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 	if err != nil {
 		return false, false, err
 	}
-	type update struct {
-		key       int
-		pre, post arrow.RecordBatch
-		rows      []int64 // file positions
-	}
-	var ups []update
+	var ups []spliceUpdate
 	defer func() {
 		for _, u := range ups {
 			u.pre.Release()
@@ -62,18 +58,18 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 		if len(p.deleted) > 0 {
 			return false, false, nil
 		}
-		keys := make([]int, 0, len(p.updT))
-		for key := range p.updT {
+		keys := make([]int, 0, len(p.updateTargets))
+		for key := range p.updateTargets {
 			keys = append(keys, key)
 		}
 		slices.Sort(keys)
 		for _, key := range keys {
-			tgt := p.updT[key]
+			tgt := p.updateTargets[key]
 			pre, post, err := m.updateRows(ctx, p, key, tgt)
 			if err != nil {
 				return false, false, err
 			}
-			u := update{key: key, pre: pre, post: post, rows: make([]int64, len(tgt))}
+			u := spliceUpdate{key: key, pre: pre, post: post, rows: make([]int64, len(tgt))}
 			for i, r := range tgt {
 				u.rows[i] = fm.Target[k+int(r)]
 			}
@@ -87,8 +83,51 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 	if len(ups) == 0 {
 		return true, false, nil // every given row stays as it is
 	}
-	// The new values in file order: order[i] is the i-th updated row of the file, row
-	// in of update up.
+	patch, cols, err := m.patchInFileOrder(ups, changed)
+	if err != nil {
+		return false, false, err
+	}
+	defer func() {
+		if patch != nil {
+			releaseAll(patch.vals)
+		}
+	}()
+	if len(cols) > 0 { // else every value stays as it was: so does the file
+		s, ok, err := m.planSplice(a, cols)
+		if err != nil || !ok {
+			return false, false, err
+		}
+		m.splices.start(s, patch) // written while the MERGE goes on
+		patch = nil
+	}
+	for _, u := range ups {
+		live -= int64(len(u.rows))
+	}
+	m.res.NumTargetRowsCopied += live // the rows not updated
+	for _, u := range ups {
+		m.countUpdated(u.key, int(u.post.NumRows()))
+		if err := m.writeChanges(u.pre, ChangeUpdatePreimage); err != nil {
+			return false, false, err
+		}
+		if err := m.writeChanges(u.post, ChangeUpdatePostimage); err != nil {
+			return false, false, err
+		}
+	}
+	return true, len(cols) > 0, nil
+}
+
+// spliceUpdate is the rows of a file one clause updates: before and after, and where
+// they are in the file.
+type spliceUpdate struct {
+	key       int // the clause (recordPlan.updateTargets)
+	pre, post arrow.RecordBatch
+	rows      []int64 // file positions
+}
+
+// patchInFileOrder is the splice patch of updates ups: the new values of the columns
+// that changed (changed, by table column; cols lists them) in file order.
+func (m *merger) patchInFileOrder(ups []spliceUpdate, changed []bool) (_ *splicePatch, cols []int, err error) {
+	// order[i] is the i-th updated row of the file, row in of update up.
 	type at struct {
 		row    int64
 		up, in int
@@ -109,14 +148,8 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 	for i, o := range order {
 		patch.rows[i], idx[i] = o.row, int32(offs[o.up]+o.in)
 	}
-	var cols []int
-	defer func() {
-		if patch != nil {
-			releaseAll(patch.vals)
-		}
-	}()
-	for c := range ncols {
-		if !changed[c] {
+	for c, ch := range changed {
+		if !ch {
 			continue
 		}
 		parts := make([]arrow.Array, len(ups))
@@ -125,31 +158,14 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 		}
 		all, err := array.Concatenate(parts, m.w.mem)
 		if err != nil {
-			return false, false, err
+			releaseAll(patch.vals)
+			return nil, nil, err
 		}
 		cols = append(cols, c)
 		patch.vals = append(patch.vals, gatherArray(m.w.mem, all, idx))
 		all.Release()
 	}
-	if len(cols) > 0 { // else every value stays as it was: so does the file
-		s, ok, err := m.planSplice(a, cols)
-		if err != nil || !ok {
-			return false, false, err
-		}
-		m.splices.start(s, patch) // written while the MERGE goes on
-		patch = nil
-	}
-	m.res.NumTargetRowsCopied += live - int64(len(order))
-	for _, u := range ups {
-		m.countUpdated(u.key, int(u.post.NumRows()))
-		if err := m.writeChanges(u.pre, ChangeUpdatePreimage); err != nil {
-			return false, false, err
-		}
-		if err := m.writeChanges(u.post, ChangeUpdatePostimage); err != nil {
-			return false, false, err
-		}
-	}
-	return true, len(cols) > 0, nil
+	return patch, cols, nil
 }
 
 // sameValues says whether two arrays of one type hold the same values, row by row. Unlike
@@ -273,8 +289,16 @@ func (m *merger) planSplice(a *Add, cols []int) (_ *splice, ok bool, err error) 
 		chFields[j] = tbl.Field(c)
 	}
 	s.chSchema = arrow.NewSchema(chFields, nil)
-	// The file must store each changed column as we write it (same physical and logical
-	// type, same repetition): the schema of an empty file of those columns says how.
+	if ok, err = s.storedAsWeWrite(); err != nil || !ok {
+		return nil, false, err
+	}
+	return s, true, nil
+}
+
+// storedAsWeWrite reports whether the file stores each changed column as we write it
+// (same physical and logical type, same repetition): the schema of an empty file of
+// those columns says how we do.
+func (s *splice) storedAsWeWrite() (bool, error) {
 	var empty bytes.Buffer
 	props, aprops := parquetWriterProps(s.opts, nil)
 	fw, err := pqfile.NewFlatWriter(s.chSchema, &empty, props, aprops)
@@ -282,18 +306,18 @@ func (m *merger) planSplice(a *Add, cols []int) (_ *splice, ok bool, err error) 
 		err = fw.Close()
 	}
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	ours, _, err := pqfile.ReadFooter(bytes.NewReader(empty.Bytes()), int64(empty.Len()))
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
-	for j := range cols {
+	for j := range s.leaf {
 		if !pqfile.SameLeafType(s.foot, s.leaf[j], ours, j) {
-			return nil, false, nil // another type, or required
+			return false, nil // another type, or required
 		}
 	}
-	return s, true, nil
+	return true, nil
 }
 
 // close releases the old file.
@@ -393,45 +417,43 @@ func (s *splice) write(ctx context.Context, patch *splicePatch) (*Add, error) {
 	}, nil
 }
 
-// spliceGroup writes a MERGE's spliced files in the background (at most cap(sem) at
-// once), while the MERGE goes on with its other files and its inserts. Its workers
-// share it.
+// spliceGroup writes a MERGE's spliced files in the background (at most n at once),
+// while the MERGE goes on with its other files and its inserts. Its workers share it.
 type spliceGroup struct {
 	ctx  context.Context // the MERGE's (a worker's ends with each file)
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	mu   sync.Mutex
+	g    errgroup.Group
+	mu   sync.Mutex // guards adds
 	adds []*Add
-	err  error
 }
 
 func newSpliceGroup(ctx context.Context, n int) *spliceGroup {
-	return &spliceGroup{ctx: ctx, sem: make(chan struct{}, max(n, 1))}
+	g := &spliceGroup{ctx: ctx}
+	g.g.SetLimit(max(n, 1))
+	return g
 }
 
-// start writes s with patch in the background; the group owns patch from now on.
+// start writes s with patch in the background (waiting for a turn when n are being
+// written); the group owns patch from now on.
 func (g *spliceGroup) start(s *splice, patch *splicePatch) {
-	g.sem <- struct{}{}
-	g.wg.Go(func() {
+	g.g.Go(func() error {
 		add, err := s.write(g.ctx, patch)
 		releaseAll(patch.vals)
-		g.mu.Lock()
 		if err != nil {
-			g.err = errors.Join(g.err, err)
-		} else {
-			g.adds = append(g.adds, add)
+			return err
 		}
+		g.mu.Lock()
+		g.adds = append(g.adds, add)
 		g.mu.Unlock()
-		<-g.sem
+		return nil
 	})
 }
 
-// wait waits for every splice started and returns their adds, or their errors.
+// wait waits for every splice started and returns their adds, or the first error.
 func (g *spliceGroup) wait() ([]*Add, error) {
-	g.wg.Wait()
+	err := g.g.Wait()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.adds, g.err
+	return g.adds, err
 }
 
 // patchedRowGroup reads the changed columns of row group rg (whose first row is file
