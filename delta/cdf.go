@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
@@ -120,37 +120,90 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 	if err != nil {
 		return nil, err
 	}
+	cl, err := t.changeLog(ctx, latest)
+	if err != nil {
+		return nil, err
+	}
+	start, end, empty, err := cl.resolveRange(opts, latest.version)
+	if err != nil {
+		return nil, err
+	}
+	if empty {
+		return &changesPlan{start: start, end: end, schema: latest.Schema(), partCols: latest.PartitionColumns()}, nil
+	}
+	// The snapshot at start gives the metadata in force there (and runs the reader gate).
+	snap, err := t.SnapshotAt(ctx, start)
+	if err != nil {
+		return nil, err
+	}
+	endSnap := latest
+	if end != latest.version {
+		if endSnap, err = t.SnapshotAt(ctx, end); err != nil {
+			return nil, err
+		}
+	}
+	if !cdfEnabled(snap.Metadata()) {
+		return nil, t.cdfDisabledError(ctx, start, end)
+	}
+	plan := &changesPlan{start: start, end: end, schema: endSnap.Schema(), partCols: endSnap.PartitionColumns()}
+	lo, hi := int64(-1<<63), int64(1<<63-1)
+	if opts.StartVersion == nil && !opts.StartTime.IsZero() {
+		lo = opts.StartTime.UnixMilli()
+	}
+	if opts.EndVersion == nil && !opts.EndTime.IsZero() {
+		hi = opts.EndTime.UnixMilli()
+	}
+	if plan.units, err = t.changeUnits(ctx, cl, snap, start, end, lo, hi); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// changeLog is what a change feed read knows of the log: the commits up to the latest
+// version that the log still holds, with their timestamps.
+type changeLog struct {
+	commits   []logFile
+	stamps    []int64       // commit timestamps (ms), by index in commits
+	byVersion map[int64]int // index in commits by version
+	earliest  int64         // the earliest version the log can still rebuild
+}
+
+func (t *Table) changeLog(ctx context.Context, latest *Snapshot) (*changeLog, error) {
 	files, err := t.listLog(ctx, -1)
 	if err != nil {
 		return nil, err
 	}
 	idx := indexLog(files)
-	earliest := idx.earliestVersion()
-	var commits []logFile
+	cl := &changeLog{earliest: idx.earliestVersion()}
 	for _, c := range idx.commits {
-		if c.version >= earliest && c.version <= latest.version {
-			commits = append(commits, c)
+		if c.version >= cl.earliest && c.version <= latest.version {
+			cl.commits = append(cl.commits, c)
 		}
 	}
-	if len(commits) == 0 {
+	if len(cl.commits) == 0 {
 		return nil, fmt.Errorf("no commit files in the log up to version %d", latest.version)
 	}
-	stamps, err := t.commitStamps(ctx, commits, latest.Metadata())
-	if err != nil {
+	if cl.stamps, err = t.commitStamps(ctx, cl.commits, latest.Metadata()); err != nil {
 		return nil, err
 	}
-	byVersion := make(map[int64]int, len(commits))
-	for i, c := range commits {
-		byVersion[c.version] = i
+	cl.byVersion = make(map[int64]int, len(cl.commits))
+	for i, c := range cl.commits {
+		cl.byVersion[c.version] = i
 	}
+	return cl, nil
+}
 
-	// Resolve the range.
-	var start, end int64
+// resolveRange turns opts' start and end (versions, or times: the first version
+// committed at or after the start time, the last at or before the end time) into
+// versions up to latest, and checks that the log holds each of them. empty says that
+// both times fall between the same two commits: no version, no rows.
+func (cl *changeLog) resolveRange(opts ChangesOptions, latest int64) (start, end int64, empty bool, err error) {
+	commits, stamps := cl.commits, cl.stamps
 	switch {
 	case opts.StartVersion != nil:
 		start = *opts.StartVersion
 		if start < 0 {
-			return nil, fmt.Errorf("negative start version %d", start)
+			return 0, 0, false, fmt.Errorf("negative start version %d", start)
 		}
 	case !opts.StartTime.IsZero():
 		want := opts.StartTime.UnixMilli()
@@ -163,16 +216,16 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 		}
 		if start < 0 {
 			last := len(commits) - 1
-			return nil, fmt.Errorf("start timestamp %s is after the latest version %d (committed %s)",
+			return 0, 0, false, fmt.Errorf("start timestamp %s is after the latest version %d (committed %s)",
 				fmtTime(opts.StartTime), commits[last].version, fmtMillis(stamps[last]))
 		}
 	default:
-		return nil, errors.New("a start version or start timestamp is required")
+		return 0, 0, false, errors.New("a start version or start timestamp is required")
 	}
-	end = latest.version
+	end = latest
 	switch {
 	case opts.EndVersion != nil:
-		end = min(*opts.EndVersion, latest.version)
+		end = min(*opts.EndVersion, latest)
 	case !opts.EndTime.IsZero():
 		want := opts.EndTime.UnixMilli()
 		end = -1
@@ -183,59 +236,44 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 			}
 		}
 		if end < 0 {
-			return nil, fmt.Errorf("end timestamp %s is before the earliest available version %d (committed %s)",
+			return 0, 0, false, fmt.Errorf("end timestamp %s is before the earliest available version %d (committed %s)",
 				fmtTime(opts.EndTime), commits[0].version, fmtMillis(stamps[0]))
 		}
 	}
-	if start > latest.version {
-		return nil, fmt.Errorf("start version %d is after the latest version %d", start, latest.version)
+	if start > latest {
+		return 0, 0, false, fmt.Errorf("start version %d is after the latest version %d", start, latest)
 	}
 	if opts.EndVersion != nil && *opts.EndVersion < 0 {
-		return nil, fmt.Errorf("negative end version %d", *opts.EndVersion)
+		return 0, 0, false, fmt.Errorf("negative end version %d", *opts.EndVersion)
 	}
 	byTime := (opts.StartVersion == nil && !opts.StartTime.IsZero()) || (opts.EndVersion == nil && !opts.EndTime.IsZero())
 	if byTime && !opts.StartTime.IsZero() && !opts.EndTime.IsZero() && opts.StartTime.After(opts.EndTime) {
-		return nil, fmt.Errorf("start timestamp %s is after end timestamp %s", fmtTime(opts.StartTime), fmtTime(opts.EndTime))
+		return 0, 0, false, fmt.Errorf("start timestamp %s is after end timestamp %s", fmtTime(opts.StartTime), fmtTime(opts.EndTime))
 	}
 	if start > end {
 		if byTime {
-			// Both timestamps fall between the same two commits: no version, no rows.
-			return &changesPlan{start: start, end: end, schema: latest.Schema(), partCols: latest.PartitionColumns()}, nil
+			return start, end, true, nil
 		}
-		return nil, fmt.Errorf("start version %d is after end version %d", start, end)
+		return 0, 0, false, fmt.Errorf("start version %d is after end version %d", start, end)
 	}
 	for v := start; v <= end; v++ {
-		if _, ok := byVersion[v]; !ok || v < earliest {
-			avail := max(earliest, commits[0].version)
-			return nil, fmt.Errorf("%w: version %d was removed from the log by log cleanup; the earliest available version is %d",
+		if _, ok := cl.byVersion[v]; !ok || v < cl.earliest {
+			avail := max(cl.earliest, commits[0].version)
+			return 0, 0, false, fmt.Errorf("%w: version %d was removed from the log by log cleanup; the earliest available version is %d",
 				ErrVersionCleaned, v, avail)
 		}
 	}
+	return start, end, false, nil
+}
 
-	// The snapshot at start gives the metadata in force there (and runs the reader gate).
-	snap, err := t.SnapshotAt(ctx, start)
-	if err != nil {
-		return nil, err
-	}
-	endSnap := latest
-	if end != latest.version {
-		if endSnap, err = t.SnapshotAt(ctx, end); err != nil {
-			return nil, err
-		}
-	}
-	plan := &changesPlan{start: start, end: end, schema: endSnap.Schema(), partCols: endSnap.PartitionColumns()}
+// changeUnits reads the commits start..end (snap is the snapshot at start) and returns
+// what each changed, for those committed between lo and hi (ms): its change files, or
+// else its removed and added files. A protocol the reader does not support, or the
+// change feed turned off, inside the range is an error.
+func (t *Table) changeUnits(ctx context.Context, cl *changeLog, snap *Snapshot, start, end, lo, hi int64) ([]cdfUnit, error) {
 	md, proto := snap.Metadata(), snap.Protocol()
-	if !cdfEnabled(md) {
-		return nil, t.cdfDisabledError(ctx, start, end)
-	}
-	lo, hi := int64(-1<<63), int64(1<<63-1)
-	if opts.StartVersion == nil && !opts.StartTime.IsZero() {
-		lo = opts.StartTime.UnixMilli()
-	}
-	if opts.EndVersion == nil && !opts.EndTime.IsZero() {
-		hi = opts.EndTime.UnixMilli()
-	}
-	err = t.forEachCommit(ctx, start, end, func(v int64, acts []Action) error {
+	var units []cdfUnit
+	err := t.forEachCommit(ctx, start, end, func(v int64, acts []Action) error {
 		var cdcs, adds, removes []*Add
 		changed := false
 		for i := range acts {
@@ -263,27 +301,24 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 					ErrChangeDataFeedDisabled, v, start, end)
 			}
 		}
-		ts := stamps[byVersion[v]]
+		ts := cl.stamps[cl.byVersion[v]]
 		if ts < lo || ts > hi {
 			return nil
 		}
 		micros := ts * 1000
 		if len(cdcs) > 0 {
-			plan.units = append(plan.units, cdfUnit{version: v, tsMicros: micros, files: cdcs})
+			units = append(units, cdfUnit{version: v, tsMicros: micros, files: cdcs})
 			return nil
 		}
 		if len(removes) > 0 {
-			plan.units = append(plan.units, cdfUnit{version: v, tsMicros: micros, changeType: ChangeDelete, files: removes})
+			units = append(units, cdfUnit{version: v, tsMicros: micros, changeType: ChangeDelete, files: removes})
 		}
 		if len(adds) > 0 {
-			plan.units = append(plan.units, cdfUnit{version: v, tsMicros: micros, changeType: ChangeInsert, files: adds})
+			units = append(units, cdfUnit{version: v, tsMicros: micros, changeType: ChangeInsert, files: adds})
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return plan, nil
+	return units, err
 }
 
 // ChangeDataFeedStart returns the earliest version from which the change feed can be
@@ -379,19 +414,16 @@ func (t *Table) forEachCommit(ctx context.Context, from, to int64, fn func(v int
 	for lo := from; lo <= to; lo += commitReadChunk {
 		hi := min(lo+commitReadChunk-1, to)
 		acts := make([][]Action, hi-lo+1)
-		errs := make([]error, hi-lo+1)
-		sem := make(chan struct{}, commitReadWorkers)
-		var wg sync.WaitGroup
+		errs := make([]error, hi-lo+1) // kept by version: the lowest version's error is reported
+		var g errgroup.Group
+		g.SetLimit(commitReadWorkers)
 		for v := lo; v <= hi; v++ {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func(v int64) {
-				defer wg.Done()
-				defer func() { <-sem }()
+			g.Go(func() error {
 				acts[v-lo], errs[v-lo] = t.readCommit(ctx, v)
-			}(v)
+				return nil
+			})
 		}
-		wg.Wait()
+		g.Wait()
 		for i := range acts {
 			if errs[i] != nil {
 				return errs[i]

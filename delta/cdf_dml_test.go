@@ -11,7 +11,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/delta"
 )
 
-// The acceptance scenario: a table with the change feed goes through inserts,
+// The change feed's acceptance scenario: a table with the change feed goes through inserts,
 // an UPDATE, a DELETE, a MERGE (update, insert, delete by source) and an overwrite; the
 // feed over every sub-range of versions is exactly those changes, pre/post images
 // included, and copied rows never appear.

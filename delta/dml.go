@@ -125,10 +125,6 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 			return nil, err
 		}
 	}
-	isPart := map[string]bool{}
-	for _, c := range snap.PartitionColumns() {
-		isPart[strings.ToLower(c)] = true
-	}
 	w, err := newRewriter(snap)
 	if err != nil {
 		return nil, err
@@ -141,10 +137,63 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 	}()
 
 	res := &DMLResult{Version: snap.Version()}
-	var removed []*Add     // files replaced or dropped
+	ch, err := t.dmlFiles(ctx, snap, w, op, bp, set, res)
+	if err != nil {
+		return nil, err
+	}
+	if ch.adds, ch.cdcs, err = w.finish(ctx); err != nil {
+		return nil, err
+	}
+	committed = true // the writers are closed; nothing left to abort
+	if len(ch.removed) == 0 && len(ch.adds) == 0 && len(ch.dvAdds) == 0 && txn == nil {
+		return res, nil
+	}
+	params := map[string]any{"predicate": predicateParam(where)}
+	if set != nil {
+		params["set"] = setParam(set)
+	}
+	tx := t.NewTransaction(snap, TxOptions{Operation: op, OperationParameters: params, Lineage: lin, UserMetadata: um})
+	if bp == nil {
+		tx.ReadWholeTable()
+	} else {
+		tx.ReadPartitions(predicatePartitions(bp, snap.PartitionColumns()))
+		tx.ReadFiles(ch.read...)
+	}
+	tx.RemoveAdds(ch.removed...)
+	tx.AddFiles(ch.adds...)
+	tx.AddFiles(ch.dvAdds...)
+	tx.AddCDC(ch.cdcs...)
+	if txn != nil {
+		tx.SetTxn(txn.AppID, txn.Version)
+	}
+	tx.opts.OperationMetrics = res.metrics(op, ch, snap.DeletionVectorsEnabled(), start)
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Version, res.Committed = v, true
+	return res, nil
+}
+
+// dmlChanges is what a DELETE or UPDATE does to the files of its snapshot.
+type dmlChanges struct {
+	removed []*Add   // files replaced or dropped
+	read    []string // files read (conflict detection)
+	dvAdds  []*Add   // files kept with a new deletion vector
+	adds    []*Add   // files written
+	cdcs    []*CDC   // change files written
+}
+
+// dmlFiles goes through the snapshot's files that bp may match (every file when nil):
+// a DELETE on partition columns alone drops them whole, unread; any other is read and
+// rewritten by rewriteFile into w, counting into res.
+func (t *Table) dmlFiles(ctx context.Context, snap *Snapshot, w *rewriter, op string, bp *boundPredicate, set map[string]any, res *DMLResult) (*dmlChanges, error) {
+	isPart := map[string]bool{}
+	for _, c := range snap.PartitionColumns() {
+		isPart[strings.ToLower(c)] = true
+	}
+	ch := &dmlChanges{}
 	var wholeNoRead []*Add // dropped on partition values alone, not read
-	var read []string      // files read (conflict detection)
-	var dvAdds []*Add      // files kept with a new deletion vector
 	partOnly := bp == nil || onlyPartitionColumns(bp, snap.PartitionColumns())
 	for _, a := range snap.Files() {
 		if bp != nil {
@@ -158,22 +207,22 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 		}
 		if op == "DELETE" && partOnly {
 			wholeNoRead = append(wholeNoRead, a)
-			removed = append(removed, a)
+			ch.removed = append(ch.removed, a)
 			if n, ok := fileNumRecords(a); ok {
 				res.NumDeletedRows += n
 			}
 			continue
 		}
-		read = append(read, a.Path)
+		ch.read = append(ch.read, a.Path)
 		touched, dvAdd, err := t.rewriteFile(ctx, snap, w, a, bp, set, res)
 		if err != nil {
 			return nil, err
 		}
 		if touched {
-			removed = append(removed, a)
+			ch.removed = append(ch.removed, a)
 		}
 		if dvAdd != nil {
-			dvAdds = append(dvAdds, dvAdd)
+			ch.dvAdds = append(ch.dvAdds, dvAdd)
 		}
 	}
 	// A commit with change files is read from them alone: rows of files dropped whole
@@ -187,40 +236,20 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 			}
 		}
 	}
-	adds, cdcs, err := w.finish(ctx)
-	if err != nil {
-		return nil, err
-	}
-	committed = true // the writers are closed; nothing left to abort
-	if len(removed) == 0 && len(adds) == 0 && len(dvAdds) == 0 && txn == nil {
-		return res, nil
-	}
-	params := map[string]any{"predicate": predicateParam(where)}
-	if set != nil {
-		params["set"] = setParam(set)
-	}
-	tx := t.NewTransaction(snap, TxOptions{Operation: op, OperationParameters: params, Lineage: lin, UserMetadata: um})
-	if bp == nil {
-		tx.ReadWholeTable()
-	} else {
-		tx.ReadPartitions(predicatePartitions(bp, snap.PartitionColumns()))
-		tx.ReadFiles(read...)
-	}
-	tx.RemoveAdds(removed...)
-	tx.AddFiles(adds...)
-	tx.AddFiles(dvAdds...)
-	tx.AddCDC(cdcs...)
-	if txn != nil {
-		tx.SetTxn(txn.AppID, txn.Version)
-	}
-	res.NumRemovedFiles = int64(len(removed))
-	res.NumAddedFiles = int64(len(adds))
-	res.NumAddedChangeFiles = int64(len(cdcs))
-	res.NumDeletionVectorsAdded = int64(len(dvAdds))
-	for _, a := range removed {
+	return ch, nil
+}
+
+// metrics counts ch's files into res and returns Spark's operationMetrics of op
+// (DELETE or UPDATE); start is when the operation began.
+func (res *DMLResult) metrics(op string, ch *dmlChanges, dv bool, start time.Time) map[string]int64 {
+	res.NumRemovedFiles = int64(len(ch.removed))
+	res.NumAddedFiles = int64(len(ch.adds))
+	res.NumAddedChangeFiles = int64(len(ch.cdcs))
+	res.NumDeletionVectorsAdded = int64(len(ch.dvAdds))
+	for _, a := range ch.removed {
 		res.NumRemovedBytes += a.Size
 	}
-	for _, a := range adds {
+	for _, a := range ch.adds {
 		res.NumAddedBytes += a.Size
 	}
 	m := map[string]int64{
@@ -232,7 +261,7 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 		"numAddedBytes":       res.NumAddedBytes,
 		"executionTimeMs":     time.Since(start).Milliseconds(),
 	}
-	if snap.DeletionVectorsEnabled() {
+	if dv {
 		m["numDeletionVectorsAdded"] = res.NumDeletionVectorsAdded
 	}
 	if op == "DELETE" {
@@ -240,13 +269,7 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 	} else {
 		m["numUpdatedRows"] = res.NumUpdatedRows
 	}
-	tx.opts.OperationMetrics = m
-	v, err := tx.Commit(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res.Version, res.Committed = v, true
-	return res, nil
+	return m
 }
 
 // rewriteFile reads one candidate file (held in memory, one file at a time) and, when

@@ -2,7 +2,8 @@
 // objectstore.Store: actions and their JSON shapes, log replay into snapshots, time travel by
 // version and timestamp, history, optimistic commits with conflict detection, checkpoints,
 // the change data feed, table properties, identity columns, vacuum and log cleanup, and the
-// Parquet data files themselves, read and written as Arrow records.
+// Parquet data files themselves, read and written as Arrow records (the codec below Arrow:
+// footers, splices, INT96, the string decoder and the flat writer, is internal/parquet's).
 //
 // Invariants:
 //   - A commit is a put-if-absent of _delta_log/<version>.json; nothing else makes a version

@@ -153,9 +153,22 @@ type MergeResult struct {
 	NumTargetRowsNotMatchedBySourceDeleted int64
 	NumTargetBytesAdded                    int64
 	NumTargetBytesRemoved                  int64
-	// NumTargetDeletionVectorsAdded counts the target files that kept their data and
-	// got a new deletion vector (tables with delta.enableDeletionVectors).
-	NumTargetDeletionVectorsAdded int64
+	// Deletion vectors, as Spark counts them (tables with delta.enableDeletionVectors):
+	// Added counts the target files that kept their data and got a new deletion vector,
+	// Removed the target files removed or given a new vector that had one, Updated the
+	// files that had a vector and got a new one (so counted in both).
+	NumTargetDeletionVectorsAdded   int64
+	NumTargetDeletionVectorsRemoved int64
+	NumTargetDeletionVectorsUpdated int64
+	// Times in milliseconds: loading the source (MaterializeSourceTimeMs); the pass over
+	// the target files, reading them, finding the matches and writing the files they
+	// change, which happens as they are read (ScanTimeMs); writing the inserted rows and
+	// finishing the new files, spliced ones included (RewriteTimeMs); the whole MERGE
+	// (ExecutionTimeMs).
+	MaterializeSourceTimeMs int64
+	ScanTimeMs              int64
+	RewriteTimeMs           int64
+	ExecutionTimeMs         int64
 }
 
 // ErrMultipleSourceRowsMatched is wrapped when several source rows match one target row
@@ -229,6 +242,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if err != nil {
 		return nil, err
 	}
+	loading := time.Now()
 	src, err := loadSource(ctx, snap, opts, plan)
 	if err != nil {
 		return nil, err
@@ -240,6 +254,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	}
 	m := &merger{t: t, snap: snap, tx: tx, plan: plan, src: src, pos: opts.Positions, parallel: parallel, matched: make([]bool, src.n),
 		res: &MergeResult{Version: snap.Version(), NumSourceRows: src.n}}
+	m.res.MaterializeSourceTimeMs = time.Since(loading).Milliseconds()
 	m.dv = snap.DeletionVectorsEnabled()
 	m.splices = newSpliceGroup(ctx, parallel)
 	m.w, err = newRewriter(snap)
@@ -255,7 +270,13 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 		}
 	}()
 	m.startChanges(ctx)
-	if err := m.run(ctx); err != nil {
+	scanning := time.Now()
+	if err := m.scanTargets(ctx); err != nil {
+		return nil, err
+	}
+	writing := time.Now()
+	m.res.ScanTimeMs = writing.Sub(scanning).Milliseconds()
+	if err := m.insert(ctx); err != nil {
 		return nil, err
 	}
 	spliced, err := m.splices.wait()
@@ -269,12 +290,19 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if err != nil {
 		return nil, err
 	}
-	adds, cdcs = append(append(adds, m.extraAdds...), spliced...), append(cdcs, m.extraCDCs...)
 	closed = true
-	res := m.res
+	m.res.RewriteTimeMs = time.Since(writing).Milliseconds()
+	adds, cdcs = append(append(adds, m.workerAdds...), spliced...), append(cdcs, m.workerChangeFiles...)
 	if len(m.removed) == 0 && len(adds) == 0 && len(m.dvAdds) == 0 && opts.Txn == nil && opts.Tx == nil {
-		return res, nil
+		return m.res, nil
 	}
+	return m.commit(ctx, opts, adds, cdcs, start)
+}
+
+// commit commits the MERGE's files (adds and cdcs, its data and change files, besides
+// those in m) in m.tx with Spark's commitInfo; start is when the MERGE began.
+func (m *merger) commit(ctx context.Context, opts MergeOptions, adds []*Add, cdcs []*CDC, start time.Time) (*MergeResult, error) {
+	tx, res := m.tx, m.res
 	op := opts.Operation
 	if op == "" {
 		op = "MERGE"
@@ -286,7 +314,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if len(opts.WhenNotMatchedBySource) > 0 || opts.Positions != nil {
 		tx.ReadWholeTable()
 	} else {
-		tx.ReadPartitions(src.partitionPredicate(plan, snap))
+		tx.ReadPartitions(m.src.partitionPredicate(m.plan, m.snap))
 	}
 	tx.ReadFiles(m.read...)
 	tx.RemoveAdds(m.removed...)
@@ -299,15 +327,37 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	res.NumTargetFilesAdded = int64(len(adds))
 	res.NumTargetFilesRemoved = int64(len(m.removed))
 	res.NumTargetChangeFilesAdded = int64(len(cdcs))
-	res.NumTargetDeletionVectorsAdded = int64(len(m.dvAdds))
 	res.NumOutputRows = res.NumTargetRowsInserted + res.NumTargetRowsUpdated + res.NumTargetRowsCopied
+	hadVector := map[string]bool{}
 	for _, a := range m.removed {
 		res.NumTargetBytesRemoved += a.Size
+		if a.DeletionVector != nil {
+			hadVector[a.Path] = true
+		}
 	}
 	for _, a := range adds {
 		res.NumTargetBytesAdded += a.Size
 	}
-	tx.opts.OperationMetrics = map[string]int64{
+	res.NumTargetDeletionVectorsAdded = int64(len(m.dvAdds))
+	res.NumTargetDeletionVectorsRemoved = int64(len(hadVector))
+	for _, a := range m.dvAdds {
+		if hadVector[a.Path] {
+			res.NumTargetDeletionVectorsUpdated++
+		}
+	}
+	res.ExecutionTimeMs = time.Since(start).Milliseconds()
+	tx.opts.OperationMetrics = res.operationMetrics()
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Version, res.Committed = v, true
+	return res, nil
+}
+
+// operationMetrics are the MERGE's operationMetrics, with the keys Delta-Spark writes.
+func (res *MergeResult) operationMetrics() map[string]int64 {
+	return map[string]int64{
 		"numSourceRows":                          res.NumSourceRows,
 		"numTargetRowsInserted":                  res.NumTargetRowsInserted,
 		"numTargetRowsUpdated":                   res.NumTargetRowsUpdated,
@@ -323,17 +373,14 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 		"numTargetRowsNotMatchedBySourceDeleted": res.NumTargetRowsNotMatchedBySourceDeleted,
 		"numTargetBytesAdded":                    res.NumTargetBytesAdded,
 		"numTargetBytesRemoved":                  res.NumTargetBytesRemoved,
-		"executionTimeMs":                        time.Since(start).Milliseconds(),
+		"numTargetDeletionVectorsAdded":          res.NumTargetDeletionVectorsAdded,
+		"numTargetDeletionVectorsRemoved":        res.NumTargetDeletionVectorsRemoved,
+		"numTargetDeletionVectorsUpdated":        res.NumTargetDeletionVectorsUpdated,
+		"materializeSourceTimeMs":                res.MaterializeSourceTimeMs,
+		"scanTimeMs":                             res.ScanTimeMs,
+		"rewriteTimeMs":                          res.RewriteTimeMs,
+		"executionTimeMs":                        res.ExecutionTimeMs,
 	}
-	if m.dv {
-		tx.opts.OperationMetrics["numTargetDeletionVectorsAdded"] = res.NumTargetDeletionVectorsAdded
-	}
-	v, err := tx.Commit(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res.Version, res.Committed = v, true
-	return res, nil
 }
 
 // mergePlan is the MERGE resolved against the target schema and the source schema.

@@ -36,10 +36,10 @@ func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
 		}
 		n := int64(len(p.deleted))
 		m.res.NumTargetRowsDeleted += n
-		m.res.NumTargetRowsMatchedDeleted += p.ndelM
-		m.res.NumTargetRowsNotMatchedBySourceDeleted += n - p.ndelM
+		m.res.NumTargetRowsMatchedDeleted += p.deletedByMatched
+		m.res.NumTargetRowsNotMatchedBySourceDeleted += n - p.deletedByMatched
 	}
-	for key, tgt := range p.updT {
+	for key, tgt := range p.updateTargets {
 		if err := m.applyUpdate(ctx, p, key, tgt); err != nil {
 			return err
 		}
@@ -83,9 +83,9 @@ func (m *merger) updateRows(ctx context.Context, p *recordPlan, key int, tgt []i
 	}
 	var view arrow.RecordBatch
 	if key >= 0 {
-		view, err = m.joinedView(ctx, p.rec, tgt, p.updS[key], pre, setColumns(set))
+		view, err = m.joinedView(ctx, p.rec, tgt, p.updateSources[key], pre, setColumns(set))
 	} else {
-		view = array.NewRecordBatch(m.tview, pre.Columns(), pre.NumRows())
+		view = array.NewRecordBatch(m.targetView, pre.Columns(), pre.NumRows())
 	}
 	if err != nil {
 		pre.Release()
@@ -221,7 +221,7 @@ func (m *merger) insertRows(ctx context.Context, c boundClause, view arrow.Recor
 		return err
 	}
 	m.res.NumTargetRowsInserted += int64(n)
-	if m.cdcSent+m.extraCDC > 0 { // the version is read from its change files: inserts must be there
+	if m.changeRowsSent+m.workerChangeRows > 0 { // the version is read from its change files: inserts must be there
 		return m.writeChanges(withID, ChangeInsert)
 	}
 	return nil

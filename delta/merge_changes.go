@@ -70,7 +70,7 @@ func (l *changeLane) stop() error {
 // startChanges starts the change lane of m.w when the change feed is on; its writes
 // use ctx.
 func (m *merger) startChanges(ctx context.Context) {
-	m.lane, m.cdcSent = nil, 0
+	m.lane, m.changeRowsSent = nil, 0
 	if m.w.cdfOn() {
 		m.lane = newChangeLane(ctx, m.w)
 	}
@@ -82,7 +82,7 @@ func (m *merger) writeChanges(rec arrow.RecordBatch, typ string) error {
 	if m.lane == nil || rec == nil || rec.NumRows() == 0 {
 		return nil
 	}
-	m.cdcSent += rec.NumRows()
+	m.changeRowsSent += rec.NumRows()
 	return m.lane.send(rec, typ)
 }
 

@@ -64,8 +64,8 @@ func TestChangeLane(t *testing.T) {
 		if err := m.stopChanges(); err != nil {
 			t.Fatal(err)
 		}
-		if m.cdcSent != 40 || w.cdcRows != 40 {
-			t.Errorf("sent %d, written %d change rows; want 40", m.cdcSent, w.cdcRows)
+		if m.changeRowsSent != 40 || w.cdcRows != 40 {
+			t.Errorf("sent %d, written %d change rows; want 40", m.changeRowsSent, w.cdcRows)
 		}
 		_, cdcs, err := w.finish(ctx)
 		if err != nil || len(cdcs) != 1 {

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
 )
 
 // merger runs one MERGE: target files one at a time, then the inserts.
@@ -25,25 +25,28 @@ type merger struct {
 
 	parallel int // target files merged at once (rewriteFiles)
 
-	removed []*Add       // target files rewritten
-	dv      bool         // mark removed rows in deletion vectors instead of rewriting files
-	dvAdds  []*Add       // with dv: the target files again, with their new deletion vectors
-	splices *spliceGroup // without dv: files being spliced (spliceGivenRows), shared by the workers
-	read    []string     // target files read
-	tview   *arrow.Schema
-	matched []bool // source rows that matched a target row
+	removed    []*Add        // target files rewritten
+	dv         bool          // mark removed rows in deletion vectors instead of rewriting files
+	dvAdds     []*Add        // with dv: the target files again, with their new deletion vectors
+	splices    *spliceGroup  // without dv: files being spliced (spliceGivenRows), shared by the workers
+	read       []string      // target files read
+	targetView *arrow.Schema // the table's columns named target.<name>, all nullable
+	matched    []bool        // source rows that matched a target row
 
-	// Filled when several workers rewrote files (rewriteFiles): the other workers' files
-	// and change rows.
-	extraAdds []*Add
-	extraCDCs []*CDC
-	extraCDC  int64
+	// Filled when several workers rewrote files (rewriteFiles): the data files and the
+	// change files the other workers wrote, and how many change rows those hold.
+	workerAdds        []*Add
+	workerChangeFiles []*CDC
+	workerChangeRows  int64
 
-	lane    *changeLane // writes the change rows of w (nil: change feed off)
-	cdcSent int64       // change rows given to lane
+	lane           *changeLane // writes the change rows of w (nil: change feed off)
+	changeRowsSent int64       // change rows given to lane
 }
 
-func (m *merger) run(ctx context.Context) error {
+// scanTargets is the pass over the target files: each file that may hold a match is
+// read and its rows planned, the files that change rewritten (or marked, or spliced),
+// and the source rows that matched noted for the inserts.
+func (m *merger) scanTargets(ctx context.Context) error {
 	isPart := map[string]bool{}
 	for _, c := range m.snap.PartitionColumns() {
 		isPart[strings.ToLower(c)] = true
@@ -54,7 +57,7 @@ func (m *merger) run(ctx context.Context) error {
 		f.Nullable = true
 		fields[i] = f
 	}
-	m.tview = arrow.NewSchema(fields, nil)
+	m.targetView = arrow.NewSchema(fields, nil)
 	if m.pos != nil {
 		var files []*Add
 		for _, a := range m.snap.Files() {
@@ -69,10 +72,7 @@ func (m *merger) run(ctx context.Context) error {
 		if len(files) != len(m.pos.Files) {
 			return errors.New("MergePositions names a file that is not in the target snapshot")
 		}
-		if err := m.rewriteFiles(ctx, files); err != nil {
-			return err
-		}
-		return m.insert(ctx)
+		return m.rewriteFiles(ctx, files)
 	}
 	if len(m.plan.matched) > 0 || len(m.plan.bySource) > 0 {
 		var files []*Add
@@ -92,28 +92,25 @@ func (m *merger) run(ctx context.Context) error {
 			m.read = append(m.read, a.Path)
 			files = append(files, a)
 		}
-		if err := m.rewriteFiles(ctx, files); err != nil {
+		return m.rewriteFiles(ctx, files)
+	}
+	// Insert-only: a target file matters only for which source rows match it.
+	for _, a := range m.snap.Files() {
+		may, err := m.src.mayHoldKeys(m.plan, a, isPart)
+		if err != nil {
 			return err
 		}
-	} else {
-		// Insert-only: a target file matters only for which source rows match it.
-		for _, a := range m.snap.Files() {
-			may, err := m.src.mayHoldKeys(m.plan, a, isPart)
-			if err != nil {
-				return err
-			}
-			if !may {
-				m.res.NumTargetFilesSkipped++
-				continue
-			}
-			m.res.NumTargetFilesScanned++
-			m.read = append(m.read, a.Path)
-			if err := m.markMatches(ctx, a); err != nil {
-				return err
-			}
+		if !may {
+			m.res.NumTargetFilesSkipped++
+			continue
+		}
+		m.res.NumTargetFilesScanned++
+		m.read = append(m.read, a.Path)
+		if err := m.markMatches(ctx, a); err != nil {
+			return err
 		}
 	}
-	return m.insert(ctx)
+	return nil
 }
 
 // rewriteFiles merges the candidate files, m.parallel of them at a time: each worker is
@@ -156,77 +153,70 @@ func (m *merger) rewriteFiles(ctx context.Context, files []*Add) error {
 		w.startChanges(ctx)
 		workers = append(workers, &w)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	next := make(chan *Add)
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for a := range next {
-				touched, err := w.mergeFile(ctx, a)
-				if err != nil {
-					errs[i] = err
-					cancel()
-					for range next { // drain so the feeder finishes
-					}
-					return
-				}
-				if touched {
-					w.removed = append(w.removed, a)
-				}
-			}
-		}()
+	// A file goes to a free worker; the first error stops the rest.
+	free := make(chan *merger, n)
+	for _, w := range workers {
+		free <- w
 	}
-feed:
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(n)
 	for _, a := range files {
-		select {
-		case next <- a:
-		case <-ctx.Done():
-			break feed
+		if gctx.Err() != nil {
+			break
 		}
+		g.Go(func() error {
+			w := <-free
+			defer func() { free <- w }()
+			touched, err := w.mergeFile(gctx, a)
+			if err != nil {
+				return err
+			}
+			if touched {
+				w.removed = append(w.removed, a)
+			}
+			return nil
+		})
 	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs { // the first real failure, not the cancellations it caused
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return err
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	for _, w := range workers[1:] {
-		if err := w.stopChanges(); err != nil {
+		if err := m.combine(ctx, w); err != nil {
 			return err
 		}
-		adds, cdcs, err := w.w.finish(ctx)
-		cdcRows := w.cdcSent
-		w.w = nil // finished or aborted by finish
-		if err != nil {
-			return err
-		}
-		m.extraAdds, m.extraCDCs = append(m.extraAdds, adds...), append(m.extraCDCs, cdcs...)
-		m.extraCDC += cdcRows
-		m.removed = append(m.removed, w.removed...)
-		m.dvAdds = append(m.dvAdds, w.dvAdds...)
-		for i, hit := range w.matched {
-			m.matched[i] = m.matched[i] || hit
-		}
-		r := m.res
-		r.NumTargetRowsUpdated += w.res.NumTargetRowsUpdated
-		r.NumTargetRowsDeleted += w.res.NumTargetRowsDeleted
-		r.NumTargetRowsCopied += w.res.NumTargetRowsCopied
-		r.NumTargetRowsMatchedUpdated += w.res.NumTargetRowsMatchedUpdated
-		r.NumTargetRowsMatchedDeleted += w.res.NumTargetRowsMatchedDeleted
-		r.NumTargetRowsNotMatchedBySourceUpdated += w.res.NumTargetRowsNotMatchedBySourceUpdated
-		r.NumTargetRowsNotMatchedBySourceDeleted += w.res.NumTargetRowsNotMatchedBySourceDeleted
 	}
+	return nil
+}
+
+// combine finishes worker w's files and change rows and adds what it did to m: files
+// written and removed, change files, matched source rows, counts.
+func (m *merger) combine(ctx context.Context, w *merger) error {
+	if err := w.stopChanges(); err != nil {
+		return err
+	}
+	adds, cdcs, err := w.w.finish(ctx)
+	w.w = nil // finished or aborted by finish
+	if err != nil {
+		return err
+	}
+	m.workerAdds, m.workerChangeFiles = append(m.workerAdds, adds...), append(m.workerChangeFiles, cdcs...)
+	m.workerChangeRows += w.changeRowsSent
+	m.removed = append(m.removed, w.removed...)
+	m.dvAdds = append(m.dvAdds, w.dvAdds...)
+	for i, hit := range w.matched {
+		m.matched[i] = m.matched[i] || hit
+	}
+	r := m.res
+	r.NumTargetRowsUpdated += w.res.NumTargetRowsUpdated
+	r.NumTargetRowsDeleted += w.res.NumTargetRowsDeleted
+	r.NumTargetRowsCopied += w.res.NumTargetRowsCopied
+	r.NumTargetRowsMatchedUpdated += w.res.NumTargetRowsMatchedUpdated
+	r.NumTargetRowsMatchedDeleted += w.res.NumTargetRowsMatchedDeleted
+	r.NumTargetRowsNotMatchedBySourceUpdated += w.res.NumTargetRowsNotMatchedBySourceUpdated
+	r.NumTargetRowsNotMatchedBySourceDeleted += w.res.NumTargetRowsNotMatchedBySourceDeleted
 	return nil
 }
 
@@ -263,15 +253,15 @@ func (m *merger) markMatches(ctx context.Context, a *Add) error {
 
 // recordPlan is what happens to the rows of one target record.
 type recordPlan struct {
-	rec     arrow.RecordBatch
-	copied  []int32
-	deleted []int32 // target rows
-	ndelM   int64   // of which by WHEN MATCHED
-	// updates by clause (matched clause i, not-matched-by-source clause -1-i): target
-	// rows, and source rows for matched clauses.
-	updT    map[int][]int32
-	updS    map[int][]int32
-	changed bool
+	rec              arrow.RecordBatch
+	copied           []int32 // target rows kept as they are
+	deleted          []int32 // target rows deleted
+	deletedByMatched int64   // of deleted, those a WHEN MATCHED clause deleted
+	// Updates by clause (matched clause i, not-matched-by-source clause -1-i): the target
+	// rows, and for matched clauses the source rows that update them (same order).
+	updateTargets map[int][]int32
+	updateSources map[int][]int32
+	changed       bool // some row is deleted or updated
 }
 
 // mergeFile merges one target file and reports whether it changed (was rewritten). Its
@@ -435,7 +425,7 @@ func (m *merger) planGivenRows(ctx context.Context, a *Add, fm *FileMatches, liv
 	k := 0 // index in Target and Source of the record's first row
 	for _, rec := range fm.Rows {
 		rn := int(rec.NumRows())
-		p := &recordPlan{rec: rec, updT: map[int][]int32{}, updS: map[int][]int32{}}
+		p := &recordPlan{rec: rec, updateTargets: map[int][]int32{}, updateSources: map[int][]int32{}}
 		p, err := m.choose(ctx, p, rec, indexRange(rn), fm.Source[k:k+rn], nil)
 		if err != nil {
 			return nil, err
@@ -452,7 +442,7 @@ func (p *recordPlan) appendChanged(dst []int64, first int64) []int64 {
 	for _, r := range p.deleted {
 		dst = append(dst, first+int64(r))
 	}
-	for _, rows := range p.updT {
+	for _, rows := range p.updateTargets {
 		for _, r := range rows {
 			dst = append(dst, first+int64(r))
 		}
@@ -465,8 +455,8 @@ func (p *recordPlan) appendChanged(dst []int64, first int64) []int64 {
 // file of the record's first row).
 func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch, fm *FileMatches, first int64) (*recordPlan, error) {
 	n := int(rec.NumRows())
-	p := &recordPlan{rec: rec, updT: map[int][]int32{}, updS: map[int][]int32{}}
-	var tgtM, srcM, tgtU []int32
+	p := &recordPlan{rec: rec, updateTargets: map[int][]int32{}, updateSources: map[int][]int32{}}
+	var matchedTargets, matchedSources, unmatchedTargets []int32
 	if m.pos != nil {
 		if fm == nil {
 			fm = &FileMatches{}
@@ -480,16 +470,16 @@ func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch, fm *File
 				return nil, fmt.Errorf("MergePositions: source row %d is out of range", s)
 			}
 			for ; next < t; next++ {
-				tgtU = append(tgtU, next)
+				unmatchedTargets = append(unmatchedTargets, next)
 			}
 			next = t + 1
 			m.matched[s] = true
-			tgtM, srcM = append(tgtM, t), append(srcM, s)
+			matchedTargets, matchedSources = append(matchedTargets, t), append(matchedSources, s)
 		}
 		for ; next < int32(n); next++ {
-			tgtU = append(tgtU, next)
+			unmatchedTargets = append(unmatchedTargets, next)
 		}
-		return m.choose(ctx, p, rec, tgtM, srcM, tgtU)
+		return m.choose(ctx, p, rec, matchedTargets, matchedSources, unmatchedTargets)
 	}
 	pr, err := m.src.newProber(rec, m.plan.keyIdx, m.plan.nullSafe)
 	if err != nil {
@@ -500,7 +490,7 @@ func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch, fm *File
 		for j := 0; j < b.n; j++ {
 			i := lo + j
 			if b.hit[j] == 0 {
-				tgtU = append(tgtU, int32(i))
+				unmatchedTargets = append(unmatchedTargets, int32(i))
 				continue
 			}
 			if b.hit[j] > 1 && len(m.plan.matched) > 0 && !m.plan.onlyDel {
@@ -509,22 +499,23 @@ func (m *merger) planRecord(ctx context.Context, rec arrow.RecordBatch, fm *File
 			}
 			s := b.row[j]
 			m.matched[s] = true
-			tgtM, srcM = append(tgtM, int32(i)), append(srcM, s)
+			matchedTargets, matchedSources = append(matchedTargets, int32(i)), append(matchedSources, s)
 		}
 	}
-	return m.choose(ctx, p, rec, tgtM, srcM, tgtU)
+	return m.choose(ctx, p, rec, matchedTargets, matchedSources, unmatchedTargets)
 }
 
-// choose applies the clauses to the matched target rows tgtM (with their source rows
-// srcM) and the unmatched ones tgtU of a record, filling in p.
-func (m *merger) choose(ctx context.Context, p *recordPlan, rec arrow.RecordBatch, tgtM, srcM, tgtU []int32) (*recordPlan, error) {
+// choose applies the clauses to a record's target rows that matched (matchedTargets,
+// with the source rows they matched, matchedSources) and those that did not
+// (unmatchedTargets), filling in p.
+func (m *merger) choose(ctx context.Context, p *recordPlan, rec arrow.RecordBatch, matchedTargets, matchedSources, unmatchedTargets []int32) (*recordPlan, error) {
 	// WHEN MATCHED
-	if len(tgtM) > 0 && len(m.plan.matched) > 0 {
+	if len(matchedTargets) > 0 && len(m.plan.matched) > 0 {
 		var choice []int
 		if c := m.plan.matched[0]; c.cond == nil && c.CondFunc == nil {
-			choice = make([]int, len(tgtM)) // every pair takes the first clause
+			choice = make([]int, len(matchedTargets)) // every pair takes the first clause
 		} else {
-			view, err := m.joinedView(ctx, rec, tgtM, srcM, nil, condColumns(m.plan.matched))
+			view, err := m.joinedView(ctx, rec, matchedTargets, matchedSources, nil, condColumns(m.plan.matched))
 			if err != nil {
 				return nil, err
 			}
@@ -537,25 +528,25 @@ func (m *merger) choose(ctx context.Context, p *recordPlan, rec arrow.RecordBatc
 		for j, ci := range choice {
 			switch {
 			case ci < 0:
-				p.copied = append(p.copied, tgtM[j])
+				p.copied = append(p.copied, matchedTargets[j])
 			case m.plan.matched[ci].Action == MergeDelete:
-				p.deleted = append(p.deleted, tgtM[j])
-				p.ndelM++
+				p.deleted = append(p.deleted, matchedTargets[j])
+				p.deletedByMatched++
 			default:
-				p.updT[ci] = append(p.updT[ci], tgtM[j])
-				p.updS[ci] = append(p.updS[ci], srcM[j])
+				p.updateTargets[ci] = append(p.updateTargets[ci], matchedTargets[j])
+				p.updateSources[ci] = append(p.updateSources[ci], matchedSources[j])
 			}
 		}
 	} else {
-		p.copied = append(p.copied, tgtM...)
+		p.copied = append(p.copied, matchedTargets...)
 	}
 	// WHEN NOT MATCHED BY SOURCE
-	if len(tgtU) > 0 && len(m.plan.bySource) > 0 {
-		sub, err := gatherRows(ctx, m.w.mem, rec, tgtU)
+	if len(unmatchedTargets) > 0 && len(m.plan.bySource) > 0 {
+		sub, err := gatherRows(ctx, m.w.mem, rec, unmatchedTargets)
 		if err != nil {
 			return nil, err
 		}
-		view := array.NewRecordBatch(m.tview, sub.Columns(), sub.NumRows())
+		view := array.NewRecordBatch(m.targetView, sub.Columns(), sub.NumRows())
 		sub.Release()
 		choice, err := chooseClauses(m.plan.bySource, view)
 		view.Release()
@@ -565,16 +556,16 @@ func (m *merger) choose(ctx context.Context, p *recordPlan, rec arrow.RecordBatc
 		for j, ci := range choice {
 			switch {
 			case ci < 0:
-				p.copied = append(p.copied, tgtU[j])
+				p.copied = append(p.copied, unmatchedTargets[j])
 			case m.plan.bySource[ci].Action == MergeDelete:
-				p.deleted = append(p.deleted, tgtU[j])
+				p.deleted = append(p.deleted, unmatchedTargets[j])
 			default:
-				p.updT[-1-ci] = append(p.updT[-1-ci], tgtU[j])
+				p.updateTargets[-1-ci] = append(p.updateTargets[-1-ci], unmatchedTargets[j])
 			}
 		}
 	} else {
-		p.copied = append(p.copied, tgtU...)
+		p.copied = append(p.copied, unmatchedTargets...)
 	}
-	p.changed = len(p.deleted) > 0 || len(p.updT) > 0
+	p.changed = len(p.deleted) > 0 || len(p.updateTargets) > 0
 	return p, nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
-// The shape of the scd2_merge stage's MERGE on the issue-5 benchmark: a dimension of
+// The shape of the scd2_merge stage's MERGE in the scd2 benchmark case: a dimension of
 // scd2BenchRows rows in one file (change data feed on, identity surrogate key), and a
 // source of ~10.5% closed versions (matched on customer_id, valid_from: update) plus
 // ~11% new versions (not matched: insert), NullSafe keys.

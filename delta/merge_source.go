@@ -68,30 +68,11 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 		}
 		in = as
 	}
-	src := &mergeSource{schema: &StructType{}}
+	src := &mergeSource{}
 	var outFields []arrow.Field
-	for _, f := range in.Fields() {
-		for _, g := range src.schema.Fields {
-			if strings.EqualFold(g.Name, f.Name) {
-				return nil, fmt.Errorf("source column %s appears twice", f.Name)
-			}
-		}
-		tf := plan.schema.Field(f.Name)
-		if tf != nil {
-			at, err := ArrowType(tf.Type)
-			if err != nil {
-				return nil, err
-			}
-			src.schema.Fields = append(src.schema.Fields, &StructField{Name: tf.Name, Type: tf.Type, Nullable: true, Metadata: tf.Metadata})
-			outFields = append(outFields, arrow.Field{Name: tf.Name, Type: at, Nullable: true})
-			continue
-		}
-		dt, err := DataTypeFromArrow(f.Type)
-		if err != nil {
-			return nil, fmt.Errorf("source column %s: %w", f.Name, err)
-		}
-		src.schema.Fields = append(src.schema.Fields, &StructField{Name: f.Name, Type: dt, Nullable: true})
-		outFields = append(outFields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: true})
+	var err error
+	if src.schema, outFields, err = sourceSchema(in, plan); err != nil {
+		return nil, err
 	}
 	cols := make([]arrow.Array, len(outFields))
 	defer releaseAll(cols)
@@ -109,7 +90,6 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 			}
 			parts = append(parts, c)
 		}
-		var err error
 		if len(parts) == 0 {
 			cols[i] = array.MakeArrayOfNull(mem, outFields[i].Type, 0)
 		} else if len(parts) == 1 {
@@ -153,6 +133,38 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 		return nil, err
 	}
 	return src, nil
+}
+
+// sourceSchema is the schema the MERGE reads the source in (in is the source's): a
+// column the target has takes the target's type, any other keeps its own; every column
+// is nullable.
+func sourceSchema(in *arrow.Schema, plan *mergePlan) (*StructType, []arrow.Field, error) {
+	schema := &StructType{}
+	var outFields []arrow.Field
+	for _, f := range in.Fields() {
+		for _, g := range schema.Fields {
+			if strings.EqualFold(g.Name, f.Name) {
+				return nil, nil, fmt.Errorf("source column %s appears twice", f.Name)
+			}
+		}
+		tf := plan.schema.Field(f.Name)
+		if tf != nil {
+			at, err := ArrowType(tf.Type)
+			if err != nil {
+				return nil, nil, err
+			}
+			schema.Fields = append(schema.Fields, &StructField{Name: tf.Name, Type: tf.Type, Nullable: true, Metadata: tf.Metadata})
+			outFields = append(outFields, arrow.Field{Name: tf.Name, Type: at, Nullable: true})
+			continue
+		}
+		dt, err := DataTypeFromArrow(f.Type)
+		if err != nil {
+			return nil, nil, fmt.Errorf("source column %s: %w", f.Name, err)
+		}
+		schema.Fields = append(schema.Fields, &StructField{Name: f.Name, Type: dt, Nullable: true})
+		outFields = append(outFields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: true})
+	}
+	return schema, outFields, nil
 }
 
 // buildIndex hashes the source keys and collects their distinct values.

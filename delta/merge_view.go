@@ -50,7 +50,7 @@ func (m *merger) joinedView(ctx context.Context, rec arrow.RecordBatch, tgt, src
 		}
 		return nil
 	}
-	if err := side(m.tview, rec, tgt, pre); err != nil {
+	if err := side(m.targetView, rec, tgt, pre); err != nil {
 		return nil, err
 	}
 	if err := side(m.src.view.Schema(), m.src.view, src, nil); err != nil {

@@ -180,7 +180,7 @@ func parquetFrom(src source, key string, mem memory.Allocator) (*pqarrow.FileRea
 	if err != nil {
 		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
 	}
-	// Not Parallel: columnsReader decodes each top-level field on its own goroutine and
+	// Not Parallel: pqfile.Columns decodes each top-level field on its own goroutine and
 	// recovers a panic there; a struct's children loaded on goroutines of pqarrow's own
 	// would escape that.
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{PreAllocBinaryData: true}, mem)
@@ -189,21 +189,4 @@ func parquetFrom(src source, key string, mem memory.Allocator) (*pqarrow.FileRea
 		return nil, nil, fmt.Errorf("open parquet %s: %w", key, err)
 	}
 	return fr, func() { pf.Close() }, nil
-}
-
-// leafIndices lists the Parquet leaf column indices under top-level field i.
-func leafIndices(fr *pqarrow.FileReader, i int) []int {
-	var out []int
-	var walk func(f *pqarrow.SchemaField)
-	walk = func(f *pqarrow.SchemaField) {
-		if f.IsLeaf() {
-			out = append(out, f.ColIndex)
-			return
-		}
-		for j := range f.Children {
-			walk(&f.Children[j])
-		}
-	}
-	walk(&fr.Manifest.Fields[i])
-	return out
 }

@@ -73,48 +73,9 @@ func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *Resto
 		return -1, nil, fmt.Errorf("version %d: %w", target.version, err)
 	}
 
-	m := &RestoreMetrics{}
-	var restore []*Add
-	for k, a := range target.state.files {
-		m.NumOfFilesAfterRestore++
-		m.TableSizeAfterRestore += a.Size
-		if _, live := latest.state.files[k]; !live {
-			restore = append(restore, a)
-		}
-	}
-	var remove []*Add
-	for k, a := range latest.state.files {
-		if _, keep := target.state.files[k]; !keep {
-			remove = append(remove, a)
-		}
-	}
-	sortAddSlice(restore)
-	sortAddSlice(remove)
-	// Every file brought back must still exist (VACUUM may have deleted it).
-	var missing []string
-	for _, a := range restore {
-		rel, ok := t.relPath(a.Path)
-		if !ok {
-			continue
-		}
-		if _, err := t.store.Stat(ctx, t.key(rel)); isNotExist(err) {
-			missing = append(missing, a.Path)
-		} else if err != nil {
-			return -1, nil, err
-		}
-	}
-	if len(missing) > 0 {
-		return -1, nil, fmt.Errorf("%w: cannot restore to version %d: %d of its data files were deleted (by VACUUM), e.g. %s",
-			ErrVersionCleaned, target.version, len(missing), missing[0])
-	}
-
-	for _, a := range restore {
-		m.NumRestoredFiles++
-		m.RestoredFilesSize += a.Size
-	}
-	for _, a := range remove {
-		m.NumRemovedFiles++
-		m.RemovedFilesSize += a.Size
+	restore, remove, m, err := t.restoreFiles(ctx, latest, target)
+	if err != nil {
+		return -1, nil, err
 	}
 	tx := t.NewTransaction(latest, TxOptions{Operation: "RESTORE", OperationParameters: params, Lineage: opts.Lineage,
 		OperationMetrics: map[string]int64{
@@ -144,6 +105,52 @@ func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *Resto
 		return -1, nil, err
 	}
 	return v, m, nil
+}
+
+// restoreFiles compares the files of the latest snapshot with those of the target: the
+// files to bring back (each of which must still exist: VACUUM may have deleted it) and
+// the files to remove, sorted by path, with the counts of the RESTORE.
+func (t *Table) restoreFiles(ctx context.Context, latest, target *Snapshot) (restore, remove []*Add, m *RestoreMetrics, err error) {
+	m = &RestoreMetrics{}
+	for k, a := range target.state.files {
+		m.NumOfFilesAfterRestore++
+		m.TableSizeAfterRestore += a.Size
+		if _, live := latest.state.files[k]; !live {
+			restore = append(restore, a)
+		}
+	}
+	for k, a := range latest.state.files {
+		if _, keep := target.state.files[k]; !keep {
+			remove = append(remove, a)
+		}
+	}
+	sortAddSlice(restore)
+	sortAddSlice(remove)
+	var missing []string
+	for _, a := range restore {
+		rel, ok := t.relPath(a.Path)
+		if !ok {
+			continue
+		}
+		if _, err := t.store.Stat(ctx, t.key(rel)); isNotExist(err) {
+			missing = append(missing, a.Path)
+		} else if err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if len(missing) > 0 {
+		return nil, nil, nil, fmt.Errorf("%w: cannot restore to version %d: %d of its data files were deleted (by VACUUM), e.g. %s",
+			ErrVersionCleaned, target.version, len(missing), missing[0])
+	}
+	for _, a := range restore {
+		m.NumRestoredFiles++
+		m.RestoredFilesSize += a.Size
+	}
+	for _, a := range remove {
+		m.NumRemovedFiles++
+		m.RemovedFilesSize += a.Size
+	}
+	return restore, remove, m, nil
 }
 
 // sameMetadata compares what RESTORE brings back: schema, partitioning and properties.

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -77,7 +78,7 @@ type Scanner struct {
 	files     []*Add
 
 	next    int // index into files
-	cur     *columnsReader
+	cur     *pqfile.Columns
 	curAdd  *Add
 	closeFn func()
 	curRows int64             // rows left to emit for files read without data columns (-1: none)
@@ -417,7 +418,7 @@ func (s *Scanner) openFile(a *Add) error {
 		closeFn()
 		return nil
 	}
-	rr, err := openBatches(s.ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, rel)
+	rr, err := pqfile.OpenColumns(s.ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, rel)
 	if err != nil {
 		closeFn()
 		return err

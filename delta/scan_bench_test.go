@@ -8,8 +8,9 @@ import (
 )
 
 // BenchmarkScan reads back the 1M rows of the append benchmark (one file) through Scan,
-// with and without a filter that keeps 1% of the rows. The "strings" cases read only the
-// string column, decoded by byteArrayReader and, to compare, by pqarrow.
+// with and without a filter that keeps 1% of the rows. The "strings" case reads only the
+// string column (internal/parquet's BenchmarkColumnsStrings compares its decoder with
+// pqarrow's).
 func BenchmarkScan(b *testing.B) {
 	ctx := context.Background()
 	sch, recs := benchRecords(b)
@@ -29,16 +30,12 @@ func BenchmarkScan(b *testing.B) {
 		name    string
 		filter  Predicate
 		columns []string
-		pqarrow bool
 	}{
-		{"all", nil, nil, false},
-		{"filtered", Lt("score", 1.0), nil, false},
-		{"strings", nil, []string{"customer"}, false},
-		{"strings-pqarrow", nil, []string{"customer"}, true},
+		{"all", nil, nil},
+		{"filtered", Lt("score", 1.0), nil},
+		{"strings", nil, []string{"customer"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			defer func(was bool) { plainStrings = was }(plainStrings)
-			plainStrings = !bc.pqarrow
 			var rows int64
 			for n := 0; n < b.N; n++ {
 				sc, err := Scan(ctx, st, "t", sch, nil, adds, ScanOptions{Filter: bc.filter, Columns: bc.columns})

@@ -28,99 +28,16 @@ func (s *Scanner) keptRowGroups(fr *pqarrow.FileReader, fileSchema *arrow.Schema
 	if n <= 1 {
 		return nil, nil
 	}
-	type col struct {
-		name   string
-		leaf   int
-		scale  int32
-		isDec  bool
-		usable bool
-	}
-	var cols []col
-	for _, name := range s.filter.columns() {
-		if s.isPart[strings.ToLower(name)] {
-			continue
-		}
-		for i, f := range fileSchema.Fields() {
-			if !strings.EqualFold(f.Name, name) || !fr.Manifest.Fields[i].IsLeaf() {
-				continue
-			}
-			c := col{name: s.schema.Field(name).Name, leaf: fr.Manifest.Fields[i].ColIndex}
-			switch t := f.Type.(type) {
-			case *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Int64Type, *arrow.Date32Type:
-				c.usable = true
-			case *arrow.TimestampType:
-				c.usable = t.Unit == arrow.Microsecond
-			case *arrow.Decimal128Type:
-				c.isDec, c.scale = true, t.Scale
-				phys := md.Schema.Column(c.leaf).PhysicalType()
-				c.usable = phys == parquet.Types.Int32 || phys == parquet.Types.Int64
-			}
-			if c.usable {
-				cols = append(cols, c)
-			}
-		}
-	}
+	cols := s.statsColumns(fr, fileSchema)
 	if len(cols) == 0 {
 		return nil, nil
 	}
 	var kept []int
 	for rg := 0; rg < n; rg++ {
-		rgmd := md.RowGroup(rg)
-		var mins, maxs, nulls bytes.Buffer
-		for _, c := range cols {
-			cc, err := rgmd.ColumnChunk(c.leaf)
-			if err != nil {
-				return nil, err
-			}
-			if ok, _ := cc.StatsSet(); !ok {
-				continue
-			}
-			st, err := cc.Statistics()
-			if err != nil || st == nil {
-				continue
-			}
-			key, _ := json.Marshal(c.name)
-			if st.HasNullCount() {
-				appendJSONField(&nulls, key, strconv.FormatInt(st.NullCount(), 10))
-			}
-			if !st.HasMinMax() {
-				continue
-			}
-			var lo, hi int64
-			switch ts := st.(type) {
-			case *metadata.Int32Statistics:
-				lo, hi = int64(ts.Min()), int64(ts.Max())
-			case *metadata.Int64Statistics:
-				lo, hi = ts.Min(), ts.Max()
-			default:
-				continue
-			}
-			lit := func(v int64) string {
-				if c.isDec {
-					return decimal128.FromI64(v).ToString(c.scale)
-				}
-				return strconv.FormatInt(v, 10)
-			}
-			// Dates and timestamps go through their stats text forms.
-			switch f := s.schema.Field(c.name).Type.(type) {
-			case *PrimitiveType:
-				switch f.Name {
-				case TypeDate:
-					appendJSONField(&mins, key, strconv.Quote(dateString(lo)))
-					appendJSONField(&maxs, key, strconv.Quote(dateString(hi)))
-					continue
-				case TypeTimestamp, TypeTimestampNTZ:
-					// Exact microseconds: the reader's +999µs widening of ms stats is harmless.
-					appendJSONField(&mins, key, strconv.Quote(microString(lo)))
-					appendJSONField(&maxs, key, strconv.Quote(microString(hi)))
-					continue
-				}
-			}
-			appendJSONField(&mins, key, lit(lo))
-			appendJSONField(&maxs, key, lit(hi))
+		stats, err := s.rowGroupStats(md.RowGroup(rg), cols)
+		if err != nil {
+			return nil, err
 		}
-		stats := `{"numRecords":` + strconv.FormatInt(rgmd.NumRows(), 10) +
-			`,"minValues":{` + mins.String() + `},"maxValues":{` + maxs.String() + `},"nullCount":{` + nulls.String() + `}}`
 		ok, err := s.filter.mayMatchFile(&Add{PartitionValues: a.PartitionValues, Stats: stats}, s.isPart)
 		if err != nil {
 			return nil, err
@@ -132,6 +49,108 @@ func (s *Scanner) keptRowGroups(fr *pqarrow.FileReader, fileSchema *arrow.Schema
 		}
 	}
 	return kept, nil
+}
+
+// statsColumn is a filter column whose row group statistics can prune.
+type statsColumn struct {
+	name  string // as the table schema spells it
+	leaf  int
+	scale int32
+	isDec bool
+}
+
+// statsColumns lists the filter's data columns that are top-level leaves of the file
+// with statistics that can prune: integers, dates, microsecond timestamps, decimals
+// stored as integers.
+func (s *Scanner) statsColumns(fr *pqarrow.FileReader, fileSchema *arrow.Schema) []statsColumn {
+	md := fr.ParquetReader().MetaData()
+	var cols []statsColumn
+	for _, name := range s.filter.columns() {
+		if s.isPart[strings.ToLower(name)] {
+			continue
+		}
+		for i, f := range fileSchema.Fields() {
+			if !strings.EqualFold(f.Name, name) || !fr.Manifest.Fields[i].IsLeaf() {
+				continue
+			}
+			c := statsColumn{name: s.schema.Field(name).Name, leaf: fr.Manifest.Fields[i].ColIndex}
+			usable := false
+			switch t := f.Type.(type) {
+			case *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Int64Type, *arrow.Date32Type:
+				usable = true
+			case *arrow.TimestampType:
+				usable = t.Unit == arrow.Microsecond
+			case *arrow.Decimal128Type:
+				c.isDec, c.scale = true, t.Scale
+				phys := md.Schema.Column(c.leaf).PhysicalType()
+				usable = phys == parquet.Types.Int32 || phys == parquet.Types.Int64
+			}
+			if usable {
+				cols = append(cols, c)
+			}
+		}
+	}
+	return cols
+}
+
+// rowGroupStats writes a row group's statistics of cols as a data file's stats JSON
+// (numRecords, minValues, maxValues, nullCount), so the file filter can judge it.
+func (s *Scanner) rowGroupStats(rgmd *metadata.RowGroupMetaData, cols []statsColumn) (string, error) {
+	var mins, maxs, nulls bytes.Buffer
+	for _, c := range cols {
+		cc, err := rgmd.ColumnChunk(c.leaf)
+		if err != nil {
+			return "", err
+		}
+		if ok, _ := cc.StatsSet(); !ok {
+			continue
+		}
+		st, err := cc.Statistics()
+		if err != nil || st == nil {
+			continue
+		}
+		key, _ := json.Marshal(c.name)
+		if st.HasNullCount() {
+			appendJSONField(&nulls, key, strconv.FormatInt(st.NullCount(), 10))
+		}
+		if !st.HasMinMax() {
+			continue
+		}
+		var lo, hi int64
+		switch ts := st.(type) {
+		case *metadata.Int32Statistics:
+			lo, hi = int64(ts.Min()), int64(ts.Max())
+		case *metadata.Int64Statistics:
+			lo, hi = ts.Min(), ts.Max()
+		default:
+			continue
+		}
+		lit := func(v int64) string {
+			if c.isDec {
+				return decimal128.FromI64(v).ToString(c.scale)
+			}
+			return strconv.FormatInt(v, 10)
+		}
+		// Dates and timestamps go through their stats text forms.
+		switch f := s.schema.Field(c.name).Type.(type) {
+		case *PrimitiveType:
+			switch f.Name {
+			case TypeDate:
+				appendJSONField(&mins, key, strconv.Quote(dateString(lo)))
+				appendJSONField(&maxs, key, strconv.Quote(dateString(hi)))
+				continue
+			case TypeTimestamp, TypeTimestampNTZ:
+				// Exact microseconds: the reader's +999µs widening of ms stats is harmless.
+				appendJSONField(&mins, key, strconv.Quote(microString(lo)))
+				appendJSONField(&maxs, key, strconv.Quote(microString(hi)))
+				continue
+			}
+		}
+		appendJSONField(&mins, key, lit(lo))
+		appendJSONField(&maxs, key, lit(hi))
+	}
+	return `{"numRecords":` + strconv.FormatInt(rgmd.NumRows(), 10) +
+		`,"minValues":{` + mins.String() + `},"maxValues":{` + maxs.String() + `},"nullCount":{` + nulls.String() + `}}`, nil
 }
 
 func appendJSONField(b *bytes.Buffer, key []byte, val string) {

@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+
+	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
 // DefaultNumIndexedCols is delta.dataSkippingNumIndexedCols's default: stats cover the
@@ -253,7 +255,7 @@ func (l *leafStats) foldStrings(a *array.String, ok func(int) bool) {
 	data := a.ValueBytes() // starts at the array's first value
 	base := offs[0]
 	n := a.Len()
-	if ok == nil && constantOffsets(offs) {
+	if ok == nil && pqfile.ConstantOffsets(offs) {
 		if w := int(offs[1] - offs[0]); w == 0 || bytes.Equal(data[w:], data[:len(data)-w]) {
 			n = 1 // every value is the first (a period-w repetition of it)
 		}
@@ -298,21 +300,6 @@ func (l *leafStats) foldStrings(a *array.String, ok func(int) bool) {
 		l.maxS = string(mx)
 	}
 	l.has = true
-}
-
-// constantOffsets reports whether the values the offsets delimit all have one length
-// (at least one value).
-func constantOffsets(offs []int32) bool {
-	if len(offs) < 2 {
-		return false
-	}
-	w := offs[1] - offs[0]
-	for i := 2; i < len(offs); i++ {
-		if offs[i]-offs[i-1] != w {
-			return false
-		}
-	}
-	return true
 }
 
 // prefix8 is the first 8 bytes of b as a big-endian number, zero-padded: when

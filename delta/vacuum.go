@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // VacuumOptions control Vacuum.
@@ -121,10 +123,47 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 		return nil, fmt.Errorf("%w: asked to retain %s, but delta.deletedFileRetentionDuration is %s; files younger than that may still be needed by readers and time travel (force the vacuum to delete them anyway)",
 			ErrRetentionTooShort, fmtDuration(retention), fmtDuration(tableRetention))
 	}
-	now := t.opts.Now()
-	cutoff := now.Add(-retention)
+	cutoff := t.opts.Now().Add(-retention)
 	res := &VacuumResult{Retention: retention, Cutoff: cutoff, DryRun: opts.DryRun, StartVersion: -1, EndVersion: -1}
+	cands, err := t.vacuumCandidates(ctx, snap, cutoff, opts, res)
+	if err != nil {
+		return nil, err
+	}
+	if opts.RefuseKept && res.FilesKept > 0 {
+		who := opts.KeepFor
+		if who == "" {
+			who = "a consumer"
+		}
+		return nil, fmt.Errorf("%w: %s still needs to read version %d and later, and %d of the files this vacuum would delete belong to them",
+			ErrNeededByConsumer, who, *opts.KeepVersionsFrom, res.FilesKept)
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].path < cands[j].path })
+	for _, c := range cands {
+		res.FilesDeleted = append(res.FilesDeleted, c.path)
+		res.BytesDeleted += c.size
+	}
+	if opts.DryRun || len(cands) == 0 {
+		// Nothing to delete: record nothing, so that a scheduled vacuum with no work leaves
+		// the table's version (and what its consumers must read) unchanged.
+		return res, nil
+	}
+	if err := t.deleteRecorded(ctx, snap, opts, tableRetention, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
 
+// vacuumCandidate is a file a vacuum may delete, relative to the table root.
+type vacuumCandidate struct {
+	path string
+	size int64
+}
+
+// vacuumCandidates lists the files no version after cutoff needs: with opts.Lite the
+// files of expired tombstones (and their deletion vectors) that still exist, else every
+// file under the table root older than cutoff that no live file or unexpired tombstone
+// names. Files opts.KeepVersionsFrom protects are counted in res.FilesKept instead.
+func (t *Table) vacuumCandidates(ctx context.Context, snap *Snapshot, cutoff time.Time, opts VacuumOptions, res *VacuumResult) ([]vacuumCandidate, error) {
 	valid := map[string]bool{}
 	for _, a := range snap.Files() {
 		if err := t.markFile(valid, a.Path, a.DeletionVector, opts.TableURI); err != nil {
@@ -146,44 +185,8 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 	if err != nil {
 		return nil, err
 	}
-
-	type candidate struct {
-		path string
-		size int64
-	}
-	var cands []candidate
-	if opts.Lite {
-		seen := map[string]bool{}
-		var paths []string // of expired tombstones: data files and their vectors' files
-		for _, r := range expired {
-			if p, ok := t.relPath(r.Path); ok {
-				paths = append(paths, p)
-			}
-			if r.DeletionVector != nil && r.DeletionVector.StorageType == "u" {
-				if p, err := dvFileKey(r.DeletionVector, ""); err == nil {
-					paths = append(paths, p)
-				}
-			}
-		}
-		for _, p := range paths {
-			if valid[p] || seen[p] {
-				continue
-			}
-			seen[p] = true
-			info, err := t.store.Stat(ctx, t.key(p))
-			if isNotExist(err) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			if keep[p] {
-				res.FilesKept++
-				continue
-			}
-			cands = append(cands, candidate{p, info.Size})
-		}
-	} else {
+	var cands []vacuumCandidate
+	if !opts.Lite {
 		prefix := ""
 		if t.root != "" {
 			prefix = t.root + "/"
@@ -201,28 +204,47 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 				res.FilesKept++
 				continue
 			}
-			cands = append(cands, candidate{rel, info.Size})
+			cands = append(cands, vacuumCandidate{rel, info.Size})
+		}
+		return cands, nil
+	}
+	seen := map[string]bool{}
+	var paths []string // of expired tombstones: data files and their vectors' files
+	for _, r := range expired {
+		if p, ok := t.relPath(r.Path); ok {
+			paths = append(paths, p)
+		}
+		if r.DeletionVector != nil && r.DeletionVector.StorageType == "u" {
+			if p, err := dvFileKey(r.DeletionVector, ""); err == nil {
+				paths = append(paths, p)
+			}
 		}
 	}
-	if opts.RefuseKept && res.FilesKept > 0 {
-		who := opts.KeepFor
-		if who == "" {
-			who = "a consumer"
+	for _, p := range paths {
+		if valid[p] || seen[p] {
+			continue
 		}
-		return nil, fmt.Errorf("%w: %s still needs to read version %d and later, and %d of the files this vacuum would delete belong to them",
-			ErrNeededByConsumer, who, *opts.KeepVersionsFrom, res.FilesKept)
+		seen[p] = true
+		info, err := t.store.Stat(ctx, t.key(p))
+		if isNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if keep[p] {
+			res.FilesKept++
+			continue
+		}
+		cands = append(cands, vacuumCandidate{p, info.Size})
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].path < cands[j].path })
-	for _, c := range cands {
-		res.FilesDeleted = append(res.FilesDeleted, c.path)
-		res.BytesDeleted += c.size
-	}
-	if opts.DryRun || len(cands) == 0 {
-		// Nothing to delete: record nothing, so that a scheduled vacuum with no work leaves
-		// the table's version (and what its consumers must read) unchanged.
-		return res, nil
-	}
+	return cands, nil
+}
 
+// deleteRecorded deletes res.FilesDeleted between a VACUUM START and a VACUUM END
+// commit, as Spark records a vacuum, and sets res's versions. A failed delete is
+// recorded as FAILED in VACUUM END and returned.
+func (t *Table) deleteRecorded(ctx context.Context, snap *Snapshot, opts VacuumOptions, tableRetention time.Duration, res *VacuumResult) error {
 	mode := "FULL"
 	if opts.Lite {
 		mode = "LITE"
@@ -230,14 +252,15 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 	startTx := t.NewTransaction(snap, TxOptions{Operation: "VACUUM START", Lineage: opts.Lineage,
 		OperationParameters: map[string]any{
 			"retentionCheckEnabled":    !opts.Force,
-			"specifiedRetentionMillis": retention.Milliseconds(),
+			"specifiedRetentionMillis": res.Retention.Milliseconds(),
 			"defaultRetentionMillis":   tableRetention.Milliseconds(),
 			"vacuumType":               mode,
 		},
-		OperationMetrics: map[string]int64{"numFilesToDelete": int64(len(cands)), "sizeOfDataToDelete": res.BytesDeleted},
+		OperationMetrics: map[string]int64{"numFilesToDelete": int64(len(res.FilesDeleted)), "sizeOfDataToDelete": res.BytesDeleted},
 	})
+	var err error
 	if res.StartVersion, err = startTx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("record VACUUM START: %w", err)
+		return fmt.Errorf("record VACUUM START: %w", err)
 	}
 	deleted, derr := t.deleteAll(ctx, res.FilesDeleted)
 	status := "COMPLETED"
@@ -246,61 +269,41 @@ func (t *Table) vacuum(ctx context.Context, opts VacuumOptions) (*VacuumResult, 
 	}
 	endSnap, err := t.Snapshot(ctx)
 	if err != nil {
-		return nil, errors.Join(derr, err)
+		return errors.Join(derr, err)
 	}
 	endTx := t.NewTransaction(endSnap, TxOptions{Operation: "VACUUM END", Lineage: opts.Lineage,
 		OperationParameters: map[string]any{"status": status},
 		OperationMetrics:    map[string]int64{"numDeletedFiles": int64(deleted)},
 	})
 	if res.EndVersion, err = endTx.Commit(ctx); err != nil {
-		return nil, errors.Join(derr, fmt.Errorf("record VACUUM END: %w", err))
+		return errors.Join(derr, fmt.Errorf("record VACUUM END: %w", err))
 	}
-	if derr != nil {
-		return nil, derr
-	}
-	return res, nil
+	return derr
 }
 
-// deleteAll deletes paths (relative to the root) with a few concurrent workers and
+// deleteAll deletes paths (relative to the root), vacuumDeleteWorkers at once, and
 // returns how many were deleted; the first error stops the rest.
 func (t *Table) deleteAll(ctx context.Context, paths []string) (int, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work := make(chan string)
-	var (
-		mu       sync.Mutex // guards n and firstErr
-		n        int
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	for i := 0; i < min(vacuumDeleteWorkers, len(paths)); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for p := range work {
-				err := t.store.Delete(ctx, t.key(p))
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("delete %s: %w", p, err)
-					cancel()
-				} else if err == nil {
-					n++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-feed:
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(vacuumDeleteWorkers)
+	var n atomic.Int64
 	for _, p := range paths {
-		select {
-		case work <- p:
-		case <-ctx.Done():
-			break feed
+		if gctx.Err() != nil {
+			break
 		}
+		g.Go(func() error {
+			if err := t.store.Delete(gctx, t.key(p)); err != nil {
+				return fmt.Errorf("delete %s: %w", p, err)
+			}
+			n.Add(1)
+			return nil
+		})
 	}
-	close(work)
-	wg.Wait()
-	return n, firstErr
+	err := g.Wait()
+	if err == nil {
+		err = ctx.Err()
+	}
+	return int(n.Load()), err
 }
 
 // filesNeededFrom returns the files KeepVersionsFrom protects (nil when unset).

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
@@ -109,7 +110,7 @@ func TestWriteStreamFiles(t *testing.T) {
 }
 
 // flatAllTypes is allTypesSchema and allTypesRows without the nested columns: what the
-// flatWriter writes.
+// FlatWriter writes.
 func flatAllTypes(t *testing.T) (*StructType, arrow.RecordBatch) {
 	t.Helper()
 	nested := map[string]bool{"st": true, "arr": true, "m": true}
@@ -179,7 +180,7 @@ func pqarrowBytes(t *testing.T, sch *arrow.Schema, batches []arrow.RecordBatch, 
 }
 
 // TestFlatWriterMatchesPqarrow writes a flat schema of every primitive type with the
-// DataWriter (its flatWriter) and with pqarrow's FileWriter under the same properties:
+// DataWriter (its pqfile.FlatWriter) and with pqarrow's FileWriter under the same properties:
 // the files are the same bytes (so are the Parquet schemas and the rows read back).
 func TestFlatWriterMatchesPqarrow(t *testing.T) {
 	ctx := context.Background()
@@ -196,8 +197,8 @@ func TestFlatWriterMatchesPqarrow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !isFlat(rec.Schema()) || len(adds) != 1 {
-		t.Fatalf("flat schema %v, %d files; want a flat schema in 1 file", isFlat(rec.Schema()), len(adds))
+	if !pqfile.IsFlat(rec.Schema()) || len(adds) != 1 {
+		t.Fatalf("flat schema %v, %d files; want a flat schema in 1 file", pqfile.IsFlat(rec.Schema()), len(adds))
 	}
 	raw := storedBytes(t, st, adds[0].Path)
 	ref := pqarrowBytes(t, rec.Schema(), batches, WriteOptions{})

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 )
@@ -46,28 +46,26 @@ type laneBatch struct {
 type lane struct {
 	w    *delta.DataWriter
 	in   chan laneBatch
-	adds []*delta.Add // set by the lane's goroutine when it ends; read after wg.Wait
+	adds []*delta.Add // set by the lane's goroutine when it ends; read after the wait
 }
 
 // parallelWriter hands batches to its lanes and collects their add actions. It owns the
-// lanes' goroutines: close or abort stops them and waits for them. write, close and
-// abort are called from one goroutine.
+// lanes' goroutines (an errgroup): close or abort stops them and waits for them. write,
+// close and abort are called from one goroutine.
 type parallelWriter struct {
-	ctx    context.Context
+	ctx    context.Context // ends with the first lane error (its cause) or abort
 	cancel context.CancelFunc
+	g      *errgroup.Group
 	lanes  []*lane
 	next   int
-	wg     sync.WaitGroup
-
-	mu  sync.Mutex // guards err
-	err error      // the first lane error
 }
 
 // newParallelWriter starts n lanes, each with a DataWriter of the snapshot's table and
 // an equal share of opts.MaxMemory.
 func newParallelWriter(ctx context.Context, snap *delta.Snapshot, n int, opts delta.WriteOptions) (*parallelWriter, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &parallelWriter{ctx: ctx, cancel: cancel}
+	g, gctx := errgroup.WithContext(ctx)
+	p := &parallelWriter{ctx: gctx, cancel: cancel, g: g}
 	if opts.MaxMemory > 0 {
 		opts.MaxMemory /= int64(n)
 	}
@@ -79,68 +77,49 @@ func newParallelWriter(ctx context.Context, snap *delta.Snapshot, n int, opts de
 		}
 		l := &lane{w: w, in: make(chan laneBatch, laneQueue)}
 		p.lanes = append(p.lanes, l)
-		p.wg.Add(1)
-		go p.run(l)
+		g.Go(func() error { return p.run(l) })
 	}
 	return p, nil
 }
 
-func (p *parallelWriter) run(l *lane) {
-	defer p.wg.Done()
+// run writes the lane's batches until its channel closes, then its files. It returns
+// at the first error (ending p.ctx for the other lanes and the writer), aborting its
+// files; the batches it leaves in its channel are released by close or abort.
+func (p *parallelWriter) run(l *lane) (err error) {
 	defer func() {
 		// A panic fails the stage, as it would on the stage's own goroutine (the
 		// executor recovers those), instead of ending the process.
 		if r := recover(); r != nil {
-			p.fail(fmt.Errorf("data writer: panic: %v\n%s", r, debug.Stack()))
-			for b := range l.in {
-				b.rec.Release()
-			}
+			err = fmt.Errorf("data writer: panic: %v\n%s", r, debug.Stack())
+		}
+		if err != nil {
 			func() {
 				defer func() { _ = recover() }()
 				l.w.Abort()
 			}()
 		}
 	}()
-	failed := false
 	for b := range l.in {
-		if !failed && p.ctx.Err() == nil {
-			if err := l.w.Write(p.ctx, b.rec); err != nil {
-				p.fail(fmt.Errorf("%s: %w", b.file, err))
-				failed = true
+		err := p.ctx.Err()
+		if err == nil {
+			if err = l.w.Write(p.ctx, b.rec); err != nil {
+				err = fmt.Errorf("%s: %w", b.file, err)
 			}
 		}
 		b.rec.Release()
+		if err != nil {
+			return err
+		}
 	}
-	if failed || p.ctx.Err() != nil {
-		l.w.Abort()
-		return
+	if err := p.ctx.Err(); err != nil {
+		return err
 	}
 	adds, err := l.w.Close(p.ctx)
 	if err != nil {
-		l.w.Abort()
-		p.fail(err)
-		return
+		return err
 	}
 	l.adds = adds
-}
-
-// fail records the first error and stops the other lanes.
-func (p *parallelWriter) fail(err error) {
-	p.mu.Lock()
-	if p.err == nil {
-		p.err = err
-	}
-	p.mu.Unlock()
-	p.cancel()
-}
-
-func (p *parallelWriter) firstErr() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err != nil {
-		return p.err
-	}
-	return p.ctx.Err()
+	return nil
 }
 
 // write queues rec (retained) for the next lane. A lane's error is returned by a later
@@ -154,24 +133,29 @@ func (p *parallelWriter) write(rec arrow.RecordBatch, file string) error {
 		return nil
 	case <-p.ctx.Done():
 		rec.Release()
-		return p.firstErr()
+		return context.Cause(p.ctx)
 	}
+}
+
+// stop closes the lanes' channels, waits for their goroutines and releases the batches
+// a lane that failed left behind; it returns the first lane error.
+func (p *parallelWriter) stop() error {
+	for _, l := range p.lanes {
+		close(l.in)
+	}
+	err := p.g.Wait()
+	for _, l := range p.lanes {
+		for b := range l.in {
+			b.rec.Release()
+		}
+	}
+	p.cancel()
+	return err
 }
 
 // close finishes every lane's files and returns their add actions, lane by lane.
 func (p *parallelWriter) close() ([]*delta.Add, error) {
-	for _, l := range p.lanes {
-		close(l.in)
-	}
-	p.wg.Wait()
-	p.mu.Lock()
-	err := p.err
-	p.mu.Unlock()
-	if err == nil {
-		err = p.ctx.Err()
-	}
-	p.cancel()
-	if err != nil {
+	if err := p.stop(); err != nil {
 		return nil, err
 	}
 	var adds []*delta.Add
@@ -184,8 +168,5 @@ func (p *parallelWriter) close() ([]*delta.Add, error) {
 // abort stops the lanes, dropping what they have not uploaded.
 func (p *parallelWriter) abort() {
 	p.cancel()
-	for _, l := range p.lanes {
-		close(l.in)
-	}
-	p.wg.Wait()
+	p.stop()
 }

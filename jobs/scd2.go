@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 )
@@ -330,12 +330,10 @@ func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int6
 		err     error
 	}
 	parts := make([]part, min(runtime.GOMAXPROCS(0), max(1, work.len()/4096)))
-	var wg sync.WaitGroup
+	var g errgroup.Group // a part per core; errors stay with their part (below)
 	for p := range parts {
 		lo, hi := p*work.len()/len(parts), (p+1)*work.len()/len(parts)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			out := &parts[p]
 			// Room for two changes per unsettled key (what a quick key makes), their
 			// new versions in one allocation.
@@ -375,7 +373,7 @@ func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int6
 				evs, err := b.events(int32(id))
 				if err != nil {
 					out.err = err
-					return
+					return nil
 				}
 				key := keyString(evs[0].row, spec.keys)
 				if evs = withoutIgnoredDeletes(spec, evs); len(evs) == 0 {
@@ -387,7 +385,7 @@ func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int6
 				}
 				if evs, err = normalizeBatch(key, evs, spec.seqText); err != nil {
 					out.err = err
-					return
+					return nil
 				}
 				if len(evs) > 0 && isLate(evs[0].seq, versions) { // (normalized: in sequence order)
 					late[id] = true
@@ -396,14 +394,15 @@ func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int6
 				}
 				if err := b.versionRows(versions); err != nil {
 					out.err = err
-					return
+					return nil
 				}
 				out.changes = append(out.changes, foldKey(spec, versions, evs, false, func() int64 { return 0 })...)
 				work.drop(int32(id))
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	total := 0
 	for _, p := range parts {
 		total += len(p.changes)

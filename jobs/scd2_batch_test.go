@@ -130,7 +130,7 @@ func stamp(micros int64) string {
 	return time.UnixMicro(micros).UTC().Format("2006-01-02T15:04:05Z")
 }
 
-// The property test of the issue at the stage: a random event stream over a change feed
+// The SCD2 property test at the stage: a random event stream over a change feed
 // source (events in random order, so many arrive late; duplicates, NULL transitions,
 // deletes, returning keys), merged after random runs of source commits, gives the
 // dimension one big batch gives, and rule 7 holds after every merge.

@@ -285,7 +285,7 @@ func TestSCD2ConflictingEventsInOneBatch(t *testing.T) {
 	}
 }
 
-// TestSCD2BatchSplitsAgree is the property test of the issue: random event streams
+// TestSCD2BatchSplitsAgree is the SCD2 fold's property test: random event streams
 // (random order across and within batches, so events arrive late; duplicates, NULL
 // transitions, deletes, returning keys) merged in random batch splits give the same
 // dimension as one big batch, which equals the reference fold, and rule 7 holds after

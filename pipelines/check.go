@@ -18,137 +18,166 @@ func sortStrings(s []string) { sort.Strings(s) }
 
 // checkStageTables checks that the tables a stage names are declared and fit the stage.
 func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
-	table := func(field, name string) *jobs.Table {
-		if name == "" {
-			return nil
-		}
-		t := spec.Table(name)
-		if t == nil {
-			ps.at(lookup(sn, field), "stage %s: %s: table %q is not declared under tables", st.Name, field, name)
-		}
-		return t
-	}
-	needColumn := func(field string, t *jobs.Table, col string, want string) {
-		if t == nil || t.Schema == nil || col == "" {
-			return
-		}
-		f := t.Schema.Field(col)
-		if f == nil {
-			ps.at(lookup(sn, field), "stage %s: %s: table %s has no column %q", st.Name, field, t.Name, col)
-			return
-		}
-		if want != "" && !typeIs(f.Type, want) {
-			ps.at(lookup(sn, field), "stage %s: %s: column %s.%s is %s, expected %s", st.Name, field, t.Name, col, f.Type, want)
-		}
-	}
-	// needSequence checks a sequence_by column: a timestamp or date (or an integer, when
-	// intOK: it is not a valid_from).
-	needSequence := func(field string, t *jobs.Table, col string, intOK bool) {
-		if t == nil || t.Schema == nil || col == "" {
-			return
-		}
-		f := t.Schema.Field(col)
-		if f == nil {
-			ps.at(lookup(sn, field), "stage %s: %s: table %s has no column %q", st.Name, field, t.Name, col)
-			return
-		}
-		ok, want := false, "timestamp, timestamp_ntz or date (it becomes valid_from)"
-		for _, ty := range []string{"timestamp", "timestamp_ntz", "date"} {
-			ok = ok || typeIs(f.Type, ty)
-		}
-		if intOK {
-			want = "timestamp, timestamp_ntz, date, bigint, int, smallint or tinyint"
-			for _, ty := range []string{"bigint", "int", "smallint", "tinyint"} {
-				ok = ok || typeIs(f.Type, ty)
-			}
-		}
-		if !ok {
-			ps.at(lookup(sn, field), "stage %s: %s: column %s.%s is %s, expected %s", st.Name, field, t.Name, col, f.Type, want)
-		}
-	}
-	// needPredicateColumns checks that a predicate over the source row names its columns.
-	needPredicateColumns := func(field string, t *jobs.Table, pred string) {
-		if t == nil || t.Schema == nil || pred == "" {
-			return
-		}
-		p, err := delta.ParsePredicate(pred)
-		if err != nil {
-			return // the stage config reports it
-		}
-		for _, col := range delta.PredicateColumns(p) {
-			if lc := strings.ToLower(col); strings.HasPrefix(lc, "target.") || strings.HasPrefix(lc, "source.") {
-				continue // the stage config reports it
-			}
-			if t.Schema.Field(col) == nil {
-				ps.at(lookup(sn, field), "stage %s: %s: the source table %s has no column %q (the predicate reads the source row)", st.Name, field, t.Name, col)
-			}
-		}
-	}
-	switch c := st.Config.(type) {
+	c := &stageCheck{ps: ps, spec: spec, sn: sn, st: st}
+	switch cfg := st.Config.(type) {
 	case *jobs.IngestConfig:
-		t := table("target", c.Target)
-		if q := table("quarantine_table", c.QuarantineTable); q != nil {
-			for _, col := range jobs.QuarantineColumns {
-				want := "string"
-				switch col {
-				case "line":
-					want = "bigint"
-				case "load_timestamp":
-					want = "timestamp"
-				}
-				needColumn("quarantine_table", q, col, want)
-			}
-		}
-		needColumn("source_file_column", t, or(c.SourceFileColumn, "source_file"), "string")
-		needColumn("load_timestamp_column", t, or(c.LoadTimestampColumn, "load_timestamp"), "timestamp")
-		for i, k := range c.Keys {
-			needColumn(fmt.Sprintf("keys[%d]", i), t, k, "")
-		}
-		needSequence("sequence_by", t, c.SequenceBy, true)
+		c.ingest(cfg)
 	case *jobs.CaptureHistoryConfig:
-		src := table("source", c.Source)
-		dst := table("target", c.Target)
+		src := c.table("source", cfg.Source)
+		dst := c.table("target", cfg.Target)
 		if src != nil && !src.ChangeDataFeed() {
-			ps.at(lookup(sn, "source"), "stage %s: source table %s has no change feed; set delta.enableChangeDataFeed: true in its properties", st.Name, src.Name)
+			c.noChangeFeed("source", src)
 		}
-		for _, col := range []string{"_change_type", "_commit_version", "_commit_timestamp"} {
-			needColumn("target", dst, col, "")
+		for _, col := range []string{delta.ChangeTypeColumn, delta.CommitVersionColumn, delta.CommitTimestampColumn} {
+			c.needColumn("target", dst, col, "")
 		}
 	case *jobs.SCD2Config:
-		src := table("source", c.Source)
-		dst := table("target", c.Target)
-		if c.SourceChanges && src != nil && !src.ChangeDataFeed() {
-			ps.at(lookup(sn, "source_changes"), "stage %s: source table %s has no change feed; set delta.enableChangeDataFeed: true in its properties", st.Name, src.Name)
-		}
-		for i, k := range c.Keys {
-			needColumn(fmt.Sprintf("keys[%d]", i), src, k, "")
-			needColumn(fmt.Sprintf("keys[%d]", i), dst, k, "")
-		}
-		for i, k := range c.Track {
-			needColumn(fmt.Sprintf("track[%d]", i), src, k, "")
-		}
-		for i, k := range c.Type1 {
-			needColumn(fmt.Sprintf("type1[%d]", i), src, k, "")
-		}
-		needSequence("sequence_by", src, c.SequenceBy, false)
-		needPredicateColumns("delete_when", src, c.DeleteWhen)
-
-		needColumn("columns.valid_from", dst, or(c.Columns.ValidFrom, "valid_from"), "timestamp")
-		needColumn("columns.valid_to", dst, or(c.Columns.ValidTo, "valid_to"), "timestamp")
-		needColumn("columns.is_current", dst, or(c.Columns.IsCurrent, "is_current"), "boolean")
-		needColumn("columns.surrogate_key", dst, c.Columns.SurrogateKey, "bigint")
+		c.scd2(cfg)
 	case *jobs.SCD1Config:
-		src := table("source", c.Source)
-		dst := table("target", c.Target)
-		for i, k := range c.Keys {
-			needColumn(fmt.Sprintf("keys[%d]", i), src, k, "")
-			needColumn(fmt.Sprintf("keys[%d]", i), dst, k, "")
+		src := c.table("source", cfg.Source)
+		dst := c.table("target", cfg.Target)
+		for i, k := range cfg.Keys {
+			c.needColumn(fmt.Sprintf("keys[%d]", i), src, k, "")
+			c.needColumn(fmt.Sprintf("keys[%d]", i), dst, k, "")
 		}
-		needSequence("sequence_by", src, c.SequenceBy, true)
-		needPredicateColumns("delete_when", src, c.DeleteWhen)
+		c.needSequence("sequence_by", src, cfg.SequenceBy, true)
+		c.needPredicateColumns("delete_when", src, cfg.DeleteWhen)
 	case *jobs.VacuumConfig:
-		for i, name := range c.TableNames {
-			table(fmt.Sprintf("tables[%d]", i), name)
+		for i, name := range cfg.TableNames {
+			c.table(fmt.Sprintf("tables[%d]", i), name)
+		}
+	}
+}
+
+// stageCheck reports the problems of one stage's tables, each at the stage's key that
+// names the table or column.
+type stageCheck struct {
+	ps   *problems
+	spec *Spec
+	sn   *yaml.Node
+	st   *Stage
+}
+
+func (c *stageCheck) ingest(cfg *jobs.IngestConfig) {
+	t := c.table("target", cfg.Target)
+	if q := c.table("quarantine_table", cfg.QuarantineTable); q != nil {
+		for _, col := range jobs.QuarantineColumns {
+			want := "string"
+			switch col {
+			case "line":
+				want = "bigint"
+			case "load_timestamp":
+				want = "timestamp"
+			}
+			c.needColumn("quarantine_table", q, col, want)
+		}
+	}
+	c.needColumn("source_file_column", t, or(cfg.SourceFileColumn, "source_file"), "string")
+	c.needColumn("load_timestamp_column", t, or(cfg.LoadTimestampColumn, "load_timestamp"), "timestamp")
+	for i, k := range cfg.Keys {
+		c.needColumn(fmt.Sprintf("keys[%d]", i), t, k, "")
+	}
+	c.needSequence("sequence_by", t, cfg.SequenceBy, true)
+}
+
+func (c *stageCheck) scd2(cfg *jobs.SCD2Config) {
+	src := c.table("source", cfg.Source)
+	dst := c.table("target", cfg.Target)
+	if cfg.SourceChanges && src != nil && !src.ChangeDataFeed() {
+		c.noChangeFeed("source_changes", src)
+	}
+	for i, k := range cfg.Keys {
+		c.needColumn(fmt.Sprintf("keys[%d]", i), src, k, "")
+		c.needColumn(fmt.Sprintf("keys[%d]", i), dst, k, "")
+	}
+	for i, k := range cfg.Track {
+		c.needColumn(fmt.Sprintf("track[%d]", i), src, k, "")
+	}
+	for i, k := range cfg.Type1 {
+		c.needColumn(fmt.Sprintf("type1[%d]", i), src, k, "")
+	}
+	c.needSequence("sequence_by", src, cfg.SequenceBy, false)
+	c.needPredicateColumns("delete_when", src, cfg.DeleteWhen)
+
+	c.needColumn("columns.valid_from", dst, or(cfg.Columns.ValidFrom, "valid_from"), "timestamp")
+	c.needColumn("columns.valid_to", dst, or(cfg.Columns.ValidTo, "valid_to"), "timestamp")
+	c.needColumn("columns.is_current", dst, or(cfg.Columns.IsCurrent, "is_current"), "boolean")
+	c.needColumn("columns.surrogate_key", dst, cfg.Columns.SurrogateKey, "bigint")
+}
+
+// table returns the declared table name (nil for ""), reporting an undeclared one.
+func (c *stageCheck) table(field, name string) *jobs.Table {
+	if name == "" {
+		return nil
+	}
+	t := c.spec.Table(name)
+	if t == nil {
+		c.ps.at(lookup(c.sn, field), "stage %s: %s: table %q is not declared under tables", c.st.Name, field, name)
+	}
+	return t
+}
+
+func (c *stageCheck) noChangeFeed(field string, src *jobs.Table) {
+	c.ps.at(lookup(c.sn, field), "stage %s: source table %s has no change feed; set %s: true in its properties", c.st.Name, src.Name, delta.PropEnableChangeDataFeed)
+}
+
+// needColumn checks that table t (when declared with a schema) has column col, of type
+// want unless want is "".
+func (c *stageCheck) needColumn(field string, t *jobs.Table, col string, want string) {
+	if t == nil || t.Schema == nil || col == "" {
+		return
+	}
+	f := t.Schema.Field(col)
+	if f == nil {
+		c.ps.at(lookup(c.sn, field), "stage %s: %s: table %s has no column %q", c.st.Name, field, t.Name, col)
+		return
+	}
+	if want != "" && !typeIs(f.Type, want) {
+		c.ps.at(lookup(c.sn, field), "stage %s: %s: column %s.%s is %s, expected %s", c.st.Name, field, t.Name, col, f.Type, want)
+	}
+}
+
+// needSequence checks a sequence_by column: a timestamp or date (or an integer, when
+// intOK: it is not a valid_from).
+func (c *stageCheck) needSequence(field string, t *jobs.Table, col string, intOK bool) {
+	if t == nil || t.Schema == nil || col == "" {
+		return
+	}
+	f := t.Schema.Field(col)
+	if f == nil {
+		c.ps.at(lookup(c.sn, field), "stage %s: %s: table %s has no column %q", c.st.Name, field, t.Name, col)
+		return
+	}
+	ok, want := false, "timestamp, timestamp_ntz or date (it becomes valid_from)"
+	for _, ty := range []string{"timestamp", "timestamp_ntz", "date"} {
+		ok = ok || typeIs(f.Type, ty)
+	}
+	if intOK {
+		want = "timestamp, timestamp_ntz, date, bigint, int, smallint or tinyint"
+		for _, ty := range []string{"bigint", "int", "smallint", "tinyint"} {
+			ok = ok || typeIs(f.Type, ty)
+		}
+	}
+	if !ok {
+		c.ps.at(lookup(c.sn, field), "stage %s: %s: column %s.%s is %s, expected %s", c.st.Name, field, t.Name, col, f.Type, want)
+	}
+}
+
+// needPredicateColumns checks that a predicate over the source row names its columns.
+func (c *stageCheck) needPredicateColumns(field string, t *jobs.Table, pred string) {
+	if t == nil || t.Schema == nil || pred == "" {
+		return
+	}
+	p, err := delta.ParsePredicate(pred)
+	if err != nil {
+		return // the stage config reports it
+	}
+	for _, col := range delta.PredicateColumns(p) {
+		if lc := strings.ToLower(col); strings.HasPrefix(lc, "target.") || strings.HasPrefix(lc, "source.") {
+			continue // the stage config reports it
+		}
+		if t.Schema.Field(col) == nil {
+			c.ps.at(lookup(c.sn, field), "stage %s: %s: the source table %s has no column %q (the predicate reads the source row)", c.st.Name, field, t.Name, col)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/dag"
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 )
 
 // Defaults applied to omitted settings.
@@ -210,19 +211,11 @@ func checkTop(ps *problems, root *yaml.Node, spec *Spec, fs *fileSpec) {
 	if spec.Warehouse == "" {
 		spec.Warehouse = filepath.Join(spec.Dir, "warehouse")
 	} else {
-		spec.Warehouse = resolveLocation(spec.Dir, spec.Warehouse)
+		spec.Warehouse = storeurl.Anchor(spec.Dir, spec.Warehouse)
 	}
 	if _, v := mapEntry(root, "stages"); v == nil {
 		ps.at(root, "missing key \"stages\": the list of stages to run")
 	}
-}
-
-// resolveLocation anchors a relative local path at dir; URLs and absolute paths pass.
-func resolveLocation(dir, loc string) string {
-	if strings.Contains(loc, "://") || filepath.IsAbs(loc) {
-		return loc
-	}
-	return filepath.Join(dir, loc)
 }
 
 // decodeTables decodes the tables mapping; it returns each table's node by name.
@@ -452,7 +445,7 @@ func decodeStages(ps *problems, root *yaml.Node, fs *fileSpec, spec *Spec) []*ya
 				ps.at(lookup(kindNode, fe.Field), "%s: %s: %s", label, fe.Field, fe.Msg)
 			}
 			if ic, ok := cfg.(*jobs.IngestConfig); ok && ic.Source != "" && !strings.HasPrefix(ic.Source, "http://") && !strings.HasPrefix(ic.Source, "https://") {
-				ic.Source = resolveLocation(spec.Dir, ic.Source)
+				ic.Source = storeurl.Anchor(spec.Dir, ic.Source)
 			}
 			st.Config = cfg
 		}

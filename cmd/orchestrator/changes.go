@@ -22,7 +22,7 @@ func changesCommand() *command {
 			"--from and --to are a version number or a time (RFC 3339, e.g.\n" +
 			"2026-01-14T10:00:00Z; a time without a zone, or a bare date, is UTC). A start time\n" +
 			"selects the first version committed at or after it, an end time the last version\n" +
-			"committed at or before it. The table must have delta.enableChangeDataFeed = true\n" +
+			"committed at or before it. The table must have " + delta.PropEnableChangeDataFeed + " = true\n" +
 			"over the whole range.\n\n" + tableArgHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
 			tf := addTableFlags(fs)

@@ -13,9 +13,7 @@ import (
 // compared with their declarations; every difference is printed with its fix.
 func validateTables(ctx context.Context, e *env, files []string, s3 storeurl.Options) error {
 	return validateEach(e, files, func(spec *pipelines.Spec) (string, bool) {
-		stores := newStoreCache(s3)
-		defer stores.close()
-		warehouse, err := stores.Warehouse(ctx, spec)
+		warehouse, err := e.opener(s3).Warehouse(ctx, spec)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "%s: warehouse %s: %v\n", spec.File, spec.Warehouse, err)
 			return "", false

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
+	"github.com/orchestrator-io/orchestrator/scheduler"
 )
 
 // A command is one node of the command tree: a group (subs set) or a leaf (setup set).
@@ -38,6 +41,14 @@ type env struct {
 	lookupEnv func(string) (string, bool)
 	// now is the clock for commit timestamps and retention checks.
 	now func() time.Time
+	// stores opens the stores of the command's locations, each once; runEnv closes it.
+	stores *storeurl.Stores
+}
+
+// opener opens pipelines' warehouses and sources through e.stores, with the command
+// line's S3 settings (flags) over each pipeline's own.
+func (e *env) opener(flags storeurl.Options) scheduler.URLOpener {
+	return scheduler.URLOpener{Stores: e.stores, Flags: flags}
 }
 
 // who names the person running a command in run records: user@host.
@@ -80,6 +91,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // runEnv runs the program in a given environment (tests pin the clock).
 func runEnv(ctx context.Context, e *env, args []string) error {
+	if e.stores == nil {
+		e.stores = storeurl.NewStores()
+		defer func() { e.stores.Close(); e.stores = nil }()
+	}
 	root := rootCommand()
 	return dispatch(ctx, e, root, root.name, args)
 }

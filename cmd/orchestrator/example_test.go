@@ -61,7 +61,7 @@ func TestExampleSales(t *testing.T) {
 	runID := regexp.MustCompile(`(\d{8}T\d{6}Z)-[a-z0-9]{6}`)
 	stamp := regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
 	// Times and sizes vary: sizes with the length of the temporary paths in source_file.
-	varying := regexp.MustCompile(`(executionTimeMs|Bytes\w*)=\d+`)
+	varying := regexp.MustCompile(`(\w*TimeMs|Bytes\w*)=\d+`)
 	scrub := func(s string) string {
 		s = strings.ReplaceAll(s, dir, "$EXAMPLE")
 		return runID.ReplaceAllString(s, "$1-XXXXXX")

@@ -5,15 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/url"
-	"os"
 	"strings"
-	"sync"
 
-	"github.com/orchestrator-io/orchestrator/objectstore"
-	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 	"github.com/orchestrator-io/orchestrator/scheduler"
@@ -81,11 +75,10 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, params
 	if _, err := spec.ResolveParams(params); err != nil {
 		return usagef("%v", err)
 	}
-	if strings.HasPrefix(spec.Warehouse, "mem://") {
+	if storeurl.InProcess(spec.Warehouse) {
 		return fmt.Errorf("pipeline %s: warehouse %s lives only in this process, so the run's tables would be lost when it ends", spec.Name, spec.Warehouse)
 	}
-	stores := newStoreCache(s3)
-	defer stores.close()
+	stores := e.opener(s3)
 	trig := scheduler.Trigger{Kind: scheduler.Manual, By: e.who(), Params: params, Stages: only}
 	return runWithDisplay(e, stores, spec, format, func(r *scheduler.Runner, h scheduler.Hooks) (*scheduler.Record, error) {
 		return r.Run(ctx, spec, trig, h)
@@ -96,7 +89,7 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, params
 // and hooks it is given) with live progress on stderr, then prints its summary on
 // stdout. It returns nil if the run succeeded, else errReported (or what kept the run
 // from starting).
-func runWithDisplay(e *env, stores *storeCache, spec *pipelines.Spec, format string, start func(*scheduler.Runner, scheduler.Hooks) (*scheduler.Record, error)) error {
+func runWithDisplay(e *env, stores scheduler.Opener, spec *pipelines.Spec, format string, start func(*scheduler.Runner, scheduler.Hooks) (*scheduler.Record, error)) error {
 	disp := newRunDisplay(e.stderr, e.now)
 	logger := slog.New(slog.NewTextHandler(disp, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	runner := newRunner(e, stores, logger, nil)
@@ -156,7 +149,7 @@ const heartbeatEvery = scheduler.DefaultHeartbeatTimeout / 3
 
 // newRunner is the runner of the CLI's runs and of serve: runs are recorded in each
 // pipeline's warehouse, and notifications are sent. limiter bounds stages (serve).
-func newRunner(e *env, stores *storeCache, logger *slog.Logger, limiter *scheduler.Limiter) *scheduler.Runner {
+func newRunner(e *env, stores scheduler.Opener, logger *slog.Logger, limiter *scheduler.Limiter) *scheduler.Runner {
 	return scheduler.NewRunner(scheduler.RunnerConfig{
 		Opener:         stores,
 		Now:            e.now,
@@ -166,111 +159,4 @@ func newRunner(e *env, stores *storeCache, logger *slog.Logger, limiter *schedul
 		HeartbeatEvery: heartbeatEvery,
 		Notifier:       scheduler.NewNotifier(scheduler.NotifierConfig{Now: e.now, Logger: logger}),
 	})
-}
-
-// storeCache opens each store the runs of a process need once, by location and S3
-// settings, and closes them when it is closed. It is the runner's Opener: a pipeline's
-// stores use its storage section under the command line's --s3-* flags.
-type storeCache struct {
-	flags  storeurl.Options
-	mu     sync.Mutex // guards stores
-	stores map[storeKey]objectstore.Store
-}
-
-type storeKey struct {
-	loc  string
-	opts storeurl.Options
-}
-
-func newStoreCache(flags storeurl.Options) *storeCache {
-	return &storeCache{flags: flags, stores: map[storeKey]objectstore.Store{}}
-}
-
-// Warehouse implements scheduler.Opener.
-func (c *storeCache) Warehouse(ctx context.Context, spec *pipelines.Spec) (objectstore.Store, error) {
-	return c.open(ctx, spec.Warehouse, storageOptions(spec.Storage, c.flags))
-}
-
-// Records implements scheduler.RecordsOpener: on local disk the run records are written
-// without fsync (a machine crash may lose the latest records, never table data); on S3
-// and mem they go through the warehouse's store.
-func (c *storeCache) Records(ctx context.Context, spec *pipelines.Spec) (objectstore.Store, error) {
-	dir, local := spec.Warehouse, !strings.Contains(spec.Warehouse, "://")
-	if rest, ok := strings.CutPrefix(dir, "file://"); ok {
-		dir, local = rest, true
-	}
-	if !local {
-		return c.Warehouse(ctx, spec)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	key := storeKey{loc: "records:" + dir}
-	if st, ok := c.stores[key]; ok {
-		return st, nil
-	}
-	st, err := fs.New(fs.Config{Dir: dir, NoSync: true})
-	if err != nil {
-		return nil, err
-	}
-	c.stores[key] = st
-	return st, nil
-}
-
-// Location implements scheduler.Opener.
-func (c *storeCache) Location(ctx context.Context, spec *pipelines.Spec, location string) (objectstore.Store, string, error) {
-	return c.openLocation(ctx, location, storageOptions(spec.Storage, c.flags))
-}
-
-func (c *storeCache) open(ctx context.Context, loc string, opts storeurl.Options) (objectstore.Store, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	key := storeKey{loc, opts}
-	if st, ok := c.stores[key]; ok {
-		return st, nil
-	}
-	st, err := storeurl.Open(ctx, loc, opts)
-	if err != nil {
-		return nil, err
-	}
-	c.stores[key] = st
-	return st, nil
-}
-
-// openLocation opens a source directory for ingest: a local directory is a store of its
-// own (it must exist: a missing source is an error, not an empty directory to create);
-// an s3://bucket/prefix is the bucket's store and the prefix inside it.
-func (c *storeCache) openLocation(ctx context.Context, location string, opts storeurl.Options) (objectstore.Store, string, error) {
-	if rest, ok := strings.CutPrefix(location, "file://"); ok {
-		location = rest
-	}
-	if scheme, _, ok := strings.Cut(location, "://"); ok {
-		u, err := url.Parse(location)
-		if err != nil {
-			return nil, "", err
-		}
-		st, err := c.open(ctx, scheme+"://"+u.Host, opts)
-		if err != nil {
-			return nil, "", err
-		}
-		return st, strings.Trim(u.Path, "/"), nil
-	}
-	fi, err := os.Stat(location)
-	if err != nil {
-		return nil, "", err
-	}
-	if !fi.IsDir() {
-		return nil, "", fmt.Errorf("%s is not a directory", location)
-	}
-	st, err := c.open(ctx, location, opts)
-	return st, "", err
-}
-
-func (c *storeCache) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, st := range c.stores {
-		if cl, ok := st.(io.Closer); ok {
-			cl.Close()
-		}
-	}
 }

@@ -57,7 +57,7 @@ func addRunsFlags(fs *flag.FlagSet) *runsFlags {
 type runsEnv struct {
 	e      *env
 	specs  []*pipelines.Spec
-	stores *storeCache
+	stores scheduler.URLOpener
 	runner *scheduler.Runner
 	format string
 }
@@ -67,7 +67,7 @@ func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
 	if f.format != formatText && f.format != formatJSON {
 		return nil, usagef("unknown format %q: want text or json", f.format)
 	}
-	re := &runsEnv{e: e, stores: newStoreCache(f.s3), format: f.format}
+	re := &runsEnv{e: e, stores: e.opener(f.s3), format: f.format}
 	re.runner = newRunner(e, re.stores, slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	files := extra
 	if f.file != "" {
@@ -102,8 +102,6 @@ func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
 	}
 	return re, nil
 }
-
-func (re *runsEnv) close() { re.stores.close() }
 
 // spec returns the loaded pipeline called name, or nil.
 func (re *runsEnv) spec(name string) *pipelines.Spec {
@@ -188,7 +186,6 @@ func runsListCommand() *command {
 				if err != nil {
 					return err
 				}
-				defer re.close()
 				entries, err := re.list(ctx, *name, scheduler.Status(*status), *limit)
 				if err != nil {
 					return err
@@ -299,7 +296,6 @@ func runsShowCommand() *command {
 				if err != nil {
 					return err
 				}
-				defer re.close()
 				rec, _, err := re.find(ctx, args[0])
 				if err != nil {
 					return err

@@ -89,7 +89,6 @@ func runsTriggerCommand() *command {
 				if err != nil {
 					return err
 				}
-				defer re.close()
 				spec := re.specs[0]
 				if _, err := spec.ResolveParams(params); err != nil {
 					return usagef("%v", err)
@@ -133,7 +132,6 @@ func runsCancelCommand() *command {
 				if err != nil {
 					return err
 				}
-				defer re.close()
 				rec, store, err := re.find(ctx, args[0])
 				if err != nil {
 					return err
@@ -189,7 +187,6 @@ func runsRetryCommand() *command {
 				if err != nil {
 					return err
 				}
-				defer re.close()
 				old, store, err := re.find(ctx, args[0])
 				if err != nil {
 					return err
@@ -261,7 +258,6 @@ func runsBackfillCommand() *command {
 				if err != nil {
 					return err
 				}
-				defer re.close()
 				spec := re.specs[0]
 				if _, err := spec.ResolveParams(params); err != nil {
 					return usagef("%v", err)
@@ -377,7 +373,6 @@ func runsRollbackCommand() *command {
 				if err != nil {
 					return err
 				}
-				defer re.close()
 				old, _, err := re.find(ctx, args[0])
 				if err != nil {
 					return err

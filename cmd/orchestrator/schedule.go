@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
@@ -58,10 +57,9 @@ func scheduleCommand() *command {
 				sched := spec.Cron
 				if sched.Every() > 0 {
 					anchor := after
-					if _, err := os.Stat(spec.Warehouse); err == nil || strings.Contains(spec.Warehouse, "://") {
-						stores := newStoreCache(s3)
-						defer stores.close()
-						if st, err := newRunner(e, stores, nil, nil).Store(ctx, spec); err == nil {
+					dir, local := storeurl.Local(spec.Warehouse)
+					if _, err := os.Stat(dir); !local || err == nil { // a run store to read
+						if st, err := newRunner(e, e.opener(s3), nil, nil).Store(ctx, spec); err == nil {
 							if a, ok := st.StoredAnchor(ctx, spec.Name); ok {
 								anchor = a
 							}

@@ -88,8 +88,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	if o.baseURL == "" {
 		o.baseURL = "http://" + addr
 	}
-	stores := newStoreCache(o.s3)
-	defer stores.close()
+	stores := e.opener(o.s3)
 	var limiter *scheduler.Limiter
 	if o.maxStages > 0 {
 		limiter = scheduler.NewLimiter(o.maxStages)

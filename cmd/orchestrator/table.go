@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,9 +103,10 @@ func (tf *tableFlags) open(ctx context.Context, e *env, args []string) (*openedT
 	if err != nil {
 		return nil, err
 	}
-	storeURL, root := splitLocation(tg.loc)
-	store, err := storeurl.Open(ctx, storeURL, tg.opts)
-	if err != nil {
+	store, root, err := e.stores.Table(ctx, tg.loc, tg.opts)
+	if err != nil && tg.decl != nil {
+		return nil, fmt.Errorf("table %s at %s: %w", name, tg.loc, err)
+	} else if err != nil {
 		return nil, fmt.Errorf("table %s: %w", name, err)
 	}
 	tbl, err := delta.Open(ctx, store, root, delta.Options{
@@ -118,7 +118,7 @@ func (tf *tableFlags) open(ctx context.Context, e *env, args []string) (*openedT
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", name, err)
 	}
-	return &openedTable{name: name, table: tbl, uri: tableURI(tg.loc), spec: tg.spec, decl: tg.decl}, nil
+	return &openedTable{name: name, table: tbl, uri: storeurl.URI(tg.loc), spec: tg.spec, decl: tg.decl}, nil
 }
 
 // resolve turns TABLE into a location (a directory or URL whose root is the table), the
@@ -130,8 +130,7 @@ func (tf *tableFlags) resolve(e *env, name string) (target, error) {
 				return target{}, usagef("TABLE %q is neither a location nor a declared table: write ./%s for a directory, or pass --pipeline FILE to look the name up", name, name)
 			}
 		}
-		loc, err := localCheck(name)
-		return target{loc: loc, opts: tf.s3}, err
+		return target{loc: name, opts: tf.s3}, nil
 	}
 	spec, err := pipelines.Load(tf.pipeline, pipelines.Options{LookupEnv: e.lookupEnv})
 	if err != nil {
@@ -141,119 +140,25 @@ func (tf *tableFlags) resolve(e *env, name string) (target, error) {
 		}
 		return target{}, err
 	}
-	tg := target{opts: storageOptions(spec.Storage, tf.s3), identity: spec.Identity}
-	t := spec.Table(name)
-	if t == nil {
-		if isLocation(name) {
-			tg.loc, err = localCheck(name)
-			return tg, err
-		}
-		names := make([]string, len(spec.Tables))
-		for i, t := range spec.Tables {
-			names[i] = t.Name
-		}
-		return target{}, usagef("table %q is not declared in %s; declared: %s", name, tf.pipeline, strings.Join(names, ", "))
-	}
-	tg.spec, tg.decl = spec, t
-	wh := spec.Warehouse
+	tg := target{opts: tf.s3.Over(spec.Storage.StoreOptions()), identity: spec.Identity}
+	decl, loc, err := spec.TableLocation(name)
 	switch {
-	case strings.HasPrefix(wh, "mem://"):
-		return target{}, fmt.Errorf("table %s: the warehouse of %s is %s, which lives only inside a running process", name, tf.pipeline, wh)
-	case strings.Contains(wh, "://"):
-		tg.loc = strings.TrimRight(wh, "/") + "/" + t.Path
-	default:
-		tg.loc = filepath.Join(wh, filepath.FromSlash(t.Path))
+	case errors.Is(err, pipelines.ErrUndeclaredTable) && isLocation(name):
+		tg.loc = name
+		return tg, nil
+	case errors.Is(err, pipelines.ErrUndeclaredTable):
+		return target{}, usagef("%v", err)
+	case err != nil:
+		return target{}, err
 	}
-	tg.loc, err = localCheck(tg.loc)
-	return tg, err
-}
-
-// tableURI is a location as an absolute URI.
-func tableURI(loc string) string {
-	if strings.Contains(loc, "://") {
-		return strings.TrimRight(loc, "/")
-	}
-	abs, err := filepath.Abs(loc)
-	if err != nil {
-		return ""
-	}
-	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
-}
-
-// storageOptions layers the flags over the pipeline's storage section; storeurl layers
-// both over the AWS_* variables.
-func storageOptions(st pipelines.Storage, flags storeurl.Options) storeurl.Options {
-	o := storeurl.Options{
-		Endpoint:     st.Endpoint,
-		Region:       st.Region,
-		AccessKey:    st.AccessKeyID,
-		SecretKey:    st.SecretAccessKey,
-		SessionToken: st.SessionToken,
-		PathStyle:    st.PathStyle != nil && *st.PathStyle,
-	}
-	if o.Endpoint != "" && !strings.Contains(o.Endpoint, "://") && st.Insecure {
-		o.Endpoint = "http://" + o.Endpoint
-	}
-	if flags.Endpoint != "" {
-		o.Endpoint = flags.Endpoint
-	}
-	if flags.Region != "" {
-		o.Region = flags.Region
-	}
-	o.PathStyle = o.PathStyle || flags.PathStyle
-	return o
+	tg.loc, tg.spec, tg.decl = loc, spec, decl
+	return tg, nil
 }
 
 // isLocation reports whether TABLE is written as a location rather than a name.
 func isLocation(s string) bool {
-	return strings.Contains(s, "://") || strings.ContainsRune(s, '/') ||
+	return storeurl.IsURL(s) || strings.ContainsRune(s, '/') ||
 		strings.ContainsRune(s, filepath.Separator) || s == "." || s == ".."
-}
-
-// splitLocation opens the store one level above the table, so that the table root has
-// a name (its last path segment) that the delta package's messages can show.
-func splitLocation(loc string) (storeURL, root string) {
-	if rest, ok := strings.CutPrefix(loc, "file://"); ok {
-		loc = rest
-	}
-	if scheme, rest, ok := strings.Cut(loc, "://"); ok {
-		rest = strings.TrimRight(rest, "/")
-		i := strings.LastIndexByte(rest, '/')
-		if i < 0 { // s3://bucket: the table is the whole bucket
-			return loc, ""
-		}
-		return scheme + "://" + rest[:i], rest[i+1:]
-	}
-	abs, err := filepath.Abs(loc)
-	if err != nil {
-		return loc, ""
-	}
-	parent := filepath.Dir(abs)
-	if parent == abs {
-		return abs, ""
-	}
-	return parent, filepath.Base(abs)
-}
-
-// localCheck refuses a local directory that does not exist, which opening a store would
-// otherwise create.
-func localCheck(loc string) (string, error) {
-	dir := loc
-	if rest, ok := strings.CutPrefix(loc, "file://"); ok {
-		dir = rest
-	} else if strings.Contains(loc, "://") {
-		return loc, nil
-	}
-	fi, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("table %s: no such directory", loc)
-	case err != nil:
-		return "", fmt.Errorf("table %s: %w", loc, err)
-	case !fi.IsDir():
-		return "", fmt.Errorf("table %s: not a directory", loc)
-	}
-	return loc, nil
 }
 
 // writeRows renders a whole result set in the chosen format.

@@ -20,7 +20,7 @@ func vacuumCommand() *command {
 		summary: "delete data files the table no longer needs",
 		help: "Delete the data files that no version inside the retention window needs: files\n" +
 			"neither live nor removed more recently than --retain, and older than it. The\n" +
-			"default retention is the table's delta.deletedFileRetentionDuration (7 days when\n" +
+			"default retention is the table's " + delta.PropDeletedFileRetentionDur + " (7 days when\n" +
 			"unset); a shorter one is refused unless --force, since time travel and change\n" +
 			"feed reads of older versions fail once their files are gone. The deleted (with\n" +
 			"--dry-run: the deletable) files are printed, relative to the table root, with a\n" +
@@ -32,9 +32,9 @@ func vacuumCommand() *command {
 		setup: func(fs *flag.FlagSet) runFunc {
 			tf := addTableFlags(fs)
 			var retain durationFlag
-			fs.Var(&retain, "retain", "keep files needed by the versions of this `duration`: 168h, 7d, 36h30m\n(default: the table's delta.deletedFileRetentionDuration)")
+			fs.Var(&retain, "retain", "keep files needed by the versions of this `duration`: 168h, 7d, 36h30m\n(default: the table's "+delta.PropDeletedFileRetentionDur+")")
 			dryRun := fs.Bool("dry-run", false, "list the files that would be deleted; delete nothing")
-			force := fs.Bool("force", false, "allow a retention shorter than the table's delta.deletedFileRetentionDuration,\nand delete files that a pipeline stage has yet to read from the change feed")
+			force := fs.Bool("force", false, "allow a retention shorter than the table's "+delta.PropDeletedFileRetentionDur+",\nand delete files that a pipeline stage has yet to read from the change feed")
 			return func(ctx context.Context, e *env, args []string) error {
 				t, err := tf.open(ctx, e, args)
 				if err != nil {
@@ -54,8 +54,8 @@ func vacuumCommand() *command {
 				res, err := t.table.Vacuum(ctx, opts)
 				if errors.Is(err, delta.ErrRetentionTooShort) {
 					if snap, serr := t.table.Snapshot(ctx); serr == nil {
-						return fmt.Errorf("table %s: --retain %s is shorter than the table's delta.deletedFileRetentionDuration (%s): time travel and change feed reads of versions in between would fail; pass --force to vacuum anyway",
-							t.name, formatDuration(retain.d), formatDuration(snap.DeletedFileRetention()))
+						return fmt.Errorf("table %s: --retain %s is shorter than the table's %s (%s): time travel and change feed reads of versions in between would fail; pass --force to vacuum anyway",
+							t.name, formatDuration(retain.d), delta.PropDeletedFileRetentionDur, formatDuration(snap.DeletedFileRetention()))
 					}
 				}
 				if err != nil {

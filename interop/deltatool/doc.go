@@ -32,7 +32,7 @@
 // version prints the latest version, ensure-bucket creates a missing bucket, and history prints DESCRIBE HISTORY as a JSON array,
 // oldest version first. Errors go to stderr with exit status 1 (2 for usage errors).
 //
-// The issue 4 commands (ops.go) wrap delta.Table one to one: create makes an empty table
+// The table commands (ops.go) wrap delta.Table one to one: create makes an empty table
 // with the Arrow file's schema, plus a GENERATED ALWAYS AS IDENTITY long column in front
 // when --identity names a column the file lacks; append is Table.Append (identity values
 // generated); changes is Table.Changes (table_changes: data columns, _change_type,

@@ -109,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "vacuum":
 		v := &vacuumCmd{}
 		fs.StringVar(&v.retain, "retain", "", "retention (Go duration, e.g. 0s or 168h); default the table's")
-		fs.BoolVar(&v.force, "force", false, "allow a retention shorter than delta.deletedFileRetentionDuration")
+		fs.BoolVar(&v.force, "force", false, "allow a retention shorter than "+delta.PropDeletedFileRetentionDur)
 		c = v
 	case "set-property":
 		p := &setPropertyCmd{set: map[string]string{}}

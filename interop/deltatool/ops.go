@@ -1,6 +1,6 @@
 package main
 
-// The commands of issue 4 (change data feed, DML, identity columns, RESTORE, VACUUM): thin
+// The table commands (change data feed, DML, identity columns, RESTORE, VACUUM): thin
 // wrappers over delta.Table's methods, so that the suite tests the library's behaviour and
 // not this helper's.
 

@@ -14,12 +14,12 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
-// parquetSource reads a Parquet file with pqarrow (flat INT96 timestamps with delta's
-// Int96Column), only the declared columns, and casts each to its declared type where
-// that loses nothing (wider integers, rescaled decimals, coarser timestamp units,
+// parquetSource reads a Parquet file with pqarrow (flat INT96 timestamps with
+// pqfile.Int96Reader), only the declared columns, and casts each to its declared type
+// where that loses nothing (wider integers, rescaled decimals, coarser timestamp units,
 // large/view strings).
 type parquetSource struct {
 	file   string
@@ -29,8 +29,8 @@ type parquetSource struct {
 	rr     pqarrow.RecordReader // nil when every column read is in i96
 	src    []int                // declared column -> column of the record reader, -1: absent (nulls)
 	// Flat INT96 timestamp columns (Spark's default) by declared column: read as
-	// microseconds by delta, since pqarrow's nanoseconds end in 2262.
-	i96 map[int]*delta.Int96Column
+	// microseconds, since pqarrow's nanoseconds end in 2262.
+	i96 map[int]*pqfile.Int96Reader
 	row int64 // rows read so far
 	n   int64 // rows in the batch advance read
 	// missing lists the declared columns the file lacks (AllowMissingColumns); lines
@@ -61,43 +61,7 @@ func (s *parquetSource) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("decode %s: %w", s.file, err)
 	}
-	var problems []string
-	var leaves []int
-	s.i96 = map[int]*delta.Int96Column{}
-	fileIdx := make([]int, len(s.opts.Schema.Fields)) // declared -> manifest field
-	for i := range fileIdx {
-		fileIdx[i] = -1
-	}
-	for fi, mf := range fr.Manifest.Fields {
-		name := mf.Field.Name
-		di := s.opts.Schema.FieldIndex(name)
-		if di < 0 {
-			if !s.opts.IgnoreExtraColumns {
-				problems = append(problems, fmt.Sprintf("file column %s is not in the schema", name))
-			}
-			continue
-		}
-		if fileIdx[di] >= 0 {
-			problems = append(problems, fmt.Sprintf("file columns %s and %s both name column %s",
-				fr.Manifest.Fields[fileIdx[di]].Field.Name, name, s.opts.Schema.Fields[di].Name))
-			continue
-		}
-		want, from := s.schema.Field(di).Type, mf.Field.Type
-		int96 := delta.IsInt96Column(fr, fi)
-		if int96 {
-			from = delta.Int96ColumnType()
-		}
-		if why := castProblem(from, want); why != "" {
-			problems = append(problems, fmt.Sprintf("column %s (%d): file type %s cannot be read as %s (%s): %s",
-				s.opts.Schema.Fields[di].Name, di+1, from, s.opts.Schema.Fields[di].Type, want, why))
-		}
-		fileIdx[di] = fi
-		if int96 {
-			s.i96[di] = delta.NewInt96Column(fr, fi, fmt.Sprintf("decode %s: column %s", s.file, name))
-			continue
-		}
-		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fi])
-	}
+	fileIdx, leaves, problems := s.matchColumns(fr)
 	present := make([]bool, len(fileIdx))
 	for di, fi := range fileIdx {
 		present[di] = fi >= 0
@@ -141,6 +105,50 @@ func (s *parquetSource) open(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// matchColumns matches the file's top-level columns with the declared ones by name:
+// fileIdx[di] is the file column of declared column di (-1: absent), leaves the leaf
+// columns pqarrow reads, and problems what does not fit (an extra column, two file
+// columns for one declared column, a type that cannot be read as the declared one).
+// Flat INT96 columns get an Int96Reader in s.i96 instead of leaves.
+func (s *parquetSource) matchColumns(fr *pqarrow.FileReader) (fileIdx, leaves []int, problems []string) {
+	s.i96 = map[int]*pqfile.Int96Reader{}
+	fileIdx = make([]int, len(s.opts.Schema.Fields)) // declared -> manifest field
+	for i := range fileIdx {
+		fileIdx[i] = -1
+	}
+	for fi, mf := range fr.Manifest.Fields {
+		name := mf.Field.Name
+		di := s.opts.Schema.FieldIndex(name)
+		if di < 0 {
+			if !s.opts.IgnoreExtraColumns {
+				problems = append(problems, fmt.Sprintf("file column %s is not in the schema", name))
+			}
+			continue
+		}
+		if fileIdx[di] >= 0 {
+			problems = append(problems, fmt.Sprintf("file columns %s and %s both name column %s",
+				fr.Manifest.Fields[fileIdx[di]].Field.Name, name, s.opts.Schema.Fields[di].Name))
+			continue
+		}
+		want, from := s.schema.Field(di).Type, mf.Field.Type
+		int96 := pqfile.IsInt96(fr, fi)
+		if int96 {
+			from = pqfile.Int96Type()
+		}
+		if why := castProblem(from, want); why != "" {
+			problems = append(problems, fmt.Sprintf("column %s (%d): file type %s cannot be read as %s (%s): %s",
+				s.opts.Schema.Fields[di].Name, di+1, from, s.opts.Schema.Fields[di].Type, want, why))
+		}
+		fileIdx[di] = fi
+		if int96 {
+			s.i96[di] = pqfile.NewInt96Reader(fr, fi, nil, fmt.Sprintf("decode %s: column %s", s.file, name))
+			continue
+		}
+		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fi])
+	}
+	return fileIdx, leaves, problems
 }
 
 // advance reads the next record (false at the end). arrow-go's page reader panics on

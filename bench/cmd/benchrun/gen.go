@@ -31,7 +31,7 @@ import (
 //	cdf/table                    a Delta table with the change data feed on
 //	scd2/...                     see scd2.go
 
-// ingestHeader and the row format are the ingest shape: string id, string key,
+// ingestHeader and the row format are the ingest case's shape: string id, string key,
 // decimal(10,2), UTC timestamp, nullable string.
 const ingestHeader = "transaction_id,customer_key,amount,event_time,note\n"
 

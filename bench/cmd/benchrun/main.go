@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl := flag.NewFlagSet("benchrun", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	var c config
-	fl.StringVar(&c.size, "size", "small", "preset sizes: small (minutes on 2 cores), full (the issues' sizes), or bounds (ingest of 1 GiB of CSV and SCD2 into a 5 M-row dimension, ours only, for their peak RSS)")
+	fl.StringVar(&c.size, "size", "small", "preset sizes: small (minutes on 2 cores), full (the targets' sizes), or bounds (ingest of 1 GiB of CSV and SCD2 into a 5 M-row dimension, ours only, for their peak RSS)")
 	fl.StringVar(&c.cases, "cases", "ingest,merge,cdf,scd2,snapshot,gobench", "comma-separated cases to run")
 	fl.IntVar(&c.ingestRows, "ingest-rows", 0, "CSV rows for the ingest case (default: small 2,000,000, full 10,000,000)")
 	fl.StringVar(&c.ingestS3, "ingest-s3", "", "also run our ingest into this S3 location (s3://bucket/prefix; endpoint and credentials from the AWS_* environment, e.g. a local MinIO), to measure it on S3")
@@ -110,7 +110,7 @@ func (c *config) applySize() error {
 	switch c.size {
 	case "small", "full":
 	case "bounds":
-		// Issue 17's resource bounds: 16 M rows are 1.1 GB of CSV.
+		// The resource bounds of the README's Guarantees: 16 M rows are 1.1 GB of CSV.
 		def(&c.ingestRows, 16_000_000, 16_000_000)
 		def(&c.scd2Rows, 5_000_000, 5_000_000)
 	default:

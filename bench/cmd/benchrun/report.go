@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// gobench runs the delta package's go benchmarks for issue 3 (append vs plain pqarrow,
+// gobench runs the delta package's go benchmarks of the gobench case (append vs plain pqarrow,
 // snapshot load of 10,000 commits) and records their numbers as rows.
 func (d *driver) gobench(ctx context.Context) error {
 	pattern := "^(BenchmarkAppend|BenchmarkPlainPqarrow|BenchmarkSnapshotLoad10000Commits)$"
@@ -89,7 +89,7 @@ func (d *driver) unfinished(casePrefix, enginePrefix string) *row {
 	return nil
 }
 
-// targets checks the issues' targets against this run's rows.
+// targets checks the targets (bench/README.md) against this run's rows.
 func (d *driver) targets() []target {
 	var ts []target
 	add := func(issue int, text string, ok bool, known bool, got string) {

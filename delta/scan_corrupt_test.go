@@ -19,6 +19,10 @@ import (
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
+// Damaged data files, scanned: every damage is an error naming the file (and the
+// column, where a page is damaged), never a panic or a short read. The decoders
+// themselves are internal/parquet's, tested there.
+
 const stringsTestSchema = `{"type":"struct","fields":[
  {"name":"id","type":"long","nullable":false,"metadata":{}},
  {"name":"s","type":"string","nullable":true,"metadata":{}},
@@ -63,120 +67,6 @@ func stringsTestRecord(t *testing.T, n int, seed uint64) arrow.RecordBatch {
 		}
 	}
 	return rb.NewRecordBatch()
-}
-
-// TestScanPlainStringsMatchesPqarrow writes string columns in each layout a writer may
-// choose (dictionary or plain, a dictionary that overflows into plain pages, data page v1
-// or v2, compressed or not, many pages and row groups, all nulls) and checks that
-// byteArrayReader returns exactly what pqarrow does, at batch sizes that cut pages and
-// row groups anywhere, with and without row groups pruned.
-func TestScanPlainStringsMatchesPqarrow(t *testing.T) {
-	ctx := context.Background()
-	rec := stringsTestRecord(t, 20_000, 1)
-	defer rec.Release()
-	sch := mustSchema(t, stringsTestSchema)
-	base := []parquet.WriterProperty{parquet.WithMaxRowGroupLength(6_000), parquet.WithDataPageSize(4 << 10), parquet.WithStats(true)}
-	for _, c := range []struct {
-		name   string
-		props  []parquet.WriterProperty
-		pqOnly bool // an encoding byteArrayReader leaves to pqarrow
-	}{
-		{"dictionary-v1-snappy", []parquet.WriterProperty{parquet.WithCompression(compress.Codecs.Snappy)}, false},
-		{"plain-v1-uncompressed", []parquet.WriterProperty{parquet.WithDictionaryDefault(false)}, false},
-		{"dictionary-overflow", []parquet.WriterProperty{parquet.WithDictionaryPageSizeLimit(2 << 10)}, false},
-		{"v2-zstd", []parquet.WriterProperty{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithCompression(compress.Codecs.Zstd)}, false},
-		{"v2-plain-uncompressed", []parquet.WriterProperty{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithDictionaryDefault(false)}, false},
-		{"one-big-page", []parquet.WriterProperty{parquet.WithDataPageSize(64 << 20), parquet.WithMaxRowGroupLength(1 << 20)}, false},
-		{"delta-length", []parquet.WriterProperty{parquet.WithDictionaryDefault(false), parquet.WithEncodingFor("s", parquet.Encodings.DeltaLengthByteArray), parquet.WithEncodingFor("r", parquet.Encodings.DeltaLengthByteArray), parquet.WithEncodingFor("b", parquet.Encodings.DeltaLengthByteArray)}, true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			data := parquetBytes(t, rec, 6_000, append(append([]parquet.WriterProperty{}, base...), c.props...)...)
-			st := mem.New(mem.Config{})
-			if err := st.Put(ctx, "t/f.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
-				t.Fatal(err)
-			}
-			adds := []*Add{{Path: "f.parquet", Size: int64(len(data)), PartitionValues: map[string]*string{}}}
-
-			// The fast path is taken for the string columns, unless the encoding is
-			// one it leaves to pqarrow.
-			pf, err := file.NewParquetReader(bytes.NewReader(data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-			if err != nil {
-				t.Fatal(err)
-			}
-			all := make([]int, pf.NumRowGroups())
-			for rg := range all {
-				all[rg] = rg
-			}
-			for i, name := range []string{"id", "s", "r", "b"} {
-				if got, want := plainStringField(fr, i, all), name != "id" && !c.pqOnly; got != want {
-					t.Errorf("plainStringField(%s) = %v, want %v", name, got, want)
-				}
-			}
-			pf.Close()
-
-			for _, opts := range []ScanOptions{
-				{},
-				{BatchSize: 7},
-				{BatchSize: 1000},
-				{BatchSize: 5_999},
-				{Filter: Gt("id", int64(13_000))}, // row groups 0 and 1 pruned
-				{Filter: Lt("id", int64(7_000)), BatchSize: 4096},
-			} {
-				want := readAllWith(t, st, sch, adds, opts, false)
-				got := readAllWith(t, st, sch, adds, opts, true)
-				if want.NumRows() == 0 || want.NumRows() != got.NumRows() {
-					t.Fatalf("%+v: %d rows, pqarrow %d", opts, got.NumRows(), want.NumRows())
-				}
-				for i := range int(want.NumCols()) {
-					if !array.Equal(got.Column(i), want.Column(i)) {
-						t.Fatalf("%+v: column %s differs from pqarrow's", opts, want.ColumnName(i))
-					}
-				}
-				got.Release()
-				want.Release()
-			}
-		})
-	}
-}
-
-// readAllWith scans the files with or without byteArrayReader and concatenates the rows.
-func readAllWith(t *testing.T, st *mem.Store, sch *StructType, adds []*Add, opts ScanOptions, plain bool) arrow.RecordBatch {
-	t.Helper()
-	defer func(was bool) { plainStrings = was }(plainStrings)
-	plainStrings = plain
-	sc, err := Scan(context.Background(), st, "t", sch, nil, adds, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Release()
-	recs, err := ReadAll(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) == 0 {
-		return array.NewRecordBatch(sc.Schema(), nil, 0)
-	}
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
-	tbl := array.NewTableFromRecords(sc.Schema(), recs)
-	defer tbl.Release()
-	cols := make([]arrow.Array, tbl.NumCols())
-	for i := range cols {
-		c, err := array.Concatenate(tbl.Column(i).Data().Chunks(), memory.DefaultAllocator)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Release()
-		cols[i] = c
-	}
-	return array.NewRecordBatch(sc.Schema(), cols, tbl.NumRows())
 }
 
 // parquetBytes writes rec as one Parquet file with props, rowGroup rows per row group.
@@ -239,40 +129,6 @@ func TestScanPlainStringsCorruptPage(t *testing.T) {
 	err = scanBytes(t, data, nil)
 	if err == nil || !strings.Contains(err.Error(), "f.parquet column s") || !strings.Contains(err.Error(), "PLAIN value of 268435455 bytes") {
 		t.Fatalf("err = %v, want the file, the column and the bad length", err)
-	}
-}
-
-// TestRLEDecoderGarbage: any input gives values or an error, never a panic.
-func TestRLEDecoderGarbage(t *testing.T) {
-	rnd := rand.New(rand.NewPCG(3, 3))
-	dst := make([]uint32, 300)
-	for range 20_000 {
-		b := make([]byte, rnd.IntN(40))
-		for i := range b {
-			b[i] = byte(rnd.Uint32())
-		}
-		var d rleDecoder
-		d.reset(b, uint(rnd.IntN(33)))
-		_ = d.read(dst[:rnd.IntN(len(dst))])
-	}
-}
-
-// TestRLEDecoder decodes hand-made runs: an RLE run, a bit-packed run (with its padding
-// values never read), and a run that is cut short.
-func TestRLEDecoder(t *testing.T) {
-	// RLE: 5 × 3 (width 2: one byte); bit-packed: one group of 8 values 0..7 at width 3.
-	in := []byte{5 << 1, 3, 1<<1 | 1, 0b10001000, 0b11000110, 0b11111010}
-	var d rleDecoder
-	d.reset(in, 3)
-	got := make([]uint32, 13)
-	if err := d.read(got); err != nil {
-		t.Fatal(err)
-	}
-	if want := []uint32{3, 3, 3, 3, 3, 0, 1, 2, 3, 4, 5, 6, 7}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	if err := d.read(got[:1]); err == nil {
-		t.Fatal("reading past the end: no error")
 	}
 }
 

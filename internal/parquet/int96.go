@@ -1,4 +1,4 @@
-package delta
+package parquet
 
 import (
 	"encoding/binary"
@@ -8,7 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
+	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
@@ -16,7 +16,7 @@ import (
 // Spark writes timestamps as INT96 (Julian day and nanoseconds of the day) unless told
 // otherwise. pqarrow reads them as nanosecond timestamps, which end in 2262: a Spark
 // dimension whose open versions end on 9999-12-31 would not read. Delta timestamps are
-// microseconds, so int96Reader reads flat INT96 columns as microseconds, as Spark does
+// microseconds, so Int96Reader reads flat INT96 columns as microseconds, as Spark does
 // (no calendar rebase: days before 1582 are read as the proleptic Gregorian calendar).
 
 // julianUnixEpoch is the Julian day of 1970-01-01.
@@ -27,20 +27,20 @@ const (
 	nanosPerDay96 = microsPerDay * 1000
 )
 
-// int96Field reports whether top-level field i of fr is a flat INT96 column (optional or
-// required), which int96Reader reads.
-func int96Field(fr *pqarrow.FileReader, i int) bool {
+// IsInt96 reports whether top-level field i of fr is a flat INT96 column (optional or
+// required), which an Int96Reader reads.
+func IsInt96(fr *pqarrow.FileReader, i int) bool {
 	f := fr.Manifest.Fields[i]
 	if !f.IsLeaf() {
 		return false
 	}
 	col := fr.ParquetReader().MetaData().Schema.Column(f.ColIndex)
-	return col.PhysicalType() == parquet.Types.Int96 && col.MaxRepetitionLevel() == 0 && col.MaxDefinitionLevel() <= 1
+	return col.PhysicalType() == pq.Types.Int96 && col.MaxRepetitionLevel() == 0 && col.MaxDefinitionLevel() <= 1
 }
 
-// int96Reader reads a flat INT96 column over some row groups, batch by batch, as
-// microsecond timestamps (UTC).
-type int96Reader struct {
+// Int96Reader reads a flat INT96 column over some row groups, batch by batch, as
+// microsecond timestamps (UTC): Spark's default timestamps, read as Spark reads them.
+type Int96Reader struct {
 	fr     *pqarrow.FileReader
 	col    int   // leaf index
 	rgs    []int // row groups to read, in order
@@ -48,32 +48,40 @@ type int96Reader struct {
 	cur    *file.Int96ColumnChunkReader
 	maxDef int16
 	what   string
-	vals   []parquet.Int96
+	vals   []pq.Int96
 	defs   []int16
 }
 
 var int96Type = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 
-func newInt96Reader(fr *pqarrow.FileReader, i int, rowGroups []int, what string) *int96Reader {
+// Int96Type is the Arrow type an Int96Reader returns: microsecond timestamps in UTC.
+func Int96Type() arrow.DataType { return int96Type }
+
+// NewInt96Reader reads top-level field i of fr (IsInt96) over rowGroups, in order (nil:
+// all); what names the column in errors.
+func NewInt96Reader(fr *pqarrow.FileReader, i int, rowGroups []int, what string) *Int96Reader {
+	if rowGroups == nil {
+		rowGroups = allRowGroups(fr)
+	}
 	col := fr.Manifest.Fields[i].ColIndex
-	return &int96Reader{fr: fr, col: col, rgs: rowGroups, what: what,
+	return &Int96Reader{fr: fr, col: col, rgs: rowGroups, what: what,
 		maxDef: fr.ParquetReader().MetaData().Schema.Column(col).MaxDefinitionLevel()}
 }
 
-// read returns the next n values (fewer at the end).
-func (r *int96Reader) read(n int, mem memory.Allocator) (arrow.Array, error) {
+// Read returns the next n values (fewer at the end).
+func (r *Int96Reader) Read(n int, mem memory.Allocator) (arrow.Array, error) {
 	b := array.NewTimestampBuilder(mem, int96Type)
 	defer b.Release()
 	b.Reserve(n)
 	if cap(r.vals) < n {
-		r.vals, r.defs = make([]parquet.Int96, n), make([]int16, n)
+		r.vals, r.defs = make([]pq.Int96, n), make([]int16, n)
 	}
 	for got := 0; got < n; {
 		if r.cur == nil || !r.cur.HasNext() {
 			if r.next >= len(r.rgs) {
 				break
 			}
-			r.close()
+			r.Close()
 			cr, err := r.fr.ParquetReader().RowGroup(r.rgs[r.next]).Column(r.col)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", r.what, err)
@@ -111,8 +119,8 @@ func (r *int96Reader) read(n int, mem memory.Allocator) (arrow.Array, error) {
 	return b.NewArray(), nil
 }
 
-// close releases the open row group's pages.
-func (r *int96Reader) close() {
+// Close releases the open row group's pages.
+func (r *Int96Reader) Close() {
 	if r.cur != nil {
 		r.cur.Close()
 		r.cur = nil
@@ -121,7 +129,7 @@ func (r *int96Reader) close() {
 
 // int96Micros converts an INT96 timestamp to microseconds since the epoch (nanoseconds
 // truncated toward the past).
-func int96Micros(v parquet.Int96) (int64, error) {
+func int96Micros(v pq.Int96) (int64, error) {
 	nanos := binary.LittleEndian.Uint64(v[:8])
 	if nanos >= nanosPerDay96 {
 		return 0, fmt.Errorf("INT96 timestamp with %d nanoseconds in a day", nanos)
@@ -132,32 +140,3 @@ func int96Micros(v parquet.Int96) (int64, error) {
 	}
 	return days*microsPerDay + int64(nanos/1000), nil
 }
-
-// Int96Column reads a flat INT96 timestamp column of a Parquet file (Spark's default
-// timestamps) as microsecond UTC timestamps, as scans do, for readers of Parquet files
-// outside tables (ingest sources).
-type Int96Column struct{ r *int96Reader }
-
-// IsInt96Column reports whether top-level field i of fr is a flat INT96 column.
-func IsInt96Column(fr *pqarrow.FileReader, i int) bool { return int96Field(fr, i) }
-
-// Int96ColumnType is the Arrow type an Int96Column returns.
-func Int96ColumnType() arrow.DataType { return int96Type }
-
-// NewInt96Column reads top-level field i of fr (IsInt96Column) over all row groups; what
-// names it in errors.
-func NewInt96Column(fr *pqarrow.FileReader, i int, what string) *Int96Column {
-	rgs := make([]int, fr.ParquetReader().NumRowGroups())
-	for k := range rgs {
-		rgs[k] = k
-	}
-	return &Int96Column{newInt96Reader(fr, i, rgs, what)}
-}
-
-// Read returns the next n values (fewer at the file's end).
-func (c *Int96Column) Read(n int, mem memory.Allocator) (arrow.Array, error) {
-	return c.r.read(n, mem)
-}
-
-// Close releases the pages being read.
-func (c *Int96Column) Close() { c.r.close() }

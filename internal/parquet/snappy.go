@@ -1,4 +1,4 @@
-package delta
+package parquet
 
 import (
 	"io"
@@ -43,8 +43,9 @@ func (c fastSnappy) NewWriterLevel(w io.Writer, level int) (io.WriteCloser, erro
 
 var useFastSnappy sync.Once
 
-// registerFastSnappy swaps in fastSnappy for the process, once, before the first write.
-func registerFastSnappy() {
+// RegisterFastSnappy swaps in fastSnappy for the process, once: call it before the
+// first write.
+func RegisterFastSnappy() {
 	useFastSnappy.Do(func() {
 		orig, err := compress.GetCodec(compress.Codecs.Snappy)
 		if err != nil {

@@ -1,4 +1,4 @@
-package delta
+package parquet
 
 import (
 	"encoding/binary"

@@ -1,10 +1,8 @@
-package delta
+package parquet
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"io"
 	"runtime"
 	"slices"
 	"strings"
@@ -13,26 +11,114 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	pq "github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/orchestrator-io/orchestrator/objectstore/mem"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
+
+// writeProps are the writer settings delta writes data files with (Snappy, decimals as
+// integers, statistics, dictionaries on, timestamps as INT64 microseconds).
+func writeProps() (*pq.WriterProperties, pqarrow.ArrowWriterProperties) {
+	RegisterFastSnappy()
+	return pq.NewWriterProperties(
+			pq.WithCompression(compress.Codecs.Snappy),
+			pq.WithStoreDecimalAsInteger(true),
+			pq.WithStats(true),
+			pq.WithDictionaryDefault(true),
+		), pqarrow.NewArrowWriterProperties(
+			pqarrow.WithCoerceTimestamps(arrow.Microsecond),
+			pqarrow.WithTruncatedTimestamps(true),
+		)
+}
+
+// flatBytes writes batches with a FlatWriter, closing a row group after every rowGroup
+// batches (0: one row group).
+func flatBytes(t *testing.T, batches []arrow.RecordBatch, rowGroup int) []byte {
+	t.Helper()
+	props, aprops := writeProps()
+	var buf bytes.Buffer
+	fw, err := NewFlatWriter(batches[0].Schema(), &buf, props, aprops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range batches {
+		if err := fw.WriteBuffered(b); err != nil {
+			t.Fatal(err)
+		}
+		if rowGroup > 0 && (i+1)%rowGroup == 0 {
+			if err := fw.NewBufferedRowGroupChecked(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// pqarrowBytes writes batches with pqarrow's FileWriter under the same properties, in
+// one row group: the file a FlatWriter must equal.
+func pqarrowBytes(t *testing.T, batches []arrow.RecordBatch) []byte {
+	t.Helper()
+	props, aprops := writeProps()
+	var buf bytes.Buffer
+	pw, err := pqarrow.NewFileWriter(batches[0].Schema(), &buf, props, aprops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches {
+		if err := pw.WriteBuffered(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// checkRows reads the file data back and compares its rows with batches'.
+func checkRows(t *testing.T, data []byte, batches []arrow.RecordBatch) {
+	t.Helper()
+	got, err := readColumns(t, data, nil, 0, true, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	for i := range batches[0].Schema().NumFields() {
+		parts := make([]arrow.Array, len(batches))
+		for k, b := range batches {
+			parts[k] = b.Column(i)
+		}
+		want, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !array.Equal(got.Column(i), want) {
+			t.Errorf("column %s: the rows read back differ from those written", got.ColumnName(i))
+		}
+		want.Release()
+	}
+}
 
 // TestParallelColumnsSameBytes writes the same batches with the columns of each batch
 // encoded one after another and concurrently: the files are byte for byte the same
 // (dictionary, plain and constant string columns, nulls, several row groups).
 func TestParallelColumnsSameBytes(t *testing.T) {
-	sch := mustSchema(t, `{"type":"struct","fields":[`+
-		`{"name":"id","type":"long","nullable":false,"metadata":{}},`+
-		`{"name":"key","type":"string","nullable":true,"metadata":{}},`+
-		`{"name":"city","type":"string","nullable":true,"metadata":{}},`+
-		`{"name":"file","type":"string","nullable":true,"metadata":{}},`+
-		`{"name":"amount","type":"double","nullable":true,"metadata":{}},`+
-		`{"name":"ts","type":"timestamp","nullable":true,"metadata":{}},`+
-		`{"name":"flag","type":"boolean","nullable":true,"metadata":{}}]}`)
-	asch, _ := ArrowSchema(sch)
+	sch := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "key", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "city", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "file", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "amount", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+		{Name: "flag", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+	}, nil)
 	var batches []arrow.RecordBatch
 	for b := range 6 {
-		rb := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, sch)
 		for i := range 9000 {
 			id := b*9000 + i
 			rb.Field(0).(*array.Int64Builder).Append(int64(id))
@@ -63,39 +149,25 @@ func TestParallelColumnsSameBytes(t *testing.T) {
 			encodingBatches.Add(1 << 20) // every core counts as busy
 			defer encodingBatches.Add(-1 << 20)
 		}
-		ctx := context.Background()
-		st := mem.New(mem.Config{})
-		adds, err := WriteRecords(ctx, st, "", sch, nil, batches, WriteOptions{RowGroupSize: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(adds) != 1 {
-			t.Fatalf("%d files, want 1", len(adds))
-		}
-		rc, err := st.Get(ctx, adds[0].Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.Close()
-		raw, err := io.ReadAll(rc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := readParquetFile(t, st, adds[0].Path)
-		defer r.Close()
-		if r.NumRowGroups() < 2 {
-			t.Errorf("%d row groups, want several", r.NumRowGroups())
-		}
-		return raw
+		return flatBytes(t, batches, 2)
 	}
 	seq, par := write(false), write(true)
 	if !bytes.Equal(seq, par) {
 		t.Errorf("concurrent columns: file of %d bytes differs from the sequential one of %d bytes", len(par), len(seq))
 	}
+	pf, err := file.NewParquetReader(bytes.NewReader(seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pf.NumRowGroups(); n != 3 {
+		t.Errorf("%d row groups, want 3", n)
+	}
+	pf.Close()
+	checkRows(t, seq, batches)
 }
 
 // TestOwnDictionaryMatchesPqarrow writes string and binary columns whose dictionaries
-// the flatWriter builds itself and compares the file with pqarrow's from the same
+// the FlatWriter builds itself and compares the file with pqarrow's from the same
 // batches: batches of odd sizes, nulls, a constant column, a column with an empty value,
 // and (fallback) one whose dictionary outgrows the dictionary page limit halfway, where
 // arrow-go falls back to plain pages at the same value. Without a fallback the files are
@@ -109,18 +181,18 @@ func TestOwnDictionaryMatchesPqarrow(t *testing.T) {
 }
 
 func testOwnDictionary(t *testing.T, fallback bool) {
-	sch := mustSchema(t, `{"type":"struct","fields":[`+
-		`{"name":"id","type":"long","nullable":false,"metadata":{}},`+
-		`{"name":"city","type":"string","nullable":true,"metadata":{}},`+
-		`{"name":"file","type":"string","nullable":false,"metadata":{}},`+
-		`{"name":"maybe_empty","type":"string","nullable":true,"metadata":{}},`+
-		`{"name":"grows","type":"string","nullable":true,"metadata":{}},`+
-		`{"name":"bin","type":"binary","nullable":true,"metadata":{}}]}`)
-	asch, _ := ArrowSchema(sch)
+	sch := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "city", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "file", Type: arrow.BinaryTypes.String},
+		{Name: "maybe_empty", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "grows", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "bin", Type: arrow.BinaryTypes.Binary, Nullable: true},
+	}, nil)
 	var batches []arrow.RecordBatch
 	id := 0
 	for b, n := range []int{1, 700, 3000, 1025, 5000, 9000, 20000, 20000, 333} {
-		rb := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, sch)
 		for range n {
 			rb.Field(0).(*array.Int64Builder).Append(int64(id))
 			if id%11 == 0 {
@@ -146,15 +218,8 @@ func testOwnDictionary(t *testing.T, fallback bool) {
 			b.Release()
 		}
 	}()
-	ctx := context.Background()
-	st := mem.New(mem.Config{})
-	opts := WriteOptions{RowGroupSize: 1 << 40, TargetFileSize: 1 << 40}
-	adds, err := WriteRecords(ctx, st, "", sch, nil, batches, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours := storedBytes(t, st, adds[0].Path)
-	theirs := pqarrowBytes(t, asch, batches, opts)
+	ours := flatBytes(t, batches, 0)
+	theirs := pqarrowBytes(t, batches)
 
 	// chunks describes every column chunk: size, encodings per page type, statistics.
 	chunks := func(raw []byte) []string {
@@ -205,6 +270,5 @@ func testOwnDictionary(t *testing.T, fallback bool) {
 	if plainPages != fallback {
 		t.Errorf("grows: %s; want plain data pages %v", got[4], fallback)
 	}
-	rows, _ := scanAll(t, st, "", sch, nil, adds, ScanOptions{})
-	diffRows(t, rowSet(t, rows), rowSet(t, batches))
+	checkRows(t, ours, batches)
 }

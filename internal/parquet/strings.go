@@ -1,4 +1,4 @@
-package delta
+package parquet
 
 import (
 	"encoding/binary"
@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
+	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
@@ -35,7 +35,7 @@ func plainStringField(fr *pqarrow.FileReader, i int, rowGroups []int) bool {
 	}
 	md := fr.ParquetReader().MetaData()
 	col := md.Schema.Column(f.ColIndex)
-	if col.PhysicalType() != parquet.Types.ByteArray || col.MaxRepetitionLevel() != 0 || col.MaxDefinitionLevel() > 1 {
+	if col.PhysicalType() != pq.Types.ByteArray || col.MaxRepetitionLevel() != 0 || col.MaxDefinitionLevel() > 1 {
 		return false
 	}
 	for _, rg := range rowGroups {
@@ -45,7 +45,7 @@ func plainStringField(fr *pqarrow.FileReader, i int, rowGroups []int) bool {
 		}
 		for _, e := range cc.Encodings() {
 			switch e {
-			case parquet.Encodings.Plain, parquet.Encodings.PlainDict, parquet.Encodings.RLEDict, parquet.Encodings.RLE:
+			case pq.Encodings.Plain, pq.Encodings.PlainDict, pq.Encodings.RLEDict, pq.Encodings.RLE:
 			default:
 				return false
 			}
@@ -302,7 +302,7 @@ func (r *byteArrayReader) nextPage() (bool, error) {
 		}
 		switch p := r.pages.Page().(type) {
 		case *file.DictionaryPage:
-			if err := r.loadDictionary(p.Data(), int(p.NumValues()), parquet.Encoding(p.Encoding())); err != nil {
+			if err := r.loadDictionary(p.Data(), int(p.NumValues()), pq.Encoding(p.Encoding())); err != nil {
 				return false, err
 			}
 		case *file.DataPageV1:
@@ -311,7 +311,7 @@ func (r *byteArrayReader) nextPage() (bool, error) {
 			}
 			data := p.Data()
 			if r.maxDef > 0 {
-				if p.DefinitionLevelEncoding() != parquet.Encodings.RLE {
+				if p.DefinitionLevelEncoding() != pq.Encodings.RLE {
 					return false, r.corrupt("definition levels in %s", p.DefinitionLevelEncoding())
 				}
 				levels, rest, err := r.splitValue(data, "definition levels")
@@ -321,7 +321,7 @@ func (r *byteArrayReader) nextPage() (bool, error) {
 				r.defs.reset(levels, 1)
 				data = rest
 			}
-			return true, r.startValues(data, int(p.NumValues()), parquet.Encoding(p.Encoding()))
+			return true, r.startValues(data, int(p.NumValues()), pq.Encoding(p.Encoding()))
 		case *file.DataPageV2:
 			if p.NumValues() == 0 {
 				continue
@@ -334,17 +334,17 @@ func (r *byteArrayReader) nextPage() (bool, error) {
 			if r.maxDef > 0 {
 				r.defs.reset(data[:dl], 1)
 			}
-			return true, r.startValues(data[dl:], int(p.NumValues()), parquet.Encoding(p.Encoding()))
+			return true, r.startValues(data[dl:], int(p.NumValues()), pq.Encoding(p.Encoding()))
 		}
 	}
 }
 
-func (r *byteArrayReader) startValues(data []byte, rows int, enc parquet.Encoding) error {
+func (r *byteArrayReader) startValues(data []byte, rows int, enc pq.Encoding) error {
 	r.left = rows
 	switch enc {
-	case parquet.Encodings.Plain:
+	case pq.Encodings.Plain:
 		r.dict, r.plain = false, data
-	case parquet.Encodings.PlainDict, parquet.Encodings.RLEDict:
+	case pq.Encodings.PlainDict, pq.Encodings.RLEDict:
 		if r.dictOff == nil {
 			return r.corrupt("dictionary-encoded page without a dictionary")
 		}
@@ -359,8 +359,8 @@ func (r *byteArrayReader) startValues(data []byte, rows int, enc parquet.Encodin
 	return nil
 }
 
-func (r *byteArrayReader) loadDictionary(data []byte, n int, enc parquet.Encoding) error {
-	if enc != parquet.Encodings.Plain && enc != parquet.Encodings.PlainDict {
+func (r *byteArrayReader) loadDictionary(data []byte, n int, enc pq.Encoding) error {
+	if enc != pq.Encodings.Plain && enc != pq.Encodings.PlainDict {
 		return r.corrupt("dictionary in %s", enc)
 	}
 	if n < 0 || n > len(data)/4 {

@@ -1,4 +1,4 @@
-package delta
+package parquet
 
 import (
 	"bytes"
@@ -65,7 +65,7 @@ func (d *dictChunk) add(col binaryValues, limit int64) bool {
 		}
 		return id
 	}
-	if w := offs[1] - base; nulls == 0 && constantOffsets(offs) && bytes.Equal(data[w:], data[:len(data)-int(w)]) {
+	if w := offs[1] - base; nulls == 0 && ConstantOffsets(offs) && bytes.Equal(data[w:], data[:len(data)-int(w)]) {
 		id := lookup(data[:w]) // every value is the first (the bytes repeat with its length)
 		for i := range idx {
 			idx[i] = id
@@ -251,4 +251,19 @@ func (d *dictChunk) reset() {
 		idx.Release()
 	}
 	*d = dictChunk{}
+}
+
+// ConstantOffsets reports whether the values the offsets delimit all have one length
+// (at least one value).
+func ConstantOffsets(offs []int32) bool {
+	if len(offs) < 2 {
+		return false
+	}
+	w := offs[1] - offs[0]
+	for i := 2; i < len(offs); i++ {
+		if offs[i]-offs[i-1] != w {
+			return false
+		}
+	}
+	return true
 }

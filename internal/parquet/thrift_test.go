@@ -1,4 +1,4 @@
-package delta
+package parquet
 
 import (
 	"bytes"
@@ -108,47 +108,3 @@ func TestThriftEdits(t *testing.T) {
 }
 
 func abs(x int) int { return max(x, -x) }
-
-// A footer whose chunks overlap, leave gaps or leave the file is not spliced
-// (checkChunks), so a splice never copies bytes that are not exactly one chunk's pages.
-func TestSpliceChecksChunkLayout(t *testing.T) {
-	rec := stringsTestRecord(t, 3000, 1)
-	defer rec.Release()
-	data := parquetBytes(t, rec, 1000)
-	size := int64(len(data))
-	read := func() *parquetFooter {
-		f, ok, err := readFooter(bytes.NewReader(data), size)
-		if err != nil || !ok {
-			t.Fatalf("readFooter: %v, %v", ok, err)
-		}
-		return f
-	}
-	if f := read(); !f.checkChunks(size) || len(f.rowGroups()) != 3 {
-		t.Fatalf("a file as written: checkChunks false or %d row groups", len(f.rowGroups()))
-	}
-	chunk := func(f *parquetFooter, rg, col int) *tValue {
-		return f.rowGroups()[rg].field(rgColumns).elems[col].field(ccMetaData)
-	}
-	for name, edit := range map[string]func(f *parquetFooter){
-		"overlap": func(f *parquetFooter) {
-			o, _ := chunk(f, 1, 0).int(cmDataPage)
-			chunk(f, 1, 1).setInt(cmDataPage, tI64, o+1)
-			chunk(f, 1, 1).drop(cmDictPage)
-		},
-		"past the footer": func(f *parquetFooter) { chunk(f, 2, 1).setInt(cmCompressed, tI64, size) },
-		"a page left out": func(f *parquetFooter) {
-			n, _ := chunk(f, 1, 0).int(cmCompressed)
-			chunk(f, 1, 0).setInt(cmCompressed, tI64, n-1)
-		},
-		"in the magic": func(f *parquetFooter) { chunk(f, 0, 0).setInt(cmDataPage, tI64, 1); chunk(f, 0, 0).drop(cmDictPage) },
-		"no pages":     func(f *parquetFooter) { chunk(f, 0, 1).drop(cmDataPage) },
-		"other file": func(f *parquetFooter) {
-			cc := &f.rowGroups()[0].field(rgColumns).elems[0]
-			cc.fields = append([]tField{{id: ccFilePath, v: tValue{typ: tBinary, b: []byte("x.parquet")}}}, cc.fields...)
-		},
-	} {
-		if f := read(); func() bool { edit(f); return f.checkChunks(size) }() {
-			t.Errorf("%s: checkChunks true", name)
-		}
-	}
-}

@@ -1,31 +1,29 @@
-package delta
+package parquet
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
+	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/schema"
-
-	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
 // int96Of encodes t as Spark does: nanoseconds of the day, then the Julian day.
-func int96Of(t time.Time) parquet.Int96 {
+func int96Of(t time.Time) pq.Int96 {
 	us := t.UnixMicro()
 	days := us / microsPerDay
 	if us%microsPerDay < 0 {
 		days--
 	}
-	var v parquet.Int96
+	var v pq.Int96
 	binary.LittleEndian.PutUint64(v[:8], uint64(us-days*microsPerDay)*1000)
 	binary.LittleEndian.PutUint32(v[8:], uint32(days+julianUnixEpoch))
 	return v
@@ -35,16 +33,16 @@ func int96Of(t time.Time) parquet.Int96 {
 // by default, rowGroup rows per row group; a zero time is a null ts.
 func int96File(t *testing.T, times []time.Time, rowGroup int, dict bool) []byte {
 	t.Helper()
-	root, err := schema.NewGroupNode("spark_schema", parquet.Repetitions.Required, schema.FieldList{
-		schema.NewInt64Node("id", parquet.Repetitions.Required, -1),
-		schema.NewInt96Node("ts", parquet.Repetitions.Optional, -1),
+	root, err := schema.NewGroupNode("spark_schema", pq.Repetitions.Required, schema.FieldList{
+		schema.NewInt64Node("id", pq.Repetitions.Required, -1),
+		schema.NewInt96Node("ts", pq.Repetitions.Optional, -1),
 	}, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	w := file.NewParquetWriter(&buf, root, file.WithWriterProps(parquet.NewWriterProperties(
-		parquet.WithDictionaryDefault(dict), parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDataPageSize(256))))
+	w := file.NewParquetWriter(&buf, root, file.WithWriterProps(pq.NewWriterProperties(
+		pq.WithDictionaryDefault(dict), pq.WithCompression(compress.Codecs.Snappy), pq.WithDataPageSize(256))))
 	for lo := 0; lo < len(times); lo += rowGroup {
 		hi := min(lo+rowGroup, len(times))
 		rg, err := w.AppendRowGroupChecked()
@@ -52,7 +50,7 @@ func int96File(t *testing.T, times []time.Time, rowGroup int, dict bool) []byte 
 			t.Fatal(err)
 		}
 		ids := make([]int64, 0, hi-lo)
-		var vals []parquet.Int96
+		var vals []pq.Int96
 		var defs []int16
 		for i := lo; i < hi; i++ {
 			ids = append(ids, int64(i))
@@ -90,7 +88,7 @@ func int96File(t *testing.T, times []time.Time, rowGroup int, dict bool) []byte 
 // SCD2 version's 9999-12-31 end, dates before 1582 and before 1677 (past what pqarrow's
 // nanoseconds hold), microsecond precision, nulls; in dictionary and plain pages, over
 // row groups and batches of any size.
-func TestScanInt96Timestamps(t *testing.T) {
+func TestInt96Timestamps(t *testing.T) {
 	var times []time.Time
 	base := []time.Time{
 		time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC),
@@ -106,20 +104,22 @@ func TestScanInt96Timestamps(t *testing.T) {
 			times[i] = time.Time{}
 		}
 	}
-	sch := &StructType{Fields: []*StructField{
-		{Name: "id", Type: &PrimitiveType{Name: "long"}},
-		{Name: "ts", Type: &PrimitiveType{Name: "timestamp"}, Nullable: true},
-	}}
 	for _, dict := range []bool{true, false} {
 		data := int96File(t, times, 300, dict)
-		st := mem.New(mem.Config{})
-		if err := st.Put(context.Background(), "t/f.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
-			t.Fatal(err)
+		fr, closeFile := openFile(t, data, memory.DefaultAllocator)
+		if !IsInt96(fr, 1) || IsInt96(fr, 0) {
+			t.Errorf("IsInt96: ts %v, id %v; want true, false", IsInt96(fr, 1), IsInt96(fr, 0))
 		}
-		adds := []*Add{{Path: "f.parquet", Size: int64(len(data))}}
+		closeFile()
 		for _, batch := range []int64{7, 4096} {
 			alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
-			rec := readAllWith(t, st, sch, adds, ScanOptions{BatchSize: batch, Allocator: alloc}, true)
+			rec, err := readColumns(t, data, nil, batch, true, alloc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !arrow.TypeEqual(rec.Schema().Field(1).Type, Int96Type()) {
+				t.Errorf("ts read as %s, want %s", rec.Schema().Field(1).Type, Int96Type())
+			}
 			ts := rec.Column(1).(*array.Timestamp)
 			if rec.NumRows() != int64(len(times)) {
 				t.Fatalf("dict %v batch %d: %d rows, want %d", dict, batch, rec.NumRows(), len(times))
@@ -133,13 +133,13 @@ func TestScanInt96Timestamps(t *testing.T) {
 				}
 			}
 			rec.Release()
-			alloc.AssertSize(t, 0) // the scan released every page
+			alloc.AssertSize(t, 0) // every page released
 		}
 	}
 }
 
 // An INT96 value whose nanoseconds exceed a day is corrupt: an error naming the column.
-func TestScanInt96Corrupt(t *testing.T) {
+func TestInt96Corrupt(t *testing.T) {
 	good := int96Of(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
 	data := int96File(t, []time.Time{time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}, 10, false)
 	i := bytes.Index(data, good[:])
@@ -147,12 +147,8 @@ func TestScanInt96Corrupt(t *testing.T) {
 		t.Fatal("value not found in the file (compressed?)")
 	}
 	binary.LittleEndian.PutUint64(data[i:], uint64(nanosPerDay96))
-	sch := &StructType{Fields: []*StructField{
-		{Name: "id", Type: &PrimitiveType{Name: "long"}},
-		{Name: "ts", Type: &PrimitiveType{Name: "timestamp"}, Nullable: true},
-	}}
-	err := scanBytes(t, data, sch)
-	if err == nil || !strings.Contains(err.Error(), "column ts") || !strings.Contains(err.Error(), "nanoseconds in a day") {
+	_, err := readColumns(t, data, nil, 0, true, memory.DefaultAllocator)
+	if err == nil || !strings.Contains(err.Error(), "f.parquet column ts") || !strings.Contains(err.Error(), "nanoseconds in a day") {
 		t.Fatalf("err = %v, want a corrupt ts column", err)
 	}
 }

@@ -1,15 +1,15 @@
-package delta
+package parquet
 
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
 )
 
-// encodingBatches counts the batches being encoded by flatWriters across the process:
+// encodingBatches counts the batches being encoded by FlatWriters across the process:
 // a writer spreads a batch's columns over goroutines only while fewer batches than cores
 // are being encoded, so that a load written on every core at once (the ingest) stays
 // sequential per file, and a single file (a MERGE's rewrite) uses the idle cores.
@@ -19,7 +19,7 @@ var encodingBatches atomic.Int32
 const minParallelRows = 4096
 
 // writeColumns encodes each column of rec into its column chunk of the open row group.
-func (fw *flatWriter) writeColumns(rec arrow.RecordBatch) error {
+func (fw *FlatWriter) writeColumns(rec arrow.RecordBatch) error {
 	return fw.forColumns(rec.NumRows(), func(i int) error { return fw.writeColumn(i, rec.Column(i)) })
 }
 
@@ -27,43 +27,30 @@ func (fw *flatWriter) writeColumns(rec arrow.RecordBatch) error {
 // worth it (rows: the batch's rows; 0 for a row group's close). Every column has its own
 // encoder, page buffer and scratch (flatColumn), so the bytes do not depend on the order
 // the columns finish in.
-func (fw *flatWriter) forColumns(rows int64, fn func(i int) error) error {
+func (fw *FlatWriter) forColumns(rows int64, fn func(i int) error) error {
 	busy := int(encodingBatches.Add(1))
 	defer encodingBatches.Add(-1)
 	n := len(fw.cols)
 	workers := min(runtime.GOMAXPROCS(0)-busy+1, n)
-	errs := make([]error, n)
 	if workers < 2 || (rows > 0 && rows < minParallelRows) {
 		for i := range n {
-			errs[i] = fn(i)
-			if errs[i] != nil {
-				break
+			if err := fn(i); err != nil {
+				return fmt.Errorf("column %s: %w", fw.names[i], err)
 			}
 		}
-	} else {
-		// Columns are taken in order by workers-1 goroutines and this one; each goroutine
-		// is waited for before returning.
-		var next atomic.Int32
-		work := func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				errs[i] = fn(i)
+		return nil
+	}
+	// Columns are started in order, workers at a time; each goroutine is waited for
+	// before returning.
+	var g errgroup.Group
+	g.SetLimit(workers)
+	for i := range n {
+		g.Go(func() error {
+			if err := fn(i); err != nil {
+				return fmt.Errorf("column %s: %w", fw.names[i], err)
 			}
-		}
-		var wg sync.WaitGroup
-		for range workers - 1 {
-			wg.Go(work)
-		}
-		work()
-		wg.Wait()
+			return nil
+		})
 	}
-	for i, err := range errs {
-		if err != nil {
-			return fmt.Errorf("column %s: %w", fw.names[i], err)
-		}
-	}
-	return nil
+	return g.Wait()
 }

@@ -1,0 +1,32 @@
+// Package parquet is the Parquet file codec below Arrow that delta and jobs/decode share,
+// where arrow-go's pqarrow is slower or wrong for Delta tables:
+//
+//   - Reading: OpenColumns reads a file's top-level fields batch by batch, each field on
+//     its own goroutine. Flat string and binary columns in PLAIN or dictionary pages are
+//     decoded straight into Arrow buffers (byteArrayReader, strings.go); flat INT96
+//     timestamps, Spark's default, are read as microseconds (Int96Reader, int96.go), so a
+//     9999-12-31 end date reads; everything else goes through pqarrow.
+//   - Writing: FlatWriter writes a schema without nested columns column by column through
+//     pqarrow's column writers, building string dictionaries itself (dict.go) and encoding
+//     a batch's columns concurrently when cores are idle (write_parallel.go).
+//     RegisterFastSnappy swaps in a faster Snappy block encoder.
+//   - Splicing: ReadFooter decodes a footer with a Thrift compact codec of its own
+//     (thrift.go) that keeps every field, known or not; WriteSpliced writes a file whose
+//     column chunks are an old file's, byte for byte, but for the ones replaced.
+//
+// Invariants:
+//   - What OpenColumns returns equals what pqarrow returns for the same file, row groups
+//     and batch size, except INT96 columns (microseconds where pqarrow has nanoseconds).
+//     A corrupt page, or a panic in arrow-go's reader on one, is an error naming the
+//     file (the caller's what) and the column, never a panic or a short batch.
+//   - A FlatWriter's file is the one pqarrow's FileWriter writes from the same batches
+//     under the same properties, byte for byte (a dictionary that falls back to plain
+//     pages aside, where arrow-go lists page encodings in map order), whatever order the
+//     columns are encoded in.
+//   - Decoding a footer and encoding it again gives the same bytes. A splice copies a
+//     chunk's byte range only when CheckChunks found every chunk inside the file and the
+//     chunks of each row group contiguous, so a range is exactly one chunk's pages; the
+//     spliced file's footer is the old one with only chunk offsets and sizes changed
+//     (page index and bloom filter locations are dropped: both optional).
+//   - The package imports no project package.
+package parquet
