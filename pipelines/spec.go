@@ -40,6 +40,10 @@ type Spec struct {
 	Identity string
 	// MaxParallel bounds how many stages run at once (default 4).
 	MaxParallel int
+	// Engine is the stages' default engine (local or spark); Spark names the cluster
+	// of the spark stages (engine.go).
+	Engine string
+	Spark  SparkSettings
 	Tables      []*jobs.Table // in declaration order
 	Stages      []*Stage      // in declaration order
 
@@ -96,4 +100,7 @@ type Stage struct {
 	MaxRetryDelay time.Duration
 	Timeout       time.Duration
 	Config        jobs.Config
+	// Engine runs the stage: local or spark (engine.go); "" before Parse resolves it
+	// from the pipeline's engine.
+	Engine string
 }

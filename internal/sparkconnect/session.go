@@ -298,3 +298,18 @@ func (s *Session) Running(ctx context.Context, operationID string) (bool, error)
 	}
 	return false, fmt.Errorf("ask for spark operation %s: %w", operationID, convertError(err))
 }
+
+// UnsetConf removes session confs (RESET k).
+func (s *Session) UnsetConf(ctx context.Context, keys ...string) error {
+	ct := clientType
+	_, err := s.c.svc.Config(s.c.ctx(ctx), &pb.ConfigRequest{
+		SessionId:   s.id,
+		UserContext: s.c.user,
+		ClientType:  &ct,
+		Operation:   &pb.ConfigRequest_Operation{OpType: &pb.ConfigRequest_Operation_Unset{Unset: &pb.ConfigRequest_Unset{Keys: keys}}},
+	})
+	if err != nil {
+		return fmt.Errorf("unset spark confs: %w", convertError(err))
+	}
+	return nil
+}
