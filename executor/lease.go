@@ -85,7 +85,9 @@ type Lease struct {
 
 func leaseDir(table string) string { return leaseRoot + strings.Trim(table, "/") + "/" }
 
-func leaseKey(table string, gen int64) string { return fmt.Sprintf("%s%010d.json", leaseDir(table), gen) }
+func leaseKey(table string, gen int64) string {
+	return fmt.Sprintf("%s%010d.json", leaseDir(table), gen)
+}
 
 // Acquire waits until it holds the lease of the table at path table (below the
 // warehouse), for task on engine, and keeps it renewed until Release. A lease held by

@@ -44,8 +44,8 @@ type Spec struct {
 	// of the spark stages (engine.go).
 	Engine string
 	Spark  SparkSettings
-	Tables      []*jobs.Table // in declaration order
-	Stages      []*Stage      // in declaration order
+	Tables []*jobs.Table // in declaration order
+	Stages []*Stage      // in declaration order
 
 	// Source is the file as read (its ${VAR} references unexpanded), the definition a
 	// run record keeps; Hash is its SHA-256 in hex.
