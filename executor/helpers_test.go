@@ -137,7 +137,11 @@ func facts(ctx context.Context, t *testing.T, spec *pipelines.Spec, wh string) m
 			t.Fatal(err)
 		}
 		for _, h := range hist {
-			commits[h.Timestamp.UnixMicro()] = fmt.Sprintf("commit %s@%d", decl.Name, h.Version)
+			label := fmt.Sprintf("commit %s@%d", decl.Name, h.Version)
+			commits[h.Timestamp.UnixMicro()] = label
+			if snap, err := tbl.SnapshotAt(ctx, h.Version); err == nil {
+				commits[snap.Timestamp().UnixMicro()] = label
+			}
 		}
 	}
 	out := map[string]tableFacts{}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/orchestrator-io/orchestrator/executor"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
@@ -158,6 +159,7 @@ const heartbeatEvery = scheduler.DefaultHeartbeatTimeout / 3
 // pipeline's warehouse, and notifications are sent. limiter bounds stages (serve).
 func newRunner(e *env, stores *storeCache, logger *slog.Logger, limiter *scheduler.Limiter) *scheduler.Runner {
 	return scheduler.NewRunner(scheduler.RunnerConfig{
+		Execute:        stageExecutor(executor.NewDispatcher(0)),
 		Opener:         stores,
 		Now:            e.now,
 		EngineInfo:     "orchestrator/" + version,
