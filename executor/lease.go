@@ -229,3 +229,12 @@ func (ls *Lease) Release(ctx context.Context) error {
 	}
 	return err
 }
+
+// HolderOf returns the task holding the table's lease ("" when none does).
+func (l *Leases) HolderOf(ctx context.Context, table string) (string, error) {
+	b, err := l.current(ctx, table)
+	if err != nil || b == nil || b.Released {
+		return "", err
+	}
+	return b.Task, nil
+}

@@ -1,7 +1,11 @@
 package jobs
 
-// Writes returns the declared tables a stage commits to (its config's writes).
+// Writes returns the declared tables a stage commits to (its config's writes; a Stage
+// of another package says with a Writes method).
 func Writes(s Stage) []string {
+	if w, ok := s.(interface{ Writes() []string }); ok {
+		return w.Writes()
+	}
 	var cfg Config
 	switch st := s.(type) {
 	case *Ingest:
