@@ -156,10 +156,21 @@ func (d *Dispatcher) Run(ctx context.Context, t Task, engine Engine, spark *Spar
 			}
 		}
 	}
+	var notes []string
+	for i, l := range held {
+		if b := l.TookOver; b != nil {
+			note := fmt.Sprintf("took over the lease of %s from %s (its holder, %s pid %d, is gone)", paths[i], b.Task, b.Holder.Host, b.Holder.PID)
+			if b.SparkOperation != "" {
+				note += fmt.Sprintf("; its Spark operation %s was interrupted first", b.SparkOperation)
+			}
+			notes = append(notes, note)
+		}
+	}
 	if err := ex.Submit(ctx, t); err != nil {
 		return jobs.Result{}, err
 	}
 	res, err := ex.Wait(ctx, t.Key)
+	res.Notes = append(notes, res.Notes...)
 	if lines := ex.Logs(t.Key); len(lines) > 0 && engine == Spark {
 		res.Notes = append(res.Notes, fmt.Sprintf("ran on spark (%d statements)", len(res.Operations)))
 	}

@@ -75,12 +75,14 @@ func (l *Leases) ttl() time.Duration {
 
 // Lease is a held table lease; Release ends it.
 type Lease struct {
-	l    *Leases
-	key  string
-	mu   sync.Mutex // guards body
-	body LeaseBody
-	stop chan struct{}
-	done chan struct{}
+	// TookOver is the stale lease this one replaced (nil: none).
+	TookOver *LeaseBody
+	l        *Leases
+	key      string
+	mu       sync.Mutex // guards body
+	body     LeaseBody
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 func leaseDir(table string) string { return leaseRoot + strings.Trim(table, "/") + "/" }
@@ -132,6 +134,9 @@ func (l *Leases) Acquire(ctx context.Context, table, task string, engine Engine)
 			_ = l.Store.Delete(ctx, leaseKey(table, cur.Gen))
 		}
 		ls := &Lease{l: l, key: leaseKey(table, gen), body: body, stop: make(chan struct{}), done: make(chan struct{})}
+		if cur != nil && !cur.Released {
+			ls.TookOver = cur
+		}
 		go ls.renew()
 		return ls, nil
 	}
