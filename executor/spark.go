@@ -107,11 +107,11 @@ func (e *SparkExecutor) attempt(ctx context.Context, t Task, log func(string, ..
 	if err != nil {
 		return jobs.Result{}, err
 	}
-	res := p.Result
 	if p.UpToDate {
-		return res, nil
+		return p.Result, nil
 	}
 	stmts, err := e.statements(p, t.Env)
+	res := p.Result // with the notes the statements added
 	if err != nil {
 		return res, err
 	}
