@@ -63,8 +63,9 @@ func (e *SparkExecutor) events(p *jobs.Plan, deletesOn bool) (string, error) {
 	}
 	grp := fmt.Sprintf(`grp AS (SELECT %s, __seq, max(CAST(__del AS INT)) = 1 AS __del,
  count(DISTINCT CASE WHEN NOT __del THEN to_json(%s) END) AS __n,
- first(CASE WHEN NOT __del THEN %s END, true) AS __r
- FROM raw WHERE %s GROUP BY %s, __seq)`, idents(m.Keys, ""), row, row, keep, idents(m.Keys, ""))
+ first(CASE WHEN NOT __del THEN %s END, true) AS __r,
+ first(CASE WHEN NOT __del THEN to_json(%s) END, true) AS __h
+ FROM raw WHERE %s GROUP BY %s, __seq)`, idents(m.Keys, ""), row, row, row, keep, idents(m.Keys, ""))
 	var cols []string
 	for _, c := range nonKey {
 		cols = append(cols, "__r."+ident(c)+" AS "+ident(c))
@@ -72,10 +73,34 @@ func (e *SparkExecutor) events(p *jobs.Plan, deletesOn bool) (string, error) {
 	if len(cols) == 0 {
 		cols = []string{"1 AS __unused"}
 	}
-	norm := fmt.Sprintf(`norm AS (SELECT %s, __seq, __del, %s FROM grp
+	name := "norm"
+	if m.PriorFrom >= 0 {
+		name = "norm0"
+	}
+	norm := fmt.Sprintf(`%s AS (SELECT %s, __seq, __del, %s, CASE WHEN __del THEN NULL ELSE __h END AS __h FROM grp
  WHERE CASE WHEN NOT __del AND __n > 1 THEN raise_error(concat('key ', %s, ': two different rows at sequence ', CAST(__seq AS STRING))) ELSE true END)`,
-		idents(m.Keys, ""), strings.Join(cols, ", "), keyText)
-	return raw + ",\n" + grp + ",\n" + norm, nil
+		name, idents(m.Keys, ""), strings.Join(cols, ", "), keyText)
+	out := raw + ",\n" + grp + ",\n" + norm
+	if m.PriorFrom >= 0 {
+		// The events merged before (the source's feed through From-1): a batch event
+		// equal to one of them changes nothing and is dropped; one at or before another
+		// of its key's merged events is late (it may fall between events the target
+		// kept no trace of) and is refused.
+		joinK := func(a, b string) string { return nullSafeEq(m.Keys, a, b) }
+		out += fmt.Sprintf(`,
+prior AS (SELECT %s, %s AS __seq, (_change_type = 'delete' OR %s) AS __del,
+ CASE WHEN _change_type = 'delete' OR %s THEN NULL ELSE to_json(%s) END AS __h
+ FROM table_changes_by_path(%s, %d, %d) WHERE _change_type <> 'update_preimage'),
+priorkept AS (SELECT * FROM prior WHERE %s),
+latep AS (SELECT DISTINCT %s, n.__seq FROM norm0 n JOIN priorkept p ON %s
+ AND (p.__seq > n.__seq OR (p.__seq = n.__seq AND NOT (p.__del = n.__del AND p.__h <=> n.__h)))),
+norm AS (SELECT n.* FROM norm0 n LEFT ANTI JOIN priorkept p ON %s AND p.__seq = n.__seq AND p.__del = n.__del AND p.__h <=> n.__h
+ LEFT JOIN latep l ON %s AND l.__seq = n.__seq
+ WHERE CASE WHEN l.__seq IS NOT NULL THEN raise_error(concat('key ', %s, ': an event at ', CAST(n.__seq AS STRING), ' is at or before an event of the key merged before (a late event); late events are placed by the local engine with its event log: run this stage with engine: local')) ELSE true END)`,
+			idents(m.Keys, ""), seq, del, del, row, str(e.path(m.Source)), m.PriorFrom, m.From-1, keep,
+			idents(m.Keys, "n."), joinK("n.", "p."), joinK("n.", "p."), joinK("n.", "l."), keyTextExpr(m.Keys, "n."))
+	}
+	return out, nil
 }
 
 // seqExpr is the sequence of a source row (a timestamp for scd2_merge).

@@ -33,6 +33,10 @@ type MergePlan struct {
 	// Watermark, when set, is the highest sequence merged before (microseconds, or the
 	// integer), recorded with the target's last merge from the change feed.
 	Watermark *int64
+	// PriorFrom is, for a change feed source merged before, the first version of its
+	// feed (the events merged before are those of versions PriorFrom through From-1);
+	// -1 otherwise.
+	PriorFrom int64
 }
 
 // mergeStart is where a merge from a change feed starts: after the last merged version,
@@ -63,6 +67,7 @@ func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string,
 	mp := &MergePlan{
 		Source: planTable(f.srcDecl, f.srcSnap), Target: target, SourceChanges: sourceChanges,
 		Through: latest, SourceTime: f.srcSnap.Timestamp(), SequenceBy: sequenceBy, DeleteWhen: deleteWhen,
+		PriorFrom: -1,
 	}
 	if sequenceBy != "" {
 		col := f.srcSnap.Schema().Field(sequenceBy)
@@ -79,7 +84,12 @@ func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string,
 		if err != nil {
 			return nil, err
 		}
-		mp.From = from
+		mp.From, mp.PriorFrom = from, -1
+		if merged {
+			if start, err := f.src.ChangeDataFeedStart(ctx); err == nil && start <= last {
+				mp.PriorFrom = start
+			}
+		}
 		p.Result.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: from - 1, Through: latest}}
 		if w, ok := f.dstSnap.TxnVersion(watermarkID); ok {
 			mp.Watermark = &w
