@@ -74,6 +74,9 @@ type Executor interface {
 // ErrUnknownTask is returned for a key never submitted to this executor.
 var ErrUnknownTask = errors.New("unknown task")
 
+// ErrCancelled is the error (wrapped) of a task stopped by Cancel.
+var ErrCancelled = errors.New("task cancelled")
+
 // tasks is the in-process table of submitted tasks that both engines share: it runs
 // each key once in a goroutine it owns, and keeps its state, result and log.
 type tasks struct {
@@ -209,7 +212,7 @@ func (ts *tasks) Cancel(ctx context.Context, key string) error {
 	if !ok {
 		return fmt.Errorf("%w %s", ErrUnknownTask, key)
 	}
-	tk.cancel(errors.New("cancelled"))
+	tk.cancel(ErrCancelled)
 	select {
 	case <-tk.done:
 		return nil

@@ -285,3 +285,25 @@ func sameFacts(t *testing.T, want, got map[string]tableFacts, what string) {
 func examplePath(name string) string {
 	return filepath.Join("..", "examples", "pipelines", name, "pipeline.yaml")
 }
+
+// tableVersionOf is the latest version of the table at path below wh (-1: none).
+func tableVersionOf(t *testing.T, wh, path string) int64 {
+	t.Helper()
+	store, err := fs.New(fs.Config{Dir: wh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if ok, _ := delta.Exists(context.Background(), store, path); !ok {
+		return -1
+	}
+	tbl, err := delta.Open(context.Background(), store, path, delta.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Version()
+}
