@@ -93,11 +93,23 @@ func (d *Dispatcher) interruptStale(ctx context.Context, b *LeaseBody) error {
 	if b.SparkRemote == "" || b.SparkSession == "" || b.SparkOperation == "" {
 		return nil
 	}
-	c, err := sparkconnect.Dial(b.SparkRemote)
-	if err != nil {
-		return err
+	// The lease holds the address without its token: use a client of this process to
+	// that cluster when there is one (it has the token), else dial it as recorded.
+	var c *sparkconnect.Client
+	d.mu.Lock()
+	for _, e := range d.spark {
+		if sparkconnect.Redact(e.cfg.Remote) == b.SparkRemote {
+			c = e.client
+		}
 	}
-	defer c.Close()
+	d.mu.Unlock()
+	if c == nil {
+		var err error
+		if c, err = sparkconnect.Dial(b.SparkRemote); err != nil {
+			return err
+		}
+		defer c.Close()
+	}
 	s := c.Session(b.SparkSession)
 	if _, err := s.Interrupt(ctx, b.SparkOperation); err != nil {
 		return err
@@ -149,7 +161,7 @@ func (d *Dispatcher) Run(ctx context.Context, t Task, engine Engine, spark *Spar
 		held = append(held, l)
 	}
 	if engine == Spark {
-		remote := spark.Remote
+		remote := sparkconnect.Redact(spark.Remote) // no token in the warehouse
 		t.OnOperation = func(session, op string) {
 			for _, l := range held {
 				_ = l.SetOperation(ctx, remote, session, op)

@@ -119,7 +119,7 @@ func (e *SparkExecutor) attempt(ctx context.Context, t Task, log func(string, ..
 		return res, nil
 	}
 	s := e.client.NewSession()
-	log("spark session %s at %s", s.ID(), e.cfg.Remote)
+	log("spark session %s at %s", s.ID(), sparkconnect.Redact(e.cfg.Remote))
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

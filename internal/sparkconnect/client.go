@@ -37,13 +37,13 @@ type Remote struct {
 // with the params token, user_id and use_ssl. The port defaults to 15002.
 func ParseRemote(s string) (Remote, error) {
 	if !strings.HasPrefix(s, "sc://") {
-		return Remote{}, fmt.Errorf("spark remote %q: expected sc://host:port", s)
+		return Remote{}, fmt.Errorf("spark remote %q: expected sc://host:port", Redact(s))
 	}
 	rest := strings.TrimPrefix(s, "sc://")
 	hostport, params, _ := strings.Cut(rest, "/")
 	u, err := url.Parse("//" + hostport)
 	if err != nil || u.Hostname() == "" {
-		return Remote{}, fmt.Errorf("spark remote %q: expected sc://host:port", s)
+		return Remote{}, fmt.Errorf("spark remote %q: expected sc://host:port", Redact(s))
 	}
 	r := Remote{Host: u.Hostname(), Port: u.Port()}
 	if r.Port == "" {
@@ -55,7 +55,7 @@ func ParseRemote(s string) (Remote, error) {
 		}
 		k, v, ok := strings.Cut(p, "=")
 		if !ok {
-			return Remote{}, fmt.Errorf("spark remote %q: parameter %q is not key=value", s, p)
+			return Remote{}, fmt.Errorf("spark remote %q: parameter %q is not key=value", Redact(s), p)
 		}
 		switch k {
 		case "token":
@@ -65,10 +65,28 @@ func ParseRemote(s string) (Remote, error) {
 		case "use_ssl":
 			r.TLS = v == "true"
 		default:
-			return Remote{}, fmt.Errorf("spark remote %q: unknown parameter %q (expected token, user_id or use_ssl)", s, k)
+			return Remote{}, fmt.Errorf("spark remote %q: unknown parameter %q (expected token, user_id or use_ssl)", Redact(s), k)
 		}
 	}
 	return r, nil
+}
+
+// Redact returns a connection string without its token, for logs and records.
+func Redact(remote string) string {
+	base, params, ok := strings.Cut(remote, "/;")
+	if !ok {
+		return remote
+	}
+	var keep []string
+	for p := range strings.SplitSeq(params, ";") {
+		if p != "" && !strings.HasPrefix(p, "token=") {
+			keep = append(keep, p)
+		}
+	}
+	if len(keep) == 0 {
+		return base
+	}
+	return base + "/;" + strings.Join(keep, ";")
 }
 
 // Client is a connection to one Spark Connect server. It is safe for concurrent use.
@@ -94,7 +112,7 @@ func Dial(remote string) (*Client, error) {
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)))
 	if err != nil {
-		return nil, fmt.Errorf("spark connect %s: %w", remote, err)
+		return nil, fmt.Errorf("spark connect %s: %w", Redact(remote), err)
 	}
 	name := r.User
 	if name == "" {

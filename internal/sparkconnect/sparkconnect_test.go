@@ -43,6 +43,18 @@ func TestParseRemote(t *testing.T) {
 	}
 }
 
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"sc://h:1":                         "sc://h:1",
+		"sc://h:1/;token=secret":           "sc://h:1",
+		"sc://h:1/;token=secret;user_id=u": "sc://h:1/;user_id=u",
+	} {
+		if got := sparkconnect.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func dial(t *testing.T) *sparkconnect.Client {
 	t.Helper()
 	c, err := sparkconnect.Dial(testenv.SparkRemote(t))
