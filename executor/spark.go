@@ -82,8 +82,9 @@ type statement struct {
 	table jobs.PlanTable // the table it commits to
 	txn   *jobs.PlanTxn  // the progress committed with it (nil: none)
 	conf  map[string]string
-	// rows says what the statement's metrics count as rows written (MERGE: affected).
 	note string
+	// about names what the statement reads (an ingest's file), for its errors.
+	about string
 }
 
 // run carries out one attempt: plan, then the plan's statements in one session.
@@ -176,6 +177,9 @@ func (e *SparkExecutor) execute(ctx context.Context, s *sparkconnect.Session, t 
 		opID := sparkconnect.NewOperationID()
 		log("operation %s: %s", opID, q)
 		if _, err := s.Execute(ctx, opID, q); err != nil {
+			if st.about != "" {
+				return nil, fmt.Errorf("%s: spark operation %s: %w", st.about, opID, err)
+			}
 			return nil, fmt.Errorf("spark operation %s: %w", opID, err)
 		}
 	}
@@ -214,6 +218,9 @@ func (e *SparkExecutor) execute(ctx context.Context, s *sparkconnect.Session, t 
 		log("operation %s committed nothing", opID)
 	}
 	if execErr != nil {
+		if st.about != "" {
+			return op, fmt.Errorf("%s: spark operation %s: %w", st.about, opID, execErr)
+		}
 		return op, fmt.Errorf("spark operation %s: %w", opID, execErr)
 	}
 	return op, err

@@ -183,7 +183,7 @@ func (e *SparkExecutor) ingestSQL(p *jobs.Plan) ([]statement, error) {
 		} else {
 			sql = fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM (%s)", e.tableRef(ip.Target), idents(allCols, ""), idents(allCols, ""), src)
 		}
-		out = append(out, statement{setup: []string{setup}, sql: sql, table: ip.Target, txn: txn, note: fmt.Sprintf("%s: loaded into %s", f.Name, ip.Target.Name)})
+		out = append(out, statement{setup: []string{setup}, sql: sql, table: ip.Target, txn: txn, about: f.Name, note: fmt.Sprintf("%s: loaded into %s", f.Name, ip.Target.Name)})
 	}
 	return out, nil
 }
@@ -211,6 +211,9 @@ func readFile(view, format, path string, cols []*delta.StructField, csv jobs.CSV
 		opts["quote"] = or(csv.Quote, `"`)
 		opts["escape"] = or(csv.Quote, `"`)
 		opts["nullValue"] = csv.NullString
+		// Spark maps CSV columns by position: make it check the header against the
+		// declared order, so a file with other columns fails instead of shifting values.
+		opts["enforceSchema"] = "false"
 	case "ndjson":
 		format = "json"
 	case "parquet":
