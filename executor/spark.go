@@ -82,7 +82,7 @@ type statement struct {
 	table jobs.PlanTable // the table it commits to
 	txn   *jobs.PlanTxn  // the progress committed with it (nil: none)
 	conf  map[string]string
-	note string
+	note  string
 	// about names what the statement reads (an ingest's file), for its errors.
 	about string
 }
