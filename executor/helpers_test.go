@@ -43,11 +43,15 @@ var (
 // (a stage named in local stays local).
 func loadExample(t *testing.T, file, wh string, engine string, local ...string) *pipelines.Spec {
 	t.Helper()
+	return loadExampleEnv(t, file, map[string]string{"ORCH_WAREHOUSE": wh}, engine, local...)
+}
+
+// loadExampleEnv is loadExample with the given variables (ORCH_WAREHOUSE among them).
+func loadExampleEnv(t *testing.T, file string, vars map[string]string, engine string, local ...string) *pipelines.Spec {
+	t.Helper()
 	spec, err := pipelines.Load(file, pipelines.Options{LookupEnv: func(k string) (string, bool) {
-		if k == "ORCH_WAREHOUSE" {
-			return wh, true
-		}
-		return "", false
+		v, ok := vars[k]
+		return v, ok
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -172,7 +172,7 @@ func (e *SparkExecutor) scd2SQL(p *jobs.Plan) ([]statement, error) {
 	if err != nil {
 		return nil, err
 	}
-	K, T := m.Keys, m.Tracked
+	K := m.Keys
 	N := without(m.Data, K)
 	from, to, cur := ident(m.ValidFrom), ident(m.ValidTo), ident(m.IsCurrent)
 	tomb := "false"
@@ -186,8 +186,8 @@ func (e *SparkExecutor) scd2SQL(p *jobs.Plan) ([]statement, error) {
 	joinK := func(a, b string) string { return nullSafeEq(K, a, b) }
 	var b strings.Builder
 	b.WriteString("WITH " + evs + ",\n")
-	// The stored versions: a repeat of a stored version's start changes nothing; any
-	// other event at or before a stored bound of its key is late.
+	// The stored versions: a repeat of a stored version's start (all its values) changes
+	// nothing; any other event at or before a stored bound of its key is late.
 	// The stored rows are a view, not a CTE: a CTE over the MERGE target used several
 	// times is not read as a Delta table by Spark ("Table does not support reads").
 	stored := fmt.Sprintf("CREATE OR REPLACE TEMPORARY VIEW stored AS SELECT t.*, %s AS __tomb FROM %s t", tomb, e.tableRef(m.Target))
@@ -198,7 +198,7 @@ fresh AS (SELECT n.* FROM norm n LEFT ANTI JOIN stored s ON %s AND s.%s = n.__se
   THEN raise_error(concat('key ', %s, ': an event at ', CAST(n.__seq AS STRING), ' is at or before a version %s holds (a late event that splits an interval); late events are placed by the local engine: run this stage with engine: local'))
   ELSE true END),
 `, idents(K, ""), from, cur, to, idents(K, ""),
-		joinK("s.", "n."), from, nullSafeEq(T, "s.", "n."), joinK("n.", "x."), keyTextExpr(K, "n."), m.Target.Name)
+		joinK("s.", "n."), from, nullSafeEq(N, "s.", "n."), joinK("n.", "x."), keyTextExpr(K, "n."), m.Target.Name)
 	if !m.SourceChanges && m.Deletes != "ignore" {
 		// Keys of current rows the snapshot lacks are deleted at the source version's time.
 		sel := make([]string, len(m.Data))

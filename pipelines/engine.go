@@ -64,14 +64,14 @@ func checkEngines(ps *problems, root *yaml.Node, spec *Spec, fs *fileSpec, stage
 		if !valid(n, "stage "+st.Name, st.Engine) || st.Engine == "" {
 			st.Engine = spec.Engine
 		}
-		if st.Engine == EngineSpark && sparkStage == nil {
-			sparkStage = stageNodes[min(i, len(stageNodes)-1)]
+		if st.Engine == EngineSpark && sparkStage == nil && i < len(stageNodes) {
+			sparkStage = stageNodes[i]
 			if n != nil {
 				sparkStage = n
 			}
 		}
 	}
-	sk, sv := mapEntry(root, "spark")
+	_, sv := mapEntry(root, "spark")
 	if sparkStage != nil && spec.Spark.Remote == "" {
 		at := sv
 		if at == nil {
@@ -85,7 +85,6 @@ func checkEngines(ps *problems, root *yaml.Node, spec *Spec, fs *fileSpec, stage
 	if r := spec.Spark.Remote; r != "" && !strings.HasPrefix(r, "sc://") {
 		ps.at(lookup(sv, "remote"), "spark.remote: %q is not a Spark Connect address; expected sc://host:port", r)
 	}
-	_ = sk
 }
 
 // StageRun is one attempt of a compiled stage, handed to Runtime.Execute.
