@@ -24,8 +24,7 @@ func TestExamplesOnSparkEqualLocal(t *testing.T) {
 		{name: "cdc-events", local: []string{"load_events"}},
 		{name: "history-vacuum"},
 		{name: "scd2-snapshot"},
-		// Snapshot ingest runs on the local engine only.
-		{name: "daily-snapshot", local: []string{"load_extract"}},
+		// (daily-snapshot: TestDailySnapshotsOnSparkEqualLocal runs its three days.)
 		// (ingest-quarantine has one stage, a quarantining ingest: local only.)
 	}
 	for _, tc := range cases {
