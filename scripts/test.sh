@@ -296,10 +296,12 @@ stop_spark() {
 # on failure. Run long commands through run_in_group so Ctrl-C / SIGTERM stop them.
 
 run_go_tests() {
-  log "go test -race -count=1 ${GO_TEST_ARGS[*]}"
+  # -timeout: the Spark engine's tests wait on a one-core cluster (about 8 minutes in
+  # all with -race); go test's default of 10 minutes per package is too close.
+  log "go test -race -count=1 -timeout 30m ${GO_TEST_ARGS[*]}"
   export ORCH_TEST_S3_USAGE_LOG="$WORK_DIR/s3-usage.log"
   local status=0
-  run_in_group go test -race -count=1 "${GO_TEST_ARGS[@]}" || status=$?
+  run_in_group go test -race -count=1 -timeout 30m "${GO_TEST_ARGS[@]}" || status=$?
   report_s3_usage
   return "$status"
 }
