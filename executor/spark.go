@@ -298,8 +298,9 @@ func (e *SparkExecutor) path(pt jobs.PlanTable) string {
 	return strings.TrimSuffix(e.cfg.Warehouse, "/") + "/" + strings.Trim(pt.Path, "/")
 }
 
-// tableRef is a Delta table by path in Spark SQL.
-func (e *SparkExecutor) tableRef(pt jobs.PlanTable) string { return "delta.`" + e.path(pt) + "`" }
+// tableRef is a Delta table by path in Spark SQL: the data source name as a quoted
+// identifier, then the path (delta.`/path` in Spark's docs).
+func (e *SparkExecutor) tableRef(pt jobs.PlanTable) string { return "`delta`.`" + e.path(pt) + "`" }
 
 // ident quotes a column name.
 func ident(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
