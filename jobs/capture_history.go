@@ -55,16 +55,10 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	srcDecl, dstDecl, src, dst, srcSnap, dstSnap := f.srcDecl, f.dstDecl, f.src, f.dst, f.srcSnap, f.dstSnap
-	latest := srcSnap.Version()
-
-	var from int64
-	if last, ok := dstSnap.TxnVersion(s.AppID()); ok {
-		from = last + 1
-	} else if s.cfg.StartingVersion != nil {
-		from = *s.cfg.StartingVersion
-	} else if from, err = src.ChangeDataFeedStart(ctx); err != nil {
-		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+	srcDecl, dstDecl, src, dst, dstSnap := f.srcDecl, f.dstDecl, f.src, f.dst, f.dstSnap
+	from, latest, err := s.captureRange(ctx, f)
+	if err != nil {
+		return res, err
 	}
 	res.VersionsRead = []TableVersion{{Table: srcDecl.Name, Version: latest}}
 	if from > latest {

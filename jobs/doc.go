@@ -8,6 +8,11 @@
 //   - Every stage is exactly-once across crashes and reruns: its progress (files ingested,
 //     source versions captured, batches merged) is committed in the same Delta commit as its
 //     data, as a txn action, never in a side file.
+//   - Every stage kind can say what a run will do without doing it (Planner): versions,
+//     keys, columns, predicates, retention and the txn it commits, decided from the
+//     tables' logs the way its Run decides them; a plan whose txn is committed is
+//     UpToDate, so an engine that carries plans out (package executor) never repeats
+//     committed work.
 //   - A config that fails Validate never runs; every problem is reported, each naming the
 //     field it concerns, so the pipeline loader can point at the YAML line and column.
 //   - A stage works only on tables that match their declarations (CheckTable: columns

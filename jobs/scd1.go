@@ -139,6 +139,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	// Keys with an event at or before the highest sequence merged before are decided
 	// with their logged events too.
 	watermark, hasWatermark := dstSnap.TxnVersion(s.watermarkID())
+	watermark, hasWatermark, derived := log.derivedWatermark(watermark, hasWatermark)
 	var facts map[int][]eventFact
 	lateAt := map[string]int{}
 	if log != nil && hasWatermark {
@@ -210,6 +211,9 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	var newWatermark *int64
 	if hasTop && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
 		newWatermark = &top
+	}
+	if newWatermark == nil && derived {
+		newWatermark = &watermark // record what was derived
 	}
 	mr, err := s.apply(ctx, env, dst, dstSnap, l, upserts, deletes, latest, newWatermark)
 	if err != nil {

@@ -193,6 +193,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	// logged events with the batch's (a change feed source; a snapshot source keeps no
 	// log, its late events are placed by the stored versions).
 	watermark, hasWatermark := dstSnap.TxnVersion(s.watermarkID())
+	watermark, hasWatermark, derived := log.derivedWatermark(watermark, hasWatermark)
 	isLate := func(first int64, versions []scdVersion) bool {
 		if log == nil {
 			return false
@@ -229,6 +230,9 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	var newWatermark *int64
 	if top, ok := batch.maxSeq(s.cfg.SequenceBy == ""); ok && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
 		newWatermark = &top
+	}
+	if newWatermark == nil && derived {
+		newWatermark = &watermark // record what was derived
 	}
 	// The batch's events go to the log before the dimension commit (a rerun finds them).
 	if log != nil {

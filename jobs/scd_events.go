@@ -96,6 +96,20 @@ type eventLog struct {
 	snap  *delta.Snapshot
 	appID string
 	path  string
+	// filledMax is the highest sequence of the events the log was just filled with
+	// from the source's change feed (a dimension merged before without a log: by an
+	// earlier version, or on another engine); nil when it was not filled now.
+	filledMax *int64
+}
+
+// derivedWatermark is the watermark a dimension merged without recording one (another
+// engine) gets from the events its log was filled with: late events are then found
+// as if it had been recorded.
+func (l *eventLog) derivedWatermark(watermark int64, has bool) (int64, bool, bool) {
+	if has || l == nil || l.filledMax == nil {
+		return watermark, has, false
+	}
+	return *l.filledMax, true, true
 }
 
 // keyHash is the hash of an encoded key that the log is sorted and looked up by.

@@ -117,7 +117,17 @@ func openMergeLog(ctx context.Context, env *Env, kind Kind, target, source, appI
 	if err := log.append(ctx, env, events, through, &complete); err != nil {
 		return nil, err
 	}
-	return openEventLogAgain(ctx, log)
+	log, err = openEventLogAgain(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		if (!e.phys || es.sequenceBy == "") && (log.filledMax == nil || e.seq > *log.filledMax) {
+			seq := e.seq
+			log.filledMax = &seq
+		}
+	}
+	return log, nil
 }
 
 // openEventLogAgain reads the log's snapshot after a commit of its own.

@@ -89,6 +89,22 @@ type Result struct {
 	Duration    time.Duration
 	// Notes are human-readable remarks ("3 files already ingested", "dry run: ...").
 	Notes []string
+	// Engine names the engine that carried the stage out ("" or "local": this process;
+	// "spark": a Spark cluster), and Operations what it sent there.
+	Engine     string
+	Operations []Operation
+}
+
+// Operation is one statement a stage sent to another engine (Spark SQL over Spark
+// Connect): the text, the ids the engine knows it by, the table version it committed
+// (-1: none) and the operation metrics Delta recorded with that commit.
+type Operation struct {
+	SQL         string
+	SessionID   string
+	OperationID string
+	Table       string
+	Version     int64
+	Metrics     map[string]string
 }
 
 // Stage is one unit of pipeline work. Run must be safe to call again after a failure or a

@@ -33,6 +33,10 @@ type Runtime struct {
 	Progress func(stage string, p jobs.Progress)
 	// Done, when set, receives each attempt's result.
 	Done func(stage string, attempt int, res jobs.Result, err error)
+	// Execute, when set, carries out each stage attempt on its engine (the executor's
+	// dispatcher, wired by the command); nil runs every stage here with jobs.Stage.Run,
+	// and refuses spark stages.
+	Execute func(ctx context.Context, r StageRun) (jobs.Result, error)
 }
 
 // Compile turns a validated pipeline into a graph of its stages, each node running the
@@ -59,7 +63,7 @@ func Compile(spec *Spec, rt Runtime) (*dag.Graph, error) {
 			Retries:   st.Retries,
 			Backoff:   dag.Backoff{Initial: st.RetryDelay, Max: st.MaxRetryDelay, Jitter: dag.FullJitter},
 			Timeout:   st.Timeout,
-			Task:      stageTask(spec, rt, tables, stage),
+			Task:      stageTask(spec, st, rt, tables, stage),
 		})
 	}
 	g, err := dag.New(nodes)
@@ -71,7 +75,7 @@ func Compile(spec *Spec, rt Runtime) (*dag.Graph, error) {
 
 // stageTask adapts a stage to a dag task: each attempt gets its own environment, whose
 // lineage names the pipeline, stage, run and attempt.
-func stageTask(spec *Spec, rt Runtime, tables map[string]*jobs.Table, stage jobs.Stage) dag.Task {
+func stageTask(spec *Spec, st *Stage, rt Runtime, tables map[string]*jobs.Table, stage jobs.Stage) dag.Task {
 	return dag.TaskFunc(func(ctx context.Context, attempt int) error {
 		env := &jobs.Env{
 			Warehouse:    rt.Warehouse,
@@ -88,7 +92,16 @@ func stageTask(spec *Spec, rt Runtime, tables map[string]*jobs.Table, stage jobs
 		if rt.Progress != nil {
 			env.Progress = func(p jobs.Progress) { rt.Progress(stage.Name(), p) }
 		}
-		res, err := stage.Run(ctx, env)
+		var res jobs.Result
+		var err error
+		switch {
+		case rt.Execute != nil:
+			res, err = rt.Execute(ctx, StageRun{Spec: spec, Stage: st, Job: stage, Env: env, Attempt: attempt})
+		case st.Engine == EngineSpark:
+			err = dag.Permanent(fmt.Errorf("stage %s: engine spark needs the executor (orchestrator run or serve)", st.Name))
+		default:
+			res, err = stage.Run(ctx, env)
+		}
 		if rt.Done != nil {
 			rt.Done(stage.Name(), attempt, res, err)
 		}

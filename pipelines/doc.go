@@ -17,5 +17,9 @@
 //   - Schedules are parsed and checked by package scheduler/cron, which the scheduler
 //     plans with too, so validation and planning never disagree; pipelines never
 //     imports scheduler itself.
+//   - Every stage has an engine once loaded (its own engine:, else the pipeline's, else
+//     local), and a pipeline with a spark stage names its cluster (spark.remote);
+//     pipelines never imports the executor: a compiled stage hands each attempt to
+//     Runtime.Execute when the command wires one, else runs it here.
 //   - A Spec is immutable once returned.
 package pipelines

@@ -46,6 +46,8 @@ type fileSpec struct {
 	Params        []paramSpec    `yaml:"params"`
 	History       historySpec    `yaml:"history"`
 	Notify        notifySpec     `yaml:"notify"`
+	Engine        string         `yaml:"engine"`
+	Spark         SparkSettings  `yaml:"spark"`
 }
 
 type tableSpec struct {
@@ -80,6 +82,7 @@ type stageCommon struct {
 	RetryDelay    *jobs.Duration `yaml:"retry_delay"`
 	MaxRetryDelay *jobs.Duration `yaml:"max_retry_delay"`
 	Timeout       jobs.Duration  `yaml:"timeout"`
+	Engine        string         `yaml:"engine"`
 }
 
 // Options adjust loading.
@@ -161,6 +164,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 	tableNodes := decodeTables(ps, root, &fs, spec)
 	stageNodes := decodeStages(ps, root, &fs, spec)
 	checkStages(ps, spec, stageNodes, tableNodes)
+	checkEngines(ps, root, spec, &fs, stageNodes)
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
@@ -415,6 +419,7 @@ func decodeStages(ps *problems, root *yaml.Node, fs *fileSpec, spec *Spec) []*ya
 			RetryDelay:    DefaultRetryDelay,
 			MaxRetryDelay: DefaultMaxRetryDelay,
 			Timeout:       time.Duration(sc.Timeout),
+			Engine:        sc.Engine,
 		}
 		if sc.RetryDelay != nil {
 			st.RetryDelay = time.Duration(*sc.RetryDelay)

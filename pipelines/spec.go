@@ -40,8 +40,12 @@ type Spec struct {
 	Identity string
 	// MaxParallel bounds how many stages run at once (default 4).
 	MaxParallel int
-	Tables      []*jobs.Table // in declaration order
-	Stages      []*Stage      // in declaration order
+	// Engine is the stages' default engine (local or spark); Spark names the cluster
+	// of the spark stages (engine.go).
+	Engine string
+	Spark  SparkSettings
+	Tables []*jobs.Table // in declaration order
+	Stages []*Stage      // in declaration order
 
 	// Source is the file as read (its ${VAR} references unexpanded), the definition a
 	// run record keeps; Hash is its SHA-256 in hex.
@@ -96,4 +100,7 @@ type Stage struct {
 	MaxRetryDelay time.Duration
 	Timeout       time.Duration
 	Config        jobs.Config
+	// Engine runs the stage: local or spark (engine.go); "" before Parse resolves it
+	// from the pipeline's engine.
+	Engine string
 }

@@ -144,6 +144,22 @@ type StageRecord struct {
 	Log        []string `json:"log,omitempty"`
 	LogDropped int      `json:"log_dropped,omitempty"`
 	LogObject  string   `json:"log_object,omitempty"`
+	// Engine is where the stage ran ("local" or "spark"; empty in records made before
+	// engines existed), and Operations the statements it sent there.
+	Engine     string      `json:"engine,omitempty"`
+	Operations []Operation `json:"operations,omitempty"`
+}
+
+// Operation is one statement a stage sent to Spark: the SQL, the session and operation
+// ids Spark knows it by (to find it in Spark's UI or interrupt it), the table version it
+// committed (-1: none) and the operation metrics Delta recorded with that commit.
+type Operation struct {
+	SQL         string            `json:"sql"`
+	SessionID   string            `json:"session_id,omitempty"`
+	OperationID string            `json:"operation_id,omitempty"`
+	Table       string            `json:"table,omitempty"`
+	Version     int64             `json:"version"`
+	Metrics     map[string]string `json:"metrics,omitempty"`
 }
 
 // Attempt is one try of a stage.

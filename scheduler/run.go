@@ -68,6 +68,9 @@ type RunnerConfig struct {
 	Consumers func() []jobs.Consumer
 	// Compile builds a run's graph; nil means pipelines.Compile. Tests replace it.
 	Compile func(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph, error)
+	// Execute, when set, carries out each stage attempt on its engine
+	// (pipelines.Runtime.Execute); nil runs every stage in this process.
+	Execute func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error)
 }
 
 // Runner runs pipelines and records every run. It is safe for concurrent use.
@@ -591,6 +594,7 @@ func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, erro
 			return slog.New(&logHandler{st: st, stage: stage, next: next})
 		},
 		Progress: hooks.Progress,
+		Execute:  r.cfg.Execute,
 		Done: func(stage string, attempt int, res jobs.Result, err error) {
 			st.done(stage, res)
 			if hooks.Done != nil {
@@ -705,6 +709,10 @@ func (st *runState) done(stage string, res jobs.Result) {
 		s.ChangesRead = append(s.ChangesRead, ChangeRange{Table: c.Table, After: c.After, Through: c.Through})
 	}
 	s.Notes = append([]string(nil), res.Notes...)
+	s.Engine, s.Operations = res.Engine, nil
+	for _, op := range res.Operations {
+		s.Operations = append(s.Operations, Operation{SQL: op.SQL, SessionID: op.SessionID, OperationID: op.OperationID, Table: op.Table, Version: op.Version, Metrics: op.Metrics})
+	}
 }
 
 // afterRun sends the notifications and applies the history retention of an ended run.

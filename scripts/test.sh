@@ -12,7 +12,11 @@
 #      get ORCH_TEST_S3_ENDPOINT, ORCH_TEST_S3_ACCESS_KEY, ORCH_TEST_S3_SECRET_KEY and
 #      ORCH_TEST_S3_BUCKET (see internal/testenv), and ORCH_TEST_MINIO_BIN for tests that
 #      start, stop and restart a MinIO of their own.
-#   3. the suites in SUITES: go test -race -count=1, then any additional suites.
+#   3. Spark, when the go test arguments include a package that needs it (./..., the
+#      executor, internal/sparkconnect, cmd/orchestrator): one standalone cluster from the
+#      interop virtualenv's pyspark (scripts/spark-cluster.sh), exported to the tests as
+#      ORCH_TEST_SPARK_REMOTE; stopped on every exit like MinIO.
+#   4. the suites in SUITES: go test -race -count=1, then any additional suites.
 # MinIO is stopped and the temporary dir removed on every exit: success, failure,
 # Ctrl-C, SIGTERM. If this script is killed with SIGKILL, MinIO still gets SIGTERM
 # (setpriv --pdeathsig), so no MinIO outlives the script; only the temporary dir stays,
@@ -35,6 +39,7 @@ fi
 # State that cleanup undoes.
 WORK_DIR=""  # temporary dir: MinIO data and log
 MINIO_PID="" # MinIO server process
+SPARK_PID="" # scripts/spark-cluster.sh (master, worker, Connect server)
 SUITE_PID="" # process group leader of the running test command, if any
 
 log() { printf '==> %s\n' "$*" >&2; }
@@ -53,6 +58,7 @@ cleanup() {
     kill -TERM -- "-$SUITE_PID" 2>/dev/null || kill -TERM "$SUITE_PID" 2>/dev/null || true
     wait "$SUITE_PID" 2>/dev/null || true
   fi
+  stop_spark
   stop_minio
   if [[ -n $WORK_DIR ]]; then
     rm -rf -- "$WORK_DIR"
@@ -230,6 +236,59 @@ stop_minio() {
 }
 
 # --------------------------------------------------------------------------------------
+# Spark: one standalone cluster (master, a one-core worker, a Connect server with Delta)
+# for the whole run, from the interop virtualenv's pyspark (scripts/spark-cluster.sh).
+# Started when the Go tests include a package that needs it; the tests get
+# ORCH_TEST_SPARK_REMOTE=sc://127.0.0.1:PORT. ORCH_TEST_SPARK=0 skips it (those tests
+# then skip, or fail under CI=true).
+# --------------------------------------------------------------------------------------
+SPARK_PACKAGES_RE='^(\./\.\.\.|\./internal/sparkconnect|\./executor|\./cmd/orchestrator)'
+
+needs_spark() {
+  [[ ${ORCH_TEST_SPARK:-1} != 0 ]] || return 1
+  local arg
+  for arg in "${GO_TEST_ARGS[@]}"; do
+    [[ $arg =~ $SPARK_PACKAGES_RE ]] && return 0
+  done
+  return 1
+}
+
+start_spark() {
+  needs_spark || return 0
+  command -v java >/dev/null 2>&1 || die "spark: java not found (Spark needs Java 17)"
+  interop_venv || die "spark: the interop virtualenv (pyspark) could not be set up"
+  local dir="$WORK_DIR/spark" launcher=()
+  if command -v setpriv >/dev/null 2>&1; then
+    launcher=(setpriv --pdeathsig TERM --)
+  fi
+  log "starting Spark (master, worker, Connect server with Delta; logs in $dir/logs)"
+  local home
+  home="$("$INTEROP_PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" ||
+    die "spark: pyspark is not importable from $INTEROP_PY"
+  ORCH_SPARK_HOME="$home" "${launcher[@]}" bash scripts/spark-cluster.sh "$dir" \
+    >"$WORK_DIR/spark.log" 2>&1 </dev/null &
+  SPARK_PID=$!
+  local deadline=$((SECONDS + 300))
+  until [[ -f $dir/remote ]]; do
+    if ! kill -0 "$SPARK_PID" 2>/dev/null || ((SECONDS >= deadline)); then
+      tail -n 20 "$WORK_DIR/spark.log" >&2 || true
+      die "Spark did not start (see above)"
+    fi
+    sleep 0.5
+  done
+  ORCH_TEST_SPARK_REMOTE="$(cat "$dir/remote")"
+  export ORCH_TEST_SPARK_REMOTE
+  log "Spark is up: ORCH_TEST_SPARK_REMOTE=$ORCH_TEST_SPARK_REMOTE"
+}
+
+stop_spark() {
+  [[ -n $SPARK_PID ]] || return 0
+  kill -TERM "$SPARK_PID" 2>/dev/null || true
+  wait "$SPARK_PID" 2>/dev/null || true
+  SPARK_PID=""
+}
+
+# --------------------------------------------------------------------------------------
 # Test suites
 # --------------------------------------------------------------------------------------
 # Each suite is a function that runs from the repository root with MinIO up and the
@@ -237,10 +296,12 @@ stop_minio() {
 # on failure. Run long commands through run_in_group so Ctrl-C / SIGTERM stop them.
 
 run_go_tests() {
-  log "go test -race -count=1 ${GO_TEST_ARGS[*]}"
+  # -timeout: the Spark engine's tests wait on a one-core cluster (about 8 minutes in
+  # all with -race); go test's default of 10 minutes per package is too close.
+  log "go test -race -count=1 -timeout 30m ${GO_TEST_ARGS[*]}"
   export ORCH_TEST_S3_USAGE_LOG="$WORK_DIR/s3-usage.log"
   local status=0
-  run_in_group go test -race -count=1 "${GO_TEST_ARGS[@]}" || status=$?
+  run_in_group go test -race -count=1 -timeout 30m "${GO_TEST_ARGS[@]}" || status=$?
   report_s3_usage
   return "$status"
 }
@@ -317,6 +378,7 @@ main() {
   run_go_vet
   ensure_minio
   start_minio
+  start_spark
 
   local failed=() suite
   for suite in "${SUITES[@]}"; do

@@ -99,5 +99,6 @@ func TestMain(m *testing.M) {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	testenv.StopSpark()
 	os.Exit(code)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/orchestrator-io/orchestrator/executor"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 	"github.com/orchestrator-io/orchestrator/scheduler"
@@ -151,6 +152,7 @@ const heartbeatEvery = scheduler.DefaultHeartbeatTimeout / 3
 // pipeline's warehouse, and notifications are sent. limiter bounds stages (serve).
 func newRunner(e *env, stores scheduler.Opener, logger *slog.Logger, limiter *scheduler.Limiter) *scheduler.Runner {
 	return scheduler.NewRunner(scheduler.RunnerConfig{
+		Execute:        stageExecutor(executor.NewDispatcher(0)),
 		Opener:         stores,
 		Now:            e.now,
 		EngineInfo:     "orchestrator/" + version,

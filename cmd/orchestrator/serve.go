@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/executor"
 	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 	"github.com/orchestrator-io/orchestrator/scheduler"
@@ -94,7 +95,10 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		limiter = scheduler.NewLimiter(o.maxStages)
 	}
 	var sched *scheduler.Scheduler
+	dispatcher := executor.NewDispatcher(0)
+	defer dispatcher.Close()
 	runner := scheduler.NewRunner(scheduler.RunnerConfig{
+		Execute:    stageExecutor(dispatcher),
 		Opener:     stores,
 		Now:        e.now,
 		EngineInfo: "orchestrator/" + version,
