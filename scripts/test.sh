@@ -12,7 +12,10 @@
 #      get ORCH_TEST_S3_ENDPOINT, ORCH_TEST_S3_ACCESS_KEY, ORCH_TEST_S3_SECRET_KEY and
 #      ORCH_TEST_S3_BUCKET (see internal/testenv), and ORCH_TEST_MINIO_BIN for tests that
 #      start, stop and restart a MinIO of their own.
-#   3. the suites in SUITES: go test -race -count=1, then any additional suites.
+#   3. Chromium for the browser test (cmd/orchestrator TestBrowser): Debian's chromium
+#      package, installed with apt-get when no chromium is on PATH; the test gets its
+#      path in ORCH_TEST_CHROMIUM and fails in CI (CI=true) when it is missing.
+#   4. the suites in SUITES: go test -race -count=1, then any additional suites.
 # MinIO is stopped and the temporary dir removed on every exit: success, failure,
 # Ctrl-C, SIGTERM. If this script is killed with SIGKILL, MinIO still gets SIGTERM
 # (setpriv --pdeathsig), so no MinIO outlives the script; only the temporary dir stays,
@@ -230,6 +233,47 @@ stop_minio() {
 }
 
 # --------------------------------------------------------------------------------------
+# Chromium (the browser test)
+# --------------------------------------------------------------------------------------
+find_chromium() {
+  local c
+  for c in chromium chromium-browser /usr/bin/chromium; do
+    if command -v "$c" >/dev/null 2>&1; then
+      command -v "$c"
+      return 0
+    fi
+  done
+  return 1
+}
+
+ensure_chromium() {
+  local bin sudo=()
+  if bin="$(find_chromium)"; then
+    export ORCH_TEST_CHROMIUM="$bin"
+    log "Chromium: $bin"
+    return 0
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    log "Chromium not found and no apt-get to install it: the browser test fails in CI, is skipped elsewhere"
+    return 0
+  fi
+  if [[ $(id -u) -ne 0 ]]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      log "Chromium not found; installing it needs root (apt-get install chromium)"
+      return 0
+    fi
+    sudo=(sudo -n)
+  fi
+  log "Chromium not found: apt-get install chromium (Debian's package)"
+  if "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; then
+    bin="$(find_chromium)" && export ORCH_TEST_CHROMIUM="$bin" && log "Chromium: $bin"
+  else
+    log "apt-get install chromium failed: the browser test fails in CI, is skipped elsewhere"
+  fi
+}
+
+# --------------------------------------------------------------------------------------
 # Test suites
 # --------------------------------------------------------------------------------------
 # Each suite is a function that runs from the repository root with MinIO up and the
@@ -262,7 +306,6 @@ report_s3_usage() {
 #   run_python_interop: create a virtualenv (python3 -m venv "$WORK_DIR/venv"), pip install
 #     the pinned requirements, then run_in_group pytest; treat pytest's exit 5 ("no tests
 #     collected") as a failure or not, deliberately.
-#   run_browser: headless Chromium against the web UI.
 # ---- Interoperability suite (interop/, owned by the delta interop work) ---------------
 # Python + pytest with the reference Delta implementations (delta-rs, Spark with Delta)
 # against our reader and writer, through the Go helper interop/deltatool.
@@ -317,6 +360,7 @@ main() {
   run_go_vet
   ensure_minio
   start_minio
+  ensure_chromium
 
   local failed=() suite
   for suite in "${SUITES[@]}"; do

@@ -378,3 +378,33 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		t.Errorf("openapi %q, %d routes", doc.OpenAPI, len(registered))
 	}
 }
+
+// TestConsumersAtRisk: readers that lag behind what a vacuum a week later would keep
+// are named, on the API and the page.
+func TestConsumersAtRisk(t *testing.T) {
+	later := time.Now().Add(8 * 24 * time.Hour)
+	e := newEnv(t, envOptions{now: func() time.Time { return later }})
+	e.run("shop")
+	write(t, e.dir, "landing/2.csv", "customer_id,name,city\nC-1,Ann,Portland\n")
+	rec, err := e.sched.Trigger(t.Context(), "shop", scheduler.Trigger{Kind: scheduler.Manual, Stages: []string{"load"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.waitEnd(rec.ID); got.Status != scheduler.Succeeded {
+		t.Fatalf("load only: %s %s", got.Status, got.Error)
+	}
+	var ti tableInfo
+	e.getJSON("/api/v1/tables/raw.customers", &ti)
+	if ti.Horizons.VacuumVersion != 3 {
+		t.Errorf("a week later every version is past retention: vacuum keeps from v%d, want 3 (none)", ti.Horizons.VacuumVersion)
+	}
+	for _, c := range ti.Consumers {
+		if c.NextVersion != 2 || c.Behind != 1 || !strings.Contains(c.AtRisk, "a vacuum now by another engine, or forced, would delete the changes of versions 2 to 2") {
+			t.Errorf("consumer %s: next v%d, behind %d, at risk %q; want v2, 1, the vacuum named", c.Stage, c.NextVersion, c.Behind, c.AtRisk)
+		}
+	}
+	_, page := e.do(req{path: "/tables/raw.customers"})
+	if !strings.Contains(page, `<g class="consumer risk">`) || !strings.Contains(page, `<tr class="risk">`) {
+		t.Error("table page: the readers at risk are not marked")
+	}
+}

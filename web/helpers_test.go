@@ -132,6 +132,7 @@ type envOptions struct {
 	auth       Auth
 	loadErrors []LoadError
 	maxRows    int
+	now        func() time.Time // the web's clock (retention horizons); nil: time.Now
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -160,7 +161,7 @@ func newEnv(t *testing.T, o envOptions) *testEnv {
 		t.Fatal(err)
 	}
 	e.sched.Tick(ctx)
-	site, err := New(Config{Scheduler: e.sched, Observer: obs, Auth: o.auth, Logger: quiet, EngineInfo: "orchestrator test", MaxRows: o.maxRows,
+	site, err := New(Config{Scheduler: e.sched, Observer: obs, Auth: o.auth, Logger: quiet, EngineInfo: "orchestrator test", MaxRows: o.maxRows, Now: o.now,
 		LoadErrors: func() []LoadError { return o.loadErrors }})
 	if err != nil {
 		t.Fatal(err)

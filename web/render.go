@@ -170,10 +170,24 @@ var funcs = template.FuncMap{
 		}
 		return *p
 	},
-	"active":      func(s scheduler.Status) bool { return s.Active() },
-	"svg":         func(s string) template.HTML { return template.HTML(s) },
-	"plural":      plural,
+	"active": func(s scheduler.Status) bool { return s.Active() },
+	"svg":    func(s string) template.HTML { return template.HTML(s) },
+	"plural": plural,
+	"clock": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("15:04:05")
+	},
+	"int":         func(n int64) int { return int(n) },
+	"pair":        func(c cell, num bool) cellPair { return cellPair{c, num} },
 	"changeClass": func(ct string) string { return "ct-" + strings.ReplaceAll(ct, "_", "-") },
+}
+
+// cellPair is a cell and whether its column is numeric (right-aligned).
+type cellPair struct {
+	C   cell
+	Num bool
 }
 
 func utcText(t time.Time) string {

@@ -105,20 +105,21 @@ func dagSVG(nodes []dagNode) template.HTML {
 		}
 	}
 	for i, n := range nodes {
-		fmt.Fprintf(&b, `<a href="#stage-%s"><g class="node st-%s" data-stage="%s"><title>%s (%s): %s</title>`, esc(n.Name), esc(string(n.Status)), esc(n.Name), esc(n.Name), esc(n.Kind), esc(string(n.Status)))
+		sub := n.Kind
+		if n.Status != "" {
+			sub += " · " + string(n.Status)
+			fmt.Fprintf(&b, `<a href="#stage-%s">`, esc(n.Name))
+		}
+		fmt.Fprintf(&b, `<g class="node st-%s" data-stage="%s"><title>%s (%s)</title>`, esc(string(n.Status)), esc(n.Name), esc(n.Name), esc(sub))
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" rx="6"/>`, x(i), y(i), nodeW, nodeH)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" class="n">%s</text>`, x(i)+10, y(i)+16, esc(clip(n.Name, 24)))
-		fmt.Fprintf(&b, `<text x="%d" y="%d" class="k">%s · %s</text></g></a>`, x(i)+10, y(i)+30, esc(n.Kind), esc(string(orPending(n.Status))))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" class="k">%s</text></g>`, x(i)+10, y(i)+30, esc(sub))
+		if n.Status != "" {
+			b.WriteString(`</a>`)
+		}
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
-}
-
-func orPending(s scheduler.Status) scheduler.Status {
-	if s == "" {
-		return "pending"
-	}
-	return s
 }
 
 func parentRow(n dagNode, byName map[string]int, row []float64) float64 {
@@ -172,7 +173,11 @@ func ganttSVG(rec *scheduler.Record, now time.Time) template.HTML {
 	fmt.Fprintf(&b, `<svg class="gantt" role="img" aria-label="timeline of stage attempts" width="%d" height="%d" viewBox="0 0 %d %d">`, w, h, w, h)
 	for k := 0; k <= 4; k++ {
 		x := label + plot*k/4
-		fmt.Fprintf(&b, `<line class="tick" x1="%d" y1="14" x2="%d" y2="%d"/><text class="axis" x="%d" y="10">+%s</text>`, x, x, h, x, esc(durationWords(span*time.Duration(k)/4)))
+		anchor := "start"
+		if k == 4 {
+			anchor = "end"
+		}
+		fmt.Fprintf(&b, `<line class="tick" x1="%d" y1="14" x2="%d" y2="%d"/><text class="axis" text-anchor="%s" x="%d" y="10">+%s</text>`, x, x, h, anchor, x, esc(durationWords(span*time.Duration(k)/4)))
 	}
 	for i, s := range rec.Stages {
 		y := 20 + i*rowH
@@ -229,47 +234,51 @@ func durSuffix(ms int64) string {
 }
 
 // horizonSVG draws a table's versions, the part of them a vacuum or a log cleanup run
-// now would break, and where each change feed consumer stands.
+// now would break, and where each change feed consumer stands: a mark at the first
+// version it has yet to read ("next" when it has read them all).
 func horizonSVG(ti *tableInfo) template.HTML {
 	h := ti.Horizons
 	if h == nil {
 		return ""
 	}
-	lo, hi := h.Earliest, h.Latest+1
-	const left, plot = 20, 860
-	rowH := 22
-	height := 70 + len(ti.Consumers)*rowH
-	w := left*2 + plot
-	xv := func(v int64) float64 {
-		if hi == lo {
-			return left
-		}
-		return left + float64(v-lo)/float64(hi-lo)*plot
-	}
+	lo, hi := h.Earliest, h.Latest+1 // hi: the next commit
+	const left, plot, labelW = 24, 640, 300
+	rowH := 24
+	height := 78 + len(ti.Consumers)*rowH
+	w := left + plot + labelW
+	xv := func(v int64) float64 { return left + float64(v-lo)/float64(max(hi-lo, 1))*plot }
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="horizons" role="img" aria-label="versions, retention horizons and consumers" width="%d" height="%d" viewBox="0 0 %d %d">`, w, height, w, height)
-	fmt.Fprintf(&b, `<rect class="span" x="%d" y="20" width="%d" height="16"/>`, left, plot)
+	fmt.Fprintf(&b, `<svg class="horizons" role="img" aria-label="versions, retention horizons and change feed readers" width="%d" height="%d" viewBox="0 0 %d %d">`, w, height, w, height)
+	fmt.Fprintf(&b, `<rect class="span" x="%d" y="24" width="%d" height="18"/>`, left, plot)
 	if v := min(h.VacuumVersion, hi); v > lo {
-		fmt.Fprintf(&b, `<rect class="vacuum" x="%d" y="20" width="%.1f" height="16"><title>a vacuum now (retention %s) deletes the files these versions need: versions %d to %d</title></rect>`,
+		fmt.Fprintf(&b, `<rect class="vacuum" x="%d" y="24" width="%.1f" height="18"><title>a vacuum now (files of removed data kept %s) deletes what versions %d to %d need</title></rect>`,
 			left, xv(v)-left, esc(h.DeletedFileRetention), lo, v-1)
 	}
 	if h.LogVersion > lo {
-		fmt.Fprintf(&b, `<rect class="logclean" x="%d" y="20" width="%.1f" height="8"><title>a log cleanup now (retention %s) removes versions %d to %d from the log</title></rect>`,
+		fmt.Fprintf(&b, `<rect class="logclean" x="%d" y="24" width="%.1f" height="8"><title>a log cleanup now (log kept %s) removes versions %d to %d</title></rect>`,
 			left, xv(h.LogVersion)-left, esc(h.LogRetention), lo, h.LogVersion-1)
 	}
-	fmt.Fprintf(&b, `<text class="axis" x="%d" y="14">v%d</text><text class="axis end" x="%d" y="14">v%d (latest)</text>`, left, lo, left+plot, h.Latest)
-	if h.VacuumVersion <= h.Latest && h.VacuumVersion > lo {
-		fmt.Fprintf(&b, `<line class="hz" x1="%.1f" y1="16" x2="%.1f" y2="%d"/><text class="axis" x="%.1f" y="52">vacuum horizon v%d</text>`, xv(h.VacuumVersion), xv(h.VacuumVersion), height, xv(h.VacuumVersion)+3, h.VacuumVersion)
+	step := max((hi-lo)/10, 1)
+	for v := lo; v <= hi; v += step {
+		label := fmt.Sprintf("v%d", v)
+		if v == hi {
+			label = fmt.Sprintf("v%d (next)", v)
+		}
+		fmt.Fprintf(&b, `<line class="tick" x1="%.1f" y1="20" x2="%.1f" y2="42"/><text class="axis mid" x="%.1f" y="15">%s</text>`, xv(v), xv(v), xv(v), label)
+	}
+	if v := h.VacuumVersion; v > lo && v <= h.Latest {
+		fmt.Fprintf(&b, `<line class="hz" x1="%.1f" y1="18" x2="%.1f" y2="%d"/>`, xv(v), xv(v), height)
 	}
 	for i, c := range ti.Consumers {
-		y := 70 + i*rowH
+		y := 66 + i*rowH
 		cls := "ok"
 		if c.AtRisk != "" || c.Error != "" {
 			cls = "risk"
 		}
-		x := xv(min(c.NextVersion, hi))
-		fmt.Fprintf(&b, `<g class="consumer %s"><line x1="%.1f" y1="36" x2="%.1f" y2="%d"/><circle cx="%.1f" cy="%d" r="5"/><text x="%.1f" y="%d">%s/%s reads from v%d</text><title>%s</title></g>`,
-			cls, x, x, y-4, x, y-4, x+8, y, esc(c.Pipeline), esc(c.Stage), c.NextVersion, esc(or(c.AtRisk, "safe: nothing it has yet to read is at risk")))
+		x := xv(min(max(c.NextVersion, lo), hi))
+		fmt.Fprintf(&b, `<g class="consumer %s"><line x1="%.1f" y1="42" x2="%.1f" y2="%d"/><circle cx="%.1f" cy="%d" r="5"/><text x="%d" y="%d">%s / %s reads from v%d</text><title>%s</title></g>`,
+			cls, x, x, y-4, x, y-4, left+plot+16, y, esc(c.Pipeline), esc(c.Stage), c.NextVersion, esc(or(c.AtRisk, "safe: nothing it has yet to read is at risk")))
+		fmt.Fprintf(&b, `<line class="lead" x1="%.1f" y1="%d" x2="%d" y2="%d"/>`, x+6, y-4, left+plot+12, y-4)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
