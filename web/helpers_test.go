@@ -119,7 +119,7 @@ func (o *testOpener) Location(_ context.Context, spec *pipelines.Spec, loc strin
 
 // testEnv is a scheduler with pipelines loaded and a web server on it.
 type testEnv struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	sched *scheduler.Scheduler
 	site  *Server
@@ -137,7 +137,7 @@ type envOptions struct {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func newEnv(t *testing.T, o envOptions) *testEnv {
+func newEnv(t testing.TB, o envOptions) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
 	e := &testEnv{t: t, dir: dir, specs: map[string]*pipelines.Spec{}, src: newGatedSource(t)}
@@ -177,7 +177,7 @@ func newEnv(t *testing.T, o envOptions) *testEnv {
 	return e
 }
 
-func write(t *testing.T, dir, name, content string) {
+func write(t testing.TB, dir, name, content string) {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -286,7 +286,7 @@ type gatedSource struct {
 	hits chan struct{}
 }
 
-func newGatedSource(t *testing.T) *gatedSource {
+func newGatedSource(t testing.TB) *gatedSource {
 	g := &gatedSource{hits: make(chan struct{}, 100)}
 	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()

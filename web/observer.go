@@ -23,12 +23,13 @@ type Observer struct {
 	sched *scheduler.Scheduler                   // for the gauges, once attached
 	last  map[string]scheduler.Status            // per active run, its state
 	ended map[string]bool                        // runs counted as ended (saves after the end count nothing)
+	revs  map[string]uint64                      // per run, the saves seen (the response cache's revision)
 }
 
 // NewObserver returns an Observer with its metrics registered.
 func NewObserver() *Observer {
 	o := &Observer{reg: prometheus.NewRegistry(), subs: map[chan struct{}]string{},
-		seen: map[string]map[string]scheduler.Status{}, last: map[string]scheduler.Status{}, ended: map[string]bool{}}
+		seen: map[string]map[string]scheduler.Status{}, last: map[string]scheduler.Status{}, ended: map[string]bool{}, revs: map[string]uint64{}}
 	o.m = newMetrics(o)
 	o.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	o.m.register(o.reg)
@@ -51,9 +52,21 @@ func (o *Observer) scheduler() *scheduler.Scheduler {
 // run and wakes the event streams that watch it. It never blocks.
 func (o *Observer) RunChanged(rec *scheduler.Record) {
 	o.mu.Lock()
+	if len(o.revs) >= 10000 {
+		clear(o.revs)
+	}
+	o.revs[rec.ID]++
 	o.count(rec)
 	o.wake(rec)
 	o.mu.Unlock()
+}
+
+// revision counts the saves of a run's record seen so far (0 for runs of other
+// processes).
+func (o *Observer) revision(id string) uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.revs[id]
 }
 
 // count counts what ended since the run's last save (o.mu held).

@@ -143,9 +143,10 @@ type stageView struct {
 	scheduler.StageRecord
 	Duration time.Duration
 	Retries  int
-	// Log is the last lines shown inline; the whole log is linked.
-	Log     []string
-	LogMore int
+	// Log is the last lines shown inline (of a stage that did not succeed); LogLines
+	// counts them all (the whole log is linked).
+	Log      []string
+	LogLines int
 }
 
 // inlineLogLines is how many of a stage's last log lines the run page shows.
@@ -178,11 +179,11 @@ func (s *Server) pageRun(w http.ResponseWriter, r *http.Request) {
 		case !sr.Start.IsZero() && sr.Status == scheduler.Running:
 			sv.Duration = now.Sub(sr.Start)
 		}
-		sv.Log = sr.Log
-		if n := len(sv.Log); n > inlineLogLines {
-			sv.Log, sv.LogMore = sv.Log[n-inlineLogLines:], n-inlineLogLines+sr.LogDropped
-		} else {
-			sv.LogMore = sr.LogDropped
+		// The tail of the log is on the page where something went wrong; every log is a
+		// link away (the page of a 100-stage run stays light).
+		sv.LogLines = len(sr.Log) + sr.LogDropped
+		if sr.Status != scheduler.Succeeded && sr.Status != scheduler.Skipped && sr.Status != scheduler.Queued {
+			sv.Log = sr.Log[max(len(sr.Log)-inlineLogLines, 0):]
 		}
 		p.Stages = append(p.Stages, sv)
 		if sr.Status != scheduler.Succeeded {

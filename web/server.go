@@ -66,6 +66,7 @@ type Server struct {
 	cop    *http.CrossOriginProtection
 
 	summaries summaryCache
+	cache     responseCache
 	closing   closer
 	stop      <-chan struct{} // closed by Close
 }
