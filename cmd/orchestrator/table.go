@@ -35,6 +35,7 @@ func tableCommand() *command {
 			historyCommand(),
 			showCommand(),
 			changesCommand(),
+			diffCommand(),
 			propertiesCommand(),
 			vacuumCommand(),
 			restoreCommand(),
