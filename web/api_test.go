@@ -185,6 +185,9 @@ func TestAPITriggerCancelRetry(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the run never reached its source")
 	}
+	if _, page := e.do(req{path: "/runs/" + rec.ID}); !strings.Contains(page, ">Cancel</button>") || !strings.Contains(page, `id="run-status">running`) {
+		t.Error("the page of a running run has no Cancel button")
+	}
 	resp, body = e.do(req{method: "POST", path: "/api/v1/runs/" + rec.ID + "/cancel"})
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, "cancelled") {
 		t.Fatalf("cancel: %d %s", resp.StatusCode, body)
@@ -201,6 +204,10 @@ func TestAPITriggerCancelRetry(t *testing.T) {
 		t.Fatalf("run with a failing source: %s", failed.Status)
 	}
 	e.src.setFail(false)
+	if _, page := e.do(req{path: "/runs/" + failed.ID}); !strings.Contains(page, "Retry failed</button>") || strings.Contains(page, ">Cancel</button>") ||
+		!strings.Contains(page, "giving up after 1 attempt") || !strings.Contains(page, "Log of fetch (last") {
+		t.Error("the page of a failed run lacks Retry failed, its error or its log, or offers Cancel")
+	}
 	resp, body = e.do(req{method: "POST", path: "/api/v1/runs/" + failed.ID + "/retry"})
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("retry: %d %s", resp.StatusCode, body)
