@@ -139,7 +139,7 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	const clients = 200
 	dur := time.Duration(seconds) * time.Second
-	sched, site, id := wideEnv(b, dur/10) // ten layers: the run lasts the whole check
+	sched, site, id := wideEnv(b, dur/8) // ten layers: the run outlasts the check
 	srv := httptest.NewServer(site.Handler())
 	defer srv.Close()
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxIdleConns: clients}
