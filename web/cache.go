@@ -14,12 +14,16 @@ import (
 
 const cacheTTL = time.Second
 
-// maxCacheEntries bounds the cache; past it, it is emptied.
-const maxCacheEntries = 4096
+// maxCacheEntries and maxCacheBytes bound the cache; past either, it is emptied.
+const (
+	maxCacheEntries = 4096
+	maxCacheBytes   = 64 << 20
+)
 
 type responseCache struct {
-	mu      sync.Mutex // guards entries
+	mu      sync.Mutex // guards entries and bytes
 	entries map[string]*cacheEntry
+	bytes   int
 }
 
 type cacheEntry struct {
@@ -57,8 +61,8 @@ func (c *cachingWriter) Write(p []byte) (int, error) {
 // request renders a stale entry again, the others get the stale one at once.
 func (c *responseCache) serve(w http.ResponseWriter, r *http.Request, key string, rev uint64, h http.HandlerFunc) {
 	c.mu.Lock()
-	if c.entries == nil || len(c.entries) >= maxCacheEntries {
-		c.entries = map[string]*cacheEntry{}
+	if c.entries == nil || len(c.entries) >= maxCacheEntries || c.bytes >= maxCacheBytes {
+		c.entries, c.bytes = map[string]*cacheEntry{}, 0
 	}
 	e := c.entries[key]
 	if e == nil {
@@ -85,10 +89,15 @@ func (c *responseCache) serve(w http.ResponseWriter, r *http.Request, key string
 		e.mu.Lock()
 	}
 	e.rendering = false
+	grown := 0
 	if cw.code == http.StatusOK {
+		grown = cw.buf.Len() - len(e.body)
 		e.rev, e.at, e.code, e.header, e.body = rev, time.Now(), cw.code, cw.header, cw.buf.Bytes()
 	}
 	e.mu.Unlock()
+	c.mu.Lock()
+	c.bytes += grown
+	c.mu.Unlock()
 	copyResponse(w, cw.header, cw.code, cw.buf.Bytes())
 }
 
@@ -100,11 +109,15 @@ func copyResponse(w http.ResponseWriter, header http.Header, code int, body []by
 	w.Write(body)
 }
 
-// cached wraps the handler of a run's page or JSON: its cache key is the path, query
-// and the viewer's role (a read-only page has no buttons).
+// cached wraps the handler of a run's page or JSON: its cache key is the path, whether
+// the live part alone is asked for, and the viewer's role (a read-only page has no
+// buttons); other query parameters neither matter nor make entries of their own.
 func (s *Server) cached(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key := r.URL.Path + "?" + r.URL.RawQuery
+		key := r.URL.Path
+		if r.URL.Query().Get("partial") == "1" {
+			key += "?partial=1"
+		}
 		if roleOf(r.Context()) != roleAdmin {
 			key += "#read"
 		}

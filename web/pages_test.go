@@ -90,3 +90,23 @@ func TestPages(t *testing.T) {
 		}
 	}
 }
+
+// TestResponseCache: a run's page is one cache entry whatever the query (a client cannot
+// fill the cache), and an answer that is not 200 is not kept.
+func TestResponseCache(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	rec := e.run("shop")
+	for i := range 5 {
+		if resp, _ := e.do(req{path: "/runs/" + rec.ID + "?x=" + strings.Repeat("y", i)}); resp.StatusCode != 200 {
+			t.Fatalf("run page: %d", resp.StatusCode)
+		}
+	}
+	e.do(req{path: "/runs/" + rec.ID + "?partial=1"})
+	e.do(req{path: "/runs/shop@20200101T000000Z"})
+	e.site.cache.mu.Lock()
+	n := len(e.site.cache.entries)
+	e.site.cache.mu.Unlock()
+	if n != 3 { // the page, its live part, and the missing run's (kept empty)
+		t.Errorf("%d cache entries, want 3", n)
+	}
+}
