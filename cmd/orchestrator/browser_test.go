@@ -131,13 +131,15 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// text reads what an element shows, in one step (a live part may be replaced
+	// between finding a node and reading it).
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function(){ const e = document.querySelector(%q); return e ? e.innerText : "(no element " + %q + ")"; })()`, sel, sel)))
 		if err != nil {
 			t.Fatalf("read %s: %v", sel, err)
 		}
-		return s
+		return v
 	}
 	wantText := func(page, sel string, wants ...string) {
 		t.Helper()
@@ -167,7 +169,8 @@ func TestBrowser(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	status := ""
 	for time.Now().Before(deadline) {
-		status = strings.TrimSpace(text("#run-status"))
+		// Read in one step: the live part is replaced as the run goes on.
+		status = strings.TrimSpace(fmt.Sprint(eval("read the run's status", `(document.getElementById('run-status') || {}).textContent || ''`)))
 		if status != "queued" && status != "running" {
 			break
 		}
