@@ -214,6 +214,9 @@ func stripSVG(runs []runEntry) template.HTML {
 	rs := slices.Clone(runs)
 	slices.Reverse(rs)
 	off := (recentRuns - len(rs)) * (bw + gap)
+	for i := range recentRuns - len(rs) { // room for the runs to come
+		fmt.Fprintf(&b, `<rect class="slot" x="%d" y="%d" width="%d" height="3" rx="1"/>`, i*(bw+gap), h-3, bw)
+	}
 	for i, r := range rs {
 		bh := 4 + int(float64(h-4)*float64(r.DurationMS)/float64(longest))
 		if r.Status == scheduler.Skipped || r.DurationMS == 0 {

@@ -184,13 +184,17 @@ func TestBrowser(t *testing.T) {
 		t.Error("the run page reloaded to show the run's end; want it updated in place")
 	}
 	if nodes := eval("count the graph's stages", `document.querySelectorAll('.dag .node.st-succeeded').length`); nodes != 5.0 {
-		t.Errorf("run page graph: %d succeeded stages, want 5", nodes)
+		t.Errorf("run page graph: %v succeeded stages, want 5", nodes)
 	}
 	wantText("run", "table.stages", "ingest_sales", "merge_customers", "vacuum", "bronze.sales_transactions@v1", "sales.customer@v")
+	shot("02-run.png")
+	run("back to the pipelines", chromedp.Navigate(base+"/pipelines"), chromedp.WaitVisible(chromedp.CSS(`svg.strip rect.st-succeeded`)))
+	wantText("pipelines", "table.pipelines", "succeeded", "manual")
+	shot("01-pipelines-after-a-run.png")
+	run("back to the run", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`svg.gantt`)))
 	if g := eval("read the timeline", `document.querySelector('svg.gantt').textContent`); !strings.Contains(fmt.Sprint(g), "ingest_sales") {
 		t.Errorf("run page timeline: %q, want the stages", g)
 	}
-	shot("02-run.png")
 
 	// 3. A table: its schema, properties and change feed readers against retention.
 	run("open the table page", chromedp.Navigate(base+"/tables/bronze.sales_transactions"), chromedp.WaitVisible(chromedp.CSS(`table.schema`)))
