@@ -85,6 +85,10 @@ func TestBrowser(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	copyDir(t, filepath.Join("..", "..", "examples", "pipelines", "sales"), filepath.Join(dir, "pipes"))
+	// A file that does not validate shows on the pipelines page with its problem.
+	if err := os.WriteFile(filepath.Join(dir, "pipes", "broken.yaml"), []byte("pipeline: broken\nschedul: daily\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	srv := startServe(t, bin, filepath.Join(dir, "pipes"), nil)
 	base := "http://" + srv.addr
 	shots := screenshotDir(t)
@@ -154,6 +158,7 @@ func TestBrowser(t *testing.T) {
 	// 1. The pipelines page: the schedule in words, no run yet, a Run now button.
 	run("open the pipelines page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`button[data-run-now="sales"]`)))
 	wantText("pipelines", "table.pipelines", "sales", "at 02:00 every day", "0 2 * * *", "Europe/Berlin", "never ran")
+	wantText("pipelines", ".problems", "1 pipeline file failed to load", "broken.yaml", "schedul")
 	shot("01-pipelines.png")
 
 	// 2. Run now: the run page follows the run until it succeeds, with no reload.
