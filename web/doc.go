@@ -20,4 +20,6 @@
 //     gets 403) and comes from the page's own origin (CSRF).
 //   - Every request is bounded: body size, rows returned, rows read for a diff, runs
 //     examined for a filtered list, and the server's read and write timeouts.
+//   - Many clients watching one run cost one rendering of its page and JSON per change
+//     of its record (at most one a second), never one each.
 package web
