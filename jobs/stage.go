@@ -89,6 +89,9 @@ type Result struct {
 	Duration    time.Duration
 	// Notes are human-readable remarks ("3 files already ingested", "dry run: ...").
 	Notes []string
+	// Conflicts counts the commits this stage lost to concurrent writers of its target
+	// (each followed by a run on the new version, or, for the last, the stage's error).
+	Conflicts int
 	// Engine names the engine that carried the stage out ("" or "local": this process;
 	// "spark": a Spark cluster), and Operations what it sent there.
 	Engine     string
@@ -149,6 +152,10 @@ func runAgainOnConflict(ctx context.Context, run func() (Result, error)) (Result
 			earlier.add(res)
 			continue
 		}
+		conflicts := attempt - 1
+		if err != nil && errors.As(err, &ce) {
+			conflicts++
+		}
 		if attempt > 1 {
 			earlier.add(res)
 			earlier.VersionsRead = res.VersionsRead
@@ -156,6 +163,7 @@ func runAgainOnConflict(ctx context.Context, run func() (Result, error)) (Result
 			res = earlier
 			res.Notes = append(res.Notes, fmt.Sprintf("ran again after %d concurrent commits to the target", attempt-1))
 		}
+		res.Conflicts = conflicts
 		return res, err
 	}
 }

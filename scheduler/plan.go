@@ -163,6 +163,9 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) erro
 		if onTime {
 			kind = Scheduled
 		}
+		if it.rerun == nil {
+			s.slotEvent(spec.Name, it.slot, now, !onTime, !run)
+		}
 		switch {
 		case it.rerun != nil && run:
 			s.rerun(ctx, ps, it.rerun)
@@ -190,8 +193,10 @@ func (s *Scheduler) skipOld(ctx context.Context, ps *pipeState, sched *cron.Sche
 	window := ps.spec.CatchupWindow
 	reason := fmt.Sprintf("outside catchup_window (%s): the slot was missed while no scheduler ran", window)
 	old, more := sched.Between(from, to, maxSkipRecords)
+	now := s.cfg.Now()
 	for _, t := range old {
 		s.skip(ctx, ps, t, reason, time.Time{}, 0)
+		s.slotEvent(ps.spec.Name, t, now, true, true)
 	}
 	if more {
 		first := sched.Next(old[len(old)-1])
@@ -200,6 +205,7 @@ func (s *Scheduler) skipOld(ctx context.Context, ps *pipeState, sched *cron.Sche
 			last, n = t, n+1
 		}
 		s.skip(ctx, ps, first, reason, last, n)
+		s.slotEvents(ps.spec.Name, first, now, true, true, n)
 	}
 	return nil
 }
@@ -317,7 +323,7 @@ func (s *Scheduler) pump(ps *pipeState) {
 
 // Trigger starts a run of a loaded pipeline now, as trig says (a manual run, a retry):
 // it waits in the pipeline's queue while max_active_runs runs are active, and is never
-// skipped. It returns the record as created.
+// skipped. It returns a copy of the record as created.
 func (s *Scheduler) Trigger(ctx context.Context, name string, trig Trigger) (*Record, error) {
 	s.mu.Lock()
 	ps := s.pipes[name]
@@ -332,8 +338,9 @@ func (s *Scheduler) Trigger(ctx context.Context, name string, trig Trigger) (*Re
 	if err := s.runner.Create(ctx, ps.spec, ps.store, rec); err != nil {
 		return nil, err
 	}
+	out := cloneRecord(rec) // rec is the run's own from now on
 	s.enqueue(ps, rec.ID)
-	return rec, nil
+	return out, nil
 }
 
 // Cancel cancels a run this scheduler has in charge: a queued one ends cancelled at

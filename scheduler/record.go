@@ -133,6 +133,8 @@ type StageRecord struct {
 	RowsIn      int64  `json:"rows_in"`
 	RowsOut     int64  `json:"rows_out"`
 	RowsSkipped int64  `json:"rows_skipped,omitempty"`
+	// Conflicts counts the commits the stage lost to concurrent writers (it ran again).
+	Conflicts int `json:"conflicts,omitempty"`
 	// VersionsRead and VersionsWritten are the table versions the stage read and
 	// committed; ChangesRead the change feed ranges (After, Through] it read.
 	VersionsRead    []TableVersion `json:"versions_read,omitempty"`

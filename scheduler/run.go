@@ -71,6 +71,10 @@ type RunnerConfig struct {
 	// Execute, when set, carries out each stage attempt on its engine
 	// (pipelines.Runtime.Execute); nil runs every stage in this process.
 	Execute func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error)
+	// OnChange, when set, is given a copy of a run's record in charge each time it is
+	// saved (every state change, and heartbeats), in the order of the saves; it must not
+	// block (the web's live views and metrics).
+	OnChange func(*Record)
 }
 
 // Runner runs pipelines and records every run. It is safe for concurrent use.
@@ -260,6 +264,16 @@ func (r *Runner) Owned() []*Record {
 	return out
 }
 
+// Record returns a copy of the record of a run in charge here (queued or running), as
+// it is now.
+func (r *Runner) Record(id string) (*Record, bool) {
+	st := r.state(id)
+	if st == nil {
+		return nil, false
+	}
+	return st.snapshot(), true
+}
+
 func (r *Runner) state(id string) *runState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -404,7 +418,11 @@ func (st *runState) save(ctx context.Context) error {
 		st.rec.Stage(l.stage).LogObject = key
 		st.mu.Unlock()
 	}
-	if err := st.store.Save(wctx, rec); err != nil {
+	err := st.store.Save(wctx, rec)
+	if st.r.cfg.OnChange != nil {
+		st.r.cfg.OnChange(rec)
+	}
+	if err != nil {
 		st.r.log.Warn("save run record", "run", rec.ID, "err", err)
 		return err
 	}
@@ -698,6 +716,7 @@ func (st *runState) done(stage string, res jobs.Result) {
 		return
 	}
 	s.RowsIn, s.RowsOut, s.RowsSkipped = res.RowsRead, res.RowsWritten, res.RowsSkipped
+	s.Conflicts += res.Conflicts
 	s.VersionsRead, s.VersionsWritten, s.ChangesRead = nil, nil, nil
 	for _, v := range res.VersionsRead {
 		s.VersionsRead = append(s.VersionsRead, TableVersion{Table: v.Table, Version: v.Version})

@@ -38,6 +38,9 @@ type Config struct {
 	Alive func(host string, pid int) bool
 	// Logger receives scheduling events; nil means slog.Default().
 	Logger *slog.Logger
+	// OnSlot, when set, is told how each due slot was handled (run or skipped, on time
+	// or missed, how late); it must not block (the web's metrics).
+	OnSlot func(SlotEvent)
 }
 
 // DefaultLate is how late a slot may be handled and still run as scheduled rather than

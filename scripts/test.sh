@@ -16,7 +16,10 @@
 #      executor, internal/sparkconnect, cmd/orchestrator): one standalone cluster from the
 #      interop virtualenv's pyspark (scripts/spark-cluster.sh), exported to the tests as
 #      ORCH_TEST_SPARK_REMOTE; stopped on every exit like MinIO.
-#   4. the suites in SUITES: go test -race -count=1, then any additional suites.
+#   4. Chromium for the browser test (cmd/orchestrator TestBrowser): Debian's chromium
+#      package, installed with apt-get when no chromium is on PATH; the test gets its
+#      path in ORCH_TEST_CHROMIUM and fails in CI (CI=true) when it is missing.
+#   5. the suites in SUITES: go test -race -count=1, then any additional suites.
 # MinIO is stopped and the temporary dir removed on every exit: success, failure,
 # Ctrl-C, SIGTERM. If this script is killed with SIGKILL, MinIO still gets SIGTERM
 # (setpriv --pdeathsig), so no MinIO outlives the script; only the temporary dir stays,
@@ -289,6 +292,47 @@ stop_spark() {
 }
 
 # --------------------------------------------------------------------------------------
+# Chromium (the browser test)
+# --------------------------------------------------------------------------------------
+find_chromium() {
+  local c
+  for c in chromium chromium-browser /usr/bin/chromium; do
+    if command -v "$c" >/dev/null 2>&1; then
+      command -v "$c"
+      return 0
+    fi
+  done
+  return 1
+}
+
+ensure_chromium() {
+  local bin sudo=()
+  if bin="$(find_chromium)"; then
+    export ORCH_TEST_CHROMIUM="$bin"
+    log "Chromium: $bin"
+    return 0
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    log "Chromium not found and no apt-get to install it: the browser test fails in CI, is skipped elsewhere"
+    return 0
+  fi
+  if [[ $(id -u) -ne 0 ]]; then
+    if ! command -v sudo >/dev/null 2>&1; then
+      log "Chromium not found; installing it needs root (apt-get install chromium)"
+      return 0
+    fi
+    sudo=(sudo -n)
+  fi
+  log "Chromium not found: apt-get install chromium (Debian's package)"
+  if "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; then
+    bin="$(find_chromium)" && export ORCH_TEST_CHROMIUM="$bin" && log "Chromium: $bin"
+  else
+    log "apt-get install chromium failed: the browser test fails in CI, is skipped elsewhere"
+  fi
+}
+
+# --------------------------------------------------------------------------------------
 # Test suites
 # --------------------------------------------------------------------------------------
 # Each suite is a function that runs from the repository root with MinIO up and the
@@ -323,7 +367,6 @@ report_s3_usage() {
 #   run_python_interop: create a virtualenv (python3 -m venv "$WORK_DIR/venv"), pip install
 #     the pinned requirements, then run_in_group pytest; treat pytest's exit 5 ("no tests
 #     collected") as a failure or not, deliberately.
-#   run_browser: headless Chromium against the web UI.
 # ---- Interoperability suite (interop/, owned by the delta interop work) ---------------
 # Python + pytest with the reference Delta implementations (delta-rs, Spark with Delta)
 # against our reader and writer, through the Go helper interop/deltatool.
@@ -379,6 +422,7 @@ main() {
   ensure_minio
   start_minio
   start_spark
+  ensure_chromium
 
   local failed=() suite
   for suite in "${SUITES[@]}"; do

@@ -99,7 +99,7 @@ var historyTextColumns = []column{
 func historyTextRows(entries []delta.HistoryEntry) [][]cell {
 	rows := make([][]cell, len(entries))
 	for i, h := range entries {
-		r := []cell{intCell(h.Version), textCell(formatTime(h.Timestamp)), optText(h.Operation), optText(h.UserName), nullCell, nullCell, optText(changesText(h.OperationMetrics))}
+		r := []cell{intCell(h.Version), textCell(formatTime(h.Timestamp)), optText(h.Operation), optText(h.UserName), nullCell, nullCell, optText(h.Summary())}
 		if l := h.Lineage; l != nil {
 			if l.Pipeline != "" || l.Stage != "" {
 				r[4] = textCell(l.Pipeline + "/" + l.Stage)
@@ -113,39 +113,6 @@ func historyTextRows(entries []delta.HistoryEntry) [][]cell {
 		rows[i] = r
 	}
 	return rows
-}
-
-// changesText sums up a commit's operation metrics: rows inserted (+), updated (~)
-// and deleted (-), then files added and removed, e.g. "+3 ~1 -0 rows, 2 files".
-func changesText(m map[string]any) string {
-	num := func(keys ...string) (int64, bool) {
-		for _, k := range keys {
-			if v, ok := m[k]; ok {
-				if n, err := strconv.ParseInt(scalarText(v), 10, 64); err == nil {
-					return n, true
-				}
-			}
-		}
-		return 0, false
-	}
-	var parts []string
-	ins, hasIns := num("numTargetRowsInserted", "numOutputRows", "numInsertedRows")
-	upd, hasUpd := num("numTargetRowsUpdated", "numUpdatedRows")
-	del, hasDel := num("numTargetRowsDeleted", "numDeletedRows")
-	if hasUpd || hasDel {
-		parts = append(parts, fmt.Sprintf("+%d ~%d -%d rows", ins, upd, del))
-	} else if hasIns {
-		parts = append(parts, fmt.Sprintf("+%d rows", ins))
-	}
-	if n, ok := num("numDeletedFiles", "numFilesToDelete"); ok {
-		parts = append(parts, plural(int(n), "file")+" deleted")
-	} else if n, ok := num("numTargetFilesAdded", "numFiles", "numAddedFiles"); ok {
-		parts = append(parts, plural(int(n), "file"))
-	}
-	if n, ok := num("numRestoredFiles"); ok {
-		parts = append(parts, plural(int(n), "file")+" restored")
-	}
-	return strings.Join(parts, ", ")
 }
 
 // optText is an empty string as null.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/pipelines"
+	"github.com/orchestrator-io/orchestrator/web"
 )
 
 // pipelineDir is the pipelines of a directory (its *.yaml and *.yml files, not its
@@ -140,14 +141,19 @@ func (d *pipelineDir) specs() (out []*pipelines.Spec, dups []string) {
 	return out, dups
 }
 
-// invalid lists the files whose current content is invalid.
-func (d *pipelineDir) invalid() []string {
-	var out []string
+// loadErrors lists the files whose current content is invalid, with their problems and
+// the pipeline that goes on with its previous version.
+func (d *pipelineDir) loadErrors() []web.LoadError {
+	var out []web.LoadError
 	for p, f := range d.files {
 		if f.problem != "" {
-			out = append(out, p)
+			le := web.LoadError{File: p, Problem: f.problem}
+			if f.spec != nil {
+				le.Pipeline = f.spec.Name
+			}
+			out = append(out, le)
 		}
 	}
-	sort.Strings(out)
+	slices.SortFunc(out, func(a, b web.LoadError) int { return strings.Compare(a.File, b.File) })
 	return out
 }

@@ -2,13 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 	"github.com/orchestrator-io/orchestrator/scheduler"
+	"github.com/orchestrator-io/orchestrator/web"
 )
 
 func serveCommand() *command {
@@ -34,7 +37,12 @@ func serveCommand() *command {
 			"stopped heartbeating for --heartbeat-timeout is marked interrupted, and a slot\n" +
 			"run again under the pipeline's catch-up policy.\n\n" +
 			"GET /healthz answers 200 with the pipelines, the files skipped and the lease of\n" +
-			"each warehouse (503 while shutting down).\n\n" +
+			"each warehouse (503 while shutting down). The same server has the web pages (/),\n" +
+			"the JSON API (/api/v1/, described at /api/v1/openapi.json) and /metrics.\n\n" +
+			"It listens on 127.0.0.1 unless --addr says otherwise; another address needs a\n" +
+			"token: --auth-token-file FILE or ORCH_AUTH_TOKEN (may view and trigger), and\n" +
+			"optionally --read-token-file FILE or ORCH_READ_TOKEN (may view only). Browsers\n" +
+			"log in at /login; programs send Authorization: Bearer TOKEN.\n\n" +
 			"SIGTERM or SIGINT: no new run starts, running stages get --shutdown-grace to\n" +
 			"reach a safe point, then are cancelled; every record ends consistent.",
 		setup: func(fs *flag.FlagSet) runFunc {
@@ -46,6 +54,8 @@ func serveCommand() *command {
 			fs.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", scheduler.DefaultHeartbeatTimeout, "a run whose heartbeat is older is marked interrupted")
 			fs.DurationVar(&o.leaseTTL, "lease-ttl", scheduler.DefaultLeaseTTL, "a silent lease holder loses the lease after this long")
 			fs.StringVar(&o.baseURL, "base-url", "", "the `URL` notifications link runs to (default http://ADDR)")
+			fs.StringVar(&o.tokenFile, "auth-token-file", "", "a `file` holding the token that may view and trigger (else ORCH_AUTH_TOKEN)")
+			fs.StringVar(&o.readTokenFile, "read-token-file", "", "a `file` holding a token that may only view (else ORCH_READ_TOKEN)")
 			addS3Flags(fs, &o.s3)
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) > 0 {
@@ -65,6 +75,8 @@ func serveCommand() *command {
 
 type serveOptions struct {
 	dir, addr, baseURL string
+	tokenFile          string
+	readTokenFile      string
 	maxStages          int
 	grace              time.Duration
 	heartbeatTimeout   time.Duration
@@ -80,6 +92,13 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	dir, err := newPipelineDir(o.dir)
 	if err != nil {
 		return err
+	}
+	auth, err := serveAuth(e, o)
+	if err != nil {
+		return err
+	}
+	if err := web.CheckListen(o.addr, auth); err != nil {
+		return usagef("%v", err)
 	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -97,8 +116,10 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	var sched *scheduler.Scheduler
 	dispatcher := executor.NewDispatcher(0)
 	defer dispatcher.Close()
+	obs := web.NewObserver()
 	runner := scheduler.NewRunner(scheduler.RunnerConfig{
 		Execute:    stageExecutor(dispatcher),
+		OnChange:   obs.RunChanged,
 		Opener:     stores,
 		Now:        e.now,
 		EngineInfo: "orchestrator/" + version,
@@ -115,11 +136,17 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	})
 	sched = scheduler.New(scheduler.Config{
 		Runner: runner, Now: e.now, HeartbeatTimeout: o.heartbeatTimeout, LeaseTTL: o.leaseTTL,
-		Addr: addr, Logger: logger,
+		Addr: addr, Logger: logger, OnSlot: obs.SlotHandled,
 	})
 	bg := context.WithoutCancel(ctx) // the loop's store work is not cut by the signal
+	var loadMu sync.Mutex            // guards loadErrs, which the web server reads
+	var loadErrs []web.LoadError
 	load := func() {
 		changed, report := dir.scan(e)
+		errs := dir.loadErrors()
+		loadMu.Lock()
+		loadErrs = errs
+		loadMu.Unlock()
 		for _, line := range report {
 			fmt.Fprintln(e.stderr, line)
 		}
@@ -138,26 +165,25 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 
 	var stopping sync.Mutex
 	stopped := false
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		stopping.Lock()
-		down := stopped
-		stopping.Unlock()
-		h := health{Status: "ok", Addr: addr, Invalid: dir.invalid(), Leases: sched.Leases(), ActiveRuns: len(runner.Owned())}
-		for _, s := range sched.Pipelines() {
-			h.Pipelines = append(h.Pipelines, s.Name)
-		}
-		code := http.StatusOK
-		if down {
-			h.Status, code = "stopping", http.StatusServiceUnavailable
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		json.NewEncoder(w).Encode(h)
+	site, err := web.New(web.Config{
+		Scheduler: sched, Observer: obs, Auth: auth, Addr: addr, Now: e.now, Logger: logger,
+		EngineInfo: "orchestrator " + version,
+		LoadErrors: func() []web.LoadError {
+			loadMu.Lock()
+			defer loadMu.Unlock()
+			return slices.Clone(loadErrs)
+		},
+		Stopping: func() bool {
+			stopping.Lock()
+			defer stopping.Unlock()
+			return stopped
+		},
 	})
-	// The web pages mount on this mux too; they reach runs through sched and the run
-	// stores (sched.Pipelines, Runner.Store, Trigger, Cancel).
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := site.HTTPServer()
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ln) }()
 	fmt.Fprintf(e.stderr, "serving %s on http://%s (pid %d)\n", o.dir, addr, runner.Identity().PID)
@@ -178,6 +204,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 			waitNotifications(runner, 10*time.Second)
 			sctx, cancel := context.WithTimeout(bg, 5*time.Second)
 			defer cancel()
+			site.Close()
 			srv.Shutdown(sctx)
 			fmt.Fprintln(e.stderr, "serve: stopped; every run's record is final")
 			return nil
@@ -198,14 +225,39 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	}
 }
 
-// health is the body of /healthz.
-type health struct {
-	Status     string                 `json:"status"`
-	Addr       string                 `json:"addr"`
-	Pipelines  []string               `json:"pipelines"`
-	Invalid    []string               `json:"invalid_files,omitempty"`
-	Leases     []scheduler.LeaseState `json:"leases"`
-	ActiveRuns int                    `json:"active_runs"`
+// serveAuth reads the tokens: --auth-token-file or ORCH_AUTH_TOKEN, --read-token-file
+// or ORCH_READ_TOKEN.
+func serveAuth(e *env, o serveOptions) (web.Auth, error) {
+	read := func(file, envVar string) (string, error) {
+		if file != "" {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				return "", fmt.Errorf("token file: %w", err)
+			}
+			tok := strings.TrimSpace(string(b))
+			if tok == "" {
+				return "", fmt.Errorf("token file %s is empty", file)
+			}
+			return tok, nil
+		}
+		v, _ := e.lookupEnv(envVar)
+		return strings.TrimSpace(v), nil
+	}
+	var a web.Auth
+	var err error
+	if a.Token, err = read(o.tokenFile, "ORCH_AUTH_TOKEN"); err != nil {
+		return a, err
+	}
+	if a.ReadToken, err = read(o.readTokenFile, "ORCH_READ_TOKEN"); err != nil {
+		return a, err
+	}
+	if a.ReadToken != "" && a.Token == "" {
+		return a, usagef("a read-only token needs a full one too (--auth-token-file or ORCH_AUTH_TOKEN)")
+	}
+	if a.ReadToken != "" && a.ReadToken == a.Token {
+		return a, usagef("the read-only token must differ from the full one")
+	}
+	return a, nil
 }
 
 // waitNotifications waits for the runner's notifications, at most d.
@@ -220,3 +272,6 @@ func waitNotifications(r *scheduler.Runner, d time.Duration) {
 	case <-time.After(d):
 	}
 }
+
+// health is the body of /healthz.
+type health = web.Health

@@ -34,6 +34,7 @@ func tableCommand() *command {
 			historyCommand(),
 			showCommand(),
 			changesCommand(),
+			diffCommand(),
 			propertiesCommand(),
 			vacuumCommand(),
 			restoreCommand(),

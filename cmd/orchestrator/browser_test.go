@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
+)
+
+// The browser test drives the pages of a real serve with Debian's Chromium (headless,
+// through chromedp) as a first-time user would, and saves a screenshot of each page in
+// the screenshot folder (ORCH_SCREENSHOTS, default artifacts/screenshots at the
+// repository root; gitignored). Without Chromium it is skipped, or fails when CI=true:
+// scripts/test.sh installs it.
+
+// EnvChromium names the Chromium binary (default: chromium on PATH, /usr/bin/chromium).
+const EnvChromium = "ORCH_TEST_CHROMIUM"
+
+func findChromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv(EnvChromium); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "/usr/bin/chromium"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	testenv.Unavailable(t, "no Chromium (set %s, or apt-get install chromium; scripts/test.sh does)", EnvChromium)
+	return ""
+}
+
+// screenshotDir is where the browser test saves its screenshots.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("ORCH_SCREENSHOTS")
+	if dir == "" {
+		root, err := filepath.Abs("../..")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(root, "artifacts", "screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// copyDir copies a directory tree (an example pipeline and its data).
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if d.IsDir() {
+			if d.Name() == "warehouse" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBrowser(t *testing.T) {
+	chromium := findChromium(t)
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	copyDir(t, filepath.Join("..", "..", "examples", "pipelines", "sales"), filepath.Join(dir, "pipes"))
+	// A file that does not validate shows on the pipelines page with its problem.
+	if err := os.WriteFile(filepath.Join(dir, "pipes", "broken.yaml"), []byte("pipeline: broken\nschedul: daily\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServe(t, bin, filepath.Join(dir, "pipes"), nil)
+	base := "http://" + srv.addr
+	shots := screenshotDir(t)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1440, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancelTimeout()
+
+	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	eval := func(what, js string) any {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// text reads what an element shows, in one step (a live part may be replaced
+	// between finding a node and reading it).
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function(){ const e = document.querySelector(%q); return e ? e.innerText : "(no element " + %q + ")"; })()`, sel, sel)))
+		if err != nil {
+			t.Fatalf("read %s: %v", sel, err)
+		}
+		return v
+	}
+	wantText := func(page, sel string, wants ...string) {
+		t.Helper()
+		got := text(sel)
+		for _, w := range wants {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %s shows %q; want %q in it", page, sel, clipText(got), w)
+			}
+		}
+	}
+
+	// 1. The pipelines page: the schedule in words, no run yet, a Run now button.
+	run("open the pipelines page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`button[data-run-now="sales"]`)))
+	wantText("pipelines", "table.pipelines", "sales", "at 02:00 every day", "0 2 * * *", "Europe/Berlin", "never ran")
+	wantText("pipelines", ".problems", "1 pipeline file failed to load", "broken.yaml", "schedul")
+	shot("01-pipelines.png")
+
+	// 2. Run now: the run page follows the run until it succeeds, with no reload.
+	run("click Run now", chromedp.Click(chromedp.CSS(`button[data-run-now="sales"]`)), chromedp.WaitVisible(chromedp.CSS(`#run-status`)))
+	url, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(url, "/runs/sales@") {
+		t.Fatalf("Run now led to %s, want a run page", url)
+	}
+	eval("mark the page", `window.__sameDocument = true`)
+	deadline := time.Now().Add(2 * time.Minute)
+	status := ""
+	for time.Now().Before(deadline) {
+		// Read in one step: the live part is replaced as the run goes on.
+		status = strings.TrimSpace(fmt.Sprint(eval("read the run's status", `(document.getElementById('run-status') || {}).textContent || ''`)))
+		if status != "queued" && status != "running" {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if status != "succeeded" {
+		shot("02-run-failed.png")
+		t.Fatalf("run page status %q, want succeeded; stderr:\n%s", status, srv.stderr)
+	}
+	if same := eval("check the page was not reloaded", `window.__sameDocument === true`); same != true {
+		t.Error("the run page reloaded to show the run's end; want it updated in place")
+	}
+	if nodes := eval("count the graph's stages", `document.querySelectorAll('.dag .node.st-succeeded').length`); nodes != 5.0 {
+		t.Errorf("run page graph: %v succeeded stages, want 5", nodes)
+	}
+	wantText("run", "table.stages", "ingest_sales", "merge_customers", "vacuum", "bronze.sales_transactions@v1", "sales.customer@v")
+	shot("02-run.png")
+	run("back to the pipelines", chromedp.Navigate(base+"/pipelines"), chromedp.WaitVisible(chromedp.CSS(`svg.strip rect.st-succeeded`)))
+	wantText("pipelines", "table.pipelines", "succeeded", "manual")
+	shot("01-pipelines-after-a-run.png")
+	run("back to the run", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`svg.gantt`)))
+	if g := eval("read the timeline", `document.querySelector('svg.gantt').textContent`); !strings.Contains(fmt.Sprint(g), "ingest_sales") {
+		t.Errorf("run page timeline: %q, want the stages", g)
+	}
+
+	// 3. A table: its schema, properties and change feed readers against retention.
+	run("open the table page", chromedp.Navigate(base+"/tables/bronze.sales_transactions"), chromedp.WaitVisible(chromedp.CSS(`table.schema`)))
+	wantText("table", "main", "transaction_id", "decimal(10,2)", "delta.enableChangeDataFeed", "Change feed readers", "capture_sales_history", "safe")
+	shot("03-table.png")
+
+	// 4. Its history: every version with the run that wrote it.
+	run("open the history", chromedp.Click(chromedp.CSS(`nav.tabs a[href$="/history"]`)), chromedp.WaitVisible(chromedp.CSS(`table.history`)))
+	wantText("history", "table.history", "v2", "v1", "CREATE TABLE", "MERGE", "sales / ingest_sales", "sales@")
+	shot("04-history.png")
+
+	// 5. The table as of version 1, filtered and ordered.
+	run("open the rows as of v1", chromedp.Navigate(base+"/tables/bronze.sales_transactions/rows?version=1&order_by=amount&desc=1"),
+		chromedp.WaitVisible(chromedp.CSS(`#asof`)))
+	wantText("rows", "#asof", "v1", "4 rows")
+	wantText("rows", "table.data", "T-1002", "149.00", "grinder")
+	run("filter the rows", chromedp.SetValue(chromedp.CSS(`input[name="where"]`), "customer_id = 'C-1'"),
+		chromedp.Click(chromedp.CSS(`form.query button`)))
+	waitURL := func(part string) {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			if u, err := chromedp.Run(ctx, chromedp.Location()); err == nil && strings.Contains(u, part) {
+				run("wait for the page", chromedp.WaitVisible(chromedp.CSS(`#asof`)))
+				return
+			}
+		}
+		t.Fatalf("the page never went to a URL with %q", part)
+	}
+	waitURL("where=")
+	wantText("rows", "#asof", "2 rows")
+	wantText("rows", "table.data", "T-1001", "T-1003")
+	shot("05-rows.png")
+
+	// 6. The change feed: T-1002 corrected from 149.00 to 129.00, rows coloured by type.
+	run("open the change feed", chromedp.Navigate(base+"/tables/bronze.sales_transactions/changes?from=0"), chromedp.WaitVisible(chromedp.CSS(`table.counts`)))
+	wantText("changes", "table.changes", "update_preimage", "update_postimage", "129.00", "149.00")
+	if coloured := eval("count coloured rows", `document.querySelectorAll('table.changes tr.ct-update-postimage').length`); coloured == 0.0 {
+		t.Error("change feed: no row coloured as an update")
+	}
+	shot("06-changes.png")
+
+	// 7. The diff of the last two versions, and the runs grid.
+	run("open the diff", chromedp.Navigate(base+"/tables/sales.customer/diff"), chromedp.WaitVisible(chromedp.CSS(`#diffsum`)))
+	wantText("diff", "#diffsum", "added", "changed")
+	shot("07-diff.png")
+	run("open the runs grid", chromedp.Navigate(base+"/pipelines/sales"), chromedp.WaitVisible(chromedp.CSS(`table.grid`)))
+	wantText("grid", "table.grid", "manual", "succeeded")
+	shot("08-pipeline.png")
+	t.Logf("screenshots in %s", shots)
+	srv.term(t)
+}
+
+func clipText(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		return s[:300] + fmt.Sprintf("… (%d chars)", len(s))
+	}
+	return s
+}

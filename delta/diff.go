@@ -1,0 +1,397 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// DiffOptions control Diff.
+type DiffOptions struct {
+	// Keys name the columns that identify a row in both versions (case-insensitive).
+	// Empty: the whole row is its key, so the diff has added and removed rows only.
+	Keys []string
+	// Filter, when set, keeps only the rows of both versions it is true for.
+	Filter Predicate
+	// MaxRows bounds the rows read from the files that differ between the two versions
+	// (default DefaultDiffMaxRows); past it Diff fails with ErrDiffTooLarge.
+	MaxRows int64
+	// TableURI resolves add paths that are absolute URIs (as in ScanOptions).
+	TableURI string
+}
+
+// DefaultDiffMaxRows is DiffOptions.MaxRows' default.
+const DefaultDiffMaxRows = 1_000_000
+
+// ErrDiffTooLarge is wrapped by Diff when the files that differ hold more rows than
+// DiffOptions.MaxRows.
+var ErrDiffTooLarge = errors.New("too many rows differ to diff in memory")
+
+// Row change kinds of a Diff.
+const (
+	DiffAdded   = "added"   // the key is only in the newer version
+	DiffRemoved = "removed" // the key is only in the older version
+	DiffChanged = "changed" // the key is in both, with other values
+)
+
+// RowDiff is one key whose rows differ: Before is its row in Diff.Before (-1 when
+// added), After its row in Diff.After (-1 when removed), Changed the columns whose
+// values differ (changed rows only).
+type RowDiff struct {
+	Kind    string
+	Before  int
+	After   int
+	Changed []string
+}
+
+// Diff is the difference of two versions of a table by key.
+type Diff struct {
+	From, To int64
+	Keys     []string
+	// Before and After hold the rows the differences name, in each version's Arrow
+	// schema (nil when no row of that side differs). The caller releases them.
+	Before, After arrow.RecordBatch
+	// Rows lists the differences: removed and changed keys in the older version's file
+	// order, then added ones in the newer version's.
+	Rows []RowDiff
+	// Added, Removed and Changed count them.
+	Added, Removed, Changed int
+	// AddedColumns and DroppedColumns are the columns only the newer (older) version has;
+	// the others are compared.
+	AddedColumns, DroppedColumns []string
+	// FilesRead and RowsRead say what was read: only the files live in one version and
+	// not the other (a file in both holds the same rows in both).
+	FilesRead int
+	RowsRead  int64
+}
+
+// Release frees the rows.
+func (d *Diff) Release() {
+	for _, r := range []arrow.RecordBatch{d.Before, d.After} {
+		if r != nil {
+			r.Release()
+		}
+	}
+}
+
+// DiffVersions compares version from with version to of the table by key: the rows
+// whose key only one of them has, and, for a key both have, the columns whose values
+// differ. It reads only the data files that are live in one version and not the other
+// (with their deletion vectors), so a diff of two neighbouring versions costs what their
+// commits wrote. A key held by several rows of one version pairs them in file order.
+func (t *Table) DiffVersions(ctx context.Context, from, to int64, opts DiffOptions) (*Diff, error) {
+	d, err := t.diffVersions(ctx, from, to, opts)
+	if err != nil {
+		return nil, fmt.Errorf("diff of table %s versions %d and %d: %w", t.displayRoot(), from, to, err)
+	}
+	return d, nil
+}
+
+func (t *Table) diffVersions(ctx context.Context, from, to int64, opts DiffOptions) (*Diff, error) {
+	if opts.MaxRows <= 0 {
+		opts.MaxRows = DefaultDiffMaxRows
+	}
+	a, err := t.SnapshotAt(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := t.SnapshotAt(ctx, to)
+	if err != nil {
+		return nil, err
+	}
+	d := &Diff{From: from, To: to}
+	keys, err := diffKeys(a.Schema(), b.Schema(), opts.Keys)
+	if err != nil {
+		return nil, err
+	}
+	d.Keys = keys
+	aOnly, bOnly := filesApart(a.Files(), b.Files())
+	d.FilesRead = len(aOnly) + len(bOnly)
+	before, err := readAll(ctx, a, aOnly, opts, &d.RowsRead)
+	if err != nil {
+		return nil, err
+	}
+	defer before.Release()
+	after, err := readAll(ctx, b, bOnly, opts, &d.RowsRead)
+	if err != nil {
+		return nil, err
+	}
+	defer after.Release()
+
+	cols := comparedColumns(before, after, d)
+	keyIdx := func(rec arrow.RecordBatch) []int {
+		idx := make([]int, len(keys))
+		for i, k := range keys {
+			idx[i] = fieldIndex(rec.Schema(), k)
+		}
+		return idx
+	}
+	encB, err := newRowEncoder(before, keyIdx(before))
+	if err != nil {
+		return nil, err
+	}
+	encA, err := newRowEncoder(after, keyIdx(after))
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string][]int{}
+	for i := range int(before.NumRows()) {
+		k := string(encB.encode(nil, i))
+		byKey[k] = append(byKey[k], i)
+	}
+	matched := make([]int, before.NumRows())
+	for i := range matched {
+		matched[i] = -1
+	}
+	var added []int
+	for j := range int(after.NumRows()) {
+		k := string(encA.encode(nil, j))
+		rows := byKey[k]
+		if len(rows) == 0 {
+			added = append(added, j)
+			continue
+		}
+		i := rows[0]
+		byKey[k] = rows[1:]
+		matched[i] = j
+	}
+	var pickB, pickA []int32
+	for i, j := range matched {
+		switch {
+		case j < 0:
+			d.Rows = append(d.Rows, RowDiff{Kind: DiffRemoved, Before: len(pickB), After: -1})
+			pickB = append(pickB, int32(i))
+			d.Removed++
+		default:
+			changed := cols.differ(i, j)
+			if len(changed) == 0 {
+				continue
+			}
+			d.Rows = append(d.Rows, RowDiff{Kind: DiffChanged, Before: len(pickB), After: len(pickA), Changed: changed})
+			pickB, pickA = append(pickB, int32(i)), append(pickA, int32(j))
+			d.Changed++
+		}
+	}
+	for _, j := range added {
+		d.Rows = append(d.Rows, RowDiff{Kind: DiffAdded, Before: -1, After: len(pickA)})
+		pickA = append(pickA, int32(j))
+		d.Added++
+	}
+	if d.Before, err = gatherRows(ctx, memory.DefaultAllocator, before, pickB); err != nil {
+		return nil, err
+	}
+	if d.After, err = gatherRows(ctx, memory.DefaultAllocator, after, pickA); err != nil {
+		d.Release()
+		return nil, err
+	}
+	return d, nil
+}
+
+// diffKeys checks the key columns against both schemas, in the newer one's spelling.
+func diffKeys(a, b *StructType, keys []string) ([]string, error) {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		fb, fa := b.Field(k), a.Field(k)
+		if fb == nil || fa == nil {
+			return nil, fmt.Errorf("key column %q is not in both versions", k)
+		}
+		out[i] = fb.Name
+	}
+	return out, nil
+}
+
+// filesApart returns the files live in only one of two file lists, by path and
+// deletion vector.
+func filesApart(a, b []*Add) (aOnly, bOnly []*Add) {
+	id := func(f *Add) string { return f.Path + "\x00" + f.DeletionVector.UniqueID() }
+	inA := make(map[string]bool, len(a))
+	for _, f := range a {
+		inA[id(f)] = true
+	}
+	inB := make(map[string]bool, len(b))
+	for _, f := range b {
+		inB[id(f)] = true
+		if !inA[id(f)] {
+			bOnly = append(bOnly, f)
+		}
+	}
+	for _, f := range a {
+		if !inB[id(f)] {
+			aOnly = append(aOnly, f)
+		}
+	}
+	return aOnly, bOnly
+}
+
+// readAll reads the rows of files of snap into one record, counting them into read.
+func readAll(ctx context.Context, snap *Snapshot, files []*Add, opts DiffOptions, read *int64) (arrow.RecordBatch, error) {
+	t := snap.Table()
+	schema, err := ArrowSchema(snap.Schema())
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return array.NewRecordBatch(schema, emptyColumns(schema), 0), nil
+	}
+	sc, err := Scan(ctx, t.Store(), t.Root(), snap.Schema(), snap.PartitionColumns(), files, ScanOptions{Filter: opts.Filter, TableURI: opts.TableURI})
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Release()
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		*read += rec.NumRows()
+		if *read > opts.MaxRows {
+			return nil, fmt.Errorf("%w: the files that differ hold more than %d rows", ErrDiffTooLarge, opts.MaxRows)
+		}
+		rec.Retain()
+		recs = append(recs, rec)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return array.NewRecordBatch(sc.Schema(), emptyColumns(sc.Schema()), 0), nil
+	}
+	tbl := array.NewTableFromRecords(sc.Schema(), recs)
+	defer tbl.Release()
+	cols := make([]arrow.Array, tbl.NumCols())
+	for i := range cols {
+		chunks := tbl.Column(i).Data().Chunks()
+		c, err := array.Concatenate(chunks, memory.DefaultAllocator)
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = c
+	}
+	out := array.NewRecordBatch(sc.Schema(), cols, tbl.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return out, nil
+}
+
+func emptyColumns(schema *arrow.Schema) []arrow.Array {
+	cols := make([]arrow.Array, schema.NumFields())
+	for i, f := range schema.Fields() {
+		cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, 0)
+	}
+	return cols
+}
+
+func fieldIndex(s *arrow.Schema, name string) int {
+	for i, f := range s.Fields() {
+		if strings.EqualFold(f.Name, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// columnPairs are the columns both sides have, compared value by value.
+type columnPairs struct {
+	names []string
+	b, a  []*rowEncoder
+}
+
+func comparedColumns(before, after arrow.RecordBatch, d *Diff) *columnPairs {
+	cp := &columnPairs{}
+	for i, f := range after.Schema().Fields() {
+		j := fieldIndex(before.Schema(), f.Name)
+		if j < 0 {
+			d.AddedColumns = append(d.AddedColumns, f.Name)
+			continue
+		}
+		eb, errB := newRowEncoder(before, []int{j})
+		ea, errA := newRowEncoder(after, []int{i})
+		if errB != nil || errA != nil {
+			continue
+		}
+		cp.names, cp.b, cp.a = append(cp.names, f.Name), append(cp.b, eb), append(cp.a, ea)
+	}
+	for _, f := range before.Schema().Fields() {
+		if fieldIndex(after.Schema(), f.Name) < 0 {
+			d.DroppedColumns = append(d.DroppedColumns, f.Name)
+		}
+	}
+	return cp
+}
+
+// differ lists the columns whose values differ between before row i and after row j.
+func (cp *columnPairs) differ(i, j int) []string {
+	var out []string
+	var bufB, bufA []byte
+	for c, name := range cp.names {
+		bufB = cp.b[c].encode(bufB[:0], i)
+		bufA = cp.a[c].encode(bufA[:0], j)
+		if string(bufB) != string(bufA) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// rowEncoder encodes a row's values in some columns as bytes that are equal exactly
+// when the values are (nulls included; types without a key encoding by their text).
+// With no columns it encodes every column.
+type rowEncoder struct {
+	parts []func(buf []byte, i int) []byte
+	arrs  []arrow.Array
+}
+
+func newRowEncoder(rec arrow.RecordBatch, cols []int) (*rowEncoder, error) {
+	if len(cols) == 0 {
+		cols = make([]int, rec.NumCols())
+		for i := range cols {
+			cols[i] = i
+		}
+	}
+	e := &rowEncoder{}
+	for _, c := range cols {
+		if c < 0 {
+			return nil, errors.New("a key column is missing")
+		}
+		arr := rec.Column(c)
+		f, err := keyPart(arr)
+		if err != nil {
+			f = func(buf []byte, i int) []byte {
+				s := arr.ValueStr(i)
+				buf = appendUvarint(buf, uint64(len(s)))
+				return append(buf, s...)
+			}
+		}
+		e.parts, e.arrs = append(e.parts, f), append(e.arrs, arr)
+	}
+	return e, nil
+}
+
+func (e *rowEncoder) encode(buf []byte, i int) []byte {
+	for k, f := range e.parts {
+		if e.arrs[k].IsNull(i) {
+			buf = append(buf, 0)
+			continue
+		}
+		buf = append(buf, 1)
+		buf = f(buf, i)
+	}
+	return buf
+}
+
+func appendUvarint(buf []byte, v uint64) []byte {
+	for v >= 0x80 {
+		buf = append(buf, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(buf, byte(v))
+}

@@ -1,0 +1,71 @@
+package delta
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Summary sums up what a commit changed from its operation metrics, as the CLI's and the
+// web's history show it: rows inserted (+), updated (~) and deleted (-), then files
+// added, deleted or restored, e.g. "+3 ~1 -0 rows, 2 files". It is "" for a commit whose
+// metrics say none of that. It reads Spark's, delta-rs's and our metric names.
+func (h HistoryEntry) Summary() string {
+	m := h.OperationMetrics
+	num := func(keys ...string) (int64, bool) {
+		for _, k := range keys {
+			if v, ok := m[k]; ok {
+				if n, ok := metricInt(v); ok {
+					return n, true
+				}
+			}
+		}
+		return 0, false
+	}
+	var parts []string
+	ins, hasIns := num("numTargetRowsInserted", "numOutputRows", "numInsertedRows")
+	upd, hasUpd := num("numTargetRowsUpdated", "numUpdatedRows")
+	del, hasDel := num("numTargetRowsDeleted", "numDeletedRows")
+	if hasUpd || hasDel {
+		parts = append(parts, fmt.Sprintf("+%d ~%d -%d rows", ins, upd, del))
+	} else if hasIns {
+		parts = append(parts, fmt.Sprintf("+%d rows", ins))
+	}
+	files := func(n int64) string {
+		if n == 1 {
+			return "1 file"
+		}
+		return fmt.Sprintf("%d files", n)
+	}
+	if n, ok := num("numDeletedFiles", "numFilesToDelete"); ok {
+		parts = append(parts, files(n)+" deleted")
+	} else if n, ok := num("numTargetFilesAdded", "numFiles", "numAddedFiles"); ok {
+		parts = append(parts, files(n))
+	}
+	if n, ok := num("numRestoredFiles"); ok {
+		parts = append(parts, files(n)+" restored")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// metricInt reads an operation metric: Spark writes decimal strings, delta-rs numbers.
+func metricInt(v any) (int64, bool) {
+	var s string
+	switch v := v.(type) {
+	case string:
+		s = v
+	case json.Number:
+		s = v.String()
+	case float64:
+		return int64(v), v == float64(int64(v))
+	case int64:
+		return v, true
+	case int:
+		return int64(v), true
+	default:
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}

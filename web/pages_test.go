@@ -1,0 +1,112 @@
+package web
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/scheduler"
+)
+
+func TestMetrics(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.twoRuns()
+	e.site.obs.SlotHandled(scheduler.SlotEvent{Pipeline: "shop", Lag: 90 * time.Second, Missed: true, Skipped: true, Count: 3})
+	e.site.obs.SlotHandled(scheduler.SlotEvent{Pipeline: "shop", Lag: 200 * time.Millisecond, Count: 1})
+	_, body := e.do(req{path: "/metrics"})
+	for _, want := range []string{
+		`orchestrator_runs_total{pipeline="shop",status="succeeded"} 2`,
+		`orchestrator_stage_duration_seconds_count{kind="ingest",pipeline="shop",status="succeeded"} 2`,
+		`orchestrator_rows_written_total{pipeline="shop",stage="load"} 4`,
+		`orchestrator_commits_total{pipeline="shop",table="raw.customers"} 2`,
+		`orchestrator_active_runs{pipeline="shop",status="running"} 0`,
+		`orchestrator_missed_slots_total{pipeline="shop"} 3`,
+		`orchestrator_skipped_slots_total{pipeline="shop"} 3`,
+		`orchestrator_scheduler_lag_seconds_count{pipeline="shop"} 1`,
+		`orchestrator_pipelines_loaded 2`,
+		`orchestrator_lease_held{warehouse=`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, absent := range []string{"orchestrator_commit_conflicts_total{", "orchestrator_stage_retries_total{"} {
+		if strings.Contains(body, absent) {
+			t.Errorf("/metrics counts %s without any", absent)
+		}
+	}
+}
+
+// TestPages: every page answers with what a user looks for, without JavaScript.
+func TestPages(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	_, second := e.twoRuns()
+	run := "/runs/" + second.ID
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{"/pipelines", []string{"at 02:00 every day", "<code>0 2 * * *</code> · Europe/Berlin", "Run now", `name="param.region" value="eu"`, `class="strip"`, "st-succeeded", "on demand only"}},
+		{"/pipelines/shop", []string{`<table class="grid">`, `title="dim: succeeded"`, "2 runs recorded", "Definition", `class="dag"`, "raw.customers"}},
+		{"/pipelines/shop?status=failed", []string{"No run matches the filter"}},
+		{run, []string{`id="run-status">succeeded`, `class="dag"`, `class="gantt"`, `href="/tables/raw.customers/rows?version=2">raw.customers@v2`, "Log of load", "Definition as run"}},
+		{"/tables", []string{"audit.customers_history", "dim.customer"}},
+		{"/tables/raw.customers", []string{"customer_id", "delta.enableChangeDataFeed", "Change feed readers", `class="horizons"`, "shop</a> / history", "safe"}},
+		{"/tables/dim.customer", []string{"identity: start 1, step 1"}},
+		{"/tables/raw.customers/history", []string{"v2", "MERGE", "~1 -0 rows", second.ID, "CREATE TABLE"}},
+		{"/tables/raw.customers/rows?version=1", []string{"Version <b>v1</b>", "Seattle"}},
+		{"/tables/raw.customers/rows?where=city+%3D+%27Lyon%27", []string{"Lyon", "1 row"}},
+		{"/tables/raw.customers/rows?where=city+%3D", []string{`class="error"`, "Where"}},
+		{"/tables/raw.customers/changes?from=1", []string{"ct-update-postimage", "Portland", "Changes per version"}},
+		{"/tables/raw.customers/diff?from=1&to=2", []string{"1 added", "1 changed", "<del>Seattle</del> <ins>Portland</ins>"}},
+		{"/nope", []string{"404"}},
+	} {
+		resp, body := e.do(req{path: tc.path})
+		wantCode := 200
+		if tc.path == "/nope" {
+			wantCode = 404
+		}
+		if resp.StatusCode != wantCode {
+			t.Errorf("%s: %d, want %d", tc.path, resp.StatusCode, wantCode)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s lacks %q", tc.path, w)
+			}
+		}
+	}
+	// The live part of the run page, as the script fetches it.
+	_, part := e.do(req{path: run + "?partial=1"})
+	if strings.Contains(part, "<html") || !strings.Contains(part, `id="run-status"`) {
+		t.Errorf("partial run page: %.200s", part)
+	}
+	// No page uses inline script or style (the CSP forbids them).
+	for _, p := range []string{"/pipelines", run, "/tables/raw.customers"} {
+		_, body := e.do(req{path: p})
+		if regexp.MustCompile(`<script>|style="|onclick=`).MatchString(body) {
+			t.Errorf("%s has inline script or style", p)
+		}
+	}
+}
+
+// TestResponseCache: a run's page is one cache entry whatever the query (a client cannot
+// fill the cache), and an answer that is not 200 is not kept.
+func TestResponseCache(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	rec := e.run("shop")
+	for i := range 5 {
+		if resp, _ := e.do(req{path: "/runs/" + rec.ID + "?x=" + strings.Repeat("y", i)}); resp.StatusCode != 200 {
+			t.Fatalf("run page: %d", resp.StatusCode)
+		}
+	}
+	e.do(req{path: "/runs/" + rec.ID + "?partial=1"})
+	e.do(req{path: "/runs/shop@20200101T000000Z"})
+	e.site.cache.mu.Lock()
+	n := len(e.site.cache.entries)
+	e.site.cache.mu.Unlock()
+	if n != 3 { // the page, its live part, and the missing run's (kept empty)
+		t.Errorf("%d cache entries, want 3", n)
+	}
+}

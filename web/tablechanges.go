@@ -1,0 +1,318 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
+)
+
+// changeTypes are the change feed's row kinds, in the order the pages show them.
+var changeTypes = []string{delta.ChangeInsert, delta.ChangeUpdatePreimage, delta.ChangeUpdatePostimage, delta.ChangeDelete}
+
+const changeTypeColumn = "_change_type"
+
+// versionCounts is what one version changed, by change type.
+type versionCounts struct {
+	Version   int64            `json:"version"`
+	Timestamp time.Time        `json:"timestamp"`
+	Counts    map[string]int64 `json:"counts"`
+}
+
+// changesResult is a table's change feed between two versions.
+type changesResult struct {
+	From    int64     `json:"from"`
+	To      int64     `json:"to"`
+	Columns []colType `json:"columns"`
+	Rows    [][]cell  `json:"rows"`
+	// Types are the rows' change types, in order (the pages colour rows by them).
+	Types []string `json:"-"`
+	// Counts cover the whole range, also past the limit.
+	Counts    []versionCounts `json:"counts"`
+	Truncated bool            `json:"truncated"`
+}
+
+type changesQuery struct {
+	from, to         *int64
+	fromTime, toTime time.Time
+	types, columns   []string
+	limit            int
+}
+
+func (s *Server) parseChangesQuery(q url.Values) (*changesQuery, error) {
+	cq := &changesQuery{}
+	var err error
+	for _, p := range []struct {
+		key string
+		v   **int64
+		t   *time.Time
+	}{{"from", &cq.from, &cq.fromTime}, {"to", &cq.to, &cq.toTime}} {
+		raw := q.Get(p.key)
+		if raw == "" {
+			continue
+		}
+		if *p.v, err = optVersion(q, p.key); err == nil {
+			continue
+		}
+		if *p.t, err = parseTime(raw); err != nil {
+			return nil, badRequestf("%s %q: want a version number or a time (2026-01-14T10:00:00Z)", p.key, raw)
+		}
+	}
+	cq.types = splitList(q["types"])
+	for _, ct := range cq.types {
+		if !slices.Contains(changeTypes, ct) {
+			return nil, badRequestf("types: unknown change type %q: want insert, delete, update_preimage or update_postimage", ct)
+		}
+	}
+	cq.columns = splitList(q["columns"])
+	if cq.limit, err = s.parseLimit(q, defaultPageRows); err != nil {
+		return nil, err
+	}
+	return cq, nil
+}
+
+// defaultChangeVersions is how many versions the change feed shows when no start is given.
+const defaultChangeVersions = 10
+
+func (s *Server) changes(ctx context.Context, ref *tableRef, cq *changesQuery) (*changesResult, error) {
+	t, err := s.mustOpen(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	opts := delta.ChangesOptions{StartVersion: cq.from, EndVersion: cq.to, StartTime: cq.fromTime, EndTime: cq.toTime,
+		Types: cq.types, Columns: cq.columns, TableURI: tableURI(ref)}
+	if cq.from == nil && cq.fromTime.IsZero() {
+		snap, err := t.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		from := max(snap.Version()-defaultChangeVersions+1, 0)
+		if start, err := t.ChangeDataFeedStart(ctx); err == nil && start > from {
+			from = start
+		}
+		opts.StartVersion = &from
+	}
+	rdr, err := t.Changes(ctx, opts)
+	if err != nil {
+		return nil, badRequestf("%v", err)
+	}
+	defer rdr.Release()
+	res := &changesResult{From: rdr.StartVersion(), To: rdr.EndVersion(), Columns: columnsOf(rdr.Schema(), nil), Rows: [][]cell{}, Counts: []versionCounts{}}
+	fields := rdr.Schema().Fields()
+	typeCol := slices.IndexFunc(fields, func(f arrow.Field) bool { return f.Name == changeTypeColumn })
+	verCol := slices.IndexFunc(fields, func(f arrow.Field) bool { return f.Name == delta.CommitVersionColumn })
+	tsCol := slices.IndexFunc(fields, func(f arrow.Field) bool { return f.Name == delta.CommitTimestampColumn })
+	counts := map[int64]*versionCounts{}
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		types, _ := rec.Column(typeCol).(*array.String)
+		versions, _ := rec.Column(verCol).(*array.Int64)
+		for r := range int(rec.NumRows()) {
+			ct := ""
+			if types != nil && types.IsValid(r) {
+				ct = types.Value(r)
+			}
+			if versions != nil {
+				v := versions.Value(r)
+				vc := counts[v]
+				if vc == nil {
+					vc = &versionCounts{Version: v, Counts: map[string]int64{}}
+					if tsCol >= 0 {
+						if ts, err := time.Parse(rowtext.TimestampLayout, rowtext.At(rec.Column(tsCol), r).Text); err == nil {
+							vc.Timestamp = ts
+						}
+					}
+					counts[v] = vc
+				}
+				vc.Counts[ct]++
+			}
+			if len(res.Rows) < cq.limit {
+				res.Rows = append(res.Rows, rowCells(rec, r, len(res.Columns)))
+				res.Types = append(res.Types, ct)
+			} else {
+				res.Truncated = true
+			}
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		return nil, err
+	}
+	for _, vc := range counts {
+		res.Counts = append(res.Counts, *vc)
+	}
+	slices.SortFunc(res.Counts, func(a, b versionCounts) int { return int(a.Version - b.Version) })
+	return res, nil
+}
+
+// diffResult is the difference of two versions by key.
+type diffResult struct {
+	From           int64     `json:"from"`
+	To             int64     `json:"to"`
+	Keys           []string  `json:"keys"`
+	Added          int       `json:"added"`
+	Removed        int       `json:"removed"`
+	Changed        int       `json:"changed"`
+	ColumnsAdded   []string  `json:"columns_added"`
+	ColumnsDropped []string  `json:"columns_dropped"`
+	Columns        []colType `json:"columns"`
+	Rows           []diffRow `json:"rows"`
+	Truncated      bool      `json:"truncated"`
+	FilesRead      int       `json:"files_read"`
+	RowsRead       int64     `json:"rows_read"`
+}
+
+// diffRow is one key that differs: its row before and after, aligned with Columns
+// (null where a side has no row or no such column).
+type diffRow struct {
+	Kind    string   `json:"kind"`
+	Key     []cell   `json:"key"`
+	Changed []string `json:"changed,omitempty"`
+	Before  []cell   `json:"before,omitempty"`
+	After   []cell   `json:"after,omitempty"`
+}
+
+// IsChanged reports whether column name changed in this row (pages mark the cell).
+func (d diffRow) IsChanged(name string) bool { return slices.Contains(d.Changed, name) }
+
+type diffQuery struct {
+	from, to *int64
+	keys     []string
+	filter   delta.Predicate
+	limit    int
+}
+
+func (s *Server) parseDiffQuery(q url.Values) (*diffQuery, error) {
+	dq := &diffQuery{}
+	var err error
+	if dq.from, err = optVersion(q, "from"); err != nil {
+		return nil, err
+	}
+	if dq.to, err = optVersion(q, "to"); err != nil {
+		return nil, err
+	}
+	dq.keys = splitList(q["key"])
+	if w := strings.TrimSpace(q.Get("where")); w != "" {
+		if len(w) > 4096 {
+			return nil, badRequestf("where: longer than 4096 bytes")
+		}
+		if dq.filter, err = delta.ParsePredicate(w); err != nil {
+			return nil, badRequestf("where: %v", err)
+		}
+	}
+	if dq.limit, err = s.parseLimit(q, defaultPageRows); err != nil {
+		return nil, err
+	}
+	return dq, nil
+}
+
+// maxDiffRows bounds the rows a diff reads (the files that differ).
+const maxDiffRows = 500_000
+
+func (s *Server) diff(ctx context.Context, ref *tableRef, dq *diffQuery) (*diffResult, error) {
+	t, err := s.mustOpen(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	to := snap.Version()
+	if dq.to != nil {
+		to = min(*dq.to, to)
+	}
+	from := max(to-1, 0)
+	if dq.from != nil {
+		from = *dq.from
+	}
+	keys := dq.keys
+	if len(keys) == 0 {
+		keys = ref.spec.TableKeys(ref.Name)
+	}
+	d, err := t.DiffVersions(ctx, from, to, delta.DiffOptions{Keys: keys, Filter: dq.filter, MaxRows: maxDiffRows, TableURI: tableURI(ref)})
+	if err != nil {
+		if errors.Is(err, delta.ErrDiffTooLarge) {
+			return nil, badRequestf("%v: narrow it with where", err)
+		}
+		return nil, badRequestf("%v", err)
+	}
+	defer d.Release()
+	res := &diffResult{From: from, To: to, Keys: d.Keys, Added: d.Added, Removed: d.Removed, Changed: d.Changed,
+		ColumnsAdded: nonNil(d.AddedColumns), ColumnsDropped: nonNil(d.DroppedColumns), FilesRead: d.FilesRead, RowsRead: d.RowsRead, Rows: []diffRow{}}
+	if res.Keys == nil {
+		res.Keys = []string{}
+	}
+	var schema *arrow.Schema
+	switch {
+	case d.After != nil && d.After.NumCols() > 0:
+		schema = d.After.Schema()
+	case d.Before != nil:
+		schema = d.Before.Schema()
+	}
+	if schema == nil {
+		return res, nil
+	}
+	res.Columns = columnsOf(schema, nil)
+	for _, name := range d.DroppedColumns {
+		if d.Before != nil {
+			if i := fieldIdx(d.Before.Schema(), name); i >= 0 {
+				res.Columns = append(res.Columns, colType{Name: name, Type: d.Before.Schema().Field(i).Type.String()})
+			}
+		}
+	}
+	side := func(rec arrow.RecordBatch, row int) []cell {
+		out := make([]cell, len(res.Columns))
+		for c, col := range res.Columns {
+			i := fieldIdx(rec.Schema(), col.Name)
+			if i < 0 {
+				out[c] = cell(rowtext.Null)
+				continue
+			}
+			out[c] = cell(rowtext.At(rec.Column(i), row))
+		}
+		return out
+	}
+	for _, rd := range d.Rows {
+		if len(res.Rows) == dq.limit {
+			res.Truncated = true
+			break
+		}
+		dr := diffRow{Kind: rd.Kind, Changed: rd.Changed}
+		if rd.Before >= 0 {
+			dr.Before = side(d.Before, rd.Before)
+		}
+		if rd.After >= 0 {
+			dr.After = side(d.After, rd.After)
+		}
+		src := dr.After
+		if src == nil {
+			src = dr.Before
+		}
+		for _, k := range res.Keys {
+			if i := slices.IndexFunc(res.Columns, func(c colType) bool { return strings.EqualFold(c.Name, k) }); i >= 0 {
+				dr.Key = append(dr.Key, src[i])
+			}
+		}
+		res.Rows = append(res.Rows, dr)
+	}
+	return res, nil
+}
+
+func fieldIdx(s *arrow.Schema, name string) int {
+	return slices.IndexFunc(s.Fields(), func(f arrow.Field) bool { return strings.EqualFold(f.Name, name) })
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

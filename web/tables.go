@@ -1,0 +1,313 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
+	"github.com/orchestrator-io/orchestrator/pipelines"
+	"github.com/orchestrator-io/orchestrator/scheduler"
+)
+
+// tableRef is a table a loaded pipeline declares: the first pipeline (by name) that
+// declares the name, and every pipeline that declares it at the same place.
+type tableRef struct {
+	Name      string
+	spec      *pipelines.Spec
+	decl      *jobs.Table
+	Pipelines []string
+}
+
+// catalog lists the declared tables of the loaded pipelines, by name.
+func (s *Server) catalog() []*tableRef {
+	var out []*tableRef
+	byName := map[string]*tableRef{}
+	for _, spec := range s.pipelines() {
+		for _, t := range spec.Tables {
+			if ref := byName[t.Name]; ref != nil {
+				if ref.spec.Warehouse == spec.Warehouse && ref.decl.Path == t.Path {
+					ref.Pipelines = append(ref.Pipelines, spec.Name)
+				}
+				continue
+			}
+			ref := &tableRef{Name: t.Name, spec: spec, decl: t, Pipelines: []string{spec.Name}}
+			byName[t.Name] = ref
+			out = append(out, ref)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// lookup finds a declared table by name (of pipeline, when given). Nothing else can be
+// opened: the name is compared with declarations, never used as a path.
+func (s *Server) lookup(name, pipeline string) (*tableRef, error) {
+	if pipeline != "" {
+		spec := s.sched.Pipeline(pipeline)
+		if spec == nil {
+			return nil, notFoundf("no loaded pipeline %q", pipeline)
+		}
+		if t := spec.Table(name); t != nil {
+			return &tableRef{Name: t.Name, spec: spec, decl: t, Pipelines: []string{spec.Name}}, nil
+		}
+		return nil, notFoundf("pipeline %s declares no table %q", pipeline, name)
+	}
+	for _, ref := range s.catalog() {
+		if ref.Name == name {
+			return ref, nil
+		}
+	}
+	return nil, notFoundf("no loaded pipeline declares a table %q", name)
+}
+
+// tableCache keeps opened tables, so that a page reads only the commits since the last.
+type tableCache struct {
+	sched *scheduler.Scheduler
+	now   func() time.Time
+
+	mu     sync.Mutex // guards tables
+	tables map[tableKey]*delta.Table
+}
+
+type tableKey struct {
+	store objectstore.Store
+	path  string
+}
+
+func newTableCache(sched *scheduler.Scheduler, now func() time.Time) *tableCache {
+	return &tableCache{sched: sched, now: now, tables: map[tableKey]*delta.Table{}}
+}
+
+// quietLog drops delta's warnings about tables read by the pages.
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// open opens a declared table; ok is false when it does not exist yet.
+func (c *tableCache) open(ctx context.Context, ref *tableRef) (*delta.Table, bool, error) {
+	st := c.sched.StoreOf(ref.spec.Name)
+	if st == nil {
+		return nil, false, notFoundf("pipeline %s is no longer loaded", ref.spec.Name)
+	}
+	wh := st.Objects()
+	k := tableKey{wh, ref.decl.Path}
+	c.mu.Lock()
+	t := c.tables[k]
+	c.mu.Unlock()
+	if t != nil {
+		return t, true, nil
+	}
+	ok, err := delta.Exists(ctx, wh, ref.decl.Path)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	t, err = delta.Open(ctx, wh, ref.decl.Path, delta.Options{Now: c.now, Logger: quietLog})
+	if err != nil {
+		return nil, false, err
+	}
+	c.mu.Lock()
+	c.tables[k] = t
+	c.mu.Unlock()
+	return t, true, nil
+}
+
+// mustOpen opens a declared table that must exist.
+func (s *Server) mustOpen(ctx context.Context, ref *tableRef) (*delta.Table, error) {
+	t, ok, err := s.tables.open(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, notFoundf("table %s does not exist yet: a run of %s creates it", ref.Name, strings.Join(ref.Pipelines, " or "))
+	}
+	return t, nil
+}
+
+// tableURI is where a declared table lives, as an absolute URI (for logs that name
+// files by absolute URI).
+func tableURI(ref *tableRef) string {
+	return storeurl.URI(storeurl.Join(ref.spec.Warehouse, ref.decl.Path))
+}
+
+// tableInfo is what the table page's overview and GET /api/v1/tables/{name} show.
+type tableInfo struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Path        string   `json:"path"`
+	Pipelines   []string `json:"pipelines"`
+	Exists      bool     `json:"exists"`
+	// Of the current version:
+	Version          int64             `json:"version"`
+	Timestamp        time.Time         `json:"timestamp,omitzero"`
+	Files            int               `json:"files"`
+	SizeBytes        int64             `json:"size_bytes"`
+	Records          *int64            `json:"records,omitempty"`
+	Schema           []columnView      `json:"schema"`
+	PartitionColumns []string          `json:"partition_columns"`
+	Properties       map[string]string `json:"properties"`
+	ChangeDataFeed   bool              `json:"change_data_feed"`
+	// Keys identify a row for a diff (pipelines.Spec.TableKeys).
+	Keys      []string       `json:"keys"`
+	Writers   []string       `json:"writers"`
+	Horizons  *horizonsView  `json:"horizons,omitempty"`
+	Consumers []consumerView `json:"consumers"`
+}
+
+type columnView struct {
+	Name      string `json:"name"`
+	Type      string `json:"type"`
+	Nullable  bool   `json:"nullable"`
+	Identity  string `json:"identity,omitempty"` // "start 1, step 1"
+	Partition bool   `json:"partition,omitempty"`
+}
+
+type horizonsView struct {
+	Earliest             int64     `json:"earliest_version"`
+	Latest               int64     `json:"latest_version"`
+	DeletedFileRetention string    `json:"deleted_file_retention"`
+	VacuumCutoff         time.Time `json:"vacuum_cutoff"`
+	VacuumVersion        int64     `json:"vacuum_version"`
+	LogRetention         string    `json:"log_retention"`
+	LogCutoff            time.Time `json:"log_cutoff"`
+	LogVersion           int64     `json:"log_version"`
+}
+
+// consumerView is a change feed reader of the table and where it stands.
+type consumerView struct {
+	Pipeline string `json:"pipeline"`
+	Stage    string `json:"stage"`
+	Kind     string `json:"kind"`
+	Target   string `json:"target"`
+	// NextVersion is the first version its next run reads; Behind how many versions of
+	// the table it has yet to read.
+	NextVersion int64 `json:"next_version"`
+	Behind      int64 `json:"behind"`
+	// AtRisk says what a vacuum or log cleanup run now by anyone that does not know of
+	// the consumer (another engine, a forced vacuum) would break ("" when nothing).
+	AtRisk string `json:"at_risk,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (s *Server) tableInfo(ctx context.Context, ref *tableRef) (*tableInfo, error) {
+	ti := &tableInfo{Name: ref.Name, Description: ref.decl.Description, Path: ref.decl.Path, Pipelines: ref.Pipelines,
+		Keys: ref.spec.TableKeys(ref.Name), PartitionColumns: []string{}, Properties: map[string]string{}, Consumers: []consumerView{}, Schema: []columnView{}}
+	for _, st := range ref.spec.Stages {
+		if _, writes := st.Config.Tables(); slices.Contains(writes, ref.Name) {
+			ti.Writers = append(ti.Writers, st.Name)
+		}
+	}
+	t, ok, err := s.tables.open(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		for _, f := range ref.decl.Schema.Fields {
+			ti.Schema = append(ti.Schema, columnOf(f, ref.decl.PartitionBy))
+		}
+		ti.PartitionColumns = append(ti.PartitionColumns, ref.decl.PartitionBy...)
+		for k, v := range ref.decl.Properties {
+			ti.Properties[k] = v
+		}
+		return ti, nil
+	}
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ti.Exists, ti.Version, ti.Timestamp = true, snap.Version(), snap.Timestamp()
+	for _, f := range snap.Files() {
+		ti.Files++
+		ti.SizeBytes += f.Size
+	}
+	if n, ok := snap.NumRecords(); ok {
+		ti.Records = &n
+	}
+	for _, f := range snap.Schema().Fields {
+		ti.Schema = append(ti.Schema, columnOf(f, snap.PartitionColumns()))
+	}
+	ti.PartitionColumns = append(ti.PartitionColumns, snap.PartitionColumns()...)
+	ti.Properties = snap.Properties()
+	ti.ChangeDataFeed = snap.ChangeDataFeedEnabled()
+	h, err := t.Horizons(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ti.Horizons = &horizonsView{Earliest: h.Earliest, Latest: h.Latest,
+		DeletedFileRetention: durationText(h.DeletedFileRetention), VacuumCutoff: h.VacuumCutoff, VacuumVersion: h.VacuumVersion,
+		LogRetention: durationText(h.LogRetention), LogCutoff: h.LogCutoff, LogVersion: h.LogVersion}
+	ti.Consumers = s.consumers(ctx, ref, t, h)
+	return ti, nil
+}
+
+func columnOf(f *delta.StructField, partitions []string) columnView {
+	c := columnView{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable,
+		Partition: slices.ContainsFunc(partitions, func(p string) bool { return strings.EqualFold(p, f.Name) })}
+	if id, ok, err := delta.IdentityField(f); err == nil && ok {
+		c.Identity = fmt.Sprintf("start %d, step %d", id.Start, id.Step)
+	}
+	return c
+}
+
+// consumers are the change feed readers of the table in every loaded pipeline, with
+// what a vacuum or log cleanup run now would do to them.
+func (s *Server) consumers(ctx context.Context, ref *tableRef, t *delta.Table, h *delta.Horizons) []consumerView {
+	out := []consumerView{}
+	st := s.sched.StoreOf(ref.spec.Name)
+	for _, spec := range s.pipelines() {
+		if spec.Warehouse != ref.spec.Warehouse {
+			continue
+		}
+		for _, c := range spec.Consumers() {
+			if c.Source.Path != ref.decl.Path {
+				continue
+			}
+			cv := consumerView{Pipeline: c.Pipeline, Stage: c.Stage, Target: c.History.Name}
+			if stg := spec.Stage(c.Stage); stg != nil {
+				cv.Kind = string(stg.Kind)
+			}
+			next, err := c.NextVersion(ctx, st.Objects(), t, delta.Options{Now: s.cfg.Now, Logger: quietLog})
+			if err != nil {
+				cv.Error = err.Error()
+				out = append(out, cv)
+				continue
+			}
+			cv.NextVersion, cv.Behind = next, max(h.Latest+1-next, 0)
+			switch {
+			case next <= h.Latest && next < h.Earliest:
+				cv.AtRisk = fmt.Sprintf("broken: it has yet to read version %d, which is no longer in the log (it starts at %d)", next, h.Earliest)
+			case next <= h.Latest && next < h.LogVersion:
+				cv.AtRisk = fmt.Sprintf("a log cleanup now (after the next checkpoint) would remove versions %d to %d, which it has yet to read", next, h.LogVersion-1)
+			case next <= h.Latest && next < h.VacuumVersion:
+				cv.AtRisk = fmt.Sprintf("a vacuum now by another engine, or forced, would delete the changes of versions %d to %d, which it has yet to read (orchestrator's vacuums keep them for it)", next, min(h.VacuumVersion-1, h.Latest))
+			}
+			out = append(out, cv)
+		}
+	}
+	return out
+}
+
+// durationText renders a retention as Delta writes intervals: "7 days", "36 hours".
+func durationText(d time.Duration) string {
+	switch {
+	case d%(24*time.Hour) == 0:
+		n := int64(d / (24 * time.Hour))
+		if n == 1 {
+			return "1 day"
+		}
+		return fmt.Sprintf("%d days", n)
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%d hours", int64(d/time.Hour))
+	}
+	return d.String()
+}
+
+// Description is the table's declared description.
+func (r *tableRef) Description() string { return r.decl.Description }
