@@ -59,8 +59,9 @@ func TestSecretsNeverShown(t *testing.T) {
 		"landing/1.csv":        "id\na\nb\n",
 	})
 	pipeline := filepath.Join(dir, "pipes", "secretive.yaml")
-	env := append(wh.env, "HOOK_TOKEN="+hookToken)
-	secrets := map[string]string{"S3 access key": cfg.AccessKey, "S3 secret key": cfg.SecretKey, "webhook token": hookToken}
+	const authToken = "web-Zk39Qp7TOKEN-8e1d"
+	env := append(wh.env, "HOOK_TOKEN="+hookToken, "ORCH_AUTH_TOKEN="+authToken)
+	secrets := map[string]string{"S3 access key": cfg.AccessKey, "S3 secret key": cfg.SecretKey, "webhook token": hookToken, "web token": authToken}
 
 	var outputs []string
 	cli := func(args ...string) result {
@@ -84,14 +85,33 @@ func TestSecretsNeverShown(t *testing.T) {
 		}
 		return false
 	})
-	for _, path := range []string{"/healthz"} {
-		resp, err := http.Get("http://" + srv.addr + path)
-		if err != nil {
-			t.Fatal(err)
+	// Every page and API answer a token holder gets, and what anyone gets.
+	for _, path := range []string{
+		"/healthz", "/metrics", "/", "/pipelines", "/pipelines/secretive", "/runs/" + id,
+		"/tables", "/tables/raw.events", "/tables/raw.events/history", "/tables/raw.events/rows",
+		"/tables/raw.events/changes?from=0", "/api/v1/pipelines", "/api/v1/pipelines/secretive",
+		"/api/v1/runs?pipeline=secretive", "/api/v1/runs/" + id, "/api/v1/runs/" + id + "/stages/broken/log",
+		"/api/v1/tables/raw.events", "/api/v1/tables/raw.events/history", "/api/v1/openapi.json",
+	} {
+		for _, token := range []string{authToken, ""} {
+			req, err := http.NewRequest("GET", "http://"+srv.addr+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if token != "" && resp.StatusCode != http.StatusOK {
+				t.Errorf("GET %s with the token: %s\n%s", path, resp.Status, body)
+			}
+			outputs = append(outputs, fmt.Sprintf("GET %s (token %t)\n%s", path, token != "", body))
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		outputs = append(outputs, "GET "+path+"\n"+string(body))
 	}
 	srv.term(t)
 	outputs = append(outputs, "serve's log\n"+srv.stderr.String())
