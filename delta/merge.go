@@ -215,16 +215,45 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 		}
 		tx = t.NewTransaction(snap, TxOptions{})
 	}
-	if tx.table != t || tx.snap == nil {
-		return nil, errors.New("MergeOptions.Tx belongs to another table")
-	}
-	if opts.Positions != nil && len(opts.WhenNotMatchedBySource) > 0 {
-		return nil, errors.New("MergeOptions.Positions cannot be used with WHEN NOT MATCHED BY SOURCE")
-	}
-	snap := tx.snap
-	if err := checkWrite(snap.Protocol(), snap.Metadata()); err != nil {
+	if err := t.checkMergeTx(tx, opts); err != nil {
 		return nil, err
 	}
+	out, err := t.mergeRun(ctx, tx, opts, 0)
+	if err != nil {
+		return nil, err
+	}
+	return t.commitMerge(ctx, tx, opts, out, start)
+}
+
+// checkMergeTx checks that tx (the transaction a merge runs in) and opts go together.
+func (t *Table) checkMergeTx(tx *Transaction, opts MergeOptions) error {
+	if tx.table != t || tx.snap == nil {
+		return errors.New("MergeOptions.Tx belongs to another table")
+	}
+	if opts.Positions != nil && len(opts.WhenNotMatchedBySource) > 0 {
+		return errors.New("MergeOptions.Positions cannot be used with WHEN NOT MATCHED BY SOURCE")
+	}
+	return checkWrite(tx.snap.Protocol(), tx.snap.Metadata())
+}
+
+// mergeOutput is what a merge (or one part of it, MergeInParts) wrote and read, for
+// its commit.
+type mergeOutput struct {
+	res      *MergeResult
+	adds     []*Add // data files written (rewritten, spliced, inserted rows)
+	cdcs     []*CDC
+	removed  []*Add // target files replaced
+	dvAdds   []*Add // target files kept with a new deletion vector
+	read     []string
+	partPred PartitionPredicate // the partitions a key-join merge read (nil: the whole table)
+	cdcRows  int64              // change rows written
+}
+
+// mergeRun runs a merge's reads and writes on tx's snapshot, without committing.
+// cdcBefore counts the change rows earlier parts of the same commit wrote (inserted
+// rows then write change rows too).
+func (t *Table) mergeRun(ctx context.Context, tx *Transaction, opts MergeOptions, cdcBefore int64) (*mergeOutput, error) {
+	snap := tx.snap
 	plan, err := planMerge(snap, opts)
 	if err != nil {
 		return nil, err
@@ -239,7 +268,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 		parallel = min(runtime.GOMAXPROCS(0), 4)
 	}
 	m := &merger{t: t, snap: snap, tx: tx, plan: plan, src: src, pos: opts.Positions, parallel: parallel, matched: make([]bool, src.n),
-		res: &MergeResult{Version: snap.Version(), NumSourceRows: src.n}}
+		res: &MergeResult{Version: snap.Version(), NumSourceRows: src.n}, extraCDC: cdcBefore}
 	m.dv = snap.DeletionVectorsEnabled()
 	m.splices = newSpliceGroup(ctx, parallel)
 	m.w, err = newRewriter(snap)
@@ -262,6 +291,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if err != nil {
 		return nil, err
 	}
+	cdcRows := m.cdcSent + m.extraCDC - cdcBefore
 	if err := m.stopChanges(); err != nil {
 		return nil, err
 	}
@@ -269,10 +299,20 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if err != nil {
 		return nil, err
 	}
-	adds, cdcs = append(append(adds, m.extraAdds...), spliced...), append(cdcs, m.extraCDCs...)
 	closed = true
-	res := m.res
-	if len(m.removed) == 0 && len(adds) == 0 && len(m.dvAdds) == 0 && opts.Txn == nil && opts.Tx == nil {
+	out := &mergeOutput{res: m.res, adds: append(append(adds, m.extraAdds...), spliced...), cdcs: append(cdcs, m.extraCDCs...),
+		removed: m.removed, dvAdds: m.dvAdds, read: m.read, cdcRows: cdcRows}
+	if len(opts.WhenNotMatchedBySource) == 0 && opts.Positions == nil {
+		out.partPred = src.partitionPredicate(plan, snap)
+	}
+	return out, nil
+}
+
+// commitMerge commits what a merge wrote (out) in tx, with its operationMetrics; a merge
+// that changed nothing and has no Txn or prepared Tx commits nothing.
+func (t *Table) commitMerge(ctx context.Context, tx *Transaction, opts MergeOptions, out *mergeOutput, start time.Time) (*MergeResult, error) {
+	res, adds, cdcs := out.res, out.adds, out.cdcs
+	if len(out.removed) == 0 && len(adds) == 0 && len(out.dvAdds) == 0 && opts.Txn == nil && opts.Tx == nil {
 		return res, nil
 	}
 	op := opts.Operation
@@ -283,25 +323,25 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	tx.opts.Lineage = opts.Lineage
 	tx.opts.UserMetadata = opts.UserMetadata
 	tx.opts.OperationParameters = mergeParams(opts)
-	if len(opts.WhenNotMatchedBySource) > 0 || opts.Positions != nil {
+	if out.partPred == nil {
 		tx.ReadWholeTable()
 	} else {
-		tx.ReadPartitions(src.partitionPredicate(plan, snap))
+		tx.ReadPartitions(out.partPred)
 	}
-	tx.ReadFiles(m.read...)
-	tx.RemoveAdds(m.removed...)
+	tx.ReadFiles(out.read...)
+	tx.RemoveAdds(out.removed...)
 	tx.AddFiles(adds...)
-	tx.AddFiles(m.dvAdds...)
+	tx.AddFiles(out.dvAdds...)
 	tx.AddCDC(cdcs...)
 	if opts.Txn != nil {
 		tx.SetTxn(opts.Txn.AppID, opts.Txn.Version)
 	}
 	res.NumTargetFilesAdded = int64(len(adds))
-	res.NumTargetFilesRemoved = int64(len(m.removed))
+	res.NumTargetFilesRemoved = int64(len(out.removed))
 	res.NumTargetChangeFilesAdded = int64(len(cdcs))
-	res.NumTargetDeletionVectorsAdded = int64(len(m.dvAdds))
+	res.NumTargetDeletionVectorsAdded = int64(len(out.dvAdds))
 	res.NumOutputRows = res.NumTargetRowsInserted + res.NumTargetRowsUpdated + res.NumTargetRowsCopied
-	for _, a := range m.removed {
+	for _, a := range out.removed {
 		res.NumTargetBytesRemoved += a.Size
 	}
 	for _, a := range adds {
@@ -325,7 +365,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 		"numTargetBytesRemoved":                  res.NumTargetBytesRemoved,
 		"executionTimeMs":                        time.Since(start).Milliseconds(),
 	}
-	if m.dv {
+	if tx.snap.DeletionVectorsEnabled() {
 		tx.opts.OperationMetrics["numTargetDeletionVectorsAdded"] = res.NumTargetDeletionVectorsAdded
 	}
 	v, err := tx.Commit(ctx)
