@@ -1,9 +1,12 @@
 package jobs
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -157,6 +160,10 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 
 	batch := newSCDBatch(l)
 	defer batch.Release()
+	// Over its memory budget the batch goes to spill files, worked in passes (scd2_spill.go).
+	batch.limit = workingSet(env.budget(s.cfg.MemoryBudget))
+	batch.spillTo = func() (*scdSpill, error) { return newSCDSpill(env, l, s.cfg.SequenceBy == "", batch.limit) }
+	defer func() { batch.spill.remove() }()
 	var log *eventLog
 	if s.cfg.SourceChanges {
 		from := last + 1
@@ -184,10 +191,66 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		at := srcSnap.Timestamp().UnixMicro()
 		deleteAt = &at
 	}
+	if batch.spill != nil {
+		return s.runSpilled(ctx, env, f, l, log, batch.spill, deleteAt, res)
+	}
 	work, missing, err := batch.scanDimension(ctx, dstSnap, deleteAt)
 	if err != nil {
 		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
 	}
+	changes, _, err := s.foldChanges(ctx, batch, work, missing, l, log, dstSnap, deleteAt, &res)
+	if err != nil {
+		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+	}
+	// The watermark moves to the batch's highest sequence (change feed sources); with
+	// sequence_by, the deletes of source rows (dated by their commits) do not count.
+	top, ok := batch.maxSeq(s.cfg.SequenceBy == "")
+	newWatermark := s.newWatermark(dstSnap, top, ok)
+	// The batch's events go to the log before the dimension commit (a rerun finds them).
+	if log != nil {
+		if err := log.append(ctx, env, batch.logged(), latest, nil); err != nil {
+			return res, err
+		}
+	}
+	// The index and the scan's findings are not needed by the MERGE; the records stay (the
+	// changes' values may point into them).
+	batch.dropIndex()
+	work, missing = nil, nil
+	mr, err := s.apply(ctx, env, dst, dstSnap, l, batch, changes, latest, newWatermark)
+	if err != nil {
+		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
+	}
+	s.count(&res, dstDecl, mr)
+	return res, nil
+}
+
+// count records what the dimension's MERGE did in res.
+func (s *SCD2Merge) count(res *Result, dstDecl *Table, mr *delta.MergeResult) {
+	res.RowsWritten = mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
+	res.FilesWritten = mr.NumTargetFilesAdded
+	res.BytesWritten = mr.NumTargetBytesAdded
+	if mr.Committed {
+		res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: mr.Version}}
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%d new versions, %d rows closed or changed, %d removed", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
+}
+
+// newWatermark is the watermark a batch whose highest sequence is top (ok: it has one)
+// moves to (nil: it stays), for a change feed source.
+func (s *SCD2Merge) newWatermark(dstSnap *delta.Snapshot, top int64, ok bool) *int64 {
+	watermark, hasWatermark := dstSnap.TxnVersion(s.watermarkID())
+	if ok && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
+		return &top
+	}
+	return nil
+}
+
+// foldChanges folds a batch into the stored versions the dimension scan found for its
+// keys (work) and closes the current versions of the keys a snapshot source lost
+// (missing, at deleteAt): the changes to apply, in key order (the batch's keys in the
+// order they came, the late ones after them, then the lost ones), and which keys were
+// late (by key id).
+func (s *SCD2Merge) foldChanges(ctx context.Context, batch *scdBatch, work *scdWork, missing []scdVersion, l *scdLayout, log *eventLog, dstSnap *delta.Snapshot, deleteAt *int64, res *Result) ([]scdChange, []bool, error) {
 	// A key with an event at or before the highest sequence merged before (the
 	// watermark), or before the end of one of its stored versions, is folded from its
 	// logged events with the batch's (a change feed source; a snapshot source keeps no
@@ -210,48 +273,42 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	late := make([]bool, work.len())
 	changes, lateKeys, err := foldBatch(batch, work, &l.spec, isLate, late)
 	if err != nil {
-		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+		return nil, nil, err
 	}
 	if lateKeys > 0 {
-		lateChanges, err := s.foldLate(ctx, batch, work, l, log, late, &res)
+		lateChanges, err := s.foldLate(ctx, batch, work, l, log, late, res)
 		if err != nil {
-			return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+			return nil, nil, err
 		}
 		changes = append(changes, lateChanges...)
 	}
+	// The lost keys in key hash order, whatever the dimension's files (their new
+	// versions, tombstones, get surrogate keys in this order).
+	sortByKeyHash(missing, l.spec.keys)
 	noSK := func() int64 { return 0 }
 	for _, v := range missing {
 		del := scdEvent{seq: *deleteAt, delete: true, row: v.Row}
 		changes = append(changes, foldKey(&l.spec, []scdVersion{v}, []scdEvent{del}, false, noSK)...)
 	}
-	// The watermark moves to the batch's highest sequence (change feed sources); with
-	// sequence_by, the deletes of source rows (dated by their commits) do not count.
-	var newWatermark *int64
-	if top, ok := batch.maxSeq(s.cfg.SequenceBy == ""); ok && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
-		newWatermark = &top
+	return changes, late, nil
+}
+
+// sortByKeyHash orders versions by the keyHash of their keys (then by the keys).
+func sortByKeyHash(vs []scdVersion, keys []int) {
+	type kv struct {
+		h   int64
+		key []byte
+		v   scdVersion
 	}
-	// The batch's events go to the log before the dimension commit (a rerun finds them).
-	if log != nil {
-		if err := log.append(ctx, env, batch.logged(), latest, nil); err != nil {
-			return res, err
-		}
+	tmp := make([]kv, len(vs))
+	for i, v := range vs {
+		k := appendRowKey(nil, v.Row, keys)
+		tmp[i] = kv{keyHash(k), k, v}
 	}
-	// The index and the scan's findings are not needed by the MERGE; the records stay (the
-	// changes' values may point into them).
-	batch.dropIndex()
-	work, missing = nil, nil
-	mr, err := s.apply(ctx, env, dst, dstSnap, l, batch, changes, latest, newWatermark)
-	if err != nil {
-		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
+	slices.SortFunc(tmp, func(a, b kv) int { return cmp.Or(cmp.Compare(a.h, b.h), bytes.Compare(a.key, b.key)) })
+	for i := range tmp {
+		vs[i] = tmp[i].v
 	}
-	res.RowsWritten = mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
-	res.FilesWritten = mr.NumTargetFilesAdded
-	res.BytesWritten = mr.NumTargetBytesAdded
-	if mr.Committed {
-		res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: mr.Version}}
-	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%d new versions, %d rows closed or changed, %d removed", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
-	return res, nil
 }
 
 // foldLate folds the keys marked late from their logged events and the batch's.

@@ -33,6 +33,9 @@ type Runtime struct {
 	Progress func(stage string, p jobs.Progress)
 	// Done, when set, receives each attempt's result.
 	Done func(stage string, attempt int, res jobs.Result, err error)
+	// MemoryBudget and SpillDir are the stages' defaults (see jobs.Env).
+	MemoryBudget jobs.ByteSize
+	SpillDir     string
 }
 
 // Compile turns a validated pipeline into a graph of its stages, each node running the
@@ -81,6 +84,8 @@ func stageTask(spec *Spec, rt Runtime, tables map[string]*jobs.Table, stage jobs
 			Delta:        rt.Delta,
 			Logger:       rt.Logger,
 			PipelineFile: spec.File,
+			MemoryBudget: rt.MemoryBudget,
+			SpillDir:     rt.SpillDir,
 		}
 		if rt.StageLogger != nil {
 			env.Logger = rt.StageLogger(stage.Name())

@@ -68,6 +68,9 @@ type RunnerConfig struct {
 	Consumers func() []jobs.Consumer
 	// Compile builds a run's graph; nil means pipelines.Compile. Tests replace it.
 	Compile func(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph, error)
+	// MemoryBudget and SpillDir are the stages' defaults (see jobs.Env).
+	MemoryBudget jobs.ByteSize
+	SpillDir     string
 }
 
 // Runner runs pipelines and records every run. It is safe for concurrent use.
@@ -580,9 +583,11 @@ func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, erro
 		OpenLocation: func(ctx context.Context, location string) (objectstore.Store, string, error) {
 			return r.cfg.Opener.Location(ctx, spec, location)
 		},
-		Delta:  delta.Options{Now: r.now, EngineInfo: r.cfg.EngineInfo, UserName: spec.Identity, Logger: dlog},
-		RunID:  st.rec.ID,
-		Logger: dlog,
+		Delta:        delta.Options{Now: r.now, EngineInfo: r.cfg.EngineInfo, UserName: spec.Identity, Logger: dlog},
+		RunID:        st.rec.ID,
+		Logger:       dlog,
+		MemoryBudget: r.cfg.MemoryBudget,
+		SpillDir:     r.cfg.SpillDir,
 		StageLogger: func(stage string) *slog.Logger {
 			var next slog.Handler
 			if hooks.Logger != nil {

@@ -61,7 +61,7 @@ func scheduleCommand() *command {
 					if _, err := os.Stat(spec.Warehouse); err == nil || strings.Contains(spec.Warehouse, "://") {
 						stores := newStoreCache(s3)
 						defer stores.close()
-						if st, err := newRunner(e, stores, nil, nil).Store(ctx, spec); err == nil {
+						if st, err := newRunner(e, stores, stageOptions{}, nil, nil).Store(ctx, spec); err == nil {
 							if a, ok := st.StoredAnchor(ctx, spec.Name); ok {
 								anchor = a
 							}

@@ -46,6 +46,7 @@ func serveCommand() *command {
 			fs.DurationVar(&o.leaseTTL, "lease-ttl", scheduler.DefaultLeaseTTL, "a silent lease holder loses the lease after this long")
 			fs.StringVar(&o.baseURL, "base-url", "", "the `URL` notifications link runs to (default http://ADDR)")
 			addS3Flags(fs, &o.s3)
+			addStageFlags(fs, &o.stage)
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) > 0 {
 					return usagef("unexpected argument %q", args[0])
@@ -69,6 +70,7 @@ type serveOptions struct {
 	heartbeatTimeout   time.Duration
 	leaseTTL           time.Duration
 	s3                 storeurl.Options
+	stage              stageOptions
 }
 
 // reloadEvery is how often serve looks for changed pipeline files.
@@ -96,12 +98,14 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	}
 	var sched *scheduler.Scheduler
 	runner := scheduler.NewRunner(scheduler.RunnerConfig{
-		Opener:     stores,
-		Now:        e.now,
-		EngineInfo: "orchestrator/" + version,
-		Logger:     logger,
-		Limiter:    limiter,
-		Notifier:   scheduler.NewNotifier(scheduler.NotifierConfig{Now: e.now, Logger: logger, BaseURL: o.baseURL}),
+		MemoryBudget: o.stage.memoryBudget,
+		SpillDir:     o.stage.spillDir,
+		Opener:       stores,
+		Now:          e.now,
+		EngineInfo:   "orchestrator/" + version,
+		Logger:       logger,
+		Limiter:      limiter,
+		Notifier:     scheduler.NewNotifier(scheduler.NotifierConfig{Now: e.now, Logger: logger, BaseURL: o.baseURL}),
 		Consumers: func() []jobs.Consumer { // vacuum keeps what any loaded pipeline has to read
 			var all []jobs.Consumer
 			for _, s := range sched.Pipelines() {
