@@ -161,7 +161,9 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	batch := newSCDBatch(l)
 	defer batch.Release()
 	// Over its memory budget the batch goes to spill files, worked in passes (scd2_spill.go).
-	batch.limit = workingSet(env.budget(s.cfg.MemoryBudget))
+	budget := env.budget(s.cfg.MemoryBudget)
+	defer holdBudget(budget)()
+	batch.limit = workingSet(budget)
 	batch.spillTo = func() (*scdSpill, error) { return newSCDSpill(env, l, s.cfg.SequenceBy == "", batch.limit) }
 	defer func() { batch.spill.remove() }()
 	var log *eventLog
