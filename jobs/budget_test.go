@@ -340,3 +340,162 @@ func TestParseByteSize(t *testing.T) {
 		}
 	}
 }
+
+// scd1Scenario merges a staging table into a current-state table over many runs: from
+// its change feed (late events, delete_when, deletes of staging rows) or from its
+// snapshots (keys come, change, go and return).
+func scd1Scenario(changes bool, seed uint64) func(t *testing.T, budget ByteSize, spillDir string) ([]string, int) {
+	return func(t *testing.T, budget ByteSize, spillDir string) ([]string, int) {
+		ctx := t.Context()
+		rng := rand.New(rand.NewPCG(seed, 20))
+		staging := &Table{Name: "staging.customers", Path: "staging/customers",
+			Schema:     schemaOf(t, "customer_id string", "name string", "city string", "op string", "updated_at timestamp"),
+			Properties: map[string]string{"delta.enableChangeDataFeed": "true"}}
+		current := &Table{Name: "current.customer", Path: "current/customer",
+			Schema:     schemaOf(t, "customer_sk bigint", "customer_id string", "name string", "city string", "op string", "updated_at timestamp"),
+			Properties: map[string]string{"delta.enableChangeDataFeed": "true"}}
+		delta.SetIdentity(current.Schema.Fields[0], 1, 1, false)
+		base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+		clock := &testClock{t: base}
+		env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, current)
+		env.MemoryBudget, env.SpillDir = budget, spillDir
+		cfg := &SCD1Config{Source: staging.Name, SourceChanges: changes, Target: current.Name, Keys: []string{"customer_id"}, Deletes: "delete"}
+		if changes {
+			cfg.SequenceBy, cfg.DeleteWhen = "updated_at", "op = 'D'"
+		}
+		stage := NewSCD1Merge("merge", cfg)
+		cities := []any{nil, "Seattle", "Portland", "Boise"}
+		used := map[string]bool{}
+		spills := 0
+		for commit := range 24 {
+			clock.t = base.Add(time.Duration(commit+1)*4*time.Hour + 30*time.Minute)
+			switch {
+			case !changes:
+				var rows [][]any
+				for k := range 14 {
+					if rng.IntN(4) > 0 {
+						rows = append(rows, []any{fmt.Sprintf("C%02d", k), fmt.Sprintf("name %d", rng.IntN(2)), cities[rng.IntN(len(cities))], "U", clock.t})
+					}
+				}
+				writeRows(t, env, staging, true, rows...)
+			case rng.IntN(6) == 0 && commit > 0:
+				tbl, err := env.openTable(ctx, staging)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("customer_id", fmt.Sprintf("C%02d", rng.IntN(14)))}); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				var rows [][]any
+				for range 1 + rng.IntN(8) {
+					k := fmt.Sprintf("C%02d", rng.IntN(14))
+					at := base.Add(time.Duration(rng.IntN((commit+1)*4)) * time.Hour)
+					if used[fmt.Sprint(k, at)] {
+						continue
+					}
+					used[fmt.Sprint(k, at)] = true
+					op := "U"
+					if rng.IntN(7) == 0 {
+						op = "D"
+					}
+					rows = append(rows, []any{k, fmt.Sprintf("name %d", rng.IntN(2)), cities[rng.IntN(len(cities))], op, at})
+				}
+				if len(rows) == 0 {
+					continue
+				}
+				appendRows(t, env, staging, rows...)
+			}
+			if !changes || rng.IntN(3) == 0 || commit == 23 {
+				clock.Advance(time.Minute)
+				if spilled(runStage(t, stage, env)) {
+					spills++
+				}
+			}
+		}
+		log := ""
+		if changes {
+			log = eventLogRoot + "/scd1_merge/" + current.Name + "/" + staging.Name
+		}
+		return observed(t, env, current, log), spills
+	}
+}
+
+func TestBudgetSCD1(t *testing.T) {
+	for _, changes := range []bool{true, false} {
+		for seed := range uint64(3) {
+			t.Run(fmt.Sprintf("changes=%v/seed%d", changes, seed), func(t *testing.T) {
+				twins(t, scd1Scenario(changes, seed))
+			})
+		}
+	}
+}
+
+// ingestScenario loads runs of random files into a keyed table: snapshot mode (each run
+// the table's whole content, a first one into the empty table) or upsert mode, with or
+// without sequence_by, with delete_when rows; a run with a duplicate key fails (and the
+// error is part of what is observed).
+func ingestScenario(mode string, seq bool, seed uint64) func(t *testing.T, budget ByteSize, spillDir string) ([]string, int) {
+	return func(t *testing.T, budget ByteSize, spillDir string) ([]string, int) {
+		rng := rand.New(rand.NewPCG(seed, 21))
+		tbl := eventsTable(t)
+		clock := &testClock{t: t0}
+		env, landing := ingestEnv(t, mem.New(mem.Config{Now: clock.Now}), tbl)
+		env.Delta.Now = clock.Now
+		env.MemoryBudget, env.SpillDir = budget, spillDir
+		cfg := &IngestConfig{Source: "/landing/c/*.csv", Target: tbl.Name, Mode: mode, Keys: []string{"id"}, DeleteWhen: "op = 'D'"}
+		if seq {
+			cfg.SequenceBy = "updated_at"
+		}
+		stage := NewIngest("ingest", cfg)
+		cities := []string{"", "Seattle", "Portland", "Leeds"}
+		var out []string
+		spills, file := 0, 0
+		for run := range 8 {
+			for range 1 + rng.IntN(3) {
+				file++
+				var lines []string
+				used := map[string]bool{}
+				for range 3 + rng.IntN(10) {
+					k := fmt.Sprintf("C%02d", rng.IntN(16))
+					if used[k] && !seq && rng.IntN(12) > 0 {
+						continue // (now and then a duplicate key that fails the run)
+					}
+					used[k] = true
+					op := "U"
+					if rng.IntN(8) == 0 {
+						op = "D"
+					}
+					at := fmt.Sprintf("2026-01-14T%02d:%02d:00Z", run, rng.IntN(60))
+					lines = append(lines, fmt.Sprintf("%s,%s,%s,%s", k, cities[rng.IntN(len(cities))], op, at))
+				}
+				putFile(t, landing, fmt.Sprintf("c/%03d.csv", file), "id,city,op,updated_at\n"+strings.Join(lines, "\n")+"\n")
+			}
+			clock.Advance(time.Hour)
+			res, err := stage.Run(t.Context(), env)
+			if err != nil {
+				out = append(out, fmt.Sprintf("run %d: %v", run, err))
+				// The failed files stay out of the next runs.
+				for f := range file {
+					landing.Delete(t.Context(), fmt.Sprintf("c/%03d.csv", f+1))
+				}
+			}
+			if spilled(res) {
+				spills++
+			}
+		}
+		return append(out, observed(t, env, tbl, "")...), spills
+	}
+}
+
+func TestBudgetIngest(t *testing.T) {
+	for _, mode := range []string{"snapshot", "upsert"} {
+		for _, seq := range []bool{false, true} {
+			for seed := range uint64(3) {
+				t.Run(fmt.Sprintf("%s/sequence_by=%v/seed%d", mode, seq, seed), func(t *testing.T) {
+					twins(t, ingestScenario(mode, seq, seed))
+				})
+			}
+		}
+	}
+}

@@ -196,18 +196,29 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	if err != nil {
 		return err
 	}
+	limit := workingSet(env.budget(s.cfg.MemoryBudget))
 	if len(snap.Files()) == 0 && s.cfg.SequenceBy == "" {
-		return s.loadFirstSnapshot(ctx, env, decl, tbl, snap, files, loadTime, res)
+		return s.loadFirstSnapshot(ctx, env, decl, tbl, snap, files, loadTime, limit, res)
 	}
 	data := s.dataColumns(snap.Schema())
+	if n, ok := snap.NumRecords(); ok && n*snapKeyCost > limit {
+		// The table's keys alone do not fit: work in passes over spill files.
+		return s.loadSnapshotSpilled(ctx, env, decl, tbl, snap, files, data, loadTime, limit, res)
+	}
 	table, err := s.snapshotTable(ctx, snap, data)
 	if err != nil {
 		return err
 	}
 	committed := res.RowsWritten
-	fresh, kept, bad, err := s.snapshotFiles(ctx, env, snap, files, data, table, loadTime, res)
+	fresh, kept, bad, err := s.snapshotFiles(ctx, env, snap, files, data, table, loadTime, limit, res)
 	res.RowsWritten = committed // rows count as written when the MERGE writes them
-	defer releaseRecords(kept)
+	defer func() { releaseRecords(kept) }()
+	if errors.Is(err, errOverBudget) {
+		// Too large for memory: decode again into spill files and work in passes.
+		releaseRecords(kept)
+		table, kept = nil, nil
+		return s.loadSnapshotSpilled(ctx, env, decl, tbl, snap, files, data, loadTime, limit, res)
+	}
 	if err != nil {
 		return err
 	}
@@ -290,7 +301,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 // files are appended as an append ingest does (on every core, streamed), each key
 // checked once in a key index (a key twice is an error before anything commits) and the
 // rows delete_when marks left out.
-func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) (err error) {
+func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, limit int64, res *Result) (err error) {
 	committed := res.RowsWritten
 	defer func() {
 		if err != nil {
@@ -322,6 +333,10 @@ func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, t
 	}
 	seen := &snapSide{}
 	index := keyindex.New(1 << 16)
+	var keyBytes int64
+	// Over the budget the keys go to spill files, checked range by range at the end.
+	var spilled *firstSnapshotKeys
+	defer func() { spilled.remove() }()
 	var matcher *delta.Matcher
 	var block keyindex.Block
 	var bad []*badRecord
@@ -351,16 +366,34 @@ func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, t
 				}
 				block.End()
 			}
-			index.AddBlock(&block)
-			seen.grow(index.Len())
 			var keep []int32
-			for i, id := range block.IDs {
-				r := snapRow{file: int32(fi), line: lines.Value(i)}
-				if _, err := seen.offer(id, r, files, keyText(rec, keyCols, i), nil); err != nil {
-					return err
-				}
+			for i := range int(rec.NumRows()) {
 				if marks == nil || !marks[i] {
 					keep = append(keep, int32(i))
+				}
+			}
+			if spilled != nil {
+				if err := spilled.addRows(ctx, rec, keyCols, fi, lines); err != nil {
+					return err
+				}
+			} else {
+				index.AddBlock(&block)
+				seen.grow(index.Len())
+				keyBytes += int64(len(block.Buf))
+				for i, id := range block.IDs {
+					r := snapRow{file: int32(fi), line: lines.Value(i)}
+					if _, err := seen.offer(id, r, files, keyText(rec, keyCols, i), nil); err != nil {
+						return err
+					}
+				}
+				if limit > 0 && int64(index.Len())*snapKeyCost+keyBytes > limit {
+					if spilled, err = newFirstSnapshotKeys(env, limit); err != nil {
+						return err
+					}
+					if err := spilled.handOver(ctx, index, seen); err != nil {
+						return err
+					}
+					index, seen = nil, nil
 				}
 			}
 			out := projectRecord(rec, tableSchema)
@@ -381,6 +414,13 @@ func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, t
 			writer.abort()
 			return err
 		}
+	}
+	if spilled != nil {
+		if err := spilled.checkDuplicates(ctx, files, limit); err != nil {
+			writer.abort()
+			return err
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("%d keys over the memory budget (%s): checked in passes over spill files", spilled.out.rows(), ByteSize(limit*2)))
 	}
 	adds, err := writer.close()
 	if err != nil {
@@ -453,113 +493,192 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 	return t, nil
 }
 
-// snapshotFiles is pass 2: it returns the new keys' side and the kept rows.
-func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, data []string, table *snapTable, loadTime time.Time, res *Result) (*snapSide, []arrow.RecordBatch, []*badRecord, error) {
-	var pred delta.Predicate
-	var extra []string
-	if s.cfg.DeleteWhen != "" {
-		p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
-		}
-		pred, extra = p, delta.PredicateColumns(p)
+// snapshotFiles is pass 2: it returns the new keys' side and the kept rows. With limit
+// set, it fails with errOverBudget once what it holds (with the table's keys) would
+// exceed it.
+func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, data []string, table *snapTable, loadTime time.Time, limit int64, res *Result) (*snapSide, []arrow.RecordBatch, []*badRecord, error) {
+	st, err := s.newSnapState(snap, files, data, table)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	var seqText func(int64) string
-	if s.cfg.SequenceBy != "" {
-		seqText = sequenceText(snap.Schema().Field(s.cfg.SequenceBy).Type)
-	}
-	fresh := &snapSide{withSeq: s.cfg.SequenceBy != ""}
-	freshIndex := keyindex.New(1 << 10)
-	var kept []arrow.RecordBatch
-	var keptRows int32
-	var matcher *delta.Matcher
-	var block, miss keyindex.Block
-	var los, his []uint64
 	var bad []*badRecord
 	for fi, f := range files {
-		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: extra, lines: true}, func(rec arrow.RecordBatch) error {
-			if matcher == nil && pred != nil {
-				var err error
-				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
-					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
-				}
-			}
-			marked, err := withDeleteMarks(rec, matcher)
+		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: st.extra, lines: true}, func(rec arrow.RecordBatch) error {
+			marked, err := st.mark(rec, f)
 			if err != nil {
-				return fmt.Errorf("%s: %w", f.Name, err)
+				return err
 			}
 			defer marked.Release()
-			sch := marked.Schema()
-			keyCols := columnsByName(sch, s.cfg.Keys)
-			lines := marked.Column(columnsByName(sch, []string{lineColumn})[0]).(*array.Int64)
-			dels := marked.Column(columnsByName(sch, []string{deleteColumn})[0]).(*array.Boolean)
-			var seqs arrow.Array
-			if seqText != nil {
-				seqs = marked.Column(columnsByName(sch, []string{s.cfg.SequenceBy})[0])
+			if err := st.add(ctx, marked, fi, nil); err != nil {
+				return err
 			}
-			n := int(marked.NumRows())
-			los, his = slices.Grow(los[:0], n)[:n], slices.Grow(his[:0], n)[:n]
-			if err := hashRows(&block, marked, keyCols, columnsByName(sch, data), los, his); err != nil {
-				return fmt.Errorf("%s: %w", f.Name, err)
-			}
-			table.index.LookupBlock(&block)
-			// Rows of new keys: indexed among themselves.
-			miss.Reset()
-			for i, id := range block.IDs {
-				if id >= 0 {
-					miss.Skip()
-					continue
-				}
-				if miss.Buf, err = appendKey(miss.Buf, marked, keyCols, allColumns(len(keyCols)), i); err != nil {
-					return err
-				}
-				miss.End()
-			}
-			freshIndex.AddBlock(&miss)
-			fresh.grow(freshIndex.Len())
-			var keep []int32
-			for i, id := range block.IDs {
-				sd, target := &table.side, true
-				if id < 0 {
-					sd, id, target = fresh, miss.IDs[i], false
-				}
-				r := snapRow{file: int32(fi), line: lines.Value(i), del: dels.Value(i), lo: los[i], hi: his[i]}
-				if seqs != nil {
-					var ok bool
-					if r.seq, ok = seqValue(seqs, i); !ok {
-						return fmt.Errorf("%s:%d: key %s: sequence_by column %s is null", f.Name, r.line, keyText(marked, keyCols, i), s.cfg.SequenceBy)
-					}
-				}
-				stands, err := sd.offer(id, r, files, keyText(marked, keyCols, i), seqText)
-				if err != nil {
-					return err
-				}
-				if !stands {
-					continue
-				}
-				sd.kept[id] = -1
-				if r.del || target && r.lo == table.hashLo[id] && r.hi == table.hashHi[id] {
-					continue // the table's row stands (or goes): nothing to keep
-				}
-				sd.kept[id] = keptRows + int32(len(keep))
-				keep = append(keep, int32(i))
-			}
-			if len(keep) > 0 {
-				g, err := delta.GatherRows(ctx, marked, keep)
-				if err != nil {
-					return err
-				}
-				kept = append(kept, g)
-				keptRows += int32(len(keep))
+			if limit > 0 && int64(len(table.row))*snapKeyCost+st.keptBytes+int64(len(st.fresh.seen))*snapKeyCost > limit {
+				return errOverBudget
 			}
 			return nil
 		})
 		bad = append(bad, b...)
 		if err != nil {
-			return nil, kept, nil, err
+			return nil, st.kept, nil, err
 		}
 	}
-	return fresh, kept, bad, nil
+	return st.fresh, st.kept, bad, nil
+}
+
+// snapKeyCost is what a key costs pass 1 and pass 2 in memory (index, hashes, place,
+// side), besides its bytes.
+const snapKeyCost = 90
+
+// snapState is pass 2 at work: the table's side, the new keys' side and index, and the
+// rows kept so far.
+type snapState struct {
+	s          *Ingest
+	files      []*sourceFile
+	data       []string
+	table      *snapTable
+	fresh      *snapSide
+	freshIndex *keyindex.Index
+	freshOrd   []int64 // per new key: the order of its first row (passes over spill files)
+	kept       []arrow.RecordBatch
+	keptRows   int32
+	keptBytes  int64
+	pred       delta.Predicate
+	extra      []string
+	matcher    *delta.Matcher
+	seqText    func(int64) string
+	block      keyindex.Block
+	miss       keyindex.Block
+	los, his   []uint64
+	// In passes over spill files, a row's problem (a key twice, a null sequence) does
+	// not stop the pass: the one of the earliest row is kept (firstOrd), so that the
+	// run fails naming what a run in memory names, the first problem in file order.
+	firstErr error
+	firstOrd int64
+}
+
+// problem records a row's problem: in memory (ords nil) it ends the run at once; in a
+// pass it is kept when it is the earliest so far, and the row is skipped.
+func (st *snapState) problem(ords *array.Int64, i int, err error) error {
+	if ords == nil {
+		return err
+	}
+	if st.firstErr == nil || ords.Value(i) < st.firstOrd {
+		st.firstErr, st.firstOrd = err, ords.Value(i)
+	}
+	return nil
+}
+
+func (s *Ingest) newSnapState(snap *delta.Snapshot, files []*sourceFile, data []string, table *snapTable) (*snapState, error) {
+	st := &snapState{s: s, files: files, data: data, table: table, fresh: &snapSide{withSeq: s.cfg.SequenceBy != ""}, freshIndex: keyindex.New(1 << 10)}
+	if s.cfg.DeleteWhen != "" {
+		p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
+		if err != nil {
+			return nil, fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
+		}
+		st.pred, st.extra = p, delta.PredicateColumns(p)
+	}
+	if s.cfg.SequenceBy != "" {
+		st.seqText = sequenceText(snap.Schema().Field(s.cfg.SequenceBy).Type)
+	}
+	return st, nil
+}
+
+// mark returns a decoded record of file f with its delete marks (deleteColumn).
+func (st *snapState) mark(rec arrow.RecordBatch, f *sourceFile) (arrow.RecordBatch, error) {
+	if st.matcher == nil && st.pred != nil {
+		var err error
+		if st.matcher, err = delta.NewMatcher(st.pred, schemaOfRecord(rec)); err != nil {
+			return nil, fmt.Errorf("delete_when %q (a predicate over the source row): %w", st.s.cfg.DeleteWhen, err)
+		}
+	}
+	marked, err := withDeleteMarks(rec, st.matcher)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	return marked, nil
+}
+
+// add weighs the rows of a marked record of file fi (ords, in passes over spill files:
+// each row's order among all the files' rows).
+func (st *snapState) add(ctx context.Context, marked arrow.RecordBatch, fi int, ords *array.Int64) error {
+	s, table, fresh, f := st.s, st.table, st.fresh, st.files[fi]
+	sch := marked.Schema()
+	keyCols := columnsByName(sch, s.cfg.Keys)
+	lines := marked.Column(columnsByName(sch, []string{lineColumn})[0]).(*array.Int64)
+	dels := marked.Column(columnsByName(sch, []string{deleteColumn})[0]).(*array.Boolean)
+	var seqs arrow.Array
+	if st.seqText != nil {
+		seqs = marked.Column(columnsByName(sch, []string{s.cfg.SequenceBy})[0])
+	}
+	n := int(marked.NumRows())
+	st.los, st.his = slices.Grow(st.los[:0], n)[:n], slices.Grow(st.his[:0], n)[:n]
+	los, his := st.los, st.his
+	if err := hashRows(&st.block, marked, keyCols, columnsByName(sch, st.data), los, his); err != nil {
+		return fmt.Errorf("%s: %w", f.Name, err)
+	}
+	table.index.LookupBlock(&st.block)
+	// Rows of new keys: indexed among themselves.
+	miss := &st.miss
+	miss.Reset()
+	for i, id := range st.block.IDs {
+		if id >= 0 {
+			miss.Skip()
+			continue
+		}
+		var err error
+		if miss.Buf, err = appendKey(miss.Buf, marked, keyCols, allColumns(len(keyCols)), i); err != nil {
+			return err
+		}
+		miss.End()
+	}
+	st.freshIndex.AddBlock(miss)
+	fresh.grow(st.freshIndex.Len())
+	var keep []int32
+	for i, id := range st.block.IDs {
+		sd, target := &table.side, true
+		if id < 0 {
+			sd, id, target = fresh, miss.IDs[i], false
+			if ords != nil && int(id) == len(st.freshOrd) {
+				st.freshOrd = append(st.freshOrd, ords.Value(i))
+			}
+		}
+		r := snapRow{file: int32(fi), line: lines.Value(i), del: dels.Value(i), lo: los[i], hi: his[i]}
+		if seqs != nil {
+			var ok bool
+			if r.seq, ok = seqValue(seqs, i); !ok {
+				if err := st.problem(ords, i, fmt.Errorf("%s:%d: key %s: sequence_by column %s is null", f.Name, r.line, keyText(marked, keyCols, i), s.cfg.SequenceBy)); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		stands, err := sd.offer(id, r, st.files, keyText(marked, keyCols, i), st.seqText)
+		if err != nil {
+			if err := st.problem(ords, i, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if !stands {
+			continue
+		}
+		sd.kept[id] = -1
+		if r.del || target && r.lo == table.hashLo[id] && r.hi == table.hashHi[id] {
+			continue // the table's row stands (or goes): nothing to keep
+		}
+		sd.kept[id] = st.keptRows + int32(len(keep))
+		keep = append(keep, int32(i))
+	}
+	if len(keep) > 0 {
+		g, err := delta.GatherRows(ctx, marked, keep)
+		if err != nil {
+			return err
+		}
+		st.kept = append(st.kept, g)
+		st.keptRows += int32(len(keep))
+		st.keptBytes += recordBytes(g)
+	}
+	return nil
 }
 
 // snapRow is a decoded row as pass 2 weighs it.

@@ -549,14 +549,16 @@ func seqValue(arr arrow.Array, i int) (int64, bool) {
 
 // readChangeEvents turns the source's change feed over [from, to] into events as Go rows
 // (eachChange says which); scd1_merge uses it.
-func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, add func(scdEvent), res *Result) error {
+func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, add func(scdEvent) error, res *Result) error {
 	return eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
 		for i := range ev.seqs {
 			row, err := sourceRow(rec, es.l, i, cols)
 			if err != nil {
 				return err
 			}
-			add(scdEvent{seq: ev.seqs[i], delete: ev.dels[i], phys: ev.phys[i], rowSeq: ev.rowSeqs[i], commit: ev.commits[i], row: row})
+			if err := add(scdEvent{seq: ev.seqs[i], delete: ev.dels[i], phys: ev.phys[i], rowSeq: ev.rowSeqs[i], commit: ev.commits[i], row: row}); err != nil {
+				return err
+			}
 		}
 		return nil
 	}, res)
@@ -564,7 +566,7 @@ func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, es 
 
 // readSnapshotEvents turns every source row into an upsert at its sequence_by value
 // (default: the source version's commit time), or a delete where delete_when holds.
-func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSource, add func(scdEvent), res *Result) error {
+func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSource, add func(scdEvent) error, res *Result) error {
 	sc, err := snap.Scan(ctx, delta.ScanOptions{})
 	if err != nil {
 		return err
@@ -600,7 +602,9 @@ func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSour
 					return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), es.sequenceBy)
 				}
 			}
-			add(scdEvent{seq: seq, row: row, delete: marked != nil && marked[i]})
+			if err := add(scdEvent{seq: seq, row: row, delete: marked != nil && marked[i]}); err != nil {
+				return err
+			}
 		}
 		res.RowsRead += rec.NumRows()
 	}

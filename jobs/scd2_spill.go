@@ -8,7 +8,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
@@ -49,7 +48,7 @@ type scdSpill struct {
 	n          int64 // events so far (the next one's order)
 	top        int64 // the highest sequence (the watermark's candidate)
 	hasTop     bool
-	filter     []uint64 // a bit per key hash: set for the batch's keys
+	filter     keyFilter // the batch's keys
 	keyBuf     []byte
 	parts      []uint16
 }
@@ -65,16 +64,11 @@ var scdEventFields = []arrow.Field{
 }
 
 func newSCDSpill(env *Env, l *scdLayout, withPhys bool, limit int64) (*scdSpill, error) {
-	dir, err := newSpillDir(env)
+	dir, err := newSpillDir(env, limit)
 	if err != nil {
 		return nil, err
 	}
-	// The key filter: about 1/16 of the working set, at least 64 Ki bits.
-	bits := uint64(1) << 16
-	for bits*2/8 <= uint64(limit/16) && bits < 1<<34 {
-		bits *= 2
-	}
-	return &scdSpill{l: l, dir: dir, limit: limit, withPhys: withPhys, filter: make([]uint64, bits/64)}, nil
+	return &scdSpill{l: l, dir: dir, limit: limit, withPhys: withPhys, filter: newKeyFilter(limit)}, nil
 }
 
 // remove deletes the spill files (nil: nothing).
@@ -82,11 +76,6 @@ func (sp *scdSpill) remove() {
 	if sp != nil {
 		sp.dir.remove()
 	}
-}
-
-func (sp *scdSpill) mayHave(h uint64) bool {
-	b := h & (uint64(len(sp.filter))*64 - 1)
-	return sp.filter[b/64]&(1<<(b%64)) != 0
 }
 
 // add sets aside rec's rows as events at seqs (deletes where dels; with their source
@@ -146,8 +135,7 @@ func (sp *scdSpill) add(ctx context.Context, rec arrow.RecordBatch, seqs []int64
 			return err
 		}
 		sp.parts[i] = keyRange(sp.keyBuf)
-		h := xxhash.Sum64(sp.keyBuf) & (uint64(len(sp.filter))*64 - 1)
-		sp.filter[h/64] |= 1 << (h % 64)
+		sp.filter.add(sp.keyBuf)
 	}
 	for _, b := range []array.Builder{seqB, delB, physB, rowSeqB, commitB, ordB} {
 		a := b.NewArray()
@@ -183,6 +171,9 @@ func (b *scdBatch) take(ctx context.Context, rec arrow.RecordBatch, seqs []int64
 // expectRows makes room for n events, or, when they would not fit the limit, sends the
 // batch to spill at once.
 func (b *scdBatch) expectRows(ctx context.Context, n int64) error {
+	if b.spill != nil {
+		return nil
+	}
 	if b.limit > 0 && b.spillTo != nil && n*scdEventCost > b.limit {
 		return b.overflow(ctx)
 	}
@@ -217,12 +208,13 @@ func (b *scdBatch) overflow(ctx context.Context) error {
 	return nil
 }
 
-// spillDimension scans the dimension once and sets aside, by key hash range, the rows a
-// pass may need: those of keys the batch may have, and with deleteAt (a snapshot source
-// that deletes) every current row; each with its place (file index, row).
-func (sp *scdSpill) spillDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *int64) (*fanout, error) {
+// spillTarget scans the target once and sets aside, by key hash range, the rows a pass
+// may need: those of keys the batch may have, and those keepAll says a pass needs
+// whatever the batch (a snapshot source that deletes needs current rows); each with its
+// place (file index, row). data maps the layout's data columns to a record's.
+func (sp *scdSpill) spillTarget(ctx context.Context, snap *delta.Snapshot, data func(rec arrow.RecordBatch) ([]int, error), keepAll func(rec arrow.RecordBatch, i int) bool) (*fanout, error) {
 	l := sp.l
-	sc, err := snap.Scan(ctx, delta.ScanOptions{ReadAhead: true, FilesOnly: true})
+	sc, err := snap.Scan(ctx, scanOptions(sp.limit, delta.ScanOptions{FilesOnly: true}))
 	if err != nil {
 		return nil, err
 	}
@@ -242,19 +234,18 @@ func (sp *scdSpill) spillDimension(ctx context.Context, snap *delta.Snapshot, de
 		rec := sc.RecordBatch()
 		file, first, ok := sc.Position()
 		if !ok {
-			return nil, fmt.Errorf("the dimension scan lost the positions of its rows")
+			return nil, fmt.Errorf("the scan of the target lost the positions of its rows")
 		}
-		d, err := l.dimColumns(rec)
+		cols, err := data(rec)
 		if err != nil {
 			return nil, err
 		}
 		keep, parts = keep[:0], parts[:0]
 		for i := range int(rec.NumRows()) {
-			if sp.keyBuf, err = appendKey(sp.keyBuf[:0], rec, d.data, l.spec.keys, i); err != nil {
+			if sp.keyBuf, err = appendKey(sp.keyBuf[:0], rec, cols, l.spec.keys, i); err != nil {
 				return nil, err
 			}
-			current := !d.curr.IsNull(i) && d.curr.Value(i)
-			if !sp.mayHave(xxhash.Sum64(sp.keyBuf)) && !(deleteAt != nil && current) {
+			if !sp.filter.mayHave(sp.keyBuf) && !keepAll(rec, i) {
 				continue
 			}
 			keep = append(keep, int32(i))
@@ -294,6 +285,30 @@ func (sp *scdSpill) spillDimension(ctx context.Context, snap *delta.Snapshot, de
 	return out, out.finish()
 }
 
+// spillDimension sets aside the dimension rows of an scd2_merge pass (spillTarget): with
+// deleteAt (a snapshot source that deletes) every current row too.
+func (sp *scdSpill) spillDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *int64) (*fanout, error) {
+	var d *dimColumns
+	return sp.spillTarget(ctx, snap, func(rec arrow.RecordBatch) ([]int, error) {
+		var err error
+		if d, err = sp.l.dimColumns(rec); err != nil {
+			return nil, err
+		}
+		return d.data, nil
+	}, func(_ arrow.RecordBatch, i int) bool {
+		return deleteAt != nil && !d.curr.IsNull(i) && d.curr.Value(i)
+	})
+}
+
+// targetPlace returns the table columns of a record set aside by spillTarget, and a
+// func telling each row's place.
+func targetPlace(rec arrow.RecordBatch, table *arrow.Schema, files []*delta.Add) (arrow.RecordBatch, func(i int) (string, int64)) {
+	n := int(rec.NumCols())
+	file, row := rec.Column(n-2).(*array.Int64), rec.Column(n-1).(*array.Int64)
+	tbl := array.NewRecordBatch(table, rec.Columns()[:n-2], rec.NumRows())
+	return tbl, func(i int) (string, int64) { return files[file.Value(i)].Path, row.Value(i) }
+}
+
 // runSpilled finishes a run whose batch went to spill (see the top of this file).
 func (s *SCD2Merge) runSpilled(ctx context.Context, env *Env, f *flow, l *scdLayout, log *eventLog, sp *scdSpill, deleteAt *int64, res Result) (Result, error) {
 	srcDecl, dstDecl, dst, dstSnap := f.srcDecl, f.dstDecl, f.dst, f.dstSnap
@@ -322,7 +337,7 @@ func (s *SCD2Merge) runSpilled(ctx context.Context, env *Env, f *flow, l *scdLay
 			return res, err
 		}
 		if app != nil {
-			app.stream = true
+			app.stream, app.chunk = true, int(min(max(sp.limit/2048, 4096), 1<<16))
 			defer app.abort()
 		}
 	}
@@ -398,11 +413,9 @@ func (s *SCD2Merge) pass(ctx context.Context, sp *scdSpill, dims *fanout, lo, hi
 		return err
 	}
 	err = each(ctx, dims.files[lo:hi], func(rec arrow.RecordBatch) error {
-		n := int(rec.NumCols())
-		file, row := rec.Column(n-2).(*array.Int64), rec.Column(n-1).(*array.Int64)
-		tbl := array.NewRecordBatch(tableSchema, rec.Columns()[:n-2], rec.NumRows())
+		tbl, at := targetPlace(rec, tableSchema, files)
 		defer tbl.Release()
-		return p.place(ctx, tbl, func(i int) (string, int64) { return files[file.Value(i)].Path, row.Value(i) })
+		return p.place(ctx, tbl, at)
 	})
 	if err != nil {
 		return err

@@ -239,8 +239,9 @@ type logAppender struct {
 	w             *delta.DataWriter
 	sourceVersion int64
 	// stream uploads the log file while it is written (a large batch), rather than
-	// from memory when finished.
+	// from memory when finished; chunk is the most events written at once (0: 65536).
 	stream bool
+	chunk  int
 }
 
 // startAppend starts the log commit with the txn through sourceVersion (none when
@@ -281,8 +282,12 @@ func (a *logAppender) add(ctx context.Context, events []loggedEvent, lo, hi int)
 		}
 		a.w = w
 	}
-	for lo := 0; lo < len(events); lo += 1 << 16 {
-		rec := loggedRecord(events[lo:min(lo+1<<16, len(events))])
+	chunk := a.chunk
+	if chunk <= 0 {
+		chunk = 1 << 16
+	}
+	for lo := 0; lo < len(events); lo += chunk {
+		rec := loggedRecord(events[lo:min(lo+chunk, len(events))])
 		err := a.w.Write(ctx, rec)
 		rec.Release()
 		if err != nil {

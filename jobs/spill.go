@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 )
@@ -25,10 +26,12 @@ import (
 type spillDir struct {
 	path string
 	n    int
+	buf  int // write buffer of each file
 }
 
-// newSpillDir creates the directory under env.SpillDir (default os.TempDir()).
-func newSpillDir(env *Env) (*spillDir, error) {
+// newSpillDir creates the directory under env.SpillDir (default os.TempDir()), for a
+// stage whose passes hold limit bytes.
+func newSpillDir(env *Env, limit int64) (*spillDir, error) {
 	base := env.SpillDir
 	if base == "" {
 		base = os.TempDir()
@@ -40,7 +43,15 @@ func newSpillDir(env *Env) (*spillDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spill directory: %w", err)
 	}
-	return &spillDir{path: p}, nil
+	return &spillDir{path: p, buf: int(min(max(limit/2048, 4<<10), 64<<10))}, nil
+}
+
+// scanOptions are the options of a scan by a stage whose passes hold limit bytes: a
+// small budget reads smaller records, one at a time.
+func scanOptions(limit int64, o delta.ScanOptions) delta.ScanOptions {
+	o.BatchSize = min(max(limit/4096, 4096), delta.DefaultScanBatchSize)
+	o.ReadAhead = limit >= 128<<20
+	return o
 }
 
 // remove deletes the directory and its files (open ones too, on Unix).
@@ -49,10 +60,6 @@ func (d *spillDir) remove() {
 		os.RemoveAll(d.path)
 	}
 }
-
-// spillBuffer is the write buffer of each spill file (a stage may have a few hundred
-// open at once).
-const spillBuffer = 16 << 10
 
 // spillFile is one Arrow IPC stream on local disk: written, finished, then read any
 // number of times.
@@ -74,7 +81,7 @@ func (d *spillDir) create(schema *arrow.Schema) (*spillFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spill file: %w", err)
 	}
-	bw := bufio.NewWriterSize(f, spillBuffer)
+	bw := bufio.NewWriterSize(f, d.buf)
 	return &spillFile{path: p, schema: schema, f: f, bw: bw, w: ipc.NewWriter(bw, ipc.WithSchema(schema))}, nil
 }
 
@@ -103,7 +110,7 @@ func (s *spillFile) finish() error {
 	if cerr := s.f.Close(); err == nil {
 		err = cerr
 	}
-	s.f = nil
+	s.f, s.bw, s.w = nil, nil, nil // (their buffers)
 	if err != nil {
 		return fmt.Errorf("spill file %s: %w", s.path, err)
 	}
@@ -336,4 +343,30 @@ func passes(cost func(p int) int64, limit int64) [][2]int {
 		sum += c
 	}
 	return append(out, [2]int{lo, hashParts})
+}
+
+// keyFilter has a bit per key hash: set for the keys of a batch set aside, so that a
+// scan of the target sets aside only the rows of keys the batch may have.
+type keyFilter []uint64
+
+// newKeyFilter sizes a filter at about 1/16 of a working set (at least 64 Ki bits).
+func newKeyFilter(limit int64) keyFilter {
+	bits := uint64(1) << 16
+	for bits*2/8 <= uint64(limit/16) && bits < 1<<34 {
+		bits *= 2
+	}
+	return make(keyFilter, bits/64)
+}
+
+func (f keyFilter) bit(key []byte) uint64 { return xxhash.Sum64(key) & (uint64(len(f))*64 - 1) }
+
+func (f keyFilter) add(key []byte) {
+	b := f.bit(key)
+	f[b/64] |= 1 << (b % 64)
+}
+
+// mayHave reports whether key may have been added (false: surely not).
+func (f keyFilter) mayHave(key []byte) bool {
+	b := f.bit(key)
+	return f[b/64]&(1<<(b%64)) != 0
 }
