@@ -110,7 +110,7 @@ func twins(t *testing.T, scenario func(t *testing.T, budget ByteSize, spillDir s
 // scd2FeedScenario merges a staging table's change feed into a dimension over many
 // runs: upserts at random past times (late events), exact duplicates, delete_when rows
 // (op = 'D'), deletes of staging rows (deletes in the change feed), a type 1 column.
-func scd2FeedScenario(deletes string, seed uint64, dv bool) func(t *testing.T, budget ByteSize, spillDir string) ([]string, int) {
+func scd2FeedScenario(deletes string, seed uint64, dv, everyCommit bool) func(t *testing.T, budget ByteSize, spillDir string) ([]string, int) {
 	return func(t *testing.T, budget ByteSize, spillDir string) ([]string, int) {
 		ctx := t.Context()
 		rng := rand.New(rand.NewPCG(seed, 18))
@@ -167,7 +167,7 @@ func scd2FeedScenario(deletes string, seed uint64, dv bool) func(t *testing.T, b
 				}
 				appendRows(t, env, staging, rows...)
 			}
-			if rng.IntN(3) == 0 || commit == 29 {
+			if rng.IntN(3) == 0 || commit == 29 || everyCommit {
 				clock.Advance(time.Minute)
 				if spilled(runStage(t, stage, env)) {
 					spills++
@@ -186,11 +186,14 @@ func TestBudgetSCD2ChangeFeed(t *testing.T) {
 	for _, deletes := range []string{"ignore", "close", "tombstone"} {
 		for seed := range uint64(3) {
 			t.Run(fmt.Sprintf("%s/seed%d", deletes, seed), func(t *testing.T) {
-				twins(t, scd2FeedScenario(deletes, seed, false))
+				twins(t, scd2FeedScenario(deletes, seed, false, false))
 			})
 		}
 	}
-	t.Run("deletion vectors", func(t *testing.T) { twins(t, scd2FeedScenario("close", 7, true)) })
+	t.Run("deletion vectors", func(t *testing.T) { twins(t, scd2FeedScenario("close", 7, true, false)) })
+	// A merge after every commit: the event log's small files are merged as it grows
+	// (range by range over the budget).
+	t.Run("log files merged", func(t *testing.T) { twins(t, scd2FeedScenario("tombstone", 8, false, true)) })
 }
 
 // scd2SnapshotScenario merges the snapshots of a source table (keys come, change, go
