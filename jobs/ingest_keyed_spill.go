@@ -133,7 +133,11 @@ func (s *Ingest) spillKeyed(ctx context.Context, env *Env, dir *spillDir, snap *
 		kf := &keyedFile{f: f, idx: fi}
 		run.files = append(run.files, kf)
 		if fi == 0 || s.cfg.SequenceBy == "" {
-			spills = append(spills, &keyedSpill{filter: newKeyFilter(limit)})
+			share := limit // (the files' filters share it: each file merges on its own)
+			if s.cfg.SequenceBy == "" {
+				share /= int64(len(files))
+			}
+			spills = append(spills, &keyedSpill{filter: newKeyFilter(share)})
 		}
 		ks := spills[len(spills)-1]
 		bad, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: extra, lines: true}, func(rec arrow.RecordBatch) error {

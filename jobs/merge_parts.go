@@ -247,7 +247,7 @@ func (m *partedMerge) mergeSpills(ctx context.Context, files []*spillFile, byFil
 		c := km.h[0]
 		k1 := c.k1.Value(c.row)
 		if len(km.sel) >= partRows && (!byFile || k1 != last) {
-			if err := km.flush(part); err != nil {
+			if err := km.flush(ctx, part); err != nil {
 				return err
 			}
 		}
@@ -265,7 +265,7 @@ func (m *partedMerge) mergeSpills(ctx context.Context, files []*spillFile, byFil
 			heap.Fix(&km.h, 0)
 		}
 	}
-	return km.flush(part)
+	return km.flush(ctx, part)
 }
 
 // cursor reads one spill file for kmerge: the records read since the last part (the
@@ -319,7 +319,7 @@ type kmerge struct {
 
 // flush hands the selected rows, in order, to part as one record, and drops the
 // records no longer needed.
-func (km *kmerge) flush(part func(arrow.RecordBatch) error) error {
+func (km *kmerge) flush(ctx context.Context, part func(arrow.RecordBatch) error) error {
 	if len(km.sel) == 0 {
 		return nil
 	}
@@ -355,7 +355,7 @@ func (km *kmerge) flush(part func(arrow.RecordBatch) error) error {
 	for i, s := range km.sel {
 		idx[i] = int32(base[[2]int{s.c, s.rec}] + s.row)
 	}
-	out, err := delta.GatherRows(context.Background(), all, idx)
+	out, err := delta.GatherRows(ctx, all, idx)
 	if err != nil {
 		return err
 	}
