@@ -228,16 +228,45 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 		}
 		tx = t.NewTransaction(snap, TxOptions{})
 	}
-	if tx.table != t || tx.snap == nil {
-		return nil, errors.New("MergeOptions.Tx belongs to another table")
-	}
-	if opts.Positions != nil && len(opts.WhenNotMatchedBySource) > 0 {
-		return nil, errors.New("MergeOptions.Positions cannot be used with WHEN NOT MATCHED BY SOURCE")
-	}
-	snap := tx.snap
-	if err := checkWrite(snap.Protocol(), snap.Metadata()); err != nil {
+	if err := t.checkMergeTx(tx, opts); err != nil {
 		return nil, err
 	}
+	out, err := t.mergeRun(ctx, tx, opts, 0)
+	if err != nil {
+		return nil, err
+	}
+	return t.commitMerge(ctx, tx, opts, out, start)
+}
+
+// checkMergeTx checks that tx (the transaction a merge runs in) and opts go together.
+func (t *Table) checkMergeTx(tx *Transaction, opts MergeOptions) error {
+	if tx.table != t || tx.snap == nil {
+		return errors.New("MergeOptions.Tx belongs to another table")
+	}
+	if opts.Positions != nil && len(opts.WhenNotMatchedBySource) > 0 {
+		return errors.New("MergeOptions.Positions cannot be used with WHEN NOT MATCHED BY SOURCE")
+	}
+	return checkWrite(tx.snap.Protocol(), tx.snap.Metadata())
+}
+
+// mergeOutput is what a merge (or one part of it, MergeInParts) wrote and read, for
+// its commit.
+type mergeOutput struct {
+	res      *MergeResult
+	adds     []*Add // data files written (rewritten, spliced, inserted rows)
+	cdcs     []*CDC
+	removed  []*Add // target files replaced
+	dvAdds   []*Add // target files kept with a new deletion vector
+	read     []string
+	partPred PartitionPredicate // the partitions a key-join merge read (nil: the whole table)
+	cdcRows  int64              // change rows written
+}
+
+// mergeRun runs a merge's reads and writes on tx's snapshot, without committing.
+// cdcBefore counts the change rows earlier parts of the same commit wrote (inserted
+// rows then write change rows too).
+func (t *Table) mergeRun(ctx context.Context, tx *Transaction, opts MergeOptions, cdcBefore int64) (*mergeOutput, error) {
+	snap := tx.snap
 	plan, err := planMerge(snap, opts)
 	if err != nil {
 		return nil, err
@@ -253,7 +282,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 		parallel = min(runtime.GOMAXPROCS(0), 4)
 	}
 	m := &merger{t: t, snap: snap, tx: tx, plan: plan, src: src, pos: opts.Positions, parallel: parallel, matched: make([]bool, src.n),
-		res: &MergeResult{Version: snap.Version(), NumSourceRows: src.n}}
+		res: &MergeResult{Version: snap.Version(), NumSourceRows: src.n}, workerChangeRows: cdcBefore}
 	m.res.MaterializeSourceTimeMs = time.Since(loading).Milliseconds()
 	m.dv = snap.DeletionVectorsEnabled()
 	m.splices = newSpliceGroup(ctx, parallel)
@@ -283,6 +312,7 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	if err != nil {
 		return nil, err
 	}
+	cdcRows := m.changeRowsSent + m.workerChangeRows - cdcBefore
 	if err := m.stopChanges(); err != nil {
 		return nil, err
 	}
@@ -292,17 +322,21 @@ func (t *Table) merge(ctx context.Context, opts MergeOptions) (*MergeResult, err
 	}
 	closed = true
 	m.res.RewriteTimeMs = time.Since(writing).Milliseconds()
-	adds, cdcs = append(append(adds, m.workerAdds...), spliced...), append(cdcs, m.workerChangeFiles...)
-	if len(m.removed) == 0 && len(adds) == 0 && len(m.dvAdds) == 0 && opts.Txn == nil && opts.Tx == nil {
-		return m.res, nil
+	out := &mergeOutput{res: m.res, adds: append(append(adds, m.workerAdds...), spliced...), cdcs: append(cdcs, m.workerChangeFiles...),
+		removed: m.removed, dvAdds: m.dvAdds, read: m.read, cdcRows: cdcRows}
+	if len(opts.WhenNotMatchedBySource) == 0 && opts.Positions == nil {
+		out.partPred = src.partitionPredicate(plan, snap)
 	}
-	return m.commit(ctx, opts, adds, cdcs, start)
+	return out, nil
 }
 
-// commit commits the MERGE's files (adds and cdcs, its data and change files, besides
-// those in m) in m.tx with Spark's commitInfo; start is when the MERGE began.
-func (m *merger) commit(ctx context.Context, opts MergeOptions, adds []*Add, cdcs []*CDC, start time.Time) (*MergeResult, error) {
-	tx, res := m.tx, m.res
+// commitMerge commits what a merge wrote (out) in tx, with its operationMetrics; a merge
+// that changed nothing and has no Txn or prepared Tx commits nothing.
+func (t *Table) commitMerge(ctx context.Context, tx *Transaction, opts MergeOptions, out *mergeOutput, start time.Time) (*MergeResult, error) {
+	res, adds, cdcs := out.res, out.adds, out.cdcs
+	if len(out.removed) == 0 && len(adds) == 0 && len(out.dvAdds) == 0 && opts.Txn == nil && opts.Tx == nil {
+		return res, nil
+	}
 	op := opts.Operation
 	if op == "" {
 		op = "MERGE"
@@ -311,25 +345,25 @@ func (m *merger) commit(ctx context.Context, opts MergeOptions, adds []*Add, cdc
 	tx.opts.Lineage = opts.Lineage
 	tx.opts.UserMetadata = opts.UserMetadata
 	tx.opts.OperationParameters = mergeParams(opts)
-	if len(opts.WhenNotMatchedBySource) > 0 || opts.Positions != nil {
+	if out.partPred == nil {
 		tx.ReadWholeTable()
 	} else {
-		tx.ReadPartitions(m.src.partitionPredicate(m.plan, m.snap))
+		tx.ReadPartitions(out.partPred)
 	}
-	tx.ReadFiles(m.read...)
-	tx.RemoveAdds(m.removed...)
+	tx.ReadFiles(out.read...)
+	tx.RemoveAdds(out.removed...)
 	tx.AddFiles(adds...)
-	tx.AddFiles(m.dvAdds...)
+	tx.AddFiles(out.dvAdds...)
 	tx.AddCDC(cdcs...)
 	if opts.Txn != nil {
 		tx.SetTxn(opts.Txn.AppID, opts.Txn.Version)
 	}
 	res.NumTargetFilesAdded = int64(len(adds))
-	res.NumTargetFilesRemoved = int64(len(m.removed))
+	res.NumTargetFilesRemoved = int64(len(out.removed))
 	res.NumTargetChangeFilesAdded = int64(len(cdcs))
 	res.NumOutputRows = res.NumTargetRowsInserted + res.NumTargetRowsUpdated + res.NumTargetRowsCopied
 	hadVector := map[string]bool{}
-	for _, a := range m.removed {
+	for _, a := range out.removed {
 		res.NumTargetBytesRemoved += a.Size
 		if a.DeletionVector != nil {
 			hadVector[a.Path] = true
@@ -338,9 +372,9 @@ func (m *merger) commit(ctx context.Context, opts MergeOptions, adds []*Add, cdc
 	for _, a := range adds {
 		res.NumTargetBytesAdded += a.Size
 	}
-	res.NumTargetDeletionVectorsAdded = int64(len(m.dvAdds))
+	res.NumTargetDeletionVectorsAdded = int64(len(out.dvAdds))
 	res.NumTargetDeletionVectorsRemoved = int64(len(hadVector))
-	for _, a := range m.dvAdds {
+	for _, a := range out.dvAdds {
 		if hadVector[a.Path] {
 			res.NumTargetDeletionVectorsUpdated++
 		}

@@ -31,6 +31,17 @@ const (
 	DefaultDeletedFileRetention = 7 * 24 * time.Hour
 )
 
+// Spark session confs of Delta-Spark that a client sets for the statements it sends:
+// the txn action a write commits with (appId and version; a repeat of a version at or
+// below the table's is skipped), the commitInfo's userMetadata, and the check that
+// refuses a VACUUM retention below the table's.
+const (
+	SparkConfTxnAppID             = "spark.databricks.delta.write.txnAppId"
+	SparkConfTxnVersion           = "spark.databricks.delta.write.txnVersion"
+	SparkConfUserMetadata         = "spark.databricks.delta.commitInfo.userMetadata"
+	SparkConfRetentionDurationChk = "spark.databricks.delta.retentionDurationCheck.enabled"
+)
+
 // ChangeDataFeedEnabled says whether delta.enableChangeDataFeed is true.
 func (s *Snapshot) ChangeDataFeedEnabled() bool {
 	return strings.EqualFold(s.state.metadata.Configuration[PropEnableChangeDataFeed], "true")

@@ -67,10 +67,10 @@ func (e *SparkExecutor) Close() error {
 
 // Confs the engine sets itself.
 const (
-	confTxnAppID   = "spark.databricks.delta.write.txnAppId"
-	confTxnVersion = "spark.databricks.delta.write.txnVersion"
-	confMetadata   = "spark.databricks.delta.commitInfo.userMetadata"
-	confRetention  = "spark.databricks.delta.retentionDurationCheck.enabled"
+	confTxnAppID   = delta.SparkConfTxnAppID
+	confTxnVersion = delta.SparkConfTxnVersion
+	confMetadata   = delta.SparkConfUserMetadata
+	confRetention  = delta.SparkConfRetentionDurationChk
 	confTimeZone   = "spark.sql.session.timeZone"
 )
 

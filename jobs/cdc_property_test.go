@@ -201,9 +201,16 @@ func cdcSplits(rng *rand.Rand, evs []cdcEvent) [][][]cdcEvent {
 	return runs
 }
 
+// The property holds over the memory budget too: with a budget so small that every run
+// works over spill files, in many passes.
 func TestCDCStreamsAnyOrderAnySplit(t *testing.T) {
-	for _, kind := range []string{"scd2", "scd1"} {
-		t.Run(kind, func(t *testing.T) {
+	for _, kind := range []string{"scd2", "scd1", "scd2/budget", "scd1/budget"} {
+		budget := ByteSize(0)
+		if strings.HasSuffix(kind, "/budget") {
+			budget = tinyBudget
+		}
+		kind, _, _ := strings.Cut(kind, "/")
+		t.Run(kind+"/budget="+budget.String(), func(t *testing.T) {
 			for seed := range uint64(12) {
 				rng := rand.New(rand.NewPCG(seed, 14))
 				stream := randomCDCStream(rng)
@@ -219,6 +226,7 @@ func TestCDCStreamsAnyOrderAnySplit(t *testing.T) {
 				}
 				for split := range 3 {
 					p := newCDCPipeline(t, mem.New(mem.Config{}), kind == "scd1")
+					p.env.MemoryBudget = budget
 					runs := [][][]cdcEvent{{stream}} // split 0: one run with everything
 					if split > 0 {
 						runs = cdcSplits(rng, stream)
@@ -340,6 +348,26 @@ func (ss stages) Run(ctx context.Context, env *Env) (Result, error) {
 // its event log), then reruns: the dimension, and a later run with a late event, are
 // exactly those of uninterrupted runs.
 func TestCDCCrashAtEveryOperation(t *testing.T) {
+	for _, budget := range []ByteSize{0, tinyBudget} {
+		t.Run("budget="+budget.String(), func(t *testing.T) { cdcCrashAtEveryOperation(t, budget) })
+	}
+}
+
+// spillProbe runs a stage and counts its runs that worked over spill files.
+type spillProbe struct {
+	Stage
+	spills *int
+}
+
+func (p spillProbe) Run(ctx context.Context, env *Env) (Result, error) {
+	res, err := p.Stage.Run(ctx, env)
+	if spilled(res) {
+		*p.spills++
+	}
+	return res, err
+}
+
+func cdcCrashAtEveryOperation(t *testing.T, budget ByteSize) {
 	events := [][]cdcEvent{
 		{{id: "K1", city: "Seattle", name: "Ada", op: "U", at: 60}, {id: "K2", city: "Leeds", name: "Alan", op: "U", at: 60}},
 		{{id: "K1", city: "Seattle", name: "Ada", op: "U", at: 180}, {id: "K2", op: "D", at: 120}, {id: "K1", city: "Portland", name: "Ada", op: "U", at: 240}},
@@ -347,6 +375,7 @@ func TestCDCCrashAtEveryOperation(t *testing.T) {
 	setup := func() (*faultstore.Store, *Env, *Table) {
 		fs := faultstore.New(mem.New(mem.Config{}))
 		p := newCDCPipeline(t, fs, false)
+		p.env.MemoryBudget = budget
 		if err := p.run(t, [][]cdcEvent{events[0]}); err != nil {
 			t.Fatal(err)
 		}
@@ -354,7 +383,11 @@ func TestCDCCrashAtEveryOperation(t *testing.T) {
 		return fs, p.env, p.dim
 	}
 	p := newCDCPipeline(t, mem.New(mem.Config{}), false)
-	want := crashAtEveryOperation(t, stages{p.ingest, p.merge}, setup, rowsOf(t, "customer_id", "city", "valid_from", "valid_to", "is_current"))
+	spills := 0
+	want := crashAtEveryOperation(t, stages{p.ingest, spillProbe{p.merge, &spills}}, setup, rowsOf(t, "customer_id", "city", "valid_from", "valid_to", "is_current"))
+	if budget > 0 && spills == 0 {
+		t.Fatalf("with a budget of %s, no merge worked over spill files", budget)
+	}
 	exp := []string{
 		"K1|Portland|2026-01-14T04:00:00Z|9999-12-31T00:00:00Z|true",
 		"K1|Seattle|2026-01-14T01:00:00Z|2026-01-14T04:00:00Z|false",

@@ -103,6 +103,10 @@ type IngestConfig struct {
 	BatchSize int `yaml:"batch_size"`
 	// HTTP settings for a URL source.
 	HTTP HTTPOptions `yaml:"http"`
+	// MemoryBudget bounds the memory of an upsert or snapshot run (default: the
+	// environment's, else DefaultMemoryBudget); a larger run works in passes over
+	// spill files.
+	MemoryBudget ByteSize `yaml:"memory_budget"`
 }
 
 // CSVOptions describe a CSV dialect.
@@ -209,7 +213,10 @@ func (c *IngestConfig) Validate() []FieldError {
 	if c.HTTP.Retries != nil && *c.HTTP.Retries < 0 {
 		add("http.retries", "must be 0 or more, got %d", *c.HTTP.Retries)
 	}
-	return errs
+	if c.MemoryBudget != 0 && c.Mode != "upsert" && c.Mode != "snapshot" {
+		add("memory_budget", "only used with mode: upsert or snapshot (an append streams)")
+	}
+	return append(errs, validateBudget(c.MemoryBudget)...)
 }
 
 func isURL(s string) bool { return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") }
@@ -301,6 +308,9 @@ type SCD2Config struct {
 	// a change feed source, delete rows are deletes too.
 	DeleteWhen string     `yaml:"delete_when"`
 	Columns    SCDColumns `yaml:"columns"`
+	// MemoryBudget bounds the stage's memory (default: the environment's, else
+	// DefaultMemoryBudget); a larger batch works in passes over spill files.
+	MemoryBudget ByteSize `yaml:"memory_budget"`
 }
 
 // Kind implements Config.
@@ -360,7 +370,7 @@ func (c *SCD2Config) Validate() []FieldError {
 		}
 		names[strings.ToLower(nc.name)] = nc.field
 	}
-	return errs
+	return append(errs, validateBudget(c.MemoryBudget)...)
 }
 
 // SCD1Config configures an scd1_merge stage: an upsert by key with no history.
@@ -374,6 +384,8 @@ type SCD1Config struct {
 	Deletes string `yaml:"deletes"`
 	// DeleteWhen is a predicate over the source row (e.g. "op = 'D'") marking deletes.
 	DeleteWhen string `yaml:"delete_when"`
+	// MemoryBudget bounds the stage's memory (see SCD2Config.MemoryBudget).
+	MemoryBudget ByteSize `yaml:"memory_budget"`
 }
 
 // Kind implements Config.
@@ -395,7 +407,7 @@ func (c *SCD1Config) Validate() []FieldError {
 	if e, ok := checkPredicate("delete_when", c.DeleteWhen); !ok {
 		errs = append(errs, e)
 	}
-	return errs
+	return append(errs, validateBudget(c.MemoryBudget)...)
 }
 
 // checkPredicate reports whether a predicate field (empty: unset) parses; a name written

@@ -111,6 +111,9 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
 	// Rows count as written as they are decoded; a failed run reports only what it
 	// committed: the files before the failing one of an upsert, nothing of an append.
+	if s.cfg.Mode == "snapshot" || s.cfg.Mode == "upsert" {
+		defer holdBudget(env.budget(s.cfg.MemoryBudget))()
+	}
 	if s.cfg.Mode == "snapshot" {
 		err = s.loadSnapshot(ctx, env, decl, tbl, todo, loadTime, &res)
 	} else if s.cfg.Mode == "upsert" {

@@ -1,7 +1,9 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,11 +39,28 @@ const (
 	deleteColumn = "_orchestrator_delete"
 )
 
-// keyedFile is one decoded source file of a keyed ingest.
+// keyedFile is one decoded source file of a keyed ingest: the idx-th of the run.
 type keyedFile struct {
 	f    *sourceFile
+	idx  int
 	recs []arrow.RecordBatch
 	bad  []*badRecord
+}
+
+// rowProblem is what is wrong with a decoded row (its key twice, a null sequence), with
+// the row's place: the index of its file in the run, and its line.
+type rowProblem struct {
+	file int
+	line int64
+	err  error
+}
+
+func (p *rowProblem) Error() string { return p.err.Error() }
+func (p *rowProblem) Unwrap() error { return p.err }
+
+// before reports whether p's row comes before q's in the run (nil comes last).
+func (p *rowProblem) before(q *rowProblem) bool {
+	return q == nil || p.file < q.file || p.file == q.file && p.line < q.line
 }
 
 // keyedRun is the decoded files of a keyed run and where their columns are.
@@ -68,9 +87,14 @@ func (s *Ingest) loadKeyed(ctx context.Context, env *Env, decl *Table, tbl *delt
 		return err
 	}
 	committed := res.RowsWritten
-	run, err := s.decodeKeyed(ctx, env, snap, files, loadTime, res)
+	limit := workingSet(env.budget(s.cfg.MemoryBudget))
+	run, err := s.decodeKeyed(ctx, env, snap, files, loadTime, limit, res)
 	// Rows count as written when a commit writes them (the MERGE's counts).
 	res.RowsWritten = committed
+	if errors.Is(err, errOverBudget) {
+		// Too large for memory: decode again into spill files and work in passes.
+		return s.loadKeyedSpilled(ctx, env, decl, tbl, files, loadTime, limit, res)
+	}
 	if err != nil {
 		return err
 	}
@@ -108,8 +132,9 @@ func (s *Ingest) loadKeyed(ctx context.Context, env *Env, decl *Table, tbl *delt
 }
 
 // decodeKeyed decodes every file of the run with the lines of its rows and the
-// delete_when marks.
-func (s *Ingest) decodeKeyed(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) (*keyedRun, error) {
+// delete_when marks; with limit set, it fails with errOverBudget once they would hold
+// more.
+func (s *Ingest) decodeKeyed(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, limit int64, res *Result) (*keyedRun, error) {
 	var pred delta.Predicate
 	var extra []string
 	if s.cfg.DeleteWhen != "" {
@@ -121,8 +146,9 @@ func (s *Ingest) decodeKeyed(ctx context.Context, env *Env, snap *delta.Snapshot
 	}
 	run := &keyedRun{seqCol: -1, seqName: s.cfg.SequenceBy}
 	var matcher *delta.Matcher
-	for _, f := range files {
-		kf := &keyedFile{f: f}
+	var held int64
+	for i, f := range files {
+		kf := &keyedFile{f: f, idx: i}
 		run.files = append(run.files, kf)
 		bad, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: extra, lines: true}, func(rec arrow.RecordBatch) error {
 			if matcher == nil && pred != nil {
@@ -136,6 +162,11 @@ func (s *Ingest) decodeKeyed(ctx context.Context, env *Env, snap *delta.Snapshot
 				return fmt.Errorf("%s: %w", f.Name, err)
 			}
 			kf.recs = append(kf.recs, marked)
+			// The records, and the standing rows and MERGE source gathered from them.
+			held += 3*recordBytes(marked) + marked.NumRows()*keyedRowCost
+			if limit > 0 && held > limit {
+				return errOverBudget
+			}
 			return nil
 		})
 		kf.bad = bad
@@ -243,20 +274,21 @@ func (r *keyedRun) fold(files []*keyedFile, seqText func(int64) string) ([]arrow
 					win = append(win, at)
 					if r.seqCol >= 0 {
 						if _, ok := seqValue(rec.Column(r.seqCol), i); !ok {
-							return nil, fmt.Errorf("%s:%d: key %s: sequence_by column %s is null", kf.f.Name, r.line(rec, i), keyText(rec, r.keyCols, i), r.seqName)
+							return nil, &rowProblem{kf.idx, r.line(rec, i), fmt.Errorf("%s:%d: key %s: sequence_by column %s is null", kf.f.Name, r.line(rec, i), keyText(rec, r.keyCols, i), r.seqName)}
 						}
 					}
 					continue
 				}
 				next, err := r.pick(files, win[id], at, seqText)
 				if err != nil {
-					return nil, err
+					return nil, &rowProblem{kf.idx, r.line(rec, i), err}
 				}
 				win[id] = next
 			}
 		}
 	}
-	// Gather the standing rows, record by record, in the records' schema.
+	// Gather the standing rows, record by record, in the records' schema, in the order
+	// of the files and their rows.
 	byRec := map[[2]int32][]int32{}
 	var order [][2]int32
 	for _, w := range win {
@@ -266,6 +298,7 @@ func (r *keyedRun) fold(files []*keyedFile, seqText func(int64) string) ([]arrow
 		}
 		byRec[k] = append(byRec[k], w.row)
 	}
+	slices.SortFunc(order, func(a, b [2]int32) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	var out []arrow.RecordBatch
 	for _, k := range order {
 		rows := byRec[k]
@@ -328,11 +361,29 @@ func (r *keyedRun) deleted(rec arrow.RecordBatch, i int) bool {
 // mergeKeyed merges rows (of files, decoded) into the table in one commit with the
 // files' txns: upsert or snapshot, as the stage's mode says.
 func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, run *keyedRun, files []*keyedFile, rows []arrow.RecordBatch, loadTime time.Time, res *Result) error {
+	opts, names, err := s.keyedMerge(ctx, env, tbl, files, loadTime, res)
+	if err != nil || opts == nil {
+		return err
+	}
+	opts.Source = rows
+	mr, err := tbl.Merge(ctx, *opts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+	}
+	countMerge(res, decl, names, mr)
+	return nil
+}
+
+// keyedMerge starts the MERGE of files on the table's current version: it quarantines
+// their bad records and returns the MERGE's options (on opts.Tx's snapshot, with the
+// files' txns; without source) and the files' names; nil options when every file was
+// loaded meanwhile (by a concurrent run).
+func (s *Ingest) keyedMerge(ctx context.Context, env *Env, tbl *delta.Table, files []*keyedFile, loadTime time.Time, res *Result) (*delta.MergeOptions, []string, error) {
 	// Each run is merged on the version read here: its files loaded meanwhile (by a
 	// concurrent run) are skipped; loaded later, the commit conflicts (and Run runs again).
 	snap, err := tbl.Snapshot(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	var todo []*keyedFile
 	for _, kf := range files {
@@ -343,7 +394,7 @@ func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *del
 		todo = append(todo, kf)
 	}
 	if len(todo) == 0 {
-		return nil
+		return nil, nil, nil
 	}
 	var names []string
 	var bad []*badRecord
@@ -353,7 +404,7 @@ func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *del
 		bad = append(bad, kf.bad...)
 	}
 	if err := s.quarantine(ctx, env, sources, bad, loadTime, res); err != nil {
-		return err
+		return nil, nil, err
 	}
 	lineage := env.lineage()
 	lineage.SourceFiles = names
@@ -361,8 +412,7 @@ func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *del
 	for _, kf := range todo {
 		tx.SetTxn(kf.f.ID, kf.f.Version)
 	}
-	opts := delta.MergeOptions{
-		Source:         rows,
+	opts := &delta.MergeOptions{
 		On:             s.cfg.Keys,
 		NullSafe:       true,
 		WhenMatched:    []delta.MergeClause{{Action: delta.MergeUpdate}},
@@ -388,12 +438,7 @@ func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *del
 			}
 		}
 	}
-	mr, err := tbl.Merge(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
-	}
-	countMerge(res, decl, names, mr)
-	return nil
+	return opts, names, nil
 }
 
 // dataColumns are the table's columns other than the lineage columns.

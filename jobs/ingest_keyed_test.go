@@ -173,20 +173,29 @@ func TestIngestSnapshotDiffs(t *testing.T) {
 // A crash at any store operation of a snapshot ingest and of an upsert with delete_when,
 // then reruns, gives exactly the table of an uninterrupted run.
 func TestIngestKeyedCrashAtEveryOperation(t *testing.T) {
-	for _, mode := range []string{"snapshot", "upsert"} {
+	for _, mode := range []string{"snapshot", "upsert", "snapshot/budget", "upsert/budget"} {
 		t.Run(mode, func(t *testing.T) {
+			budget := ByteSize(0)
+			if m, ok := strings.CutSuffix(mode, "/budget"); ok {
+				mode, budget = m, tinyBudget // every run over spill files
+			}
 			setup := func() (*faultstore.Store, *Env, *Table) {
 				tbl := eventsTable(t)
 				fs := faultstore.New(mem.New(mem.Config{}))
 				env, landing := ingestEnv(t, fs, tbl)
+				env.MemoryBudget = budget
 				putFile(t, landing, "c/1.csv", "id,city,op,updated_at\nC1,Seattle,U,2026-01-14T01:00:00Z\nC2,Leeds,U,2026-01-14T01:00:00Z\n")
 				putFile(t, landing, "c/2.csv", "id,city,op,updated_at\nC1,Portland,U,2026-01-14T02:00:00Z\nC2,Leeds,D,2026-01-14T03:00:00Z\nC3,Rome,U,2026-01-14T02:00:00Z\n")
 				return fs, env, tbl
 			}
 			cfg := &IngestConfig{Source: "/landing/c/*.csv", Target: "bronze.customers", Mode: mode, Keys: []string{"id"}, SequenceBy: "updated_at", DeleteWhen: "op = 'D'"}
-			want := crashAtEveryOperation(t, NewIngest("ingest", cfg), setup, rowsOf(t, "id", "city"))
+			spills := 0
+			want := crashAtEveryOperation(t, spillProbe{NewIngest("ingest", cfg), &spills}, setup, rowsOf(t, "id", "city"))
 			if exp := []string{"C1|Portland", "C3|Rome"}; !slices.Equal(want, exp) {
 				t.Fatalf("uninterrupted run:\n%s", diff(want, exp))
+			}
+			if budget > 0 && spills == 0 {
+				t.Fatalf("with a budget of %s, no run worked over spill files", budget)
 			}
 		})
 	}

@@ -196,18 +196,29 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	if err != nil {
 		return err
 	}
+	limit := workingSet(env.budget(s.cfg.MemoryBudget))
 	if len(snap.Files()) == 0 && s.cfg.SequenceBy == "" {
-		return s.loadFirstSnapshot(ctx, env, decl, tbl, snap, files, loadTime, res)
+		return s.loadFirstSnapshot(ctx, env, decl, tbl, snap, files, loadTime, limit, res)
 	}
 	data := s.dataColumns(snap.Schema())
+	if n, ok := snap.NumRecords(); ok && n*snapKeyCost > limit {
+		// The table's keys alone do not fit: work in passes over spill files.
+		return s.loadSnapshotSpilled(ctx, env, decl, tbl, snap, files, data, loadTime, limit, res)
+	}
 	table, err := s.snapshotTable(ctx, snap, data)
 	if err != nil {
 		return err
 	}
 	committed := res.RowsWritten
-	fresh, kept, bad, err := s.snapshotFiles(ctx, env, snap, files, data, table, loadTime, res)
+	fresh, kept, bad, err := s.snapshotFiles(ctx, env, snap, files, data, table, loadTime, limit, res)
 	res.RowsWritten = committed // rows count as written when the MERGE writes them
-	defer releaseRecords(kept)
+	defer func() { releaseRecords(kept) }()
+	if errors.Is(err, errOverBudget) {
+		// Too large for memory: decode again into spill files and work in passes.
+		releaseRecords(kept)
+		table, kept = nil, nil
+		return s.loadSnapshotSpilled(ctx, env, decl, tbl, snap, files, data, loadTime, limit, res)
+	}
 	if err != nil {
 		return err
 	}
@@ -290,7 +301,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 // files are appended as an append ingest does (on every core, streamed), each key
 // checked once in a key index (a key twice is an error before anything commits) and the
 // rows delete_when marks left out.
-func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) (err error) {
+func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, limit int64, res *Result) (err error) {
 	committed := res.RowsWritten
 	defer func() {
 		if err != nil {
@@ -322,6 +333,10 @@ func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, t
 	}
 	seen := &snapSide{}
 	index := keyindex.New(1 << 16)
+	var keyBytes int64
+	// Over the budget the keys go to spill files, checked range by range at the end.
+	var spilled *firstSnapshotKeys
+	defer func() { spilled.remove() }()
 	var matcher *delta.Matcher
 	var block keyindex.Block
 	var bad []*badRecord
@@ -351,16 +366,34 @@ func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, t
 				}
 				block.End()
 			}
-			index.AddBlock(&block)
-			seen.grow(index.Len())
 			var keep []int32
-			for i, id := range block.IDs {
-				r := snapRow{file: int32(fi), line: lines.Value(i)}
-				if _, err := seen.offer(id, r, files, keyText(rec, keyCols, i), nil); err != nil {
-					return err
-				}
+			for i := range int(rec.NumRows()) {
 				if marks == nil || !marks[i] {
 					keep = append(keep, int32(i))
+				}
+			}
+			if spilled != nil {
+				if err := spilled.addRows(ctx, rec, keyCols, fi, lines); err != nil {
+					return err
+				}
+			} else {
+				index.AddBlock(&block)
+				seen.grow(index.Len())
+				keyBytes += int64(len(block.Buf))
+				for i, id := range block.IDs {
+					r := snapRow{file: int32(fi), line: lines.Value(i)}
+					if _, err := seen.offer(id, r, files, keyText(rec, keyCols, i), nil); err != nil {
+						return err
+					}
+				}
+				if limit > 0 && int64(index.Len())*snapKeyCost+keyBytes > limit {
+					if spilled, err = newFirstSnapshotKeys(env, limit); err != nil {
+						return err
+					}
+					if err := spilled.handOver(ctx, index, seen); err != nil {
+						return err
+					}
+					index, seen = nil, nil
 				}
 			}
 			out := projectRecord(rec, tableSchema)
@@ -381,6 +414,13 @@ func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, t
 			writer.abort()
 			return err
 		}
+	}
+	if spilled != nil {
+		if err := spilled.checkDuplicates(ctx, files, limit); err != nil {
+			writer.abort()
+			return err
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("%d keys over the memory budget (%s): checked in passes over spill files", spilled.out.rows(), ByteSize(limit*2)))
 	}
 	adds, err := writer.close()
 	if err != nil {
@@ -453,113 +493,36 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 	return t, nil
 }
 
-// snapshotFiles is pass 2: it returns the new keys' side and the kept rows.
-func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, data []string, table *snapTable, loadTime time.Time, res *Result) (*snapSide, []arrow.RecordBatch, []*badRecord, error) {
-	var pred delta.Predicate
-	var extra []string
-	if s.cfg.DeleteWhen != "" {
-		p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
-		}
-		pred, extra = p, delta.PredicateColumns(p)
+// snapshotFiles is pass 2: it returns the new keys' side and the kept rows. With limit
+// set, it fails with errOverBudget once what it holds (with the table's keys) would
+// exceed it.
+func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, data []string, table *snapTable, loadTime time.Time, limit int64, res *Result) (*snapSide, []arrow.RecordBatch, []*badRecord, error) {
+	st, err := s.newSnapState(snap, files, data, table)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	var seqText func(int64) string
-	if s.cfg.SequenceBy != "" {
-		seqText = sequenceText(snap.Schema().Field(s.cfg.SequenceBy).Type)
-	}
-	fresh := &snapSide{withSeq: s.cfg.SequenceBy != ""}
-	freshIndex := keyindex.New(1 << 10)
-	var kept []arrow.RecordBatch
-	var keptRows int32
-	var matcher *delta.Matcher
-	var block, miss keyindex.Block
-	var los, his []uint64
 	var bad []*badRecord
 	for fi, f := range files {
-		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: extra, lines: true}, func(rec arrow.RecordBatch) error {
-			if matcher == nil && pred != nil {
-				var err error
-				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
-					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
-				}
-			}
-			marked, err := withDeleteMarks(rec, matcher)
+		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: st.extra, lines: true}, func(rec arrow.RecordBatch) error {
+			marked, err := st.mark(rec, f)
 			if err != nil {
-				return fmt.Errorf("%s: %w", f.Name, err)
+				return err
 			}
 			defer marked.Release()
-			sch := marked.Schema()
-			keyCols := columnsByName(sch, s.cfg.Keys)
-			lines := marked.Column(columnsByName(sch, []string{lineColumn})[0]).(*array.Int64)
-			dels := marked.Column(columnsByName(sch, []string{deleteColumn})[0]).(*array.Boolean)
-			var seqs arrow.Array
-			if seqText != nil {
-				seqs = marked.Column(columnsByName(sch, []string{s.cfg.SequenceBy})[0])
+			if err := st.add(ctx, marked, fi, nil); err != nil {
+				return err
 			}
-			n := int(marked.NumRows())
-			los, his = slices.Grow(los[:0], n)[:n], slices.Grow(his[:0], n)[:n]
-			if err := hashRows(&block, marked, keyCols, columnsByName(sch, data), los, his); err != nil {
-				return fmt.Errorf("%s: %w", f.Name, err)
-			}
-			table.index.LookupBlock(&block)
-			// Rows of new keys: indexed among themselves.
-			miss.Reset()
-			for i, id := range block.IDs {
-				if id >= 0 {
-					miss.Skip()
-					continue
-				}
-				if miss.Buf, err = appendKey(miss.Buf, marked, keyCols, allColumns(len(keyCols)), i); err != nil {
-					return err
-				}
-				miss.End()
-			}
-			freshIndex.AddBlock(&miss)
-			fresh.grow(freshIndex.Len())
-			var keep []int32
-			for i, id := range block.IDs {
-				sd, target := &table.side, true
-				if id < 0 {
-					sd, id, target = fresh, miss.IDs[i], false
-				}
-				r := snapRow{file: int32(fi), line: lines.Value(i), del: dels.Value(i), lo: los[i], hi: his[i]}
-				if seqs != nil {
-					var ok bool
-					if r.seq, ok = seqValue(seqs, i); !ok {
-						return fmt.Errorf("%s:%d: key %s: sequence_by column %s is null", f.Name, r.line, keyText(marked, keyCols, i), s.cfg.SequenceBy)
-					}
-				}
-				stands, err := sd.offer(id, r, files, keyText(marked, keyCols, i), seqText)
-				if err != nil {
-					return err
-				}
-				if !stands {
-					continue
-				}
-				sd.kept[id] = -1
-				if r.del || target && r.lo == table.hashLo[id] && r.hi == table.hashHi[id] {
-					continue // the table's row stands (or goes): nothing to keep
-				}
-				sd.kept[id] = keptRows + int32(len(keep))
-				keep = append(keep, int32(i))
-			}
-			if len(keep) > 0 {
-				g, err := delta.GatherRows(ctx, marked, keep)
-				if err != nil {
-					return err
-				}
-				kept = append(kept, g)
-				keptRows += int32(len(keep))
+			if limit > 0 && int64(len(table.row))*snapKeyCost+st.keptBytes+int64(len(st.fresh.seen))*snapKeyCost > limit {
+				return errOverBudget
 			}
 			return nil
 		})
 		bad = append(bad, b...)
 		if err != nil {
-			return nil, kept, nil, err
+			return nil, st.kept, nil, err
 		}
 	}
-	return fresh, kept, bad, nil
+	return st.fresh, st.kept, bad, nil
 }
 
 // snapRow is a decoded row as pass 2 weighs it.

@@ -140,7 +140,7 @@ func (s *CaptureHistory) Plan(ctx context.Context, env *Env) (*Plan, error) {
 		return p, nil
 	}
 	if !feedOn(f.srcSnap) {
-		return nil, fmt.Errorf("source %s: the change data feed is off (set delta.enableChangeDataFeed: true)", f.srcDecl.Name)
+		return nil, fmt.Errorf("source %s: the change data feed is off (set %s: true)", f.srcDecl.Name, delta.PropEnableChangeDataFeed)
 	}
 	p.Result.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: from - 1, Through: latest}}
 	target := planTable(f.dstDecl, f.dstSnap)

@@ -78,7 +78,7 @@ func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string,
 	}
 	if sourceChanges {
 		if !feedOn(f.srcSnap) {
-			return nil, fmt.Errorf("source %s: the change data feed is off (set delta.enableChangeDataFeed: true)", f.srcDecl.Name)
+			return nil, fmt.Errorf("source %s: the change data feed is off (set %s: true)", f.srcDecl.Name, delta.PropEnableChangeDataFeed)
 		}
 		from, err := mergeStart(ctx, f, last, merged)
 		if err != nil {

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -95,18 +96,13 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
-	events := map[string][]scdEvent{}
-	var order []string // keys in first-seen order, so that errors do not depend on map order
-	add := func(e scdEvent) {
-		k := string(appendRowKey(nil, e.row, l.spec.keys))
-		if _, ok := events[k]; !ok {
-			order = append(order, k)
-		}
-		events[k] = append(events[k], e)
-	}
+	budget := env.budget(s.cfg.MemoryBudget)
+	defer holdBudget(budget)()
+	b := newSCD1Batch(l, workingSet(budget), s.cfg.SequenceBy == "")
 	var log *eventLog
+	from := int64(0)
 	if s.cfg.SourceChanges {
-		from := last + 1
+		from = last + 1
 		if !merged {
 			if from, err = src.ChangeDataFeedStart(ctx); err != nil {
 				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
@@ -116,17 +112,138 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 		if log, err = openMergeLog(ctx, env, s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), src, es, merged, last, &res); err != nil {
 			return res, err
 		}
-		err = readChangeEvents(ctx, src, from, latest, es, add, &res)
+		err = readChangeEvents(ctx, src, from, latest, es, b.add, &res)
 	} else {
-		err = readSnapshotEvents(ctx, srcSnap, es, add, &res)
+		err = readSnapshotEvents(ctx, srcSnap, es, b.add, &res)
+	}
+	if errors.Is(err, errOverBudget) {
+		// Too large for memory: read again into spill files and work in passes.
+		return s.runSpilled(ctx, env, f, l, es, log, from, workingSet(budget), res)
 	}
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
-	stored, err := s.storedRows(ctx, dstSnap, l, events)
+	stored, err := s.storedRows(ctx, dstSnap, l, b.events)
 	if err != nil {
 		return res, fmt.Errorf("table %s: %w", dstDecl.Name, err)
 	}
+	ups, dels, err := s.decide(ctx, l, b, stored, log, dstSnap, &res)
+	if err != nil {
+		return res, err
+	}
+	if log != nil {
+		if err := log.append(ctx, env, scd1Logged(b.events), latest, nil); err != nil {
+			return res, err
+		}
+	}
+	upserts, deletes := make([][]any, len(ups)), make([][]any, len(dels))
+	for i, c := range ups {
+		upserts[i] = c.row
+	}
+	for i, c := range dels {
+		deletes[i] = c.row
+	}
+	mr, err := s.apply(ctx, env, dst, dstSnap, l, upserts, deletes, latest, s.newWatermark(dstSnap, log, b.top, b.hasTop))
+	if err != nil {
+		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
+	}
+	s.count(&res, dstDecl, mr)
+	return res, nil
+}
+
+// errOverBudget stops reading a batch that would hold more than its memory allows.
+var errOverBudget = errors.New("over the memory budget")
+
+// scd1Batch is a batch's events by key (encoded), and its keys in first-seen order (so
+// that errors do not depend on map order).
+type scd1Batch struct {
+	l      *scdLayout
+	events map[string][]scdEvent
+	order  []string
+	// limit, when positive, is what the batch may hold (held, about scd1EventCost an
+	// event and its values): over it, add fails with errOverBudget.
+	limit, held int64
+	// top is the highest sequence (the deletes of source rows count when withPhys).
+	top      int64
+	hasTop   bool
+	withPhys bool
+}
+
+// scd1EventCost is what an event of an scd1_merge in memory costs besides its values:
+// the event, its map entry and key, its stored row, its log row and its MERGE row.
+const scd1EventCost = 600
+
+func newSCD1Batch(l *scdLayout, limit int64, withPhys bool) *scd1Batch {
+	return &scd1Batch{l: l, events: map[string][]scdEvent{}, limit: limit, withPhys: withPhys}
+}
+
+// add adds an event.
+func (b *scd1Batch) add(e scdEvent) error {
+	k := string(appendRowKey(nil, e.row, b.l.spec.keys))
+	if _, ok := b.events[k]; !ok {
+		b.order = append(b.order, k)
+	}
+	b.events[k] = append(b.events[k], e)
+	if (b.withPhys || !e.phys) && (!b.hasTop || e.seq > b.top) {
+		b.top, b.hasTop = e.seq, true
+	}
+	if b.limit > 0 {
+		b.held += scd1EventCost + 2*rowBytes(e.row)
+		if b.held > b.limit {
+			return errOverBudget
+		}
+	}
+	return nil
+}
+
+// rowBytes is about what a Go row's values take.
+func rowBytes(row []any) int64 {
+	n := int64(16 * len(row))
+	for _, v := range row {
+		if s, ok := v.(string); ok {
+			n += int64(len(s)) + 16
+		}
+	}
+	return n
+}
+
+// newWatermark is the watermark a batch whose highest sequence is top (ok: it has one)
+// moves to (nil: it stays), for a change feed source.
+func (s *SCD1Merge) newWatermark(dstSnap *delta.Snapshot, log *eventLog, top int64, ok bool) *int64 {
+	watermark, hasWatermark, derived := log.derivedWatermark(dstSnap.TxnVersion(s.watermarkID()))
+	if ok && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
+		return &top
+	}
+	if derived {
+		return &watermark // record what was derived
+	}
+	return nil
+}
+
+// count records what the MERGE did in res.
+func (s *SCD1Merge) count(res *Result, dstDecl *Table, mr *delta.MergeResult) {
+	res.RowsWritten = mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
+	res.FilesWritten = mr.NumTargetFilesAdded
+	res.BytesWritten = mr.NumTargetBytesAdded
+	if mr.Committed {
+		res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: mr.Version}}
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%d inserted, %d updated, %d deleted", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
+}
+
+// scd1Change is what a batch does to a key (encoded): an upsert of row, or a delete of
+// the stored row (row).
+type scd1Change struct {
+	key string
+	row []any
+}
+
+// decide decides each key of the batch, with its stored row and, for keys with late
+// events, its logged events: the upserts (in the order the keys came) and the deletes.
+// The keys of stored.all that the batch lacks (a snapshot source that deletes) are
+// deletes.
+func (s *SCD1Merge) decide(ctx context.Context, l *scdLayout, b *scd1Batch, stored *scd1Rows, log *eventLog, dstSnap *delta.Snapshot, res *Result) (ups, dels []scd1Change, err error) {
+	events, order := b.events, b.order
 	if !s.cfg.SourceChanges && l.spec.deletes != "ignore" {
 		for k, row := range stored.all {
 			if _, ok := events[k]; !ok {
@@ -138,8 +255,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	// Keys with an event at or before the highest sequence merged before are decided
 	// with their logged events too.
-	watermark, hasWatermark := dstSnap.TxnVersion(s.watermarkID())
-	watermark, hasWatermark, derived := log.derivedWatermark(watermark, hasWatermark)
+	watermark, hasWatermark, _ := log.derivedWatermark(dstSnap.TxnVersion(s.watermarkID()))
 	var facts map[int][]eventFact
 	lateAt := map[string]int{}
 	if log != nil && hasWatermark {
@@ -151,7 +267,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 			}
 		}
 		if facts, err = log.lookup(ctx, keys); err != nil {
-			return res, err
+			return nil, nil, err
 		}
 		if len(keys) > 0 {
 			res.Notes = append(res.Notes, fmt.Sprintf("%d keys had late events: decided with their logged events", len(keys)))
@@ -159,16 +275,8 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	// The last event per key decides; equal rows and deletes of absent keys are no-ops;
 	// a logged event that decides means the stored row stands.
-	var upserts, deletes [][]any
-	var top int64
-	hasTop := false
 	for _, k := range order {
 		evs := events[k]
-		for _, e := range evs {
-			if (!e.phys || s.cfg.SequenceBy == "") && (!hasTop || e.seq > top) {
-				top, hasTop = e.seq, true
-			}
-		}
 		name := keyString(evs[0].row, l.spec.keys)
 		if i, ok := lateAt[k]; ok {
 			for j := range evs {
@@ -186,7 +294,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 		}
 		evs, err := normalizeBatch(name, evs, l.spec.seqText)
 		if err != nil {
-			return res, err
+			return nil, nil, err
 		}
 		if len(evs) == 0 {
 			continue
@@ -198,35 +306,12 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 		old, exists := stored.byKey[k]
 		switch {
 		case e.delete && exists:
-			deletes = append(deletes, old)
+			dels = append(dels, scd1Change{key: k, row: old})
 		case !e.delete && (!exists || !rowsEqual(old, e.row)):
-			upserts = append(upserts, e.row)
+			ups = append(ups, scd1Change{key: k, row: e.row})
 		}
 	}
-	if log != nil {
-		if err := log.append(ctx, env, scd1Logged(events), latest, nil); err != nil {
-			return res, err
-		}
-	}
-	var newWatermark *int64
-	if hasTop && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
-		newWatermark = &top
-	}
-	if newWatermark == nil && derived {
-		newWatermark = &watermark // record what was derived
-	}
-	mr, err := s.apply(ctx, env, dst, dstSnap, l, upserts, deletes, latest, newWatermark)
-	if err != nil {
-		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
-	}
-	res.RowsWritten = mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
-	res.FilesWritten = mr.NumTargetFilesAdded
-	res.BytesWritten = mr.NumTargetBytesAdded
-	if mr.Committed {
-		res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: mr.Version}}
-	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%d inserted, %d updated, %d deleted", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
-	return res, nil
+	return ups, dels, nil
 }
 
 // scd1Logged returns the batch's events (by encoded key) as log rows.
@@ -297,6 +382,23 @@ func (s *SCD1Merge) storedRows(ctx context.Context, snap *delta.Snapshot, l *scd
 // The MERGE reads snap, the version the upserts and deletes were decided on (a commit
 // in between makes it conflict; Run merges again).
 func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, upserts, deletes [][]any, sourceVersion int64, watermark *int64) (*delta.MergeResult, error) {
+	schema, err := scd1SourceSchema(l)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := scd1SourceRecord(schema, l, upserts, deletes)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	opts := s.mergeOptions(env, dst, snap, l, sourceVersion, watermark)
+	opts.Source = []arrow.RecordBatch{rec}
+	return dst.Merge(ctx, opts)
+}
+
+// scd1SourceSchema is the schema of the MERGE source rows: the data columns and the
+// action.
+func scd1SourceSchema(l *scdLayout) (*arrow.Schema, error) {
 	fields := make([]arrow.Field, 0, len(l.data)+1)
 	for _, f := range l.data {
 		at, err := delta.ArrowType(f.Type)
@@ -306,7 +408,12 @@ func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 		fields = append(fields, arrow.Field{Name: f.Name, Type: at, Nullable: true})
 	}
 	fields = append(fields, arrow.Field{Name: scdActionColumn, Type: arrow.BinaryTypes.String})
-	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// scd1SourceRecord builds the MERGE source rows: the upserts, then the deletes.
+func scd1SourceRecord(schema *arrow.Schema, l *scdLayout, upserts, deletes [][]any) (arrow.RecordBatch, error) {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	defer b.Release()
 	for _, batch := range []struct {
 		action string
@@ -321,8 +428,12 @@ func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 			b.Field(len(l.data)).(*array.StringBuilder).Append(batch.action)
 		}
 	}
-	rec := b.NewRecordBatch()
-	defer rec.Release()
+	return b.NewRecordBatch(), nil
+}
+
+// mergeOptions is the MERGE on the keys that applies a batch's upserts and deletes on
+// snap (without its source), with the batch txn and the new watermark (nil: unchanged).
+func (s *SCD1Merge) mergeOptions(env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, sourceVersion int64, watermark *int64) delta.MergeOptions {
 	on := make([]string, len(l.spec.keys))
 	for i, k := range l.spec.keys {
 		on[i] = l.data[k].Name
@@ -331,8 +442,7 @@ func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 	if watermark != nil {
 		tx.SetTxn(s.watermarkID(), *watermark)
 	}
-	return dst.Merge(ctx, delta.MergeOptions{
-		Source:   []arrow.RecordBatch{rec},
+	return delta.MergeOptions{
 		On:       on,
 		NullSafe: true,
 		WhenMatched: []delta.MergeClause{
@@ -345,5 +455,5 @@ func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 		Txn:     &delta.Txn{AppID: s.AppID(), Version: sourceVersion},
 		Tx:      tx,
 		Lineage: env.lineage(),
-	})
+	}
 }

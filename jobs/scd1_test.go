@@ -76,11 +76,18 @@ func TestSCD1FromSnapshotSkipsUnchangedRows(t *testing.T) {
 // A crash at any store operation of an SCD1 merge, then reruns, gives exactly the table an
 // uninterrupted merge gives.
 func TestSCD1CrashAtEveryOperation(t *testing.T) {
+	for _, budget := range []ByteSize{0, tinyBudget} {
+		t.Run("budget="+budget.String(), func(t *testing.T) { scd1CrashAtEveryOperation(t, budget) })
+	}
+}
+
+func scd1CrashAtEveryOperation(t *testing.T, budget ByteSize) {
 	setup := func() (*faultstore.Store, *Env, *Table) {
 		src, dst := scd1Tables(t)
 		clock := &testClock{t: d1}
 		fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
 		env := newTestEnv(fs, clock, src, dst)
+		env.MemoryBudget = budget
 		appendRows(t, env, src, []any{"A1", "ann", d1}, []any{"A2", "bob", d1})
 		runStage(t, scd1Stage(src, dst), env)
 		clock.Advance(24 * time.Hour)
@@ -88,9 +95,13 @@ func TestSCD1CrashAtEveryOperation(t *testing.T) {
 		return fs, env, dst
 	}
 	src, dst := scd1Tables(t)
-	want := crashAtEveryOperation(t, scd1Stage(src, dst), setup, rowsOf(t, "id", "owner"))
+	spills := 0
+	want := crashAtEveryOperation(t, spillProbe{scd1Stage(src, dst), &spills}, setup, rowsOf(t, "id", "owner"))
 	if !slices.Equal(want, []string{"A1|ann", "A2|bobby", "A3|cy"}) {
 		t.Fatalf("clean run: %v", want)
+	}
+	if budget > 0 && spills == 0 {
+		t.Fatalf("with a budget of %s, no merge worked over spill files", budget)
 	}
 }
 

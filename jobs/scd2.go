@@ -6,9 +6,10 @@ import (
 	"runtime"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 )
@@ -157,6 +158,12 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 
 	batch := newSCDBatch(l)
 	defer batch.Release()
+	// Over its memory budget the batch goes to spill files, worked in passes (scd2_spill.go).
+	budget := env.budget(s.cfg.MemoryBudget)
+	defer holdBudget(budget)()
+	batch.limit = workingSet(budget)
+	batch.spillTo = func() (*scdSpill, error) { return newSCDSpill(env, l, s.cfg.SequenceBy == "", batch.limit) }
+	defer func() { batch.spill.remove() }()
 	var log *eventLog
 	if s.cfg.SourceChanges {
 		from := last + 1
@@ -184,56 +191,21 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		at := srcSnap.Timestamp().UnixMicro()
 		deleteAt = &at
 	}
+	if batch.spill != nil {
+		return s.runSpilled(ctx, env, f, l, log, batch.spill, deleteAt, res)
+	}
 	work, missing, err := batch.scanDimension(ctx, dstSnap, deleteAt)
 	if err != nil {
 		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
 	}
-	// A key with an event at or before the highest sequence merged before (the
-	// watermark), or before the end of one of its stored versions, is folded from its
-	// logged events with the batch's (a change feed source; a snapshot source keeps no
-	// log, its late events are placed by the stored versions).
-	watermark, hasWatermark := dstSnap.TxnVersion(s.watermarkID())
-	watermark, hasWatermark, derived := log.derivedWatermark(watermark, hasWatermark)
-	isLate := func(first int64, versions []scdVersion) bool {
-		if log == nil {
-			return false
-		}
-		if hasWatermark && first <= watermark {
-			return true
-		}
-		for _, v := range versions {
-			if v.From >= first || v.To != l.spec.end && v.To >= first {
-				return true
-			}
-		}
-		return false
-	}
-	late := make([]bool, work.len())
-	changes, lateKeys, err := foldBatch(batch, work, &l.spec, isLate, late)
+	changes, _, err := s.foldChanges(ctx, batch, work, missing, l, log, dstSnap, deleteAt, &res)
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
-	if lateKeys > 0 {
-		lateChanges, err := s.foldLate(ctx, batch, work, l, log, late, &res)
-		if err != nil {
-			return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
-		}
-		changes = append(changes, lateChanges...)
-	}
-	noSK := func() int64 { return 0 }
-	for _, v := range missing {
-		del := scdEvent{seq: *deleteAt, delete: true, row: v.Row}
-		changes = append(changes, foldKey(&l.spec, []scdVersion{v}, []scdEvent{del}, false, noSK)...)
-	}
 	// The watermark moves to the batch's highest sequence (change feed sources); with
 	// sequence_by, the deletes of source rows (dated by their commits) do not count.
-	var newWatermark *int64
-	if top, ok := batch.maxSeq(s.cfg.SequenceBy == ""); ok && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
-		newWatermark = &top
-	}
-	if newWatermark == nil && derived {
-		newWatermark = &watermark // record what was derived
-	}
+	top, ok := batch.maxSeq(s.cfg.SequenceBy == "")
+	newWatermark := s.newWatermark(dstSnap, log, top, ok)
 	// The batch's events go to the log before the dimension commit (a rerun finds them).
 	if log != nil {
 		if err := log.append(ctx, env, batch.logged(), latest, nil); err != nil {
@@ -248,6 +220,12 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
 	}
+	s.count(&res, dstDecl, mr)
+	return res, nil
+}
+
+// count records what the dimension's MERGE did in res.
+func (s *SCD2Merge) count(res *Result, dstDecl *Table, mr *delta.MergeResult) {
 	res.RowsWritten = mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
 	res.FilesWritten = mr.NumTargetFilesAdded
 	res.BytesWritten = mr.NumTargetBytesAdded
@@ -255,7 +233,19 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: mr.Version}}
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("%d new versions, %d rows closed or changed, %d removed", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
-	return res, nil
+}
+
+// newWatermark is the watermark a batch whose highest sequence is top (ok: it has one)
+// moves to (nil: it stays), for a change feed source.
+func (s *SCD2Merge) newWatermark(dstSnap *delta.Snapshot, log *eventLog, top int64, ok bool) *int64 {
+	watermark, hasWatermark, derived := log.derivedWatermark(dstSnap.TxnVersion(s.watermarkID()))
+	if ok && s.cfg.SourceChanges && (!hasWatermark || top > watermark) {
+		return &top
+	}
+	if derived {
+		return &watermark // record what was derived
+	}
+	return nil
 }
 
 // foldLate folds the keys marked late from their logged events and the batch's.
@@ -493,14 +483,16 @@ func seqValue(arr arrow.Array, i int) (int64, bool) {
 
 // readChangeEvents turns the source's change feed over [from, to] into events as Go rows
 // (eachChange says which); scd1_merge uses it.
-func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, add func(scdEvent), res *Result) error {
+func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, add func(scdEvent) error, res *Result) error {
 	return eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
 		for i := range ev.seqs {
 			row, err := sourceRow(rec, es.l, i, cols)
 			if err != nil {
 				return err
 			}
-			add(scdEvent{seq: ev.seqs[i], delete: ev.dels[i], phys: ev.phys[i], rowSeq: ev.rowSeqs[i], commit: ev.commits[i], row: row})
+			if err := add(scdEvent{seq: ev.seqs[i], delete: ev.dels[i], phys: ev.phys[i], rowSeq: ev.rowSeqs[i], commit: ev.commits[i], row: row}); err != nil {
+				return err
+			}
 		}
 		return nil
 	}, res)
@@ -508,7 +500,7 @@ func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, es 
 
 // readSnapshotEvents turns every source row into an upsert at its sequence_by value
 // (default: the source version's commit time), or a delete where delete_when holds.
-func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSource, add func(scdEvent), res *Result) error {
+func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSource, add func(scdEvent) error, res *Result) error {
 	sc, err := snap.Scan(ctx, delta.ScanOptions{})
 	if err != nil {
 		return err
@@ -544,7 +536,9 @@ func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSour
 					return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), es.sequenceBy)
 				}
 			}
-			add(scdEvent{seq: seq, row: row, delete: marked != nil && marked[i]})
+			if err := add(scdEvent{seq: seq, row: row, delete: marked != nil && marked[i]}); err != nil {
+				return err
+			}
 		}
 		res.RowsRead += rec.NumRows()
 	}

@@ -31,24 +31,10 @@ func isKeyIndex(keys []int, j int) bool {
 // valid_from): each change to a stored version is one source row matched with that
 // version's row; each new version is an unmatched source row, inserted.
 func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, batch *scdBatch, changes []scdChange, sourceVersion int64, watermark *int64) (*delta.MergeResult, error) {
-	fields := make([]arrow.Field, 0, len(l.data)+4)
-	for _, f := range l.data {
-		at, err := delta.ArrowType(f.Type)
-		if err != nil {
-			return nil, err
-		}
-		fields = append(fields, arrow.Field{Name: f.Name, Type: at, Nullable: true})
+	sourceSchema, err := mergeSourceSchema(snap, l)
+	if err != nil {
+		return nil, err
 	}
-	schema := snap.Schema()
-	for _, name := range []string{l.from, l.to, l.curr} {
-		at, err := delta.ArrowType(schema.Field(name).Type)
-		if err != nil {
-			return nil, err
-		}
-		fields = append(fields, arrow.Field{Name: schema.Field(name).Name, Type: at, Nullable: true})
-	}
-	fields = append(fields, arrow.Field{Name: scdActionColumn, Type: arrow.BinaryTypes.String})
-	sourceSchema := arrow.NewSchema(fields, nil)
 	// The MERGE source is built in two halves at once while the matches are placed
 	// (its records are read in order: source row i is change i).
 	half := len(changes) / 2
@@ -96,6 +82,38 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 	if err := errors.Join(errs[0], errs[1]); err != nil {
 		return nil, err
 	}
+	opts := s.mergeOptions(env, dst, snap, l, sourceVersion, watermark)
+	opts.Source, opts.Positions = recs[:], pos
+	return dst.Merge(ctx, opts)
+}
+
+// mergeSourceSchema is the schema of the MERGE source rows that scdSourceRecord builds:
+// the data columns, valid_from, valid_to, is_current (in the dimension's types) and the
+// action.
+func mergeSourceSchema(snap *delta.Snapshot, l *scdLayout) (*arrow.Schema, error) {
+	fields := make([]arrow.Field, 0, len(l.data)+4)
+	for _, f := range l.data {
+		at, err := delta.ArrowType(f.Type)
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, arrow.Field{Name: f.Name, Type: at, Nullable: true})
+	}
+	schema := snap.Schema()
+	for _, name := range []string{l.from, l.to, l.curr} {
+		at, err := delta.ArrowType(schema.Field(name).Type)
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, arrow.Field{Name: schema.Field(name).Name, Type: at, Nullable: true})
+	}
+	fields = append(fields, arrow.Field{Name: scdActionColumn, Type: arrow.BinaryTypes.String})
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// mergeOptions is the MERGE that applies a batch's changes on snap (without its source
+// and positions), with the batch txn and the new watermark (nil: unchanged).
+func (s *SCD2Merge) mergeOptions(env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, sourceVersion int64, watermark *int64) delta.MergeOptions {
 	on := make([]string, 0, len(l.spec.keys)+1)
 	for _, k := range l.spec.keys {
 		on = append(on, l.data[k].Name)
@@ -105,11 +123,9 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 	if watermark != nil {
 		tx.SetTxn(s.watermarkID(), *watermark)
 	}
-	return dst.Merge(ctx, delta.MergeOptions{
-		Source:    recs[:],
-		On:        on,
-		NullSafe:  true,
-		Positions: pos,
+	return delta.MergeOptions{
+		On:       on,
+		NullSafe: true,
 		WhenMatched: []delta.MergeClause{
 			{Cond: delta.Eq("source."+scdActionColumn, "delete"), Action: delta.MergeDelete},
 			{Cond: delta.Eq("source."+scdActionColumn, "close"), Action: delta.MergeUpdate,
@@ -122,7 +138,7 @@ func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap 
 		Txn:     &delta.Txn{AppID: s.AppID(), Version: sourceVersion},
 		Tx:      tx,
 		Lineage: env.lineage(),
-	})
+	}
 }
 
 // scdSourceRecord builds MERGE source rows for changes: the data columns, valid_from,

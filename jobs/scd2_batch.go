@@ -50,6 +50,14 @@ type scdBatch struct {
 	// heldData their data columns.
 	dimRows  []arrow.RecordBatch
 	heldData []int
+
+	// limit, when positive, is the memory the batch may hold (heldBytes counts its
+	// records); over it, the records read so far and all that follow go to spill (made
+	// by spillTo), see take.
+	limit     int64
+	heldBytes int64
+	spillTo   func() (*scdSpill, error)
+	spill     *scdSpill
 }
 
 func newSCDBatch(l *scdLayout) *scdBatch {
@@ -286,7 +294,9 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, es *e
 		}
 	}
 	if n, ok := snap.NumRecords(); ok && n > int64(b.keys.Len()) {
-		b.reserve(int(n))
+		if err := b.expectRows(ctx, n); err != nil {
+			return err
+		}
 	}
 	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: cols, ReadAhead: true})
 	if err != nil {
@@ -298,9 +308,6 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, es *e
 	var dels []bool
 	for sc.Next() {
 		rec := sc.RecordBatch()
-		if err := b.keep(rec); err != nil {
-			return err
-		}
 		var seqCol arrow.Array
 		if sequenceBy != "" {
 			idx, err := seqColumn(rec.Schema(), sequenceBy)
@@ -324,11 +331,11 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, es *e
 			if seqCol != nil {
 				var ok bool
 				if seqs[i], ok = seqValue(seqCol, i); !ok {
-					return b.nullSequence(i, sequenceBy)
+					return nullSequence(rec, b.l, i, sequenceBy)
 				}
 			}
 		}
-		if err := b.addRows(seqs, dels, nil); err != nil {
+		if err := b.take(ctx, rec, seqs, dels, nil); err != nil {
 			return err
 		}
 		res.RowsRead += rec.NumRows()
@@ -336,22 +343,22 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, es *e
 	return sc.Err()
 }
 
-func (b *scdBatch) nullSequence(i int, name string) error {
-	r := len(b.recs) - 1
-	row, err := sourceRow(b.recs[r], b.l, i, b.cols[r])
+func nullSequence(rec arrow.RecordBatch, l *scdLayout, i int, name string) error {
+	cols, err := sourceColumns(rec.Schema(), l)
 	if err != nil {
 		return err
 	}
-	return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, b.l.spec.keys), name)
+	row, err := sourceRow(rec, l, i, cols)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), name)
 }
 
 // readChanges turns the source's change feed over [from, to] into events (eachChange).
 func (b *scdBatch) readChanges(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, res *Result) error {
 	return eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, _ []int, ev *changeEvents) error {
-		if err := b.keep(rec); err != nil {
-			return err
-		}
-		return b.addRows(ev.seqs, ev.dels, ev)
+		return b.take(ctx, rec, ev.seqs, ev.dels, ev)
 	}, res)
 }
 

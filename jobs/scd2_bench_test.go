@@ -74,7 +74,7 @@ func scd2BenchSetup(b *testing.B, n int) (*Env, *SCD2Merge, *Table) {
 }
 
 // appendCustomers commits one row per key to the staging table.
-func appendCustomers(b *testing.B, env *Env, staging *Table, keys []int, city string, at time.Time) {
+func appendCustomers(b testing.TB, env *Env, staging *Table, keys []int, city string, at time.Time) {
 	ctx := context.Background()
 	tbl, err := env.openOrCreate(ctx, staging)
 	if err != nil {

@@ -162,73 +162,95 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 		return nil, nil, err
 	}
 	defer sc.Release()
-	// The scan keeps the rows that may change, so the MERGE need not read the files
-	// again: with deletion vectors it marks the rows it changes, without them it splices
-	// the new values into copies of the files (delta's spliceGivenRows).
-	var kept []int32 // rows of the current record kept
-	var synthetic int64
-	rows := &sortedRows{}
+	p := &dimPlacer{b: b, work: work, deleteAt: deleteAt, rows: &sortedRows{}}
 	for sc.Next() {
 		rec := sc.RecordBatch()
 		file, first, ok := sc.Position()
 		if !ok {
 			return nil, nil, errors.New("the dimension scan lost the positions of its rows")
 		}
-		kept = kept[:0]
-		at := func(i int) dimRow {
-			r := dimRow{file: file.Path, row: first + int64(i), held: int32(len(b.dimRows) + 1), hrow: int32(len(kept))}
-			kept = append(kept, int32(i))
-			return r
-		}
-		d, err := l.dimColumns(rec)
-		if err != nil {
+		if err := p.place(ctx, rec, func(i int) (string, int64) { return file.Path, first + int64(i) }); err != nil {
 			return nil, nil, err
-		}
-		b.heldData = d.data // the kept rows have the scan's columns
-		if err := b.sortRows(rec, d, rows); err != nil {
-			return nil, nil, err
-		}
-		for i, id := range rows.ids {
-			current := !d.curr.IsNull(i) && d.curr.Value(i)
-			if id < 0 {
-				if deleteAt == nil || !current || (l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)) {
-					continue
-				}
-				v, err := l.version(rec, d, i, &synthetic, true)
-				if err != nil {
-					return nil, nil, err
-				}
-				v.at = at(i)
-				missing = append(missing, v)
-				continue
-			}
-			if work.settled(id) {
-				continue
-			}
-			repeats, quick := rows.repeats[i], rows.quick[i]
-			if repeats {
-				work.settle(id)
-				continue
-			}
-			// A key's quick change needs only its version's place, not its values: with
-			// the rows kept, the values are read from there if the fold needs them after
-			// all (versionRow).
-			v, err := l.version(rec, d, i, &synthetic, !(quick && len(work.versions(id)) == 0))
-			if err != nil {
-				return nil, nil, err
-			}
-			v.at = at(i)
-			work.add(id, v, quick)
-		}
-		if len(kept) > 0 {
-			rows, err := delta.GatherRows(ctx, rec, kept)
-			if err != nil {
-				return nil, nil, err
-			}
-			b.dimRows = append(b.dimRows, rows)
 		}
 	}
-	return work, missing, sc.Err()
+	return work, p.missing, sc.Err()
+}
+
+// dimPlacer sorts dimension records against a batch (scanDimension): it fills work, and
+// missing with the current rows of keys the batch lacks when deleteAt is set.
+type dimPlacer struct {
+	b         *scdBatch
+	work      *scdWork
+	deleteAt  *int64
+	missing   []scdVersion
+	synthetic int64
+	kept      []int32 // rows of the current record kept
+	rows      *sortedRows
+}
+
+// place sorts the rows of a dimension record (of the table's schema); at says where row
+// i is (its file, Add.Path, and its index there).
+func (p *dimPlacer) place(ctx context.Context, rec arrow.RecordBatch, at func(i int) (string, int64)) error {
+	b, l, work := p.b, p.b.l, p.work
+	// The scan keeps the rows that may change, so the MERGE need not read the files
+	// again: with deletion vectors it marks the rows it changes, without them it splices
+	// the new values into copies of the files (delta's spliceGivenRows).
+	p.kept = p.kept[:0]
+	keep := func(i int) dimRow {
+		file, row := at(i)
+		r := dimRow{file: file, row: row, held: int32(len(b.dimRows) + 1), hrow: int32(len(p.kept))}
+		p.kept = append(p.kept, int32(i))
+		return r
+	}
+	d, err := l.dimColumns(rec)
+	if err != nil {
+		return err
+	}
+	b.heldData = d.data // the kept rows have the scan's columns
+	rows := p.rows
+	if err := b.sortRows(rec, d, rows); err != nil {
+		return err
+	}
+	for i, id := range rows.ids {
+		current := !d.curr.IsNull(i) && d.curr.Value(i)
+		if id < 0 {
+			if p.deleteAt == nil || !current || (l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)) {
+				continue
+			}
+			v, err := l.version(rec, d, i, &p.synthetic, true)
+			if err != nil {
+				return err
+			}
+			v.at = keep(i)
+			p.missing = append(p.missing, v)
+			continue
+		}
+		if work.settled(id) {
+			continue
+		}
+		repeats, quick := rows.repeats[i], rows.quick[i]
+		if repeats {
+			work.settle(id)
+			continue
+		}
+		// A key's quick change needs only its version's place, not its values: with
+		// the rows kept, the values are read from there if the fold needs them after
+		// all (versionRow).
+		v, err := l.version(rec, d, i, &p.synthetic, !(quick && len(work.versions(id)) == 0))
+		if err != nil {
+			return err
+		}
+		v.at = keep(i)
+		work.add(id, v, quick)
+	}
+	if len(p.kept) > 0 {
+		rows, err := delta.GatherRows(ctx, rec, p.kept)
+		if err != nil {
+			return err
+		}
+		b.dimRows = append(b.dimRows, rows)
+	}
+	return nil
 }
 
 // sortedRows is what sortRows found for each row of a dimension record: its key's id

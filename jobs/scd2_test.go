@@ -199,8 +199,13 @@ func TestSCD2DeletesAndLateEvents(t *testing.T) {
 func TestSCD2CrashAtEveryOperation(t *testing.T) {
 	// The second batch moves C1 and adds C3; with late, it also has a C2 event before
 	// everything merged, which is folded with C2's history read from the change feed.
-	for name, wantRows := range map[string]int{"in order": 4, "late": 5, "deletion vectors": 4} {
+	for name, wantRows := range map[string]int{"in order": 4, "late": 5, "deletion vectors": 4,
+		"in order/budget": 4, "late/budget": 5, "deletion vectors/budget": 4} {
 		t.Run(name, func(t *testing.T) {
+			budget := ByteSize(0)
+			if n, ok := strings.CutSuffix(name, "/budget"); ok {
+				name, budget = n, tinyBudget // every run over spill files
+			}
 			setup := func() (*faultstore.Store, *Env, *Table) {
 				staging, dim := customerTables(t)
 				if name == "deletion vectors" { // the MERGE writes a vector file, then commits
@@ -210,6 +215,7 @@ func TestSCD2CrashAtEveryOperation(t *testing.T) {
 				clock := &testClock{t: d1}
 				fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
 				env := newTestEnv(fs, clock, staging, dim)
+				env.MemoryBudget = budget
 				appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", d1}, []any{"C2", "Grace", "Boston", d1})
 				runStage(t, NewSCD2Merge("merge", scd2Config()), env)
 				clock.t = d2
@@ -220,11 +226,15 @@ func TestSCD2CrashAtEveryOperation(t *testing.T) {
 				appendRows(t, env, staging, rows...)
 				return fs, env, dim
 			}
-			stage := NewSCD2Merge("merge", scd2Config())
+			spills := 0
+			stage := spillProbe{NewSCD2Merge("merge", scd2Config()), &spills}
 			if want := crashAtEveryOperation(t, stage, setup, rowsOf(t)); len(want) != wantRows {
 				t.Fatalf("clean run: %d rows, want %d", len(want), wantRows)
 			}
-			if name == "deletion vectors" {
+			if budget > 0 && spills == 0 {
+				t.Fatalf("with a budget of %s, no merge worked over spill files", budget)
+			}
+			if name == "deletion vectors" && budget == 0 { // (in parts, each inserted row has a file of its own: no vector needed)
 				_, env, dim := setup()
 				runStage(t, stage, env)
 				tbl, err := env.openTable(t.Context(), dim)

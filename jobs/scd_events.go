@@ -231,16 +231,52 @@ func (c logCols) fact(i int) eventFact {
 // small files as it goes. complete, when set, is recorded too (the log's first commit).
 // A log that already holds sourceVersion gets nothing.
 func (l *eventLog) append(ctx context.Context, env *Env, events []loggedEvent, sourceVersion int64, complete *bool) error {
+	a, err := l.startAppend(sourceVersion)
+	if err != nil || a == nil {
+		return err
+	}
+	defer a.abort()
+	if err := a.add(ctx, events, 0, hashParts); err != nil {
+		return err
+	}
+	return a.commit(ctx, env, complete)
+}
+
+// logAppender writes one log commit in key hash order: the events of consecutive key
+// hash ranges, range after range (add), with the rows of the small files being merged
+// in those ranges, then commit. A batch too large for memory is logged range by range.
+type logAppender struct {
+	l             *eventLog
+	last          int64 // the last source version recorded before
+	recorded      bool
+	merge         []*delta.Add
+	w             *delta.DataWriter
+	sourceVersion int64
+	// stream uploads the log file while it is written (a large batch), rather than
+	// from memory when finished; chunk is the most events written at once (0: 65536).
+	stream bool
+	chunk  int
+}
+
+// startAppend starts the log commit with the txn through sourceVersion (none when
+// negative); nil when the log already holds sourceVersion.
+func (l *eventLog) startAppend(sourceVersion int64) (*logAppender, error) {
 	last, ok := l.recorded()
 	if ok && last >= sourceVersion {
-		return nil
+		return nil, nil
 	}
-	if ok {
-		events = slices.DeleteFunc(events, func(e loggedEvent) bool { return e.commit <= last })
+	return &logAppender{l: l, last: last, recorded: ok, merge: l.filesToMerge(), sourceVersion: sourceVersion}, nil
+}
+
+// add writes events (those of the key hash ranges [lo, hi), after the ranges added
+// before), with the merged files' events in those ranges.
+func (a *logAppender) add(ctx context.Context, events []loggedEvent, lo, hi int) error {
+	l := a.l
+	if a.recorded {
+		events = slices.DeleteFunc(events, func(e loggedEvent) bool { return e.commit <= a.last })
 	}
-	merge := l.filesToMerge()
-	if len(merge) > 0 {
-		old, err := l.read(ctx, merge)
+	if len(a.merge) > 0 {
+		old, err := l.read(ctx, a.merge, lo, hi)
 		if err != nil {
 			return err
 		}
@@ -250,34 +286,59 @@ func (l *eventLog) append(ctx context.Context, env *Env, events []loggedEvent, s
 	events = slices.CompactFunc(events, func(a, b loggedEvent) bool {
 		return string(a.key) == string(b.key) && a.eventFact == b.eventFact
 	})
+	if len(events) == 0 {
+		return nil
+	}
+	if a.w == nil {
+		w, err := l.snap.NewDataWriter(delta.WriteOptions{RowGroupSize: 1 << 20, StreamFiles: a.stream})
+		if err != nil {
+			return err
+		}
+		a.w = w
+	}
+	chunk := a.chunk
+	if chunk <= 0 {
+		chunk = 1 << 16
+	}
+	for lo := 0; lo < len(events); lo += chunk {
+		rec := loggedRecord(events[lo:min(lo+chunk, len(events))])
+		err := a.w.Write(ctx, rec)
+		rec.Release()
+		if err != nil {
+			return fmt.Errorf("event log %s: %w", l.path, err)
+		}
+	}
+	return nil
+}
+
+// abort drops what was written (after a failure; after commit, nothing).
+func (a *logAppender) abort() {
+	if a.w != nil {
+		a.w.Abort()
+		a.w = nil
+	}
+}
+
+// commit commits the events added, the merged files' removal and the txn. complete,
+// when set, is recorded too.
+func (a *logAppender) commit(ctx context.Context, env *Env, complete *bool) error {
+	l := a.l
 	tx := l.tbl.NewTransaction(l.snap, delta.TxOptions{
 		Operation:           "WRITE",
 		OperationParameters: map[string]any{"mode": "Append"},
 		Lineage:             env.lineage(),
 	})
-	if len(events) > 0 {
-		w, err := l.snap.NewDataWriter(delta.WriteOptions{RowGroupSize: 1 << 20})
-		if err != nil {
-			return err
-		}
-		for lo := 0; lo < len(events); lo += 1 << 16 {
-			rec := loggedRecord(events[lo:min(lo+1<<16, len(events))])
-			err := w.Write(ctx, rec)
-			rec.Release()
-			if err != nil {
-				w.Abort()
-				return fmt.Errorf("event log %s: %w", l.path, err)
-			}
-		}
-		adds, err := w.Close(ctx)
+	if a.w != nil {
+		adds, err := a.w.Close(ctx)
+		a.w = nil
 		if err != nil {
 			return fmt.Errorf("event log %s: %w", l.path, err)
 		}
 		tx.AddFiles(adds...)
-		tx.RemoveAdds(merge...)
+		tx.RemoveAdds(a.merge...)
 	}
-	if sourceVersion >= 0 {
-		tx.SetTxn(l.appID, sourceVersion)
+	if a.sourceVersion >= 0 {
+		tx.SetTxn(l.appID, a.sourceVersion)
 	}
 	if complete != nil {
 		tx.SetTxn(eventLogCompleteID, int64(boolInt(*complete)))
@@ -285,7 +346,7 @@ func (l *eventLog) append(ctx context.Context, env *Env, events []loggedEvent, s
 	if _, err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("event log %s: %w", l.path, err)
 	}
-	if len(merge) > 0 {
+	if len(a.merge) > 0 {
 		// The merged files' predecessors go once the table's retention has passed.
 		if _, err := l.tbl.Vacuum(ctx, delta.VacuumOptions{Lite: true}); err != nil {
 			env.Log().Warn("event log vacuum failed", "log", l.path, "err", err)
@@ -318,10 +379,16 @@ func (l *eventLog) filesToMerge() []*delta.Add {
 	return pick
 }
 
-// read returns the events in the given log files.
-func (l *eventLog) read(ctx context.Context, files []*delta.Add) ([]loggedEvent, error) {
+// read returns the events in the given log files whose keys are in the key hash ranges
+// [lo, hi).
+func (l *eventLog) read(ctx context.Context, files []*delta.Add, lo, hi int) ([]loggedEvent, error) {
 	t := l.snap.Table()
-	sc, err := delta.Scan(ctx, t.Store(), t.Root(), l.snap.Schema(), nil, files, delta.ScanOptions{})
+	var opts delta.ScanOptions
+	if lo > 0 || hi < hashParts {
+		first, last := hashBounds(lo, hi)
+		opts.Filter = delta.And(delta.Ge("key_hash", first), delta.Le("key_hash", last))
+	}
+	sc, err := delta.Scan(ctx, t.Store(), t.Root(), l.snap.Schema(), nil, files, opts)
 	if err != nil {
 		return nil, fmt.Errorf("event log %s: %w", l.path, err)
 	}

@@ -31,6 +31,12 @@ type Env struct {
 	Progress func(Progress)
 	// PipelineFile names the pipeline in the commands that messages suggest.
 	PipelineFile string
+	// MemoryBudget bounds the memory of the stages that hold a batch by key (upsert and
+	// snapshot ingest, scd1_merge, scd2_merge) whose config sets none; 0 means
+	// DefaultMemoryBudget. A batch larger than it is worked in passes over spill files.
+	MemoryBudget ByteSize
+	// SpillDir is where such stages write their spill files ("": os.TempDir()).
+	SpillDir string
 }
 
 // Now returns the environment's clock reading.

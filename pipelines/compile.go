@@ -37,6 +37,9 @@ type Runtime struct {
 	// dispatcher, wired by the command); nil runs every stage here with jobs.Stage.Run,
 	// and refuses spark stages.
 	Execute func(ctx context.Context, r StageRun) (jobs.Result, error)
+	// MemoryBudget and SpillDir are the stages' defaults (see jobs.Env).
+	MemoryBudget jobs.ByteSize
+	SpillDir     string
 }
 
 // Compile turns a validated pipeline into a graph of its stages, each node running the
@@ -85,6 +88,8 @@ func stageTask(spec *Spec, st *Stage, rt Runtime, tables map[string]*jobs.Table,
 			Delta:        rt.Delta,
 			Logger:       rt.Logger,
 			PipelineFile: spec.File,
+			MemoryBudget: rt.MemoryBudget,
+			SpillDir:     rt.SpillDir,
 		}
 		if rt.StageLogger != nil {
 			env.Logger = rt.StageLogger(stage.Name())

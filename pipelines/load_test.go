@@ -156,3 +156,36 @@ stages:
 		t.Errorf("Retries = %d, want 3", spec.Stages[0].Retries)
 	}
 }
+
+// memory_budget takes a size with a unit (or plain bytes) on the stages that hold a
+// batch by key.
+func TestMemoryBudgetKey(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	yaml := `pipeline: p
+tables:
+  raw.t:
+    columns:
+      - {name: id, type: string}
+      - {name: city, type: string}
+      - {name: source_file, type: string}
+      - {name: load_timestamp, type: timestamp}
+  cur.t:
+    columns:
+      - {name: id, type: string}
+      - {name: city, type: string}
+stages:
+  - {name: load, kind: ingest, source: landing/*.csv, target: raw.t, mode: upsert, keys: [id], memory_budget: 512MiB}
+  - {name: merge, kind: scd1_merge, source: raw.t, target: cur.t, keys: [id], memory_budget: 1048576, depends_on: [load]}
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := Load(file, Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []jobs.ByteSize{spec.Stages[0].Config.(*jobs.IngestConfig).MemoryBudget, spec.Stages[1].Config.(*jobs.SCD1Config).MemoryBudget}
+	if want := []jobs.ByteSize{512 << 20, 1 << 20}; got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("memory_budget = %v, want %v", got, want)
+	}
+}

@@ -75,6 +75,9 @@ type RunnerConfig struct {
 	// saved (every state change, and heartbeats), in the order of the saves; it must not
 	// block (the web's live views and metrics).
 	OnChange func(*Record)
+	// MemoryBudget and SpillDir are the stages' defaults (see jobs.Env).
+	MemoryBudget jobs.ByteSize
+	SpillDir     string
 }
 
 // Runner runs pipelines and records every run. It is safe for concurrent use.
@@ -601,9 +604,11 @@ func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, erro
 		OpenLocation: func(ctx context.Context, location string) (objectstore.Store, string, error) {
 			return r.cfg.Opener.Location(ctx, spec, location)
 		},
-		Delta:  delta.Options{Now: r.now, EngineInfo: r.cfg.EngineInfo, UserName: spec.Identity, Logger: dlog},
-		RunID:  st.rec.ID,
-		Logger: dlog,
+		Delta:        delta.Options{Now: r.now, EngineInfo: r.cfg.EngineInfo, UserName: spec.Identity, Logger: dlog},
+		RunID:        st.rec.ID,
+		Logger:       dlog,
+		MemoryBudget: r.cfg.MemoryBudget,
+		SpillDir:     r.cfg.SpillDir,
 		StageLogger: func(stage string) *slog.Logger {
 			var next slog.Handler
 			if hooks.Logger != nil {

@@ -42,6 +42,8 @@ func runCommand() *command {
 			format := fs.String("format", formatText, "summary "+formatUsage)
 			var s3 storeurl.Options
 			addS3Flags(fs, &s3)
+			var so stageOptions
+			addStageFlags(fs, &so)
 			return func(ctx context.Context, e *env, args []string) error {
 				if err := checkFormat(*format); err != nil {
 					return err
@@ -53,13 +55,13 @@ func runCommand() *command {
 				default:
 					return usagef("unexpected argument %q after PIPELINE.yaml", args[1])
 				}
-				return runPipeline(ctx, e, args[0], stages.values, params, *format, s3)
+				return runPipeline(ctx, e, args[0], stages.values, params, *format, s3, so)
 			}
 		},
 	}
 }
 
-func runPipeline(ctx context.Context, e *env, file string, only []string, params map[string]string, format string, s3 storeurl.Options) error {
+func runPipeline(ctx context.Context, e *env, file string, only []string, params map[string]string, format string, s3 storeurl.Options, so stageOptions) error {
 	spec, err := loadPipeline(e, file)
 	if err != nil {
 		return err
@@ -81,7 +83,7 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, params
 	}
 	stores := e.opener(s3)
 	trig := scheduler.Trigger{Kind: scheduler.Manual, By: e.who(), Params: params, Stages: only}
-	return runWithDisplay(e, stores, spec, format, func(r *scheduler.Runner, h scheduler.Hooks) (*scheduler.Record, error) {
+	return runWithDisplay(e, stores, so, spec, format, func(r *scheduler.Runner, h scheduler.Hooks) (*scheduler.Record, error) {
 		return r.Run(ctx, spec, trig, h)
 	})
 }
@@ -90,10 +92,10 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, params
 // and hooks it is given) with live progress on stderr, then prints its summary on
 // stdout. It returns nil if the run succeeded, else errReported (or what kept the run
 // from starting).
-func runWithDisplay(e *env, stores scheduler.Opener, spec *pipelines.Spec, format string, start func(*scheduler.Runner, scheduler.Hooks) (*scheduler.Record, error)) error {
+func runWithDisplay(e *env, stores scheduler.Opener, so stageOptions, spec *pipelines.Spec, format string, start func(*scheduler.Runner, scheduler.Hooks) (*scheduler.Record, error)) error {
 	disp := newRunDisplay(e.stderr, e.now)
 	logger := slog.New(slog.NewTextHandler(disp, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	runner := newRunner(e, stores, logger, nil)
+	runner := newRunner(e, stores, so, logger, nil)
 	rec, err := start(runner, scheduler.Hooks{
 		Observer: disp.event,
 		Progress: disp.progress,
@@ -150,9 +152,11 @@ const heartbeatEvery = scheduler.DefaultHeartbeatTimeout / 3
 
 // newRunner is the runner of the CLI's runs and of serve: runs are recorded in each
 // pipeline's warehouse, and notifications are sent. limiter bounds stages (serve).
-func newRunner(e *env, stores scheduler.Opener, logger *slog.Logger, limiter *scheduler.Limiter) *scheduler.Runner {
+func newRunner(e *env, stores scheduler.Opener, so stageOptions, logger *slog.Logger, limiter *scheduler.Limiter) *scheduler.Runner {
 	return scheduler.NewRunner(scheduler.RunnerConfig{
 		Execute:        stageExecutor(executor.NewDispatcher(0)),
+		MemoryBudget:   so.memoryBudget,
+		SpillDir:       so.spillDir,
 		Opener:         stores,
 		Now:            e.now,
 		EngineInfo:     "orchestrator/" + version,

@@ -42,6 +42,7 @@ func runsCommand() *command {
 type runsFlags struct {
 	dir, file, format string
 	s3                storeurl.Options
+	stage             stageOptions
 }
 
 func addRunsFlags(fs *flag.FlagSet) *runsFlags {
@@ -50,6 +51,7 @@ func addRunsFlags(fs *flag.FlagSet) *runsFlags {
 	fs.StringVar(&f.file, "pipeline", "", "a pipeline `file`")
 	fs.StringVar(&f.format, "format", formatText, "output format, `text|json`")
 	addS3Flags(fs, &f.s3)
+	addStageFlags(fs, &f.stage)
 	return f
 }
 
@@ -58,6 +60,7 @@ type runsEnv struct {
 	e      *env
 	specs  []*pipelines.Spec
 	stores scheduler.URLOpener
+	stage  stageOptions
 	runner *scheduler.Runner
 	format string
 }
@@ -67,8 +70,8 @@ func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
 	if f.format != formatText && f.format != formatJSON {
 		return nil, usagef("unknown format %q: want text or json", f.format)
 	}
-	re := &runsEnv{e: e, stores: e.opener(f.s3), format: f.format}
-	re.runner = newRunner(e, re.stores, slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
+	re := &runsEnv{e: e, stores: e.opener(f.s3), stage: f.stage, format: f.format}
+	re.runner = newRunner(e, re.stores, re.stage, slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	files := extra
 	if f.file != "" {
 		files = append(files, f.file)

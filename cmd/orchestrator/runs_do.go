@@ -105,7 +105,7 @@ func runsTriggerCommand() *command {
 					}
 					return re.handOff(ctx, store, rec, false, lease, *wait)
 				}
-				return runWithDisplay(e, re.stores, spec, re.format, func(r *scheduler.Runner, h scheduler.Hooks) (*scheduler.Record, error) {
+				return runWithDisplay(e, re.stores, re.stage, spec, re.format, func(r *scheduler.Runner, h scheduler.Hooks) (*scheduler.Record, error) {
 					return r.Run(ctx, spec, trig, h)
 				})
 			}
@@ -210,7 +210,7 @@ func runsRetryCommand() *command {
 				if lease := re.servedBy(ctx, store, spec); lease != nil {
 					return re.handOff(ctx, store, rec, false, lease, *wait)
 				}
-				return runWithDisplay(e, re.stores, spec, re.format, func(r *scheduler.Runner, h scheduler.Hooks) (*scheduler.Record, error) {
+				return runWithDisplay(e, re.stores, re.stage, spec, re.format, func(r *scheduler.Runner, h scheduler.Hooks) (*scheduler.Record, error) {
 					if err := r.Create(ctx, spec, store, rec); err != nil {
 						return nil, err
 					}

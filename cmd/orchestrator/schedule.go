@@ -59,7 +59,7 @@ func scheduleCommand() *command {
 					anchor := after
 					dir, local := storeurl.Local(spec.Warehouse)
 					if _, err := os.Stat(dir); !local || err == nil { // a run store to read
-						if st, err := newRunner(e, e.opener(s3), nil, nil).Store(ctx, spec); err == nil {
+						if st, err := newRunner(e, e.opener(s3), stageOptions{}, nil, nil).Store(ctx, spec); err == nil {
 							if a, ok := st.StoredAnchor(ctx, spec.Name); ok {
 								anchor = a
 							}

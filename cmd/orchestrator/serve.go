@@ -57,6 +57,7 @@ func serveCommand() *command {
 			fs.StringVar(&o.tokenFile, "auth-token-file", "", "a `file` holding the token that may view and trigger (else ORCH_AUTH_TOKEN)")
 			fs.StringVar(&o.readTokenFile, "read-token-file", "", "a `file` holding a token that may only view (else ORCH_READ_TOKEN)")
 			addS3Flags(fs, &o.s3)
+			addStageFlags(fs, &o.stage)
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) > 0 {
 					return usagef("unexpected argument %q", args[0])
@@ -82,6 +83,7 @@ type serveOptions struct {
 	heartbeatTimeout   time.Duration
 	leaseTTL           time.Duration
 	s3                 storeurl.Options
+	stage              stageOptions
 }
 
 // reloadEvery is how often serve looks for changed pipeline files.
@@ -118,14 +120,16 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	defer dispatcher.Close()
 	obs := web.NewObserver()
 	runner := scheduler.NewRunner(scheduler.RunnerConfig{
-		Execute:    stageExecutor(dispatcher),
-		OnChange:   obs.RunChanged,
-		Opener:     stores,
-		Now:        e.now,
-		EngineInfo: "orchestrator/" + version,
-		Logger:     logger,
-		Limiter:    limiter,
-		Notifier:   scheduler.NewNotifier(scheduler.NotifierConfig{Now: e.now, Logger: logger, BaseURL: o.baseURL}),
+		Execute:      stageExecutor(dispatcher),
+		OnChange:     obs.RunChanged,
+		MemoryBudget: o.stage.memoryBudget,
+		SpillDir:     o.stage.spillDir,
+		Opener:       stores,
+		Now:          e.now,
+		EngineInfo:   "orchestrator/" + version,
+		Logger:       logger,
+		Limiter:      limiter,
+		Notifier:     scheduler.NewNotifier(scheduler.NotifierConfig{Now: e.now, Logger: logger, BaseURL: o.baseURL}),
 		Consumers: func() []jobs.Consumer { // vacuum keeps what any loaded pipeline has to read
 			var all []jobs.Consumer
 			for _, s := range sched.Pipelines() {

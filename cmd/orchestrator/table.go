@@ -65,6 +65,20 @@ func addS3Flags(fs *flag.FlagSet, o *storeurl.Options) {
 	fs.BoolVar(&o.PathStyle, "s3-path-style", false, "use path-style S3 requests (MinIO and most self-hosted stores)")
 }
 
+// stageOptions are the settings of the stages a process runs (run, serve, runs).
+type stageOptions struct {
+	memoryBudget jobs.ByteSize
+	spillDir     string
+}
+
+func addStageFlags(fs *flag.FlagSet, o *stageOptions) {
+	o.memoryBudget = jobs.DefaultMemoryBudget
+	fs.Var(&o.memoryBudget, "memory-budget", "`size` of memory each upsert or snapshot ingest, scd1_merge and scd2_merge may\n"+
+		"use unless its memory_budget says, e.g. 512MiB or 4GiB; a larger batch works in\n"+
+		"passes over spill files")
+	fs.StringVar(&o.spillDir, "spill-dir", "", "`dir`ectory of the spill files (default: the system's temporary directory)")
+}
+
 // openedTable is a table a command works on.
 type openedTable struct {
 	name  string // as the user gave it

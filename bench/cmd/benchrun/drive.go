@@ -106,7 +106,7 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	for _, cs := range []struct {
 		name string
 		fn   func(context.Context) error
-	}{{"ingest", d.ingest}, {"merge", d.merge}, {"cdf", d.cdf}, {"scd2", d.scd2}, {"snapshot", d.snapshot}, {"gobench", d.gobench}} {
+	}{{"ingest", d.ingest}, {"merge", d.merge}, {"cdf", d.cdf}, {"scd2", d.scd2}, {"snapshot", d.snapshot}, {"extract", d.extract}, {"gobench", d.gobench}} {
 		if !cases[cs.name] {
 			continue
 		}

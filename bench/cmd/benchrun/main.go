@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -48,6 +50,13 @@ type config struct {
 	keep, oursOnly                     bool
 	caseTimeout                        time.Duration
 	repeat                             int
+	// The extract case: its sizes, our stage's memory budget ("": the default), and a
+	// benchrun built from another tree to run it too, up to baselineMaxRows.
+	extractRows     []int
+	extractBudget   string
+	baseline        string
+	baselineName    string
+	baselineMaxRows int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,8 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl := flag.NewFlagSet("benchrun", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	var c config
-	fl.StringVar(&c.size, "size", "small", "preset sizes: small (minutes on 2 cores), full (the targets' sizes), or bounds (ingest of 1 GiB of CSV and SCD2 into a 5 M-row dimension, ours only, for their peak RSS)")
-	fl.StringVar(&c.cases, "cases", "ingest,merge,cdf,scd2,snapshot,gobench", "comma-separated cases to run")
+	fl.StringVar(&c.size, "size", "small", "preset sizes: small (minutes on 2 cores), full (the targets' sizes), bounds (ingest of 1 GiB of CSV and SCD2 into a 5 M-row dimension, ours only, for their peak RSS), or budget (the extract case at 1, 4 and 20 M rows, ours only, for the memory budget)")
+	fl.StringVar(&c.cases, "cases", "ingest,merge,cdf,scd2,snapshot,gobench", "comma-separated cases to run (extract, the memory budget's case, runs only when named or with -size budget)")
 	fl.IntVar(&c.ingestRows, "ingest-rows", 0, "CSV rows for the ingest case (default: small 2,000,000, full 10,000,000)")
 	fl.StringVar(&c.ingestS3, "ingest-s3", "", "also run our ingest into this S3 location (s3://bucket/prefix; endpoint and credentials from the AWS_* environment, e.g. a local MinIO), to measure it on S3")
 	fl.IntVar(&c.mergeRows, "merge-rows", 0, "target rows for the MERGE case (default 1,000,000)")
@@ -79,8 +88,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.StringVar(&c.python, "python", "", "Python with the pinned peers (default: the interop virtualenv built from interop/requirements.txt, as scripts/test.sh does)")
 	fl.StringVar(&c.note, "note", "", "machine and load note recorded with the results (e.g. \"2 cores, other builds running\")")
 	fl.StringVar(&c.benchtime, "benchtime", "3x", "-benchtime for the go test benchmarks of case gobench")
+	extractRows := fl.String("extract-rows", "", "comma-separated dimension sizes of the extract case (default: -size budget 1000000,4000000,20000000; else 1000000)")
+	fl.StringVar(&c.extractBudget, "extract-budget", "", "memory_budget of our stage in the extract case (default: the stage's, 1GiB)")
+	fl.StringVar(&c.baseline, "baseline", "", "a benchrun `binary` built from another tree (e.g. main, with bench/cmd/benchrun/extract*.go copied in) that runs the extract case too")
+	fl.StringVar(&c.baselineName, "baseline-name", "main", "what the -baseline rows are called")
+	fl.IntVar(&c.baselineMaxRows, "baseline-max-rows", 4_000_000, "the largest extract size the -baseline build runs (it may not fit in memory beyond)")
 	if err := fl.Parse(args); err != nil {
 		return err
+	}
+	for _, v := range strings.Split(*extractRows, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-extract-rows: %q is not a positive number", v)
+		}
+		c.extractRows = append(c.extractRows, n)
 	}
 	casesSet := false
 	fl.Visit(func(f *flag.Flag) { casesSet = casesSet || f.Name == "cases" })
@@ -88,6 +112,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		c.oursOnly = true
 		if !casesSet {
 			c.cases = "ingest,scd2"
+		}
+	}
+	if c.size == "budget" {
+		c.oursOnly = true
+		if !casesSet {
+			c.cases = "extract"
 		}
 	}
 	if err := c.applySize(); err != nil {
@@ -107,14 +137,20 @@ func (c *config) applySize() error {
 			*p = small
 		}
 	}
+	if len(c.extractRows) == 0 {
+		c.extractRows = []int{1_000_000}
+		if c.size == "budget" {
+			c.extractRows = []int{1_000_000, 4_000_000, 20_000_000}
+		}
+	}
 	switch c.size {
-	case "small", "full":
+	case "small", "full", "budget":
 	case "bounds":
 		// The resource bounds of the README's Guarantees: 16 M rows are 1.1 GB of CSV.
 		def(&c.ingestRows, 16_000_000, 16_000_000)
 		def(&c.scd2Rows, 5_000_000, 5_000_000)
 	default:
-		return fmt.Errorf("-size %q: want small, full or bounds", c.size)
+		return fmt.Errorf("-size %q: want small, full, bounds or budget", c.size)
 	}
 	def(&c.ingestRows, 2_000_000, 10_000_000)
 	def(&c.mergeRows, 1_000_000, 1_000_000)

@@ -46,6 +46,8 @@ var workers = map[string]func(ctx context.Context, args []string) (measurement, 
 	"scd2-ours":      scd2Ours,
 	"snapshot-setup": snapshotSetup,
 	"snapshot-ours":  snapshotOurs,
+	"extract-setup":  extractSetup,
+	"extract-merge":  extractMerge,
 	// gen-cdf tableDir rows writes the change feed case's table, to profile it alone.
 	"gen-cdf": func(ctx context.Context, args []string) (measurement, error) {
 		n, err := strconv.Atoi(args[1])

@@ -205,6 +205,7 @@ func (d *driver) targets() []target {
 		}
 		add(14, "snapshot ingest not slower than DuckDB's diff", known && ours.Seconds <= duck.Seconds, known, got)
 	}
+	ts = append(ts, d.extractTargets()...)
 	if app, plain := d.find("go test", "BenchmarkAppend"), d.find("go test", "BenchmarkPlainPqarrow"); app != nil || plain != nil {
 		known := app != nil && plain != nil && app.RowsPerSec > 0 && plain.RowsPerSec > 0
 		got := ""
@@ -218,6 +219,51 @@ func (d *driver) targets() []target {
 	}
 	return ts
 }
+
+// extractTargets checks the memory budget's targets on the extract case: a batch of 20 M
+// rows (or more) into a dimension of as many under 1.5 GB peak RSS, at no more than 1.3×
+// the per-row time of the smallest size run.
+func (d *driver) extractTargets() []target {
+	var small, large *row
+	var smallN, largeN int
+	for _, r := range d.res.Rows {
+		var n, batch int
+		if r.Error != "" || !strings.HasPrefix(r.Engine, "ours") || r.Rows == 0 {
+			continue
+		}
+		if _, err := fmt.Sscanf(strings.ReplaceAll(r.Case, ",", ""), "extract: batch of %d rows into a %d-row dimension", &batch, &n); err != nil {
+			continue
+		}
+		if small == nil || n < smallN {
+			small, smallN = r, n
+		}
+		if large == nil || n > largeN {
+			large, largeN = r, n
+		}
+	}
+	if large == nil || largeN < 20_000_000 {
+		return nil
+	}
+	ts := []target{{Issue: 18, Target: fmt.Sprintf("extract of %s rows into a %s-row dimension with peak RSS ≤ 1.5 GB (%d MiB)", commas(int(large.Rows)), commas(largeN), boundExtractMiB),
+		Got: fmt.Sprintf("%.0f MiB", large.PeakRSSMB), Met: yesNo(large.PeakRSSMB <= boundExtractMiB)}}
+	if small != nil && small != large {
+		per := func(r *row) float64 { return r.Seconds / float64(r.Rows) * 1e9 }
+		ratio := per(large) / per(small)
+		ts = append(ts, target{Issue: 18, Target: fmt.Sprintf("its per-row time ≤ 1.3× that of the %s-row extract", commas(smallN)),
+			Got: fmt.Sprintf("%.2f× (%.0f vs %.0f ns/row)", ratio, per(large), per(small)), Met: yesNo(ratio <= 1.3)})
+	}
+	return ts
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "NO"
+}
+
+// boundExtractMiB is 1.5 GB in MiB (ru_maxrss is reported in KiB).
+const boundExtractMiB = 1430
 
 // The peak RSS bounds that README's Guarantees state, at -size bounds.
 const (

@@ -1,0 +1,483 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+)
+
+// Snapshot mode over the memory budget. The table's keys (with their data hashes and
+// places) and the files' decoded rows are set aside by key hash range in spill files;
+// each pass runs pass 1 and pass 2 (snapState) on as many ranges as fit, and hands its
+// updates and deletes (matched by place) and its new keys' rows (inserted in the order
+// the keys came) to a partedMerge, which merges them in ONE commit with the files' txns.
+// A first snapshot into an empty table streams its rows as in memory, setting aside only
+// the keys, which are checked for duplicates range by range before the commit.
+
+// loadSnapshotSpilled runs a snapshot ingest in passes (limit: a pass's working set).
+func (s *Ingest) loadSnapshotSpilled(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, data []string, loadTime time.Time, limit int64, res *Result) error {
+	dir, err := newSpillDir(env, limit)
+	if err != nil {
+		return err
+	}
+	defer dir.remove()
+	keys, err := s.spillTableKeys(ctx, dir, snap, data, limit)
+	if err != nil {
+		return err
+	}
+	committed := res.RowsWritten
+	rows, bad, err := s.spillSnapshotFiles(ctx, env, dir, snap, files, loadTime, res)
+	res.RowsWritten = committed // rows count as written when the MERGE writes them
+	if err != nil {
+		return err
+	}
+	sch, err := s.sourceSchema(snap)
+	if err != nil {
+		return err
+	}
+	pm, err := newPartedMerge(dir, snap, sch, false, limit/4)
+	if err != nil {
+		return err
+	}
+	runs := passes(func(p int) int64 {
+		return (keys.partRows(p)+rows.partRows(p))*snapKeyCost + 2*rows.partBytes(p) + keys.partBytes(p)
+	}, limit)
+	var problem error // the earliest row's problem of all passes
+	var problemOrd int64
+	for _, r := range runs {
+		st, err := s.snapshotPass(ctx, snap, files, data, keys, rows, r[0], r[1], sch, pm)
+		if err != nil {
+			return err
+		}
+		if st.firstErr != nil && (problem == nil || st.firstOrd < problemOrd) {
+			problem, problemOrd = st.firstErr, st.firstOrd
+		}
+	}
+	if problem != nil {
+		return problem
+	}
+	names := fileNames(files)
+	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
+		return err
+	}
+	lineage := env.lineage()
+	lineage.SourceFiles = names
+	tx := tbl.NewTransaction(snap, delta.TxOptions{})
+	for _, f := range files {
+		tx.SetTxn(f.ID, f.Version)
+	}
+	mp, err := tbl.NewMergeInParts(delta.MergeOptions{
+		On:       s.cfg.Keys,
+		NullSafe: true,
+		WhenMatched: []delta.MergeClause{
+			{Cond: delta.Eq("source."+deleteColumn, true), Action: delta.MergeDelete},
+			{Action: delta.MergeUpdate},
+		},
+		WhenNotMatched: []delta.MergeClause{{Action: delta.MergeInsert}},
+		Tx:             tx,
+		Lineage:        lineage,
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+	}
+	if err := pm.run(ctx, mp); err != nil {
+		return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+	}
+	mr, err := mp.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+	}
+	countMerge(res, decl, names, mr)
+	res.Notes = append(res.Notes, fmt.Sprintf("%d rows of %d keys over the memory budget (%s): worked in %d passes over spill files",
+		rows.rows(), keys.rows(), ByteSize(limit*2), len(runs)))
+	return nil
+}
+
+// rows is the number of rows a fanout set aside.
+func (f *fanout) rows() int64 {
+	var n int64
+	for p := range f.files {
+		n += f.partRows(p)
+	}
+	return n
+}
+
+// spillTableKeys is pass 1 set aside: per table row its key columns, the hash of its
+// data columns, and its place (file index, row).
+func (s *Ingest) spillTableKeys(ctx context.Context, dir *spillDir, snap *delta.Snapshot, data []string, limit int64) (*fanout, error) {
+	sc, err := snap.Scan(ctx, scanOptions(limit, delta.ScanOptions{Columns: data, FilesOnly: true}))
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Release()
+	fileIdx := map[string]int64{}
+	for i, a := range snap.Files() {
+		fileIdx[a.Path] = int64(i)
+	}
+	var out *fanout
+	var block keyindex.Block
+	var lo, hi []uint64
+	var parts []uint16
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		file, first, ok := sc.Position()
+		if !ok {
+			return nil, fmt.Errorf("the scan of the table lost the positions of its rows")
+		}
+		keyCols := columnsByName(rec.Schema(), s.cfg.Keys)
+		n := int(rec.NumRows())
+		lo, hi = slices.Grow(lo[:0], n)[:n], slices.Grow(hi[:0], n)[:n]
+		if err := hashRows(&block, rec, keyCols, columnsByName(rec.Schema(), data), lo, hi); err != nil {
+			return nil, err
+		}
+		parts = slices.Grow(parts[:0], n)[:n]
+		var buf []byte
+		for i := range n {
+			if buf, err = appendKey(buf[:0], rec, keyCols, allColumns(len(keyCols)), i); err != nil {
+				return nil, err
+			}
+			parts[i] = keyRange(buf)
+		}
+		fields := make([]arrow.Field, 0, len(keyCols)+4)
+		cols := make([]arrow.Array, 0, cap(fields))
+		for _, c := range keyCols {
+			fields, cols = append(fields, rec.Schema().Field(c)), append(cols, rec.Column(c))
+		}
+		rows := make([]int64, n)
+		place := make([]int64, n)
+		los, his := make([]int64, n), make([]int64, n)
+		for i := range n {
+			rows[i], place[i], los[i], his[i] = first+int64(i), fileIdx[file.Path], int64(lo[i]), int64(hi[i])
+		}
+		extra := []arrow.Array{int64Array(los), int64Array(his), int64Array(place), int64Array(rows)}
+		for _, name := range []string{"_orchestrator_lo", "_orchestrator_hi", "_orchestrator_file", "_orchestrator_row"} {
+			fields = append(fields, arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int64})
+		}
+		schema := arrow.NewSchema(fields, nil)
+		if out == nil {
+			out = newFanout(dir, schema, hashParts)
+		}
+		keys := array.NewRecordBatch(schema, append(cols, extra...), int64(n))
+		releaseAll(extra)
+		err := out.write(ctx, keys, parts)
+		keys.Release()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = newFanout(dir, nil, hashParts)
+	}
+	return out, out.finish()
+}
+
+func releaseAll(arrs []arrow.Array) {
+	for _, a := range arrs {
+		a.Release()
+	}
+}
+
+// spillSnapshotFiles decodes the files once and sets their rows aside with their delete
+// marks, their file (index) and their order among all the files' rows.
+func (s *Ingest) spillSnapshotFiles(ctx context.Context, env *Env, dir *spillDir, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) (*fanout, []*badRecord, error) {
+	st, err := s.newSnapState(snap, files, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out *fanout
+	var bad []*badRecord
+	var ord int64
+	var parts []uint16
+	var buf []byte
+	for fi, f := range files {
+		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: st.extra, lines: true}, func(rec arrow.RecordBatch) error {
+			marked, err := st.mark(rec, f)
+			if err != nil {
+				return err
+			}
+			defer marked.Release()
+			keyCols := columnsByName(marked.Schema(), s.cfg.Keys)
+			n := int(marked.NumRows())
+			parts = slices.Grow(parts[:0], n)[:n]
+			fis, ords := make([]int64, n), make([]int64, n)
+			for i := range n {
+				if buf, err = appendKey(buf[:0], marked, keyCols, allColumns(len(keyCols)), i); err != nil {
+					return fmt.Errorf("%s:%d: %w", f.Name, marked.Column(columnsByName(marked.Schema(), []string{lineColumn})[0]).(*array.Int64).Value(i), err)
+				}
+				parts[i], fis[i], ords[i] = keyRange(buf), int64(fi), ord+int64(i)
+			}
+			ord += int64(n)
+			extra := []arrow.Array{int64Array(fis), int64Array(ords)}
+			defer releaseAll(extra)
+			fields := append(slices.Clone(marked.Schema().Fields()),
+				arrow.Field{Name: "_orchestrator_file", Type: arrow.PrimitiveTypes.Int64}, arrow.Field{Name: "_orchestrator_ord", Type: arrow.PrimitiveTypes.Int64})
+			with := array.NewRecordBatch(arrow.NewSchema(fields, nil), append(slices.Clone(marked.Columns()), extra...), int64(n))
+			defer with.Release()
+			if out == nil {
+				out = newFanout(dir, with.Schema(), hashParts)
+			}
+			return out.write(ctx, with, parts)
+		})
+		bad = append(bad, b...)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if out == nil {
+		out = newFanout(dir, nil, hashParts)
+	}
+	return out, bad, out.finish()
+}
+
+// snapshotPass runs passes 1 and 2 on the key hash ranges [lo, hi) and hands their
+// changes to pm (sch: the MERGE source's schema); the state it returns has the pass's
+// earliest problem, if any (then nothing is handed to pm).
+func (s *Ingest) snapshotPass(ctx context.Context, snap *delta.Snapshot, files []*sourceFile, data []string, keys, rows *fanout, lo, hi int, sch *arrow.Schema, pm *partedMerge) (*snapState, error) {
+	t := &snapTable{index: keyindex.New(1 << 10)}
+	for _, a := range snap.Files() {
+		t.files = append(t.files, a.Path)
+	}
+	var block keyindex.Block
+	err := each(ctx, keys.files[lo:hi], func(rec arrow.RecordBatch) error {
+		n, k := int(rec.NumRows()), int(rec.NumCols())-4
+		block.Reset()
+		for i := range n {
+			var err error
+			if block.Buf, err = appendKey(block.Buf, rec, allColumns(k), allColumns(k), i); err != nil {
+				return err
+			}
+			block.End()
+		}
+		t.index.AddBlock(&block)
+		los, his := rec.Column(k).(*array.Int64), rec.Column(k+1).(*array.Int64)
+		file, row := rec.Column(k+2).(*array.Int64), rec.Column(k+3).(*array.Int64)
+		for i, id := range block.IDs {
+			if int(id) < len(t.row) {
+				t.extra = append(t.extra, rowAt{file: t.files[file.Value(i)], row: row.Value(i)})
+				continue
+			}
+			t.hashLo, t.hashHi = append(t.hashLo, uint64(los.Value(i))), append(t.hashHi, uint64(his.Value(i)))
+			t.file, t.row = append(t.file, int32(file.Value(i))), append(t.row, row.Value(i))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.side.withSeq = s.cfg.SequenceBy != ""
+	t.side.grow(len(t.row))
+	st, err := s.newSnapState(snap, files, data, t)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { releaseRecords(st.kept) }()
+	err = each(ctx, rows.files[lo:hi], func(rec arrow.RecordBatch) error {
+		n := int(rec.NumCols())
+		fi := rec.Column(n - 2).(*array.Int64)
+		fields := rec.Schema().Fields()[:n-2]
+		marked := array.NewRecordBatch(arrow.NewSchema(fields, nil), rec.Columns()[:n-2], rec.NumRows())
+		defer marked.Release()
+		return st.add(ctx, marked, int(fi.Value(0)), rec.Column(n-1).(*array.Int64))
+	})
+	if err != nil || st.firstErr != nil {
+		return st, err
+	}
+	// As loadSnapshot: the updates (kept rows of table keys) and the deletes, matched by
+	// place; the new keys' kept rows inserted.
+	var keep []int32
+	var at []rowAt
+	var deletes []rowAt
+	for id := range t.row {
+		sd, place := &t.side, t.rowAt(id)
+		switch {
+		case !sd.seen[id] || sd.del[id]:
+			deletes = append(deletes, place)
+		case sd.kept[id] >= 0:
+			keep, at = append(keep, sd.kept[id]), append(at, place)
+		}
+	}
+	deletes = append(deletes, t.extra...)
+	if len(keep)+len(deletes) > 0 {
+		recs, err := gatherKept(ctx, st.kept, keep)
+		if err != nil {
+			return nil, err
+		}
+		if len(deletes) > 0 {
+			recs = append(recs, deleteRows(sch, len(deletes)))
+		}
+		src, err := concatRecords(recs)
+		releaseRecords(recs)
+		if err != nil {
+			return nil, err
+		}
+		defer src.Release()
+		at = append(at, deletes...)
+		files, places := make([]string, len(at)), make([]int64, len(at))
+		for i, a := range at {
+			files[i], places[i] = a.file, a.row
+		}
+		if err := pm.addMatched(ctx, src, nil, files, places); err != nil {
+			return nil, err
+		}
+	}
+	var ins []int32
+	var ords []int64
+	for id := range st.fresh.seen {
+		if !st.fresh.del[id] && st.fresh.kept[id] >= 0 {
+			ins, ords = append(ins, st.fresh.kept[id]), append(ords, st.freshOrd[id])
+		}
+	}
+	if len(ins) > 0 {
+		recs, err := gatherKept(ctx, st.kept, ins)
+		if err != nil {
+			return nil, err
+		}
+		src, err := concatRecords(recs)
+		releaseRecords(recs)
+		if err != nil {
+			return nil, err
+		}
+		defer src.Release()
+		if err := pm.addInserts(ctx, src, ords, make([]int64, len(ords))); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// firstSnapshotKeys sets aside the keys of a first snapshot (loadFirstSnapshot) once the
+// key index outgrows its budget: per row its encoded key, its text (for messages: the
+// keys of the index handed over have none, as a duplicate is named by its later row),
+// its file and line; checkDuplicates then finds a key twice, range by range.
+type firstSnapshotKeys struct {
+	out *fanout
+	dir *spillDir
+	mem memory.Allocator
+}
+
+var firstSnapshotKeySchema = arrow.NewSchema([]arrow.Field{
+	{Name: "key", Type: arrow.BinaryTypes.Binary},
+	{Name: "text", Type: arrow.BinaryTypes.String},
+	{Name: "file", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "line", Type: arrow.PrimitiveTypes.Int64},
+}, nil)
+
+func newFirstSnapshotKeys(env *Env, limit int64) (*firstSnapshotKeys, error) {
+	dir, err := newSpillDir(env, limit)
+	if err != nil {
+		return nil, err
+	}
+	return &firstSnapshotKeys{dir: dir, out: newFanout(dir, firstSnapshotKeySchema, hashParts), mem: memory.DefaultAllocator}, nil
+}
+
+// add sets aside keys (encoded) with their texts and places.
+func (k *firstSnapshotKeys) add(ctx context.Context, keys [][]byte, texts []string, files, lines []int64) error {
+	kb, tb := array.NewBinaryBuilder(k.mem, arrow.BinaryTypes.Binary), array.NewStringBuilder(k.mem)
+	defer kb.Release()
+	defer tb.Release()
+	parts := make([]uint16, len(keys))
+	for i, key := range keys {
+		kb.Append(key)
+		tb.Append(texts[i])
+		parts[i] = keyRange(key)
+	}
+	cols := []arrow.Array{kb.NewArray(), tb.NewArray(), int64Array(files), int64Array(lines)}
+	defer releaseAll(cols)
+	rec := array.NewRecordBatch(firstSnapshotKeySchema, cols, int64(len(keys)))
+	defer rec.Release()
+	return k.out.write(ctx, rec, parts)
+}
+
+// checkDuplicates finds a key set aside twice, range after range, and names it as the
+// in-memory check does.
+func (k *firstSnapshotKeys) checkDuplicates(ctx context.Context, files []*sourceFile, limit int64) error {
+	if err := k.out.finish(); err != nil {
+		return err
+	}
+	runs := passes(func(p int) int64 { return k.out.partBytes(p) + k.out.partRows(p)*snapKeyCost }, limit)
+	// Every duplicate is found; the one of the earliest row (file, line) is named, as a
+	// check in memory names it.
+	var first error
+	var firstAt [2]int64
+	for _, r := range runs {
+		seen := &snapSide{}
+		index := keyindex.New(1 << 10)
+		var block keyindex.Block
+		err := each(ctx, k.out.files[r[0]:r[1]], func(rec arrow.RecordBatch) error {
+			keys, texts := rec.Column(0).(*array.Binary), rec.Column(1).(*array.String)
+			fis, lines := rec.Column(2).(*array.Int64), rec.Column(3).(*array.Int64)
+			block.Reset()
+			for i := range keys.Len() {
+				block.Buf = append(block.Buf, keys.Value(i)...)
+				block.End()
+			}
+			index.AddBlock(&block)
+			seen.grow(index.Len())
+			for i, id := range block.IDs {
+				if _, err := seen.offer(id, snapRow{file: int32(fis.Value(i)), line: lines.Value(i)}, files, texts.Value(i), nil); err != nil {
+					if at := [2]int64{fis.Value(i), lines.Value(i)}; first == nil || at[0] < firstAt[0] || at[0] == firstAt[0] && at[1] < firstAt[1] {
+						first, firstAt = err, at
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return first
+}
+
+func (k *firstSnapshotKeys) remove() {
+	if k != nil {
+		k.dir.remove()
+	}
+}
+
+// handOver sets aside the keys of the in-memory check so far (index, seen), in the
+// order they came.
+func (k *firstSnapshotKeys) handOver(ctx context.Context, index *keyindex.Index, seen *snapSide) error {
+	for lo := 0; lo < index.Len(); lo += spillChunk {
+		hi := min(lo+spillChunk, index.Len())
+		keys, texts := make([][]byte, 0, hi-lo), make([]string, hi-lo)
+		files, lines := make([]int64, 0, hi-lo), make([]int64, 0, hi-lo)
+		for id := lo; id < hi; id++ {
+			keys = append(keys, slices.Clone(index.Key(int32(id))))
+			files, lines = append(files, int64(seen.file[id])), append(lines, int64(seen.line[id]))
+		}
+		if err := k.add(ctx, keys, texts, files, lines); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addRows sets aside the keys of rec's rows (of file fi).
+func (k *firstSnapshotKeys) addRows(ctx context.Context, rec arrow.RecordBatch, keyCols []int, fi int, lines *array.Int64) error {
+	n := int(rec.NumRows())
+	keys, texts := make([][]byte, 0, n), make([]string, n)
+	files, ls := make([]int64, n), make([]int64, n)
+	var buf []byte
+	for i := range n {
+		var err error
+		if buf, err = appendKey(buf[:0], rec, keyCols, allColumns(len(keyCols)), i); err != nil {
+			return err
+		}
+		keys = append(keys, slices.Clone(buf))
+		texts[i], files[i], ls[i] = keyText(rec, keyCols, i), int64(fi), lines.Value(i)
+	}
+	return k.add(ctx, keys, texts, files, ls)
+}
