@@ -257,3 +257,22 @@ func TestTraversal(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundedRequests: a request body over the cap is refused before it is read whole,
+// and a row limit over the cap is refused, naming it.
+func TestBoundedRequests(t *testing.T) {
+	e := newEnv(t, envOptions{auth: Auth{Token: fullToken}})
+	big := `{"params":{"p":"` + strings.Repeat("x", maxBodyBytes) + `"}}`
+	resp, body := e.do(req{method: "POST", path: "/api/v1/pipelines/shop/runs", body: big,
+		header: map[string]string{"Authorization": "Bearer " + fullToken, "Content-Type": "application/json"}})
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "request body too large") {
+		t.Errorf("a %d-byte body: %d %.200s; want 400 saying the body is too large", len(big), resp.StatusCode, body)
+	}
+	if runs, list := e.do(req{path: "/api/v1/runs?pipeline=shop", header: bearer(fullToken)}); runs.StatusCode != 200 || strings.Contains(list, `"kind":"manual"`) {
+		t.Errorf("runs after the oversized trigger: %d\n%.300s; want none started", runs.StatusCode, list)
+	}
+	resp, body = e.do(req{path: "/api/v1/runs?limit=100000", header: bearer(fullToken)})
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "limit") {
+		t.Errorf("limit=100000: %d %.200s; want 400 naming the limit", resp.StatusCode, body)
+	}
+}
