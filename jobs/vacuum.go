@@ -99,7 +99,7 @@ func (s *Vacuum) vacuumTable(ctx context.Context, env *Env, name string, res *Re
 	if vr.DryRun {
 		verb = "would delete"
 	}
-	note := fmt.Sprintf("%s: %s %s (%d bytes), retention %s", name, verb, files(len(vr.FilesDeleted)), vr.BytesDeleted, vr.Retention)
+	note := fmt.Sprintf("%s: %s %s (%d bytes), retention %s", name, verb, files(len(vr.FilesDeleted)), vr.BytesDeleted, retentionText(vr.Retention))
 	if vr.FilesKept > 0 {
 		note += fmt.Sprintf("; kept %s that %s still needs from version %d", files(vr.FilesKept), who, keep)
 	}
@@ -188,4 +188,22 @@ func files(n int) string {
 		return "1 file"
 	}
 	return fmt.Sprintf("%d files", n)
+}
+
+// retentionText writes a retention as a person would: whole days or hours as such
+// ("90 days", "168 hours" is "7 days"), anything else as a Go duration.
+func retentionText(d time.Duration) string {
+	unit := func(n int64, one string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return fmt.Sprintf("%d %ss", n, one)
+	}
+	switch {
+	case d > 0 && d%(24*time.Hour) == 0:
+		return unit(int64(d/(24*time.Hour)), "day")
+	case d > 0 && d%time.Hour == 0:
+		return unit(int64(d/time.Hour), "hour")
+	}
+	return d.String()
 }
