@@ -123,7 +123,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	s.site, err = web.New(web.Config{
 		Scheduler: s.sched, Observer: obs, Auth: auth, Addr: addr, Now: e.now, Logger: logger,
 		EngineInfo: "orchestrator " + version,
-		LoadErrors: s.loader.errors,
+		LoadErrors: s.loader.loadErrors,
 		Stopping:   s.stopping.Load,
 	})
 	if err != nil {
@@ -205,8 +205,8 @@ func (l *pipelineLoader) load(ctx context.Context) {
 	}
 }
 
-// errors lists the files that failed to load at the last scan.
-func (l *pipelineLoader) errors() []web.LoadError {
+// loadErrors lists the files that failed to load at the last scan.
+func (l *pipelineLoader) loadErrors() []web.LoadError {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.loadErrs)
