@@ -183,6 +183,7 @@ func (cb *checkpointRows) row(sb *array.StructBuilder) {
 	sb.Append(true)
 }
 
+// protocol appends the protocol row (feature lists only where the versions have them).
 func (cb *checkpointRows) protocol(p *Protocol) {
 	b := cb.proto
 	cb.row(b)
@@ -192,6 +193,7 @@ func (cb *checkpointRows) protocol(p *Protocol) {
 	appendStrList(b.FieldBuilder(3).(*array.ListBuilder), p.WriterFeatures, p.MinWriterVersion >= 7)
 }
 
+// metadata appends the metaData row.
 func (cb *checkpointRows) metadata(md *Metadata) {
 	b := cb.md
 	cb.row(b)
@@ -208,6 +210,7 @@ func (cb *checkpointRows) metadata(md *Metadata) {
 	appendOptInt(b.FieldBuilder(7).(*array.Int64Builder), md.CreatedTime)
 }
 
+// txnRow appends a txn row.
 func (cb *checkpointRows) txnRow(x *Txn) {
 	b := cb.txn
 	cb.row(b)
@@ -216,6 +219,7 @@ func (cb *checkpointRows) txnRow(x *Txn) {
 	appendOptInt(b.FieldBuilder(2).(*array.Int64Builder), x.LastUpdated)
 }
 
+// addRow appends an add row, with its stats and deletion vector.
 func (cb *checkpointRows) addRow(a *Add) {
 	b := cb.add
 	cb.row(b)

@@ -361,6 +361,7 @@ type recordApplier struct {
 	applied chan error
 }
 
+// startApplier starts a file's applier; cancel stops the file's scan.
 func (m *merger) startApplier(ctx context.Context, cancel context.CancelFunc) *recordApplier {
 	ap := &recordApplier{apply: make(chan *recordPlan, 2), applied: make(chan error, 1)}
 	go func() { // stopped by ap.wait, which closes apply and waits for it

@@ -167,6 +167,7 @@ type ingestColumns struct {
 	deleteExpr string
 }
 
+// ingestColumnsOf is the columns of an ingest's statements.
 func ingestColumnsOf(ip *jobs.IngestPlan) (ingestColumns, error) {
 	var c ingestColumns
 	for _, f := range ip.Target.Schema.Fields {

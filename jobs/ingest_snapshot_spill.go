@@ -20,7 +20,8 @@ import (
 // updates and deletes (matched by place) and its new keys' rows (inserted in the order
 // the keys came) to a partedMerge, which merges them in ONE commit with the files' txns.
 // A first snapshot into an empty table streams its rows as in memory, setting aside only
-// the keys, which are checked for duplicates range by range before the commit.
+// the keys, which are checked for duplicates range by range before the commit
+// (ingest_snapshot_first.go).
 
 // loadSnapshotSpilled runs a snapshot ingest in passes (limit: a pass's working set).
 func (s *Ingest) loadSnapshotSpilled(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, data []string, loadTime time.Time, limit int64, res *Result) error {
