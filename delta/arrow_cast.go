@@ -40,17 +40,7 @@ func castToTable(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (
 		return castInts(mem, arr, target)
 	case *arrow.Float64Type:
 		if a, ok := arr.(*array.Float32); ok {
-			b := array.NewFloat64Builder(mem)
-			defer b.Release()
-			b.Reserve(a.Len())
-			for i := 0; i < a.Len(); i++ {
-				if a.IsNull(i) {
-					b.AppendNull()
-				} else {
-					b.Append(float64(a.Value(i)))
-				}
-			}
-			return b.NewArray(), nil
+			return widenFloat32(mem, a), nil
 		}
 		return castInts(mem, arr, target)
 	case *arrow.StringType, *arrow.BinaryType:
@@ -64,59 +54,17 @@ func castToTable(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (
 	case *arrow.Decimal128Type:
 		return castDecimal(mem, arr, t)
 	case *arrow.StructType:
-		s, ok := arr.(*array.Struct)
-		if !ok {
-			return fail()
+		if s, ok := arr.(*array.Struct); ok {
+			return castStruct(mem, s, t)
 		}
-		st := src.(*arrow.StructType)
-		children := make([]arrow.Array, t.NumFields())
-		defer releaseAll(children)
-		for i, tf := range t.Fields() {
-			idx := -1
-			for j, sf := range st.Fields() {
-				if strings.EqualFold(sf.Name, tf.Name) {
-					idx = j
-					break
-				}
-			}
-			if idx < 0 {
-				children[i] = array.MakeArrayOfNull(mem, tf.Type, s.Len())
-				continue
-			}
-			c, err := castToTable(mem, s.Field(idx), tf.Type)
-			if err != nil {
-				return nil, fmt.Errorf("field %s: %w", tf.Name, err)
-			}
-			children[i] = c
-		}
-		return rebuild(arr, target, children), nil
 	case *arrow.MapType:
-		m, ok := arr.(*array.Map)
-		if !ok {
-			return fail()
+		if m, ok := arr.(*array.Map); ok {
+			return castMap(mem, m, t)
 		}
-		k, err := castToTable(mem, m.Keys(), t.KeyType())
-		if err != nil {
-			return nil, fmt.Errorf("map key: %w", err)
-		}
-		defer k.Release()
-		v, err := castToTable(mem, m.Items(), t.ItemType())
-		if err != nil {
-			return nil, fmt.Errorf("map value: %w", err)
-		}
-		defer v.Release()
-		return rebuildMap(arr, t, k, v), nil
 	case *arrow.ListType:
-		l, ok := arr.(*array.List)
-		if !ok {
-			return fail()
+		if l, ok := arr.(*array.List); ok {
+			return castList(mem, l, t)
 		}
-		vals, err := castToTable(mem, l.ListValues(), t.Elem())
-		if err != nil {
-			return nil, fmt.Errorf("array element: %w", err)
-		}
-		defer vals.Release()
-		return rebuild(arr, target, []arrow.Array{vals}), nil
 	}
 	return fail()
 }
@@ -159,6 +107,73 @@ func castInts(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (arr
 		}
 	}
 	return b.NewArray(), nil
+}
+
+// widenFloat32 converts float32 values to float64.
+func widenFloat32(mem memory.Allocator, a *array.Float32) arrow.Array {
+	b := array.NewFloat64Builder(mem)
+	defer b.Release()
+	b.Reserve(a.Len())
+	for i := 0; i < a.Len(); i++ {
+		if a.IsNull(i) {
+			b.AppendNull()
+		} else {
+			b.Append(float64(a.Value(i)))
+		}
+	}
+	return b.NewArray()
+}
+
+// castStruct casts a struct's fields to target's, found by name (case-insensitively);
+// a field the file lacks is all nulls.
+func castStruct(mem memory.Allocator, s *array.Struct, target *arrow.StructType) (arrow.Array, error) {
+	st := s.DataType().(*arrow.StructType)
+	children := make([]arrow.Array, target.NumFields())
+	defer releaseAll(children)
+	for i, tf := range target.Fields() {
+		idx := -1
+		for j, sf := range st.Fields() {
+			if strings.EqualFold(sf.Name, tf.Name) {
+				idx = j
+				break
+			}
+		}
+		if idx < 0 {
+			children[i] = array.MakeArrayOfNull(mem, tf.Type, s.Len())
+			continue
+		}
+		c, err := castToTable(mem, s.Field(idx), tf.Type)
+		if err != nil {
+			return nil, fmt.Errorf("field %s: %w", tf.Name, err)
+		}
+		children[i] = c
+	}
+	return rebuild(s, target, children), nil
+}
+
+// castMap casts a map's keys and values to target's.
+func castMap(mem memory.Allocator, m *array.Map, target *arrow.MapType) (arrow.Array, error) {
+	k, err := castToTable(mem, m.Keys(), target.KeyType())
+	if err != nil {
+		return nil, fmt.Errorf("map key: %w", err)
+	}
+	defer k.Release()
+	v, err := castToTable(mem, m.Items(), target.ItemType())
+	if err != nil {
+		return nil, fmt.Errorf("map value: %w", err)
+	}
+	defer v.Release()
+	return rebuildMap(m, target, k, v), nil
+}
+
+// castList casts a list's elements to target's.
+func castList(mem memory.Allocator, l *array.List, target *arrow.ListType) (arrow.Array, error) {
+	vals, err := castToTable(mem, l.ListValues(), target.Elem())
+	if err != nil {
+		return nil, fmt.Errorf("array element: %w", err)
+	}
+	defer vals.Release()
+	return rebuild(l, target, []arrow.Array{vals}), nil
 }
 
 func intGetter(arr arrow.Array) (func(int) int64, bool) {

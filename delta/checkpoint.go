@@ -141,89 +141,114 @@ func (t *Table) writeCheckpoint(ctx context.Context, s *Snapshot) error {
 func buildCheckpointRecord(mem memory.Allocator, s *Snapshot, nowMillis int64) (arrow.RecordBatch, int64) {
 	b := array.NewRecordBuilder(mem, checkpointSchema)
 	defer b.Release()
-	txnB := b.Field(0).(*array.StructBuilder)
-	addB := b.Field(1).(*array.StructBuilder)
-	remB := b.Field(2).(*array.StructBuilder)
-	mdB := b.Field(3).(*array.StructBuilder)
-	protoB := b.Field(4).(*array.StructBuilder)
-	others := func(except *array.StructBuilder) {
-		for _, sb := range []*array.StructBuilder{txnB, addB, remB, mdB, protoB} {
-			if sb != except {
-				sb.AppendNull()
-			}
-		}
+	cb := &checkpointRows{
+		txn:   b.Field(0).(*array.StructBuilder),
+		add:   b.Field(1).(*array.StructBuilder),
+		rem:   b.Field(2).(*array.StructBuilder),
+		md:    b.Field(3).(*array.StructBuilder),
+		proto: b.Field(4).(*array.StructBuilder),
 	}
-
-	// protocol
-	p := s.Protocol()
-	others(protoB)
-	protoB.Append(true)
-	protoB.FieldBuilder(0).(*array.Int32Builder).Append(int32(p.MinReaderVersion))
-	protoB.FieldBuilder(1).(*array.Int32Builder).Append(int32(p.MinWriterVersion))
-	appendStrList(protoB.FieldBuilder(2).(*array.ListBuilder), p.ReaderFeatures, p.MinReaderVersion >= 3)
-	appendStrList(protoB.FieldBuilder(3).(*array.ListBuilder), p.WriterFeatures, p.MinWriterVersion >= 7)
-
-	// metaData
-	md := s.Metadata()
-	others(mdB)
-	mdB.Append(true)
-	mdB.FieldBuilder(0).(*array.StringBuilder).Append(md.ID)
-	appendOptStr(mdB.FieldBuilder(1).(*array.StringBuilder), md.Name)
-	appendOptStr(mdB.FieldBuilder(2).(*array.StringBuilder), md.Description)
-	fb := mdB.FieldBuilder(3).(*array.StructBuilder)
-	fb.Append(true)
-	fb.FieldBuilder(0).(*array.StringBuilder).Append(md.Format.Provider)
-	appendStrMap(fb.FieldBuilder(1).(*array.MapBuilder), md.Format.Options, true)
-	mdB.FieldBuilder(4).(*array.StringBuilder).Append(md.SchemaString)
-	appendStrList(mdB.FieldBuilder(5).(*array.ListBuilder), md.PartitionColumns, true)
-	appendStrMap(mdB.FieldBuilder(6).(*array.MapBuilder), md.Configuration, true)
-	appendOptInt(mdB.FieldBuilder(7).(*array.Int64Builder), md.CreatedTime)
-
-	// txns
+	cb.protocol(s.Protocol())
+	cb.metadata(s.Metadata())
 	for _, id := range sortedTxnIDs(s.state.txns) {
-		x := s.state.txns[id]
-		others(txnB)
-		txnB.Append(true)
-		txnB.FieldBuilder(0).(*array.StringBuilder).Append(x.AppID)
-		txnB.FieldBuilder(1).(*array.Int64Builder).Append(x.Version)
-		appendOptInt(txnB.FieldBuilder(2).(*array.Int64Builder), x.LastUpdated)
+		cb.txnRow(s.state.txns[id])
 	}
-
-	// adds
 	for _, a := range s.Files() {
-		others(addB)
-		addB.Append(true)
-		addB.FieldBuilder(0).(*array.StringBuilder).Append(a.Path)
-		appendPtrMap(addB.FieldBuilder(1).(*array.MapBuilder), a.PartitionValues)
-		addB.FieldBuilder(2).(*array.Int64Builder).Append(a.Size)
-		addB.FieldBuilder(3).(*array.Int64Builder).Append(a.ModificationTime)
-		addB.FieldBuilder(4).(*array.BooleanBuilder).Append(a.DataChange)
-		appendStrMap(addB.FieldBuilder(5).(*array.MapBuilder), a.Tags, a.Tags != nil)
-		appendOptStr(addB.FieldBuilder(6).(*array.StringBuilder), a.Stats)
-		appendDV(addB.FieldBuilder(7).(*array.StructBuilder), a.DeletionVector)
+		cb.addRow(a)
 	}
-
 	// unexpired tombstones, without stats or tags
 	cutoff := nowMillis - s.DeletedFileRetention().Milliseconds()
 	for _, r := range s.Tombstones() {
 		if r.DeletionTimestamp == nil || *r.DeletionTimestamp <= cutoff {
 			continue
 		}
-		others(remB)
-		remB.Append(true)
-		remB.FieldBuilder(0).(*array.StringBuilder).Append(r.Path)
-		remB.FieldBuilder(1).(*array.Int64Builder).Append(*r.DeletionTimestamp)
-		remB.FieldBuilder(2).(*array.BooleanBuilder).Append(r.DataChange)
-		remB.FieldBuilder(3).(*array.BooleanBuilder).Append(r.ExtendedFileMetadata)
-		if r.ExtendedFileMetadata {
-			appendPtrMap(remB.FieldBuilder(4).(*array.MapBuilder), r.PartitionValues)
-		} else {
-			remB.FieldBuilder(4).AppendNull()
-		}
-		appendOptInt(remB.FieldBuilder(5).(*array.Int64Builder), r.Size)
-		appendDV(remB.FieldBuilder(6).(*array.StructBuilder), r.DeletionVector)
+		cb.removeRow(r)
 	}
 	return b.NewRecordBatch(), int64(len(s.Files()))
+}
+
+// checkpointRows appends checkpoint rows, one action each, to the builders of
+// checkpointSchema's action columns.
+type checkpointRows struct {
+	txn, add, rem, md, proto *array.StructBuilder
+}
+
+// row starts a row of the action whose builder is sb: the other actions are null.
+func (cb *checkpointRows) row(sb *array.StructBuilder) {
+	for _, o := range []*array.StructBuilder{cb.txn, cb.add, cb.rem, cb.md, cb.proto} {
+		if o != sb {
+			o.AppendNull()
+		}
+	}
+	sb.Append(true)
+}
+
+// protocol appends the protocol row (feature lists only where the versions have them).
+func (cb *checkpointRows) protocol(p *Protocol) {
+	b := cb.proto
+	cb.row(b)
+	b.FieldBuilder(0).(*array.Int32Builder).Append(int32(p.MinReaderVersion))
+	b.FieldBuilder(1).(*array.Int32Builder).Append(int32(p.MinWriterVersion))
+	appendStrList(b.FieldBuilder(2).(*array.ListBuilder), p.ReaderFeatures, p.MinReaderVersion >= 3)
+	appendStrList(b.FieldBuilder(3).(*array.ListBuilder), p.WriterFeatures, p.MinWriterVersion >= 7)
+}
+
+// metadata appends the metaData row.
+func (cb *checkpointRows) metadata(md *Metadata) {
+	b := cb.md
+	cb.row(b)
+	b.FieldBuilder(0).(*array.StringBuilder).Append(md.ID)
+	appendOptStr(b.FieldBuilder(1).(*array.StringBuilder), md.Name)
+	appendOptStr(b.FieldBuilder(2).(*array.StringBuilder), md.Description)
+	fb := b.FieldBuilder(3).(*array.StructBuilder)
+	fb.Append(true)
+	fb.FieldBuilder(0).(*array.StringBuilder).Append(md.Format.Provider)
+	appendStrMap(fb.FieldBuilder(1).(*array.MapBuilder), md.Format.Options, true)
+	b.FieldBuilder(4).(*array.StringBuilder).Append(md.SchemaString)
+	appendStrList(b.FieldBuilder(5).(*array.ListBuilder), md.PartitionColumns, true)
+	appendStrMap(b.FieldBuilder(6).(*array.MapBuilder), md.Configuration, true)
+	appendOptInt(b.FieldBuilder(7).(*array.Int64Builder), md.CreatedTime)
+}
+
+// txnRow appends a txn row.
+func (cb *checkpointRows) txnRow(x *Txn) {
+	b := cb.txn
+	cb.row(b)
+	b.FieldBuilder(0).(*array.StringBuilder).Append(x.AppID)
+	b.FieldBuilder(1).(*array.Int64Builder).Append(x.Version)
+	appendOptInt(b.FieldBuilder(2).(*array.Int64Builder), x.LastUpdated)
+}
+
+// addRow appends an add row, with its stats and deletion vector.
+func (cb *checkpointRows) addRow(a *Add) {
+	b := cb.add
+	cb.row(b)
+	b.FieldBuilder(0).(*array.StringBuilder).Append(a.Path)
+	appendPtrMap(b.FieldBuilder(1).(*array.MapBuilder), a.PartitionValues)
+	b.FieldBuilder(2).(*array.Int64Builder).Append(a.Size)
+	b.FieldBuilder(3).(*array.Int64Builder).Append(a.ModificationTime)
+	b.FieldBuilder(4).(*array.BooleanBuilder).Append(a.DataChange)
+	appendStrMap(b.FieldBuilder(5).(*array.MapBuilder), a.Tags, a.Tags != nil)
+	appendOptStr(b.FieldBuilder(6).(*array.StringBuilder), a.Stats)
+	appendDV(b.FieldBuilder(7).(*array.StructBuilder), a.DeletionVector)
+}
+
+// removeRow appends a tombstone, without stats or tags (partition values only with
+// extended file metadata).
+func (cb *checkpointRows) removeRow(r *Remove) {
+	b := cb.rem
+	cb.row(b)
+	b.FieldBuilder(0).(*array.StringBuilder).Append(r.Path)
+	b.FieldBuilder(1).(*array.Int64Builder).Append(*r.DeletionTimestamp)
+	b.FieldBuilder(2).(*array.BooleanBuilder).Append(r.DataChange)
+	b.FieldBuilder(3).(*array.BooleanBuilder).Append(r.ExtendedFileMetadata)
+	if r.ExtendedFileMetadata {
+		appendPtrMap(b.FieldBuilder(4).(*array.MapBuilder), r.PartitionValues)
+	} else {
+		b.FieldBuilder(4).AppendNull()
+	}
+	appendOptInt(b.FieldBuilder(5).(*array.Int64Builder), r.Size)
+	appendDV(b.FieldBuilder(6).(*array.StructBuilder), r.DeletionVector)
 }
 
 func appendDV(b *array.StructBuilder, dv *DeletionVector) {

@@ -75,21 +75,39 @@ func (t *Table) cleanupAfterCheckpoint(ctx context.Context, snap *Snapshot) {
 // cleanupLog does the work; keepFrom >= 0 caps the kept checkpoint at that version.
 func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot, keepFrom int64) (*CleanupResult, error) {
 	res := &CleanupResult{CheckpointVersion: -1}
+	keep, err := t.cleanupCheckpoint(ctx, snap, keepFrom, res)
+	if err != nil {
+		return nil, err
+	}
+	if res.Skipped != "" {
+		return res, nil
+	}
+	res.CheckpointVersion = keep
+	if err := t.deleteLogBefore(ctx, keep, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// cleanupCheckpoint finds the checkpoint log cleanup keeps: the newest at or before the
+// newest commit older than the cutoff (which it sets in res), and before keepFrom when
+// that is >= 0. When there is none, res.Skipped says why.
+func (t *Table) cleanupCheckpoint(ctx context.Context, snap *Snapshot, keepFrom int64, res *CleanupResult) (int64, error) {
 	if !snap.ExpiredLogCleanupEnabled() {
 		res.Skipped = PropEnableExpiredLogCleanup + " is false"
-		return res, nil
+		return -1, nil
 	}
 	for _, f := range snap.Protocol().WriterFeatures {
 		if f == FeatureV2Checkpoint {
 			res.Skipped = "V2 checkpoints are not supported"
-			return res, nil
+			return -1, nil
 		}
 	}
 	now := t.opts.Now().UTC()
 	res.Cutoff = now.Add(-snap.LogRetention()).Truncate(24 * time.Hour)
 	files, err := t.listLog(ctx, -1)
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
 	idx := indexLog(files)
 	var commits []logFile
@@ -100,11 +118,11 @@ func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot, keepFrom int64) 
 	}
 	if len(commits) == 0 {
 		res.Skipped = "no commit files"
-		return res, nil
+		return -1, nil
 	}
 	stamps, err := t.commitStamps(ctx, commits, snap.Metadata())
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
 	newestExpired := int64(-1)
 	cut := res.Cutoff.UnixMilli()
@@ -118,7 +136,7 @@ func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot, keepFrom int64) 
 	}
 	if newestExpired < 0 {
 		res.Skipped = "no commit is older than the cutoff"
-		return res, nil
+		return -1, nil
 	}
 	keep := int64(-1)
 	for _, cp := range idx.checkpoints {
@@ -128,13 +146,18 @@ func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot, keepFrom int64) 
 	}
 	if keep <= 0 {
 		res.Skipped = "no checkpoint at or before the newest expired commit"
-		return res, nil
+		return -1, nil
 	}
-	res.CheckpointVersion = keep
+	return keep, nil
+}
+
+// deleteLogBefore deletes the log files of versions before checkpoint keep, oldest
+// first, once that checkpoint loads, and lists them in res.
+func (t *Table) deleteLogBefore(ctx context.Context, keep int64, res *CleanupResult) error {
 	prefix := t.logPrefix()
 	infos, err := t.store.List(ctx, prefix, "")
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", prefix, err)
+		return fmt.Errorf("list %s: %w", prefix, err)
 	}
 	var doomed []string
 	for _, info := range infos {
@@ -144,7 +167,7 @@ func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot, keepFrom int64) 
 		}
 	}
 	if len(doomed) == 0 {
-		return res, nil
+		return nil
 	}
 	sort.Strings(doomed)
 	// The kept checkpoint becomes the only way into the older part of the log: make sure
@@ -153,16 +176,16 @@ func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot, keepFrom int64) 
 		if err == nil {
 			err = fmt.Errorf("it does not load (the snapshot came from checkpoint %d)", s.CheckpointVersion())
 		}
-		return nil, fmt.Errorf("checkpoint %d cannot replace the log before it: %w", keep, err)
+		return fmt.Errorf("checkpoint %d cannot replace the log before it: %w", keep, err)
 	}
 	// Oldest first: a crash midway leaves a log that still starts at a readable point.
 	for _, name := range doomed {
 		if err := t.store.Delete(ctx, prefix+name); err != nil {
-			return res, fmt.Errorf("delete %s: %w", name, err)
+			return fmt.Errorf("delete %s: %w", name, err)
 		}
 		res.FilesDeleted = append(res.FilesDeleted, name)
 	}
-	return res, nil
+	return nil
 }
 
 // logFileVersion returns the version a _delta_log file belongs to, for the files log

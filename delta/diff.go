@@ -124,6 +124,25 @@ func (t *Table) diffVersions(ctx context.Context, from, to int64, opts DiffOptio
 	defer after.Release()
 
 	cols := comparedColumns(before, after, d)
+	matched, added, err := matchByKey(before, after, keys)
+	if err != nil {
+		return nil, err
+	}
+	pickB, pickA := d.classify(cols, matched, added)
+	if d.Before, err = gatherRows(ctx, memory.DefaultAllocator, before, pickB); err != nil {
+		return nil, err
+	}
+	if d.After, err = gatherRows(ctx, memory.DefaultAllocator, after, pickA); err != nil {
+		d.Release()
+		return nil, err
+	}
+	return d, nil
+}
+
+// matchByKey pairs the rows of before and after by their keys, in order (the first row
+// of a key before with the first after, and so on): matched is per row of before its
+// row after (-1: none), added the rows after no row before pairs with.
+func matchByKey(before, after arrow.RecordBatch, keys []string) (matched, added []int, err error) {
 	keyIdx := func(rec arrow.RecordBatch) []int {
 		idx := make([]int, len(keys))
 		for i, k := range keys {
@@ -133,22 +152,21 @@ func (t *Table) diffVersions(ctx context.Context, from, to int64, opts DiffOptio
 	}
 	encB, err := newRowEncoder(before, keyIdx(before))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	encA, err := newRowEncoder(after, keyIdx(after))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byKey := map[string][]int{}
 	for i := range int(before.NumRows()) {
 		k := string(encB.encode(nil, i))
 		byKey[k] = append(byKey[k], i)
 	}
-	matched := make([]int, before.NumRows())
+	matched = make([]int, before.NumRows())
 	for i := range matched {
 		matched[i] = -1
 	}
-	var added []int
 	for j := range int(after.NumRows()) {
 		k := string(encA.encode(nil, j))
 		rows := byKey[k]
@@ -160,7 +178,13 @@ func (t *Table) diffVersions(ctx context.Context, from, to int64, opts DiffOptio
 		byKey[k] = rows[1:]
 		matched[i] = j
 	}
-	var pickB, pickA []int32
+	return matched, added, nil
+}
+
+// classify adds to d a row diff per removed row, per pair whose compared columns
+// differ (cols), then per added row, and counts them; pickB and pickA are the rows of
+// before and after they show, in d.Rows' order.
+func (d *Diff) classify(cols *columnPairs, matched, added []int) (pickB, pickA []int32) {
 	for i, j := range matched {
 		switch {
 		case j < 0:
@@ -182,14 +206,7 @@ func (t *Table) diffVersions(ctx context.Context, from, to int64, opts DiffOptio
 		pickA = append(pickA, int32(j))
 		d.Added++
 	}
-	if d.Before, err = gatherRows(ctx, memory.DefaultAllocator, before, pickB); err != nil {
-		return nil, err
-	}
-	if d.After, err = gatherRows(ctx, memory.DefaultAllocator, after, pickA); err != nil {
-		d.Release()
-		return nil, err
-	}
-	return d, nil
+	return pickB, pickA
 }
 
 // diffKeys checks the key columns against both schemas, in the newer one's spelling.

@@ -277,21 +277,51 @@ func (res *DMLResult) metrics(op string, ch *dmlChanges, dv bool, start time.Tim
 // deletion vectors on, it writes only the changed rows and returns the file again with
 // a vector marking the old ones (dvAdd; nil when no row is left).
 func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a *Add, bp *boundPredicate, set map[string]any, res *DMLResult) (touched bool, dvAdd *Add, err error) {
-	type part struct {
-		rec  arrow.RecordBatch
-		hits []int32
-		rest []int32
-	}
-	var parts []part
+	parts, nHits, err := matchFile(ctx, snap, a, bp)
 	defer func() {
 		for _, p := range parts {
 			p.rec.Release()
 		}
 	}()
-	var nHits int64
+	if err != nil || nHits == 0 {
+		return false, nil, err
+	}
+	dv := snap.DeletionVectorsEnabled()
+	var gone []int64 // with dv: the changed rows' logical indexes
+	var first int64  // of the current part's first row
+	for _, p := range parts {
+		if dv {
+			for _, r := range p.hits {
+				gone = append(gone, first+int64(r))
+			}
+			first += p.rec.NumRows()
+		}
+		if err := t.rewritePart(ctx, snap, w, p, !dv, set, res); err != nil {
+			return false, nil, err
+		}
+	}
+	if dv {
+		if dvAdd, err = markDeleted(ctx, snap, a, gone, first); err != nil {
+			return false, nil, err
+		}
+	}
+	return true, dvAdd, nil
+}
+
+// dmlPart is a record of a file a DML statement reads: the rows the predicate matches
+// (hits) and the others (rest).
+type dmlPart struct {
+	rec  arrow.RecordBatch
+	hits []int32
+	rest []int32
+}
+
+// matchFile reads a file's records (retained: the caller releases them, also on an
+// error) and the rows of each that bp matches (all without bp); nHits counts them.
+func matchFile(ctx context.Context, snap *Snapshot, a *Add, bp *boundPredicate) (parts []dmlPart, nHits int64, err error) {
 	err = scanFile(ctx, snap, a, func(rec arrow.RecordBatch) error {
 		n := int(rec.NumRows())
-		p := part{rec: rec}
+		p := dmlPart{rec: rec}
 		if bp == nil {
 			p.hits = indexRange(n)
 		} else {
@@ -312,56 +342,41 @@ func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a 
 		nHits += int64(len(p.hits))
 		return nil
 	})
-	if err != nil || nHits == 0 {
-		return false, nil, err
-	}
-	dv := snap.DeletionVectorsEnabled()
-	var gone []int64 // with dv: the changed rows' logical indexes
-	var first int64  // of the current part's first row
-	for _, p := range parts {
-		if dv {
-			for _, r := range p.hits {
-				gone = append(gone, first+int64(r))
-			}
-			first += p.rec.NumRows()
-		}
-		if len(p.rest) > 0 && !dv {
-			kept, err := takeOrAll(ctx, w.mem, p.rec, p.rest)
-			if err != nil {
-				return false, nil, err
-			}
-			err = w.writeData(ctx, kept)
-			kept.Release()
-			if err != nil {
-				return false, nil, err
-			}
-			res.NumCopiedRows += int64(len(p.rest))
-		}
-		if len(p.hits) == 0 {
-			continue
-		}
-		hit, err := takeOrAll(ctx, w.mem, p.rec, p.hits)
+	return parts, nHits, err
+}
+
+// rewritePart writes a part's new content: its other rows copied (when copyRest: not
+// with deletion vectors), and its matched rows deleted (change rows only) or updated
+// with set.
+func (t *Table) rewritePart(ctx context.Context, snap *Snapshot, w *rewriter, p dmlPart, copyRest bool, set map[string]any, res *DMLResult) error {
+	if len(p.rest) > 0 && copyRest {
+		kept, err := takeOrAll(ctx, w.mem, p.rec, p.rest)
 		if err != nil {
-			return false, nil, err
+			return err
 		}
-		if set == nil {
-			err = w.writeChanges(ctx, hit, ChangeDelete)
-			res.NumDeletedRows += int64(len(p.hits))
-		} else {
-			err = t.writeUpdated(ctx, snap, w, hit, set)
-			res.NumUpdatedRows += int64(len(p.hits))
-		}
-		hit.Release()
+		err = w.writeData(ctx, kept)
+		kept.Release()
 		if err != nil {
-			return false, nil, err
+			return err
 		}
+		res.NumCopiedRows += int64(len(p.rest))
 	}
-	if dv {
-		if dvAdd, err = markDeleted(ctx, snap, a, gone, first); err != nil {
-			return false, nil, err
-		}
+	if len(p.hits) == 0 {
+		return nil
 	}
-	return true, dvAdd, nil
+	hit, err := takeOrAll(ctx, w.mem, p.rec, p.hits)
+	if err != nil {
+		return err
+	}
+	if set == nil {
+		err = w.writeChanges(ctx, hit, ChangeDelete)
+		res.NumDeletedRows += int64(len(p.hits))
+	} else {
+		err = t.writeUpdated(ctx, snap, w, hit, set)
+		res.NumUpdatedRows += int64(len(p.hits))
+	}
+	hit.Release()
+	return err
 }
 
 // writeUpdated applies set to the rows of pre and writes the result, with pre and post

@@ -277,34 +277,13 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 			p.rec.Release()
 		}
 	}()
-	var apply chan *recordPlan // nil until a record changes
-	applied := make(chan error, 1)
-	startApplier := func() {
-		apply = make(chan *recordPlan, 2)
-		go func() { // stopped by close(apply) below, which then waits for it
-			var err error
-			for p := range apply {
-				if err == nil {
-					if err = m.applyRecord(ctx, p); err != nil {
-						cancel() // stops the scan
-					}
-				}
-				p.rec.Release()
-			}
-			applied <- err
-		}()
-	}
+	var ap *recordApplier // nil until a record changes
 	var fm *FileMatches
 	var first int64 // index in the file of rec's first row
 	if m.pos != nil {
 		fm = m.pos.Files[a.Path]
-		if len(fm.Source) != len(fm.Target) {
-			return false, fmt.Errorf("MergePositions for %s: %d target rows, %d source rows", a.Path, len(fm.Target), len(fm.Source))
-		}
-		for i := 1; i < len(fm.Target); i++ {
-			if fm.Target[i] <= fm.Target[i-1] {
-				return false, fmt.Errorf("%w: MergePositions for %s lists target row %d twice or out of order", ErrMultipleSourceRowsMatched, a.Path, fm.Target[i])
-			}
+		if err := checkFileMatches(a.Path, fm); err != nil {
+			return false, err
 		}
 	}
 	var gone []int64 // with m.dv: the file's rows (logical indexes) deleted or updated
@@ -332,33 +311,78 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 		}
 		rec.Retain()
 		held = append(held, p)
-		if apply == nil && !p.changed {
+		if ap == nil && !p.changed {
 			return nil
 		}
-		if apply == nil {
-			startApplier()
+		if ap == nil {
+			ap = m.startApplier(ctx, cancel)
 		}
 		for _, h := range held {
-			apply <- h // never blocks for long: the applier drains the channel even after a failure
+			ap.apply <- h // never blocks for long: the applier drains the channel even after a failure
 		}
 		held = held[:0]
 		return nil
 	})
-	if apply != nil {
-		close(apply)
-		if aerr := <-applied; aerr != nil {
+	if ap != nil {
+		if aerr := ap.wait(); aerr != nil {
 			return false, aerr
 		}
 	}
 	if err != nil {
 		return false, err
 	}
-	if m.dv && apply != nil {
+	if m.dv && ap != nil {
 		if err := m.markDeleted(ctx, a, gone, first); err != nil {
 			return false, err
 		}
 	}
-	return apply != nil, nil
+	return ap != nil, nil
+}
+
+// checkFileMatches checks a file's given matches: a source row per target row, target
+// rows in increasing order (a row twice would be matched by two source rows).
+func checkFileMatches(path string, fm *FileMatches) error {
+	if len(fm.Source) != len(fm.Target) {
+		return fmt.Errorf("MergePositions for %s: %d target rows, %d source rows", path, len(fm.Target), len(fm.Source))
+	}
+	for i := 1; i < len(fm.Target); i++ {
+		if fm.Target[i] <= fm.Target[i-1] {
+			return fmt.Errorf("%w: MergePositions for %s lists target row %d twice or out of order", ErrMultipleSourceRowsMatched, path, fm.Target[i])
+		}
+	}
+	return nil
+}
+
+// recordApplier applies a file's planned records, in the order sent on apply, on a
+// goroutine of its own; wait stops it and waits for it. After a failure it cancels the
+// file's scan and releases the records it is still sent without applying them.
+type recordApplier struct {
+	apply   chan *recordPlan
+	applied chan error
+}
+
+// startApplier starts a file's applier; cancel stops the file's scan.
+func (m *merger) startApplier(ctx context.Context, cancel context.CancelFunc) *recordApplier {
+	ap := &recordApplier{apply: make(chan *recordPlan, 2), applied: make(chan error, 1)}
+	go func() { // stopped by ap.wait, which closes apply and waits for it
+		var err error
+		for p := range ap.apply {
+			if err == nil {
+				if err = m.applyRecord(ctx, p); err != nil {
+					cancel() // stops the scan
+				}
+			}
+			p.rec.Release()
+		}
+		ap.applied <- err
+	}()
+	return ap
+}
+
+// wait closes the applier's input and returns the first error of its records.
+func (ap *recordApplier) wait() error {
+	close(ap.apply)
+	return <-ap.applied
 }
 
 // markDeleted marks a file's deleted or updated rows in its vector (markDeleted) and

@@ -44,7 +44,6 @@ func (s *mergeSource) release() {
 
 // loadSource reads opts.Source (Merge has already drained SourceReader into it).
 func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *mergePlan) (*mergeSource, error) {
-	mem := memory.DefaultAllocator
 	var batches []arrow.RecordBatch
 	defer func() {
 		for _, b := range batches {
@@ -74,33 +73,11 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 	if src.schema, outFields, err = sourceSchema(in, plan); err != nil {
 		return nil, err
 	}
-	cols := make([]arrow.Array, len(outFields))
-	defer releaseAll(cols)
-	for i, f := range src.schema.Fields {
-		parts := make([]arrow.Array, 0, len(batches))
-		for _, b := range batches {
-			if !b.Schema().Equal(in) {
-				releaseAll(parts)
-				return nil, fmt.Errorf("source records have different schemas: %s and %s", in, b.Schema())
-			}
-			c, err := conformArray(mem, b.Column(i), outFields[i].Type, f.Name, f.Type)
-			if err != nil {
-				releaseAll(parts)
-				return nil, fmt.Errorf("source: %w", err)
-			}
-			parts = append(parts, c)
-		}
-		if len(parts) == 0 {
-			cols[i] = array.MakeArrayOfNull(mem, outFields[i].Type, 0)
-		} else if len(parts) == 1 {
-			cols[i] = parts[0]
-			parts = nil
-		} else if cols[i], err = array.Concatenate(parts, mem); err != nil {
-			releaseAll(parts)
-			return nil, fmt.Errorf("source: %w", err)
-		}
-		releaseAll(parts)
+	cols, err := conformSource(batches, in, src.schema, outFields)
+	if err != nil {
+		return nil, err
 	}
+	defer releaseAll(cols)
 	var n int64
 	if len(cols) > 0 {
 		n = int64(cols[0].Len())
@@ -133,6 +110,44 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 		return nil, err
 	}
 	return src, nil
+}
+
+// conformSource conforms the source records (of schema in) to the source's schema
+// (schema; Arrow fields outFields), column by column, and concatenates each column's
+// parts into one array.
+func conformSource(batches []arrow.RecordBatch, in *arrow.Schema, schema *StructType, outFields []arrow.Field) ([]arrow.Array, error) {
+	mem := memory.DefaultAllocator
+	cols := make([]arrow.Array, len(outFields))
+	for i, f := range schema.Fields {
+		parts := make([]arrow.Array, 0, len(batches))
+		for _, b := range batches {
+			if !b.Schema().Equal(in) {
+				releaseAll(parts)
+				releaseAll(cols)
+				return nil, fmt.Errorf("source records have different schemas: %s and %s", in, b.Schema())
+			}
+			c, err := conformArray(mem, b.Column(i), outFields[i].Type, f.Name, f.Type)
+			if err != nil {
+				releaseAll(parts)
+				releaseAll(cols)
+				return nil, fmt.Errorf("source: %w", err)
+			}
+			parts = append(parts, c)
+		}
+		var err error
+		if len(parts) == 0 {
+			cols[i] = array.MakeArrayOfNull(mem, outFields[i].Type, 0)
+		} else if len(parts) == 1 {
+			cols[i] = parts[0]
+			parts = nil
+		} else if cols[i], err = array.Concatenate(parts, mem); err != nil {
+			releaseAll(parts)
+			releaseAll(cols)
+			return nil, fmt.Errorf("source: %w", err)
+		}
+		releaseAll(parts)
+	}
+	return cols, nil
 }
 
 // sourceSchema is the schema the MERGE reads the source in (in is the source's): a

@@ -333,12 +333,41 @@ func (s *splice) close() {
 // write writes the spliced file, with patch's values, and returns its add. It closes s.
 func (s *splice) write(ctx context.Context, patch *splicePatch) (*Add, error) {
 	defer s.close()
-	a, t := s.a, s.snap.Table()
+	a := s.a
+	enc, stats, err := s.encodePatched(ctx, patch)
+	if err != nil {
+		return nil, err
+	}
+	encFoot, ok, err := pqfile.ReadFooter(bytes.NewReader(enc), int64(len(enc)))
+	if err != nil || !ok {
+		return nil, fmt.Errorf("%s: the spliced columns' footer: %v", a.Path, err)
+	}
+	replaced := make(map[int]int, len(s.leaf)) // file leaf -> spliced column
+	for j, l := range s.leaf {
+		replaced[l] = j
+	}
+	newRel, size, err := s.writeSpliced(ctx, enc, encFoot, replaced)
+	if err != nil {
+		return nil, fmt.Errorf("splice %s: %w", a.Path, err)
+	}
+	return &Add{
+		Path:             encodePath(newRel),
+		PartitionValues:  a.PartitionValues,
+		Size:             size,
+		ModificationTime: s.opts.Now().UnixMilli(),
+		DataChange:       true,
+		Stats:            spliceStats(a.Stats, stats.JSON(), s.chST),
+	}, nil
+}
+
+// encodePatched encodes the changed columns, patched, row group by row group into a
+// Parquet file of their own (enc), whose chunks then go into the new file; stats are the
+// changed columns' statistics.
+func (s *splice) encodePatched(ctx context.Context, patch *splicePatch) (enc []byte, stats *fileStats, err error) {
+	a := s.a
 	md := s.fr.ParquetReader().MetaData()
-	// The changed columns, patched and encoded row group by row group into a file of
-	// their own, whose chunks then go into the new file.
-	stats := newFileStats(s.chST, -1)
-	var enc bytes.Buffer
+	stats = newFileStats(s.chST, -1)
+	var buf bytes.Buffer
 	var fw *pqfile.FlatWriter
 	defer func() {
 		if fw != nil {
@@ -354,14 +383,14 @@ func (s *splice) write(ctx context.Context, patch *splicePatch) (*Add, error) {
 		}
 		rec, err := s.patchedRowGroup(ctx, rg, patch, k, hi, first)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", a.Path, err)
+			return nil, nil, fmt.Errorf("%s: %w", a.Path, err)
 		}
 		stats.update(rec)
 		if fw == nil {
 			props, aprops := parquetWriterProps(s.opts, rec)
-			if fw, err = pqfile.NewFlatWriter(s.chSchema, &enc, props, aprops); err != nil {
+			if fw, err = pqfile.NewFlatWriter(s.chSchema, &buf, props, aprops); err != nil {
 				rec.Release()
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		err = fw.WriteBuffered(rec)
@@ -370,26 +399,26 @@ func (s *splice) write(ctx context.Context, patch *splicePatch) (*Add, error) {
 			err = fw.NewBufferedRowGroupChecked()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", a.Path, err)
+			return nil, nil, fmt.Errorf("%s: %w", a.Path, err)
 		}
 		first, k = first+n, hi
 	}
 	if k != len(patch.rows) {
-		return nil, fmt.Errorf("%s: updated row %d is past the file's %d rows", a.Path, patch.rows[k], first)
+		return nil, nil, fmt.Errorf("%s: updated row %d is past the file's %d rows", a.Path, patch.rows[k], first)
 	}
-	err := fw.Close()
+	err = fw.Close()
 	fw = nil
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", a.Path, err)
+		return nil, nil, fmt.Errorf("%s: %w", a.Path, err)
 	}
-	encFoot, ok, err := pqfile.ReadFooter(bytes.NewReader(enc.Bytes()), int64(enc.Len()))
-	if err != nil || !ok {
-		return nil, fmt.Errorf("%s: the spliced columns' footer: %v", a.Path, err)
-	}
-	replaced := make(map[int]int, len(s.leaf)) // file leaf -> spliced column
-	for j, l := range s.leaf {
-		replaced[l] = j
-	}
+	return buf.Bytes(), stats, nil
+}
+
+// writeSpliced writes and uploads the new file beside the old one: the old file's
+// chunks with the changed columns' (leaf -> column of enc in replaced) from enc. It
+// returns the new file's path relative to the table and its size.
+func (s *splice) writeSpliced(ctx context.Context, enc []byte, encFoot *pqfile.Footer, replaced map[int]int) (string, int64, error) {
+	t := s.snap.Table()
 	dir := path.Dir(s.rel)
 	if dir == "." {
 		dir = ""
@@ -398,23 +427,13 @@ func (s *splice) write(ctx context.Context, patch *splicePatch) (*Add, error) {
 	}
 	newRel := fmt.Sprintf("%s%s-00000-%s-c000%s.parquet", dir, s.opts.FilePrefix, uuid.NewString(), codecSuffix(s.opts))
 	sink := newStreamSink(ctx, t.Store(), t.key(newRel))
-	size, err := pqfile.WriteSpliced(sink, s.src, s.foot, bytes.NewReader(enc.Bytes()), encFoot, replaced)
+	size, err := pqfile.WriteSpliced(sink, s.src, s.foot, bytes.NewReader(enc), encFoot, replaced)
 	if err == nil {
 		err = sink.upload(ctx, t.Store(), "")
 	} else {
 		sink.release()
 	}
-	if err != nil {
-		return nil, fmt.Errorf("splice %s: %w", a.Path, err)
-	}
-	return &Add{
-		Path:             encodePath(newRel),
-		PartitionValues:  a.PartitionValues,
-		Size:             size,
-		ModificationTime: s.opts.Now().UnixMilli(),
-		DataChange:       true,
-		Stats:            spliceStats(a.Stats, stats.JSON(), s.chST),
-	}, nil
+	return newRel, size, err
 }
 
 // spliceGroup writes a MERGE's spliced files in the background (at most n at once),

@@ -99,69 +99,83 @@ func conformArray(mem memory.Allocator, arr arrow.Array, target arrow.DataType, 
 		if !ok || sdt == nil {
 			return nil, mismatch()
 		}
-		sa := arr.(*array.Struct)
-		children := make([]arrow.Array, t.NumFields())
-		defer releaseAll(children)
-		used := make([]bool, s.NumFields())
-		for i, tf := range t.Fields() {
-			idx := -1
-			for j, sf := range s.Fields() {
-				if strings.EqualFold(sf.Name, tf.Name) {
-					idx = j
-				}
-			}
-			sub := column + "." + tf.Name
-			if idx < 0 {
-				if !tf.Nullable {
-					return nil, fmt.Errorf("column %s (%s, not nullable) is missing from the written data", sub, sdt.Fields[i].Type)
-				}
-				children[i] = array.MakeArrayOfNull(mem, tf.Type, sa.Len())
-				continue
-			}
-			used[idx] = true
-			c, err := conformArray(mem, sa.Field(idx), tf.Type, sub, sdt.Fields[i].Type)
-			if err != nil {
-				return nil, err
-			}
-			children[i] = c
-		}
-		for j, u := range used {
-			if !u {
-				return nil, fmt.Errorf("column %s.%s is not in the table schema", column, s.Field(j).Name)
-			}
-		}
-		return rebuild(arr, target, children), nil
+		return conformStruct(mem, arr.(*array.Struct), s, t, column, sdt)
 	case *arrow.MapType:
 		mdt, _ := dt.(*MapType)
 		if _, ok := src.(*arrow.MapType); !ok || mdt == nil {
 			return nil, mismatch()
 		}
-		m := arr.(*array.Map)
-		k, err := conformArray(mem, m.Keys(), t.KeyType(), column+".key", mdt.KeyType)
-		if err != nil {
-			return nil, err
-		}
-		defer k.Release()
-		v, err := conformArray(mem, m.Items(), t.ItemType(), column+".value", mdt.ValueType)
-		if err != nil {
-			return nil, err
-		}
-		defer v.Release()
-		return rebuildMap(arr, t, k, v), nil
+		return conformMap(mem, arr.(*array.Map), t, column, mdt)
 	case *arrow.ListType:
 		adt, _ := dt.(*ArrayType)
 		if _, ok := src.(*arrow.ListType); !ok || adt == nil {
 			return nil, mismatch()
 		}
-		l := arr.(*array.List)
-		vals, err := conformArray(mem, l.ListValues(), t.Elem(), column+".element", adt.ElementType)
+		return conformList(mem, arr.(*array.List), t, column, adt)
+	}
+	return nil, mismatch()
+}
+
+// conformStruct conforms a struct's fields (of type s) to the table's struct type
+// (target, Delta type dt), found by name (case-insensitively): a nullable field the
+// data lacks is all nulls; a field the table lacks is an error.
+func conformStruct(mem memory.Allocator, sa *array.Struct, s, target *arrow.StructType, column string, dt *StructType) (arrow.Array, error) {
+	children := make([]arrow.Array, target.NumFields())
+	defer releaseAll(children)
+	used := make([]bool, s.NumFields())
+	for i, tf := range target.Fields() {
+		idx := -1
+		for j, sf := range s.Fields() {
+			if strings.EqualFold(sf.Name, tf.Name) {
+				idx = j
+			}
+		}
+		sub := column + "." + tf.Name
+		if idx < 0 {
+			if !tf.Nullable {
+				return nil, fmt.Errorf("column %s (%s, not nullable) is missing from the written data", sub, dt.Fields[i].Type)
+			}
+			children[i] = array.MakeArrayOfNull(mem, tf.Type, sa.Len())
+			continue
+		}
+		used[idx] = true
+		c, err := conformArray(mem, sa.Field(idx), tf.Type, sub, dt.Fields[i].Type)
 		if err != nil {
 			return nil, err
 		}
-		defer vals.Release()
-		return rebuild(arr, target, []arrow.Array{vals}), nil
+		children[i] = c
 	}
-	return nil, mismatch()
+	for j, u := range used {
+		if !u {
+			return nil, fmt.Errorf("column %s.%s is not in the table schema", column, s.Field(j).Name)
+		}
+	}
+	return rebuild(sa, target, children), nil
+}
+
+// conformMap conforms a map's keys and values to the table's map type.
+func conformMap(mem memory.Allocator, m *array.Map, target *arrow.MapType, column string, dt *MapType) (arrow.Array, error) {
+	k, err := conformArray(mem, m.Keys(), target.KeyType(), column+".key", dt.KeyType)
+	if err != nil {
+		return nil, err
+	}
+	defer k.Release()
+	v, err := conformArray(mem, m.Items(), target.ItemType(), column+".value", dt.ValueType)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Release()
+	return rebuildMap(m, target, k, v), nil
+}
+
+// conformList conforms a list's elements to the table's array type.
+func conformList(mem memory.Allocator, l *array.List, target *arrow.ListType, column string, dt *ArrayType) (arrow.Array, error) {
+	vals, err := conformArray(mem, l.ListValues(), target.Elem(), column+".element", dt.ElementType)
+	if err != nil {
+		return nil, err
+	}
+	defer vals.Release()
+	return rebuild(l, target, []arrow.Array{vals}), nil
 }
 
 // rebuild makes an array of type target from arr's own buffers (validity, offsets) and

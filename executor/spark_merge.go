@@ -216,19 +216,20 @@ allev AS (SELECT %s, __seq, __del FROM fresh UNION ALL SELECT %s, __seq, __del F
 	} else {
 		fmt.Fprintf(&b, "allev AS (SELECT %s, __seq, __del FROM fresh),\n", idents(m.Data, ""))
 	}
-	e.scd2Tail(&b, p, tomb)
+	scd2Survivors(&b, m)
+	scd2Versions(&b, m)
+	e.scd2Merge(&b, m, tomb)
 	return []statement{{setup: []string{stored}, sql: b.String(), table: m.Target, txn: p.Txn}}, nil
 }
 
-// scd2Tail writes the fold of allev against the current rows and the MERGE.
-func (e *SparkExecutor) scd2Tail(b *strings.Builder, p *jobs.Plan, tomb string) {
-	m := p.Merge
-	tgt := e.tableRef(m.Target)
-	K, T, T1 := m.Keys, m.Tracked, m.Type1
-	from, to, cur := ident(m.ValidFrom), ident(m.ValidTo), ident(m.IsCurrent)
-	joinK := func(a, b string) string { return nullSafeEq(K, a, b) }
-	// The state before each event: the previous event, or for the first the current row
-	// (live when it exists and is no tombstone).
+// scd2Survivors writes the CTEs of the events of allev that change something: cur (the
+// current stored rows), ordered and prev (the state before each event: the previous
+// event, or for the first the current row, live when it exists and is no tombstone),
+// and surv (a delete of a live row, an upsert of a dead one or of other tracked values),
+// each with the sequence of its key's next (__next).
+func scd2Survivors(b *strings.Builder, m *jobs.MergePlan) {
+	K, T := m.Keys, m.Tracked
+	from, cur := ident(m.ValidFrom), ident(m.IsCurrent)
 	prevTracked := make([]string, len(T))
 	for i, c := range T {
 		prevTracked[i] = fmt.Sprintf("CASE WHEN __rn = 1 THEN c_%d ELSE lag(%s) OVER w END AS p_%d", i, ident(c), i)
@@ -261,9 +262,16 @@ prev AS (SELECT *, CASE WHEN __rn = 1 THEN __curlive ELSE NOT lag(__del) OVER w 
  FROM ordered WINDOW w AS (PARTITION BY %s ORDER BY __seq)),
 surv AS (SELECT *, lead(__seq) OVER (PARTITION BY %s ORDER BY __seq) AS __next
  FROM prev WHERE CASE WHEN __del THEN __plive ELSE NOT __plive OR NOT %s END),
-`, cur, from, curSel, idents(K, "a."), joinK("a.", "c."), prevSel, idents(K, ""), idents(K, ""), sameAll)
-	// Per key: the first surviving change closes the current row; the newest upsert's
-	// type 1 values go on every version.
+`, cur, from, curSel, idents(K, "a."), nullSafeEq(K, "a.", "c."), prevSel, idents(K, ""), idents(K, ""), sameAll)
+}
+
+// scd2Versions writes the CTEs of the MERGE's source, src, from surv: per key one row
+// (upd) with where the first surviving change closes the current row and the newest
+// upsert's type 1 values, which go on every version; and one row per new version (nv):
+// each surviving upsert, and in tombstone mode each surviving delete.
+func scd2Versions(b *strings.Builder, m *jobs.MergePlan) {
+	K, T1 := m.Keys, m.Type1
+	joinK := func(a, b string) string { return nullSafeEq(K, a, b) }
 	t1Sel := ""
 	for _, c := range T1 {
 		t1Sel += fmt.Sprintf(", max_by(CASE WHEN NOT __del THEN %s END, CASE WHEN NOT __del THEN __seq END) AS %s", ident(c), ident(c))
@@ -272,7 +280,6 @@ surv AS (SELECT *, lead(__seq) OVER (PARTITION BY %s ORDER BY __seq) AS __next
 latest AS (SELECT %s, max(CASE WHEN NOT __del THEN 1 ELSE 0 END) = 1 AS __hast1%s FROM allev GROUP BY %s),
 upd AS (SELECT l.*, f.__close FROM latest l LEFT JOIN firsts f ON %s),
 `, idents(K, ""), idents(K, ""), idents(K, ""), t1Sel, idents(K, ""), joinK("l.", "f."))
-	// New versions: each surviving upsert, and in tombstone mode each surviving delete.
 	nvCols := make([]string, 0, len(m.Data))
 	for _, c := range m.Data {
 		switch {
@@ -297,7 +304,15 @@ src AS (
 `, strings.Join(nvCols, ", "), sentinel, joinK("s.", "u."), insWhere,
 		updateRowData(m.Data, K, "u."), t1List(T1, "u."),
 		idents(m.Data, ""), t1List(T1, "NULL AS __t1_"))
-	// The MERGE: update rows match every stored version of their key.
+}
+
+// scd2Merge writes the MERGE of src into the target: a key's row matches every stored
+// version of its key (closing the current one, setting type 1 values on all but
+// tombstones, tomb: the condition of a stored tombstone); a new version matches nothing
+// and inserts.
+func (e *SparkExecutor) scd2Merge(b *strings.Builder, m *jobs.MergePlan, tomb string) {
+	K, T1 := m.Keys, m.Type1
+	to, cur := ident(m.ValidTo), ident(m.IsCurrent)
 	on := "NOT s.__ins AND " + nullSafeEq(K, "t.", "s.")
 	t1Set := ""
 	t1Differs := "false"
@@ -313,7 +328,7 @@ src AS (
 	insCols := append(append([]string(nil), m.Data...), m.ValidFrom, m.ValidTo, m.IsCurrent)
 	insVals := idents(m.Data, "s.") + ", s.__from, s.__to, s.__cur"
 	fmt.Fprintf(b, "MERGE INTO %s t USING src s ON %s\nWHEN MATCHED AND t.%s AND s.__close IS NOT NULL THEN UPDATE SET %s = s.__close, %s = false%s\n",
-		tgt, on, cur, to, cur, t1Set)
+		e.tableRef(m.Target), on, cur, to, cur, t1Set)
 	if len(T1) > 0 {
 		sets := make([]string, len(T1))
 		for i, c := range T1 {

@@ -86,6 +86,44 @@ func (e *SparkExecutor) vacuumSQL(p *jobs.Plan, env *jobs.Env) ([]statement, err
 // where delete_when holds. What Spark cannot do as the local stage does is refused.
 func (e *SparkExecutor) ingestSQL(p *jobs.Plan) ([]statement, error) {
 	ip := p.Ingest
+	if err := e.checkIngest(ip); err != nil {
+		return nil, err
+	}
+	cols, err := ingestColumnsOf(ip)
+	if err != nil {
+		return nil, err
+	}
+	var out []statement
+	for i, f := range ip.Files {
+		loc, err := e.cfg.Locate(f.Name)
+		if err != nil {
+			return nil, fmt.Errorf("locate %s: %w", f.Name, err)
+		}
+		view := fmt.Sprintf("orchestrator_source_%d", i)
+		setup, err := readFile(view, f.Format, loc, cols.file, ip.CSV)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name, err)
+		}
+		src := fmt.Sprintf("SELECT %s, %s AS %s, %s AS %s", idents(cols.data, ""), str(f.Name), ident(ip.SourceFileColumn), tsLiteral(ip.LoadTime), ident(ip.LoadTimestampColumn))
+		if cols.deleteExpr != "" {
+			src += ", " + cols.deleteExpr + " AS __delete"
+		}
+		src += " FROM " + view
+		txn := &jobs.PlanTxn{Table: ip.Target, AppID: f.TxnID, Version: f.TxnVersion}
+		var sql string
+		if ip.Mode == "upsert" {
+			sql = e.upsertSQL(ip, f.Name, src, cols)
+		} else {
+			sql = fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM (%s)", e.tableRef(ip.Target), idents(cols.all, ""), idents(cols.all, ""), src)
+		}
+		out = append(out, statement{setup: []string{setup}, sql: sql, table: ip.Target, txn: txn, about: f.Name, note: fmt.Sprintf("%s: loaded into %s", f.Name, ip.Target.Name)})
+	}
+	return out, nil
+}
+
+// checkIngest refuses, all reasons at once, an ingest Spark cannot run as the local
+// stage does.
+func (e *SparkExecutor) checkIngest(ip *jobs.IngestPlan) error {
 	var refuse []string
 	if e.cfg.Locate == nil {
 		refuse = append(refuse, "the executor has no way to locate source files")
@@ -112,80 +150,74 @@ func (e *SparkExecutor) ingestSQL(p *jobs.Plan) ([]statement, error) {
 		}
 	}
 	if len(refuse) > 0 {
-		return nil, fmt.Errorf("ingest into %s cannot run on spark: %s; run this stage with engine: local", ip.Target.Name, strings.Join(refuse, ", "))
+		return fmt.Errorf("ingest into %s cannot run on spark: %s; run this stage with engine: local", ip.Target.Name, strings.Join(refuse, ", "))
 	}
-	// The file columns: every target column but the lineage ones, plus the columns
-	// delete_when reads that the table lacks (as strings, as the local stage reads them).
-	var fileCols []*delta.StructField
+	return nil
+}
+
+// ingestColumns are the columns every file's statement of an ingest names.
+type ingestColumns struct {
+	// file are the columns read from a file: every target column but the lineage ones,
+	// plus the columns delete_when reads that the table lacks (as strings, as the local
+	// stage reads them).
+	file []*delta.StructField
+	data []string // the target's columns but the lineage ones
+	all  []string // data, then the source file and load timestamp columns
+	// deleteExpr is delete_when as a boolean that is never null ("": no delete_when).
+	deleteExpr string
+}
+
+// ingestColumnsOf is the columns of an ingest's statements.
+func ingestColumnsOf(ip *jobs.IngestPlan) (ingestColumns, error) {
+	var c ingestColumns
 	for _, f := range ip.Target.Schema.Fields {
 		if strings.EqualFold(f.Name, ip.SourceFileColumn) || strings.EqualFold(f.Name, ip.LoadTimestampColumn) {
 			continue
 		}
-		fileCols = append(fileCols, f)
+		c.file = append(c.file, f)
 	}
-	deleteExpr := ""
 	if ip.DeleteWhen != "" {
 		pred, err := delta.ParsePredicate(ip.DeleteWhen)
 		if err != nil {
-			return nil, fmt.Errorf("delete_when %q: %w", ip.DeleteWhen, err)
+			return c, fmt.Errorf("delete_when %q: %w", ip.DeleteWhen, err)
 		}
-		for _, c := range delta.PredicateColumns(pred) {
-			if ip.Target.Schema.Field(c) == nil {
-				fileCols = append(fileCols, &delta.StructField{Name: c, Type: &delta.PrimitiveType{Name: delta.TypeString}, Nullable: true})
+		for _, col := range delta.PredicateColumns(pred) {
+			if ip.Target.Schema.Field(col) == nil {
+				c.file = append(c.file, &delta.StructField{Name: col, Type: &delta.PrimitiveType{Name: delta.TypeString}, Nullable: true})
 			}
 		}
-		deleteExpr = "coalesce((" + ip.DeleteWhen + "), false)"
+		c.deleteExpr = "coalesce((" + ip.DeleteWhen + "), false)"
 	}
-	var dataCols []string
 	for _, f := range ip.Target.Schema.Fields {
 		if !strings.EqualFold(f.Name, ip.SourceFileColumn) && !strings.EqualFold(f.Name, ip.LoadTimestampColumn) {
-			dataCols = append(dataCols, f.Name)
+			c.data = append(c.data, f.Name)
 		}
 	}
-	allCols := append(append([]string(nil), dataCols...), ip.SourceFileColumn, ip.LoadTimestampColumn)
-	var out []statement
-	for i, f := range ip.Files {
-		loc, err := e.cfg.Locate(f.Name)
-		if err != nil {
-			return nil, fmt.Errorf("locate %s: %w", f.Name, err)
-		}
-		view := fmt.Sprintf("orchestrator_source_%d", i)
-		setup, err := readFile(view, f.Format, loc, fileCols, ip.CSV)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Name, err)
-		}
-		src := fmt.Sprintf("SELECT %s, %s AS %s, %s AS %s", idents(dataCols, ""), str(f.Name), ident(ip.SourceFileColumn), tsLiteral(ip.LoadTime), ident(ip.LoadTimestampColumn))
-		if deleteExpr != "" {
-			src += ", " + deleteExpr + " AS __delete"
-		}
-		src += " FROM " + view
-		txn := &jobs.PlanTxn{Table: ip.Target, AppID: f.TxnID, Version: f.TxnVersion}
-		var sql string
-		if ip.Mode == "upsert" {
-			on := make([]string, len(ip.Keys))
-			for j, k := range ip.Keys {
-				on[j] = "t." + ident(k) + " <=> s." + ident(k)
-			}
-			// A key twice in one file is an error, as with the local stage.
-			guard := fmt.Sprintf("SELECT * FROM (SELECT *, count(*) OVER (PARTITION BY %s) AS __n FROM (%s)) WHERE CASE WHEN __n > 1 THEN raise_error(concat('%s: key ', concat_ws(', ', %s), ' occurs more than once (set sequence_by to order its rows)')) ELSE true END",
-				idents(ip.Keys, ""), src, strings.ReplaceAll(f.Name, "'", ""), idents(ip.Keys, ""))
-			set := make([]string, len(allCols))
-			for j, c := range allCols {
-				set[j] = ident(c) + " = s." + ident(c)
-			}
-			matched := "WHEN MATCHED THEN UPDATE SET " + strings.Join(set, ", ")
-			notMatched := fmt.Sprintf("WHEN NOT MATCHED THEN INSERT (%s) VALUES (%s)", idents(allCols, ""), idents(allCols, "s."))
-			if deleteExpr != "" {
-				matched = "WHEN MATCHED AND s.__delete THEN DELETE " + matched
-				notMatched = fmt.Sprintf("WHEN NOT MATCHED AND NOT s.__delete THEN INSERT (%s) VALUES (%s)", idents(allCols, ""), idents(allCols, "s."))
-			}
-			sql = fmt.Sprintf("MERGE INTO %s t USING (%s) s ON %s %s %s", e.tableRef(ip.Target), guard, strings.Join(on, " AND "), matched, notMatched)
-		} else {
-			sql = fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM (%s)", e.tableRef(ip.Target), idents(allCols, ""), idents(allCols, ""), src)
-		}
-		out = append(out, statement{setup: []string{setup}, sql: sql, table: ip.Target, txn: txn, about: f.Name, note: fmt.Sprintf("%s: loaded into %s", f.Name, ip.Target.Name)})
+	c.all = append(append([]string(nil), c.data...), ip.SourceFileColumn, ip.LoadTimestampColumn)
+	return c, nil
+}
+
+// upsertSQL is the MERGE of an upsert of file's rows (the query src) by the keys,
+// null-safe: a key twice in the file is an error, as with the local stage; a matched row
+// updates (or deletes, where delete_when holds), another inserts.
+func (e *SparkExecutor) upsertSQL(ip *jobs.IngestPlan, file, src string, cols ingestColumns) string {
+	on := make([]string, len(ip.Keys))
+	for j, k := range ip.Keys {
+		on[j] = "t." + ident(k) + " <=> s." + ident(k)
 	}
-	return out, nil
+	guard := fmt.Sprintf("SELECT * FROM (SELECT *, count(*) OVER (PARTITION BY %s) AS __n FROM (%s)) WHERE CASE WHEN __n > 1 THEN raise_error(concat('%s: key ', concat_ws(', ', %s), ' occurs more than once (set sequence_by to order its rows)')) ELSE true END",
+		idents(ip.Keys, ""), src, strings.ReplaceAll(file, "'", ""), idents(ip.Keys, ""))
+	set := make([]string, len(cols.all))
+	for j, c := range cols.all {
+		set[j] = ident(c) + " = s." + ident(c)
+	}
+	matched := "WHEN MATCHED THEN UPDATE SET " + strings.Join(set, ", ")
+	notMatched := fmt.Sprintf("WHEN NOT MATCHED THEN INSERT (%s) VALUES (%s)", idents(cols.all, ""), idents(cols.all, "s."))
+	if cols.deleteExpr != "" {
+		matched = "WHEN MATCHED AND s.__delete THEN DELETE " + matched
+		notMatched = fmt.Sprintf("WHEN NOT MATCHED AND NOT s.__delete THEN INSERT (%s) VALUES (%s)", idents(cols.all, ""), idents(cols.all, "s."))
+	}
+	return fmt.Sprintf("MERGE INTO %s t USING (%s) s ON %s %s %s", e.tableRef(ip.Target), guard, strings.Join(on, " AND "), matched, notMatched)
 }
 
 // readFile is the statement that makes a temporary view over one source file, read

@@ -80,40 +80,61 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	md := dstSnap.Metadata()
 	merged, added, err := fitHistorySchema(dstSnap.Schema(), changeCols, s.cfg.SchemaEvolution)
 	if err != nil {
 		return res, fmt.Errorf("history table %s does not fit source %s: %w", dstDecl.Name, srcDecl.Name, err)
 	}
 
-	writer, err := delta.NewDataWriter(dst.Store(), dst.Root(), merged, dstSnap.PartitionColumns(), delta.WriteOptions{})
+	adds, err := writeHistory(ctx, env, dst, dstSnap, merged, changes, &res)
 	if err != nil {
 		return res, err
+	}
+	v, err := s.commitHistory(ctx, env, f, merged, added, adds, latest, &res)
+	if err != nil {
+		return res, err
+	}
+	res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: v}}
+	res.Notes = append(res.Notes, fmt.Sprintf("captured %s versions %d..%d", srcDecl.Name, from, latest))
+	return res, nil
+}
+
+// writeHistory writes the change rows into data files of the history table (schema:
+// its schema with the columns the changes add) and counts them in res.
+func writeHistory(ctx context.Context, env *Env, dst *delta.Table, dstSnap *delta.Snapshot, schema *delta.StructType, changes *delta.ChangesReader, res *Result) ([]*delta.Add, error) {
+	writer, err := delta.NewDataWriter(dst.Store(), dst.Root(), schema, dstSnap.PartitionColumns(), delta.WriteOptions{})
+	if err != nil {
+		return nil, err
 	}
 	for changes.Next() {
 		rec := changes.RecordBatch()
 		if err := writer.Write(ctx, rec); err != nil {
 			writer.Abort()
-			return res, fmt.Errorf("write history rows: %w", err)
+			return nil, fmt.Errorf("write history rows: %w", err)
 		}
 		res.RowsRead += rec.NumRows()
 		report(env, res.RowsRead, res.RowsRead)
 	}
 	if err := changes.Err(); err != nil {
 		writer.Abort()
-		return res, err
+		return nil, err
 	}
 	adds, err := writer.Close(ctx)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	res.RowsWritten = res.RowsRead
 	res.FilesWritten = int64(len(adds))
 	for _, a := range adds {
 		res.BytesWritten += a.Size
 	}
+	return adds, nil
+}
 
-	tx := dst.NewTransaction(dstSnap, delta.TxOptions{
+// commitHistory commits the history files adds as an append with the capture's txn
+// (through source version latest), and the schema with the added columns when there
+// are any.
+func (s *CaptureHistory) commitHistory(ctx context.Context, env *Env, f *flow, schema *delta.StructType, added []string, adds []*delta.Add, latest int64, res *Result) (int64, error) {
+	tx := f.dst.NewTransaction(f.dstSnap, delta.TxOptions{
 		Operation: "WRITE",
 		OperationParameters: map[string]any{
 			"mode":        "Append",
@@ -127,9 +148,10 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 		Lineage: env.lineage(),
 	})
 	if len(added) > 0 {
-		newMD := *md
-		if newMD.SchemaString, err = merged.SchemaString(); err != nil {
-			return res, err
+		newMD := *f.dstSnap.Metadata()
+		var err error
+		if newMD.SchemaString, err = schema.SchemaString(); err != nil {
+			return 0, err
 		}
 		tx.UpdateMetadata(&newMD)
 		res.Notes = append(res.Notes, "schema evolution: added "+strings.Join(added, ", "))
@@ -138,11 +160,9 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 	tx.SetTxn(s.AppID(), latest)
 	v, err := tx.Commit(ctx)
 	if err != nil {
-		return res, fmt.Errorf("commit to %s: %w", dstDecl.Name, err)
+		return 0, fmt.Errorf("commit to %s: %w", f.dstDecl.Name, err)
 	}
-	res.VersionsWritten = []TableVersion{{Table: dstDecl.Name, Version: v}}
-	res.Notes = append(res.Notes, fmt.Sprintf("captured %s versions %d..%d", srcDecl.Name, from, latest))
-	return res, nil
+	return v, nil
 }
 
 func feedOn(s *delta.Snapshot) bool { return s.ChangeDataFeedEnabled() }

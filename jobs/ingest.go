@@ -251,73 +251,18 @@ type decodeExtras struct {
 
 // decodeFileWith is decodeFile with extras.
 func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snapshot, f *sourceFile, loadTime time.Time, res *Result, extras decodeExtras, emit func(arrow.RecordBatch) error) ([]*badRecord, error) {
-	var r io.Reader
 	format := s.format(f.Name)
-	if format == decode.Parquet {
-		ra, done, err := randomAccess(ctx, f)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", f.Name, err)
-		}
-		defer done()
-		r = ra
-	} else {
-		rc, err := f.open(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", f.Name, err)
-		}
-		defer rc.Close()
-		r = rc
-	}
-	var bad []*badRecord
-	onError := decode.Fail
-	if s.cfg.OnError == "skip" || s.cfg.OnError == "quarantine" {
-		onError = decode.Skip
-	}
-	schema := s.decodeSchema(snap.Schema())
-	target, err := delta.ArrowSchema(snap.Schema())
+	r, done, err := openSourceFile(ctx, f, format)
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range extras.columns {
-		if snap.Schema().Field(name) != nil || schema.Field(name) != nil {
-			continue
-		}
-		schema = &delta.StructType{Fields: append(append([]*delta.StructField(nil), schema.Fields...), &delta.StructField{Name: name, Type: &delta.PrimitiveType{Name: delta.TypeString}, Nullable: true})}
-		target = arrow.NewSchema(append(append([]arrow.Field(nil), target.Fields()...), arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true}), nil)
-	}
-	lines := ""
-	if extras.lines {
-		lines = lineColumn
-		target = arrow.NewSchema(append(append([]arrow.Field(nil), target.Fields()...), arrow.Field{Name: lineColumn, Type: arrow.PrimitiveTypes.Int64}), nil)
-	}
-	opts := decode.Options{
-		Schema:              schema,
-		Format:              format,
-		BatchSize:           s.cfg.BatchSize,
-		LineColumn:          lines,
-		AllowMissingColumns: s.cfg.AllowMissingColumns,
-		OnError:             onError,
-		OnBadRecord: func(e *decode.Error) {
-			bad = append(bad, &badRecord{file: f.Name, err: e})
-		},
-		CSV: decode.CSVOptions{
-			NoHeader:        s.cfg.CSV.Header != nil && !*s.cfg.CSV.Header,
-			NullString:      s.cfg.CSV.NullString,
-			TimestampFormat: s.cfg.CSV.TimestampFormat,
-		},
-	}
-	if d := s.cfg.CSV.Delimiter; d != "" {
-		opts.CSV.Delimiter = d[0]
-	}
-	if q := s.cfg.CSV.Quote; q != "" {
-		opts.CSV.Quote = q[0]
-	}
-	if tz := s.cfg.CSV.TimeZone; tz != "" {
-		loc, err := time.LoadLocation(tz)
-		if err != nil {
-			return nil, err
-		}
-		opts.Location = loc
+	defer done()
+	var bad []*badRecord
+	opts, target, err := s.decodeOptions(snap.Schema(), format, extras, func(e *decode.Error) {
+		bad = append(bad, &badRecord{file: f.Name, err: e})
+	})
+	if err != nil {
+		return nil, err
 	}
 	rd, err := decode.NewReader(ctx, r, f.Name, opts)
 	if err != nil {
@@ -353,6 +298,78 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	res.RowsRead += int64(len(bad))
 	res.RowsSkipped += int64(len(bad))
 	return bad, nil
+}
+
+// openSourceFile opens a source file to decode: a Parquet file for random access, any
+// other as a stream. done closes it.
+func openSourceFile(ctx context.Context, f *sourceFile, format decode.Format) (r io.Reader, done func(), err error) {
+	if format == decode.Parquet {
+		ra, done, err := randomAccess(ctx, f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", f.Name, err)
+		}
+		return ra, done, nil
+	}
+	rc, err := f.open(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", f.Name, err)
+	}
+	return rc, func() { rc.Close() }, nil
+}
+
+// decodeOptions are the decoder's options for a file of format into a table of schema
+// table, from the stage's config, with extras; onBad takes the records the decoder skips.
+// target is the schema of the records decoded, with their lineage columns.
+func (s *Ingest) decodeOptions(table *delta.StructType, format decode.Format, extras decodeExtras, onBad func(*decode.Error)) (opts decode.Options, target *arrow.Schema, err error) {
+	onError := decode.Fail
+	if s.cfg.OnError == "skip" || s.cfg.OnError == "quarantine" {
+		onError = decode.Skip
+	}
+	schema := s.decodeSchema(table)
+	target, err = delta.ArrowSchema(table)
+	if err != nil {
+		return opts, nil, err
+	}
+	for _, name := range extras.columns {
+		if table.Field(name) != nil || schema.Field(name) != nil {
+			continue
+		}
+		schema = &delta.StructType{Fields: append(append([]*delta.StructField(nil), schema.Fields...), &delta.StructField{Name: name, Type: &delta.PrimitiveType{Name: delta.TypeString}, Nullable: true})}
+		target = arrow.NewSchema(append(append([]arrow.Field(nil), target.Fields()...), arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true}), nil)
+	}
+	lines := ""
+	if extras.lines {
+		lines = lineColumn
+		target = arrow.NewSchema(append(append([]arrow.Field(nil), target.Fields()...), arrow.Field{Name: lineColumn, Type: arrow.PrimitiveTypes.Int64}), nil)
+	}
+	opts = decode.Options{
+		Schema:              schema,
+		Format:              format,
+		BatchSize:           s.cfg.BatchSize,
+		LineColumn:          lines,
+		AllowMissingColumns: s.cfg.AllowMissingColumns,
+		OnError:             onError,
+		OnBadRecord:         onBad,
+		CSV: decode.CSVOptions{
+			NoHeader:        s.cfg.CSV.Header != nil && !*s.cfg.CSV.Header,
+			NullString:      s.cfg.CSV.NullString,
+			TimestampFormat: s.cfg.CSV.TimestampFormat,
+		},
+	}
+	if d := s.cfg.CSV.Delimiter; d != "" {
+		opts.CSV.Delimiter = d[0]
+	}
+	if q := s.cfg.CSV.Quote; q != "" {
+		opts.CSV.Quote = q[0]
+	}
+	if tz := s.cfg.CSV.TimeZone; tz != "" {
+		loc, err := time.LoadLocation(tz)
+		if err != nil {
+			return opts, nil, err
+		}
+		opts.Location = loc
+	}
+	return opts, target, nil
 }
 
 // withLineage builds a batch in the table's column order from a decoded batch plus the

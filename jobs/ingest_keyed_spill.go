@@ -114,24 +114,19 @@ func eachRange(ctx context.Context, f *fanout, fn func(p int) error) error {
 // spillKeyed decodes the files once into spill files: per file without sequence_by, one
 // set with it. The run it returns has the files (without records) and the columns.
 func (s *Ingest) spillKeyed(ctx context.Context, env *Env, dir *spillDir, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, limit int64, res *Result) (*keyedRun, []*keyedSpill, error) {
-	var pred delta.Predicate
+	sp := &keyedSpiller{s: s, snap: snap, dir: dir, run: &keyedRun{seqCol: -1, seqName: s.cfg.SequenceBy}}
 	var extra []string
 	if s.cfg.DeleteWhen != "" {
 		p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
 		if err != nil {
 			return nil, nil, fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
 		}
-		pred, extra = p, delta.PredicateColumns(p)
+		sp.pred, extra = p, delta.PredicateColumns(p)
 	}
-	run := &keyedRun{seqCol: -1, seqName: s.cfg.SequenceBy}
 	var spills []*keyedSpill
-	var matcher *delta.Matcher
-	var ord int64
-	var buf []byte
-	var parts []uint16
 	for fi, f := range files {
 		kf := &keyedFile{f: f, idx: fi}
-		run.files = append(run.files, kf)
+		sp.run.files = append(sp.run.files, kf)
 		if fi == 0 || s.cfg.SequenceBy == "" {
 			share := limit // (the files' filters share it: each file merges on its own)
 			if s.cfg.SequenceBy == "" {
@@ -141,43 +136,7 @@ func (s *Ingest) spillKeyed(ctx context.Context, env *Env, dir *spillDir, snap *
 		}
 		ks := spills[len(spills)-1]
 		bad, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: extra, lines: true}, func(rec arrow.RecordBatch) error {
-			if matcher == nil && pred != nil {
-				var err error
-				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
-					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
-				}
-			}
-			marked, err := withDeleteMarks(rec, matcher)
-			if err != nil {
-				return fmt.Errorf("%s: %w", f.Name, err)
-			}
-			defer marked.Release()
-			if run.keyCols == nil {
-				if err := s.keyedColumns(run, marked.Schema(), snap); err != nil {
-					return err
-				}
-			}
-			n := int(marked.NumRows())
-			parts = slices.Grow(parts[:0], n)[:n]
-			fis, ords := make([]int64, n), make([]int64, n)
-			for i := range n {
-				if buf, err = appendKey(buf[:0], marked, run.keyCols, allColumns(len(run.keyCols)), i); err != nil {
-					return fmt.Errorf("%s:%d: %w", f.Name, run.line(marked, i), err)
-				}
-				parts[i], fis[i], ords[i] = keyRange(buf), int64(fi), ord+int64(i)
-				ks.filter.add(buf)
-			}
-			ord += int64(n)
-			extra := []arrow.Array{int64Array(fis), int64Array(ords)}
-			defer releaseAll(extra)
-			fields := append(slices.Clone(marked.Schema().Fields()),
-				arrow.Field{Name: "_orchestrator_file", Type: arrow.PrimitiveTypes.Int64}, arrow.Field{Name: "_orchestrator_ord", Type: arrow.PrimitiveTypes.Int64})
-			with := array.NewRecordBatch(arrow.NewSchema(fields, nil), append(slices.Clone(marked.Columns()), extra...), int64(n))
-			defer with.Release()
-			if ks.out == nil {
-				ks.out = newFanout(dir, with.Schema(), hashParts)
-			}
-			return ks.out.write(ctx, with, parts)
+			return sp.record(ctx, ks, fi, f, rec)
 		})
 		kf.bad = bad
 		if err != nil {
@@ -192,7 +151,64 @@ func (s *Ingest) spillKeyed(ctx context.Context, env *Env, dir *spillDir, snap *
 			}
 		}
 	}
-	return run, spills, nil
+	return sp.run, spills, nil
+}
+
+// keyedSpiller sets aside the decoded records of an upsert over its memory budget.
+type keyedSpiller struct {
+	s       *Ingest
+	snap    *delta.Snapshot
+	dir     *spillDir
+	run     *keyedRun
+	pred    delta.Predicate // delete_when, nil without it
+	matcher *delta.Matcher  // pred over the decoded records, made from the first
+	ord     int64           // the order in the run of the next row
+	buf     []byte
+	parts   []uint16
+}
+
+// record sets aside a decoded record of file f (files[fi]) into ks by key hash range,
+// each row with its delete mark, its file and its order in the run, and adds its keys
+// to ks's filter.
+func (sp *keyedSpiller) record(ctx context.Context, ks *keyedSpill, fi int, f *sourceFile, rec arrow.RecordBatch) error {
+	if sp.matcher == nil && sp.pred != nil {
+		var err error
+		if sp.matcher, err = delta.NewMatcher(sp.pred, schemaOfRecord(rec)); err != nil {
+			return fmt.Errorf("delete_when %q (a predicate over the source row): %w", sp.s.cfg.DeleteWhen, err)
+		}
+	}
+	marked, err := withDeleteMarks(rec, sp.matcher)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Name, err)
+	}
+	defer marked.Release()
+	run := sp.run
+	if run.keyCols == nil {
+		if err := sp.s.keyedColumns(run, marked.Schema(), sp.snap); err != nil {
+			return err
+		}
+	}
+	n := int(marked.NumRows())
+	sp.parts = slices.Grow(sp.parts[:0], n)[:n]
+	fis, ords := make([]int64, n), make([]int64, n)
+	for i := range n {
+		if sp.buf, err = appendKey(sp.buf[:0], marked, run.keyCols, allColumns(len(run.keyCols)), i); err != nil {
+			return fmt.Errorf("%s:%d: %w", f.Name, run.line(marked, i), err)
+		}
+		sp.parts[i], fis[i], ords[i] = keyRange(sp.buf), int64(fi), sp.ord+int64(i)
+		ks.filter.add(sp.buf)
+	}
+	sp.ord += int64(n)
+	extra := []arrow.Array{int64Array(fis), int64Array(ords)}
+	defer releaseAll(extra)
+	fields := append(slices.Clone(marked.Schema().Fields()),
+		arrow.Field{Name: "_orchestrator_file", Type: arrow.PrimitiveTypes.Int64}, arrow.Field{Name: "_orchestrator_ord", Type: arrow.PrimitiveTypes.Int64})
+	with := array.NewRecordBatch(arrow.NewSchema(fields, nil), append(slices.Clone(marked.Columns()), extra...), int64(n))
+	defer with.Release()
+	if ks.out == nil {
+		ks.out = newFanout(sp.dir, with.Schema(), hashParts)
+	}
+	return ks.out.write(ctx, with, sp.parts)
 }
 
 // keyedColumns finds the run's columns in the schema of its decoded rows (as
@@ -399,12 +415,21 @@ func (s *Ingest) keyedPass(ctx context.Context, run *keyedRun, files []*keyedFil
 	if problem != nil || len(winners) == 0 {
 		return problem, nil
 	}
-	// The table's rows of the pass's keys.
+	index, places, err := readTargetPlaces(ctx, targets.files[lo:hi], pm.files)
+	if err != nil {
+		return nil, err
+	}
+	return nil, handKeyed(ctx, run, winners, index, places, pm)
+}
+
+// readTargetPlaces reads back the table's rows of a pass's keys (from the spill files of
+// its ranges): an index of the keys and per key id the places of its rows in the
+// snapshot's files.
+func readTargetPlaces(ctx context.Context, spilled []*spillFile, snapFiles []*delta.Add) (*keyindex.Index, [][]rowAt, error) {
 	index := keyindex.New(1 << 10)
 	var places [][]rowAt
-	snapFiles := pm.files
 	var block keyindex.Block
-	err := each(ctx, targets.files[lo:hi], func(rec arrow.RecordBatch) error {
+	err := each(ctx, spilled, func(rec arrow.RecordBatch) error {
 		n := int(rec.NumCols())
 		k := allColumns(n - 2)
 		block.Reset()
@@ -426,8 +451,15 @@ func (s *Ingest) keyedPass(ctx context.Context, run *keyedRun, files []*keyedFil
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	return index, places, nil
+}
+
+// handKeyed hands a pass's standing rows (winners) to pm: a row whose key the table has
+// (index, places) matches each of the key's rows there, by place; another inserts, in
+// the order the rows came.
+func handKeyed(ctx context.Context, run *keyedRun, winners []arrow.RecordBatch, index *keyindex.Index, places [][]rowAt, pm *partedMerge) error {
 	var mRec, mRow, iRec, iRow []int32
 	var targetFiles []string
 	var at, ords []int64
@@ -435,8 +467,9 @@ func (s *Ingest) keyedPass(ctx context.Context, run *keyedRun, files []*keyedFil
 	for r, rec := range winners {
 		ord := rec.Column(int(rec.NumCols()) - 1).(*array.Int64)
 		for i := range int(rec.NumRows()) {
+			var err error
 			if buf, err = appendKey(buf[:0], rec, run.keyCols, allColumns(len(run.keyCols)), i); err != nil {
-				return nil, err
+				return err
 			}
 			id, ok := index.Lookup(buf)
 			if !ok {
@@ -452,24 +485,24 @@ func (s *Ingest) keyedPass(ctx context.Context, run *keyedRun, files []*keyedFil
 	if len(mRec) > 0 {
 		src, err := gatherSource(ctx, winners, mRec, mRow, pm.source)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer src.Release()
 		if err := pm.addMatched(ctx, src, nil, targetFiles, at); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if len(iRec) > 0 {
 		src, err := gatherSource(ctx, winners, iRec, iRow, pm.source)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer src.Release()
 		if err := pm.addInserts(ctx, src, ords, make([]int64, len(ords))); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 // gatherSource gathers rows (record recIdx[k], row rowIdx[k]) of recs, in that order, as

@@ -53,6 +53,36 @@ func (s *Ingest) quarantine(ctx context.Context, env *Env, files []*sourceFile, 
 	if err != nil {
 		return err
 	}
+	rec, rows := quarantineRows(schema, bad, want, loadTime)
+	defer rec.Release()
+	var adds []*delta.Add
+	if rows > 0 {
+		if adds, err = delta.WriteRecords(ctx, tbl.Store(), tbl.Root(), snap.Schema(), snap.PartitionColumns(), []arrow.RecordBatch{rec}, delta.WriteOptions{}); err != nil {
+			return fmt.Errorf("write quarantine %s: %w", decl.Name, err)
+		}
+	}
+	tx := tbl.NewTransaction(snap, delta.TxOptions{
+		Operation:           "WRITE",
+		OperationParameters: map[string]any{"mode": "Append", "partitionBy": "[]"},
+		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": int64(rows)},
+		Lineage:             env.lineage(),
+	})
+	tx.AddFiles(adds...)
+	for _, f := range pending {
+		tx.SetTxn(appID(f.Name), f.Version)
+	}
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("commit quarantine %s: %w", decl.Name, err)
+	}
+	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
+	res.Notes = append(res.Notes, fmt.Sprintf("quarantined %d bad records in %s", rows, decl.Name))
+	return nil
+}
+
+// quarantineRows are the bad records of the files in want as rows of the quarantine
+// table (schema), and their number.
+func quarantineRows(schema *arrow.Schema, bad []*badRecord, want map[string]bool, loadTime time.Time) (arrow.RecordBatch, int) {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	defer b.Release()
 	rows := 0
@@ -83,29 +113,5 @@ func (s *Ingest) quarantine(ctx context.Context, env *Env, files []*sourceFile, 
 			}
 		}
 	}
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	var adds []*delta.Add
-	if rows > 0 {
-		if adds, err = delta.WriteRecords(ctx, tbl.Store(), tbl.Root(), snap.Schema(), snap.PartitionColumns(), []arrow.RecordBatch{rec}, delta.WriteOptions{}); err != nil {
-			return fmt.Errorf("write quarantine %s: %w", decl.Name, err)
-		}
-	}
-	tx := tbl.NewTransaction(snap, delta.TxOptions{
-		Operation:           "WRITE",
-		OperationParameters: map[string]any{"mode": "Append", "partitionBy": "[]"},
-		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": int64(rows)},
-		Lineage:             env.lineage(),
-	})
-	tx.AddFiles(adds...)
-	for _, f := range pending {
-		tx.SetTxn(appID(f.Name), f.Version)
-	}
-	v, err := tx.Commit(ctx)
-	if err != nil {
-		return fmt.Errorf("commit quarantine %s: %w", decl.Name, err)
-	}
-	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
-	res.Notes = append(res.Notes, fmt.Sprintf("quarantined %d bad records in %s", rows, decl.Name))
-	return nil
+	return b.NewRecordBatch(), rows
 }

@@ -222,51 +222,63 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	if err != nil {
 		return err
 	}
-	// The MERGE's source: the kept rows that stand (in the order kept), then one row per
-	// delete; matches name the updates and deletes, the other rows insert.
-	var keep []int32
-	matches := &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
-	var deletes []rowAt
-	for id := range table.row {
-		sd, at := &table.side, table.rowAt(id)
-		switch {
-		case !sd.seen[id] || sd.del[id]:
-			deletes = append(deletes, at)
-		case sd.kept[id] >= 0:
-			addMatch(matches, at, int32(len(keep)))
-			keep = append(keep, sd.kept[id])
-		}
-	}
-	deletes = append(deletes, table.extra...)
-	for id := range fresh.seen {
-		if !fresh.del[id] && fresh.kept[id] >= 0 {
-			keep = append(keep, fresh.kept[id])
-		}
-	}
+	keep, matches, deletes := snapshotChanges(table, fresh)
 	rows, err := gatherKept(ctx, kept, keep)
 	if err != nil {
 		return err
 	}
 	defer releaseRecords(rows)
-	for k, at := range deletes {
+	sch, err := s.sourceSchema(snap)
+	if err != nil {
+		return err
+	}
+	if deletes > 0 {
+		del := deleteRows(sch, deletes)
+		defer del.Release()
+		rows = append(rows, del)
+	}
+	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
+		return err
+	}
+	return s.mergeSnapshot(ctx, env, decl, tbl, snap, files, sch, rows, matches, res)
+}
+
+// snapshotChanges is what passes 1 and 2 decided, as the MERGE's source and matches: the
+// kept rows that stand (keep: indexes among the kept rows, table keys' first, in the
+// order kept), then one row per delete (their number: deletes); matches name the
+// updates and deletes by place, the other rows insert.
+func snapshotChanges(table *snapTable, fresh *snapSide) (keep []int32, matches *delta.MergePositions, deletes int) {
+	matches = &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
+	var dels []rowAt
+	for id := range table.row {
+		sd, at := &table.side, table.rowAt(id)
+		switch {
+		case !sd.seen[id] || sd.del[id]:
+			dels = append(dels, at)
+		case sd.kept[id] >= 0:
+			addMatch(matches, at, int32(len(keep)))
+			keep = append(keep, sd.kept[id])
+		}
+	}
+	dels = append(dels, table.extra...)
+	for id := range fresh.seen {
+		if !fresh.del[id] && fresh.kept[id] >= 0 {
+			keep = append(keep, fresh.kept[id])
+		}
+	}
+	for k, at := range dels {
 		addMatch(matches, at, int32(len(keep)+k))
 	}
 	for _, fm := range matches.Files {
 		sortMatches(fm)
 	}
-	sch, err := s.sourceSchema(snap)
-	if err != nil {
-		return err
-	}
-	if len(deletes) > 0 {
-		del := deleteRows(sch, len(deletes))
-		defer del.Release()
-		rows = append(rows, del)
-	}
+	return keep, matches, len(dels)
+}
+
+// mergeSnapshot commits a snapshot's changes, rows (of schema sch) matched by place to
+// the table's rows, as one MERGE with the files' txns.
+func (s *Ingest) mergeSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, sch *arrow.Schema, rows []arrow.RecordBatch, matches *delta.MergePositions, res *Result) error {
 	names := fileNames(files)
-	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
-		return err
-	}
 	lineage := env.lineage()
 	lineage.SourceFiles = names
 	tx := tbl.NewTransaction(snap, delta.TxOptions{})
@@ -295,155 +307,6 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	}
 	countMerge(res, decl, names, mr)
 	return nil
-}
-
-// loadFirstSnapshot loads a snapshot into a table with no rows: every row inserts, so the
-// files are appended as an append ingest does (on every core, streamed), each key
-// checked once in a key index (a key twice is an error before anything commits) and the
-// rows delete_when marks left out.
-func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, limit int64, res *Result) (err error) {
-	committed := res.RowsWritten
-	defer func() {
-		if err != nil {
-			res.RowsWritten = committed // nothing was written
-		}
-	}()
-	var sourceBytes int64
-	for _, f := range files {
-		sourceBytes += f.Size
-	}
-	opts := delta.WriteOptions{MaxMemory: ingestWriterMemory, StreamFiles: len(snap.PartitionColumns()) == 0}
-	writer, err := newParallelWriter(ctx, snap, ingestLanes(sourceBytes), opts)
-	if err != nil {
-		return err
-	}
-	tableSchema, err := delta.ArrowSchema(snap.Schema())
-	if err != nil {
-		writer.abort()
-		return err
-	}
-	var pred delta.Predicate
-	var extra []string
-	if s.cfg.DeleteWhen != "" {
-		if pred, err = delta.ParsePredicate(s.cfg.DeleteWhen); err != nil {
-			writer.abort()
-			return fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
-		}
-		extra = delta.PredicateColumns(pred)
-	}
-	seen := &snapSide{}
-	index := keyindex.New(1 << 16)
-	var keyBytes int64
-	// Over the budget the keys go to spill files, checked range by range at the end.
-	var spilled *firstSnapshotKeys
-	defer func() { spilled.remove() }()
-	var matcher *delta.Matcher
-	var block keyindex.Block
-	var bad []*badRecord
-	var written int64
-	for fi, f := range files {
-		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: extra, lines: true}, func(rec arrow.RecordBatch) error {
-			if matcher == nil && pred != nil {
-				var err error
-				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
-					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
-				}
-			}
-			var marks []bool
-			if matcher != nil {
-				var err error
-				if marks, err = matcher.Match(rec); err != nil {
-					return fmt.Errorf("%s: delete_when: %w", f.Name, err)
-				}
-			}
-			keyCols := columnsByName(rec.Schema(), s.cfg.Keys)
-			lines := rec.Column(columnsByName(rec.Schema(), []string{lineColumn})[0]).(*array.Int64)
-			block.Reset()
-			for i := range int(rec.NumRows()) {
-				var err error
-				if block.Buf, err = appendKey(block.Buf, rec, keyCols, allColumns(len(keyCols)), i); err != nil {
-					return fmt.Errorf("%s:%d: %w", f.Name, lines.Value(i), err)
-				}
-				block.End()
-			}
-			var keep []int32
-			for i := range int(rec.NumRows()) {
-				if marks == nil || !marks[i] {
-					keep = append(keep, int32(i))
-				}
-			}
-			if spilled != nil {
-				if err := spilled.addRows(ctx, rec, keyCols, fi, lines); err != nil {
-					return err
-				}
-			} else {
-				index.AddBlock(&block)
-				seen.grow(index.Len())
-				keyBytes += int64(len(block.Buf))
-				for i, id := range block.IDs {
-					r := snapRow{file: int32(fi), line: lines.Value(i)}
-					if _, err := seen.offer(id, r, files, keyText(rec, keyCols, i), nil); err != nil {
-						return err
-					}
-				}
-				if limit > 0 && int64(index.Len())*snapKeyCost+keyBytes > limit {
-					if spilled, err = newFirstSnapshotKeys(env, limit); err != nil {
-						return err
-					}
-					if err := spilled.handOver(ctx, index, seen); err != nil {
-						return err
-					}
-					index, seen = nil, nil
-				}
-			}
-			out := projectRecord(rec, tableSchema)
-			defer out.Release()
-			if len(keep) < int(rec.NumRows()) {
-				g, err := delta.GatherRows(ctx, out, keep)
-				if err != nil {
-					return err
-				}
-				defer g.Release()
-				out = g
-			}
-			written += out.NumRows()
-			return writer.write(out, f.Name)
-		})
-		bad = append(bad, b...)
-		if err != nil {
-			writer.abort()
-			return err
-		}
-	}
-	if spilled != nil {
-		if err := spilled.checkDuplicates(ctx, files, limit); err != nil {
-			writer.abort()
-			return err
-		}
-		res.Notes = append(res.Notes, fmt.Sprintf("%d keys over the memory budget (%s): checked in passes over spill files", spilled.out.rows(), ByteSize(limit*2)))
-	}
-	adds, err := writer.close()
-	if err != nil {
-		return err
-	}
-	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
-		return err
-	}
-	res.RowsWritten = committed + written
-	if _, err := commitAppend(ctx, env, decl, tbl, snap, files, adds, written, res); err != nil {
-		return err
-	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted into an empty table", strings.Join(fileNames(files), ", "), written))
-	return nil
-}
-
-// projectRecord is rec's columns of schema (found by name), in schema's order.
-func projectRecord(rec arrow.RecordBatch, schema *arrow.Schema) arrow.RecordBatch {
-	cols := make([]arrow.Array, schema.NumFields())
-	for i, f := range schema.Fields() {
-		cols[i] = rec.Column(columnsByName(rec.Schema(), []string{f.Name})[0])
-	}
-	return array.NewRecordBatch(schema, cols, rec.NumRows())
 }
 
 // snapshotTable is pass 1.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
@@ -21,7 +20,8 @@ import (
 // updates and deletes (matched by place) and its new keys' rows (inserted in the order
 // the keys came) to a partedMerge, which merges them in ONE commit with the files' txns.
 // A first snapshot into an empty table streams its rows as in memory, setting aside only
-// the keys, which are checked for duplicates range by range before the commit.
+// the keys, which are checked for duplicates range by range before the commit
+// (ingest_snapshot_first.go).
 
 // loadSnapshotSpilled runs a snapshot ingest in passes (limit: a pass's working set).
 func (s *Ingest) loadSnapshotSpilled(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, data []string, loadTime time.Time, limit int64, res *Result) error {
@@ -245,12 +245,47 @@ func (s *Ingest) spillSnapshotFiles(ctx context.Context, env *Env, dir *spillDir
 // changes to pm (sch: the MERGE source's schema); the state it returns has the pass's
 // earliest problem, if any (then nothing is handed to pm).
 func (s *Ingest) snapshotPass(ctx context.Context, snap *delta.Snapshot, files []*sourceFile, data []string, keys, rows *fanout, lo, hi int, sch *arrow.Schema, pm *partedMerge) (*snapState, error) {
+	t, err := readTableKeys(ctx, snap, keys.files[lo:hi])
+	if err != nil {
+		return nil, err
+	}
+	t.side.withSeq = s.cfg.SequenceBy != ""
+	t.side.grow(len(t.row))
+	st, err := s.newSnapState(snap, files, data, t)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { releaseRecords(st.kept) }()
+	err = each(ctx, rows.files[lo:hi], func(rec arrow.RecordBatch) error {
+		n := int(rec.NumCols())
+		fi := rec.Column(n - 2).(*array.Int64)
+		fields := rec.Schema().Fields()[:n-2]
+		marked := array.NewRecordBatch(arrow.NewSchema(fields, nil), rec.Columns()[:n-2], rec.NumRows())
+		defer marked.Release()
+		return st.add(ctx, marked, int(fi.Value(0)), rec.Column(n-1).(*array.Int64))
+	})
+	if err != nil || st.firstErr != nil {
+		return st, err
+	}
+	if err := handMatched(ctx, t, st, sch, pm); err != nil {
+		return nil, err
+	}
+	if err := handInserts(ctx, st, pm); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// readTableKeys is pass 1 read back from the spill files of a pass's key ranges (as
+// spillTableKeys set them aside): the table's keys with their hashes and places. A key
+// held twice by the table has its later rows in extra.
+func readTableKeys(ctx context.Context, snap *delta.Snapshot, spilled []*spillFile) (*snapTable, error) {
 	t := &snapTable{index: keyindex.New(1 << 10)}
 	for _, a := range snap.Files() {
 		t.files = append(t.files, a.Path)
 	}
 	var block keyindex.Block
-	err := each(ctx, keys.files[lo:hi], func(rec arrow.RecordBatch) error {
+	err := each(ctx, spilled, func(rec arrow.RecordBatch) error {
 		n, k := int(rec.NumRows()), int(rec.NumCols())-4
 		block.Reset()
 		for i := range n {
@@ -276,26 +311,12 @@ func (s *Ingest) snapshotPass(ctx context.Context, snap *delta.Snapshot, files [
 	if err != nil {
 		return nil, err
 	}
-	t.side.withSeq = s.cfg.SequenceBy != ""
-	t.side.grow(len(t.row))
-	st, err := s.newSnapState(snap, files, data, t)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { releaseRecords(st.kept) }()
-	err = each(ctx, rows.files[lo:hi], func(rec arrow.RecordBatch) error {
-		n := int(rec.NumCols())
-		fi := rec.Column(n - 2).(*array.Int64)
-		fields := rec.Schema().Fields()[:n-2]
-		marked := array.NewRecordBatch(arrow.NewSchema(fields, nil), rec.Columns()[:n-2], rec.NumRows())
-		defer marked.Release()
-		return st.add(ctx, marked, int(fi.Value(0)), rec.Column(n-1).(*array.Int64))
-	})
-	if err != nil || st.firstErr != nil {
-		return st, err
-	}
-	// As loadSnapshot: the updates (kept rows of table keys) and the deletes, matched by
-	// place; the new keys' kept rows inserted.
+	return t, nil
+}
+
+// handMatched hands a pass's updates (kept rows of table keys) and deletes (rows of
+// schema sch that only mark them) to pm, matched by place, as loadSnapshot does.
+func handMatched(ctx context.Context, t *snapTable, st *snapState, sch *arrow.Schema, pm *partedMerge) error {
 	var keep []int32
 	var at []rowAt
 	var deletes []rowAt
@@ -309,29 +330,33 @@ func (s *Ingest) snapshotPass(ctx context.Context, snap *delta.Snapshot, files [
 		}
 	}
 	deletes = append(deletes, t.extra...)
-	if len(keep)+len(deletes) > 0 {
-		recs, err := gatherKept(ctx, st.kept, keep)
-		if err != nil {
-			return nil, err
-		}
-		if len(deletes) > 0 {
-			recs = append(recs, deleteRows(sch, len(deletes)))
-		}
-		src, err := concatRecords(recs)
-		releaseRecords(recs)
-		if err != nil {
-			return nil, err
-		}
-		defer src.Release()
-		at = append(at, deletes...)
-		files, places := make([]string, len(at)), make([]int64, len(at))
-		for i, a := range at {
-			files[i], places[i] = a.file, a.row
-		}
-		if err := pm.addMatched(ctx, src, nil, files, places); err != nil {
-			return nil, err
-		}
+	if len(keep)+len(deletes) == 0 {
+		return nil
 	}
+	recs, err := gatherKept(ctx, st.kept, keep)
+	if err != nil {
+		return err
+	}
+	if len(deletes) > 0 {
+		recs = append(recs, deleteRows(sch, len(deletes)))
+	}
+	src, err := concatRecords(recs)
+	releaseRecords(recs)
+	if err != nil {
+		return err
+	}
+	defer src.Release()
+	at = append(at, deletes...)
+	files, places := make([]string, len(at)), make([]int64, len(at))
+	for i, a := range at {
+		files[i], places[i] = a.file, a.row
+	}
+	return pm.addMatched(ctx, src, nil, files, places)
+}
+
+// handInserts hands a pass's new keys' kept rows to pm, to insert in the order their
+// keys came.
+func handInserts(ctx context.Context, st *snapState, pm *partedMerge) error {
 	var ins []int32
 	var ords []int64
 	for id := range st.fresh.seen {
@@ -339,145 +364,18 @@ func (s *Ingest) snapshotPass(ctx context.Context, snap *delta.Snapshot, files [
 			ins, ords = append(ins, st.fresh.kept[id]), append(ords, st.freshOrd[id])
 		}
 	}
-	if len(ins) > 0 {
-		recs, err := gatherKept(ctx, st.kept, ins)
-		if err != nil {
-			return nil, err
-		}
-		src, err := concatRecords(recs)
-		releaseRecords(recs)
-		if err != nil {
-			return nil, err
-		}
-		defer src.Release()
-		if err := pm.addInserts(ctx, src, ords, make([]int64, len(ords))); err != nil {
-			return nil, err
-		}
+	if len(ins) == 0 {
+		return nil
 	}
-	return st, nil
-}
-
-// firstSnapshotKeys sets aside the keys of a first snapshot (loadFirstSnapshot) once the
-// key index outgrows its budget: per row its encoded key, its text (for messages: the
-// keys of the index handed over have none, as a duplicate is named by its later row),
-// its file and line; checkDuplicates then finds a key twice, range by range.
-type firstSnapshotKeys struct {
-	out *fanout
-	dir *spillDir
-	mem memory.Allocator
-}
-
-var firstSnapshotKeySchema = arrow.NewSchema([]arrow.Field{
-	{Name: "key", Type: arrow.BinaryTypes.Binary},
-	{Name: "text", Type: arrow.BinaryTypes.String},
-	{Name: "file", Type: arrow.PrimitiveTypes.Int64},
-	{Name: "line", Type: arrow.PrimitiveTypes.Int64},
-}, nil)
-
-func newFirstSnapshotKeys(env *Env, limit int64) (*firstSnapshotKeys, error) {
-	dir, err := newSpillDir(env, limit)
+	recs, err := gatherKept(ctx, st.kept, ins)
 	if err != nil {
-		return nil, err
-	}
-	return &firstSnapshotKeys{dir: dir, out: newFanout(dir, firstSnapshotKeySchema, hashParts), mem: memory.DefaultAllocator}, nil
-}
-
-// add sets aside keys (encoded) with their texts and places.
-func (k *firstSnapshotKeys) add(ctx context.Context, keys [][]byte, texts []string, files, lines []int64) error {
-	kb, tb := array.NewBinaryBuilder(k.mem, arrow.BinaryTypes.Binary), array.NewStringBuilder(k.mem)
-	defer kb.Release()
-	defer tb.Release()
-	parts := make([]uint16, len(keys))
-	for i, key := range keys {
-		kb.Append(key)
-		tb.Append(texts[i])
-		parts[i] = keyRange(key)
-	}
-	cols := []arrow.Array{kb.NewArray(), tb.NewArray(), int64Array(files), int64Array(lines)}
-	defer releaseAll(cols)
-	rec := array.NewRecordBatch(firstSnapshotKeySchema, cols, int64(len(keys)))
-	defer rec.Release()
-	return k.out.write(ctx, rec, parts)
-}
-
-// checkDuplicates finds a key set aside twice, range after range, and names it as the
-// in-memory check does.
-func (k *firstSnapshotKeys) checkDuplicates(ctx context.Context, files []*sourceFile, limit int64) error {
-	if err := k.out.finish(); err != nil {
 		return err
 	}
-	runs := passes(func(p int) int64 { return k.out.partBytes(p) + k.out.partRows(p)*snapKeyCost }, limit)
-	// Every duplicate is found; the one of the earliest row (file, line) is named, as a
-	// check in memory names it.
-	var first error
-	var firstAt [2]int64
-	for _, r := range runs {
-		seen := &snapSide{}
-		index := keyindex.New(1 << 10)
-		var block keyindex.Block
-		err := each(ctx, k.out.files[r[0]:r[1]], func(rec arrow.RecordBatch) error {
-			keys, texts := rec.Column(0).(*array.Binary), rec.Column(1).(*array.String)
-			fis, lines := rec.Column(2).(*array.Int64), rec.Column(3).(*array.Int64)
-			block.Reset()
-			for i := range keys.Len() {
-				block.Buf = append(block.Buf, keys.Value(i)...)
-				block.End()
-			}
-			index.AddBlock(&block)
-			seen.grow(index.Len())
-			for i, id := range block.IDs {
-				if _, err := seen.offer(id, snapRow{file: int32(fis.Value(i)), line: lines.Value(i)}, files, texts.Value(i), nil); err != nil {
-					if at := [2]int64{fis.Value(i), lines.Value(i)}; first == nil || at[0] < firstAt[0] || at[0] == firstAt[0] && at[1] < firstAt[1] {
-						first, firstAt = err, at
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+	src, err := concatRecords(recs)
+	releaseRecords(recs)
+	if err != nil {
+		return err
 	}
-	return first
-}
-
-func (k *firstSnapshotKeys) remove() {
-	if k != nil {
-		k.dir.remove()
-	}
-}
-
-// handOver sets aside the keys of the in-memory check so far (index, seen), in the
-// order they came.
-func (k *firstSnapshotKeys) handOver(ctx context.Context, index *keyindex.Index, seen *snapSide) error {
-	for lo := 0; lo < index.Len(); lo += spillChunk {
-		hi := min(lo+spillChunk, index.Len())
-		keys, texts := make([][]byte, 0, hi-lo), make([]string, hi-lo)
-		files, lines := make([]int64, 0, hi-lo), make([]int64, 0, hi-lo)
-		for id := lo; id < hi; id++ {
-			keys = append(keys, slices.Clone(index.Key(int32(id))))
-			files, lines = append(files, int64(seen.file[id])), append(lines, int64(seen.line[id]))
-		}
-		if err := k.add(ctx, keys, texts, files, lines); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// addRows sets aside the keys of rec's rows (of file fi).
-func (k *firstSnapshotKeys) addRows(ctx context.Context, rec arrow.RecordBatch, keyCols []int, fi int, lines *array.Int64) error {
-	n := int(rec.NumRows())
-	keys, texts := make([][]byte, 0, n), make([]string, n)
-	files, ls := make([]int64, n), make([]int64, n)
-	var buf []byte
-	for i := range n {
-		var err error
-		if buf, err = appendKey(buf[:0], rec, keyCols, allColumns(len(keyCols)), i); err != nil {
-			return err
-		}
-		keys = append(keys, slices.Clone(buf))
-		texts[i], files[i], ls[i] = keyText(rec, keyCols, i), int64(fi), lines.Value(i)
-	}
-	return k.add(ctx, keys, texts, files, ls)
+	defer src.Release()
+	return pm.addInserts(ctx, src, ords, make([]int64, len(ords)))
 }

@@ -113,10 +113,35 @@ type storedPlace struct {
 // pass decides the keys of the hash ranges [lo, hi).
 func (s *SCD1Merge) pass(ctx context.Context, sp *scdSpill, target *fanout, lo, hi int, l *scdLayout, log *eventLog, dstSnap *delta.Snapshot,
 	app *logAppender, pm *partedMerge, res *Result) error {
+	b, keyOrd, err := readPassEvents(ctx, sp, sp.events.files[lo:hi], l)
+	if err != nil {
+		return err
+	}
+	wantAll := !s.cfg.SourceChanges && l.spec.deletes != "ignore"
+	stored, places, recs, err := readPassTarget(ctx, target.files[lo:hi], l, dstSnap, b, wantAll)
+	defer func() { releaseRecords(recs) }()
+	if err != nil {
+		return err
+	}
+	ups, dels, err := s.decide(ctx, l, b, stored, log, dstSnap, res)
+	if err != nil {
+		return err
+	}
+	if app != nil {
+		if err := app.add(ctx, scd1Logged(b.events), lo, hi); err != nil {
+			return err
+		}
+	}
+	return s.emit(ctx, pm, l, recs, places, keyOrd, ups, dels)
+}
+
+// readPassEvents reads a pass's events back from the spill files of its ranges into a
+// batch, and per key the order of its first event in the run.
+func readPassEvents(ctx context.Context, sp *scdSpill, spilled []*spillFile, l *scdLayout) (*scd1Batch, map[string]int64, error) {
 	b := newSCD1Batch(l, 0, sp.withPhys)
 	keyOrd := map[string]int64{}
 	ncol := len(l.data)
-	err := each(ctx, sp.events.files[lo:hi], func(rec arrow.RecordBatch) error {
+	err := each(ctx, spilled, func(rec arrow.RecordBatch) error {
 		cols, err := sourceColumns(rec.Schema(), l)
 		if err != nil {
 			return err
@@ -143,19 +168,24 @@ func (s *SCD1Merge) pass(ctx context.Context, sp *scdSpill, target *fanout, lo, 
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	wantAll := !s.cfg.SourceChanges && l.spec.deletes != "ignore"
-	stored := &scd1Rows{byKey: map[string][]any{}, all: map[string][]any{}}
-	places := map[string][]storedPlace{}
-	var recs []arrow.RecordBatch
-	defer func() { releaseRecords(recs) }()
+	return b, keyOrd, nil
+}
+
+// readPassTarget reads back the target's rows of a pass's ranges (from their spill
+// files): the stored rows of the batch's keys (and with wantAll of every key) and their
+// places. recs holds the rows, which the places point into, until the caller releases
+// them (also on an error).
+func readPassTarget(ctx context.Context, spilled []*spillFile, l *scdLayout, dstSnap *delta.Snapshot, b *scd1Batch, wantAll bool) (stored *scd1Rows, places map[string][]storedPlace, recs []arrow.RecordBatch, err error) {
+	stored = &scd1Rows{byKey: map[string][]any{}, all: map[string][]any{}}
+	places = map[string][]storedPlace{}
 	files := dstSnap.Files()
 	table, err := delta.ArrowSchema(dstSnap.Schema())
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	err = each(ctx, target.files[lo:hi], func(rec arrow.RecordBatch) error {
+	err = each(ctx, spilled, func(rec arrow.RecordBatch) error {
 		tbl, at := targetPlace(rec, table, files)
 		recs = append(recs, tbl)
 		cols, err := sourceColumns(tbl.Schema(), l)
@@ -182,19 +212,7 @@ func (s *SCD1Merge) pass(ctx context.Context, sp *scdSpill, target *fanout, lo, 
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	ups, dels, err := s.decide(ctx, l, b, stored, log, dstSnap, res)
-	if err != nil {
-		return err
-	}
-	if app != nil {
-		if err := app.add(ctx, scd1Logged(b.events), lo, hi); err != nil {
-			return err
-		}
-	}
-	return s.emit(ctx, pm, l, recs, places, keyOrd, ups, dels)
+	return stored, places, recs, err
 }
 
 // emit hands a pass's upserts and deletes to pm: each stored row of a key matched with

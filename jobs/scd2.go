@@ -139,7 +139,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	srcDecl, dstDecl, src, dst, srcSnap, dstSnap := f.srcDecl, f.dstDecl, f.src, f.dst, f.srcSnap, f.dstSnap
+	srcDecl, dstDecl, srcSnap, dstSnap := f.srcDecl, f.dstDecl, f.srcSnap, f.dstSnap
 	latest := srcSnap.Version()
 	l, err := s.layout(dstSnap.Schema())
 	if err != nil {
@@ -164,26 +164,10 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	batch.limit = workingSet(budget)
 	batch.spillTo = func() (*scdSpill, error) { return newSCDSpill(env, l, s.cfg.SequenceBy == "", batch.limit) }
 	defer func() { batch.spill.remove() }()
-	var log *eventLog
-	if s.cfg.SourceChanges {
-		from := last + 1
-		if !merged {
-			if from, err = src.ChangeDataFeedStart(ctx); err != nil {
-				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
-			}
-		}
-		res.ChangesRead = []ChangeRange{{Table: srcDecl.Name, After: from - 1, Through: latest}}
-		if log, err = openMergeLog(ctx, env, s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), src, es, merged, last, &res); err != nil {
-			return res, err
-		}
-		err = batch.readChanges(ctx, src, from, latest, es, &res)
-	} else {
-		err = batch.readSnapshot(ctx, srcSnap, es, &res)
-	}
+	log, err := s.readBatch(ctx, env, f, batch, es, merged, last, &res)
 	if err != nil {
-		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
+		return res, err
 	}
-
 	// A snapshot source deletes the current keys it no longer has, as of its version's
 	// time (when their absence was seen: they carry no sequence of their own).
 	var deleteAt *int64
@@ -194,6 +178,43 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if batch.spill != nil {
 		return s.runSpilled(ctx, env, f, l, log, batch.spill, deleteAt, res)
 	}
+	return s.runInMemory(ctx, env, f, l, log, batch, deleteAt, res)
+}
+
+// readBatch reads the source's events into batch: the change feed after the last
+// version merged (last, when merged) with the event log, or the snapshot. It returns
+// the event log (nil for a snapshot source).
+func (s *SCD2Merge) readBatch(ctx context.Context, env *Env, f *flow, batch *scdBatch, es *eventSource, merged bool, last int64, res *Result) (*eventLog, error) {
+	latest := f.srcSnap.Version()
+	var log *eventLog
+	var err error
+	if s.cfg.SourceChanges {
+		from := last + 1
+		if !merged {
+			if from, err = f.src.ChangeDataFeedStart(ctx); err != nil {
+				return nil, fmt.Errorf("source %s: %w", f.srcDecl.Name, err)
+			}
+		}
+		res.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: from - 1, Through: latest}}
+		if log, err = openMergeLog(ctx, env, s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), f.src, es, merged, last, res); err != nil {
+			return nil, err
+		}
+		err = batch.readChanges(ctx, f.src, from, latest, es, res)
+	} else {
+		err = batch.readSnapshot(ctx, f.srcSnap, es, res)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", f.srcDecl.Name, err)
+	}
+	return log, nil
+}
+
+// runInMemory merges a batch held in memory: it scans the dimension for the batch's
+// keys, folds them, appends the batch's events to the event log (log, nil without one)
+// and commits the changes with the new watermark.
+func (s *SCD2Merge) runInMemory(ctx context.Context, env *Env, f *flow, l *scdLayout, log *eventLog, batch *scdBatch, deleteAt *int64, res Result) (Result, error) {
+	srcDecl, dstDecl, dst, dstSnap := f.srcDecl, f.dstDecl, f.dst, f.dstSnap
+	latest := f.srcSnap.Version()
 	work, missing, err := batch.scanDimension(ctx, dstSnap, deleteAt)
 	if err != nil {
 		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
@@ -318,81 +339,12 @@ var quickPath = true
 // sequence and their stored versions) are not folded but marked in late (and counted),
 // for a fold with their logged events.
 func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int64, versions []scdVersion) bool, late []bool) ([]scdChange, int, error) {
-	type part struct {
-		changes []scdChange
-		late    int
-		err     error
-	}
-	parts := make([]part, min(runtime.GOMAXPROCS(0), max(1, work.len()/4096)))
+	parts := make([]foldedRange, min(runtime.GOMAXPROCS(0), max(1, work.len()/4096)))
 	var g errgroup.Group // a part per core; errors stay with their part (below)
 	for p := range parts {
 		lo, hi := p*work.len()/len(parts), (p+1)*work.len()/len(parts)
 		g.Go(func() error {
-			out := &parts[p]
-			// Room for two changes per unsettled key (what a quick key makes), their
-			// new versions in one allocation.
-			unsettled := 0
-			for id := lo; id < hi; id++ {
-				if !work.settled(int32(id)) {
-					unsettled++
-				}
-			}
-			out.changes = make([]scdChange, 0, 2*unsettled)
-			slab := make([]scdVersion, 0, 2*unsettled)
-			newVersion := func(v scdVersion) *scdVersion {
-				if len(slab) == cap(slab) {
-					return &v
-				}
-				slab = append(slab, v)
-				return &slab[len(slab)-1]
-			}
-			for id := lo; id < hi; id++ {
-				if work.settled(int32(id)) {
-					continue
-				}
-				versions := work.versions(int32(id))
-				if quickPath && ((work.isQuick(int32(id)) && len(versions) == 1) || b.quickInsert(int32(id), work)) {
-					// What the fold would do, without Go rows: close the current
-					// version (if any) at the event, which becomes the new current one.
-					ev := b.head[id]
-					seq := b.evSeq[ev]
-					if !isLate(seq, versions) {
-						if len(versions) == 1 {
-							out.changes = append(out.changes, scdChange{Kind: "close", Old: &versions[0], New: newVersion(scdVersion{To: seq}), quick: true})
-						}
-						out.changes = append(out.changes, scdChange{Kind: "insert", New: newVersion(scdVersion{From: seq, To: spec.end, Current: true}), quick: true, ev: ev})
-						continue
-					}
-				}
-				evs, err := b.events(int32(id))
-				if err != nil {
-					out.err = err
-					return nil
-				}
-				key := keyString(evs[0].row, spec.keys)
-				if evs = withoutIgnoredDeletes(spec, evs); len(evs) == 0 {
-					work.drop(int32(id))
-					continue
-				}
-				if spec.physByCommit {
-					evs = placePhysicalDeletes(evs)
-				}
-				if evs, err = normalizeBatch(key, evs, spec.seqText); err != nil {
-					out.err = err
-					return nil
-				}
-				if len(evs) > 0 && isLate(evs[0].seq, versions) { // (normalized: in sequence order)
-					late[id] = true
-					out.late++
-					continue
-				}
-				if err := b.versionRows(versions); err != nil {
-					out.err = err
-					return nil
-				}
-				out.changes = append(out.changes, foldKey(spec, versions, evs, false, func() int64 { return 0 })...)
-				work.drop(int32(id))
-			}
+			parts[p] = foldKeyRange(b, work, spec, isLate, late, lo, hi)
 			return nil
 		})
 	}
@@ -411,6 +363,84 @@ func foldBatch(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int6
 		lateKeys += p.late
 	}
 	return changes, lateKeys, nil
+}
+
+// foldedRange is what foldKeyRange made of a range of keys: the changes, the number of
+// keys marked late, and the error that stopped it.
+type foldedRange struct {
+	changes []scdChange
+	late    int
+	err     error
+}
+
+// foldKeyRange is foldBatch's work on the key ids [lo, hi): the quick keys get their
+// changes directly, late keys are marked in late, the others are folded.
+func foldKeyRange(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first int64, versions []scdVersion) bool, late []bool, lo, hi int) (out foldedRange) {
+	// Room for two changes per unsettled key (what a quick key makes), their new
+	// versions in one allocation.
+	unsettled := 0
+	for id := lo; id < hi; id++ {
+		if !work.settled(int32(id)) {
+			unsettled++
+		}
+	}
+	out.changes = make([]scdChange, 0, 2*unsettled)
+	slab := make([]scdVersion, 0, 2*unsettled)
+	newVersion := func(v scdVersion) *scdVersion {
+		if len(slab) == cap(slab) {
+			return &v
+		}
+		slab = append(slab, v)
+		return &slab[len(slab)-1]
+	}
+	for id := lo; id < hi; id++ {
+		if work.settled(int32(id)) {
+			continue
+		}
+		versions := work.versions(int32(id))
+		if quickPath && ((work.isQuick(int32(id)) && len(versions) == 1) || b.quickInsert(int32(id), work)) {
+			// What the fold would do, without Go rows: close the current version (if
+			// any) at the event, which becomes the new current one.
+			ev := b.head[id]
+			seq := b.evSeq[ev]
+			if !isLate(seq, versions) {
+				if len(versions) == 1 {
+					out.changes = append(out.changes, scdChange{Kind: "close", Old: &versions[0], New: newVersion(scdVersion{To: seq}), quick: true})
+				}
+				out.changes = append(out.changes, scdChange{Kind: "insert", New: newVersion(scdVersion{From: seq, To: spec.end, Current: true}), quick: true, ev: ev})
+				continue
+			}
+		}
+		evs, err := b.events(int32(id))
+		if err != nil {
+			out.err = err
+			return out
+		}
+		key := keyString(evs[0].row, spec.keys)
+		if evs = withoutIgnoredDeletes(spec, evs); len(evs) == 0 {
+			work.drop(int32(id))
+			continue
+		}
+		if spec.physByCommit {
+			evs = placePhysicalDeletes(evs)
+		}
+		if evs, err = normalizeBatch(key, evs, spec.seqText); err != nil {
+			out.err = err
+			return out
+		}
+		if len(evs) > 0 && isLate(evs[0].seq, versions) { // (normalized: in sequence order)
+			late[id] = true
+			out.late++
+			continue
+		}
+		if err := b.versionRows(versions); err != nil {
+			out.err = err
+			return out
+		}
+		out.changes = append(out.changes, foldKey(spec, versions, evs, false, func() int64 { return 0 })...)
+		work.drop(int32(id))
+	}
+	return out
 }
 
 // sourceRow reads the dimension's data columns of row i of a source batch.

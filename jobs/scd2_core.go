@@ -311,6 +311,17 @@ func withoutIgnoredDeletes(spec *scdSpec, evs []scdEvent) []scdEvent {
 // every event of the key (logged and new): the stored versions only say what changed.
 func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, allEvents bool, nextSK func() int64) []scdChange {
 	slices.SortFunc(existing, func(a, b scdVersion) int { return cmp.Compare(a.From, b.From) })
+	timeline := keyTimeline(spec, existing, events, allEvents)
+	out, latestType1 := replayVersions(spec, timeline)
+	fillVersionRows(spec, out, existing, events, latestType1)
+	return diffVersions(existing, out, nextSK)
+}
+
+// keyTimeline orders a key's events by sequence, with its stored versions (sorted by
+// valid_from) turned into events unless allEvents: each version is an event at its
+// valid_from, and a gap after it a delete at its valid_to. At one sequence a new event
+// replaces what was stored there. Ignored deletes are dropped.
+func keyTimeline(spec *scdSpec, existing []scdVersion, events []scdEvent, allEvents bool) []scdEvent {
 	all := make([]scdEvent, 0, 2*len(existing)+len(events))
 	starts := make(map[int64]bool, len(existing))
 	for _, v := range existing {
@@ -348,13 +359,18 @@ func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, allEvents 
 		}
 		merged = append(merged, e)
 	}
+	return merged
+}
 
-	// Replay into intervals.
-	var out []*scdVersion
+// replayVersions replays a key's timeline into its versions, oldest first: a change of a
+// tracked column opens a new version, a delete closes the open one (and opens a tombstone
+// when the spec keeps them). The last version stays open (valid_to is spec.end). It also
+// returns the newest row, whose type 1 values every version takes (nil without one).
+// Tombstone rows and type 1 values are filled in by fillVersionRows.
+func replayVersions(spec *scdSpec, timeline []scdEvent) (out []*scdVersion, latestType1 []any) {
 	var cur *scdVersion
-	var latestType1 []any
 	latestSeq := int64(math.MinInt64)
-	for _, e := range merged {
+	for _, e := range timeline {
 		if !e.delete && e.seq >= latestSeq {
 			latestSeq, latestType1 = e.seq, e.row
 		}
@@ -385,7 +401,13 @@ func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, allEvents 
 	if cur != nil {
 		cur.To = spec.end
 	}
-	// Tombstones carry the key and nulls; type 1 columns take the newest values everywhere.
+	return out, latestType1
+}
+
+// fillVersionRows marks the current version and fills the rows of a key's replayed
+// versions: tombstones carry the key (taken from a stored version, else from an event)
+// and nulls; type 1 columns take the newest values everywhere.
+func fillVersionRows(spec *scdSpec, out []*scdVersion, existing []scdVersion, events []scdEvent, latestType1 []any) {
 	var keyRow []any
 	if len(existing) > 0 {
 		keyRow = existing[0].Row
@@ -411,8 +433,13 @@ func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, allEvents 
 			}
 		}
 	}
+}
 
-	// Diff against what is stored.
+// diffVersions compares a key's replayed versions with its stored ones and returns the
+// changes that turn one into the other: a version keeping a stored surrogate key is an
+// update when anything of it differs, a new one an insert (with a key from nextSK), and a
+// stored version no longer there a delete.
+func diffVersions(existing []scdVersion, out []*scdVersion, nextSK func() int64) []scdChange {
 	old := make(map[int64]*scdVersion, len(existing))
 	for i := range existing {
 		old[existing[i].SK] = &existing[i]

@@ -395,72 +395,79 @@ func decodeStages(ps *problems, root *yaml.Node, fs *fileSpec, spec *Spec) []*ya
 			ps.at(sn, "stage: expected a mapping with name, kind and the kind's settings, got %s", kindName(sn))
 			continue
 		}
-		commonNode := &yaml.Node{Kind: yaml.MappingNode, Line: sn.Line, Column: sn.Column}
-		kindNode := &yaml.Node{Kind: yaml.MappingNode, Line: sn.Line, Column: sn.Column}
-		for i := 0; i+1 < len(sn.Content); i += 2 {
-			if _, ok := common[sn.Content[i].Value]; ok {
-				commonNode.Content = append(commonNode.Content, sn.Content[i], sn.Content[i+1])
-			} else {
-				kindNode.Content = append(kindNode.Content, sn.Content[i], sn.Content[i+1])
-			}
-		}
-		label := "stage"
-		if _, nn := mapEntry(sn, "name"); nn != nil && nn.Kind == yaml.ScalarNode && nn.Value != "" {
-			label = "stage " + nn.Value
-		}
-		var sc stageCommon
-		decodeInto(ps, commonNode, &sc, label)
-		st := &Stage{
-			Name:          sc.Name,
-			Description:   sc.Description,
-			Kind:          jobs.Kind(sc.Kind),
-			DependsOn:     sc.DependsOn,
-			Retries:       sc.Retries,
-			RetryDelay:    DefaultRetryDelay,
-			MaxRetryDelay: DefaultMaxRetryDelay,
-			Timeout:       time.Duration(sc.Timeout),
-			Engine:        sc.Engine,
-		}
-		if sc.RetryDelay != nil {
-			st.RetryDelay = time.Duration(*sc.RetryDelay)
-		}
-		if sc.MaxRetryDelay != nil {
-			st.MaxRetryDelay = time.Duration(*sc.MaxRetryDelay)
-		}
-		if sc.Name == "" {
-			ps.at(sn, "stage: missing name")
-		} else if !nameRE.MatchString(sc.Name) {
-			ps.at(lookup(sn, "name"), "invalid stage name %q: expected letters, digits, '_', '.' or '-'", sc.Name)
-		}
-		if sc.Retries < 0 {
-			ps.at(lookup(sn, "retries"), "%s: retries must be 0 or more, got %d", label, sc.Retries)
-		}
-		if st.Timeout < 0 || st.RetryDelay < 0 || st.MaxRetryDelay < 0 {
-			ps.at(sn, "%s: durations must not be negative", label)
-		}
-		cfg, ok := jobs.NewConfig(st.Kind)
-		switch {
-		case sc.Kind == "":
-			ps.at(sn, "%s: missing kind; expected one of %s", label, kindList())
-		case !ok:
-			ps.at(lookup(sn, "kind"), "%s: unknown kind %q; expected one of %s", label, sc.Kind, kindList())
-		default:
-			decodeInto(ps, kindNode, cfg, label)
-			for _, fe := range cfg.Validate() {
-				ps.at(lookup(kindNode, fe.Field), "%s: %s: %s", label, fe.Field, fe.Msg)
-			}
-			if ic, ok := cfg.(*jobs.IngestConfig); ok && ic.Source != "" && !strings.HasPrefix(ic.Source, "http://") && !strings.HasPrefix(ic.Source, "https://") {
-				ic.Source = storeurl.Anchor(spec.Dir, ic.Source)
-			}
-			st.Config = cfg
-		}
-		spec.Stages = append(spec.Stages, st)
+		spec.Stages = append(spec.Stages, decodeStage(ps, sn, common, spec.Dir))
 		nodes = append(nodes, sn)
 	}
 	if len(spec.Stages) == 0 && n.Kind == yaml.SequenceNode {
 		ps.at(n, "stages: the list is empty; a pipeline needs at least one stage")
 	}
 	return nodes
+}
+
+// decodeStage decodes one stage's mapping sn: the keys every stage has (common) into
+// the stage, the others into its kind's config, validated; an ingest's source is
+// anchored at the pipeline's directory dir.
+func decodeStage(ps *problems, sn *yaml.Node, common map[string]int, dir string) *Stage {
+	commonNode := &yaml.Node{Kind: yaml.MappingNode, Line: sn.Line, Column: sn.Column}
+	kindNode := &yaml.Node{Kind: yaml.MappingNode, Line: sn.Line, Column: sn.Column}
+	for i := 0; i+1 < len(sn.Content); i += 2 {
+		if _, ok := common[sn.Content[i].Value]; ok {
+			commonNode.Content = append(commonNode.Content, sn.Content[i], sn.Content[i+1])
+		} else {
+			kindNode.Content = append(kindNode.Content, sn.Content[i], sn.Content[i+1])
+		}
+	}
+	label := "stage"
+	if _, nn := mapEntry(sn, "name"); nn != nil && nn.Kind == yaml.ScalarNode && nn.Value != "" {
+		label = "stage " + nn.Value
+	}
+	var sc stageCommon
+	decodeInto(ps, commonNode, &sc, label)
+	st := &Stage{
+		Name:          sc.Name,
+		Description:   sc.Description,
+		Kind:          jobs.Kind(sc.Kind),
+		DependsOn:     sc.DependsOn,
+		Retries:       sc.Retries,
+		RetryDelay:    DefaultRetryDelay,
+		MaxRetryDelay: DefaultMaxRetryDelay,
+		Timeout:       time.Duration(sc.Timeout),
+		Engine:        sc.Engine,
+	}
+	if sc.RetryDelay != nil {
+		st.RetryDelay = time.Duration(*sc.RetryDelay)
+	}
+	if sc.MaxRetryDelay != nil {
+		st.MaxRetryDelay = time.Duration(*sc.MaxRetryDelay)
+	}
+	if sc.Name == "" {
+		ps.at(sn, "stage: missing name")
+	} else if !nameRE.MatchString(sc.Name) {
+		ps.at(lookup(sn, "name"), "invalid stage name %q: expected letters, digits, '_', '.' or '-'", sc.Name)
+	}
+	if sc.Retries < 0 {
+		ps.at(lookup(sn, "retries"), "%s: retries must be 0 or more, got %d", label, sc.Retries)
+	}
+	if st.Timeout < 0 || st.RetryDelay < 0 || st.MaxRetryDelay < 0 {
+		ps.at(sn, "%s: durations must not be negative", label)
+	}
+	cfg, ok := jobs.NewConfig(st.Kind)
+	switch {
+	case sc.Kind == "":
+		ps.at(sn, "%s: missing kind; expected one of %s", label, kindList())
+	case !ok:
+		ps.at(lookup(sn, "kind"), "%s: unknown kind %q; expected one of %s", label, sc.Kind, kindList())
+	default:
+		decodeInto(ps, kindNode, cfg, label)
+		for _, fe := range cfg.Validate() {
+			ps.at(lookup(kindNode, fe.Field), "%s: %s: %s", label, fe.Field, fe.Msg)
+		}
+		if ic, ok := cfg.(*jobs.IngestConfig); ok && ic.Source != "" && !strings.HasPrefix(ic.Source, "http://") && !strings.HasPrefix(ic.Source, "https://") {
+			ic.Source = storeurl.Anchor(dir, ic.Source)
+		}
+		st.Config = cfg
+	}
+	return st
 }
 
 func kindList() string {

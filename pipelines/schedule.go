@@ -89,6 +89,25 @@ type notifySpec struct {
 // checkRunPolicies validates the schedule and the keys about runs.
 func checkRunPolicies(ps *problems, root *yaml.Node, spec *Spec, fs *fileSpec, raw map[*yaml.Node]string) {
 	key := func(path string) *yaml.Node { return lookup(root, path) }
+	checkSchedule(ps, key, spec, fs)
+	if fs.History.KeepRuns < 0 {
+		ps.at(key("history.keep_runs"), "history: keep_runs must be 0 (no limit) or more, got %d", fs.History.KeepRuns)
+	}
+	if fs.History.KeepDays < 0 {
+		ps.at(key("history.keep_days"), "history: keep_days must be 0 (no limit) or more, got %d", fs.History.KeepDays)
+	}
+	spec.History = History{KeepRuns: fs.History.KeepRuns, KeepDays: fs.History.KeepDays}
+	spec.Notify = Notify{
+		OnFailure: checkWebhooks(ps, key, raw, "on_failure", fs.Notify.OnFailure),
+		OnSuccess: checkWebhooks(ps, key, raw, "on_success", fs.Notify.OnSuccess),
+	}
+	spec.Params = checkParams(ps, key, fs.Params)
+}
+
+// checkSchedule validates the schedule and the policies of scheduled runs (catchup,
+// catchup_window, overlap, max_active_runs) into spec, with their defaults; key finds a
+// key's node for the problems.
+func checkSchedule(ps *problems, key func(path string) *yaml.Node, spec *Spec, fs *fileSpec) {
 	if spec.Schedule != "" {
 		s, err := cron.Parse(spec.Schedule, spec.Location)
 		if err != nil {
@@ -123,37 +142,35 @@ func checkRunPolicies(ps *problems, root *yaml.Node, spec *Spec, fs *fileSpec, r
 	if (spec.Catchup != DefaultCatchup || fs.CatchupWindow != nil) && spec.Schedule == "" {
 		ps.at(key("catchup"), "catchup and catchup_window apply to scheduled runs: this pipeline has no schedule")
 	}
+}
 
-	if fs.History.KeepRuns < 0 {
-		ps.at(key("history.keep_runs"), "history: keep_runs must be 0 (no limit) or more, got %d", fs.History.KeepRuns)
-	}
-	if fs.History.KeepDays < 0 {
-		ps.at(key("history.keep_days"), "history: keep_days must be 0 (no limit) or more, got %d", fs.History.KeepDays)
-	}
-	spec.History = History{KeepRuns: fs.History.KeepRuns, KeepDays: fs.History.KeepDays}
-
-	hooks := func(field string, urls []string) []Webhook {
-		var out []Webhook
-		for i, u := range urls {
-			path := fmt.Sprintf("notify.%s[%d]", field, i)
-			n := key(path)
-			display := u
-			if r, ok := raw[n]; ok {
-				display = r
-			}
-			pu, err := url.Parse(u)
-			if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-				ps.at(n, "%s: %q is not an http(s) URL", path, display)
-				continue
-			}
-			out = append(out, Webhook{URL: u, Display: display})
+// checkWebhooks validates the URLs of notify.field: each must be http(s). raw holds the
+// text a URL had before ${...} references were expanded, which messages show.
+func checkWebhooks(ps *problems, key func(path string) *yaml.Node, raw map[*yaml.Node]string, field string, urls []string) []Webhook {
+	var out []Webhook
+	for i, u := range urls {
+		path := fmt.Sprintf("notify.%s[%d]", field, i)
+		n := key(path)
+		display := u
+		if r, ok := raw[n]; ok {
+			display = r
 		}
-		return out
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			ps.at(n, "%s: %q is not an http(s) URL", path, display)
+			continue
+		}
+		out = append(out, Webhook{URL: u, Display: display})
 	}
-	spec.Notify = Notify{OnFailure: hooks("on_failure", fs.Notify.OnFailure), OnSuccess: hooks("on_success", fs.Notify.OnSuccess)}
+	return out
+}
 
+// checkParams validates the run parameters: a name that is an identifier and unique, a
+// known type (string by default) and a default of that type.
+func checkParams(ps *problems, key func(path string) *yaml.Node, params []paramSpec) []Param {
+	var out []Param
 	seen := map[string]bool{}
-	for i, p := range fs.Params {
+	for i, p := range params {
 		at := func(field string) *yaml.Node { return key(fmt.Sprintf("params[%d].%s", i, field)) }
 		switch {
 		case p.Name == "":
@@ -173,8 +190,9 @@ func checkRunPolicies(ps *problems, root *yaml.Node, spec *Spec, fs *fileSpec, r
 				ps.at(at("default"), "param %s: default: %v", p.Name, err)
 			}
 		}
-		spec.Params = append(spec.Params, Param{Name: p.Name, Type: typ, Default: p.Default, Description: p.Description})
+		out = append(out, Param{Name: p.Name, Type: typ, Default: p.Default, Description: p.Description})
 	}
+	return out
 }
 
 // checkParamValue checks a parameter value against its type.

@@ -97,30 +97,15 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) erro
 	if spec.Cron == nil {
 		return nil
 	}
-	sched := spec.Cron
 	if !loaded {
-		if sched.Every() > 0 {
-			anchor, err := st.Anchor(ctx, spec.Name, now)
-			if err != nil {
-				return fmt.Errorf("anchor: %w", err)
-			}
-			sched = sched.Anchored(anchor)
+		w, err := s.loadSchedule(ctx, ps, spec, st, now)
+		if err != nil {
+			return err
 		}
-		s.mu.Lock()
-		m := s.marks[st]
-		w, ok := m.slot[spec.Name]
-		if !ok { // first load: the slots from now on are the pipeline's
-			w = now.UTC()
-			m.slot[spec.Name], m.dirty = w, true
-		}
-		s.mu.Unlock()
-		s.mu.Lock()
-		ps.sched, ps.watermark, ps.loaded = sched, w, true
-		s.mu.Unlock()
 		wm = w
 	}
 	s.mu.Lock()
-	sched = ps.sched
+	sched := ps.sched
 	s.mu.Unlock()
 
 	windowStart := now.Add(-spec.CatchupWindow)
@@ -146,19 +131,7 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) erro
 	for i, it := range items {
 		newest := i == len(items)-1 && !more
 		onTime := newest && it.rerun == nil && now.Sub(it.slot) <= s.cfg.Late
-		run, reason := false, ""
-		switch {
-		case onTime || spec.Catchup == pipelines.CatchupAll:
-			run = true
-		case spec.Catchup == pipelines.CatchupNone:
-			reason = "catchup none: the slot was missed while no scheduler ran"
-		case newest:
-			run = true
-		case more:
-			reason = "catchup latest: a later slot runs instead"
-		default:
-			reason = fmt.Sprintf("catchup latest: the later slot %s runs instead", items[len(items)-1].slot.Format(time.RFC3339))
-		}
+		run, reason := slotFate(spec.Catchup, onTime, newest, more, items[len(items)-1].slot)
 		kind := Catchup
 		if onTime {
 			kind = Scheduled
@@ -185,6 +158,51 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) erro
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// loadSchedule sets up a pipeline's schedule the first time it is planned: an every
+// schedule is anchored where the store says, and a pipeline without a watermark gets
+// now (the slots from now on are its). It returns the watermark.
+func (s *Scheduler) loadSchedule(ctx context.Context, ps *pipeState, spec *pipelines.Spec, st *Store, now time.Time) (time.Time, error) {
+	sched := spec.Cron
+	if sched.Every() > 0 {
+		anchor, err := st.Anchor(ctx, spec.Name, now)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("anchor: %w", err)
+		}
+		sched = sched.Anchored(anchor)
+	}
+	s.mu.Lock()
+	m := s.marks[st]
+	w, ok := m.slot[spec.Name]
+	if !ok { // first load: the slots from now on are the pipeline's
+		w = now.UTC()
+		m.slot[spec.Name], m.dirty = w, true
+	}
+	s.mu.Unlock()
+	s.mu.Lock()
+	ps.sched, ps.watermark, ps.loaded = sched, w, true
+	s.mu.Unlock()
+	return w, nil
+}
+
+// slotFate decides whether a slot to handle runs under the pipeline's catch-up policy,
+// and if not why: an on-time slot runs, and under all every slot; under none a missed
+// slot is skipped; under latest only the newest runs (newest: the last of the slots due
+// and no more are, last: the last of the slots handled now).
+func slotFate(catchup string, onTime, newest, more bool, last time.Time) (run bool, reason string) {
+	switch {
+	case onTime || catchup == pipelines.CatchupAll:
+		return true, ""
+	case catchup == pipelines.CatchupNone:
+		return false, "catchup none: the slot was missed while no scheduler ran"
+	case newest:
+		return true, ""
+	case more:
+		return false, "catchup latest: a later slot runs instead"
+	default:
+		return false, fmt.Sprintf("catchup latest: the later slot %s runs instead", last.Format(time.RFC3339))
+	}
 }
 
 // skipOld records the slots in (from, to] as skipped, outside the catch-up window: one

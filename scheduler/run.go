@@ -536,18 +536,7 @@ func (st *runState) execute(hooks Hooks) error {
 	if err != nil {
 		return fail(err)
 	}
-	st.mu.Lock()
-	rec.Stages = nil
-	for _, name := range g.Order() {
-		n, _ := g.Node(name)
-		kind := ""
-		if s := spec.Stage(name); s != nil {
-			kind = string(s.Kind)
-		}
-		rec.Stages = append(rec.Stages, StageRecord{Name: name, Kind: kind, DependsOn: n.DependsOn, Status: Queued})
-	}
-	names := g.Order()
-	st.mu.Unlock()
+	names := st.queueStages(spec, g)
 	if err := st.save(st.hard); err != nil && errors.Is(err, objectstore.ErrInvalidKey) {
 		return fail(err)
 	}
@@ -568,9 +557,35 @@ func (st *runState) execute(hooks Hooks) error {
 			}
 		},
 	})
+	st.finish(res.Status)
+	return err
+}
+
+// queueStages lists the graph's stages in the record, queued, in the graph's order,
+// which it returns.
+func (st *runState) queueStages(spec *pipelines.Spec, g *dag.Graph) []string {
 	st.mu.Lock()
-	rec.End = r.now().UTC()
-	switch res.Status {
+	defer st.mu.Unlock()
+	rec := st.rec
+	rec.Stages = nil
+	for _, name := range g.Order() {
+		n, _ := g.Node(name)
+		kind := ""
+		if s := spec.Stage(name); s != nil {
+			kind = string(s.Kind)
+		}
+		rec.Stages = append(rec.Stages, StageRecord{Name: name, Kind: kind, DependsOn: n.DependsOn, Status: Queued})
+	}
+	return g.Order()
+}
+
+// finish ends the record with the graph's outcome: succeeded, cancelled (with the
+// cancel's cause) or failed (naming each failed stage's error), and saves it.
+func (st *runState) finish(status dag.State) {
+	st.mu.Lock()
+	rec := st.rec
+	rec.End = st.r.now().UTC()
+	switch status {
 	case dag.Succeeded:
 		rec.Status = Succeeded
 	case dag.Cancelled:
@@ -588,7 +603,6 @@ func (st *runState) execute(hooks Hooks) error {
 	}
 	st.mu.Unlock()
 	st.save(st.hard)
-	return err
 }
 
 // compile builds the run's graph: the stages asked for, each attempt taking a turn of

@@ -38,6 +38,56 @@ func dagSVG(nodes []dagNode) template.HTML {
 	if len(nodes) == 0 {
 		return ""
 	}
+	l := layoutDAG(nodes)
+	byName, depth, row := l.byName, l.depth, l.row
+	w := pad*2 + l.cols*nodeW + (l.cols-1)*gapX
+	h := pad*2 + l.rows*nodeH + (l.rows-1)*gapY
+	x := func(i int) int { return pad + depth[i]*(nodeW+gapX) }
+	y := func(i int) int { return pad + int(row[i])*(nodeH+gapY) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="dag" role="img" aria-label="stage graph" width="%d" height="%d" viewBox="0 0 %d %d">`, w, h, w, h)
+	for i, n := range nodes {
+		for _, p := range n.DependsOn {
+			j, ok := byName[p]
+			if !ok {
+				continue
+			}
+			x1, y1 := x(j)+nodeW, y(j)+nodeH/2
+			x2, y2 := x(i), y(i)+nodeH/2
+			mx := (x1 + x2) / 2
+			fmt.Fprintf(&b, `<path class="edge" d="M%d %d C%d %d %d %d %d %d"/>`, x1, y1, mx, y1, mx, y2, x2, y2)
+		}
+	}
+	for i, n := range nodes {
+		sub := n.Kind
+		if n.Status != "" {
+			sub += " · " + string(n.Status)
+			fmt.Fprintf(&b, `<a href="#stage-%s">`, esc(n.Name))
+		}
+		fmt.Fprintf(&b, `<g class="node st-%s" data-stage="%s"><title>%s (%s)</title>`, esc(string(n.Status)), esc(n.Name), esc(n.Name), esc(sub))
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" rx="6"/>`, x(i), y(i), nodeW, nodeH)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" class="n">%s</text>`, x(i)+10, y(i)+16, esc(clip(n.Name, 24)))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" class="k">%s</text></g>`, x(i)+10, y(i)+30, esc(sub))
+		if n.Status != "" {
+			b.WriteString(`</a>`)
+		}
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
+
+// dagLayout is where dagSVG draws a graph's stages: each in the column of its depth
+// (the longest chain of dependencies before it), at a row in its column ordered by its
+// parents' rows.
+type dagLayout struct {
+	byName     map[string]int // a stage's index in the nodes
+	depth      []int
+	row        []float64
+	cols, rows int
+}
+
+// layoutDAG places the nodes of a graph.
+func layoutDAG(nodes []dagNode) *dagLayout {
 	byName := map[string]int{}
 	for i, n := range nodes {
 		byName[n.Name] = i
@@ -86,40 +136,7 @@ func dagSVG(nodes []dagNode) template.HTML {
 	for _, col := range cols {
 		rows = max(rows, len(col))
 	}
-	w := pad*2 + len(cols)*nodeW + (len(cols)-1)*gapX
-	h := pad*2 + rows*nodeH + (rows-1)*gapY
-	x := func(i int) int { return pad + depth[i]*(nodeW+gapX) }
-	y := func(i int) int { return pad + int(row[i])*(nodeH+gapY) }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="dag" role="img" aria-label="stage graph" width="%d" height="%d" viewBox="0 0 %d %d">`, w, h, w, h)
-	for i, n := range nodes {
-		for _, p := range n.DependsOn {
-			j, ok := byName[p]
-			if !ok {
-				continue
-			}
-			x1, y1 := x(j)+nodeW, y(j)+nodeH/2
-			x2, y2 := x(i), y(i)+nodeH/2
-			mx := (x1 + x2) / 2
-			fmt.Fprintf(&b, `<path class="edge" d="M%d %d C%d %d %d %d %d %d"/>`, x1, y1, mx, y1, mx, y2, x2, y2)
-		}
-	}
-	for i, n := range nodes {
-		sub := n.Kind
-		if n.Status != "" {
-			sub += " · " + string(n.Status)
-			fmt.Fprintf(&b, `<a href="#stage-%s">`, esc(n.Name))
-		}
-		fmt.Fprintf(&b, `<g class="node st-%s" data-stage="%s"><title>%s (%s)</title>`, esc(string(n.Status)), esc(n.Name), esc(n.Name), esc(sub))
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" rx="6"/>`, x(i), y(i), nodeW, nodeH)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" class="n">%s</text>`, x(i)+10, y(i)+16, esc(clip(n.Name, 24)))
-		fmt.Fprintf(&b, `<text x="%d" y="%d" class="k">%s</text></g>`, x(i)+10, y(i)+30, esc(sub))
-		if n.Status != "" {
-			b.WriteString(`</a>`)
-		}
-	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
+	return &dagLayout{byName: byName, depth: depth, row: row, cols: len(cols), rows: rows}
 }
 
 func parentRow(n dagNode, byName map[string]int, row []float64) float64 {

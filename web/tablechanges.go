@@ -245,6 +245,12 @@ func (s *Server) diff(ctx context.Context, ref *tableRef, dq *diffQuery) (*diffR
 		return nil, badRequestf("%v", err)
 	}
 	defer d.Release()
+	return diffView(d, from, to, dq.limit), nil
+}
+
+// diffView is a diff of versions from and to as the page and the API show it: the
+// columns (the dropped ones last), at most limit rows with their cells and keys.
+func diffView(d *delta.Diff, from, to int64, limit int) *diffResult {
 	res := &diffResult{From: from, To: to, Keys: d.Keys, Added: d.Added, Removed: d.Removed, Changed: d.Changed,
 		ColumnsAdded: nonNil(d.AddedColumns), ColumnsDropped: nonNil(d.DroppedColumns), FilesRead: d.FilesRead, RowsRead: d.RowsRead, Rows: []diffRow{}}
 	if res.Keys == nil {
@@ -258,7 +264,7 @@ func (s *Server) diff(ctx context.Context, ref *tableRef, dq *diffQuery) (*diffR
 		schema = d.Before.Schema()
 	}
 	if schema == nil {
-		return res, nil
+		return res
 	}
 	res.Columns = columnsOf(schema, nil)
 	for _, name := range d.DroppedColumns {
@@ -281,7 +287,7 @@ func (s *Server) diff(ctx context.Context, ref *tableRef, dq *diffQuery) (*diffR
 		return out
 	}
 	for _, rd := range d.Rows {
-		if len(res.Rows) == dq.limit {
+		if len(res.Rows) == limit {
 			res.Truncated = true
 			break
 		}
@@ -303,7 +309,7 @@ func (s *Server) diff(ctx context.Context, ref *tableRef, dq *diffQuery) (*diffR
 		}
 		res.Rows = append(res.Rows, dr)
 	}
-	return res, nil
+	return res
 }
 
 func fieldIdx(s *arrow.Schema, name string) int {

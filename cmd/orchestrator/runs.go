@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -323,20 +324,7 @@ func showRecord(e *env, rec *scheduler.Record) error {
 	line := func(k, format string, args ...any) { fmt.Fprintf(w, "%-12s %s\n", k, fmt.Sprintf(format, args...)) }
 	line("run", "%s", rec.ID)
 	line("pipeline", "%s (%s, definition sha256 %.12s)", rec.Pipeline, rec.File, rec.DefinitionHash)
-	trig := string(rec.Trigger.Kind)
-	if !rec.Trigger.Slot.IsZero() {
-		trig += " slot " + rec.Trigger.Slot.Format(time.RFC3339)
-	}
-	if rec.Trigger.By != "" {
-		trig += " by " + rec.Trigger.By
-	}
-	if rec.Trigger.Of != "" {
-		trig += " of run " + rec.Trigger.Of
-	}
-	if len(rec.Trigger.Stages) > 0 {
-		trig += " (stages " + strings.Join(rec.Trigger.Stages, ", ") + ")"
-	}
-	line("trigger", "%s", trig)
+	line("trigger", "%s", triggerText(rec.Trigger))
 	if rec.Attempt > 1 {
 		line("attempt", "%d", rec.Attempt)
 	}
@@ -374,14 +362,7 @@ func showRecord(e *env, rec *scheduler.Record) error {
 		line("rolled back", "by run %s", rec.RolledBackBy)
 	}
 	for _, d := range rec.Notifications {
-		text := fmt.Sprintf("%s %s: %d attempt(s)", d.Event, d.URL, d.Attempts)
-		if d.Status != 0 {
-			text += fmt.Sprintf(", HTTP %d", d.Status)
-		}
-		if d.Error != "" {
-			text += ", " + d.Error
-		}
-		line("notified", "%s", text)
+		line("notified", "%s", deliveryText(d))
 	}
 	if len(rec.Stages) == 0 {
 		return nil
@@ -391,30 +372,67 @@ func showRecord(e *env, rec *scheduler.Record) error {
 		return err
 	}
 	for _, s := range rec.Stages {
-		var detail []string
-		for _, v := range s.VersionsRead {
-			detail = append(detail, fmt.Sprintf("read %s@v%d", v.Table, v.Version))
-		}
-		for _, c := range s.ChangesRead {
-			detail = append(detail, fmt.Sprintf("read the change feed of %s, versions (%d, %d]", c.Table, c.After, c.Through))
-		}
-		detail = append(detail, s.Notes...)
-		if s.Error != "" && s.Status != scheduler.Succeeded {
-			detail = append(detail, "error: "+s.Error)
-		}
-		if s.LogDropped > 0 {
-			detail = append(detail, fmt.Sprintf("log: the last %d lines; all in %s", len(s.Log), s.LogObject))
-		}
-		if len(detail) == 0 && len(s.Log) == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "\nstage %s:\n", s.Name)
-		for _, d := range detail {
-			fmt.Fprintf(w, "  %s\n", d)
-		}
-		for _, l := range s.Log {
-			fmt.Fprintf(w, "  | %s\n", l)
-		}
+		writeStageDetail(w, &s)
 	}
 	return nil
+}
+
+// triggerText is what started a run, for a person: its kind, slot, who, which run it
+// retries and which stages it runs.
+func triggerText(t scheduler.Trigger) string {
+	text := string(t.Kind)
+	if !t.Slot.IsZero() {
+		text += " slot " + t.Slot.Format(time.RFC3339)
+	}
+	if t.By != "" {
+		text += " by " + t.By
+	}
+	if t.Of != "" {
+		text += " of run " + t.Of
+	}
+	if len(t.Stages) > 0 {
+		text += " (stages " + strings.Join(t.Stages, ", ") + ")"
+	}
+	return text
+}
+
+// deliveryText is a notification's delivery, for a person.
+func deliveryText(d scheduler.Delivery) string {
+	text := fmt.Sprintf("%s %s: %d attempt(s)", d.Event, d.URL, d.Attempts)
+	if d.Status != 0 {
+		text += fmt.Sprintf(", HTTP %d", d.Status)
+	}
+	if d.Error != "" {
+		text += ", " + d.Error
+	}
+	return text
+}
+
+// writeStageDetail writes what a stage read, its notes, its error and its log lines,
+// under its name (nothing when it has none).
+func writeStageDetail(w io.Writer, s *scheduler.StageRecord) {
+	var detail []string
+	for _, v := range s.VersionsRead {
+		detail = append(detail, fmt.Sprintf("read %s@v%d", v.Table, v.Version))
+	}
+	for _, c := range s.ChangesRead {
+		detail = append(detail, fmt.Sprintf("read the change feed of %s, versions (%d, %d]", c.Table, c.After, c.Through))
+	}
+	detail = append(detail, s.Notes...)
+	if s.Error != "" && s.Status != scheduler.Succeeded {
+		detail = append(detail, "error: "+s.Error)
+	}
+	if s.LogDropped > 0 {
+		detail = append(detail, fmt.Sprintf("log: the last %d lines; all in %s", len(s.Log), s.LogObject))
+	}
+	if len(detail) == 0 && len(s.Log) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nstage %s:\n", s.Name)
+	for _, d := range detail {
+		fmt.Fprintf(w, "  %s\n", d)
+	}
+	for _, l := range s.Log {
+		fmt.Fprintf(w, "  | %s\n", l)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/executor"
@@ -110,21 +111,46 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	if o.baseURL == "" {
 		o.baseURL = "http://" + addr
 	}
-	stores := e.opener(o.s3)
+	dispatcher := executor.NewDispatcher(0)
+	defer dispatcher.Close()
+	obs := web.NewObserver()
+	s := &server{e: e, o: o}
+	s.runner, s.sched = newServeScheduler(e, o, addr, logger, dispatcher, obs)
+	bg := context.WithoutCancel(ctx) // the loop's store work is not cut by the signal
+	s.loader = &pipelineLoader{e: e, dir: dir, sched: s.sched}
+	s.loader.load(bg)
+
+	s.site, err = web.New(web.Config{
+		Scheduler: s.sched, Observer: obs, Auth: auth, Addr: addr, Now: e.now, Logger: logger,
+		EngineInfo: "orchestrator " + version,
+		LoadErrors: s.loader.loadErrors,
+		Stopping:   s.stopping.Load,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := s.site.HTTPServer()
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Serve(ln) }()
+	fmt.Fprintf(e.stderr, "serving %s on http://%s (pid %d)\n", o.dir, addr, s.runner.Identity().PID)
+	return s.loop(ctx, bg, srv, srvDone)
+}
+
+// newServeScheduler builds serve's runner (its stages run through dispatcher, its runs
+// are observed by obs) and the scheduler over it, listening on addr.
+func newServeScheduler(e *env, o serveOptions, addr string, logger *slog.Logger, dispatcher *executor.Dispatcher, obs *web.Observer) (*scheduler.Runner, *scheduler.Scheduler) {
 	var limiter *scheduler.Limiter
 	if o.maxStages > 0 {
 		limiter = scheduler.NewLimiter(o.maxStages)
 	}
 	var sched *scheduler.Scheduler
-	dispatcher := executor.NewDispatcher(0)
-	defer dispatcher.Close()
-	obs := web.NewObserver()
 	runner := scheduler.NewRunner(scheduler.RunnerConfig{
 		Execute:      stageExecutor(dispatcher),
 		OnChange:     obs.RunChanged,
 		MemoryBudget: o.stage.memoryBudget,
 		SpillDir:     o.stage.spillDir,
-		Opener:       stores,
+		Opener:       e.opener(o.s3),
 		Now:          e.now,
 		EngineInfo:   "orchestrator/" + version,
 		Logger:       logger,
@@ -142,91 +168,105 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 		Runner: runner, Now: e.now, HeartbeatTimeout: o.heartbeatTimeout, LeaseTTL: o.leaseTTL,
 		Addr: addr, Logger: logger, OnSlot: obs.SlotHandled,
 	})
-	bg := context.WithoutCancel(ctx) // the loop's store work is not cut by the signal
-	var loadMu sync.Mutex            // guards loadErrs, which the web server reads
-	var loadErrs []web.LoadError
-	load := func() {
-		changed, report := dir.scan(e)
-		errs := dir.loadErrors()
-		loadMu.Lock()
-		loadErrs = errs
-		loadMu.Unlock()
-		for _, line := range report {
-			fmt.Fprintln(e.stderr, line)
-		}
-		if !changed {
-			return
-		}
-		specs, dups := dir.specs()
-		for _, d := range dups {
-			fmt.Fprintln(e.stderr, d)
-		}
-		if err := sched.Set(bg, specs); err != nil {
-			fmt.Fprintf(e.stderr, "serve: %v\n", err)
-		}
-	}
-	load()
+	return runner, sched
+}
 
-	var stopping sync.Mutex
-	stopped := false
-	site, err := web.New(web.Config{
-		Scheduler: sched, Observer: obs, Auth: auth, Addr: addr, Now: e.now, Logger: logger,
-		EngineInfo: "orchestrator " + version,
-		LoadErrors: func() []web.LoadError {
-			loadMu.Lock()
-			defer loadMu.Unlock()
-			return slices.Clone(loadErrs)
-		},
-		Stopping: func() bool {
-			stopping.Lock()
-			defer stopping.Unlock()
-			return stopped
-		},
-	})
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	srv := site.HTTPServer()
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Serve(ln) }()
-	fmt.Fprintf(e.stderr, "serving %s on http://%s (pid %d)\n", o.dir, addr, runner.Identity().PID)
+// pipelineLoader loads a pipeline directory's changed files into the scheduler and keeps
+// the files that failed to load for the web server.
+type pipelineLoader struct {
+	e     *env
+	dir   *pipelineDir
+	sched *scheduler.Scheduler
 
-	lastLoad := e.now()
+	mu       sync.Mutex // guards loadErrs, which the web server reads
+	loadErrs []web.LoadError
+}
+
+// load scans the directory, reports what it loaded and skipped on stderr and, when the
+// set of valid pipelines changed, hands it to the scheduler.
+func (l *pipelineLoader) load(ctx context.Context) {
+	changed, report := l.dir.scan(l.e)
+	errs := l.dir.loadErrors()
+	l.mu.Lock()
+	l.loadErrs = errs
+	l.mu.Unlock()
+	for _, line := range report {
+		fmt.Fprintln(l.e.stderr, line)
+	}
+	if !changed {
+		return
+	}
+	specs, dups := l.dir.specs()
+	for _, d := range dups {
+		fmt.Fprintln(l.e.stderr, d)
+	}
+	if err := l.sched.Set(ctx, specs); err != nil {
+		fmt.Fprintf(l.e.stderr, "serve: %v\n", err)
+	}
+}
+
+// loadErrors lists the files that failed to load at the last scan.
+func (l *pipelineLoader) loadErrors() []web.LoadError {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.loadErrs)
+}
+
+// server is a running serve: its scheduler and runner, the loader of its pipeline
+// directory and its web site.
+type server struct {
+	e        *env
+	o        serveOptions
+	runner   *scheduler.Runner
+	sched    *scheduler.Scheduler
+	loader   *pipelineLoader
+	site     *web.Server
+	stopping atomic.Bool // a shutdown is in progress: /healthz answers 503
+}
+
+// loop ticks the scheduler on whole seconds and reloads the pipeline files every
+// reloadEvery until ctx ends (a graceful shutdown) or the HTTP server srv fails (srvDone).
+// bg is the context of the store work, which the signal does not cut.
+func (s *server) loop(ctx, bg context.Context, srv *http.Server, srvDone <-chan error) error {
+	lastLoad := s.e.now()
 	for {
-		now := e.now()
+		now := s.e.now()
 		wait := now.Truncate(time.Second).Add(time.Second).Sub(now) // ticks on whole seconds, when slots fall
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			stopping.Lock()
-			stopped = true
-			stopping.Unlock()
-			fmt.Fprintf(e.stderr, "serve: stopping (%v): no new runs; running stages get up to %s to finish\n", context.Cause(ctx), o.grace)
-			sched.Shutdown(bg, o.grace, "serve shut down")
-			waitNotifications(runner, 10*time.Second)
-			sctx, cancel := context.WithTimeout(bg, 5*time.Second)
-			defer cancel()
-			site.Close()
-			srv.Shutdown(sctx)
-			fmt.Fprintln(e.stderr, "serve: stopped; every run's record is final")
+			s.shutdown(bg, srv, context.Cause(ctx))
 			return nil
 		case err := <-srvDone:
 			t.Stop()
 			if errors.Is(err, http.ErrServerClosed) {
 				return nil
 			}
-			sched.Shutdown(bg, o.grace, "serve's HTTP server failed")
+			s.sched.Shutdown(bg, s.o.grace, "serve's HTTP server failed")
 			return fmt.Errorf("serve: %w", err)
 		case <-t.C:
 		}
-		if e.now().Sub(lastLoad) >= reloadEvery {
-			load()
-			lastLoad = e.now()
+		if s.e.now().Sub(lastLoad) >= reloadEvery {
+			s.loader.load(bg)
+			lastLoad = s.e.now()
 		}
-		sched.Tick(bg)
+		s.sched.Tick(bg)
 	}
+}
+
+// shutdown stops serve gracefully: no new runs, running stages get the grace period to
+// finish, notifications get sent, then the web site and the HTTP server close.
+func (s *server) shutdown(bg context.Context, srv *http.Server, cause error) {
+	s.stopping.Store(true)
+	fmt.Fprintf(s.e.stderr, "serve: stopping (%v): no new runs; running stages get up to %s to finish\n", cause, s.o.grace)
+	s.sched.Shutdown(bg, s.o.grace, "serve shut down")
+	waitNotifications(s.runner, 10*time.Second)
+	sctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	s.site.Close()
+	srv.Shutdown(sctx)
+	fmt.Fprintln(s.e.stderr, "serve: stopped; every run's record is final")
 }
 
 // serveAuth reads the tokens: --auth-token-file or ORCH_AUTH_TOKEN, --read-token-file

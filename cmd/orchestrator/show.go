@@ -28,73 +28,92 @@ func showCommand() *command {
 			"dates as YYYY-MM-DD, binary as base64, structs, arrays and maps as JSON. A null is\n" +
 			"NULL in text, an empty field in CSV and null in JSON.\n\n" + tableArgHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
-			tf := addTableFlags(fs)
-			var version optionalInt
-			fs.Var(&version, "version", "show the table as of version `n`")
-			timestamp := fs.String("timestamp", "", "show the table as of `time`")
-			var columns listFlag
-			columns.split = true
-			fs.Var(&columns, "columns", "print only these `columns`, in this order (comma-separated, repeatable)")
-			where := fs.String("where", "", "print only the rows for which `expr` is true, e.g.\n\"city = 'Portland' AND amount >= 10\" (comparisons, IN, BETWEEN, IS NULL,\nAND, OR; DATE '2026-01-14' and TIMESTAMP '2026-01-14 10:00:00' literals)")
-			limit := fs.Int64("limit", 0, "print at most `n` rows (0: all)")
-			orderBy := fs.String("order-by", "", "print the rows sorted by `column` (ascending, NULLs first; they are\nread into memory to be sorted)")
-			desc := fs.Bool("desc", false, "with --order-by: descending, NULLs last")
-			return func(ctx context.Context, e *env, args []string) error {
-				if *desc && *orderBy == "" {
-					return usagef("--desc needs --order-by")
-				}
-				if version.set && *timestamp != "" {
-					return usagef("--version and --timestamp are exclusive")
-				}
-				if version.set && version.value < 0 {
-					return usagef("--version must be 0 or more, got %d", version.value)
-				}
-				if *limit < 0 {
-					return usagef("--limit must be 0 or more, got %d", *limit)
-				}
-				var asOf time.Time
-				if *timestamp != "" {
-					t, err := parseTimestamp(*timestamp)
-					if err != nil {
-						return usagef("--timestamp: %v", err)
-					}
-					asOf = t
-				}
-				opts := delta.ScanOptions{Columns: columns.values}
-				if *where != "" {
-					pred, err := delta.ParsePredicate(*where)
-					if err != nil {
-						return usagef("--where: %v", err)
-					}
-					opts.Filter = pred
-				}
-				t, err := tf.open(ctx, e, args)
-				if err != nil {
-					return err
-				}
-				opts.TableURI = t.uri
-				var snap *delta.Snapshot
-				switch {
-				case version.set:
-					snap, err = t.table.SnapshotAt(ctx, version.value)
-				case *timestamp != "":
-					snap, err = t.table.SnapshotAsOf(ctx, asOf)
-					if err == nil { // say which version the time chose
-						fmt.Fprintf(e.stderr, "table %s as of %s: version %d, committed %s\n",
-							t.name, formatTime(asOf), snap.Version(), formatTime(snap.Timestamp()))
-					}
-				default:
-					snap, err = t.table.Snapshot(ctx)
-				}
-				if err != nil {
-					return err
-				}
-				if err := showRows(ctx, e, tf.format, snap, opts, *limit, order{column: *orderBy, desc: *desc}); err != nil {
-					return fmt.Errorf("table %s: %w", t.name, err)
-				}
-				return nil
-			}
+			o := &showOptions{table: addTableFlags(fs)}
+			fs.Var(&o.version, "version", "show the table as of version `n`")
+			fs.StringVar(&o.timestamp, "timestamp", "", "show the table as of `time`")
+			o.columns.split = true
+			fs.Var(&o.columns, "columns", "print only these `columns`, in this order (comma-separated, repeatable)")
+			fs.StringVar(&o.where, "where", "", "print only the rows for which `expr` is true, e.g.\n\"city = 'Portland' AND amount >= 10\" (comparisons, IN, BETWEEN, IS NULL,\nAND, OR; DATE '2026-01-14' and TIMESTAMP '2026-01-14 10:00:00' literals)")
+			fs.Int64Var(&o.limit, "limit", 0, "print at most `n` rows (0: all)")
+			fs.StringVar(&o.orderBy, "order-by", "", "print the rows sorted by `column` (ascending, NULLs first; they are\nread into memory to be sorted)")
+			fs.BoolVar(&o.desc, "desc", false, "with --order-by: descending, NULLs last")
+			return func(ctx context.Context, e *env, args []string) error { return show(ctx, e, o, args) }
 		},
+	}
+}
+
+// showOptions are the flags of show.
+type showOptions struct {
+	table     *tableFlags
+	version   optionalInt
+	timestamp string
+	columns   listFlag
+	where     string
+	limit     int64
+	orderBy   string
+	desc      bool
+}
+
+// show prints the rows of the table args name, as o says.
+func show(ctx context.Context, e *env, o *showOptions, args []string) error {
+	if o.desc && o.orderBy == "" {
+		return usagef("--desc needs --order-by")
+	}
+	if o.version.set && o.timestamp != "" {
+		return usagef("--version and --timestamp are exclusive")
+	}
+	if o.version.set && o.version.value < 0 {
+		return usagef("--version must be 0 or more, got %d", o.version.value)
+	}
+	if o.limit < 0 {
+		return usagef("--limit must be 0 or more, got %d", o.limit)
+	}
+	var asOf time.Time
+	if o.timestamp != "" {
+		t, err := parseTimestamp(o.timestamp)
+		if err != nil {
+			return usagef("--timestamp: %v", err)
+		}
+		asOf = t
+	}
+	opts := delta.ScanOptions{Columns: o.columns.values}
+	if o.where != "" {
+		pred, err := delta.ParsePredicate(o.where)
+		if err != nil {
+			return usagef("--where: %v", err)
+		}
+		opts.Filter = pred
+	}
+	t, err := o.table.open(ctx, e, args)
+	if err != nil {
+		return err
+	}
+	opts.TableURI = t.uri
+	snap, err := o.snapshot(ctx, e, t, asOf)
+	if err != nil {
+		return err
+	}
+	if err := showRows(ctx, e, o.table.format, snap, opts, o.limit, order{column: o.orderBy, desc: o.desc}); err != nil {
+		return fmt.Errorf("table %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// snapshot is the version of t show prints: --version, the one current at --timestamp
+// (asOf; named on stderr), or the latest.
+func (o *showOptions) snapshot(ctx context.Context, e *env, t *openedTable, asOf time.Time) (*delta.Snapshot, error) {
+	switch {
+	case o.version.set:
+		return t.table.SnapshotAt(ctx, o.version.value)
+	case o.timestamp != "":
+		snap, err := t.table.SnapshotAsOf(ctx, asOf)
+		if err == nil { // say which version the time chose
+			fmt.Fprintf(e.stderr, "table %s as of %s: version %d, committed %s\n",
+				t.name, formatTime(asOf), snap.Version(), formatTime(snap.Timestamp()))
+		}
+		return snap, err
+	default:
+		return t.table.Snapshot(ctx)
 	}
 }
 

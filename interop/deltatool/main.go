@@ -53,8 +53,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("deltatool "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	table := fs.String("table", "", "table location: directory, file:///dir or s3://bucket/prefix")
-	var c command
-	switch cmd {
+	c, ok := commandFor(cmd, fs)
+	if !ok {
+		return usageError{fmt.Sprintf("unknown command %q; %s", cmd, usage)}
+	}
+	if err := fs.Parse(rest); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("%s: unexpected arguments %q", cmd, fs.Args())}
+	}
+	if *table == "" {
+		return usageError{cmd + ": --table is required"}
+	}
+	if c == nil {
+		return ensureBucket(ctx, *table)
+	}
+	store, err := storeurl.Open(ctx, *table, storeurl.Options{})
+	if err != nil {
+		return err
+	}
+	return c.run(ctx, &env{store: store, url: *table, stdout: stdout})
+}
+
+// commandFor is the command called name, its flags declared on fs; ok is false for an
+// unknown name. ensure-bucket is a nil command: it needs no store.
+func commandFor(name string, fs *flag.FlagSet) (c command, ok bool) {
+	switch name {
 	case "read":
 		r := &readCmd{}
 		fs.StringVar(&r.version, "version", "", "version to read (default latest)")
@@ -125,25 +150,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "ensure-bucket":
 		c = nil // needs no store: the bucket may not exist yet
 	default:
-		return usageError{fmt.Sprintf("unknown command %q; %s", cmd, usage)}
+		return nil, false
 	}
-	if err := fs.Parse(rest); err != nil {
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("%s: unexpected arguments %q", cmd, fs.Args())}
-	}
-	if *table == "" {
-		return usageError{cmd + ": --table is required"}
-	}
-	if c == nil {
-		return ensureBucket(ctx, *table)
-	}
-	store, err := storeurl.Open(ctx, *table, storeurl.Options{})
-	if err != nil {
-		return err
-	}
-	return c.run(ctx, &env{store: store, url: *table, stdout: stdout})
+	return c, true
 }
 
 // env is what every command works on: the store whose root is the table root.

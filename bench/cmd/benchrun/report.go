@@ -91,33 +91,58 @@ func (d *driver) unfinished(casePrefix, enginePrefix string) *row {
 
 // targets checks the targets (bench/README.md) against this run's rows.
 func (d *driver) targets() []target {
-	var ts []target
-	add := func(issue int, text string, ok bool, known bool, got string) {
-		met := "n/a"
-		switch {
-		case known && ok:
-			met = "yes"
-		case known:
-			met = "NO"
-		}
-		ts = append(ts, target{issue, text, got, met})
+	var ts targetList
+	d.ingestTargets(&ts)
+	d.mergeTargets(&ts)
+	d.changeFeedTargets(&ts)
+	d.scd2Targets(&ts)
+	d.snapshotTargets(&ts)
+	ts = append(ts, d.extractTargets()...)
+	d.goTestTargets(&ts)
+	return ts
+}
+
+// targetList is the targets a run checked, in the order of the report.
+type targetList []target
+
+// add records a target: met when known (the cases it compares ran) and ok, "n/a" when
+// not known.
+func (ts *targetList) add(issue int, text string, ok bool, known bool, got string) {
+	met := "n/a"
+	switch {
+	case known && ok:
+		met = "yes"
+	case known:
+		met = "NO"
 	}
-	if ours, duck := d.find("ingest", "ours"), d.find("ingest", "DuckDB"); ours != nil || duck != nil {
-		known := ours != nil && duck != nil
-		got := ""
-		if known {
-			got = fmt.Sprintf("%.2f× (%s vs %s rows/s); by CPU seconds %s", ours.RowsPerSec/duck.RowsPerSec, rate(ours.RowsPerSec), rate(duck.RowsPerSec), cpuRatio(duck, ours))
-		}
-		add(5, "ingest ≥ 0.7× DuckDB rows/s", known && ours.RowsPerSec >= 0.7*duck.RowsPerSec, known, got)
-		if ours != nil {
-			text := "ingest peak RSS ≤ 300 MB (stated at 10 M rows; this run: " + commas(d.cfg.ingestRows) + ")"
-			add(5, text, ours.PeakRSSMB <= 300, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
-			if mb := d.res.Sizes["ingest_csv_mb"]; mb >= 1073 { // 1 GiB
-				add(17, fmt.Sprintf("ingest of 1 GiB of CSV (this run: %d MB) with peak RSS ≤ %d MB", mb, boundIngestMB),
-					ours.PeakRSSMB <= boundIngestMB, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
-			}
+	*ts = append(*ts, target{issue, text, got, met})
+}
+
+// ingestTargets checks the CSV ingest against DuckDB, and its peak RSS.
+func (d *driver) ingestTargets(ts *targetList) {
+	ours, duck := d.find("ingest", "ours"), d.find("ingest", "DuckDB")
+	if ours == nil && duck == nil {
+		return
+	}
+	known := ours != nil && duck != nil
+	got := ""
+	if known {
+		got = fmt.Sprintf("%.2f× (%s vs %s rows/s); by CPU seconds %s", ours.RowsPerSec/duck.RowsPerSec, rate(ours.RowsPerSec), rate(duck.RowsPerSec), cpuRatio(duck, ours))
+	}
+	ts.add(5, "ingest ≥ 0.7× DuckDB rows/s", known && ours.RowsPerSec >= 0.7*duck.RowsPerSec, known, got)
+	if ours != nil {
+		text := "ingest peak RSS ≤ 300 MB (stated at 10 M rows; this run: " + commas(d.cfg.ingestRows) + ")"
+		ts.add(5, text, ours.PeakRSSMB <= 300, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
+		if mb := d.res.Sizes["ingest_csv_mb"]; mb >= 1073 { // 1 GiB
+			ts.add(17, fmt.Sprintf("ingest of 1 GiB of CSV (this run: %d MB) with peak RSS ≤ %d MB", mb, boundIngestMB),
+				ours.PeakRSSMB <= boundIngestMB, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
 		}
 	}
+}
+
+// mergeTargets checks MERGE against delta-rs with the changes in 10% of the files and in
+// all of them, and the clustered case against the spread one.
+func (d *driver) mergeTargets(ts *targetList) {
 	var clustered, spread *row
 	for _, layout := range []string{"10%", "all"} {
 		var ours, drs *row
@@ -143,7 +168,7 @@ func (d *driver) targets() []target {
 		if known {
 			got = fmt.Sprintf("ours %.2fs vs delta-rs %.2fs (%.2f× as fast); by CPU seconds %s", ours.Seconds, drs.Seconds, drs.Seconds/ours.Seconds, cpuRatio(drs, ours))
 		}
-		add(4, "MERGE faster than delta-rs, changes in "+layout+" files", known && ours.Seconds < drs.Seconds, known, got)
+		ts.add(4, "MERGE faster than delta-rs, changes in "+layout+" files", known && ours.Seconds < drs.Seconds, known, got)
 	}
 	if clustered != nil || spread != nil {
 		known := clustered != nil && spread != nil
@@ -151,16 +176,27 @@ func (d *driver) targets() []target {
 		if known {
 			got = fmt.Sprintf("%.2f× (%.2fs vs %.2fs); by CPU seconds %.2f×", clustered.Seconds/spread.Seconds, clustered.Seconds, spread.Seconds, clustered.CPUSeconds/spread.CPUSeconds)
 		}
-		add(4, "MERGE with changes in 10% of files ≤ 0.3× the spread case's time", known && clustered.Seconds <= 0.3*spread.Seconds, known, got)
+		ts.add(4, "MERGE with changes in 10% of files ≤ 0.3× the spread case's time", known && clustered.Seconds <= 0.3*spread.Seconds, known, got)
 	}
-	if ch, scan := d.find("change feed", "ours: Table.Changes"), d.find("change feed", "ours: Snapshot.Scan"); ch != nil || scan != nil {
-		known := ch != nil && scan != nil
-		got := ""
-		if known {
-			got = fmt.Sprintf("%.2f× (%s vs %s rows/s); by CPU seconds %s", ch.RowsPerSec/scan.RowsPerSec, rate(ch.RowsPerSec), rate(scan.RowsPerSec), cpuRatio(scan, ch))
-		}
-		add(4, "change feed read ≥ 0.8× the plain scan", known && ch.RowsPerSec >= 0.8*scan.RowsPerSec, known, got)
+}
+
+// changeFeedTargets checks the change feed read against the plain scan.
+func (d *driver) changeFeedTargets(ts *targetList) {
+	ch, scan := d.find("change feed", "ours: Table.Changes"), d.find("change feed", "ours: Snapshot.Scan")
+	if ch == nil && scan == nil {
+		return
 	}
+	known := ch != nil && scan != nil
+	got := ""
+	if known {
+		got = fmt.Sprintf("%.2f× (%s vs %s rows/s); by CPU seconds %s", ch.RowsPerSec/scan.RowsPerSec, rate(ch.RowsPerSec), rate(scan.RowsPerSec), cpuRatio(scan, ch))
+	}
+	ts.add(4, "change feed read ≥ 0.8× the plain scan", known && ch.RowsPerSec >= 0.8*scan.RowsPerSec, known, got)
+}
+
+// scd2Targets checks the SCD2 stage (with the dimension's files spliced, and with
+// deletion vectors) against DuckDB and delta-rs, and its peak RSS on a large dimension.
+func (d *driver) scd2Targets(ts *targetList) {
 	// Ours without deletion vectors (the dimension's file spliced), then ours with them (its engine
 	// name extends the first).
 	for _, o := range []struct{ label, engine string }{{"", "ours: scd2_merge stage"}, {" (deletion vectors)", "ours: scd2_merge stage, deletion vectors"}} {
@@ -180,44 +216,53 @@ func (d *driver) targets() []target {
 		}{{"SCD2 not slower than DuckDB" + o.label, duck, "DuckDB"}, {"SCD2 faster than delta-rs" + o.label, drs, "delta-rs"}} {
 			switch {
 			case ours != nil && p.peer != nil:
-				add(5, p.text, ours.Seconds < p.peer.Seconds || (p.name == "DuckDB" && ours.Seconds == p.peer.Seconds), true,
+				ts.add(5, p.text, ours.Seconds < p.peer.Seconds || (p.name == "DuckDB" && ours.Seconds == p.peer.Seconds), true,
 					fmt.Sprintf("ours %.2fs vs %s %.2fs; by CPU seconds %s", ours.Seconds, p.name, p.peer.Seconds, cpuRatio(p.peer, ours)))
 			case slow != nil && p.peer != nil:
-				add(5, p.text, false, true, fmt.Sprintf("ours %s; %s %.2fs", slow.Error, p.name, p.peer.Seconds))
+				ts.add(5, p.text, false, true, fmt.Sprintf("ours %s; %s %.2fs", slow.Error, p.name, p.peer.Seconds))
 			default:
-				add(5, p.text, false, false, "")
+				ts.add(5, p.text, false, false, "")
 			}
 		}
 	}
 	if d.cfg.scd2Rows >= 5_000_000 {
 		for _, engine := range []string{"ours: scd2_merge stage", "ours: scd2_merge stage, deletion vectors"} {
 			if ours := d.find("SCD2", engine); ours != nil && ours.Engine == engine {
-				add(17, fmt.Sprintf("%s: SCD2 of a whole snapshot into a %s-row dimension with peak RSS ≤ %d MB", engine, commas(d.cfg.scd2Rows), boundSCD2MB),
+				ts.add(17, fmt.Sprintf("%s: SCD2 of a whole snapshot into a %s-row dimension with peak RSS ≤ %d MB", engine, commas(d.cfg.scd2Rows), boundSCD2MB),
 					ours.PeakRSSMB <= boundSCD2MB, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
 			}
 		}
 	}
-	if ours, duck := d.find("snapshot", "ours"), d.find("snapshot", "DuckDB"); ours != nil || duck != nil {
-		known := ours != nil && duck != nil
-		got := ""
-		if known {
-			got = fmt.Sprintf("ours %.2fs vs DuckDB %.2fs; by CPU seconds %s; peak RSS %.0f vs %.0f MB", ours.Seconds, duck.Seconds, cpuRatio(duck, ours), ours.PeakRSSMB, duck.PeakRSSMB)
-		}
-		add(14, "snapshot ingest not slower than DuckDB's diff", known && ours.Seconds <= duck.Seconds, known, got)
+}
+
+// snapshotTargets checks the snapshot ingest against DuckDB's diff.
+func (d *driver) snapshotTargets(ts *targetList) {
+	ours, duck := d.find("snapshot", "ours"), d.find("snapshot", "DuckDB")
+	if ours == nil && duck == nil {
+		return
 	}
-	ts = append(ts, d.extractTargets()...)
+	known := ours != nil && duck != nil
+	got := ""
+	if known {
+		got = fmt.Sprintf("ours %.2fs vs DuckDB %.2fs; by CPU seconds %s; peak RSS %.0f vs %.0f MB", ours.Seconds, duck.Seconds, cpuRatio(duck, ours), ours.PeakRSSMB, duck.PeakRSSMB)
+	}
+	ts.add(14, "snapshot ingest not slower than DuckDB's diff", known && ours.Seconds <= duck.Seconds, known, got)
+}
+
+// goTestTargets checks the go test benchmarks: append against plain pqarrow, and the
+// snapshot load of 10,000 commits.
+func (d *driver) goTestTargets(ts *targetList) {
 	if app, plain := d.find("go test", "BenchmarkAppend"), d.find("go test", "BenchmarkPlainPqarrow"); app != nil || plain != nil {
 		known := app != nil && plain != nil && app.RowsPerSec > 0 && plain.RowsPerSec > 0
 		got := ""
 		if known {
 			got = fmt.Sprintf("%.2f× (%s vs %s rows/s)", app.RowsPerSec/plain.RowsPerSec, rate(app.RowsPerSec), rate(plain.RowsPerSec))
 		}
-		add(3, "append ≥ 0.9× plain pqarrow", known && app.RowsPerSec >= 0.9*plain.RowsPerSec, known, got)
+		ts.add(3, "append ≥ 0.9× plain pqarrow", known && app.RowsPerSec >= 0.9*plain.RowsPerSec, known, got)
 	}
 	if sl := d.find("go test", "BenchmarkSnapshotLoad"); sl != nil {
-		add(3, "snapshot load of 10,000 commits < 1 s", sl.Seconds < 1, true, fmt.Sprintf("%.3fs", sl.Seconds))
+		ts.add(3, "snapshot load of 10,000 commits < 1 s", sl.Seconds < 1, true, fmt.Sprintf("%.3fs", sl.Seconds))
 	}
-	return ts
 }
 
 // extractTargets checks the memory budget's targets on the extract case: a batch of 20 M
