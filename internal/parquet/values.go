@@ -1,6 +1,32 @@
 package parquet
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// binaryValues is what *array.String and *array.Binary share.
+type binaryValues interface {
+	arrow.Array
+	ValueOffsets() []int32
+	ValueBytes() []byte
+}
+
+// ConstantOffsets reports whether the values the offsets delimit all have one length
+// (at least one value).
+func ConstantOffsets(offs []int32) bool {
+	if len(offs) < 2 {
+		return false
+	}
+	w := offs[1] - offs[0]
+	for i := 2; i < len(offs); i++ {
+		if offs[i]-offs[i-1] != w {
+			return false
+		}
+	}
+	return true
+}
 
 // SortKey16 is the first 16 bytes of b, zero-padded, as two big-endian numbers: when
 // (hi, lo) of x is below that of y, x is below y bytewise; equal keys decide nothing.
