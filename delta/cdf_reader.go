@@ -182,7 +182,8 @@ func (r *ChangesReader) Next() bool {
 func (r *ChangesReader) openUnit(u *cdfUnit) error {
 	schema := r.plan.schema
 	cols := append([]string(nil), r.dataCols...)
-	so := ScanOptions{BatchSize: r.opts.BatchSize, Allocator: r.mem, TableURI: r.opts.TableURI}
+	// A unit's files are decoded in parallel: reading the feed is mostly decoding.
+	so := ScanOptions{BatchSize: r.opts.BatchSize, Allocator: r.mem, TableURI: r.opts.TableURI, ParallelFiles: true}
 	if u.changeType == "" {
 		schema = ChangeDataSchema(schema)
 		cols = append(cols, ChangeTypeColumn)

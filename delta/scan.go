@@ -2,9 +2,7 @@ package delta
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -14,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -47,6 +44,11 @@ type ScanOptions struct {
 	// record is about as heavy as decoding it. Release stops that goroutine; a scanner
 	// read ahead and never released keeps it waiting.
 	ReadAhead bool
+	// ParallelFiles decodes up to GOMAXPROCS files at once on other goroutines (each file
+	// at most two records ahead of the caller); records still come in file order with the
+	// same positions and stats. Worth it for scans of many files that the caller does
+	// little with (a change feed read). Release stops the goroutines, as for ReadAhead.
+	ParallelFiles bool
 }
 
 // ScanStats counts what a scan did; pruning tests and metrics read it.
@@ -77,20 +79,13 @@ type Scanner struct {
 	filter    *boundPredicate // nil: keep all rows
 	files     []*Add
 
-	next    int // index into files
-	cur     *pqfile.Columns
-	curAdd  *Add
-	closeFn func()
-	curRows int64             // rows left to emit for files read without data columns (-1: none)
-	curNext int64             // index in the current file of the next row read
-	curDV   *roaring64.Bitmap // rows of the current file its deletion vector deletes (nil: none)
-	curSel  bool              // curDV holds the rows to keep instead (change feed of a DV update)
-	curKept int64             // rows of the current file returned so far (its next logical index)
-	rec     arrow.RecordBatch
-	at      position  // of rec's first row
-	err     error     // the error that ended reading (owned by the reading goroutine)
-	stats   ScanStats // owned by the reading goroutine
-	refs    atomic.Int64
+	next  int       // index into files
+	file  *fileScan // the file being read (sequential reading)
+	rec   arrow.RecordBatch
+	at    position  // of rec's first row
+	err   error     // the error that ended reading (owned by the reading goroutine)
+	stats ScanStats // owned by the reading goroutine
+	refs  atomic.Int64
 
 	// What the caller sees: with ReadAhead, err and stats belong to the goroutine that
 	// reads ahead, which hands them over with each record.
@@ -98,6 +93,7 @@ type Scanner struct {
 	seenStats ScanStats
 	ahead     chan scanned // nil until a read-ahead scan starts
 	stop      context.CancelFunc
+	par       *fileFanOut // ParallelFiles: the files being read on other goroutines
 }
 
 // scanned is a record read ahead, with its position and the error and stats as of
@@ -139,7 +135,7 @@ func Scan(ctx context.Context, store objectstore.Store, root string, schema *Str
 		opts.Allocator = memory.DefaultAllocator
 	}
 	s := &Scanner{ctx: ctx, store: store, root: strings.Trim(root, "/"), opts: opts, mem: opts.Allocator,
-		schema: schema, isPart: map[string]bool{}, curRows: -1}
+		schema: schema, isPart: map[string]bool{}}
 	s.refs.Store(1)
 	for _, pc := range partitionColumns {
 		if schema.Field(pc) == nil {
@@ -236,6 +232,10 @@ func (s *Scanner) Release() {
 			}
 			s.ahead = nil
 		}
+		if s.par != nil {
+			s.par.stop()
+			s.par = nil
+		}
 		s.closeFile()
 		if s.rec != nil {
 			s.rec.Release()
@@ -249,6 +249,14 @@ func (s *Scanner) Next() bool {
 	if s.rec != nil {
 		s.rec.Release()
 		s.rec = nil
+	}
+	if s.opts.ParallelFiles && len(s.files) > 1 {
+		if s.par == nil && s.err == nil {
+			s.par = s.fanOut()
+		}
+		s.rec, s.at = s.readParallel()
+		s.seenErr, s.seenStats = s.err, s.stats
+		return s.rec != nil
 	}
 	if !s.opts.ReadAhead {
 		s.rec, s.at = s.read()
@@ -298,143 +306,53 @@ func (s *Scanner) read() (arrow.RecordBatch, position) {
 			s.err = err
 			return nil, position{}
 		}
-		if s.cur == nil && s.curRows < 0 {
+		if s.file == nil {
 			if s.next >= len(s.files) {
 				return nil, position{}
 			}
 			a := s.files[s.next]
 			s.next++
-			if err := s.openFile(a); err != nil {
-				s.err = fmt.Errorf("scan %s: %w", a.Path, err)
+			f, err := s.openFile(s.ctx, a)
+			s.stats.add(f.stats)
+			f.stats = ScanStats{}
+			if err != nil {
+				s.err = err
 				return nil, position{}
 			}
+			s.file = f
 		}
-		raw, err := s.nextRaw()
+		rec, at, err := s.file.read(s.ctx, s)
+		s.stats.add(s.file.stats)
+		s.file.stats = ScanStats{}
 		if err != nil {
-			s.err = fmt.Errorf("scan %s: %w", s.curAdd.Path, err)
+			s.err = err
 			s.closeFile()
 			return nil, position{}
 		}
-		if raw == nil {
+		if rec == nil {
 			s.closeFile()
 			continue
 		}
-		phys := s.curNext
-		s.curNext += raw.NumRows()
-		s.stats.RowsRead += raw.NumRows()
-		if s.curDV != nil && raw.NumCols() > 0 {
-			if rows, all := keptRowsOf(s.curDV, phys, raw.NumRows(), s.curSel); !all {
-				kept, err := gatherRows(s.ctx, s.mem, raw, rows)
-				raw.Release()
-				if err != nil {
-					s.err = fmt.Errorf("scan %s: %w", s.curAdd.Path, err)
-					s.closeFile()
-					return nil, position{}
-				}
-				raw = kept
-			}
-		}
-		at := position{s.curAdd, s.curKept}
-		s.curKept += raw.NumRows()
-		rec, err := s.finishBatch(raw)
-		raw.Release()
-		if err != nil {
-			s.err = fmt.Errorf("scan %s: %w", s.curAdd.Path, err)
-			s.closeFile()
-			return nil, position{}
-		}
-		if rec.NumRows() == 0 {
-			rec.Release()
-			continue
-		}
-		s.stats.RowsOut += rec.NumRows()
 		return rec, at
 	}
 }
 
-// openFile opens one data file (or, when no data column is needed, only counts its rows).
-func (s *Scanner) openFile(a *Add) error {
-	rel, err := s.resolvePath(a.Path)
-	if err != nil {
-		return err
-	}
-	s.curAdd, s.curNext, s.curKept, s.curDV, s.curSel = a, 0, 0, nil, false
-	switch {
-	case a.dvChange != nil:
-		if s.curDV, err = s.dvChangeRows(a.dvChange); err != nil {
-			return err
-		}
-		s.curSel = true
-	case a.DeletionVector != nil:
-		if s.curDV, err = loadDeletionVector(s.ctx, s.store, s.root, s.opts.TableURI, a.DeletionVector); err != nil {
-			return err
-		}
-	}
-	fr, closeFn, err := openParquet(s.ctx, s.store, joinKey(s.root, rel), a.Size, s.mem)
-	if err != nil {
-		return err
-	}
-	s.stats.FilesRead++
-	fileSchema, err := fr.Schema()
-	if err != nil {
-		closeFn()
-		return err
-	}
-	var fields []int // top-level fields of the file to read
-	for _, f := range s.work {
-		if s.isPart[strings.ToLower(f.Name)] {
-			continue
-		}
-		for i, ff := range fileSchema.Fields() {
-			if strings.EqualFold(ff.Name, f.Name) {
-				fields = append(fields, i)
-				break
-			}
-		}
-	}
-	if len(fields) == 0 {
-		s.curRows = fr.ParquetReader().NumRows()
-		switch {
-		case s.curSel:
-			s.curRows = int64(s.curDV.GetCardinality())
-		case s.curDV != nil:
-			s.curRows -= int64(s.curDV.GetCardinality())
-		}
-		closeFn()
-		return nil
-	}
-	var rowGroups []int
-	// Deletion vectors count rows from the start of the file, so a file with one is read
-	// whole.
-	if !s.opts.FilesOnly && s.curDV == nil {
-		rowGroups, err = s.keptRowGroups(fr, fileSchema, a)
-	}
-	if err != nil {
-		closeFn()
-		return err
-	}
-	if rowGroups != nil && len(rowGroups) == 0 {
-		s.curRows = 0 // every row group pruned
-		closeFn()
-		return nil
-	}
-	rr, err := pqfile.OpenColumns(s.ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, rel)
-	if err != nil {
-		closeFn()
-		return err
-	}
-	s.cur, s.closeFn = rr, closeFn
-	return nil
+// add counts o's reading in st.
+func (st *ScanStats) add(o ScanStats) {
+	st.FilesRead += o.FilesRead
+	st.RowGroupsPruned += o.RowGroupsPruned
+	st.RowsRead += o.RowsRead
+	st.RowsOut += o.RowsOut
 }
 
 // dvChangeRows loads the rows a change-feed read of a DV update returns: those deleted
 // by c.in and not by c.notIn.
-func (s *Scanner) dvChangeRows(c *dvChange) (*roaring64.Bitmap, error) {
+func (s *Scanner) dvChangeRows(ctx context.Context, c *dvChange) (*roaring64.Bitmap, error) {
 	load := func(dv *DeletionVector) (*roaring64.Bitmap, error) {
 		if dv == nil {
 			return roaring64.New(), nil
 		}
-		return loadDeletionVector(s.ctx, s.store, s.root, s.opts.TableURI, dv)
+		return loadDeletionVector(ctx, s.store, s.root, s.opts.TableURI, dv)
 	}
 	in, err := load(c.in)
 	if err != nil {
@@ -471,38 +389,16 @@ func (s *Scanner) resolvePath(p string) (string, error) {
 	return "", fmt.Errorf("absolute path %s is outside the table (set ScanOptions.TableURI)", p)
 }
 
-// nextRaw returns the next batch of the current file (nil at its end). For files read
-// without data columns it returns a record with no columns and the right row count.
-func (s *Scanner) nextRaw() (arrow.RecordBatch, error) {
-	if s.cur == nil {
-		if s.curRows <= 0 {
-			return nil, nil
-		}
-		n := min(s.curRows, s.opts.BatchSize)
-		s.curRows -= n
-		return array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, n), nil
-	}
-	if !s.cur.Next() {
-		if err := s.cur.Err(); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		return nil, nil
-	}
-	rec := s.cur.RecordBatch()
-	rec.Retain()
-	return rec, nil
-}
-
 // finishBatch builds the work record from a file batch (casting to the table types,
 // filling partition values and missing columns), filters it and projects the output.
-func (s *Scanner) finishBatch(raw arrow.RecordBatch) (arrow.RecordBatch, error) {
+func (s *Scanner) finishBatch(ctx context.Context, raw arrow.RecordBatch, file *Add) (arrow.RecordBatch, error) {
 	n := raw.NumRows()
 	cols := make([]arrow.Array, len(s.work))
 	defer releaseAll(cols)
 	for i, f := range s.work {
 		tf := s.workArrow.Field(i)
 		if s.isPart[strings.ToLower(f.Name)] {
-			c, err := partitionColumn(s.mem, f, tf.Type, s.curAdd, int(n))
+			c, err := partitionColumn(s.mem, f, tf.Type, file, int(n))
 			if err != nil {
 				return nil, err
 			}
@@ -542,7 +438,7 @@ func (s *Scanner) finishBatch(raw arrow.RecordBatch) (arrow.RecordBatch, error) 
 			case int(rows[len(rows)-1]-rows[0]) == len(rows)-1:
 				kept = work.NewSlice(int64(rows[0]), int64(rows[len(rows)-1])+1)
 			default:
-				if kept, err = takeRows(s.ctx, s.mem, work, rows); err != nil {
+				if kept, err = takeRows(ctx, s.mem, work, rows); err != nil {
 					return nil, err
 				}
 			}
@@ -558,15 +454,10 @@ func (s *Scanner) finishBatch(raw arrow.RecordBatch) (arrow.RecordBatch, error) 
 }
 
 func (s *Scanner) closeFile() {
-	if s.cur != nil {
-		s.cur.Release()
-		s.cur = nil
+	if s.file != nil {
+		s.file.close()
+		s.file = nil
 	}
-	if s.closeFn != nil {
-		s.closeFn()
-		s.closeFn = nil
-	}
-	s.curRows = -1
 }
 
 // ReadAll runs a scan to the end and returns its records (the caller releases them).

@@ -14,12 +14,12 @@ import (
 )
 
 // keptRowGroups returns the row groups of an open file that may hold a row matching the
-// filter, judged from the Parquet footer's column chunk statistics the way file stats
+// filter (counting the others in st), judged from the Parquet footer's column chunk statistics the way file stats
 // are: nil means all of them. Only top-level integer, date, microsecond-timestamp and
 // integer-backed decimal columns are used; their Parquet min/max are exact. Strings
 // (whose statistics older writers ordered as signed bytes), floats (NaN) and everything
 // else never prune.
-func (s *Scanner) keptRowGroups(fr *pqarrow.FileReader, fileSchema *arrow.Schema, a *Add) ([]int, error) {
+func (s *Scanner) keptRowGroups(fr *pqarrow.FileReader, fileSchema *arrow.Schema, a *Add, st *ScanStats) ([]int, error) {
 	if s.filter == nil {
 		return nil, nil
 	}
@@ -45,7 +45,7 @@ func (s *Scanner) keptRowGroups(fr *pqarrow.FileReader, fileSchema *arrow.Schema
 		if ok {
 			kept = append(kept, rg)
 		} else {
-			s.stats.RowGroupsPruned++
+			st.RowGroupsPruned++
 		}
 	}
 	return kept, nil

@@ -2,7 +2,6 @@ package delta
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -249,8 +248,10 @@ func foldFloats[T float32 | float64](l *leafStats, vals []T, ok func(int) bool) 
 
 func (l *leafStats) foldStrings(a *array.String, ok func(int) bool) {
 	// Straight over the offsets and data (no string headers), with a running min/max
-	// and their 8-byte prefixes: a value strictly between them by prefix costs two integer
-	// comparisons, one equal to the min (constant columns, runs) one byte comparison.
+	// and their 16-byte keys (the first 16 bytes, zero-padded, as two big-endian
+	// numbers): a key strictly between theirs, below the min's or above the max's decides
+	// by itself (ids that share a prefix, rising ids); only a key equal to one of theirs
+	// costs a byte comparison (constant columns, runs).
 	offs := a.ValueOffsets()
 	data := a.ValueBytes() // starts at the array's first value
 	base := offs[0]
@@ -261,32 +262,42 @@ func (l *leafStats) foldStrings(a *array.String, ok func(int) bool) {
 		}
 	}
 	var mn, mx []byte
-	var pmn, pmx uint64 // big-endian prefixes of mn and mx
+	var mnh, mnl, mxh, mxl uint64 // the keys of mn and mx
 	seen := false
 	for i := 0; i < n; i++ {
 		if ok != nil && !ok(i) {
 			continue
 		}
 		v := data[offs[i]-base : offs[i+1]-base]
-		p := prefix8(v)
+		h, lo := pqfile.SortKey16(v)
 		if !seen {
-			mn, mx, pmn, pmx, seen = v, v, p, p, true
+			mn, mx, mnh, mnl, mxh, mxl, seen = v, v, h, lo, h, lo, true
 			continue
 		}
-		if p > pmn && p < pmx { // strictly inside by prefix alone
+		aboveMin := h > mnh || h == mnh && lo > mnl
+		belowMax := h < mxh || h == mxh && lo < mxl
+		if aboveMin && belowMax {
 			continue
 		}
-		if p <= pmn {
+		if !aboveMin && (h != mnh || lo != mnl) { // strictly below the min
+			mn, mnh, mnl = v, h, lo
+			continue
+		}
+		if !belowMax && (h != mxh || lo != mxl) { // strictly above the max
+			mx, mxh, mxl = v, h, lo
+			continue
+		}
+		if !aboveMin { // the min's key
 			c := bytes.Compare(v, mn)
 			if c < 0 {
-				mn, pmn = v, p
+				mn = v
 			}
 			if c <= 0 { // not above the min, so not above the max
 				continue
 			}
 		}
-		if p >= pmx && bytes.Compare(v, mx) > 0 {
-			mx, pmx = v, p
+		if !belowMax && bytes.Compare(v, mx) > 0 { // the max's key
+			mx = v
 		}
 	}
 	if !seen {
@@ -300,17 +311,6 @@ func (l *leafStats) foldStrings(a *array.String, ok func(int) bool) {
 		l.maxS = string(mx)
 	}
 	l.has = true
-}
-
-// prefix8 is the first 8 bytes of b as a big-endian number, zero-padded: when
-// prefix8(x) < prefix8(y), x < y bytewise (equal prefixes decide nothing).
-func prefix8(b []byte) uint64 {
-	if len(b) >= 8 {
-		return binary.BigEndian.Uint64(b)
-	}
-	var buf [8]byte
-	copy(buf[:], b)
-	return binary.BigEndian.Uint64(buf[:])
 }
 
 func (l *leafStats) foldDecimals(a *array.Decimal128, ok func(int) bool) {

@@ -5,7 +5,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -18,6 +20,7 @@ func TestFoldStringsMatchesNaive(t *testing.T) {
 		"short":         {"", "a", "ab", "b", "a\x00", "\x00", "\xff", "a\xff"},
 		"constant":      {"s3://bucket/some/long/path/file-000001.csv"},
 		"runs":          {"seg-1", "seg-2", "seg-3"},
+		"long prefix":   {"TX-000000001", "TX-000000002", "TX-0000000010", "TX-00000000", "TX-000000001\x00", "TX-00000000\x00\x00\x00\x00\x00\x00", "TX-0000000000000000a", "TX-0000000000000000"},
 		"utf8":          {"é", "e", "ü", "z", "\U0010FFFF"},
 	}
 	for name, alpha := range alphabets {
@@ -110,5 +113,74 @@ func BenchmarkFoldStrings(b *testing.B) {
 			}
 		})
 		arr.Release()
+	}
+}
+
+// TestFoldDecimalsMatchesNaive checks the decimal min/max of leafStats against
+// decimal128's own comparisons, over values of both signs in both 64-bit halves, with
+// nulls and slices.
+func TestFoldDecimalsMatchesNaive(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	typ := &arrow.Decimal128Type{Precision: 38, Scale: 2}
+	for round := range 50 {
+		l := &leafStats{kind: kindDecimal}
+		var mn, mx decimal128.Num
+		has := false
+		for range 4 {
+			b := array.NewDecimal128Builder(memory.DefaultAllocator, typ)
+			n := 1 + r.IntN(200)
+			var vals []*decimal128.Num
+			for range n {
+				if r.IntN(5) == 0 {
+					b.AppendNull()
+					vals = append(vals, nil)
+					continue
+				}
+				v := decimal128.FromI64(r.Int64() >> r.IntN(60))
+				if round%2 == 1 {
+					v = decimal128.New(r.Int64()>>r.IntN(63), r.Uint64())
+				}
+				b.Append(v)
+				vals = append(vals, &v)
+			}
+			arr := b.NewArray()
+			b.Release()
+			off := r.IntN(n)
+			sl := array.NewSlice(arr, int64(off), int64(n))
+			for _, v := range vals[off:] {
+				if v == nil {
+					continue
+				}
+				if !has {
+					mn, mx, has = *v, *v, true
+				}
+				if v.Less(mn) {
+					mn = *v
+				}
+				if v.Greater(mx) {
+					mx = *v
+				}
+			}
+			l.update(sl, nil)
+			sl.Release()
+			arr.Release()
+		}
+		if l.has != has || has && (l.minD != mn || l.maxD != mx) {
+			t.Fatalf("round %d: min %v max %v (has %v), want %v %v (%v)", round, l.minD, l.maxD, l.has, mn, mx, has)
+		}
+	}
+}
+
+func BenchmarkFoldDecimals(b *testing.B) {
+	db := array.NewDecimal128Builder(memory.DefaultAllocator, &arrow.Decimal128Type{Precision: 10, Scale: 2})
+	for i := 0; i < 1<<16; i++ {
+		db.Append(decimal128.FromI64(int64(i*7919%10000000) - 5000000))
+	}
+	arr := db.NewArray()
+	db.Release()
+	defer arr.Release()
+	for b.Loop() {
+		l := &leafStats{kind: kindDecimal}
+		l.update(arr, nil)
 	}
 }

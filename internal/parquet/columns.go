@@ -65,6 +65,9 @@ var plainStrings = true
 // goroutine, as pqarrow's RecordReader does; unlike it, a panic in the Parquet reader (a
 // corrupt page can cause one) becomes an error naming the file and column.
 type Columns struct {
+	// Serial reads a batch's fields one after another on the goroutine calling Next
+	// (when files are read in parallel, a goroutine per field per batch is only cost).
+	Serial bool
 	schema *arrow.Schema
 	mem    memory.Allocator
 	what   string
@@ -92,25 +95,35 @@ func (c *Columns) Next() bool {
 	}
 	n := min(c.batch, c.left)
 	arrs := make([]arrow.Array, len(c.cols))
-	var g errgroup.Group // a goroutine per column, as pqarrow's RecordReader
-	for j := range c.cols {
-		g.Go(func() (err error) {
-			defer func() {
-				if p := recover(); p != nil {
-					err = fmt.Errorf("%s column %s: corrupt data file: %v", c.what, c.schema.Field(j).Name, p)
-				}
-			}()
-			if arrs[j], err = c.cols[j].read(n, c.mem); err == nil && (arrs[j] == nil || int64(arrs[j].Len()) != n) {
-				got := 0
-				if arrs[j] != nil {
-					got = arrs[j].Len()
-				}
-				err = fmt.Errorf("column %s: %d rows where the row groups have %d", c.schema.Field(j).Name, got, n)
+	read := func(j int) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("%s column %s: corrupt data file: %v", c.what, c.schema.Field(j).Name, p)
 			}
-			return err
-		})
+		}()
+		if arrs[j], err = c.cols[j].read(n, c.mem); err == nil && (arrs[j] == nil || int64(arrs[j].Len()) != n) {
+			got := 0
+			if arrs[j] != nil {
+				got = arrs[j].Len()
+			}
+			err = fmt.Errorf("column %s: %d rows where the row groups have %d", c.schema.Field(j).Name, got, n)
+		}
+		return err
 	}
-	err := g.Wait()
+	var err error
+	if c.Serial {
+		for j := range c.cols {
+			if err = read(j); err != nil {
+				break
+			}
+		}
+	} else {
+		var g errgroup.Group // a goroutine per column, as pqarrow's RecordReader
+		for j := range c.cols {
+			g.Go(func() error { return read(j) })
+		}
+		err = g.Wait()
+	}
 	defer releaseAll(arrs)
 	if err != nil {
 		c.err = err

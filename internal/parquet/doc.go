@@ -6,10 +6,14 @@
 //     decoded straight into Arrow buffers (byteArrayReader, strings.go); flat INT96
 //     timestamps, Spark's default, are read as microseconds (Int96Reader, int96.go), so a
 //     9999-12-31 end date reads; everything else goes through pqarrow.
-//   - Writing: FlatWriter writes a schema without nested columns column by column through
-//     pqarrow's column writers, building string dictionaries itself (dict.go) and encoding
-//     a batch's columns concurrently when cores are idle (write_parallel.go).
-//     RegisterFastSnappy swaps in a faster Snappy block encoder.
+//   - Writing: FlatWriter writes a schema without nested columns. Columns of the common
+//     types (strings, binary, longs, ints, dates, timestamps, decimals stored as longs)
+//     are encoded by a chunkWriter (chunk.go, chunk_dict.go, rle.go) straight from the
+//     Arrow buffers, with or without a dictionary; the others through arrow-go's column
+//     writers. A batch's columns are encoded concurrently when cores are idle
+//     (write_parallel.go); arrow-go's page writer and metadata builders write the page
+//     headers, chunk metadata and footer. RegisterFastSnappy swaps in a faster Snappy
+//     block encoder.
 //   - Splicing: ReadFooter decodes a footer with a Thrift compact codec of its own
 //     (thrift.go) that keeps every field, known or not; WriteSpliced writes a file whose
 //     column chunks are an old file's, byte for byte, but for the ones replaced.
@@ -20,9 +24,11 @@
 //     A corrupt page, or a panic in arrow-go's reader on one, is an error naming the
 //     file (the caller's what) and the column, never a panic or a short batch.
 //   - A FlatWriter's file is the one pqarrow's FileWriter writes from the same batches
-//     under the same properties, byte for byte (a dictionary that falls back to plain
-//     pages aside, where arrow-go lists page encodings in map order), whatever order the
-//     columns are encoded in.
+//     under the same properties, byte for byte, whatever order the columns are encoded
+//     in; two exceptions, both arrow-go's own nondeterminism: where a dictionary fell back
+//     to plain pages a chunk's page encoding counts are listed in map order, and arrow-go
+//     leaves whatever its pooled buffers held in the padding bits of a boolean page's
+//     last byte (TestChunkWritersMatchPqarrow, TestOwnDictionaryMatchesPqarrow).
 //   - Decoding a footer and encoding it again gives the same bytes. A splice copies a
 //     chunk's byte range only when CheckChunks found every chunk inside the file and the
 //     chunks of each row group contiguous, so a range is exactly one chunk's pages; the

@@ -209,14 +209,17 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 			need += int(r.dictOff[id+1] - r.dictOff[id])
 		}
 	} else {
-		p := r.plain
+		p, o := r.plain, 0
 		for range present {
-			var v []byte
-			var err error
-			if v, p, err = r.splitValue(p, "PLAIN value"); err != nil {
-				return err
+			if len(p)-o < 4 {
+				return r.corrupt("PLAIN value ends early")
 			}
-			need += len(v)
+			l := int(binary.LittleEndian.Uint32(p[o:]))
+			if l > len(p)-o-4 {
+				return r.corrupt("PLAIN value of %d bytes, %d left", l, len(p)-o-4)
+			}
+			need += l
+			o += 4 + l
 		}
 	}
 	at := *pos
@@ -232,7 +235,10 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 		mem.Free(buf)
 		buf, *data = nb, nb
 	}
+	// The values were checked above. Locals, not r's fields, in the loops: a pointer
+	// stored in a heap object costs a write barrier while the GC runs.
 	v := 0 // values taken so far
+	p, o := r.plain, 0
 	for j := range k {
 		if lvl != nil && lvl[j] != uint32(r.maxDef) {
 			*nulls++
@@ -242,19 +248,35 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 		if *valid != nil {
 			bitutil.SetBit(*valid, got+j)
 		}
+		var src []byte
 		if r.dict {
 			id := ix[v]
-			at += copy(buf[at:], r.dictBuf[r.dictOff[id]:r.dictOff[id+1]])
+			src = r.dictBuf[r.dictOff[id]:r.dictOff[id+1]]
 		} else {
-			l := binary.LittleEndian.Uint32(r.plain)
-			at += copy(buf[at:], r.plain[4:4+l])
-			r.plain = r.plain[4+l:]
+			l := int(binary.LittleEndian.Uint32(p[o:]))
+			src = p[o+4 : o+4+l]
+			o += 4 + l
 		}
+		at = copyValue(buf, at, src)
 		v++
 		offsets[j] = int32(at)
 	}
+	if !r.dict {
+		r.plain = p[o:]
+	}
 	*pos = at
 	return nil
+}
+
+// copyValue copies src to buf at at and returns where it ends. A value of up to 16 bytes
+// with 16 bytes of room on both sides moves as one 16-byte block (what follows it in buf
+// is overwritten by the next value or lies past the batch's data): no call per value.
+func copyValue(buf []byte, at int, src []byte) int {
+	if len(src) <= 16 && cap(src) >= 16 && len(buf)-at >= 16 {
+		*(*[16]byte)(buf[at : at+16]) = *(*[16]byte)(src[:16])
+		return at + len(src)
+	}
+	return at + copy(buf[at:], src)
 }
 
 // splitValue splits p into the value its 4-byte little-endian length prefix announces

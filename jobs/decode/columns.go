@@ -253,6 +253,7 @@ type stringColumn struct {
 	binary bool
 	// trusted: the caller has checked that the values are valid UTF-8.
 	trusted bool
+	avg     int // text bytes per row of the last batch of the bulk path
 	offs    []int32
 	data    []byte
 	validity

@@ -171,10 +171,17 @@ type csvParser struct {
 	scratch  []byte
 	line     int64         // physical line being parsed
 	lines    *fixed[int64] // each row's line, for Options.LineColumn; nil without one
+	// The bulk path (csv_bulk.go): per schema column its bulkColumn and null rule; bulkOK
+	// when every column the file has can take it.
+	table  fieldTable
+	bulk   []bulkColumn
+	rules  []nullRule
+	bulkOK bool
 }
 
 func (s *csvSource) newParser() (*csvParser, error) {
-	p := &csvParser{src: s, cols: make([]column, len(s.opts.Schema.Fields))}
+	p := &csvParser{src: s, cols: make([]column, len(s.opts.Schema.Fields)), bulkOK: bulkCSV,
+		bulk: make([]bulkColumn, len(s.opts.Schema.Fields)), rules: make([]nullRule, len(s.opts.Schema.Fields))}
 	present := map[int]bool{}
 	for _, si := range s.fileCols {
 		if si >= 0 {
@@ -194,6 +201,9 @@ func (s *csvSource) newParser() (*csvParser, error) {
 		}
 		col.reserve(s.opts.BatchSize)
 		p.cols[i] = col
+		p.rules[i] = nullRule{text: s.null, isString: p.isString[i], nullable: f.Nullable}
+		bc, ok := col.(bulkColumn)
+		p.bulk[i], p.bulkOK = bc, p.bulkOK && ok
 	}
 	if s.opts.LineColumn != "" {
 		p.lines = &fixed[int64]{typ: arrow.PrimitiveTypes.Int64}
@@ -217,6 +227,11 @@ func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
 	// bytes), so string columns need not check each value.
 	p.setTrusted(delim < utf8.RuneSelf && q < utf8.RuneSelf && utf8.Valid(data))
 	noQuotes := bytes.IndexByte(data, q) < 0
+	if noQuotes && p.bulkOK {
+		if rec, ok := p.parseBulk(c); ok {
+			return rec, nil, nil
+		}
+	}
 	rows := 0
 	var bads []*Error
 	pos := 0

@@ -31,5 +31,8 @@
 //     early at 128 MiB, and a record (CSV) or line (NDJSON) over 64 MiB is an error.
 //   - CSV parsing is allocation-free per value on the fast paths (numbers, decimals up to
 //     precision 18 in int64 arithmetic, above that in two 64-bit limbs, ISO dates and
-//     timestamps by digit arithmetic, no time.Parse), and runs on all cores.
+//     timestamps by digit arithmetic, no time.Parse), and runs on all cores. A chunk
+//     without quotes is parsed a column at a time into the batch's buffers (csv_bulk.go);
+//     anything irregular in it sends the chunk back to the record-by-record parser, so
+//     batches, errors and skipped records never depend on which path read them.
 package decode

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -252,6 +253,13 @@ func FuzzTypedRecords(f *testing.F) {
 			}
 		}
 		if !ndjson {
+			var rows []string
+			var rowsBad []*Error
+			var rowsErr error
+			withBulk(false, func() { rows, rowsBad, rowsErr = read(1, Skip) })
+			if fmt.Sprint(seqErr) != fmt.Sprint(rowsErr) || !eqStrings(seq, rows) || fmt.Sprint(seqBad) != fmt.Sprint(rowsBad) {
+				t.Fatalf("%q: bulk and record-by-record parsing differ:\nbulk %q %v %v\nrecord-by-record %q %v %v", in, seq, seqBad, seqErr, rows, rowsBad, rowsErr)
+			}
 			par, parBad, parErr := read(3, Skip)
 			if (seqErr == nil) != (parErr == nil) || !eqStrings(seq, par) || len(seqBad) != len(parBad) {
 				t.Fatalf("%q: sequential and parallel differ:\nseq %q %d bad %v\npar %q %d bad %v", in, seq, len(seqBad), seqErr, par, len(parBad), parErr)

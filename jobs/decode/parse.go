@@ -135,6 +135,16 @@ func decimalParts(b []byte) (neg bool, intd, fracd []byte, ok bool) {
 // a 128-bit two's complement integer. Digits past the scale must be zeros (the value is
 // exact or it is an error, never rounded), and the value must fit the precision.
 func parseDecimal(b []byte, prec, scale int) (hi int64, lo uint64, ok bool, why string) {
+	if prec <= 18 {
+		if v, ok := decimalFast(b, prec, scale); ok {
+			return v >> 63, uint64(v), true, ""
+		}
+	}
+	return parseDecimalAny(b, prec, scale)
+}
+
+// parseDecimalAny is parseDecimal for every text.
+func parseDecimalAny(b []byte, prec, scale int) (hi int64, lo uint64, ok bool, why string) {
 	neg, intd, fracd, ok := decimalParts(b)
 	if !ok {
 		return parseDecimalSlow(b, prec, scale)
@@ -183,6 +193,48 @@ func parseDecimal(b []byte, prec, scale int) (hi int64, lo uint64, ok bool, why 
 		}
 	}
 	return int64(h), l, true, ""
+}
+
+// decimalFast reads the common decimal text, [+-]digits[.digits] with at most prec-scale
+// digits before the point (leading zeros count) and at most scale after it, in one pass,
+// for prec ≤ 18; ok is false for any other text, which parseDecimal then decides.
+func decimalFast(b []byte, prec, scale int) (int64, bool) {
+	i, neg := 0, false
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		neg = b[0] == '-'
+		i = 1
+	}
+	var v uint64
+	s := i
+	for ; i < len(b); i++ {
+		c := b[i] - '0'
+		if c > 9 {
+			break
+		}
+		v = v*10 + uint64(c)
+	}
+	intd := i - s
+	fracd := 0
+	if i < len(b) && b[i] == '.' {
+		i++
+		f := i
+		for ; i < len(b); i++ {
+			c := b[i] - '0'
+			if c > 9 {
+				break
+			}
+			v = v*10 + uint64(c)
+		}
+		fracd = i - f
+	}
+	if i != len(b) || intd+fracd == 0 || intd > prec-scale || fracd > scale {
+		return 0, false
+	}
+	v *= pow10u64[scale-fracd] // at most prec ≤ 18 digits: no overflow
+	if neg {
+		return -int64(v), true
+	}
+	return int64(v), true
 }
 
 // parseDecimalSlow handles exponent notation ("1.5e3") through math/big.
@@ -239,34 +291,41 @@ func isExpLiteral(b []byte) bool {
 	return k > j && k == len(b)
 }
 
-// daysFromCivil returns the days since 1970-01-01 of a proleptic Gregorian date
-// (y >= 1), by the era arithmetic of H. Hinnant's calendar algorithms.
-func daysFromCivil(y, m, d int) int64 {
-	if m <= 2 {
-		y--
+// Day arithmetic of the proleptic Gregorian calendar, without data-dependent branches
+// (dates in a file are in no predictable order): per leap-ness, each month's length and
+// the days of the year before it.
+var (
+	monthDays = [2][13]uint8{
+		{0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31},
+		{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31},
 	}
-	era := y / 400
-	yoe := y - era*400
-	mp := m + 9
-	if m > 2 {
-		mp = m - 3
+	daysBeforeMonth = [2][13]uint16{
+		{0, 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334},
+		{0, 0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335},
 	}
-	doy := (153*mp+2)/5 + d - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return int64(era)*146097 + int64(doe) - 719468
+)
+
+// epochDay is the day number (from 0001-01-01 as 0) of 1970-01-01.
+const epochDay = 719162
+
+func b2u(b bool) uint64 {
+	var x uint64
+	if b {
+		x = 1
+	}
+	return x
 }
 
-func daysIn(y, m int) int {
-	switch m {
-	case 2:
-		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	}
-	return 31
+// leapYear is 1 for a leap year (y >= 1), else 0.
+func leapYear(y uint64) uint64 {
+	return b2u(y%4 == 0)&^b2u(y%100 == 0) | b2u(y%400 == 0)
+}
+
+// civilDays returns the days since 1970-01-01 of y-m-d, a valid date with y >= 1;
+// leap is leapYear(y).
+func civilDays(y, m, d, leap uint64) int64 {
+	p := y - 1
+	return int64(365*p+p/4-p/100+p/400+uint64(daysBeforeMonth[leap][m])+d-1) - epochDay
 }
 
 func digits2(b []byte, i int) (int, bool) {
@@ -284,18 +343,23 @@ func parseDate(b []byte) (int32, bool) {
 }
 
 func dateDays(b []byte) (int64, bool) {
-	if b[4] != '-' || b[7] != '-' {
+	_ = b[9]
+	y0, y1, y2, y3 := b[0]-'0', b[1]-'0', b[2]-'0', b[3]-'0'
+	m0, m1, d0, d1 := b[5]-'0', b[6]-'0', b[8]-'0', b[9]-'0'
+	if b[4] != '-' || b[7] != '-' || y0 > 9 || y1 > 9 || y2 > 9 || y3 > 9 || m0 > 1 || m1 > 9 || d0 > 3 || d1 > 9 {
 		return 0, false
 	}
-	yh, ok1 := digits2(b, 0)
-	yl, ok2 := digits2(b, 2)
-	m, ok3 := digits2(b, 5)
-	d, ok4 := digits2(b, 8)
-	y := yh*100 + yl
-	if !(ok1 && ok2 && ok3 && ok4) || y < 1 || m < 1 || m > 12 || d < 1 || d > daysIn(y, m) {
+	y := uint64(y0)*1000 + uint64(y1)*100 + uint64(y2)*10 + uint64(y3)
+	m := uint64(m0)*10 + uint64(m1)
+	d := uint64(d0)*10 + uint64(d1)
+	if y == 0 || m-1 > 11 || d == 0 {
 		return 0, false
 	}
-	return daysFromCivil(y, m, d), true
+	leap := leapYear(y)
+	if d > uint64(monthDays[leap][m]) {
+		return 0, false
+	}
+	return civilDays(y, m, d, leap), true
 }
 
 const usPerDay = 86400 * 1000000
@@ -305,6 +369,64 @@ const usPerDay = 86400 * 1000000
 // the time is a wall-clock time in loc (nil: UTC); with ntz the wall-clock time itself is
 // the value and a zone is an error. Fractions finer than microseconds must be zeros.
 func parseTimestamp(b []byte, loc *time.Location, ntz bool) (int64, bool, string) {
+	if wall, zoned, ok := timestampFast(b); ok {
+		if zoned && !ntz || !zoned && (ntz || loc == nil || loc == time.UTC) {
+			return wall, true, ""
+		}
+	}
+	return parseTimestampSlow(b, loc, ntz)
+}
+
+// timestampFast reads the most common shapes, YYYY-MM-DD[(T|t| )HH:MM:SS[(.|,)f{1,6}]][Z|z],
+// with parseTimestamp's checks, into the wall-clock microseconds, and whether a Z ended
+// the text. ok is false for any other shape and any bad value, which parseTimestampSlow
+// then decides.
+func timestampFast(b []byte) (wall int64, zoned, ok bool) {
+	n := len(b)
+	if n > 10 && (b[n-1] == 'Z' || b[n-1] == 'z') {
+		zoned = true
+		n--
+	}
+	if n != 10 && (n < 19 || n == 20 || n > 26) {
+		return 0, false, false
+	}
+	b = b[:n]
+	days, ok := dateDays(b)
+	if !ok || n == 10 {
+		return days * usPerDay, zoned, ok && !zoned
+	}
+	_ = b[18]
+	if b[10] != 'T' && b[10] != ' ' && b[10] != 't' || b[13] != ':' || b[16] != ':' {
+		return 0, false, false
+	}
+	h0, h1, m0, m1, s0, s1 := b[11]-'0', b[12]-'0', b[14]-'0', b[15]-'0', b[17]-'0', b[18]-'0'
+	if h0 > 2 || h1 > 9 || m0 > 5 || m1 > 9 || s0 > 5 || s1 > 9 {
+		return 0, false, false
+	}
+	h := int64(h0)*10 + int64(h1)
+	if h > 23 {
+		return 0, false, false
+	}
+	frac := int64(0)
+	if n > 19 {
+		if b[19] != '.' && b[19] != ',' {
+			return 0, false, false
+		}
+		for _, c := range b[20:] {
+			d := c - '0'
+			if d > 9 {
+				return 0, false, false
+			}
+			frac = frac*10 + int64(d)
+		}
+		frac *= int64(pow10u64[26-n])
+	}
+	wall = days*usPerDay + h*3600e6 + (int64(m0)*10+int64(m1))*60e6 + (int64(s0)*10+int64(s1))*1e6 + frac
+	return wall, zoned, true
+}
+
+// parseTimestampSlow is parseTimestamp for every shape.
+func parseTimestampSlow(b []byte, loc *time.Location, ntz bool) (int64, bool, string) {
 	if len(b) < 10 {
 		return 0, false, ""
 	}

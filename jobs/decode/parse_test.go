@@ -251,3 +251,98 @@ func two(n int) string {
 	}
 	return strconv.Itoa(n)
 }
+
+// TestFastParsersAgree checks the fast paths of parseTimestamp and parseDecimal against
+// the parsers for every text, on well-formed and damaged values: same value, same
+// verdict.
+func TestFastParsersAgree(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	damage := func(s string) string {
+		if rng.IntN(2) == 0 || s == "" {
+			return s
+		}
+		b := []byte(s)
+		switch rng.IntN(3) {
+		case 0:
+			b[rng.IntN(len(b))] = "0123456789:-+T .,Zzx/"[rng.IntN(21)]
+		case 1:
+			b = b[:rng.IntN(len(b))]
+		default:
+			i := rng.IntN(len(b) + 1)
+			b = append(b[:i], append([]byte{"0123456789:-.Z"[rng.IntN(14)]}, b[i:]...)...)
+		}
+		return string(b)
+	}
+	layouts := []string{"2006-01-02T15:04:05.000000Z", "2006-01-02T15:04:05.999999Z07:00", "2006-01-02 15:04:05",
+		"2006-01-02t15:04:05,000Z", "2006-01-02", "2006-01-02T15:04:05Z", "2006-01-02 15:04:05.9"}
+	for range 300000 {
+		tm := time.Date(1+rng.IntN(9999), time.Month(1+rng.IntN(12)), 1+rng.IntN(31), rng.IntN(24), rng.IntN(60),
+			rng.IntN(60), rng.IntN(1000000)*1000, time.UTC)
+		s := damage(tm.Format(layouts[rng.IntN(len(layouts))]))
+		for _, loc := range []*time.Location{nil, time.UTC, ny} {
+			for _, ntz := range []bool{false, true} {
+				got, ok, why := parseTimestamp([]byte(s), loc, ntz)
+				want, wok, wwhy := parseTimestampSlow([]byte(s), loc, ntz)
+				if got != want || ok != wok || why != wwhy {
+					t.Fatalf("parseTimestamp(%q, %v, ntz=%v) = %d,%v,%q; parseTimestampSlow: %d,%v,%q", s, loc, ntz, got, ok, why, want, wok, wwhy)
+				}
+			}
+		}
+	}
+	for range 300000 {
+		prec := 1 + rng.IntN(20)
+		scale := rng.IntN(prec + 1)
+		s := strconv.FormatInt(rng.Int64N(2_000_000_000_000_000_000)-1_000_000_000_000_000_000, 10)
+		s = s[:1+rng.IntN(len(s))]
+		if rng.IntN(3) > 0 {
+			s += "." + strconv.Itoa(1000000 + rng.IntN(1000000))[1:2+rng.IntN(3)]
+		}
+		if rng.IntN(4) == 0 {
+			s = strings.Repeat("0", rng.IntN(3)) + s
+		}
+		s = damage(s)
+		hi, lo, ok, why := parseDecimal([]byte(s), prec, scale)
+		whi, wlo, wok, wwhy := parseDecimalAny([]byte(s), prec, scale)
+		if hi != whi || lo != wlo || ok != wok || why != wwhy {
+			t.Fatalf("parseDecimal(%q, %d, %d) = %d,%d,%v,%q; parseDecimalAny: %d,%d,%v,%q", s, prec, scale, hi, lo, ok, why, whi, wlo, wok, wwhy)
+		}
+	}
+}
+
+// benchValues are n texts of random values, as a column of a file has them (benchmarks
+// of one repeated text measure branches that never mispredict).
+func benchValues(n int, gen func(rng *rand.Rand) string) [][]byte {
+	rng := rand.New(rand.NewPCG(13, 14))
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = []byte(gen(rng))
+	}
+	return out
+}
+
+func BenchmarkParseTimestamp(b *testing.B) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	vals := benchValues(4096, func(rng *rand.Rand) string {
+		return time.UnixMicro(t0 + rng.Int64N(90*86400e6)).UTC().Format("2006-01-02T15:04:05.000000Z")
+	})
+	i := 0
+	for b.Loop() {
+		parseTimestamp(vals[i&4095], time.UTC, false)
+		i++
+	}
+}
+
+func BenchmarkParseDecimal(b *testing.B) {
+	vals := benchValues(4096, func(rng *rand.Rand) string {
+		return strconv.Itoa(rng.IntN(100000)) + "." + strconv.Itoa(10+rng.IntN(90))
+	})
+	i := 0
+	for b.Loop() {
+		parseDecimal(vals[i&4095], 10, 2)
+		i++
+	}
+}

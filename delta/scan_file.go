@@ -1,0 +1,190 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
+)
+
+// fileScan is the reading of one data file: its open columns and where it is.
+type fileScan struct {
+	add     *Add
+	cols    *pqfile.Columns   // nil: no data column is read (rows counts the rows)
+	closeFn func()            // closes the file
+	rows    int64             // rows left to emit when no data column is read
+	next    int64             // index in the file of the next row read
+	dv      *roaring64.Bitmap // rows its deletion vector deletes (nil: none)
+	sel     bool              // dv holds the rows to keep instead (change feed of a DV update)
+	kept    int64             // rows returned so far (the next row's logical index)
+	stats   ScanStats         // what reading the file added, not yet counted by the scan
+}
+
+// read returns the file's next non-empty record and its position, or nil at its end.
+// What it read is counted in f.stats.
+func (f *fileScan) read(ctx context.Context, s *Scanner) (arrow.RecordBatch, position, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, position{}, err
+		}
+		raw, err := f.nextRaw(s.opts.BatchSize)
+		if err != nil {
+			return nil, position{}, fmt.Errorf("scan %s: %w", f.add.Path, err)
+		}
+		if raw == nil {
+			return nil, position{}, nil
+		}
+		phys := f.next
+		f.next += raw.NumRows()
+		f.stats.RowsRead += raw.NumRows()
+		if f.dv != nil && raw.NumCols() > 0 {
+			if rows, all := keptRowsOf(f.dv, phys, raw.NumRows(), f.sel); !all {
+				kept, err := gatherRows(ctx, s.mem, raw, rows)
+				raw.Release()
+				if err != nil {
+					return nil, position{}, fmt.Errorf("scan %s: %w", f.add.Path, err)
+				}
+				raw = kept
+			}
+		}
+		at := position{f.add, f.kept}
+		f.kept += raw.NumRows()
+		rec, err := s.finishBatch(ctx, raw, f.add)
+		raw.Release()
+		if err != nil {
+			return nil, position{}, fmt.Errorf("scan %s: %w", f.add.Path, err)
+		}
+		if rec.NumRows() == 0 {
+			rec.Release()
+			continue
+		}
+		f.stats.RowsOut += rec.NumRows()
+		return rec, at, nil
+	}
+}
+
+// openFile opens one data file (or, when no data column is needed, only counts its
+// rows). Its stats count the opening, error or not.
+func (s *Scanner) openFile(ctx context.Context, a *Add) (*fileScan, error) {
+	f := &fileScan{add: a}
+	if err := s.open(ctx, f); err != nil {
+		return f, fmt.Errorf("scan %s: %w", a.Path, err)
+	}
+	return f, nil
+}
+
+func (s *Scanner) open(ctx context.Context, f *fileScan) error {
+	a := f.add
+	rel, err := s.resolvePath(a.Path)
+	if err != nil {
+		return err
+	}
+	switch {
+	case a.dvChange != nil:
+		if f.dv, err = s.dvChangeRows(ctx, a.dvChange); err != nil {
+			return err
+		}
+		f.sel = true
+	case a.DeletionVector != nil:
+		if f.dv, err = loadDeletionVector(ctx, s.store, s.root, s.opts.TableURI, a.DeletionVector); err != nil {
+			return err
+		}
+	}
+	fr, closeFn, err := openParquet(ctx, s.store, joinKey(s.root, rel), a.Size, s.mem)
+	if err != nil {
+		return err
+	}
+	f.stats.FilesRead++
+	fileSchema, err := fr.Schema()
+	if err != nil {
+		closeFn()
+		return err
+	}
+	var fields []int // top-level fields of the file to read
+	for _, wf := range s.work {
+		if s.isPart[strings.ToLower(wf.Name)] {
+			continue
+		}
+		for i, ff := range fileSchema.Fields() {
+			if strings.EqualFold(ff.Name, wf.Name) {
+				fields = append(fields, i)
+				break
+			}
+		}
+	}
+	if len(fields) == 0 {
+		f.rows = fr.ParquetReader().NumRows()
+		switch {
+		case f.sel:
+			f.rows = int64(f.dv.GetCardinality())
+		case f.dv != nil:
+			f.rows -= int64(f.dv.GetCardinality())
+		}
+		closeFn()
+		return nil
+	}
+	var rowGroups []int
+	// Deletion vectors count rows from the start of the file, so a file with one is read
+	// whole.
+	if !s.opts.FilesOnly && f.dv == nil {
+		rowGroups, err = s.keptRowGroups(fr, fileSchema, a, &f.stats)
+	}
+	if err != nil {
+		closeFn()
+		return err
+	}
+	if rowGroups != nil && len(rowGroups) == 0 {
+		f.rows = 0 // every row group pruned
+		closeFn()
+		return nil
+	}
+	rr, err := pqfile.OpenColumns(ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, rel)
+	if err != nil {
+		closeFn()
+		return err
+	}
+	rr.Serial = s.opts.ParallelFiles && len(s.files) > 1 // the files are the fan-out
+	f.cols, f.closeFn = rr, closeFn
+	return nil
+}
+
+// nextRaw returns the next batch of the file (nil at its end). For files read without
+// data columns it returns a record with no columns and the right row count.
+func (f *fileScan) nextRaw(batch int64) (arrow.RecordBatch, error) {
+	if f.cols == nil {
+		if f.rows <= 0 {
+			return nil, nil
+		}
+		n := min(f.rows, batch)
+		f.rows -= n
+		return array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, n), nil
+	}
+	if !f.cols.Next() {
+		if err := f.cols.Err(); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return nil, nil
+	}
+	rec := f.cols.RecordBatch()
+	rec.Retain()
+	return rec, nil
+}
+
+func (f *fileScan) close() {
+	if f.cols != nil {
+		f.cols.Release()
+		f.cols = nil
+	}
+	if f.closeFn != nil {
+		f.closeFn()
+		f.closeFn = nil
+	}
+	f.rows = 0
+}

@@ -1,0 +1,158 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// scanRecords runs a scan and returns each record's rows (JSON lines, in order) with
+// its position, and the stats and error it ended with.
+func scanRecords(t *testing.T, sc *Scanner) (recs []string, stats ScanStats, err error) {
+	t.Helper()
+	defer sc.Release()
+	for sc.Next() {
+		rows := rowSet(t, []arrow.RecordBatch{sc.RecordBatch()})
+		file, first, ok := sc.Position()
+		where := "-"
+		if ok {
+			where = fmt.Sprintf("%s@%d", file.Path, first)
+		}
+		recs = append(recs, where+" "+strings.Join(rows, ";"))
+	}
+	return recs, sc.Stats(), sc.Err()
+}
+
+// A scan that reads files in parallel returns the records of a sequential one, in the
+// same order, at the same positions, with the same stats: filtered or not, files only,
+// one column or none (row counts).
+func TestScanParallelFilesSameRecords(t *testing.T) {
+	st, sch, adds, _ := pruneTable(t)
+	for _, tc := range []struct {
+		where     string
+		filesOnly bool
+		columns   []string
+	}{
+		{"", false, nil}, {"id >= 250", false, nil}, {"country = 'FR' AND name IS NOT NULL", false, nil},
+		{"id >= 250", true, nil}, {"", false, []string{"country"}}, {"id < 10", false, []string{"name", "id"}},
+	} {
+		t.Run(fmt.Sprint(tc.where, tc.filesOnly, tc.columns), func(t *testing.T) {
+			opts := ScanOptions{BatchSize: 37, FilesOnly: tc.filesOnly, Columns: tc.columns}
+			if tc.where != "" {
+				p, err := ParsePredicate(tc.where)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.Filter = p
+			}
+			scan := func(par bool) ([]string, ScanStats, error) {
+				o := opts
+				o.ParallelFiles = par
+				sc, err := Scan(context.Background(), st, "t", sch, []string{"country"}, adds, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return scanRecords(t, sc)
+			}
+			want, wantStats, err := scan(false)
+			if err != nil || len(want) == 0 {
+				t.Fatalf("sequential scan: %d records, %v", len(want), err)
+			}
+			for range 5 { // goroutine timing varies from run to run
+				got, gotStats, err := scan(true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Fatalf("parallel scan: %d records, sequential %d; first difference:\n%s", len(got), len(want), firstDifference(got, want))
+				}
+				if gotStats != wantStats {
+					t.Errorf("stats in parallel %+v, sequentially %+v", gotStats, wantStats)
+				}
+			}
+		})
+	}
+}
+
+func firstDifference(got, want []string) string {
+	for i := range max(len(got), len(want)) {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			return fmt.Sprintf("record %d:\n got  %s\n want %s", i, g, w)
+		}
+	}
+	return ""
+}
+
+// A file that cannot be read ends a parallel scan with the error a sequential scan
+// gives, after the records of the files before it; releasing or cancelling a parallel
+// scan stops its goroutines.
+func TestScanParallelFilesErrorsAndStops(t *testing.T) {
+	st, sch, adds, _ := pruneTable(t)
+	broken := append([]*Add(nil), adds...)
+	missing := *broken[5]
+	missing.Path = "country=FR/missing.parquet"
+	broken[5] = &missing
+	scan := func(par bool) ([]string, error) {
+		sc, err := Scan(context.Background(), st, "t", sch, []string{"country"}, broken, ScanOptions{BatchSize: 37, ParallelFiles: par})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, _, err := scanRecords(t, sc)
+		return recs, err
+	}
+	want, wantErr := scan(false)
+	got, gotErr := scan(true)
+	if wantErr == nil || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("parallel: %d records, %v; sequential: %d records, %v", len(got), gotErr, len(want), wantErr)
+	}
+
+	before := runtime.NumGoroutine()
+	for range 20 {
+		sc, err := Scan(context.Background(), st, "t", sch, []string{"country"}, adds, ScanOptions{BatchSize: 10, ParallelFiles: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sc.Next() || sc.RecordBatch().NumRows() != 10 {
+			t.Fatalf("first record: %v", sc.Err())
+		}
+		sc.Release()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after releasing 20 parallel scans, %d before", n, before)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sc, err := Scan(ctx, st, "t", sch, []string{"country"}, adds, ScanOptions{BatchSize: 10, ParallelFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Release()
+	rows := 0
+	for sc.Next() {
+		rows += int(sc.RecordBatch().NumRows())
+		if rows == 50 {
+			cancel()
+		}
+	}
+	if !errors.Is(sc.Err(), context.Canceled) || rows >= 1200 {
+		t.Errorf("after cancelling: %d rows, err %v; want context.Canceled before the end", rows, sc.Err())
+	}
+}
