@@ -36,11 +36,12 @@ type row struct {
 	Baseline string  `json:"baseline,omitempty"`
 	Note     string  `json:"note,omitempty"`
 	Error    string  `json:"error,omitempty"`
+	// OfBaseline marks a run of the -baseline build (the row before it is ours).
+	OfBaseline bool `json:"of_baseline,omitempty"`
 }
 
-// target is one issue target and whether this run met it.
+// target is one target of bench/README.md and whether this run met it.
 type target struct {
-	Issue  int    `json:"issue"`
 	Target string `json:"target"`
 	Got    string `json:"got"`
 	Met    string `json:"met"` // "yes", "NO", or "n/a" (a case was missing)
@@ -194,9 +195,16 @@ func (d *driver) pythonPath(ctx context.Context) (string, error) {
 	return py, os.WriteFile(filepath.Join(venv, ".complete"), nil, 0o666)
 }
 
-// ours runs a Go worker case in a child process; see child for prep.
+// ours runs a Go worker case in a child process; see child for prep. With -baseline, an
+// engine named "ours..." runs again right after with the baseline build, on the same data
+// (not a one-off run, whose prep is nil).
 func (d *driver) ours(ctx context.Context, caseName, engine string, prep func() error, args ...string) *row {
-	return d.child(ctx, caseName, engine, prep, append([]string{d.self, "-worker"}, args...))
+	r := d.child(ctx, caseName, engine, prep, append([]string{d.self, "-worker"}, args...))
+	if d.cfg.baseline != "" && strings.HasPrefix(engine, "ours") && prep != nil {
+		b := d.child(ctx, caseName, d.cfg.baselineName+strings.TrimPrefix(engine, "ours"), prep, append([]string{d.cfg.baseline, "-worker"}, args...))
+		b.OfBaseline = true
+	}
+	return r
 }
 
 // peer runs a case of bench/peers.py in a child process; see child for prep.

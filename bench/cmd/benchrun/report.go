@@ -18,19 +18,48 @@ import (
 
 // gobench runs the delta package's go benchmarks of the gobench case (append vs plain pqarrow,
 // snapshot load of 10,000 commits) and records their numbers as rows.
+// With -baseline-tree, the same benchmarks run in that tree too, each row after ours.
 func (d *driver) gobench(ctx context.Context) error {
-	pattern := "^(BenchmarkAppend|BenchmarkPlainPqarrow|BenchmarkSnapshotLoad10000Commits)$"
-	argv := []string{"test", "./delta", "-run", "^$", "-bench", pattern, "-benchtime", d.cfg.benchtime, "-count", "1"}
-	d.logf("gobench: go %s", strings.Join(argv, " "))
-	cmd := exec.CommandContext(ctx, "go", argv...)
-	cmd.Dir = d.root
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, d.stderr), d.stderr
-	if err := cmd.Run(); err != nil {
-		d.res.Rows = append(d.res.Rows, &row{Case: "go test -bench ./delta", Engine: pattern, Error: err.Error()})
+	ours := d.gobenchIn(ctx, d.root, "")
+	relate(ours["BenchmarkPlainPqarrow"], ours["BenchmarkPlainPqarrow"], ours["BenchmarkAppend"])
+	if d.cfg.baselineTree == "" {
 		return nil
 	}
+	base := d.gobenchIn(ctx, d.cfg.baselineTree, d.cfg.baselineName+": ")
+	for _, b := range base {
+		b.OfBaseline = true
+	}
+	delete(base, "BenchmarkPlainPqarrow") // a peer's code, not ours
+	// Each baseline row right after ours of the same benchmark.
+	var rows []*row
+	for _, r := range d.res.Rows {
+		if r.OfBaseline {
+			continue
+		}
+		rows = append(rows, r)
+		if b := base[r.Engine]; b != nil && ours[r.Engine] == r {
+			rows = append(rows, b)
+		}
+	}
+	d.res.Rows = rows
+	return nil
+}
+
+// gobenchIn runs the benchmarks of the gobench case in a tree and records each as a
+// row, its engine the benchmark's name after prefix; it returns them by name.
+func (d *driver) gobenchIn(ctx context.Context, dir, prefix string) map[string]*row {
+	pattern := "^(BenchmarkAppend|BenchmarkPlainPqarrow|BenchmarkSnapshotLoad10000Commits)$"
+	argv := []string{"test", "./delta", "-run", "^$", "-bench", pattern, "-benchtime", d.cfg.benchtime, "-count", "1"}
+	d.logf("gobench: go %s (in %s)", strings.Join(argv, " "), dir)
+	cmd := exec.CommandContext(ctx, "go", argv...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, d.stderr), d.stderr
 	rows := map[string]*row{}
+	if err := cmd.Run(); err != nil {
+		d.res.Rows = append(d.res.Rows, &row{Case: "go test -bench ./delta", Engine: prefix + pattern, Error: err.Error()})
+		return rows
+	}
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -63,11 +92,11 @@ func (d *driver) gobench(ctx context.Context) error {
 			r.Note = "10,000 commits, checkpoints every 10; seconds per load"
 		}
 		r.Note = strings.TrimSpace(r.Note + " go test -benchtime " + d.cfg.benchtime)
+		r.Engine = prefix + name
 		rows[name] = r
 		d.res.Rows = append(d.res.Rows, r)
 	}
-	relate(rows["BenchmarkPlainPqarrow"], rows["BenchmarkPlainPqarrow"], rows["BenchmarkAppend"])
-	return nil
+	return rows
 }
 
 func (d *driver) find(casePrefix, enginePrefix string) *row {
@@ -99,7 +128,28 @@ func (d *driver) targets() []target {
 	d.snapshotTargets(&ts)
 	ts = append(ts, d.extractTargets()...)
 	d.goTestTargets(&ts)
+	d.baselineTargets(&ts)
 	return ts
+}
+
+// baselineTargets checks each of our runs against the -baseline build's run of the same
+// case (the row after it, named for the baseline): not slower, allowing 5% for noise.
+func (d *driver) baselineTargets(ts *targetList) {
+	for i, r := range d.res.Rows {
+		if i == 0 || !r.OfBaseline {
+			continue
+		}
+		ours := d.res.Rows[i-1]
+		base, _, _ := strings.Cut(r.Engine, ":")
+		text := fmt.Sprintf("%s, %s: not slower than %s (5%% allowed for noise)", r.Case, ours.Engine, base)
+		switch {
+		case ours.Error != "" || r.Error != "" || ours.Seconds == 0 || r.Seconds == 0:
+			ts.add(text, false, false, "")
+		default:
+			ts.add(text, ours.Seconds <= 1.05*r.Seconds, true,
+				fmt.Sprintf("%.3fs vs %.3fs (%.2f×)%s", ours.Seconds, r.Seconds, r.Seconds/ours.Seconds, peaks(ours, r)))
+		}
+	}
 }
 
 // targetList is the targets a run checked, in the order of the report.
@@ -107,7 +157,7 @@ type targetList []target
 
 // add records a target: met when known (the cases it compares ran) and ok, "n/a" when
 // not known.
-func (ts *targetList) add(issue int, text string, ok bool, known bool, got string) {
+func (ts *targetList) add(text string, ok bool, known bool, got string) {
 	met := "n/a"
 	switch {
 	case known && ok:
@@ -115,7 +165,7 @@ func (ts *targetList) add(issue int, text string, ok bool, known bool, got strin
 	case known:
 		met = "NO"
 	}
-	*ts = append(*ts, target{issue, text, got, met})
+	*ts = append(*ts, target{text, got, met})
 }
 
 // ingestTargets checks the CSV ingest against DuckDB, and its peak RSS.
@@ -129,12 +179,23 @@ func (d *driver) ingestTargets(ts *targetList) {
 	if known {
 		got = fmt.Sprintf("%.2f× (%s vs %s rows/s); by CPU seconds %s", ours.RowsPerSec/duck.RowsPerSec, rate(ours.RowsPerSec), rate(duck.RowsPerSec), cpuRatio(duck, ours))
 	}
-	ts.add(5, "ingest ≥ 0.7× DuckDB rows/s", known && ours.RowsPerSec >= 0.7*duck.RowsPerSec, known, got)
+	ts.add("ingest ≥ 0.7× DuckDB rows/s", known && ours.RowsPerSec >= 0.7*duck.RowsPerSec, known, got)
+	if drs := d.find("ingest", "delta-rs"); ours != nil && drs != nil {
+		ts.add("ingest ≥ 1.0× delta-rs rows/s", ours.RowsPerSec >= drs.RowsPerSec, true,
+			fmt.Sprintf("%.2f× (%s vs %s rows/s)", ours.RowsPerSec/drs.RowsPerSec, rate(ours.RowsPerSec), rate(drs.RowsPerSec)))
+		ts.add("ingest peak RSS ≤ 1/3 of delta-rs's", 3*ours.PeakRSSMB <= drs.PeakRSSMB, true,
+			fmt.Sprintf("%.0f vs %.0f MB (%.2f)", ours.PeakRSSMB, drs.PeakRSSMB, ours.PeakRSSMB/drs.PeakRSSMB))
+	}
+	if ours != nil && ours.Seconds > 0 {
+		busy := ours.CPUSeconds / ours.Seconds
+		ts.add("ingest keeps both cores busy: CPU seconds / wall ≥ 1.8", busy >= 1.8, true,
+			fmt.Sprintf("%.2f (%.1f CPU s in %.2fs)", busy, ours.CPUSeconds, ours.Seconds))
+	}
 	if ours != nil {
 		text := "ingest peak RSS ≤ 300 MB (stated at 10 M rows; this run: " + commas(d.cfg.ingestRows) + ")"
-		ts.add(5, text, ours.PeakRSSMB <= 300, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
+		ts.add(text, ours.PeakRSSMB <= 300, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
 		if mb := d.res.Sizes["ingest_csv_mb"]; mb >= 1073 { // 1 GiB
-			ts.add(17, fmt.Sprintf("ingest of 1 GiB of CSV (this run: %d MB) with peak RSS ≤ %d MB", mb, boundIngestMB),
+			ts.add(fmt.Sprintf("ingest of 1 GiB of CSV (this run: %d MB) with peak RSS ≤ %d MB", mb, boundIngestMB),
 				ours.PeakRSSMB <= boundIngestMB, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
 		}
 	}
@@ -168,7 +229,7 @@ func (d *driver) mergeTargets(ts *targetList) {
 		if known {
 			got = fmt.Sprintf("ours %.2fs vs delta-rs %.2fs (%.2f× as fast); by CPU seconds %s", ours.Seconds, drs.Seconds, drs.Seconds/ours.Seconds, cpuRatio(drs, ours))
 		}
-		ts.add(4, "MERGE faster than delta-rs, changes in "+layout+" files", known && ours.Seconds < drs.Seconds, known, got)
+		ts.add("MERGE faster than delta-rs, changes in "+layout+" files", known && ours.Seconds < drs.Seconds, known, got)
 	}
 	if clustered != nil || spread != nil {
 		known := clustered != nil && spread != nil
@@ -176,7 +237,7 @@ func (d *driver) mergeTargets(ts *targetList) {
 		if known {
 			got = fmt.Sprintf("%.2f× (%.2fs vs %.2fs); by CPU seconds %.2f×", clustered.Seconds/spread.Seconds, clustered.Seconds, spread.Seconds, clustered.CPUSeconds/spread.CPUSeconds)
 		}
-		ts.add(4, "MERGE with changes in 10% of files ≤ 0.3× the spread case's time", known && clustered.Seconds <= 0.3*spread.Seconds, known, got)
+		ts.add("MERGE with changes in 10% of files ≤ 0.3× the spread case's time", known && clustered.Seconds <= 0.3*spread.Seconds, known, got)
 	}
 }
 
@@ -191,7 +252,11 @@ func (d *driver) changeFeedTargets(ts *targetList) {
 	if known {
 		got = fmt.Sprintf("%.2f× (%s vs %s rows/s); by CPU seconds %s", ch.RowsPerSec/scan.RowsPerSec, rate(ch.RowsPerSec), rate(scan.RowsPerSec), cpuRatio(scan, ch))
 	}
-	ts.add(4, "change feed read ≥ 0.8× the plain scan", known && ch.RowsPerSec >= 0.8*scan.RowsPerSec, known, got)
+	ts.add("change feed read ≥ 0.8× the plain scan", known && ch.RowsPerSec >= 0.8*scan.RowsPerSec, known, got)
+	if drs := d.find("change feed", "delta-rs load_cdf"); ch != nil && drs != nil {
+		ts.add("change feed read ≥ 1.0× delta-rs load_cdf", ch.RowsPerSec >= drs.RowsPerSec, true,
+			fmt.Sprintf("%.2f× (%s vs %s rows/s)", ch.RowsPerSec/drs.RowsPerSec, rate(ch.RowsPerSec), rate(drs.RowsPerSec)))
+	}
 }
 
 // scd2Targets checks the SCD2 stage (with the dimension's files spliced, and with
@@ -216,19 +281,19 @@ func (d *driver) scd2Targets(ts *targetList) {
 		}{{"SCD2 not slower than DuckDB" + o.label, duck, "DuckDB"}, {"SCD2 faster than delta-rs" + o.label, drs, "delta-rs"}} {
 			switch {
 			case ours != nil && p.peer != nil:
-				ts.add(5, p.text, ours.Seconds < p.peer.Seconds || (p.name == "DuckDB" && ours.Seconds == p.peer.Seconds), true,
+				ts.add(p.text, ours.Seconds < p.peer.Seconds || (p.name == "DuckDB" && ours.Seconds == p.peer.Seconds), true,
 					fmt.Sprintf("ours %.2fs vs %s %.2fs; by CPU seconds %s", ours.Seconds, p.name, p.peer.Seconds, cpuRatio(p.peer, ours)))
 			case slow != nil && p.peer != nil:
-				ts.add(5, p.text, false, true, fmt.Sprintf("ours %s; %s %.2fs", slow.Error, p.name, p.peer.Seconds))
+				ts.add(p.text, false, true, fmt.Sprintf("ours %s; %s %.2fs", slow.Error, p.name, p.peer.Seconds))
 			default:
-				ts.add(5, p.text, false, false, "")
+				ts.add(p.text, false, false, "")
 			}
 		}
 	}
 	if d.cfg.scd2Rows >= 5_000_000 {
 		for _, engine := range []string{"ours: scd2_merge stage", "ours: scd2_merge stage, deletion vectors"} {
 			if ours := d.find("SCD2", engine); ours != nil && ours.Engine == engine {
-				ts.add(17, fmt.Sprintf("%s: SCD2 of a whole snapshot into a %s-row dimension with peak RSS ≤ %d MB", engine, commas(d.cfg.scd2Rows), boundSCD2MB),
+				ts.add(fmt.Sprintf("%s: SCD2 of a whole snapshot into a %s-row dimension with peak RSS ≤ %d MB", engine, commas(d.cfg.scd2Rows), boundSCD2MB),
 					ours.PeakRSSMB <= boundSCD2MB, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
 			}
 		}
@@ -246,7 +311,7 @@ func (d *driver) snapshotTargets(ts *targetList) {
 	if known {
 		got = fmt.Sprintf("ours %.2fs vs DuckDB %.2fs; by CPU seconds %s; peak RSS %.0f vs %.0f MB", ours.Seconds, duck.Seconds, cpuRatio(duck, ours), ours.PeakRSSMB, duck.PeakRSSMB)
 	}
-	ts.add(14, "snapshot ingest not slower than DuckDB's diff", known && ours.Seconds <= duck.Seconds, known, got)
+	ts.add("snapshot ingest not slower than DuckDB's diff", known && ours.Seconds <= duck.Seconds, known, got)
 }
 
 // goTestTargets checks the go test benchmarks: append against plain pqarrow, and the
@@ -258,10 +323,10 @@ func (d *driver) goTestTargets(ts *targetList) {
 		if known {
 			got = fmt.Sprintf("%.2f× (%s vs %s rows/s)", app.RowsPerSec/plain.RowsPerSec, rate(app.RowsPerSec), rate(plain.RowsPerSec))
 		}
-		ts.add(3, "append ≥ 0.9× plain pqarrow", known && app.RowsPerSec >= 0.9*plain.RowsPerSec, known, got)
+		ts.add("append ≥ 0.9× plain pqarrow", known && app.RowsPerSec >= 0.9*plain.RowsPerSec, known, got)
 	}
 	if sl := d.find("go test", "BenchmarkSnapshotLoad"); sl != nil {
-		ts.add(3, "snapshot load of 10,000 commits < 1 s", sl.Seconds < 1, true, fmt.Sprintf("%.3fs", sl.Seconds))
+		ts.add("snapshot load of 10,000 commits < 1 s", sl.Seconds < 1, true, fmt.Sprintf("%.3fs", sl.Seconds))
 	}
 }
 
@@ -289,15 +354,23 @@ func (d *driver) extractTargets() []target {
 	if large == nil || largeN < 20_000_000 {
 		return nil
 	}
-	ts := []target{{Issue: 18, Target: fmt.Sprintf("extract of %s rows into a %s-row dimension with peak RSS ≤ 1.5 GB (%d MiB)", commas(int(large.Rows)), commas(largeN), boundExtractMiB),
+	ts := []target{{Target: fmt.Sprintf("extract of %s rows into a %s-row dimension with peak RSS ≤ 1.5 GB (%d MiB)", commas(int(large.Rows)), commas(largeN), boundExtractMiB),
 		Got: fmt.Sprintf("%.0f MiB", large.PeakRSSMB), Met: yesNo(large.PeakRSSMB <= boundExtractMiB)}}
 	if small != nil && small != large {
 		per := func(r *row) float64 { return r.Seconds / float64(r.Rows) * 1e9 }
 		ratio := per(large) / per(small)
-		ts = append(ts, target{Issue: 18, Target: fmt.Sprintf("its per-row time ≤ 1.3× that of the %s-row extract", commas(smallN)),
+		ts = append(ts, target{Target: fmt.Sprintf("its per-row time ≤ 1.3× that of the %s-row extract", commas(smallN)),
 			Got: fmt.Sprintf("%.2f× (%.0f vs %.0f ns/row)", ratio, per(large), per(small)), Met: yesNo(ratio <= 1.3)})
 	}
 	return ts
+}
+
+// peaks says two runs' peak RSS, when measured (go benchmarks are not).
+func peaks(a, b *row) string {
+	if a.PeakRSSMB == 0 || b.PeakRSSMB == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; peak RSS %.0f vs %.0f MB", a.PeakRSSMB, b.PeakRSSMB)
 }
 
 func yesNo(ok bool) string {
@@ -372,7 +445,7 @@ func (d *driver) report(stdout io.Writer) error {
 	fmt.Fprintln(stdout, "\nratio: rows/s relative to the case's first engine (ingest: DuckDB; MERGE: delta-rs; change feed: our plain scan; SCD2: DuckDB; go bench: plain pqarrow)")
 	fmt.Fprintln(stdout, "\ntargets:")
 	for _, t := range d.res.Targets {
-		fmt.Fprintf(stdout, "  [%s] issue %d: %s: %s\n", t.Met, t.Issue, t.Target, t.Got)
+		fmt.Fprintf(stdout, "  [%s] %s: %s\n", t.Met, t.Target, t.Got)
 	}
 	out := d.cfg.out
 	if out == "" {
@@ -449,9 +522,9 @@ func (d *driver) markdown() string {
 			num(r.Seconds, "%.3f"), num(r.RowsPerSec, "%.0f"), num(r.MBPerSec, "%.1f"), num(r.PeakRSSMB, "%.0f"),
 			num(r.CPUSeconds, "%.1f"), ratio, strings.ReplaceAll(r.Note, "|", "/"))
 	}
-	b.WriteString("\n## Targets\n\n| issue | target | this run | met |\n|--:|---|---|---|\n")
+	b.WriteString("\n## Targets\n\n| target | this run | met |\n|---|---|---|\n")
 	for _, t := range d.res.Targets {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s |\n", t.Issue, t.Target, t.Got, t.Met)
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Target, t.Got, t.Met)
 	}
 	return b.String()
 }
