@@ -318,9 +318,9 @@ func (s *Store) mkdirs(dir string) error {
 }
 
 // publish runs create, which makes a key appear in dir (a link or a rename), under a
-// shared lock of dir, then syncs dir so the new entry is durable. List reads a directory
-// under an exclusive lock of it, so it never reads one while a key appears there: the
-// listing of a directory is a snapshot (see List).
+// shared lock of dir, then syncs dir so the new entry is durable (unless NoSync). List
+// reads a directory under an exclusive lock of it, so it never reads one while a key
+// appears there: the listing of a directory is a snapshot (see List).
 func (s *Store) publish(dir string, create func() error) error {
 	f, err := s.root.Open(native(dir))
 	if err != nil {
@@ -334,7 +334,7 @@ func (s *Store) publish(dir string, create func() error) error {
 	if uerr := flock(f, unlock); err == nil && uerr != nil {
 		err = fmt.Errorf("unlock directory: %w", uerr)
 	}
-	if err != nil {
+	if err != nil || s.noSync {
 		return err
 	}
 	if err := f.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {

@@ -26,14 +26,15 @@ func (d *driver) gobench(ctx context.Context) error {
 		return nil
 	}
 	base := d.gobenchIn(ctx, d.cfg.baselineTree, d.cfg.baselineName+": ")
+	ran := map[*row]bool{}
 	for _, b := range base {
-		b.OfBaseline = true
+		b.OfBaseline, ran[b] = true, true
 	}
 	delete(base, "BenchmarkPlainPqarrow") // a peer's code, not ours
 	// Each baseline row right after ours of the same benchmark.
 	var rows []*row
 	for _, r := range d.res.Rows {
-		if r.OfBaseline {
+		if ran[r] {
 			continue
 		}
 		rows = append(rows, r)
