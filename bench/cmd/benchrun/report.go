@@ -193,8 +193,8 @@ func (d *driver) ingestTargets(ts *targetList) {
 			fmt.Sprintf("%.2f (%.1f CPU s in %.2fs)", busy, ours.CPUSeconds, ours.Seconds))
 	}
 	if ours != nil {
-		text := "ingest peak RSS ≤ 300 MB (stated at 10 M rows; this run: " + commas(d.cfg.ingestRows) + ")"
-		ts.add(text, ours.PeakRSSMB <= 300, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
+		text := fmt.Sprintf("ingest peak RSS ≤ %d MB (stated at 10 M rows; this run: %s)", boundIngestMB, commas(d.cfg.ingestRows))
+		ts.add(text, ours.PeakRSSMB <= boundIngestMB, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
 		if mb := d.res.Sizes["ingest_csv_mb"]; mb >= 1073 { // 1 GiB
 			ts.add(fmt.Sprintf("ingest of 1 GiB of CSV (this run: %d MB) with peak RSS ≤ %d MB", mb, boundIngestMB),
 				ours.PeakRSSMB <= boundIngestMB, true, fmt.Sprintf("%.0f MB", ours.PeakRSSMB))
@@ -386,7 +386,7 @@ const boundExtractMiB = 1430
 
 // The peak RSS bounds that README's Guarantees state, at -size bounds.
 const (
-	boundIngestMB = 300  // a 1 GiB CSV ingest
+	boundIngestMB = 320  // a CSV ingest of any size (10 M rows, 1 GiB)
 	boundSCD2MB   = 2048 // an SCD2 merge of a 5 M-row snapshot into a 5 M-row dimension
 )
 
