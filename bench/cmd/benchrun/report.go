@@ -210,9 +210,10 @@ func (d *driver) mergeTargets(ts *targetList) {
 		var ours, drs *row
 		for _, r := range d.res.Rows {
 			if strings.HasPrefix(r.Case, "MERGE") && strings.Contains(r.Case, "in "+layout) && r.Error == "" {
-				if strings.HasPrefix(r.Engine, "ours") {
+				switch {
+				case strings.HasPrefix(r.Engine, "ours"):
 					ours = r
-				} else {
+				case strings.HasPrefix(r.Engine, "delta-rs"):
 					drs = r
 				}
 			}
