@@ -1,0 +1,381 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/dag"
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/pipelines"
+)
+
+// runState is a run in charge of a Runner: its record as it changes, the writes of it,
+// its heartbeat and the execution of its graph.
+type runState struct {
+	r     *Runner
+	spec  *pipelines.Spec
+	store *Store
+
+	// hard cancels running stages; soft (below hard) only keeps new ones from starting.
+	hard, soft             context.Context
+	cancelHard, cancelSoft context.CancelCauseFunc
+
+	mu   sync.Mutex // guards rec, logs and lost
+	rec  *Record
+	logs map[string]*stageLog
+	lost bool // another process took the run over: write nothing more
+
+	saveMu sync.Mutex // serialises saves, so the last state written is the newest
+}
+
+func (st *runState) snapshot() *Record {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return cloneRecord(st.rec)
+}
+
+// save writes the record as it is now. Store failures are logged: a run goes on when
+// its record cannot be written, and the next save writes the newer state.
+func (st *runState) save(ctx context.Context) error {
+	st.saveMu.Lock()
+	defer st.saveMu.Unlock()
+	st.mu.Lock()
+	if st.lost {
+		st.mu.Unlock()
+		return nil
+	}
+	rec := cloneRecord(st.rec)
+	var logs []struct {
+		stage string
+		data  []byte
+	}
+	for name, lg := range st.logs {
+		if s := st.rec.Stage(name); s != nil && s.LogDropped > 0 && !lg.written && !s.Status.Active() {
+			logs = append(logs, struct {
+				stage string
+				data  []byte
+			}{name, append([]byte(nil), lg.all.Bytes()...)})
+			lg.written = true
+		}
+	}
+	st.mu.Unlock()
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for _, l := range logs {
+		key, err := st.store.PutLog(wctx, rec, l.stage, l.data)
+		if err != nil {
+			st.r.log.Warn("store a stage's log", "run", rec.ID, "stage", l.stage, "err", err)
+			continue
+		}
+		rec.Stage(l.stage).LogObject = key
+		st.mu.Lock()
+		st.rec.Stage(l.stage).LogObject = key
+		st.mu.Unlock()
+	}
+	err := st.store.Save(wctx, rec)
+	if st.r.cfg.OnChange != nil {
+		st.r.cfg.OnChange(rec)
+	}
+	if err != nil {
+		st.r.log.Warn("save run record", "run", rec.ID, "err", err)
+		return err
+	}
+	return nil
+}
+
+// index gives a claimed record its index entry.
+func (st *runState) index() {
+	st.mu.Lock()
+	rec := cloneRecord(st.rec)
+	st.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(st.hard), time.Minute)
+	defer cancel()
+	if err := st.store.Index(ctx, rec); err != nil {
+		st.r.log.Warn("index a run", "run", rec.ID, "err", err)
+		return
+	}
+	st.mu.Lock()
+	st.rec.Seq = rec.Seq
+	st.mu.Unlock()
+}
+
+func (st *runState) beat(ctx context.Context) {
+	id := st.r.cfg.Identity
+	stored, err := st.store.Get(ctx, st.rec.ID)
+	if err == nil {
+		st.mu.Lock()
+		mine := stored.Heartbeat != nil && stored.Heartbeat.Instance == id.Instance
+		taken := stored.Attempt > st.rec.Attempt || (!mine && stored.Attempt == st.rec.Attempt) || stored.Status == Interrupted
+		if taken {
+			st.lost = true
+		}
+		st.mu.Unlock()
+		if taken {
+			st.cancelHard(fmt.Errorf("run %s was taken over by %s", st.rec.ID, describeHeartbeat(stored.Heartbeat)))
+			return
+		}
+	}
+	st.mu.Lock()
+	st.rec.Heartbeat = st.r.heartbeat(st.r.now())
+	st.mu.Unlock()
+	_ = st.save(ctx)
+}
+
+func describeHeartbeat(h *Heartbeat) string {
+	if h == nil {
+		return "another process"
+	}
+	return fmt.Sprintf("%s pid %d", h.Host, h.PID)
+}
+
+// execute runs the graph and keeps the record up to date.
+func (st *runState) execute(hooks Hooks) error {
+	r := st.r
+	st.mu.Lock()
+	rec := st.rec
+	rec.Status, rec.Start = Running, r.now().UTC()
+	rec.Heartbeat = r.heartbeat(rec.Start)
+	indexed := rec.Seq > 0
+	st.mu.Unlock()
+	if !indexed {
+		st.index()
+	}
+
+	fail := func(err error) error {
+		st.mu.Lock()
+		st.rec.Status, st.rec.Error, st.rec.End = Failed, err.Error(), r.now().UTC()
+		st.mu.Unlock()
+		st.save(st.hard)
+		return err
+	}
+	spec, err := st.spec.Bind(pipelines.RunValues{Params: rec.Params, Slot: rec.Trigger.Slot})
+	if err != nil {
+		return fail(err)
+	}
+	g, err := st.compile(spec, hooks)
+	if err != nil {
+		return fail(err)
+	}
+	names := st.queueStages(spec, g)
+	if err := st.save(st.hard); err != nil && errors.Is(err, objectstore.ErrInvalidKey) {
+		return fail(err)
+	}
+	if hooks.Started != nil {
+		hooks.Started(rec.ID, names)
+	}
+	res, err := dag.Run(st.soft, g, dag.Options{
+		MaxParallel: spec.MaxParallel,
+		Now:         r.now,
+		Observer: func(ev dag.Event) {
+			if ev.State == dag.Queued {
+				return
+			}
+			st.event(ev)
+			st.save(st.hard)
+			if hooks.Observer != nil {
+				hooks.Observer(ev)
+			}
+		},
+	})
+	st.finish(res.Status)
+	return err
+}
+
+// queueStages lists the graph's stages in the record, queued, in the graph's order,
+// which it returns.
+func (st *runState) queueStages(spec *pipelines.Spec, g *dag.Graph) []string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	rec := st.rec
+	rec.Stages = nil
+	for _, name := range g.Order() {
+		n, _ := g.Node(name)
+		kind := ""
+		if s := spec.Stage(name); s != nil {
+			kind = string(s.Kind)
+		}
+		rec.Stages = append(rec.Stages, StageRecord{Name: name, Kind: kind, DependsOn: n.DependsOn, Status: Queued})
+	}
+	return g.Order()
+}
+
+// finish ends the record with the graph's outcome: succeeded, cancelled (with the
+// cancel's cause) or failed (naming each failed stage's error), and saves it.
+func (st *runState) finish(status dag.State) {
+	st.mu.Lock()
+	rec := st.rec
+	rec.End = st.r.now().UTC()
+	switch status {
+	case dag.Succeeded:
+		rec.Status = Succeeded
+	case dag.Cancelled:
+		rec.Status = Cancelled
+		rec.Reason = context.Cause(st.soft).Error()
+	default:
+		rec.Status = Failed
+		var failed []string
+		for _, s := range rec.Stages {
+			if s.Status == Failed {
+				failed = append(failed, fmt.Sprintf("stage %s: %s", s.Name, s.Error))
+			}
+		}
+		rec.Error = strings.Join(failed, "; ")
+	}
+	st.mu.Unlock()
+	st.save(st.hard)
+}
+
+// compile builds the run's graph: the stages asked for, each attempt taking a turn of
+// the global limiter and running under the hard context (so a drain lets it finish).
+func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, error) {
+	r := st.r
+	dlog := hooks.Logger
+	if dlog == nil {
+		dlog = r.log
+	}
+	rt := pipelines.Runtime{
+		Warehouse: st.store.Objects(),
+		OpenLocation: func(ctx context.Context, location string) (objectstore.Store, string, error) {
+			return r.cfg.Opener.Location(ctx, spec, location)
+		},
+		Delta:        delta.Options{Now: r.now, EngineInfo: r.cfg.EngineInfo, UserName: spec.Identity, Logger: dlog},
+		RunID:        st.rec.ID,
+		Logger:       dlog,
+		MemoryBudget: r.cfg.MemoryBudget,
+		SpillDir:     r.cfg.SpillDir,
+		StageLogger: func(stage string) *slog.Logger {
+			var next slog.Handler
+			if hooks.Logger != nil {
+				next = hooks.Logger.Handler()
+			}
+			return slog.New(&logHandler{st: st, stage: stage, next: next})
+		},
+		Progress: hooks.Progress,
+		Execute:  r.cfg.Execute,
+		Done: func(stage string, attempt int, res jobs.Result, err error) {
+			st.done(stage, res)
+			if hooks.Done != nil {
+				hooks.Done(stage, attempt, res, err)
+			}
+		},
+	}
+	if r.cfg.Consumers != nil {
+		rt.Consumers = r.cfg.Consumers()
+	}
+	g, err := r.cfg.Compile(spec, rt)
+	if err != nil {
+		return nil, err
+	}
+	if stages := st.rec.Trigger.Stages; len(stages) > 0 {
+		if g, err = g.Subgraph(stages...); err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", spec.Name, err)
+		}
+	}
+	nodes := make([]dag.Node, 0, g.Len())
+	for _, name := range g.Names() {
+		n, _ := g.Node(name)
+		task := n.Task
+		n.Task = dag.TaskFunc(func(ctx context.Context, attempt int) error {
+			if r.cfg.Limiter != nil {
+				release, err := r.cfg.Limiter.Acquire(ctx, spec.Name)
+				if err != nil {
+					return err
+				}
+				defer release()
+			}
+			st.mu.Lock()
+			st.logLine(name, r.now(), "attempt %d started", attempt)
+			st.mu.Unlock()
+			actx, cancel := context.WithCancelCause(st.hard)
+			defer cancel(nil)
+			if dl, ok := ctx.Deadline(); ok {
+				var c context.CancelFunc
+				actx, c = context.WithDeadline(actx, dl)
+				defer c()
+			}
+			err := task.Run(actx, attempt)
+			st.mu.Lock()
+			if err != nil {
+				st.logLine(name, r.now(), "attempt %d failed: %v", attempt, err)
+			} else {
+				st.logLine(name, r.now(), "attempt %d succeeded", attempt)
+			}
+			st.mu.Unlock()
+			return err
+		})
+		nodes = append(nodes, n)
+	}
+	return dag.New(nodes)
+}
+
+// event applies a stage state change to the record.
+func (st *runState) event(ev dag.Event) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := st.rec.Stage(ev.Node)
+	if s == nil {
+		return
+	}
+	t := ev.Time.UTC()
+	endAttempt := func() {
+		if n := len(s.Attempts); n > 0 && s.Attempts[n-1].End.IsZero() {
+			s.Attempts[n-1].End = t
+			if ev.Err != nil {
+				s.Attempts[n-1].Error = ev.Err.Error()
+			}
+		}
+	}
+	switch ev.State {
+	case dag.Running:
+		s.Status = Running
+		if s.Start.IsZero() {
+			s.Start = t
+		}
+		s.Attempts = append(s.Attempts, Attempt{N: ev.Attempt, Start: t})
+	case dag.Retrying:
+		endAttempt()
+	default: // terminal
+		endAttempt()
+		s.Status, s.End = Status(ev.State), t
+		if ev.Err != nil {
+			s.Error = ev.Err.Error()
+		}
+		if ev.Attempt == 0 && ev.Err != nil { // it never ran: its attempts logged nothing
+			st.logLine(s.Name, t, "%s: %v", ev.State, ev.Err)
+		}
+	}
+}
+
+// done records an attempt's result (the last one is the stage's).
+func (st *runState) done(stage string, res jobs.Result) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s := st.rec.Stage(stage)
+	if s == nil {
+		return
+	}
+	s.RowsIn, s.RowsOut, s.RowsSkipped = res.RowsRead, res.RowsWritten, res.RowsSkipped
+	s.Conflicts += res.Conflicts
+	s.VersionsRead, s.VersionsWritten, s.ChangesRead = nil, nil, nil
+	for _, v := range res.VersionsRead {
+		s.VersionsRead = append(s.VersionsRead, TableVersion{Table: v.Table, Version: v.Version})
+	}
+	for _, v := range res.VersionsWritten {
+		s.VersionsWritten = append(s.VersionsWritten, TableVersion{Table: v.Table, Version: v.Version})
+	}
+	for _, c := range res.ChangesRead {
+		s.ChangesRead = append(s.ChangesRead, ChangeRange{Table: c.Table, After: c.After, Through: c.Through})
+	}
+	s.Notes = append([]string(nil), res.Notes...)
+	s.Engine, s.Operations = res.Engine, nil
+	for _, op := range res.Operations {
+		s.Operations = append(s.Operations, Operation{SQL: op.SQL, SessionID: op.SessionID, OperationID: op.OperationID, Table: op.Table, Version: op.Version, Metrics: op.Metrics})
+	}
+}
