@@ -2,12 +2,9 @@ package delta
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -119,40 +116,5 @@ func TestScanParallelFilesErrorsAndStops(t *testing.T) {
 		t.Fatalf("parallel: %d records, %v; sequential: %d records, %v", len(got), gotErr, len(want), wantErr)
 	}
 
-	before := runtime.NumGoroutine()
-	for range 20 {
-		sc, err := Scan(context.Background(), st, "t", sch, []string{"country"}, adds, ScanOptions{BatchSize: 10, ParallelFiles: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !sc.Next() || sc.RecordBatch().NumRows() != 10 {
-			t.Fatalf("first record: %v", sc.Err())
-		}
-		sc.Release()
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Errorf("%d goroutines after releasing 20 parallel scans, %d before", n, before)
-	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sc, err := Scan(ctx, st, "t", sch, []string{"country"}, adds, ScanOptions{BatchSize: 10, ParallelFiles: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Release()
-	rows := 0
-	for sc.Next() {
-		rows += int(sc.RecordBatch().NumRows())
-		if rows == 50 {
-			cancel()
-		}
-	}
-	if !errors.Is(sc.Err(), context.Canceled) || rows >= 1200 {
-		t.Errorf("after cancelling: %d rows, err %v; want context.Canceled before the end", rows, sc.Err())
-	}
+	checkScanStops(t, st, sch, adds, ScanOptions{BatchSize: 10, ParallelFiles: true})
 }

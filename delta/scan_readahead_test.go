@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -47,9 +48,16 @@ func TestScanReadAheadSameRecords(t *testing.T) {
 // with the context's error.
 func TestScanReadAheadStops(t *testing.T) {
 	st, sch, adds, _ := pruneTable(t)
+	checkScanStops(t, st, sch, adds, ScanOptions{BatchSize: 10, ReadAhead: true})
+}
+
+// checkScanStops checks that releasing 20 scans made with opts leaves no goroutine
+// behind, and that a cancelled context ends a scan with the context's error.
+func checkScanStops(t *testing.T, st objectstore.Store, sch *StructType, adds []*Add, opts ScanOptions) {
+	t.Helper()
 	before := runtime.NumGoroutine()
 	for range 20 {
-		sc, err := Scan(context.Background(), st, "t", sch, []string{"country"}, adds, ScanOptions{BatchSize: 10, ReadAhead: true})
+		sc, err := Scan(context.Background(), st, "t", sch, []string{"country"}, adds, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,12 +71,12 @@ func TestScanReadAheadStops(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := runtime.NumGoroutine(); n > before {
-		t.Errorf("%d goroutines after releasing 20 scans that read ahead, %d before", n, before)
+		t.Errorf("%d goroutines after releasing 20 scans (%+v), %d before", n, opts, before)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sc, err := Scan(ctx, st, "t", sch, []string{"country"}, adds, ScanOptions{BatchSize: 10, ReadAhead: true})
+	sc, err := Scan(ctx, st, "t", sch, []string{"country"}, adds, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
