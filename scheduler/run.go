@@ -295,9 +295,6 @@ func (r *Runner) Finish(ctx context.Context, id string, status Status, reason st
 		return nil, fmt.Errorf("run %s is not in charge here", id)
 	}
 	defer r.release(id)
-	if st.snapshot().Seq == 0 {
-		st.index()
-	}
 	st.mu.Lock()
 	st.rec.Status, st.rec.Reason, st.rec.End = status, reason, r.now().UTC()
 	for i := range st.rec.Stages {

@@ -79,7 +79,16 @@ func (st *runState) save(ctx context.Context) error {
 		st.rec.Stage(l.stage).LogObject = key
 		st.mu.Unlock()
 	}
-	err := st.store.Save(wctx, rec)
+	var err error
+	if rec.Seq == 0 { // a claimed record's first save gives it its index entry
+		if err = st.store.Index(wctx, rec); err == nil {
+			st.mu.Lock()
+			st.rec.Seq = rec.Seq
+			st.mu.Unlock()
+		}
+	} else {
+		err = st.store.Save(wctx, rec)
+	}
 	if st.r.cfg.OnChange != nil {
 		st.r.cfg.OnChange(rec)
 	}
@@ -88,22 +97,6 @@ func (st *runState) save(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// index gives a claimed record its index entry.
-func (st *runState) index() {
-	st.mu.Lock()
-	rec := cloneRecord(st.rec)
-	st.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(st.hard), time.Minute)
-	defer cancel()
-	if err := st.store.Index(ctx, rec); err != nil {
-		st.r.log.Warn("index a run", "run", rec.ID, "err", err)
-		return
-	}
-	st.mu.Lock()
-	st.rec.Seq = rec.Seq
-	st.mu.Unlock()
 }
 
 func (st *runState) beat(ctx context.Context) {
@@ -142,11 +135,7 @@ func (st *runState) execute(hooks Hooks) error {
 	rec := st.rec
 	rec.Status, rec.Start = Running, r.now().UTC()
 	rec.Heartbeat = r.heartbeat(rec.Start)
-	indexed := rec.Seq > 0
 	st.mu.Unlock()
-	if !indexed {
-		st.index()
-	}
 
 	fail := func(err error) error {
 		st.mu.Lock()

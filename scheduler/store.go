@@ -180,8 +180,8 @@ func (s *Store) Create(ctx context.Context, r *Record) error {
 // Claim stores a new record, claiming its id: of several creators of one id exactly one
 // succeeds, the others get an error wrapping objectstore.ErrExist and change nothing the
 // winner wrote. It is the one write a scheduled slot needs before its run starts; the
-// record has no index entry (Seq 0) until Index gives it one, which the run does as it
-// starts (and whoever finds it interrupted, if it never did).
+// record has no index entry (Seq 0) until Index gives it one, which the run's first save
+// does as it starts (and whoever finds it interrupted, if it never did).
 func (s *Store) Claim(ctx context.Context, r *Record) error {
 	key, err := recordKey(r.ID)
 	if err != nil {
@@ -357,6 +357,9 @@ func (s *Store) appendEntry(ctx context.Context, r *Record) (int64, error) {
 		}
 		s.mu.Lock()
 		s.seqs[r.Pipeline] = max(s.seqs[r.Pipeline], seq)
+		if r.Status.Active() {
+			s.entries[r.ID] = e // Save need not write it again
+		}
 		s.mu.Unlock()
 		if seq%hintEvery == 0 {
 			_ = s.putJSON(ctx, stateKey(r.Pipeline, "index-hint"), map[string]int64{"seq": seq}, false)

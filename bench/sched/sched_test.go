@@ -149,6 +149,7 @@ func serve1000(b *testing.B, fsw, records objectstore.Store) {
 		boundary = append(boundary, time.Since(start))
 		b.Logf("boundary tick: %s, %d writes of records", time.Since(start), wh.n.Load()-w0)
 		sched.Wait()
+		b.Logf("runs done: %d writes of records in all", wh.n.Load()-w0)
 		for k := range 3 { // seconds with nothing due
 			c.waitTick()
 			start := time.Now()
