@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -174,7 +175,7 @@ func checkSize(key string, got, want int64) error {
 
 // parquetFrom opens the Parquet file in src (key names it in errors) for Arrow reads.
 func parquetFrom(src source, key string, mem memory.Allocator) (*pqarrow.FileReader, func(), error) {
-	props := parquet.NewReaderProperties(mem)
+	props := parquet.NewReaderProperties(pqfile.PageBuffers) // the pages; arrays come from mem
 	props.BufferedStreamEnabled = src.buffered
 	pf, err := file.NewParquetReader(src.ReaderAtSeeker, file.WithReadProps(props))
 	if err != nil {

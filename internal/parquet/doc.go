@@ -5,7 +5,9 @@
 //     its own goroutine. Flat string and binary columns in PLAIN or dictionary pages are
 //     decoded straight into Arrow buffers (byteArrayReader, strings.go); flat INT96
 //     timestamps, Spark's default, are read as microseconds (Int96Reader, int96.go), so a
-//     9999-12-31 end date reads; everything else goes through pqarrow.
+//     9999-12-31 end date reads; everything else goes through pqarrow. A reader's
+//     page buffers come from PageBuffers (pagebuf.go), which hands a freed one to the
+//     next column chunk instead of clearing new memory.
 //   - Writing: FlatWriter writes a schema without nested columns. Columns of the common
 //     types (strings, binary, longs, ints, dates, timestamps, decimals stored as longs)
 //     are encoded by a chunkWriter (chunk.go, chunk_dict.go, rle.go) straight from the
@@ -29,6 +31,8 @@
 //     to plain pages a chunk's page encoding counts are listed in map order, and arrow-go
 //     leaves whatever its pooled buffers held in the padding bits of a boolean page's
 //     last byte (TestChunkWritersMatchPqarrow, TestOwnDictionaryMatchesPqarrow).
+//   - PageBuffers' memory is never in an array a reader returns: arrays are built from
+//     the caller's allocator, and a page buffer is written before it is read.
 //   - Decoding a footer and encoding it again gives the same bytes. A splice copies a
 //     chunk's byte range only when CheckChunks found every chunk inside the file and the
 //     chunks of each row group contiguous, so a range is exactly one chunk's pages; the

@@ -44,7 +44,8 @@ func newParquetSource(ctx context.Context, r io.Reader, fileName string, opts *O
 	if !ok {
 		return nil, fmt.Errorf("decode %s: parquet needs an io.ReaderAt and io.Seeker, got %T", fileName, r)
 	}
-	pf, err := file.NewParquetReader(ra, file.WithReadProps(parquet.NewReaderProperties(opts.Mem)))
+	// The reader's pages come from PageBuffers; the arrays it returns, from opts.Mem.
+	pf, err := file.NewParquetReader(ra, file.WithReadProps(parquet.NewReaderProperties(pqfile.PageBuffers)))
 	if err != nil {
 		return nil, fmt.Errorf("decode %s: %w", fileName, err)
 	}
