@@ -357,9 +357,7 @@ func (s *Store) appendEntry(ctx context.Context, r *Record) (int64, error) {
 		}
 		s.mu.Lock()
 		s.seqs[r.Pipeline] = max(s.seqs[r.Pipeline], seq)
-		if r.Status.Active() {
-			s.entries[r.ID] = e // Save need not write it again
-		}
+		s.entries[r.ID] = e // Index's Save need not write it again
 		s.mu.Unlock()
 		if seq%hintEvery == 0 {
 			_ = s.putJSON(ctx, stateKey(r.Pipeline, "index-hint"), map[string]int64{"seq": seq}, false)
