@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/dag"
 	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 )
 
@@ -183,5 +186,47 @@ func TestPrune(t *testing.T) {
 	n, err = e.store.Prune(ctx, "p", pipelines.History{KeepDays: 1}, at(t0).Add(24*time.Hour+7*time.Hour+time.Minute))
 	if err != nil || n != 2 {
 		t.Errorf("pruned by age: %d (%v), want runs 7 and 8 (older than a day), not the active one", n, err)
+	}
+}
+
+// failOnce fails the first Put of a key under prefix.
+type failOnce struct {
+	objectstore.Store
+	prefix string
+	mu     sync.Mutex
+	failed bool
+}
+
+func (f *failOnce) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	f.mu.Lock()
+	fail := !f.failed && strings.HasPrefix(key, f.prefix)
+	f.failed = f.failed || fail
+	f.mu.Unlock()
+	if fail {
+		return errors.New("the disk hiccuped")
+	}
+	return f.Store.Put(ctx, key, r, size)
+}
+
+// TestIndexedOnceWhenTheFirstSaveFails: a scheduled slot's run is claimed without an
+// index entry and gets one at its first save; when the record's write then fails, the
+// next save keeps that entry rather than claiming a second one, so the run is listed
+// once, with its end.
+func TestIndexedOnceWhenTheFirstSaveFails(t *testing.T) {
+	wh := &failOnce{Store: mem.New(mem.Config{}), prefix: runsDir}
+	e := newEnv(t, at(t0), wh, "A")
+	e.load(t, parseSpec(t, fmt.Sprintf(testPipeline, "")))
+	e.tickAt(at(t0)) // first load: the slots from now on are the pipeline's
+	e.tickAt(hour(1))
+	e.waitStatus(t, slot(1), Succeeded)
+	if !wh.failed {
+		t.Fatal("no record write failed: the test checks nothing")
+	}
+	entries, err := e.store.List(context.Background(), "p", 10, nil)
+	if err != nil || len(entries) != 1 || entries[0].ID != slot(1) || entries[0].Seq != 1 || entries[0].Status != Succeeded {
+		t.Errorf("index %+v (%v), want the slot's run once, succeeded", entries, err)
+	}
+	if got := e.record(t, slot(1)); got.Seq != 1 {
+		t.Errorf("stored record: seq %d, want 1", got.Seq)
 	}
 }

@@ -81,7 +81,8 @@ func (st *runState) save(ctx context.Context) error {
 	}
 	var err error
 	if rec.Seq == 0 { // a claimed record's first save gives it its index entry
-		if err = st.store.Index(wctx, rec); err == nil {
+		err = st.store.Index(wctx, rec)
+		if rec.Seq > 0 { // the entry is claimed even if the record's write failed
 			st.mu.Lock()
 			st.rec.Seq = rec.Seq
 			st.mu.Unlock()
