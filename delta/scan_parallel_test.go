@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
 // scanRecords runs a scan and returns each record's rows (JSON lines, in order) with
@@ -117,4 +119,53 @@ func TestScanParallelFilesErrorsAndStops(t *testing.T) {
 	}
 
 	checkScanStops(t, st, sch, adds, ScanOptions{BatchSize: 10, ParallelFiles: true})
+}
+
+// The records a scan returns stay intact after it has read other files: their arrays
+// never share memory with the readers' pooled page buffers, which the next column
+// chunks, of this scan or another, write over.
+func TestScanRecordsOutliveTheirPages(t *testing.T) {
+	defer pqfile.PoisonPageBuffers()()
+	st, sch, adds, _ := pruneTable(t)
+	scan := func(par bool) *Scanner {
+		sc, err := Scan(context.Background(), st, "t", sch, []string{"country"}, adds, ScanOptions{BatchSize: 64, ParallelFiles: par})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	var want []string
+	recs, _, err := scanRecords(t, scan(false)) // each record rendered as it comes
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("scan: %d records, %v", len(recs), err)
+	}
+	for _, r := range recs {
+		want = append(want, r[strings.IndexByte(r, ' ')+1:])
+	}
+	for _, par := range []bool{false, true} {
+		sc := scan(par)
+		var kept []arrow.RecordBatch
+		for sc.Next() {
+			r := sc.RecordBatch()
+			r.Retain()
+			kept = append(kept, r)
+		}
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+		sc.Release()
+		for range 2 { // the pooled page buffers are handed out again and overwritten
+			if _, _, err := scanRecords(t, scan(true)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for _, r := range kept {
+			got = append(got, strings.Join(rowSet(t, []arrow.RecordBatch{r}), ";"))
+			r.Release()
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("parallel %v: records kept across the later reads changed; first difference:\n%s", par, firstDifference(got, want))
+		}
+	}
 }

@@ -3,6 +3,7 @@ package parquet
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
@@ -26,6 +27,16 @@ const (
 
 type pagePool struct {
 	classes [maxPooledShift - minPooledShift + 1]sync.Pool // of *[]byte, cap 1<<shift
+	poison  atomic.Bool                                    // PoisonPageBuffers
+}
+
+// PoisonPageBuffers makes PageBuffers fill every buffer it takes back with 0xA5 bytes,
+// so that memory still in use after Free shows as garbage at once; the returned func
+// turns it off. For tests.
+func PoisonPageBuffers() (off func()) {
+	p := PageBuffers.(*pagePool)
+	p.poison.Store(true)
+	return func() { p.poison.Store(false) }
 }
 
 // class returns the class index of a buffer of size bytes, or -1 when it is not pooled.
@@ -67,5 +78,10 @@ func (p *pagePool) Free(b []byte) {
 		return // not one of ours: the garbage collector takes it
 	}
 	b = b[:cap(b)]
+	if p.poison.Load() {
+		for i := range b {
+			b[i] = 0xa5
+		}
+	}
 	p.classes[c].Put(&b)
 }

@@ -38,3 +38,23 @@ func TestPageBuffersReuseByClass(t *testing.T) {
 	p.Free(make([]byte, 5000)) // cap 5000 is no class size
 	var _ memory.Allocator = PageBuffers
 }
+
+func TestPoisonPageBuffers(t *testing.T) {
+	off := PoisonPageBuffers()
+	defer off()
+	p := PageBuffers.(*pagePool)
+	for range 10 { // sync.Pool may drop a buffer (under -race, one in four): try again
+		b := p.Allocate(5000)
+		for i := range b {
+			b[i] = 1
+		}
+		p.Free(b)
+		if again := p.Allocate(5000); cap(again) == cap(b) && &again[0] == &b[0] {
+			if again[0] != 0xa5 || again[4999] != 0xa5 {
+				t.Fatalf("a freed buffer came back with %x…%x, want 0xa5 throughout", again[0], again[4999])
+			}
+			return
+		}
+	}
+	t.Fatal("no freed buffer came back in 10 tries") // sync.Pool drops some, never all
+}
