@@ -144,16 +144,11 @@ func TestScanRecordsOutliveTheirPages(t *testing.T) {
 	}
 	for _, par := range []bool{false, true} {
 		sc := scan(par)
-		var kept []arrow.RecordBatch
-		for sc.Next() {
-			r := sc.RecordBatch()
-			r.Retain()
-			kept = append(kept, r)
-		}
-		if err := sc.Err(); err != nil {
+		kept, err := ReadAll(sc)
+		sc.Release()
+		if err != nil {
 			t.Fatal(err)
 		}
-		sc.Release()
 		for range 2 { // the pooled page buffers are handed out again and overwritten
 			if _, _, err := scanRecords(t, scan(true)); err != nil {
 				t.Fatal(err)

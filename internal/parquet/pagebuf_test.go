@@ -21,8 +21,8 @@ func TestPageBuffersReuseByClass(t *testing.T) {
 	}
 	b[0] = 7
 	p.Free(b)
-	// A freed buffer comes back for any size of its class (sync.Pool may drop it, so
-	// only a reuse is checked, never required).
+	// Any size of a class gets the class's capacity, a freed buffer or a new one
+	// (TestPoisonPageBuffers shows a freed one coming back).
 	if again := p.Allocate(6000); cap(again) != 8192 || len(again) != 6000 {
 		t.Fatalf("Allocate(6000) after Free: len %d cap %d", len(again), cap(again))
 	}
