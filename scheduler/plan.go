@@ -327,6 +327,7 @@ func (s *Scheduler) pump(ps *pipeState) {
 		id := ps.queue[0]
 		ps.queue = ps.queue[1:]
 		ps.running[id] = true
+		s.runner.dispatched(id)
 		s.wg.Go(func() {
 			if _, err := s.runner.Execute(s.base, id, Hooks{}); err != nil {
 				s.log.Info("run ended", "run", id, "err", err)

@@ -355,6 +355,17 @@ func (r *Runner) Heartbeat(ctx context.Context) {
 	}
 }
 
+// dispatched marks a run in charge here running from now: its Start is the moment a
+// scheduler started it, as Airflow's run start_date is, not when Execute's goroutine got
+// to it. The record says so at its next save.
+func (r *Runner) dispatched(id string) {
+	if st := r.state(id); st != nil {
+		st.mu.Lock()
+		st.start(r.now())
+		st.mu.Unlock()
+	}
+}
+
 // Execute runs a record this runner has in charge (Create, Adopt) and returns it ended.
 func (r *Runner) Execute(ctx context.Context, id string, hooks Hooks) (*Record, error) {
 	st := r.state(id)

@@ -230,3 +230,39 @@ func TestIndexedOnceWhenTheFirstSaveFails(t *testing.T) {
 		t.Errorf("stored record: seq %d, want 1", got.Seq)
 	}
 }
+
+// A scheduled run starts when the scheduler dispatches it, as Airflow's run start_date
+// does: its Start is that instant even when its goroutine gets to it later, while its
+// stages' attempts say when each began.
+func TestStartIsWhenDispatched(t *testing.T) {
+	e := newEnv(t, at(t0), nil, "A")
+	spec := parseSpec(t, fmt.Sprintf(testPipeline, ""))
+	ctx := context.Background()
+	st, err := e.runner.Store(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.runner.Prepare(spec, Trigger{Kind: Scheduled, Slot: at(t0)}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.runner.claim(ctx, spec, st, rec); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set(at(t0).Add(time.Second))
+	e.runner.dispatched(rec.ID)
+	e.clock.Set(at(t0).Add(3 * time.Second)) // the run's goroutine is late
+	done, err := e.runner.Execute(ctx, rec.ID, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := e.record(t, rec.ID)
+	for _, r := range []*Record{done, stored} {
+		if !r.Start.Equal(at(t0).Add(time.Second)) || r.Status != Succeeded {
+			t.Errorf("run start %v status %s, want %v (dispatched), succeeded", r.Start, r.Status, at(t0).Add(time.Second))
+		}
+		if a := r.Stages[0].Attempts; len(a) != 1 || !a[0].Start.Equal(at(t0).Add(3*time.Second)) {
+			t.Errorf("first stage's attempts %+v, want one started at %v", a, at(t0).Add(3*time.Second))
+		}
+	}
+}

@@ -129,13 +129,20 @@ func describeHeartbeat(h *Heartbeat) string {
 	return fmt.Sprintf("%s pid %d", h.Host, h.PID)
 }
 
+// start marks the record running from now (st.mu held).
+func (st *runState) start(now time.Time) {
+	st.rec.Status, st.rec.Start = Running, now.UTC()
+	st.rec.Heartbeat = st.r.heartbeat(now)
+}
+
 // execute runs the graph and keeps the record up to date.
 func (st *runState) execute(hooks Hooks) error {
 	r := st.r
 	st.mu.Lock()
 	rec := st.rec
-	rec.Status, rec.Start = Running, r.now().UTC()
-	rec.Heartbeat = r.heartbeat(rec.Start)
+	if rec.Status != Running { // not started by a scheduler's dispatch (Runner.dispatched)
+		st.start(r.now())
+	}
 	st.mu.Unlock()
 
 	fail := func(err error) error {
