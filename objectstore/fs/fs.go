@@ -226,7 +226,11 @@ func (s *Store) write(ctx context.Context, op, key string, r io.Reader, size int
 	if size >= 0 {
 		src = io.LimitReader(src, size+1) // one byte more reveals a reader longer than size
 	}
-	n, err := io.Copy(tmp, src)
+	dst := io.Writer(tmp)
+	if !s.noSync {
+		dst = &writeback{f: tmp}
+	}
+	n, err := io.Copy(dst, src)
 	if err != nil {
 		return fmt.Errorf("fs %s %q: read: %w", op, key, err)
 	}
@@ -269,6 +273,26 @@ func (s *Store) write(ctx context.Context, op, key string, r io.Reader, size int
 		return fmt.Errorf("fs %s %q: %w", op, key, err)
 	}
 	return nil
+}
+
+// writeback writes a file that will be synced, starting the disk's writes every
+// writebackEvery bytes: a large file then goes to disk while it is written instead of all
+// at its fsync, which the writer would wait for with its cores idle.
+type writeback struct {
+	f              *os.File
+	written, asked int64
+}
+
+const writebackEvery = 8 << 20
+
+func (w *writeback) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.written += int64(n)
+	if w.written-w.asked >= writebackEvery {
+		startWriteback(w.f, w.asked, w.written-w.asked)
+		w.asked = w.written
+	}
+	return n, err
 }
 
 // createTemp creates dir as needed and an exclusive temporary file in it. It retries

@@ -248,3 +248,37 @@ func TestOpenReaderAt(t *testing.T) {
 		t.Error("OpenReaderAt(../escape): no error")
 	}
 }
+
+// A file written in many steps (the disk's writes started along the way) reads back
+// whole, of unknown size as a streamed upload is and of known size.
+func TestLargeFileWrittenInSteps(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	want := make([]byte, 20<<20+12345)
+	for i := range want {
+		want[i] = byte(i*7 + i>>13)
+	}
+	for _, size := range []int64{-1, int64(len(want))} {
+		pr, pw := io.Pipe()
+		go func() {
+			for b := want; len(b) > 0; {
+				n := min(len(b), 100_000)
+				pw.Write(b[:n])
+				b = b[n:]
+			}
+			pw.Close()
+		}()
+		if err := s.Put(ctx, "big/file.bin", pr, size); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Get(ctx, "big/file.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("size %d: read %d bytes (%v), want the %d written", size, len(got), err, len(want))
+		}
+	}
+}
