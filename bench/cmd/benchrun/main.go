@@ -195,11 +195,54 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 		stop := sampleHeap(filepath.Join(dir, args[0]+".heap.pprof"))
 		defer stop()
 	}
+	// BENCHRUN_CPULOG=dir writes dir/<case>.cpu.tsv: the cores the process used in each
+	// 100 ms, to see when a case leaves a core idle.
+	if dir := os.Getenv("BENCHRUN_CPULOG"); dir != "" {
+		stop, err := logCPU(filepath.Join(dir, args[0]+".cpu.tsv"))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	m, err := w(ctx, args[1:])
 	if err != nil {
 		return fmt.Errorf("%s: %w", args[0], err)
 	}
 	return json.NewEncoder(stdout).Encode(m)
+}
+
+// logCPU writes, every 100 ms until stop, the time since it began and the cores the
+// process used since the last line (user and system CPU time over wall time).
+func logCPU(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		start, last, lastCPU := time.Now(), time.Now(), cpu()
+		fmt.Fprintln(f, "ms\tcores")
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				c := cpu()
+				fmt.Fprintf(f, "%d\t%.2f\n", now.Sub(start).Milliseconds(), float64(c-lastCPU)/float64(now.Sub(last)))
+				last, lastCPU = now, c
+			}
+		}
+	}()
+	return func() { close(done); <-finished; f.Close() }, nil
 }
 
 // sampleHeap keeps the heap profile of the moment the heap in use was largest, checking
