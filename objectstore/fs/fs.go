@@ -227,10 +227,13 @@ func (s *Store) write(ctx context.Context, op, key string, r io.Reader, size int
 		src = io.LimitReader(src, size+1) // one byte more reveals a reader longer than size
 	}
 	dst := io.Writer(tmp)
+	var wb *writeback
 	if !s.noSync {
-		dst = &writeback{f: tmp}
+		wb = &writeback{f: tmp}
+		dst = wb
 	}
 	n, err := io.Copy(dst, src)
+	wb.wait()
 	if err != nil {
 		return fmt.Errorf("fs %s %q: read: %w", op, key, err)
 	}
@@ -275,24 +278,49 @@ func (s *Store) write(ctx context.Context, op, key string, r io.Reader, size int
 	return nil
 }
 
-// writeback writes a file that will be synced, starting the disk's writes every
-// writebackEvery bytes: a large file then goes to disk while it is written instead of all
-// at its fsync, which the writer would wait for with its cores idle.
+// writeback writes a file that will be synced, syncing it every writebackEvery bytes on
+// a goroutine of its own: a large file then goes to disk while it is written instead of
+// all at its fsync, which the writer would wait for with its cores idle (on a VM's disk
+// an fsync of 128 MiB took 0.4 s). wait ends the goroutine before the file's own fsync.
 type writeback struct {
-	f              *os.File
-	written, asked int64
+	f        *os.File
+	written  int64
+	asked    int64
+	requests chan struct{}
+	done     chan struct{}
 }
 
-const writebackEvery = 8 << 20
+const writebackEvery = 16 << 20
 
 func (w *writeback) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	w.written += int64(n)
 	if w.written-w.asked >= writebackEvery {
-		startWriteback(w.f, w.asked, w.written-w.asked)
+		if w.requests == nil {
+			w.requests, w.done = make(chan struct{}, 1), make(chan struct{})
+			go func() {
+				defer close(w.done)
+				for range w.requests {
+					_ = w.f.Sync() // the file's own fsync at the end reports an error
+				}
+			}()
+		}
+		select {
+		case w.requests <- struct{}{}:
+		default: // one is waiting already; it syncs what is written by then
+		}
 		w.asked = w.written
 	}
 	return n, err
+}
+
+// wait ends the syncs along the way (nil: there are none).
+func (w *writeback) wait() {
+	if w != nil && w.requests != nil {
+		close(w.requests)
+		<-w.done
+		w.requests = nil
+	}
 }
 
 // createTemp creates dir as needed and an exclusive temporary file in it. It retries
