@@ -41,23 +41,44 @@ func (s *Scheduler) planStore(ctx context.Context, st *Store, now time.Time) {
 		s.marks[st] = m
 		s.mu.Unlock()
 	}
-	// Pipelines are independent: their slots are recorded in parallel, so that a
-	// thousand pipelines due at one instant all start within the second.
+	// Pipelines are independent: they are planned, then their slots recorded, in
+	// parallel, so that a thousand pipelines due at one instant all start within the
+	// second.
+	began := time.Now()
+	plans := make([]pipePlan, len(todo))
 	var g errgroup.Group
 	g.SetLimit(planParallel)
-	for _, ps := range todo {
+	for i, ps := range todo {
 		g.Go(func() error {
-			if err := s.plan(ctx, ps, now); err != nil {
+			p, err := s.plan(ctx, ps, now)
+			if err != nil {
 				s.log.Warn("plan slots", "pipeline", ps.spec.Name, "err", err)
 			}
+			plans[i] = p
 			return nil
 		})
 	}
 	g.Wait()
+	planned := time.Now()
+	slots := 0
+	for _, p := range plans {
+		if len(p.acts) > 0 || !p.last.IsZero() {
+			slots += len(p.acts)
+			g.Go(func() error {
+				s.record(ctx, p)
+				return nil
+			})
+		}
+	}
+	g.Wait()
+	recorded := time.Now()
 	// Runs start once every due slot is claimed, so that their writes do not hold up the
 	// claims of the others.
 	for _, ps := range todo {
 		s.pump(ps)
+	}
+	if s.cfg.OnTick != nil {
+		s.cfg.OnTick(TickTimes{Plan: planned.Sub(began), Record: recorded.Sub(planned), Dispatch: time.Since(recorded), Slots: slots})
 	}
 	// The watermarks move once the slots up to them have their records.
 	s.mu.Lock()
@@ -86,21 +107,42 @@ type slotItem struct {
 	rerun *Record
 }
 
-// plan handles the pipeline's slots due by now, oldest first: each ends in a record, run
-// or skipped with its reason, and the watermark moves past them.
-func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) error {
+// slotAct is what the planner decided for a slot: run it (a new run under the overlap
+// policy, or an interrupted run's next attempt), or record it skipped with its reason
+// (through, when set, ends a range of n slots).
+type slotAct struct {
+	trig    Trigger
+	rerun   *Record
+	run     bool
+	reason  string
+	through time.Time
+	n       int
+}
+
+// pipePlan is what the planner decided for one pipeline at one tick.
+type pipePlan struct {
+	ps   *pipeState
+	acts []slotAct
+	last time.Time // the last due slot, the watermark once acts are recorded; zero: none
+}
+
+// plan decides on the pipeline's slots due by now, oldest first: each is to end in a
+// record, run or skipped with its reason. It writes nothing but, the first time, what
+// loadSchedule does; record carries the plan out.
+func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) (pipePlan, error) {
+	p := pipePlan{ps: ps}
 	s.mu.Lock()
 	spec, st, loaded, wm := ps.spec, ps.store, ps.loaded, ps.watermark
 	reruns := ps.reruns
 	ps.reruns = nil
 	s.mu.Unlock()
 	if spec.Cron == nil {
-		return nil
+		return p, nil
 	}
 	if !loaded {
 		w, err := s.loadSchedule(ctx, ps, spec, st, now)
 		if err != nil {
-			return err
+			return p, err
 		}
 		wm = w
 	}
@@ -111,9 +153,7 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) erro
 	windowStart := now.Add(-spec.CatchupWindow)
 	from := wm
 	if from.Before(windowStart) {
-		if err := s.skipOld(ctx, ps, sched, from, windowStart); err != nil {
-			return err
-		}
+		p.acts = s.skipOld(ps, sched, from, windowStart)
 		from = windowStart
 	}
 	due, more := sched.Between(from, now, maxSlotsPerTick)
@@ -138,26 +178,38 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) erro
 		}
 		if it.rerun == nil {
 			s.slotEvent(spec.Name, it.slot, now, !onTime, !run)
+		} else if !run {
+			continue // it stays interrupted
 		}
-		switch {
-		case it.rerun != nil && run:
-			s.rerun(ctx, ps, it.rerun)
-		case it.rerun != nil: // it stays interrupted
-		case run:
-			s.dispatch(ctx, ps, Trigger{Kind: kind, Slot: it.slot})
-		default:
-			s.skip(ctx, ps, it.slot, reason, time.Time{}, 0)
-		}
+		p.acts = append(p.acts, slotAct{trig: Trigger{Kind: kind, Slot: it.slot}, rerun: it.rerun, run: run, reason: reason})
 	}
 	if len(due) > 0 {
-		last := due[len(due)-1]
+		p.last = due[len(due)-1]
+	}
+	return p, nil
+}
+
+// record carries out a pipeline's plan, in slot order, and moves its watermark past the
+// slots planned.
+func (s *Scheduler) record(ctx context.Context, p pipePlan) {
+	ps := p.ps
+	for _, a := range p.acts {
+		switch {
+		case a.rerun != nil:
+			s.rerun(ctx, ps, a.rerun)
+		case a.run:
+			s.dispatch(ctx, ps, a.trig)
+		default:
+			s.skip(ctx, ps, a.trig.Slot, a.reason, a.through, a.n)
+		}
+	}
+	if !p.last.IsZero() {
 		s.mu.Lock()
-		ps.watermark = last
-		m := s.marks[st]
-		m.slot[spec.Name], m.dirty = last, true
+		ps.watermark = p.last
+		m := s.marks[ps.store]
+		m.slot[ps.spec.Name], m.dirty = p.last, true
 		s.mu.Unlock()
 	}
-	return nil
 }
 
 // loadSchedule sets up a pipeline's schedule the first time it is planned: an every
@@ -205,15 +257,16 @@ func slotFate(catchup string, onTime, newest, more bool, last time.Time) (run bo
 	}
 }
 
-// skipOld records the slots in (from, to] as skipped, outside the catch-up window: one
-// record each for the first maxSkipRecords, then one record for the rest.
-func (s *Scheduler) skipOld(ctx context.Context, ps *pipeState, sched *cron.Schedule, from, to time.Time) error {
+// skipOld plans the slots in (from, to] skipped, outside the catch-up window: one record
+// each for the first maxSkipRecords, then one record for the rest.
+func (s *Scheduler) skipOld(ps *pipeState, sched *cron.Schedule, from, to time.Time) []slotAct {
 	window := ps.spec.CatchupWindow
 	reason := fmt.Sprintf("outside catchup_window (%s): the slot was missed while no scheduler ran", window)
 	old, more := sched.Between(from, to, maxSkipRecords)
 	now := s.cfg.Now()
+	var acts []slotAct
 	for _, t := range old {
-		s.skip(ctx, ps, t, reason, time.Time{}, 0)
+		acts = append(acts, slotAct{trig: Trigger{Kind: Scheduled, Slot: t}, reason: reason})
 		s.slotEvent(ps.spec.Name, t, now, true, true)
 	}
 	if more {
@@ -222,10 +275,10 @@ func (s *Scheduler) skipOld(ctx context.Context, ps *pipeState, sched *cron.Sche
 		for t := sched.Next(first); !t.IsZero() && !t.After(to) && n < 10_000_000; t = sched.Next(t) {
 			last, n = t, n+1
 		}
-		s.skip(ctx, ps, first, reason, last, n)
+		acts = append(acts, slotAct{trig: Trigger{Kind: Scheduled, Slot: first}, reason: reason, through: last, n: n})
 		s.slotEvents(ps.spec.Name, first, now, true, true, n)
 	}
-	return nil
+	return acts
 }
 
 // skip records a slot as skipped (through, when set, ends a range of n slots).

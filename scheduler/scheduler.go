@@ -41,6 +41,23 @@ type Config struct {
 	// OnSlot, when set, is told how each due slot was handled (run or skipped, on time
 	// or missed, how late); it must not block (the web's metrics).
 	OnSlot func(SlotEvent)
+	// OnTick, when set, is told how long each pass over a warehouse's pipelines took,
+	// by phase; it must not block (the web's metrics).
+	OnTick func(TickTimes)
+}
+
+// TickTimes is how long one tick's pass over the pipelines of a warehouse took, in real
+// time, by phase.
+type TickTimes struct {
+	// Plan: deciding every pipeline's due slots under its policies (it writes nothing
+	// but a pipeline's first load).
+	Plan time.Duration
+	// Record: writing the slots' records (a claim for a run, a skipped record).
+	Record time.Duration
+	// Dispatch: starting the runs that may start.
+	Dispatch time.Duration
+	// Slots is how many slots were planned.
+	Slots int
 }
 
 // DefaultLate is how late a slot may be handled and still run as scheduled rather than

@@ -21,6 +21,7 @@ type metrics struct {
 	slotLag       *prometheus.HistogramVec
 	missed        *prometheus.CounterVec
 	skipped       *prometheus.CounterVec
+	tick          *prometheus.HistogramVec
 	gauges        *gauges
 }
 
@@ -46,12 +47,15 @@ func newMetrics(o *Observer) *metrics {
 			Help: "Slots that came while no scheduler ran (handled by the catch-up policy), by pipeline."}, []string{"pipeline"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "orchestrator_skipped_slots_total",
 			Help: "Slots recorded as skipped (overlap, catch-up), by pipeline."}, []string{"pipeline"}),
+		tick: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "orchestrator_scheduler_tick_seconds",
+			Help:    "Time of each scheduler pass over a warehouse's pipelines, by phase: plan (deciding the due slots), record (writing their records), dispatch (starting runs).",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}}, []string{"phase"}),
 		gauges: &gauges{o: o},
 	}
 }
 
 func (m *metrics) register(reg *prometheus.Registry) {
-	reg.MustRegister(m.runs, m.stageDuration, m.rowsWritten, m.commits, m.conflicts, m.retries, m.slotLag, m.missed, m.skipped, m.gauges)
+	reg.MustRegister(m.runs, m.stageDuration, m.rowsWritten, m.commits, m.conflicts, m.retries, m.slotLag, m.missed, m.skipped, m.tick, m.gauges)
 }
 
 // stageEnded counts an ended stage.
@@ -82,6 +86,12 @@ func (m *metrics) slotHandled(ev scheduler.SlotEvent) {
 	if ev.Skipped {
 		m.skipped.WithLabelValues(ev.Pipeline).Add(n)
 	}
+}
+
+func (m *metrics) tickDone(t scheduler.TickTimes) {
+	m.tick.WithLabelValues("plan").Observe(t.Plan.Seconds())
+	m.tick.WithLabelValues("record").Observe(t.Record.Seconds())
+	m.tick.WithLabelValues("dispatch").Observe(t.Dispatch.Seconds())
 }
 
 // gauges are read from the scheduler at each scrape.

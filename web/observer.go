@@ -116,6 +116,11 @@ func (o *Observer) SlotHandled(ev scheduler.SlotEvent) {
 	o.m.slotHandled(ev)
 }
 
+// TickDone times a scheduler pass over a warehouse's pipelines.
+func (o *Observer) TickDone(t scheduler.TickTimes) {
+	o.m.tickDone(t)
+}
+
 // subscribe returns a channel woken when run id ("" for any run) changes state, and
 // its cancel function.
 func (o *Observer) subscribe(id string) (<-chan struct{}, func()) {

@@ -14,6 +14,7 @@ func TestMetrics(t *testing.T) {
 	e.twoRuns()
 	e.site.obs.SlotHandled(scheduler.SlotEvent{Pipeline: "shop", Lag: 90 * time.Second, Missed: true, Skipped: true, Count: 3})
 	e.site.obs.SlotHandled(scheduler.SlotEvent{Pipeline: "shop", Lag: 200 * time.Millisecond, Count: 1})
+	e.site.obs.TickDone(scheduler.TickTimes{Plan: 3 * time.Millisecond, Record: 40 * time.Millisecond, Dispatch: time.Millisecond, Slots: 2})
 	_, body := e.do(req{path: "/metrics"})
 	for _, want := range []string{
 		`orchestrator_runs_total{pipeline="shop",status="succeeded"} 2`,
@@ -24,6 +25,9 @@ func TestMetrics(t *testing.T) {
 		`orchestrator_missed_slots_total{pipeline="shop"} 3`,
 		`orchestrator_skipped_slots_total{pipeline="shop"} 3`,
 		`orchestrator_scheduler_lag_seconds_count{pipeline="shop"} 1`,
+		`orchestrator_scheduler_tick_seconds_bucket{phase="plan",le="0.005"} 1`,
+		`orchestrator_scheduler_tick_seconds_bucket{phase="record",le="0.025"} 0`,
+		`orchestrator_scheduler_tick_seconds_bucket{phase="record",le="0.05"} 1`,
 		`orchestrator_pipelines_loaded 2`,
 		`orchestrator_lease_held{warehouse=`,
 		`go_goroutines`,

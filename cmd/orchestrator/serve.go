@@ -166,7 +166,7 @@ func newServeScheduler(e *env, o serveOptions, addr string, logger *slog.Logger,
 	})
 	sched = scheduler.New(scheduler.Config{
 		Runner: runner, Now: e.now, HeartbeatTimeout: o.heartbeatTimeout, LeaseTTL: o.leaseTTL,
-		Addr: addr, Logger: logger, OnSlot: obs.SlotHandled,
+		Addr: addr, Logger: logger, OnSlot: obs.SlotHandled, OnTick: obs.TickDone,
 	})
 	return runner, sched
 }
