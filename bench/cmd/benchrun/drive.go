@@ -199,12 +199,16 @@ func (d *driver) pythonPath(ctx context.Context) (string, error) {
 // engine named "ours..." runs again right after with the baseline build, on the same data
 // (not a one-off run, whose prep is nil).
 func (d *driver) ours(ctx context.Context, caseName, engine string, prep func() error, args ...string) *row {
-	r := d.child(ctx, caseName, engine, prep, append([]string{d.self, "-worker"}, args...))
-	if d.cfg.baseline != "" && strings.HasPrefix(engine, "ours") && prep != nil {
-		b := d.child(ctx, caseName, d.cfg.baselineName+strings.TrimPrefix(engine, "ours"), prep, append([]string{d.cfg.baseline, "-worker"}, args...))
-		b.OfBaseline = true
+	runs := []engineRun{{engine, append([]string{d.self, "-worker"}, args...)}}
+	withBase := d.cfg.baseline != "" && strings.HasPrefix(engine, "ours") && prep != nil
+	if withBase {
+		runs = append(runs, engineRun{d.cfg.baselineName + strings.TrimPrefix(engine, "ours"), append([]string{d.cfg.baseline, "-worker"}, args...)})
 	}
-	return r
+	rows := d.alternate(ctx, caseName, prep, runs)
+	if withBase {
+		rows[1].OfBaseline = true
+	}
+	return rows[0]
 }
 
 // peer runs a case of bench/peers.py in a child process; see child for prep.
@@ -218,49 +222,71 @@ func (d *driver) peer(ctx context.Context, caseName, engine string, prep func() 
 // noPrep marks a read-only run, repeatable as is.
 func noPrep() error { return nil }
 
+// engineRun is an engine of a case and the command that runs it once.
+type engineRun struct {
+	engine string
+	argv   []string
+}
+
 // child runs argv up to -repeat times (once if prep is nil, the run not being
 // repeatable; no more after a run over 30 s), calling prep before each run, and records
 // the fastest run. A failure is recorded in the row, not fatal.
 func (d *driver) child(ctx context.Context, caseName, engine string, prep func() error, argv []string) *row {
+	return d.alternate(ctx, caseName, prep, []engineRun{{engine, argv}})[0]
+}
+
+// alternate is child for several engines of a case (ours and the baseline build), their
+// runs taken in turn, so that a machine slowing down or speeding up during the case
+// weighs on each alike. It records each engine's fastest run, in the order given.
+func (d *driver) alternate(ctx context.Context, caseName string, prep func() error, runs []engineRun) []*row {
 	n := d.cfg.repeat
 	if prep == nil || n < 1 {
 		n = 1
 	}
-	var best *row
-	runs, peak := 0, 0.0
+	best := make([]*row, len(runs))
+	count, peak, done := make([]int, len(runs)), make([]float64, len(runs)), make([]bool, len(runs))
 	for i := 0; i < n; i++ {
-		if prep != nil {
-			if err := prep(); err != nil {
-				best = &row{Case: caseName, Engine: engine, Error: "prepare: " + err.Error()}
-				break
+		for j, er := range runs {
+			if done[j] {
+				continue
+			}
+			if prep != nil {
+				if err := prep(); err != nil {
+					best[j], done[j] = &row{Case: caseName, Engine: er.engine, Error: "prepare: " + err.Error()}, true
+					continue
+				}
+			}
+			// Every run starts with nothing to write back: no engine's fsync (ours syncs
+			// every file it publishes) waits for the generator's or an earlier run's pages.
+			syscall.Sync()
+			r := d.once(ctx, caseName, er.engine, er.argv)
+			count[j]++
+			peak[j] = max(peak[j], r.PeakRSSMB)
+			switch {
+			case r.Error != "" && best[j] == nil:
+				best[j], done[j] = r, true
+			case r.Error != "":
+				best[j].Note = strings.TrimSpace(fmt.Sprintf("run %d of %d failed: %s; %s", count[j], n, r.Error, best[j].Note))
+				done[j] = true
+			case best[j] == nil || r.Seconds < best[j].Seconds:
+				best[j] = r
+			}
+			if r.Seconds > 30 {
+				done[j] = true
 			}
 		}
-		// Every run starts with nothing to write back: no engine's fsync (ours syncs
-		// every file it publishes) waits for the generator's or an earlier run's pages.
-		syscall.Sync()
-		r := d.once(ctx, caseName, engine, argv)
-		runs++
-		peak = max(peak, r.PeakRSSMB)
-		if r.Error != "" {
-			if best == nil {
-				best = r
-			} else {
-				best.Note = strings.TrimSpace(fmt.Sprintf("run %d of %d failed: %s; %s", runs, n, r.Error, best.Note))
+	}
+	for j, b := range best {
+		if count[j] > 1 && b.Error == "" {
+			b.PeakRSSMB = peak[j]
+			turns := ""
+			if len(runs) > 1 {
+				turns = ", taken in turn with " + runs[1-min(j, 1)].engine
 			}
-			break
+			b.Note = strings.TrimSpace(fmt.Sprintf("fastest of %d runs%s (peak RSS: the largest of them); %s", count[j], turns, b.Note))
 		}
-		if best == nil || r.Seconds < best.Seconds {
-			best = r
-		}
-		if r.Seconds > 30 {
-			break
-		}
+		d.res.Rows = append(d.res.Rows, b)
 	}
-	if runs > 1 && best.Error == "" {
-		best.PeakRSSMB = peak
-		best.Note = strings.TrimSpace(fmt.Sprintf("fastest of %d runs (peak RSS: the largest of them); %s", runs, best.Note))
-	}
-	d.res.Rows = append(d.res.Rows, best)
 	return best
 }
 
