@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
 
@@ -57,7 +58,7 @@ func extractEnv(t *testing.T, n int) (*Env, *SCD2Merge) {
 // (holdBudget) has the collector keep their garbage within it.
 func TestBudgetHeapStaysUnderBudget(t *testing.T) {
 	if testing.Short() {
-		t.Skip("merges 200,000 events twice")
+		testenv.Unavailable(t, "merges 200,000 events twice, which -short leaves out")
 	}
 	const n = 200_000
 	const budget = 48 << 20

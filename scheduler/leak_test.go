@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/pipelines"
@@ -83,7 +84,7 @@ func measure(t *testing.T) usage {
 // and every slot ran once.
 func TestServerStaysFlat(t *testing.T) {
 	if testing.Short() {
-		t.Skip("1,000 runs")
+		testenv.Unavailable(t, "runs 1,000 runs, which -short leaves out")
 	}
 	dir := t.TempDir()
 	landing := filepath.Join(dir, "landing")
