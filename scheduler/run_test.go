@@ -266,3 +266,17 @@ func TestStartIsWhenDispatched(t *testing.T) {
 		}
 	}
 }
+
+// A tick tells OnTick how many slots it planned and how long each phase took.
+func TestTickTimesItsPhases(t *testing.T) {
+	e := newEnv(t, at(t0), nil, "A")
+	var ticks []TickTimes
+	e.sched.cfg.OnTick = func(tt TickTimes) { ticks = append(ticks, tt) }
+	e.load(t, parseSpec(t, fmt.Sprintf(testPipeline, "")))
+	e.tickAt(at(t0)) // first load: nothing due
+	e.tickAt(hour(1))
+	e.waitStatus(t, slot(1), Succeeded)
+	if len(ticks) != 2 || ticks[0].Slots != 0 || ticks[1].Slots != 1 || ticks[1].Record <= 0 {
+		t.Fatalf("tick times %+v, want a first tick with no slot and a second that planned and recorded one", ticks)
+	}
+}
