@@ -89,7 +89,8 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 }
 
 // BenchmarkServe1000EveryMinute: one scheduler with 1,000 pipelines scheduled every
-// minute on a local warehouse (the fs store, which syncs every object it writes). Each
+// minute on a local warehouse (the fs store; the run records without fsync, as serve
+// writes them, unless -sync), and with the run store in memory. Each
 // iteration is one minute boundary: 1,000 slots come due at once. Reported: the planner's
 // time at the boundary (deciding the 1,000 due slots), the whole boundary tick (planning,
 // recording the slots and dispatching their runs), an idle tick (nothing due), and the
