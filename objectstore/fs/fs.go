@@ -481,15 +481,14 @@ func (s *Store) walk(ctx context.Context, dir, prefix, startAfter string, out *[
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	entries, err := s.readDir(dir)
+	names, err := s.readDir(dir)
 	if notExist(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		if strings.HasPrefix(name, TempPrefix) {
 			continue
 		}
@@ -497,44 +496,39 @@ func (s *Store) walk(ctx context.Context, dir, prefix, startAfter string, out *[
 		if dir != "" {
 			key = dir + "/" + name
 		}
-		if e.IsDir() {
-			sub := key + "/"
-			if !strings.HasPrefix(sub, prefix) && !strings.HasPrefix(prefix, sub) {
-				continue // no key below sub has the prefix
-			}
-			if sub < startAfter && !strings.HasPrefix(startAfter, sub) {
-				continue // every key below sub sorts before startAfter
-			}
-			if err := s.walk(ctx, key, prefix, startAfter, out); err != nil {
-				return err
-			}
+		// Decided by the name first, so a listing from a version of a long Delta log
+		// stats only the entries it returns, not every one of the directory.
+		sub := key + "/"
+		asDir := (strings.HasPrefix(sub, prefix) || strings.HasPrefix(prefix, sub)) && // a key below sub may have the prefix
+			(sub >= startAfter || strings.HasPrefix(startAfter, sub)) // and sort after startAfter
+		asFile := strings.HasPrefix(key, prefix) && key > startAfter && objectstore.ValidateKey(key) == nil
+		if !asDir && !asFile {
 			continue
 		}
-		if !strings.HasPrefix(key, prefix) || key <= startAfter || objectstore.ValidateKey(key) != nil {
-			continue
-		}
-		var fi iofs.FileInfo
-		switch {
-		case e.Type().IsRegular():
-			fi, err = e.Info()
-		case e.Type()&iofs.ModeSymlink != 0:
+		fi, err := s.root.Lstat(native(key))
+		if err == nil && fi.Mode()&iofs.ModeSymlink != 0 {
 			fi, err = s.root.Stat(native(key)) // followed only to a file inside the root
-			if err != nil {
+			if err != nil || fi.IsDir() {
 				continue
 			}
-		default:
-			continue // sockets, devices, pipes are not objects
+		}
+		if notExist(err) {
+			continue // deleted while we walked
 		}
 		if err != nil {
-			if notExist(err) {
-				continue // deleted while we walked
-			}
 			return err
 		}
-		if !fi.Mode().IsRegular() {
+		if fi.IsDir() {
+			if asDir {
+				if err := s.walk(ctx, key, prefix, startAfter, out); err != nil {
+					return err
+				}
+			}
 			continue
 		}
-		*out = append(*out, objectstore.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
+		if asFile && fi.Mode().IsRegular() { // sockets, devices, pipes are not objects
+			*out = append(*out, objectstore.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
+		}
 	}
 	return nil
 }
@@ -544,7 +538,7 @@ func (s *Store) walk(ctx context.Context, dir, prefix, startAfter string, out *[
 // plain readdir taken while other writers create files can return a later file and miss
 // an earlier one (ext4 returns entries in hash order), so a Delta log listing would show
 // a gap where a version exists.
-func (s *Store) readDir(dir string) ([]iofs.DirEntry, error) {
+func (s *Store) readDir(dir string) ([]string, error) {
 	f, err := s.root.Open(native(dir))
 	if err != nil {
 		return nil, err
@@ -553,7 +547,7 @@ func (s *Store) readDir(dir string) ([]iofs.DirEntry, error) {
 	if err := flock(f, lockExclusive); err != nil {
 		return nil, fmt.Errorf("lock directory %q: %w", dir, err)
 	}
-	return f.ReadDir(-1)
+	return f.Readdirnames(-1)
 }
 
 // ctxReader fails reads once ctx is done, so long copies stop on cancellation.
