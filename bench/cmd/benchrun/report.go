@@ -18,50 +18,77 @@ import (
 
 // gobench runs the delta package's go benchmarks of the gobench case (append vs plain pqarrow,
 // snapshot load of 10,000 commits) and records their numbers as rows.
-// With -baseline-tree, the same benchmarks run in that tree too, each row after ours.
+// With -baseline-tree, the same benchmarks run in that tree too, each row after ours. Each
+// tree runs its benchmarks -repeat times, one go test process at a time and the trees in
+// turn (as the other cases take their runs), and keeps each benchmark's fastest run: a
+// process's own state (its heap, where its files landed) then weighs on both trees alike.
 func (d *driver) gobench(ctx context.Context) error {
-	ours := d.gobenchIn(ctx, d.root, "")
+	trees := []struct{ dir, prefix string }{{d.root, ""}}
+	if d.cfg.baselineTree != "" {
+		trees = append(trees, struct{ dir, prefix string }{d.cfg.baselineTree, d.cfg.baselineName + ": "})
+	}
+	count := max(d.cfg.repeat, 1)
+	best := make([]map[string]*row, len(trees))
+	var order []string // our benchmarks in the order go test printed them
+	for j := range trees {
+		best[j] = map[string]*row{}
+	}
+	for i := 0; i < count; i++ {
+		for j, t := range trees {
+			rows, err := d.gobenchIn(ctx, t.dir, t.prefix)
+			if err != nil {
+				d.res.Rows = append(d.res.Rows, &row{Case: "go test -bench ./delta", Engine: t.prefix + gobenchPattern, Error: err.Error()})
+				return nil
+			}
+			for _, r := range rows {
+				old, ok := best[j][r.Engine]
+				if !ok && j == 0 {
+					order = append(order, r.Engine)
+				}
+				if !ok || r.Seconds < old.Seconds {
+					best[j][r.Engine] = r
+				}
+			}
+		}
+	}
+	turns := ""
+	if len(trees) > 1 {
+		turns = ", one process at a time in turn with " + d.cfg.baselineName
+	}
+	for j := range trees {
+		for _, r := range best[j] {
+			r.Note = strings.TrimSpace(fmt.Sprintf("%s go test -benchtime %s, fastest of %d%s", r.Note, d.cfg.benchtime, count, turns))
+			r.OfBaseline = j > 0
+		}
+	}
+	// Each baseline row right after ours of the same benchmark; plain pqarrow is a peer's
+	// code, not ours, so only our tree's run of it is shown.
+	ours := best[0]
+	for _, name := range order {
+		d.res.Rows = append(d.res.Rows, ours[name])
+		if b := best[len(trees)-1][trees[len(trees)-1].prefix+name]; len(trees) > 1 && b != nil && name != "BenchmarkPlainPqarrow" {
+			d.res.Rows = append(d.res.Rows, b)
+		}
+	}
 	relate(ours["BenchmarkPlainPqarrow"], ours["BenchmarkPlainPqarrow"], ours["BenchmarkAppend"])
-	if d.cfg.baselineTree == "" {
-		return nil
-	}
-	base := d.gobenchIn(ctx, d.cfg.baselineTree, d.cfg.baselineName+": ")
-	ran := map[*row]bool{}
-	for _, b := range base {
-		b.OfBaseline, ran[b] = true, true
-	}
-	delete(base, "BenchmarkPlainPqarrow") // a peer's code, not ours
-	// Each baseline row right after ours of the same benchmark.
-	var rows []*row
-	for _, r := range d.res.Rows {
-		if ran[r] {
-			continue
-		}
-		rows = append(rows, r)
-		if b := base[r.Engine]; b != nil && ours[r.Engine] == r {
-			rows = append(rows, b)
-		}
-	}
-	d.res.Rows = rows
 	return nil
 }
 
-// gobenchIn runs the benchmarks of the gobench case in a tree and records each as a
-// row, its engine the benchmark's name after prefix; it returns them by name.
-func (d *driver) gobenchIn(ctx context.Context, dir, prefix string) map[string]*row {
-	pattern := "^(BenchmarkAppend|BenchmarkPlainPqarrow|BenchmarkSnapshotLoad10000Commits)$"
-	count := max(d.cfg.repeat, 1) // each benchmark's fastest run is kept, as for the other cases
-	argv := []string{"test", "./delta", "-run", "^$", "-bench", pattern, "-benchtime", d.cfg.benchtime, "-count", strconv.Itoa(count)}
+const gobenchPattern = "^(BenchmarkAppend|BenchmarkPlainPqarrow|BenchmarkSnapshotLoad10000Commits)$"
+
+// gobenchIn runs the benchmarks of the gobench case once in a tree and returns a row for
+// each, its engine the benchmark's name after prefix, in the order go test printed them.
+func (d *driver) gobenchIn(ctx context.Context, dir, prefix string) ([]*row, error) {
+	argv := []string{"test", "./delta", "-run", "^$", "-bench", gobenchPattern, "-benchtime", d.cfg.benchtime, "-count", "1"}
 	d.logf("gobench: go %s (in %s)", strings.Join(argv, " "), dir)
 	cmd := exec.CommandContext(ctx, "go", argv...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, d.stderr), d.stderr
-	rows := map[string]*row{}
 	if err := cmd.Run(); err != nil {
-		d.res.Rows = append(d.res.Rows, &row{Case: "go test -bench ./delta", Engine: prefix + pattern, Error: err.Error()})
-		return rows
+		return nil, err
 	}
+	var rows []*row
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -72,7 +99,7 @@ func (d *driver) gobenchIn(ctx context.Context, dir, prefix string) map[string]*
 		if i := strings.LastIndex(name, "-"); i > 0 {
 			name = name[:i]
 		}
-		r := &row{Case: "go test -bench ./delta (1,048,576 rows)", Engine: name}
+		r := &row{Case: "go test -bench ./delta (1,048,576 rows)", Engine: prefix + name}
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
@@ -93,18 +120,9 @@ func (d *driver) gobenchIn(ctx context.Context, dir, prefix string) map[string]*
 			r.Case = "go test -bench ./delta (snapshot load)"
 			r.Note = "10,000 commits, checkpoints every 10; seconds per load"
 		}
-		r.Note = strings.TrimSpace(fmt.Sprintf("%s go test -benchtime %s, fastest of %d", r.Note, d.cfg.benchtime, count))
-		r.Engine = prefix + name
-		if old, ok := rows[name]; ok {
-			if r.Seconds < old.Seconds {
-				*old = *r
-			}
-			continue
-		}
-		rows[name] = r
-		d.res.Rows = append(d.res.Rows, r)
+		rows = append(rows, r)
 	}
-	return rows
+	return rows, nil
 }
 
 func (d *driver) find(casePrefix, enginePrefix string) *row {
