@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -129,44 +130,61 @@ func snapshotTable(t *testing.T) *Table {
 // Snapshot mode: each run's files are the whole table. Keys they lack are deleted,
 // changed rows updated (NULL = NULL), new ones inserted, equal rows untouched, in one
 // commit; the change feed shows only the real changes; a run with no new file commits
-// nothing.
+// nothing. The same with deletion vectors on the table: the changed rows' file is kept
+// with a deletion vector instead of rewritten.
 func TestIngestSnapshotDiffs(t *testing.T) {
-	ctx := t.Context()
-	tbl := snapshotTable(t)
-	env, landing := ingestEnv(t, mem.New(mem.Config{}), tbl)
-	stage := NewIngest("ingest", &IngestConfig{Source: "/landing/p/*.csv", Target: tbl.Name, Mode: "snapshot", Keys: []string{"sku"}})
-	putFile(t, landing, "p/day1.csv", "sku,name,price\nA,Apple,1.00\nB,Bread,2.50\nC,Cheese,\n")
-	runStage(t, stage, env)
-	putFile(t, landing, "p/day2.csv", "sku,name,price\nA,Apple,1.00\nB,Bread,2.75\nC,Cheese,\nD,Dates,4.00\n")
-	res := runStage(t, stage, env)
-	if len(res.VersionsWritten) != 1 {
-		t.Fatalf("day 2 versions %v, want one commit", res.VersionsWritten)
-	}
-	putFile(t, landing, "p/day3.csv", "sku,name,price\nB,Bread,2.75\nC,Cheese,3.10\nD,Dates,4.00\n")
-	runStage(t, stage, env)
-	if got, want := tableRows(t, env, tbl, "sku", "name", "price"), []string{"B|Bread|2.75", "C|Cheese|3.1", "D|Dates|4"}; !slices.Equal(got, want) {
-		t.Fatalf("rows:\n%s", diff(got, want))
-	}
-	dt, err := env.openTable(ctx, tbl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := tableVersion(t, env, tbl)
-	var feed []string
-	for _, r := range append(changeRows(t, dt, v-1), changeRows(t, dt, v)...) {
-		feed = append(feed, r)
-	}
-	got := strings.Join(feed, "\n")
-	for _, want := range []string{"update_postimage", "insert", "delete"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("change feed of days 2 and 3 lacks %s:\n%s", want, got)
-		}
-	}
-	if strings.Contains(got, "Apple|1|/landing/p/day2.csv") || strings.Count(got, "update_postimage") != 2 {
-		t.Errorf("change feed of days 2 and 3 shows more than the two updates, an insert and a delete:\n%s", got)
-	}
-	if res := runStage(t, stage, env); len(res.VersionsWritten) != 0 || tableVersion(t, env, tbl) != v {
-		t.Fatalf("a run with no new file committed %v", res.VersionsWritten)
+	for _, dv := range []bool{false, true} {
+		t.Run(fmt.Sprint("deletion_vectors=", dv), func(t *testing.T) {
+			ctx := t.Context()
+			tbl := snapshotTable(t)
+			if dv {
+				tbl.Properties[delta.PropEnableDeletionVectors] = "true"
+			}
+			env, landing := ingestEnv(t, mem.New(mem.Config{}), tbl)
+			stage := NewIngest("ingest", &IngestConfig{Source: "/landing/p/*.csv", Target: tbl.Name, Mode: "snapshot", Keys: []string{"sku"}})
+			putFile(t, landing, "p/day1.csv", "sku,name,price\nA,Apple,1.00\nB,Bread,2.50\nC,Cheese,\n")
+			runStage(t, stage, env)
+			putFile(t, landing, "p/day2.csv", "sku,name,price\nA,Apple,1.00\nB,Bread,2.75\nC,Cheese,\nD,Dates,4.00\n")
+			res := runStage(t, stage, env)
+			if len(res.VersionsWritten) != 1 {
+				t.Fatalf("day 2 versions %v, want one commit", res.VersionsWritten)
+			}
+			// Day 2 changed one row of day 1's file.
+			dt, err := env.openTable(ctx, tbl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err := dt.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			withDV := slices.ContainsFunc(snap.Files(), func(a *delta.Add) bool { return a.DeletionVector != nil })
+			if withDV != dv {
+				t.Errorf("after day 2, a data file has a deletion vector: %v, want %v", withDV, dv)
+			}
+			putFile(t, landing, "p/day3.csv", "sku,name,price\nB,Bread,2.75\nC,Cheese,3.10\nD,Dates,4.00\n")
+			runStage(t, stage, env)
+			if got, want := tableRows(t, env, tbl, "sku", "name", "price"), []string{"B|Bread|2.75", "C|Cheese|3.1", "D|Dates|4"}; !slices.Equal(got, want) {
+				t.Fatalf("rows:\n%s", diff(got, want))
+			}
+			v := tableVersion(t, env, tbl)
+			var feed []string
+			for _, r := range append(changeRows(t, dt, v-1), changeRows(t, dt, v)...) {
+				feed = append(feed, r)
+			}
+			got := strings.Join(feed, "\n")
+			for _, want := range []string{"update_postimage", "insert", "delete"} {
+				if !strings.Contains(got, want) {
+					t.Errorf("change feed of days 2 and 3 lacks %s:\n%s", want, got)
+				}
+			}
+			if strings.Contains(got, "Apple|1|/landing/p/day2.csv") || strings.Count(got, "update_postimage") != 2 {
+				t.Errorf("change feed of days 2 and 3 shows more than the two updates, an insert and a delete:\n%s", got)
+			}
+			if res := runStage(t, stage, env); len(res.VersionsWritten) != 0 || tableVersion(t, env, tbl) != v {
+				t.Fatalf("a run with no new file committed %v", res.VersionsWritten)
+			}
+		})
 	}
 }
 

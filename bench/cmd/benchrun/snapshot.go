@@ -118,7 +118,9 @@ func snapshotSetup(ctx context.Context, args []string) (measurement, error) {
 	return measurement{Seconds: res.Duration.Seconds(), Rows: res.RowsWritten, Note: "first extract loaded"}, nil
 }
 
-// snapshotOurs loads the second extract in snapshot mode: args dir.
+// snapshotOurs loads the second extract in snapshot mode: args dir, and "dv" to turn the
+// table's deletion vectors on first (not timed), so that the changed rows' files are
+// kept and their old rows marked deleted instead of rewritten.
 func snapshotOurs(ctx context.Context, args []string) (measurement, error) {
 	dir := args[0]
 	decl, err := snapshotTable()
@@ -128,6 +130,15 @@ func snapshotOurs(ctx context.Context, args []string) (measurement, error) {
 	wh, err := fs.New(fs.Config{Dir: filepath.Join(dir, "wh")})
 	if err != nil {
 		return measurement{}, err
+	}
+	if len(args) > 1 && args[1] == "dv" {
+		dt, err := delta.Open(ctx, wh, decl.Path, delta.Options{})
+		if err != nil {
+			return measurement{}, err
+		}
+		if _, err := dt.SetProperties(ctx, map[string]string{delta.PropEnableDeletionVectors: "true"}, nil); err != nil {
+			return measurement{}, err
+		}
 	}
 	start := time.Now()
 	res, err := snapshotStage(filepath.Join(dir, "day2")+"/*.csv").Run(ctx, newEnv(wh, decl))
@@ -162,6 +173,7 @@ func (d *driver) snapshot(ctx context.Context) error {
 		return copyDir(setup, wh)
 	}
 	ours := d.ours(ctx, c, "ours: ingest stage, mode snapshot", restore, "snapshot-ours", dir)
-	relate(duck, duck, ours)
+	oursDV := d.ours(ctx, c, "ours: ingest stage, mode snapshot, deletion vectors", restore, "snapshot-ours", dir, "dv")
+	relate(duck, duck, ours, oursDV)
 	return os.RemoveAll(dir)
 }
