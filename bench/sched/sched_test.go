@@ -114,7 +114,10 @@ func BenchmarkServe1000EveryMinute(b *testing.B) {
 	})
 }
 
-var sync = flag.Bool("sync", false, "write the run records on local disk with fsync, as the tables are")
+var (
+	sync   = flag.Bool("sync", false, "write the run records on local disk with fsync, as the tables are")
+	spaced = flag.Bool("spaced", false, "let a real minute pass from one boundary to the next, as in serve (by default the clock jumps to the next boundary once the runs are done)")
+)
 
 func serve1000(b *testing.B, fsw, records objectstore.Store) {
 	const n = 1000
@@ -148,12 +151,17 @@ func serve1000(b *testing.B, fsw, records objectstore.Store) {
 	sched.Tick(ctx) // first load: the lease, every watermark
 	store := scheduler.NewStore(records)
 	var boundary, idle, lags []time.Duration
+	var last time.Time // the real time of the last boundary
 	b.ResetTimer()
 	for i := range b.N {
 		minute := base.Add(time.Duration(i+1) * time.Minute)
+		if *spaced && !last.IsZero() {
+			time.Sleep(time.Until(last.Add(time.Minute - time.Second)))
+		}
 		c.aim(minute, 300*time.Millisecond)
 		c.waitTick()
 		start := time.Now()
+		last = start
 		w0 := wh.n.Load()
 		sched.Tick(ctx)
 		boundary = append(boundary, time.Since(start))
