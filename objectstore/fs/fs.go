@@ -496,8 +496,8 @@ func (s *Store) walk(ctx context.Context, dir, prefix, startAfter string, out *[
 		if dir != "" {
 			key = dir + "/" + name
 		}
-		// Decided by the name first, so a listing from a version of a long Delta log
-		// stats only the entries it returns, not every one of the directory.
+		// Decided by the name first, so that a listing after a key (startAfter) of a
+		// large directory stats only the entries it returns, not all of them.
 		sub := key + "/"
 		asDir := (strings.HasPrefix(sub, prefix) || strings.HasPrefix(prefix, sub)) && // a key below sub may have the prefix
 			(sub >= startAfter || strings.HasPrefix(startAfter, sub)) // and sort after startAfter

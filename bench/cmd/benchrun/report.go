@@ -66,8 +66,10 @@ func (d *driver) gobench(ctx context.Context) error {
 	ours := best[0]
 	for _, name := range order {
 		d.res.Rows = append(d.res.Rows, ours[name])
-		if b := best[len(trees)-1][trees[len(trees)-1].prefix+name]; len(trees) > 1 && b != nil && name != "BenchmarkPlainPqarrow" {
-			d.res.Rows = append(d.res.Rows, b)
+		if len(trees) > 1 && name != "BenchmarkPlainPqarrow" {
+			if b := best[1][trees[1].prefix+name]; b != nil {
+				d.res.Rows = append(d.res.Rows, b)
+			}
 		}
 	}
 	relate(ours["BenchmarkPlainPqarrow"], ours["BenchmarkPlainPqarrow"], ours["BenchmarkAppend"])
