@@ -103,6 +103,20 @@ func toInt(v any) int64 {
 	panic(fmt.Sprintf("not an int: %T", v))
 }
 
+// latest opens a declared table and its latest snapshot.
+func latest(t *testing.T, env *Env, decl *Table) (*delta.Table, *delta.Snapshot) {
+	t.Helper()
+	tbl, err := env.openTable(t.Context(), decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl, snap
+}
+
 // appendRows commits rows to a declared table (creating it), as a plain append.
 func appendRows(t *testing.T, env *Env, decl *Table, rows ...[]any) int64 {
 	t.Helper()

@@ -135,7 +135,6 @@ func snapshotTable(t *testing.T) *Table {
 func TestIngestSnapshotDiffs(t *testing.T) {
 	for _, dv := range []bool{false, true} {
 		t.Run(fmt.Sprint("deletion_vectors=", dv), func(t *testing.T) {
-			ctx := t.Context()
 			tbl := snapshotTable(t)
 			if dv {
 				tbl.Properties[delta.PropEnableDeletionVectors] = "true"
@@ -150,14 +149,7 @@ func TestIngestSnapshotDiffs(t *testing.T) {
 				t.Fatalf("day 2 versions %v, want one commit", res.VersionsWritten)
 			}
 			// Day 2 changed one row of day 1's file.
-			dt, err := env.openTable(ctx, tbl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			snap, err := dt.Snapshot(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dt, snap := latest(t, env, tbl)
 			withDV := slices.ContainsFunc(snap.Files(), func(a *delta.Add) bool { return a.DeletionVector != nil })
 			if withDV != dv {
 				t.Errorf("after day 2, a data file has a deletion vector: %v, want %v", withDV, dv)

@@ -223,14 +223,7 @@ func changeFeedMatchesOneBatch(t *testing.T, deletes string, seed uint64) {
 func dimAsModel(t *testing.T, env *Env, dim *Table) *memDim {
 	t.Helper()
 	ctx := t.Context()
-	tbl, err := env.openTable(ctx, dim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := tbl.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, snap := latest(t, env, dim)
 	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: []string{"customer_sk", "customer_id", "name", "city", "valid_from", "valid_to", "is_current"}})
 	if err != nil {
 		t.Fatal(err)

@@ -327,3 +327,14 @@ func copyDir(src, dst string) error {
 		return os.Chtimes(target, info.ModTime(), info.ModTime())
 	})
 }
+
+// enableDeletionVectors turns deletion vectors on for the table at path (a case's "dv"
+// variant does it before its timed run).
+func enableDeletionVectors(ctx context.Context, wh objectstore.Store, path string) error {
+	dt, err := delta.Open(ctx, wh, path, delta.Options{})
+	if err != nil {
+		return err
+	}
+	_, err = dt.SetProperties(ctx, map[string]string{delta.PropEnableDeletionVectors: "true"}, nil)
+	return err
+}

@@ -276,11 +276,7 @@ func scd2Ours(ctx context.Context, args []string) (measurement, error) {
 		return measurement{}, err
 	}
 	if len(args) > 2 && args[2] == "dv" {
-		dt, err := delta.Open(ctx, wh, dim.Path, delta.Options{})
-		if err != nil {
-			return measurement{}, err
-		}
-		if _, err := dt.SetProperties(ctx, map[string]string{delta.PropEnableDeletionVectors: "true"}, nil); err != nil {
+		if err := enableDeletionVectors(ctx, wh, dim.Path); err != nil {
 			return measurement{}, err
 		}
 	}

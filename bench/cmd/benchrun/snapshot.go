@@ -132,11 +132,7 @@ func snapshotOurs(ctx context.Context, args []string) (measurement, error) {
 		return measurement{}, err
 	}
 	if len(args) > 1 && args[1] == "dv" {
-		dt, err := delta.Open(ctx, wh, decl.Path, delta.Options{})
-		if err != nil {
-			return measurement{}, err
-		}
-		if _, err := dt.SetProperties(ctx, map[string]string{delta.PropEnableDeletionVectors: "true"}, nil); err != nil {
+		if err := enableDeletionVectors(ctx, wh, decl.Path); err != nil {
 			return measurement{}, err
 		}
 	}
