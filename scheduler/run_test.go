@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,5 +279,52 @@ func TestTickTimesItsPhases(t *testing.T) {
 	e.waitStatus(t, slot(1), Succeeded)
 	if len(ticks) != 2 || ticks[0].Slots != 0 || ticks[1].Slots != 1 || ticks[1].Record <= 0 {
 		t.Fatalf("tick times %+v, want a first tick with no slot and a second that planned and recorded one", ticks)
+	}
+}
+
+// slowFirstPut counts the Puts (rewrites) of keys under a prefix; the first of them
+// does not end before ended reports true (or 5 s have passed).
+type slowFirstPut struct {
+	objectstore.Store
+	prefix string
+	ended  func() bool
+	n      atomic.Int64
+}
+
+func (c *slowFirstPut) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if strings.HasPrefix(key, c.prefix) && c.n.Add(1) == 1 {
+		for deadline := time.Now().Add(5 * time.Second); !c.ended() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return c.Store.Put(ctx, key, r, size)
+}
+
+// TestStateChangesCoalesce: the state changes of a run that come while its record is
+// being written are written together: a one-stage run whose stage runs and ends while
+// the record's first rewrite is under way rewrites it once more at most (ended), not
+// once per change (stage running, stage done, ended), and the stored record is the
+// final one.
+func TestStateChangesCoalesce(t *testing.T) {
+	wh := &slowFirstPut{Store: mem.New(mem.Config{}), prefix: runsDir}
+	e := newEnv(t, at(t0), wh, "A")
+	one := strings.SplitAfter(fmt.Sprintf(testPipeline, ""), "tables: [raw.t]}\n")[0]
+	e.load(t, parseSpec(t, one))
+	e.tickAt(at(t0))
+	for h := 1; h <= 5; h++ {
+		wh.n.Store(0)
+		wh.ended = func() bool {
+			r, ok := e.runner.Record(slot(h))
+			return ok && !r.End.IsZero()
+		}
+		e.tickAt(hour(h))
+		e.sched.Wait()
+		got := e.record(t, slot(h))
+		if got.Status != Succeeded || len(got.Stages) != 1 || got.Stages[0].Status != Succeeded || got.Seq != int64(h) {
+			t.Fatalf("slot %d: stored record %s, stages %+v, seq %d; want it succeeded, its stage too, indexed", h, got.Status, got.Stages, got.Seq)
+		}
+		if n := wh.n.Load(); n > 2 {
+			t.Fatalf("slot %d: the record was rewritten %d times after its claim, want at most 2 (started, ended)", h, n)
+		}
 	}
 }

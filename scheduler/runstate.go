@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -27,12 +26,14 @@ type runState struct {
 	hard, soft             context.Context
 	cancelHard, cancelSoft context.CancelCauseFunc
 
-	mu   sync.Mutex // guards rec, logs and lost
-	rec  *Record
-	logs map[string]*stageLog
-	lost bool // another process took the run over: write nothing more
+	mu      sync.Mutex // guards rec, logs, lost, unsaved and writing
+	rec     *Record
+	logs    map[string]*stageLog
+	lost    bool // another process took the run over: write nothing more
+	unsaved bool // rec changed since the last write of it began
+	writing bool // saveSoon's writer is on
 
-	saveMu sync.Mutex // serialises saves, so the last state written is the newest
+	saveMu sync.Mutex // serialises writes, so the last state written is the newest
 }
 
 func (st *runState) snapshot() *Record {
@@ -41,16 +42,55 @@ func (st *runState) snapshot() *Record {
 	return cloneRecord(st.rec)
 }
 
-// save writes the record as it is now. Store failures are logged: a run goes on when
-// its record cannot be written, and the next save writes the newer state.
+// save writes the record as it is now and returns when it is written. Store failures
+// are logged: a run goes on when its record cannot be written, and the next save
+// writes the newer state.
 func (st *runState) save(ctx context.Context) error {
+	st.mu.Lock()
+	st.unsaved = true
+	st.mu.Unlock()
+	return st.write(ctx)
+}
+
+// saveSoon writes the record as it is now in the background: the changes that come
+// while a write is under way are written together by the next one, so stages that
+// change state faster than a record is written (a stage that starts as its run is
+// queued, one that ends as its run does) cost one write, not one each. As with save, a
+// crash loses only the state not written yet. A save after it waits for its write and
+// writes what is newer.
+func (st *runState) saveSoon(ctx context.Context) {
+	st.mu.Lock()
+	st.unsaved = true
+	if st.writing {
+		st.mu.Unlock()
+		return
+	}
+	st.writing = true
+	st.mu.Unlock()
+	st.r.wg.Go(func() {
+		for {
+			st.write(ctx)
+			st.mu.Lock()
+			if !st.unsaved {
+				st.writing = false
+				st.mu.Unlock()
+				return
+			}
+			st.mu.Unlock()
+		}
+	})
+}
+
+// write writes the record if it changed since the last write began.
+func (st *runState) write(ctx context.Context) error {
 	st.saveMu.Lock()
 	defer st.saveMu.Unlock()
 	st.mu.Lock()
-	if st.lost {
+	if st.lost || !st.unsaved {
 		st.mu.Unlock()
 		return nil
 	}
+	st.unsaved = false
 	rec := cloneRecord(st.rec)
 	var logs []struct {
 		stage string
@@ -161,9 +201,7 @@ func (st *runState) execute(hooks Hooks) error {
 		return fail(err)
 	}
 	names := st.queueStages(spec, g)
-	if err := st.save(st.hard); err != nil && errors.Is(err, objectstore.ErrInvalidKey) {
-		return fail(err)
-	}
+	st.saveSoon(st.hard)
 	if hooks.Started != nil {
 		hooks.Started(rec.ID, names)
 	}
@@ -175,7 +213,7 @@ func (st *runState) execute(hooks Hooks) error {
 				return
 			}
 			st.event(ev)
-			st.save(st.hard)
+			st.saveSoon(st.hard)
 			if hooks.Observer != nil {
 				hooks.Observer(ev)
 			}
