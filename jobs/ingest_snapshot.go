@@ -397,32 +397,43 @@ type snapRow struct {
 	del    bool
 }
 
-// offer records row r for key id and reports whether it stands (see snapshot mode).
-func (sd *snapSide) offer(id int32, r snapRow, files []*sourceFile, key string, seqText func(int64) string) (bool, error) {
+// offer records row r for key id and reports whether it stands (see snapshot mode); a
+// row that clashes with the one standing (a key twice; with sequence_by, two different
+// rows at one sequence) changes nothing, and clash tells what it is.
+func (sd *snapSide) offer(id int32, r snapRow) (stands, clash bool) {
 	if !sd.seen[id] {
 		sd.set(id, r)
-		return true, nil
+		return true, false
 	}
-	here := fmt.Sprintf("%s:%d", files[r.file].Name, r.line)
-	there := fmt.Sprintf("%s:%d", files[sd.file[id]].Name, sd.line[id])
 	if !sd.withSeq {
-		if sd.file[id] == r.file {
-			return false, fmt.Errorf("%s: key %s is on lines %d and %d; set sequence_by on the stage to keep the last of a key's rows, or remove the duplicate", files[r.file].Name, key, sd.line[id], r.line)
-		}
-		return false, fmt.Errorf("key %s is in %s and %s; a snapshot holds each key once (set sequence_by to keep the last)", key, there, here)
+		return false, true
 	}
 	switch {
 	case r.seq > sd.seq[id]:
 	case r.seq < sd.seq[id] || sd.del[id]:
-		return false, nil
+		return false, false
 	case r.del:
 	case r.lo != sd.hashLo[id] || r.hi != sd.hashHi[id]:
-		return false, fmt.Errorf("key %s has two different rows at the same sequence value %s (%s and %s); make sequence_by unique per key", key, seqText(r.seq), there, here)
+		return false, true
 	default:
-		return false, nil // an exact duplicate
+		return false, false // an exact duplicate
 	}
 	sd.set(id, r)
-	return true, nil
+	return true, false
+}
+
+// clash is the error of row r of key (as the user wrote it) that offer found clashing
+// with the row standing for id.
+func (sd *snapSide) clash(id int32, r snapRow, files []*sourceFile, key string, seqText func(int64) string) error {
+	here := fmt.Sprintf("%s:%d", files[r.file].Name, r.line)
+	there := fmt.Sprintf("%s:%d", files[sd.file[id]].Name, sd.line[id])
+	if sd.withSeq {
+		return fmt.Errorf("key %s has two different rows at the same sequence value %s (%s and %s); make sequence_by unique per key", key, seqText(r.seq), there, here)
+	}
+	if sd.file[id] == r.file {
+		return fmt.Errorf("%s: key %s is on lines %d and %d; set sequence_by on the stage to keep the last of a key's rows, or remove the duplicate", files[r.file].Name, key, sd.line[id], r.line)
+	}
+	return fmt.Errorf("key %s is in %s and %s; a snapshot holds each key once (set sequence_by to keep the last)", key, there, here)
 }
 
 func (sd *snapSide) set(id int32, r snapRow) {

@@ -174,8 +174,8 @@ func (l *firstSnapshot) checkKeys(ctx context.Context, fi int, rec arrow.RecordB
 	l.keyBytes += int64(len(l.block.Buf))
 	for i, id := range l.block.IDs {
 		r := snapRow{file: int32(fi), line: lines.Value(i)}
-		if _, err := l.seen.offer(id, r, l.files, keyText(rec, keyCols, i), nil); err != nil {
-			return err
+		if _, clash := l.seen.offer(id, r); clash {
+			return l.seen.clash(id, r, l.files, keyText(rec, keyCols, i), nil)
 		}
 	}
 	if l.limit > 0 && int64(l.index.Len())*snapKeyCost+l.keyBytes > l.limit {
@@ -285,7 +285,9 @@ func (k *firstSnapshotKeys) checkDuplicates(ctx context.Context, files []*source
 			index.AddBlock(&block)
 			seen.grow(index.Len())
 			for i, id := range block.IDs {
-				if _, err := seen.offer(id, snapRow{file: int32(fis.Value(i)), line: lines.Value(i)}, files, texts.Value(i), nil); err != nil {
+				r := snapRow{file: int32(fis.Value(i)), line: lines.Value(i)}
+				if _, clash := seen.offer(id, r); clash {
+					err := seen.clash(id, r, files, texts.Value(i), nil)
 					if at := [2]int64{fis.Value(i), lines.Value(i)}; first == nil || at[0] < firstAt[0] || at[0] == firstAt[0] && at[1] < firstAt[1] {
 						first, firstAt = err, at
 					}

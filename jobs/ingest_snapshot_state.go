@@ -143,9 +143,9 @@ func (st *snapState) add(ctx context.Context, marked arrow.RecordBatch, fi int, 
 				continue
 			}
 		}
-		stands, err := sd.offer(id, r, st.files, keyText(marked, keyCols, i), st.seqText)
-		if err != nil {
-			if err := st.problem(ords, i, err); err != nil {
+		stands, clash := sd.offer(id, r)
+		if clash {
+			if err := st.problem(ords, i, sd.clash(id, r, st.files, keyText(marked, keyCols, i), st.seqText)); err != nil {
 				return err
 			}
 			continue
