@@ -71,8 +71,8 @@ type RunnerConfig struct {
 	// (pipelines.Runtime.Execute); nil runs every stage in this process.
 	Execute func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error)
 	// OnChange, when set, is given a copy of a run's record in charge each time it is
-	// saved (every state change, and heartbeats), in the order of the saves; it must not
-	// block (the web's live views and metrics).
+	// saved (at state changes, several of which may come in one save, and heartbeats),
+	// in the order of the saves; it must not block (the web's live views and metrics).
 	OnChange func(*Record)
 	// MemoryBudget and SpillDir are the stages' defaults (see jobs.Env).
 	MemoryBudget jobs.ByteSize
@@ -145,7 +145,8 @@ func (r *Runner) Store(ctx context.Context, spec *pipelines.Spec) (*Store, error
 
 // Hooks let a caller watch a run as it goes (the CLI's live display). Each may be nil.
 type Hooks struct {
-	// Observer is told every stage state change, after the record has it.
+	// Observer is told every stage state change, after the run's record has it (its
+	// write to the run store may still be under way).
 	Observer func(dag.Event)
 	// Progress receives running row counts; Done each attempt's result.
 	Progress func(stage string, p jobs.Progress)
