@@ -344,7 +344,8 @@ func (r *Runner) all() []*runState {
 	return out
 }
 
-// Wait waits for the notifications and heartbeat timers the runner started.
+// Wait waits for the notifications, heartbeat timers and background writes of records
+// the runner started.
 func (r *Runner) Wait() { r.wg.Wait() }
 
 // Heartbeat records a sign of life on every run in charge. A run whose stored record

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -325,6 +326,57 @@ func TestStateChangesCoalesce(t *testing.T) {
 		}
 		if n := wh.n.Load(); n > 2 {
 			t.Fatalf("slot %d: the record was rewritten %d times after its claim, want at most 2 (started, ended)", h, n)
+		}
+	}
+}
+
+// failEnd fails the first write of a record that has ended.
+type failEnd struct {
+	objectstore.Store
+	mu     sync.Mutex
+	failed bool
+}
+
+func (f *failEnd) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if strings.HasPrefix(key, runsDir) {
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return err
+		}
+		var rec Record
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return err
+		}
+		f.mu.Lock()
+		fail := !f.failed && !rec.End.IsZero()
+		f.failed = f.failed || fail
+		f.mu.Unlock()
+		if fail {
+			return errors.New("the disk hiccuped")
+		}
+		r = bytes.NewReader(b)
+	}
+	return f.Store.Put(ctx, key, r, size)
+}
+
+// TestFailedWriteOfTheEndIsRetried: when the write that carries a run's end fails
+// (whether the run's end made it or a write of earlier changes took the end along),
+// the end is written again, so the stored record is not left running.
+func TestFailedWriteOfTheEndIsRetried(t *testing.T) {
+	for range 10 {
+		wh := &failEnd{Store: mem.New(mem.Config{})}
+		e := newEnv(t, at(t0), wh, "A")
+		one := strings.SplitAfter(fmt.Sprintf(testPipeline, ""), "tables: [raw.t]}\n")[0]
+		e.load(t, parseSpec(t, one))
+		e.tickAt(at(t0))
+		e.tickAt(hour(1))
+		e.sched.Wait()
+		e.runner.Wait() // a write retried in the background
+		if !wh.failed {
+			t.Fatal("no write of the run's end failed: the test checks nothing")
+		}
+		if got := e.record(t, slot(1)); got.Status != Succeeded || got.Stages[0].Status != Succeeded {
+			t.Fatalf("stored record %s, stage %s; want both succeeded", got.Status, got.Stages[0].Status)
 		}
 	}
 }

@@ -42,14 +42,23 @@ func (st *runState) snapshot() *Record {
 	return cloneRecord(st.rec)
 }
 
-// save writes the record as it is now and returns when it is written. Store failures
-// are logged: a run goes on when its record cannot be written, and the next save
-// writes the newer state.
+// save writes the record as it is now and returns when it is written, trying a failed
+// write twice more. Store failures are logged: a run goes on when its record cannot be
+// written, and the next save writes the newer state.
 func (st *runState) save(ctx context.Context) error {
 	st.mu.Lock()
 	st.unsaved = true
 	st.mu.Unlock()
-	return st.write(ctx)
+	var err error
+	for try := range 3 {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 100 * time.Millisecond)
+		}
+		if err = st.write(ctx); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // saveSoon writes the record as it is now in the background: the changes that come
@@ -69,9 +78,9 @@ func (st *runState) saveSoon(ctx context.Context) {
 	st.mu.Unlock()
 	st.r.wg.Go(func() {
 		for {
-			st.write(ctx)
+			err := st.write(ctx)
 			st.mu.Lock()
-			if !st.unsaved {
+			if !st.unsaved || err != nil { // after a failure the next save tries again
 				st.writing = false
 				st.mu.Unlock()
 				return
@@ -135,6 +144,9 @@ func (st *runState) write(ctx context.Context) error {
 	}
 	if err != nil {
 		st.r.log.Warn("save run record", "run", rec.ID, "err", err)
+		st.mu.Lock()
+		st.unsaved = true // not stored: the next write tries again
+		st.mu.Unlock()
 		return err
 	}
 	return nil
