@@ -67,8 +67,8 @@ type Heartbeat struct {
 	Time     time.Time `json:"time"`
 }
 
-// Record is everything remembered of one run. It is stored whole, as JSON, at every
-// state change.
+// Record is everything remembered of one run. It is stored whole, as JSON, as its
+// state changes (the changes that come while it is being written, together).
 type Record struct {
 	ID       string `json:"id"`
 	Pipeline string `json:"pipeline"`

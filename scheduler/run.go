@@ -159,7 +159,7 @@ type Hooks struct {
 }
 
 // Run runs the pipeline now, for trig, and returns its record: the record is stored
-// before any stage starts and at every state change. The error is nil when the run
+// before any stage starts and as its state changes. The error is nil when the run
 // succeeded; a run that failed or was cancelled returns its record and an error.
 func (r *Runner) Run(ctx context.Context, spec *pipelines.Spec, trig Trigger, hooks Hooks) (*Record, error) {
 	store, err := r.Store(ctx, spec)

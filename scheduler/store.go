@@ -24,7 +24,7 @@ const Prefix = "_orchestrator/"
 
 // Layout of the run store, below Prefix:
 //
-//	runs/<pipeline>/<run id>.json          the run's Record, rewritten at every state change
+//	runs/<pipeline>/<run id>.json          the run's Record, rewritten as its state changes
 //	logs/<pipeline>/<run id>/<stage>.log   a stage's whole log, when the record holds only its end
 //	index/<pipeline>/<shard>/<seq>.json    one Entry per run, numbered from 1 (shard = seq/1000)
 //	active/<run id>.json                   while a run is queued or running
