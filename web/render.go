@@ -147,6 +147,7 @@ var funcs = template.FuncMap{
 	"dur":   durationWords,
 	"bytes": bytesText,
 	"join":  strings.Join,
+	"lines": textLines,
 	"query": url.QueryEscape,
 	"path":  url.PathEscape,
 	"add":   func(a, b int64) int64 { return a + b },
@@ -235,4 +236,15 @@ func withRole(ctx context.Context, ro role) context.Context {
 func roleOf(ctx context.Context) role {
 	ro, _ := ctx.Value(ctxKey{}).(role)
 	return ro
+}
+
+// textLines are the non-empty lines of s, their surrounding spaces trimmed.
+func textLines(s string) []string {
+	var out []string
+	for l := range strings.Lines(s) {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
