@@ -380,3 +380,42 @@ func TestFailedWriteOfTheEndIsRetried(t *testing.T) {
 		}
 	}
 }
+
+// TestNoWritesAfterTakeover: a run another process took over writes nothing more, and a
+// change it makes after that leaves no writer behind.
+func TestNoWritesAfterTakeover(t *testing.T) {
+	e := newEnv(t, at(t0), nil, "A")
+	spec := parseSpec(t, fmt.Sprintf(testPipeline, ""))
+	ctx := context.Background()
+	st, err := e.runner.Store(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.runner.Prepare(spec, Trigger{Kind: Scheduled, Slot: at(t0)}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.runner.claim(ctx, spec, st, rec); err != nil {
+		t.Fatal(err)
+	}
+	rs := e.runner.state(rec.ID)
+	rs.mu.Lock()
+	rs.lost = true
+	rs.rec.Status = Running
+	rs.mu.Unlock()
+	rs.saveSoon(ctx)
+	done := make(chan struct{})
+	go func() {
+		e.runner.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the background writer of a run taken over did not stop")
+	}
+	if got := e.record(t, rec.ID); got.Status != Queued {
+		t.Errorf("stored record %s, want it as claimed (queued): a run taken over writes nothing", got.Status)
+	}
+	e.runner.release(rec.ID)
+}

@@ -96,6 +96,7 @@ func (st *runState) write(ctx context.Context) error {
 	defer st.saveMu.Unlock()
 	st.mu.Lock()
 	if st.lost || !st.unsaved {
+		st.unsaved = false // a run taken over writes nothing more
 		st.mu.Unlock()
 		return nil
 	}
