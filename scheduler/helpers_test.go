@@ -179,6 +179,11 @@ stages:
   - {name: c, kind: vacuum, tables: [raw.t], depends_on: [b]}
 `
 
+// oneStagePipeline is testPipeline with its first stage only.
+func oneStagePipeline() string {
+	return strings.SplitAfter(fmt.Sprintf(testPipeline, ""), "tables: [raw.t]}\n")[0]
+}
+
 func parseSpec(t *testing.T, yaml string) *pipelines.Spec {
 	t.Helper()
 	spec, err := pipelines.Parse("/pipelines/p.yaml", []byte(yaml), pipelines.Options{LookupEnv: func(string) (string, bool) { return "", false }})
@@ -221,6 +226,25 @@ func newEnv(t *testing.T, start time.Time, wh objectstore.Store, id string) *env
 		e.sched.Wait()
 	})
 	return e
+}
+
+// claimSlot claims the slot's run of spec, as a scheduler does before dispatching it,
+// and returns its record (in the runner's charge).
+func (e *env) claimSlot(t *testing.T, spec *pipelines.Spec, slot time.Time) *Record {
+	t.Helper()
+	ctx := context.Background()
+	st, err := e.runner.Store(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.runner.Prepare(spec, Trigger{Kind: Scheduled, Slot: slot}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.runner.claim(ctx, spec, st, rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }
 
 func (e *env) load(t *testing.T, specs ...*pipelines.Spec) {

@@ -238,19 +238,8 @@ func TestIndexedOnceWhenTheFirstSaveFails(t *testing.T) {
 // stages' attempts say when each began.
 func TestStartIsWhenDispatched(t *testing.T) {
 	e := newEnv(t, at(t0), nil, "A")
-	spec := parseSpec(t, fmt.Sprintf(testPipeline, ""))
 	ctx := context.Background()
-	st, err := e.runner.Store(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := e.runner.Prepare(spec, Trigger{Kind: Scheduled, Slot: at(t0)}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.runner.claim(ctx, spec, st, rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := e.claimSlot(t, parseSpec(t, fmt.Sprintf(testPipeline, "")), at(t0))
 	e.clock.Set(at(t0).Add(time.Second))
 	e.runner.dispatched(rec.ID)
 	e.clock.Set(at(t0).Add(3 * time.Second)) // the run's goroutine is late
@@ -309,8 +298,7 @@ func (c *slowFirstPut) Put(ctx context.Context, key string, r io.Reader, size in
 func TestStateChangesCoalesce(t *testing.T) {
 	wh := &slowFirstPut{Store: mem.New(mem.Config{}), prefix: runsDir}
 	e := newEnv(t, at(t0), wh, "A")
-	one := strings.SplitAfter(fmt.Sprintf(testPipeline, ""), "tables: [raw.t]}\n")[0]
-	e.load(t, parseSpec(t, one))
+	e.load(t, parseSpec(t, oneStagePipeline()))
 	e.tickAt(at(t0))
 	for h := 1; h <= 5; h++ {
 		wh.n.Store(0)
@@ -366,8 +354,7 @@ func TestFailedWriteOfTheEndIsRetried(t *testing.T) {
 	for range 10 {
 		wh := &failEnd{Store: mem.New(mem.Config{})}
 		e := newEnv(t, at(t0), wh, "A")
-		one := strings.SplitAfter(fmt.Sprintf(testPipeline, ""), "tables: [raw.t]}\n")[0]
-		e.load(t, parseSpec(t, one))
+		e.load(t, parseSpec(t, oneStagePipeline()))
 		e.tickAt(at(t0))
 		e.tickAt(hour(1))
 		e.sched.Wait()
@@ -385,19 +372,8 @@ func TestFailedWriteOfTheEndIsRetried(t *testing.T) {
 // change it makes after that leaves no writer behind.
 func TestNoWritesAfterTakeover(t *testing.T) {
 	e := newEnv(t, at(t0), nil, "A")
-	spec := parseSpec(t, fmt.Sprintf(testPipeline, ""))
 	ctx := context.Background()
-	st, err := e.runner.Store(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := e.runner.Prepare(spec, Trigger{Kind: Scheduled, Slot: at(t0)}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.runner.claim(ctx, spec, st, rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := e.claimSlot(t, parseSpec(t, fmt.Sprintf(testPipeline, "")), at(t0))
 	rs := e.runner.state(rec.ID)
 	rs.mu.Lock()
 	rs.lost = true
