@@ -114,3 +114,15 @@ func TestResponseCache(t *testing.T) {
 		t.Errorf("%d cache entries, want 3", n)
 	}
 }
+
+// TestLoadProblemsOnePerLine: the pipelines page shows each problem of a file that
+// failed to load on a line of its own, without the indentation the CLI prints.
+func TestLoadProblemsOnePerLine(t *testing.T) {
+	problem := "  /p/bad.yaml:1:1: missing key \"stages\"\n  /p/bad.yaml:2:1: unknown key \"schedul\"\n"
+	e := newEnv(t, envOptions{loadErrors: []LoadError{{File: "/p/bad.yaml", Problem: problem}}})
+	_, body := e.do(req{path: "/pipelines"})
+	want := `<div class="lines code"><div>/p/bad.yaml:1:1: missing key &#34;stages&#34;</div><div>/p/bad.yaml:2:1: unknown key &#34;schedul&#34;</div></div>`
+	if !strings.Contains(body, want) {
+		t.Errorf("/pipelines lacks the problems one per line:\n%s", body)
+	}
+}
