@@ -3,11 +3,13 @@ package delta
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
 )
 
 // gatherRows is takeRows for the MERGE: the rows of rec at the given indices, in that
@@ -24,9 +26,22 @@ func gatherRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch
 	}
 	cols := make([]arrow.Array, rec.NumCols())
 	defer releaseAll(cols)
+	if n >= parallelGatherRows && rec.NumCols() > 1 {
+		// A large gather's columns are copied on every core.
+		var g errgroup.Group
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		for i, c := range rec.Columns() {
+			g.Go(func() error { cols[i] = gatherArray(mem, c, rows); return nil })
+		}
+		g.Wait()
+	} else {
+		for i, c := range rec.Columns() {
+			cols[i] = gatherArray(mem, c, rows)
+		}
+	}
 	var rest []int // columns left to takeRows
-	for i, c := range rec.Columns() {
-		if cols[i] = gatherArray(mem, c, rows); cols[i] == nil {
+	for i := range cols {
+		if cols[i] == nil {
 			rest = append(rest, i)
 		}
 	}
@@ -50,6 +65,9 @@ func gatherRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch
 	}
 	return array.NewRecordBatch(rec.Schema(), cols, int64(n)), nil
 }
+
+// parallelGatherRows is the smallest gather whose columns are copied concurrently.
+const parallelGatherRows = 16 << 10
 
 func isConsecutive(rows []int32) bool {
 	for i := 1; i < len(rows); i++ {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -205,7 +206,16 @@ func (f *partFile) write(rec arrow.RecordBatch) error {
 			return err
 		}
 	}
-	if err := f.pw.WriteBuffered(rec); err != nil {
+	// A large record's stats are folded while its columns are encoded.
+	var wg sync.WaitGroup
+	if rec.NumRows() >= 4096 {
+		wg.Go(func() { f.stats.update(rec) })
+	} else {
+		f.stats.update(rec)
+	}
+	err := f.pw.WriteBuffered(rec)
+	wg.Wait()
+	if err != nil {
 		return err
 	}
 	f.rgRows += rec.NumRows()
@@ -214,7 +224,6 @@ func (f *partFile) write(rec arrow.RecordBatch) error {
 		f.rgArrow += n
 		f.w.rgBytes += n
 	}
-	f.stats.update(rec)
 	return nil
 }
 

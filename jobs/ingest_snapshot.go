@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/zeebo/xxh3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
@@ -82,34 +83,42 @@ func (sd *snapSide) grow(n int) {
 	}
 }
 
-// hashRows computes the keys (into block) and data hashes of rec's rows, the two halves
-// of a large record at once.
-func hashRows(block *keyindex.Block, rec arrow.RecordBatch, keyCols, dataCols []int, lo, hi []uint64) error {
+// rowHashes is, per row of a record, its key (in Block, for a key index) and the 128-bit
+// hash of its data columns (lo, hi); reused from record to record.
+type rowHashes struct {
+	keyindex.Block
+	other  keyindex.Block // the second half's keys, before they join Block
+	lo, hi []uint64
+}
+
+// hash fills h for rec, the two halves of a large record at once. With in set, it also
+// looks the keys up there (Block.IDs).
+func (h *rowHashes) hash(rec arrow.RecordBatch, keyCols, dataCols []int, in *keyindex.Index) error {
 	n := int(rec.NumRows())
+	h.lo, h.hi = slices.Grow(h.lo[:0], n)[:n], slices.Grow(h.hi[:0], n)[:n]
 	half := n / 2
 	if n < 4096 {
 		half = n
 	}
-	var other keyindex.Block
 	var errOther error
 	var wg sync.WaitGroup
 	if half < n {
-		wg.Go(func() { errOther = hashPart(&other, rec, keyCols, dataCols, half, n, lo, hi) })
+		wg.Go(func() { errOther = h.part(&h.other, rec, keyCols, dataCols, half, n, in) })
 	}
-	err := hashPart(block, rec, keyCols, dataCols, 0, half, lo, hi)
+	err := h.part(&h.Block, rec, keyCols, dataCols, 0, half, in)
 	wg.Wait()
 	if err = errors.Join(err, errOther); err != nil {
 		return err
 	}
 	if half < n {
-		block.Append(&other)
+		h.Append(&h.other)
 	}
 	return nil
 }
 
-func hashPart(block *keyindex.Block, rec arrow.RecordBatch, keyCols, dataCols []int, from, to int, lo, hi []uint64) error {
+func (h *rowHashes) part(block *keyindex.Block, rec arrow.RecordBatch, keyCols, dataCols []int, from, to int, in *keyindex.Index) error {
 	block.Reset()
-	h := rowHasher{cols: dataCols}
+	rh := rowHasher{cols: dataCols}
 	all := allColumns(len(keyCols))
 	for i := from; i < to; i++ {
 		var err error
@@ -117,7 +126,10 @@ func hashPart(block *keyindex.Block, rec arrow.RecordBatch, keyCols, dataCols []
 			return err
 		}
 		block.End()
-		lo[i], hi[i] = h.hash(rec, i)
+		h.lo[i], h.hi[i] = rh.hash(rec, i)
+	}
+	if in != nil {
+		in.LookupBlock(block)
 	}
 	return nil
 }
@@ -309,10 +321,13 @@ func (s *Ingest) mergeSnapshot(ctx context.Context, env *Env, decl *Table, tbl *
 	return nil
 }
 
-// snapshotTable is pass 1.
+// snapshotTable is pass 1: the scan's records are hashed (on both cores) while the
+// previous record's keys go into the index.
 func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data []string) (*snapTable, error) {
 	t := &snapTable{index: keyindex.New(1 << 10)}
+	rows, sized := int64(0), false
 	if n, ok := snap.NumRecords(); ok {
+		rows, sized = n, true
 		t.index = keyindex.New(int(n))
 		t.hashLo, t.hashHi = make([]uint64, 0, n), make([]uint64, 0, n)
 		t.file, t.row = make([]int32, 0, n), make([]int64, 0, n)
@@ -322,33 +337,65 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 		return nil, err
 	}
 	defer sc.Release()
-	var block keyindex.Block
-	var lo, hi []uint64
-	for sc.Next() {
-		rec := sc.RecordBatch()
-		file, first, ok := sc.Position()
-		if !ok {
-			return nil, fmt.Errorf("the scan of the table lost the positions of its rows")
-		}
-		if len(t.files) == 0 || t.files[len(t.files)-1] != file.Path {
-			t.files = append(t.files, file.Path)
-		}
-		n := int(rec.NumRows())
-		lo, hi = slices.Grow(lo[:0], n)[:n], slices.Grow(hi[:0], n)[:n]
-		if err := hashRows(&block, rec, columnsByName(rec.Schema(), s.cfg.Keys), columnsByName(rec.Schema(), data), lo, hi); err != nil {
-			return nil, err
-		}
-		t.index.AddBlock(&block)
-		for i, id := range block.IDs {
-			if int(id) < len(t.row) {
-				t.extra = append(t.extra, rowAt{file: file.Path, row: first + int64(i)})
-				continue
-			}
-			t.hashLo, t.hashHi = append(t.hashLo, lo[i]), append(t.hashHi, hi[i])
-			t.file, t.row = append(t.file, int32(len(t.files)-1)), append(t.row, first+int64(i))
-		}
+	type hashed struct {
+		h     *rowHashes
+		file  string
+		first int64
 	}
-	if err := sc.Err(); err != nil {
+	free, ready := make(chan *rowHashes, 2), make(chan hashed, 1)
+	free <- &rowHashes{}
+	free <- &rowHashes{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(ready)
+		for sc.Next() {
+			rec := sc.RecordBatch()
+			file, first, ok := sc.Position()
+			if !ok {
+				return fmt.Errorf("the scan of the table lost the positions of its rows")
+			}
+			var h *rowHashes
+			select {
+			case h = <-free:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			if err := h.hash(rec, columnsByName(rec.Schema(), s.cfg.Keys), columnsByName(rec.Schema(), data), nil); err != nil {
+				return err
+			}
+			select {
+			case ready <- hashed{h: h, file: file.Path, first: first}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return sc.Err()
+	})
+	g.Go(func() error {
+		for r := range ready {
+			if sized && r.h.Len() > 0 {
+				// The keys' bytes, estimated from the first record's, are made room
+				// for at once: growing the arena as it fills would copy it again and again.
+				t.index.Grow(int(int64(len(r.h.Buf)) * rows / int64(r.h.Len()) * 9 / 8))
+				sized = false
+			}
+			if len(t.files) == 0 || t.files[len(t.files)-1] != r.file {
+				t.files = append(t.files, r.file)
+			}
+			t.index.AddBlock(&r.h.Block)
+			for i, id := range r.h.IDs {
+				if int(id) < len(t.row) {
+					t.extra = append(t.extra, rowAt{file: r.file, row: r.first + int64(i)})
+					continue
+				}
+				t.hashLo, t.hashHi = append(t.hashLo, r.h.lo[i]), append(t.hashHi, r.h.hi[i])
+				t.file, t.row = append(t.file, int32(len(t.files)-1)), append(t.row, r.first+int64(i))
+			}
+			free <- r.h
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	t.side.withSeq = s.cfg.SequenceBy != ""

@@ -124,8 +124,7 @@ func (s *Ingest) spillTableKeys(ctx context.Context, dir *spillDir, snap *delta.
 		fileIdx[a.Path] = int64(i)
 	}
 	var out *fanout
-	var block keyindex.Block
-	var lo, hi []uint64
+	var h rowHashes
 	var parts []uint16
 	for sc.Next() {
 		rec := sc.RecordBatch()
@@ -135,10 +134,10 @@ func (s *Ingest) spillTableKeys(ctx context.Context, dir *spillDir, snap *delta.
 		}
 		keyCols := columnsByName(rec.Schema(), s.cfg.Keys)
 		n := int(rec.NumRows())
-		lo, hi = slices.Grow(lo[:0], n)[:n], slices.Grow(hi[:0], n)[:n]
-		if err := hashRows(&block, rec, keyCols, columnsByName(rec.Schema(), data), lo, hi); err != nil {
+		if err := h.hash(rec, keyCols, columnsByName(rec.Schema(), data), nil); err != nil {
 			return nil, err
 		}
+		lo, hi := h.lo, h.hi
 		parts = slices.Grow(parts[:0], n)[:n]
 		var buf []byte
 		for i := range n {

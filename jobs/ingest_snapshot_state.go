@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -37,9 +36,8 @@ type snapState struct {
 	extra      []string
 	matcher    *delta.Matcher
 	seqText    func(int64) string
-	block      keyindex.Block
+	rows       rowHashes // the record at hand's, looked up in the table's index
 	miss       keyindex.Block
-	los, his   []uint64
 	// In passes over spill files, a row's problem (a key twice, a null sequence) does
 	// not stop the pass: the one of the earliest row is kept (firstOrd), so that the
 	// run fails naming what a run in memory names, the first problem in file order.
@@ -101,17 +99,14 @@ func (st *snapState) add(ctx context.Context, marked arrow.RecordBatch, fi int, 
 	if st.seqText != nil {
 		seqs = marked.Column(columnsByName(sch, []string{s.cfg.SequenceBy})[0])
 	}
-	n := int(marked.NumRows())
-	st.los, st.his = slices.Grow(st.los[:0], n)[:n], slices.Grow(st.his[:0], n)[:n]
-	los, his := st.los, st.his
-	if err := hashRows(&st.block, marked, keyCols, columnsByName(sch, st.data), los, his); err != nil {
+	if err := st.rows.hash(marked, keyCols, columnsByName(sch, st.data), table.index); err != nil {
 		return fmt.Errorf("%s: %w", f.Name, err)
 	}
-	table.index.LookupBlock(&st.block)
+	los, his := st.rows.lo, st.rows.hi
 	// Rows of new keys: indexed among themselves.
 	miss := &st.miss
 	miss.Reset()
-	for i, id := range st.block.IDs {
+	for i, id := range st.rows.IDs {
 		if id >= 0 {
 			miss.Skip()
 			continue
@@ -125,7 +120,7 @@ func (st *snapState) add(ctx context.Context, marked arrow.RecordBatch, fi int, 
 	st.freshIndex.AddBlock(miss)
 	fresh.grow(st.freshIndex.Len())
 	var keep []int32
-	for i, id := range st.block.IDs {
+	for i, id := range st.rows.IDs {
 		sd, target := &table.side, true
 		if id < 0 {
 			sd, id, target = fresh, miss.IDs[i], false

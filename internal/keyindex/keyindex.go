@@ -112,7 +112,7 @@ type Block struct {
 }
 
 // Reset empties the block.
-func (b *Block) Reset() { b.Buf, b.ends = b.Buf[:0], b.ends[:0] }
+func (b *Block) Reset() { b.Buf, b.ends, b.IDs = b.Buf[:0], b.ends[:0], b.IDs[:0] }
 
 // End closes the key appended to Buf since the previous row.
 func (b *Block) End() { b.ends = append(b.ends, len(b.Buf)) }
@@ -123,8 +123,14 @@ func (b *Block) Skip() { b.ends = append(b.ends, -1) }
 // Len is the number of rows.
 func (b *Block) Len() int { return len(b.ends) }
 
-// Append adds the rows of o after b's (a block built in parts at once).
+// Append adds the rows of o after b's (a block built in parts at once), with their IDs
+// when both blocks were looked up.
 func (b *Block) Append(o *Block) {
+	if len(b.IDs) == len(b.ends) && len(o.IDs) == len(o.ends) {
+		b.IDs = append(b.IDs, o.IDs...)
+	} else {
+		b.IDs = b.IDs[:0]
+	}
 	base := len(b.Buf)
 	b.Buf = append(b.Buf, o.Buf...)
 	for _, e := range o.ends {

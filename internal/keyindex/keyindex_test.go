@@ -118,6 +118,43 @@ func TestBlocks(t *testing.T) {
 	}
 }
 
+// TestAppendLookedUpHalves: a block looked up in two halves and appended has the IDs a
+// lookup of the whole block gives; a half not looked up drops them.
+func TestAppendLookedUpHalves(t *testing.T) {
+	x := New(16)
+	for i := range 100 {
+		x.Add(fmt.Appendf(nil, "k%d", i))
+	}
+	fill := func(b *Block, keys ...string) {
+		b.Reset()
+		for _, k := range keys {
+			if k == "" {
+				b.Skip()
+				continue
+			}
+			b.Buf = append(b.Buf, k...)
+			b.End()
+		}
+	}
+	var whole, a, b Block
+	fill(&whole, "k3", "", "nope", "k99", "k7", "k200")
+	x.LookupBlock(&whole)
+	fill(&a, "k3", "", "nope")
+	fill(&b, "k99", "k7", "k200")
+	x.LookupBlock(&a)
+	x.LookupBlock(&b)
+	a.Append(&b)
+	if !slices.Equal(a.IDs, whole.IDs) || a.Len() != whole.Len() {
+		t.Fatalf("halves appended: IDs %v over %d rows, want %v", a.IDs, a.Len(), whole.IDs)
+	}
+	fill(&a, "k3")
+	x.LookupBlock(&a)
+	fill(&b, "k7")
+	if a.Append(&b); len(a.IDs) != 0 {
+		t.Fatalf("a half not looked up: IDs %v, want none", a.IDs)
+	}
+}
+
 // BenchmarkIndex adds a million encoded customer keys and looks each up, one at a time
 // and in blocks (the stage does one of each per source and per dimension row).
 func BenchmarkIndex(b *testing.B) {
