@@ -242,6 +242,23 @@ func TestIngestMissingColumns(t *testing.T) {
 	}
 }
 
+// A table that holds a key twice (written by an append, not by snapshot mode) holds it
+// once after a snapshot load: the later copy is deleted, the first updated or kept,
+// whatever their places in the table's files.
+func TestIngestSnapshotTableHoldsKeyTwice(t *testing.T) {
+	tbl := snapshotTable(t)
+	env, landing := ingestEnv(t, mem.New(mem.Config{}), tbl)
+	putFile(t, landing, "a/1.csv", "sku,name,price\nA,Apple,1.00\nB,Bread,2.50\nB,Bread,2.60\nC,Cheese,3.00\n")
+	putFile(t, landing, "a/2.csv", "sku,name,price\nA,Apple,1.10\nD,Dates,4.00\n")
+	runStage(t, NewIngest("append", &IngestConfig{Source: "/landing/a/*.csv", Target: tbl.Name}), env)
+	stage := NewIngest("ingest", &IngestConfig{Source: "/landing/p/*.csv", Target: tbl.Name, Mode: "snapshot", Keys: []string{"sku"}})
+	putFile(t, landing, "p/day1.csv", "sku,name,price\nA,Apple,1.00\nB,Bread,2.75\nC,Cheese,3.20\nD,Dates,4.00\n")
+	runStage(t, stage, env)
+	if got, want := tableRows(t, env, tbl, "sku", "name", "price"), []string{"A|Apple|1", "B|Bread|2.75", "C|Cheese|3.2", "D|Dates|4"}; !slices.Equal(got, want) {
+		t.Fatalf("rows:\n%s", diff(got, want))
+	}
+}
+
 // A snapshot holds each key once: a key twice fails naming both places, into an empty
 // table (appended) and into one with rows (merged), and nothing is written.
 func TestIngestSnapshotDuplicateKey(t *testing.T) {

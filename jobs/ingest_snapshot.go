@@ -260,31 +260,63 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 // order kept), then one row per delete (their number: deletes); matches name the
 // updates and deletes by place, the other rows insert.
 func snapshotChanges(table *snapTable, fresh *snapSide) (keep []int32, matches *delta.MergePositions, deletes int) {
-	matches = &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
-	var dels []rowAt
+	sd := &table.side
+	nkeep := 0 // the deletes' source rows come after the kept ones
 	for id := range table.row {
-		sd, at := &table.side, table.rowAt(id)
-		switch {
-		case !sd.seen[id] || sd.del[id]:
-			dels = append(dels, at)
-		case sd.kept[id] >= 0:
-			addMatch(matches, at, int32(len(keep)))
-			keep = append(keep, sd.kept[id])
+		if sd.seen[id] && !sd.del[id] && sd.kept[id] >= 0 {
+			nkeep++
 		}
 	}
-	dels = append(dels, table.extra...)
+	for id := range fresh.seen {
+		if !fresh.del[id] && fresh.kept[id] >= 0 {
+			nkeep++
+		}
+	}
+	keep = make([]int32, 0, nkeep)
+	matches = &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
+	// Ids are in scan order, so each file's matches come in row order (sorted below
+	// when that is not so: rows the table holds twice, a file met twice).
+	sorted := len(table.extra) == 0
+	var fm *delta.FileMatches
+	last := int32(-1)
+	for id, f := range table.file {
+		var source int32
+		switch {
+		case !sd.seen[id] || sd.del[id]:
+			source = int32(nkeep + deletes)
+			deletes++
+		case sd.kept[id] >= 0:
+			source = int32(len(keep))
+			keep = append(keep, sd.kept[id])
+		default:
+			continue
+		}
+		if f != last {
+			last, fm = f, matches.Files[table.files[f]]
+			if fm != nil {
+				sorted = false
+			} else {
+				fm = &delta.FileMatches{}
+				matches.Files[table.files[f]] = fm
+			}
+		}
+		fm.Target, fm.Source = append(fm.Target, table.row[id]), append(fm.Source, source)
+	}
 	for id := range fresh.seen {
 		if !fresh.del[id] && fresh.kept[id] >= 0 {
 			keep = append(keep, fresh.kept[id])
 		}
 	}
-	for k, at := range dels {
-		addMatch(matches, at, int32(len(keep)+k))
+	for _, at := range table.extra {
+		addMatch(matches, at, int32(nkeep+deletes))
+		deletes++
 	}
-	for _, fm := range matches.Files {
-		sortMatches(fm)
+	if !sorted {
+		for _, fm := range matches.Files {
+			sortMatches(fm)
+		}
 	}
-	return keep, matches, len(dels)
+	return keep, matches, deletes
 }
 
 // mergeSnapshot commits a snapshot's changes, rows (of schema sch) matched by place to
