@@ -317,7 +317,7 @@ func (k *firstSnapshotKeys) handOver(ctx context.Context, index *keyindex.Index,
 		files, lines := make([]int64, 0, hi-lo), make([]int64, 0, hi-lo)
 		for id := lo; id < hi; id++ {
 			keys = append(keys, slices.Clone(index.Key(int32(id))))
-			files, lines = append(files, int64(seen.file[id])), append(lines, int64(seen.line[id]))
+			files, lines = append(files, int64(seen.keys[id].file)), append(lines, int64(seen.keys[id].line))
 		}
 		if err := k.add(ctx, keys, texts, files, lines); err != nil {
 			return err

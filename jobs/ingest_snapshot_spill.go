@@ -302,7 +302,7 @@ func readTableKeys(ctx context.Context, snap *delta.Snapshot, spilled []*spillFi
 				t.extra = append(t.extra, rowAt{file: t.files[file.Value(i)], row: row.Value(i)})
 				continue
 			}
-			t.hashLo, t.hashHi = append(t.hashLo, uint64(los.Value(i))), append(t.hashHi, uint64(his.Value(i)))
+			t.hash = append(t.hash, dataHash{uint64(los.Value(i)), uint64(his.Value(i))})
 			t.file, t.row = append(t.file, int32(file.Value(i))), append(t.row, row.Value(i))
 		}
 		return nil
@@ -321,11 +321,11 @@ func handMatched(ctx context.Context, t *snapTable, st *snapState, sch *arrow.Sc
 	var deletes []rowAt
 	for id := range t.row {
 		sd, place := &t.side, t.rowAt(id)
-		switch {
-		case !sd.seen[id] || sd.del[id]:
+		switch k := &sd.keys[id]; {
+		case !k.seen || k.del:
 			deletes = append(deletes, place)
-		case sd.kept[id] >= 0:
-			keep, at = append(keep, sd.kept[id]), append(at, place)
+		case k.kept >= 0:
+			keep, at = append(keep, k.kept), append(at, place)
 		}
 	}
 	deletes = append(deletes, t.extra...)
@@ -358,9 +358,9 @@ func handMatched(ctx context.Context, t *snapTable, st *snapState, sch *arrow.Sc
 func handInserts(ctx context.Context, st *snapState, pm *partedMerge) error {
 	var ins []int32
 	var ords []int64
-	for id := range st.fresh.seen {
-		if !st.fresh.del[id] && st.fresh.kept[id] >= 0 {
-			ins, ords = append(ins, st.fresh.kept[id]), append(ords, st.freshOrd[id])
+	for id, k := range st.fresh.keys {
+		if !k.del && k.kept >= 0 {
+			ins, ords = append(ins, k.kept), append(ords, st.freshOrd[id])
 		}
 	}
 	if len(ins) == 0 {

@@ -148,11 +148,12 @@ func (st *snapState) add(ctx context.Context, marked arrow.RecordBatch, fi int, 
 		if !stands {
 			continue
 		}
-		sd.kept[id] = -1
-		if r.del || target && r.lo == table.hashLo[id] && r.hi == table.hashHi[id] {
+		k := &sd.keys[id]
+		k.kept = -1
+		if r.del || target && r.lo == table.hash[id].lo && r.hi == table.hash[id].hi {
 			continue // the table's row stands (or goes): nothing to keep
 		}
-		sd.kept[id] = st.keptRows + int32(len(keep))
+		k.kept = st.keptRows + int32(len(keep))
 		keep = append(keep, int32(i))
 	}
 	if len(keep) > 0 {
