@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -15,7 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/zeebo/xxh3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/orchestrator-io/orchestrator/delta"
@@ -95,6 +93,7 @@ func (sd *snapSide) grow(n int) {
 type rowHashes struct {
 	keyindex.Block
 	other  keyindex.Block // the second half's keys, before they join Block
+	halves [2]rowHasher
 	lo, hi []uint64
 }
 
@@ -110,9 +109,9 @@ func (h *rowHashes) hash(rec arrow.RecordBatch, keyCols, dataCols []int, in *key
 	var errOther error
 	var wg sync.WaitGroup
 	if half < n {
-		wg.Go(func() { errOther = h.part(&h.other, rec, keyCols, dataCols, half, n, in) })
+		wg.Go(func() { errOther = h.part(&h.other, &h.halves[1], rec, keyCols, dataCols, half, n, in) })
 	}
-	err := h.part(&h.Block, rec, keyCols, dataCols, 0, half, in)
+	err := h.part(&h.Block, &h.halves[0], rec, keyCols, dataCols, 0, half, in)
 	wg.Wait()
 	if err = errors.Join(err, errOther); err != nil {
 		return err
@@ -123,9 +122,8 @@ func (h *rowHashes) hash(rec arrow.RecordBatch, keyCols, dataCols []int, in *key
 	return nil
 }
 
-func (h *rowHashes) part(block *keyindex.Block, rec arrow.RecordBatch, keyCols, dataCols []int, from, to int, in *keyindex.Index) error {
+func (h *rowHashes) part(block *keyindex.Block, rh *rowHasher, rec arrow.RecordBatch, keyCols, dataCols []int, from, to int, in *keyindex.Index) error {
 	block.Reset()
-	rh := rowHasher{cols: dataCols}
 	all := allColumns(len(keyCols))
 	for i := from; i < to; i++ {
 		var err error
@@ -133,71 +131,13 @@ func (h *rowHashes) part(block *keyindex.Block, rec arrow.RecordBatch, keyCols, 
 			return err
 		}
 		block.End()
-		h.lo[i], h.hi[i] = rh.hash(rec, i)
 	}
+	rh.reset(rec, dataCols)
+	rh.hash(rec, from, to, h.lo, h.hi)
 	if in != nil {
 		in.LookupBlock(block)
 	}
 	return nil
-}
-
-// rowHasher hashes a record's data columns (and encodes its key) without boxing values.
-type rowHasher struct {
-	cols []int // data columns, in table order
-	buf  []byte
-}
-
-func (h *rowHasher) hash(rec arrow.RecordBatch, i int) (lo, hi uint64) {
-	b := h.buf[:0]
-	for _, c := range h.cols {
-		b = appendHashValue(b, rec.Column(c), i)
-	}
-	h.buf = b
-	sum := xxh3.Hash128(b)
-	return sum.Lo, sum.Hi
-}
-
-// appendHashValue appends a self-delimiting encoding of arr[i]: equal values of the
-// table's types encode alike whichever reader made the array.
-func appendHashValue(b []byte, arr arrow.Array, i int) []byte {
-	if arr.IsNull(i) {
-		return append(b, 0)
-	}
-	switch a := arr.(type) {
-	case *array.String:
-		v := a.Value(i)
-		b = binary.AppendUvarint(append(b, 1), uint64(len(v)))
-		return append(b, v...)
-	case *array.Binary:
-		v := a.Value(i)
-		b = binary.AppendUvarint(append(b, 1), uint64(len(v)))
-		return append(b, v...)
-	case *array.Int64:
-		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(a.Value(i)))
-	case *array.Int32:
-		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(int64(a.Value(i))))
-	case *array.Int16:
-		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(int64(a.Value(i))))
-	case *array.Int8:
-		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(int64(a.Value(i))))
-	case *array.Date32:
-		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(int64(a.Value(i))))
-	case *array.Timestamp:
-		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(toMicros(int64(a.Value(i)), a.DataType().(*arrow.TimestampType).Unit)))
-	case *array.Float64:
-		return binary.LittleEndian.AppendUint64(append(b, 3), math.Float64bits(a.Value(i)))
-	case *array.Float32:
-		return binary.LittleEndian.AppendUint64(append(b, 3), math.Float64bits(float64(a.Value(i))))
-	case *array.Boolean:
-		return append(b, 4, byte(boolInt(a.Value(i))))
-	case *array.Decimal128:
-		v := a.Value(i)
-		b = binary.LittleEndian.AppendUint64(append(b, 6), uint64(v.HighBits()))
-		return binary.LittleEndian.AppendUint64(b, v.LowBits())
-	}
-	s := arr.ValueStr(i) // nested values: their JSON text
-	b = binary.AppendUvarint(append(b, 7), uint64(len(s)))
-	return append(b, s...)
 }
 
 // columnsByName returns the index in schema of each name (-1: absent).
