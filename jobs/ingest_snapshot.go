@@ -63,6 +63,7 @@ type snapSide struct {
 	hash    []dataHash
 }
 
+// snapKey is one key's state in a snapSide.
 type snapKey struct {
 	file      int32
 	line      uint32 // saturates at 2^32-1 (shown as such in messages)
