@@ -16,8 +16,23 @@ import sys
 import time
 
 
-def emit(seconds, rows, note="", bytes_out=0):
-    print(json.dumps({"seconds": seconds, "rows": rows, "note": note, "bytes_out": bytes_out}))
+def emit(seconds, rows, note="", bytes_out=0, cpu=None):
+    """Prints the measurement: the measured step's wall seconds and the CPU seconds the
+    process (all its threads) used in it (cpu, from since()), imports excluded."""
+    m = {"seconds": seconds, "rows": rows, "note": note, "bytes_out": bytes_out}
+    if cpu is not None:
+        m["cpu_seconds"] = cpu
+    print(json.dumps(m))
+
+
+def start():
+    """The wall and CPU clocks at the start of a measured step."""
+    return time.perf_counter(), time.process_time()
+
+
+def since(t0):
+    """The wall and CPU seconds since start() gave t0."""
+    return time.perf_counter() - t0[0], time.process_time() - t0[1]
 
 
 def dir_bytes(path):
@@ -47,14 +62,14 @@ def ingest_duckdb(csv_dir, out):
     con.execute("SET preserve_insertion_order = false")
     cols = "{" + ", ".join(f"'{k}': '{v}'" for k, v in INGEST_COLUMNS.items()) + "}"
     target = os.path.join(out, "data.parquet")
-    start = time.perf_counter()
+    t0 = start()
     res = con.execute(
         f"COPY (SELECT * FROM read_csv('{csv_dir}/*.csv', header = true, columns = {cols})) "
         f"TO '{target}' (FORMAT parquet)"
     ).fetchone()
-    secs = time.perf_counter() - start
+    secs, cpu = since(t0)
     rows = res[0] if res else con.execute(f"SELECT count(*) FROM '{target}'").fetchone()[0]
-    emit(secs, rows, f"duckdb {duckdb.__version__}, threads=2, preserve_insertion_order=false", dir_bytes(out))
+    emit(secs, rows, f"duckdb {duckdb.__version__}, threads=2, preserve_insertion_order=false", dir_bytes(out), cpu=cpu)
 
 
 def ingest_deltars(csv_dir, out):
@@ -73,12 +88,12 @@ def ingest_deltars(csv_dir, out):
         ]
     )
     fmt = ds.CsvFileFormat(convert_options=pcsv.ConvertOptions(column_types=schema, strings_can_be_null=True))
-    start = time.perf_counter()
+    t0 = start()
     reader = ds.dataset(csv_dir, format=fmt, schema=schema).scanner().to_reader()
     deltalake.write_deltalake(out, reader)
-    secs = time.perf_counter() - start
+    secs, cpu = since(t0)
     rows = deltalake.DeltaTable(out).to_pyarrow_dataset().count_rows()
-    emit(secs, rows, f"deltalake {deltalake.__version__}, pyarrow {pa.__version__} dataset CSV reader (streaming)", dir_bytes(out))
+    emit(secs, rows, f"deltalake {deltalake.__version__}, pyarrow {pa.__version__} dataset CSV reader (streaming)", dir_bytes(out), cpu=cpu)
 
 
 def merge_deltars(table, source):
@@ -87,37 +102,39 @@ def merge_deltars(table, source):
 
     src = pq.read_table(source)
     dt = deltalake.DeltaTable(table)
-    start = time.perf_counter()
+    t0 = start()
     m = (
         dt.merge(source=src, predicate="t.id = s.id", source_alias="s", target_alias="t")
         .when_matched_update_all()
         .when_not_matched_insert_all()
         .execute()
     )
-    secs = time.perf_counter() - start
+    secs, cpu = since(t0)
     if m.get("num_target_rows_updated") != src.num_rows:
         raise SystemExit(f"delta-rs merge updated {m.get('num_target_rows_updated')} rows, want {src.num_rows}")
-    emit(secs, src.num_rows, f"{m.get('num_target_files_removed')} files rewritten")
+    emit(secs, src.num_rows, f"{m.get('num_target_files_removed')} files rewritten", cpu=cpu)
 
 
 def cdf_deltars(table):
     import deltalake
     import pyarrow as pa
 
-    start = time.perf_counter()
+    t0 = start()
     dt = deltalake.DeltaTable(table)
     reader = pa.RecordBatchReader.from_stream(dt.load_cdf(starting_version=0))
     rows = sum(b.num_rows for b in reader)
-    emit(time.perf_counter() - start, rows)
+    secs, cpu = since(t0)
+    emit(secs, rows, cpu=cpu)
 
 
 def scan_deltars(table):
     import deltalake
 
-    start = time.perf_counter()
+    t0 = start()
     dt = deltalake.DeltaTable(table)
     rows = sum(b.num_rows for b in dt.to_pyarrow_dataset().to_batches())
-    emit(time.perf_counter() - start, rows, "to_pyarrow_dataset().to_batches()")
+    secs, cpu = since(t0)
+    emit(secs, rows, "to_pyarrow_dataset().to_batches()", cpu=cpu)
 
 
 # The SCD2 apply over Parquet: close the current row of every changed or deleted key,
@@ -160,11 +177,11 @@ def scd2_duckdb(d):
     con.execute("SET threads = 2")
     con.execute("SET preserve_insertion_order = false")
     changes = con.execute(f"SELECT count(*) FROM '{d}/changes.parquet'").fetchone()[0]
-    start = time.perf_counter()
+    t0 = start()
     con.execute(SCD2_SQL.format(dir=d))
-    secs = time.perf_counter() - start
+    secs, cpu = since(t0)
     total = con.execute(f"SELECT count(*) FROM '{d}/duckdb-dim.parquet'").fetchone()[0]
-    emit(secs, changes, f"dimension now {total} rows; read dim+changes Parquet, write the new dimension Parquet")
+    emit(secs, changes, f"dimension now {total} rows; read dim+changes Parquet, write the new dimension Parquet", cpu=cpu)
 
 
 def scd2_deltars_setup(d):
@@ -186,7 +203,7 @@ def scd2_deltars(d):
 
     ch = pq.read_table(os.path.join(d, "changes.parquet"))
     dt = deltalake.DeltaTable(os.path.join(d, "deltars-dim"))
-    start = time.perf_counter()
+    t0 = start()
     # Staged-union MERGE (the Delta documentation's SCD2 pattern): every change row keyed
     # by customer_id (closes the current row, or inserts a new key), plus the changed rows
     # again with a NULL merge key (never match: insert the new version).
@@ -207,7 +224,7 @@ def scd2_deltars(d):
     staged = staged.append_column("new_sk", pa.array(range(top + 1, top + 1 + staged.num_rows), pa.int64()))
     sentinel = pa.scalar(253402214400000000, pa.timestamp("us", tz="UTC"))  # 9999-12-31
     staged = staged.append_column("valid_to_new", pa.array([sentinel.value] * staged.num_rows, pa.timestamp("us", tz="UTC")))
-    prep = time.perf_counter() - start
+    prep = since(t0)[0]
     m = (
         dt.merge(
             source=staged,
@@ -234,13 +251,14 @@ def scd2_deltars(d):
         )
         .execute()
     )
-    secs = time.perf_counter() - start
+    secs, cpu = since(t0)
     total = deltalake.DeltaTable(os.path.join(d, "deltars-dim")).to_pyarrow_dataset().count_rows()
     emit(
         secs,
         ch.num_rows,
         f"dimension now {total} rows; staging {prep:.2f}s + merge {secs - prep:.2f}s; "
         f"{m.get('num_target_rows_updated')} closed, {m.get('num_target_rows_inserted')} inserted; type 1 (name) not applied",
+        cpu=cpu,
     )
 
 
@@ -269,13 +287,13 @@ def snapshot_duckdb(d):
     con = duckdb.connect()
     con.execute("SET threads = 2")
     con.execute("SET preserve_insertion_order = false")
-    start = time.perf_counter()
+    t0 = start()
     con.execute(SNAPSHOT_SQL.format(dir=d))
-    secs = time.perf_counter() - start
+    secs, cpu = since(t0)
     counts = dict(con.execute(f"SELECT change, count(*) FROM '{d}/duckdb-accounts.parquet' GROUP BY change").fetchall())
     rows = sum(v for k, v in counts.items() if k != "delete")
     note = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("update", "insert", "delete"))
-    emit(secs, rows, note + "; writes the new table with each row's change")
+    emit(secs, rows, note + "; writes the new table with each row's change", cpu=cpu)
 
 
 CASES = {

@@ -322,6 +322,9 @@ func (d *driver) once(ctx context.Context, caseName, engine string, argv []strin
 		return r
 	}
 	r.Rows, r.Seconds, r.Note = m.Rows, m.Seconds, m.Note
+	if m.CPUSeconds > 0 {
+		r.CPUSeconds = m.CPUSeconds // the measured step's, not the whole process's
+	}
 	if m.Seconds > 0 {
 		r.RowsPerSec = float64(m.Rows) / m.Seconds
 	}

@@ -159,10 +159,11 @@ func extractMerge(ctx context.Context, args []string) (measurement, error) {
 			return measurement{}, err
 		}
 	}
-	start := time.Now()
+	st := startStep()
 	res, err := extractStage(budget).Run(ctx, newEnv(wh, staging, dim))
 	if err != nil {
 		return measurement{}, err
 	}
-	return measurement{Seconds: time.Since(start).Seconds(), Rows: rows, BytesOut: res.BytesWritten, Note: joinNotes(res.Notes)}, nil
+	secs, cpu := st.since()
+	return measurement{Seconds: secs, CPUSeconds: cpu, Rows: rows, BytesOut: res.BytesWritten, Note: joinNotes(res.Notes)}, nil
 }

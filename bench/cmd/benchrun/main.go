@@ -218,11 +218,7 @@ func logCPU(path string) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	cpu := processCPU
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -28,10 +29,34 @@ import (
 // measurement is what a worker process reports on its last stdout line (JSON); the
 // driver adds the process's peak RSS and CPU time from its rusage.
 type measurement struct {
-	Seconds  float64 `json:"seconds"`
-	Rows     int64   `json:"rows"`
-	BytesOut int64   `json:"bytes_out,omitempty"`
-	Note     string  `json:"note,omitempty"`
+	Seconds float64 `json:"seconds"`
+	// CPUSeconds is the CPU time (user + system, all threads) the process used in the
+	// measured step; 0 when the child does not say (the driver then takes its rusage).
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	Rows       int64   `json:"rows"`
+	BytesOut   int64   `json:"bytes_out,omitempty"`
+	Note       string  `json:"note,omitempty"`
+}
+
+// step is a measured step under way: when it started, on the wall clock and in the
+// process's CPU time.
+type step struct {
+	wall time.Time
+	cpu  time.Duration
+}
+
+func startStep() step { return step{time.Now(), processCPU()} }
+
+// since returns the wall and CPU seconds since the step started.
+func (s step) since() (secs, cpu float64) {
+	return time.Since(s.wall).Seconds(), (processCPU() - s.cpu).Seconds()
+}
+
+// processCPU is the user and system CPU time the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // workers are the cases run in a child process of the driver, so each has its own
@@ -123,12 +148,13 @@ func ingestOurs(ctx context.Context, args []string) (measurement, error) {
 	}
 	env := newEnv(wh, decl)
 	stage := jobs.NewIngest("ingest", &jobs.IngestConfig{Source: csvDir + "/*.csv", Target: decl.Name})
-	start := time.Now()
+	st := startStep()
 	res, err := stage.Run(ctx, env)
 	if err != nil {
 		return measurement{}, err
 	}
-	return measurement{Seconds: time.Since(start).Seconds(), Rows: res.RowsWritten, BytesOut: res.BytesWritten,
+	secs, cpu := st.since()
+	return measurement{Seconds: secs, CPUSeconds: cpu, Rows: res.RowsWritten, BytesOut: res.BytesWritten,
 		Note: fmt.Sprintf("%d files, one commit", res.FilesWritten)}, nil
 }
 
@@ -151,7 +177,7 @@ func ingestArrowGo(ctx context.Context, args []string) (measurement, error) {
 		return measurement{}, err
 	}
 	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy))
-	start := time.Now()
+	st := startStep()
 	var rows, bytes int64
 	for i, name := range files {
 		in, err := os.Open(name)
@@ -190,7 +216,8 @@ func ingestArrowGo(ctx context.Context, args []string) (measurement, error) {
 		}
 		bytes += st.Size()
 	}
-	return measurement{Seconds: time.Since(start).Seconds(), Rows: rows, BytesOut: bytes, Note: "sequential, one file per CSV"}, nil
+	secs, cpu := st.since()
+	return measurement{Seconds: secs, CPUSeconds: cpu, Rows: rows, BytesOut: bytes, Note: "sequential, one file per CSV"}, nil
 }
 
 // readParquet reads a whole Parquet file into records.
@@ -232,24 +259,24 @@ func mergeOurs(ctx context.Context, args []string) (measurement, error) {
 	if err != nil {
 		return measurement{}, err
 	}
-	start := time.Now()
+	st := startStep()
 	res, err := tbl.Merge(ctx, delta.MergeOptions{Source: src, On: []string{"id"},
 		WhenMatched:    []delta.MergeClause{{Action: delta.MergeUpdate}},
 		WhenNotMatched: []delta.MergeClause{{Action: delta.MergeInsert}}})
 	if err != nil {
 		return measurement{}, err
 	}
-	secs := time.Since(start).Seconds()
+	secs, cpu := st.since()
 	if res.NumTargetRowsUpdated != n {
 		return measurement{}, fmt.Errorf("merge updated %d rows, want %d", res.NumTargetRowsUpdated, n)
 	}
-	return measurement{Seconds: secs, Rows: n, BytesOut: res.NumTargetBytesAdded,
+	return measurement{Seconds: secs, CPUSeconds: cpu, Rows: n, BytesOut: res.NumTargetBytesAdded,
 		Note: fmt.Sprintf("%d files rewritten", res.NumTargetFilesRemoved)}, nil
 }
 
 // cdfChanges reads the table's whole change feed: args tableDir.
 func cdfChanges(ctx context.Context, args []string) (measurement, error) {
-	start := time.Now()
+	st := startStep()
 	tbl, _, err := openTableDir(ctx, args[0])
 	if err != nil {
 		return measurement{}, err
@@ -267,12 +294,13 @@ func cdfChanges(ctx context.Context, args []string) (measurement, error) {
 	if err := r.Err(); err != nil {
 		return measurement{}, err
 	}
-	return measurement{Seconds: time.Since(start).Seconds(), Rows: rows}, nil
+	secs, cpu := st.since()
+	return measurement{Seconds: secs, CPUSeconds: cpu, Rows: rows}, nil
 }
 
 // cdfScan reads the table's latest snapshot: args tableDir.
 func cdfScan(ctx context.Context, args []string) (measurement, error) {
-	start := time.Now()
+	st := startStep()
 	tbl, _, err := openTableDir(ctx, args[0])
 	if err != nil {
 		return measurement{}, err
@@ -293,7 +321,8 @@ func cdfScan(ctx context.Context, args []string) (measurement, error) {
 	if err := sc.Err(); err != nil {
 		return measurement{}, err
 	}
-	return measurement{Seconds: time.Since(start).Seconds(), Rows: rows}, nil
+	secs, cpu := st.since()
+	return measurement{Seconds: secs, CPUSeconds: cpu, Rows: rows}, nil
 }
 
 // copyDir copies a directory tree (a table, so each engine gets its own copy), with the

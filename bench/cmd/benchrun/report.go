@@ -425,8 +425,8 @@ const (
 	boundSCD2MB   = 2048 // an SCD2 merge of a 5 M-row snapshot into a 5 M-row dimension
 )
 
-// cpuRatio is how many times fewer CPU seconds (whole process: startup and setup
-// included) ours used than the peer's process: >1 means ours used less.
+// cpuRatio is how many times fewer CPU seconds ours used in the measured step than the
+// peer did: >1 means ours used less.
 func cpuRatio(peer, ours *row) string {
 	if ours.CPUSeconds == 0 || peer.CPUSeconds == 0 {
 		return "n/a"

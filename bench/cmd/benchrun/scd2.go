@@ -280,12 +280,12 @@ func scd2Ours(ctx context.Context, args []string) (measurement, error) {
 			return measurement{}, err
 		}
 	}
-	start := time.Now()
+	st := startStep()
 	res, err := scd2Stage(staging.Name).Run(ctx, newEnv(wh, day1, staging, dim))
 	if err != nil {
 		return measurement{}, err
 	}
-	secs := time.Since(start).Seconds()
+	secs, cpu := st.since()
 	// Rows in the dimension afterwards, to compare with the peers' results.
 	dt, err := delta.Open(ctx, wh, dim.Path, delta.Options{})
 	if err != nil {
@@ -308,7 +308,7 @@ func scd2Ours(ctx context.Context, args []string) (measurement, error) {
 			total -= f.DeletionVector.Cardinality
 		}
 	}
-	return measurement{Seconds: secs, Rows: batch, BytesOut: res.BytesWritten,
+	return measurement{Seconds: secs, CPUSeconds: cpu, Rows: batch, BytesOut: res.BytesWritten,
 		Note: fmt.Sprintf("dimension now %d rows; snapshot source of %d rows (deletes are the missing keys); %s", total, res.RowsRead, joinNotes(res.Notes))}, nil
 }
 

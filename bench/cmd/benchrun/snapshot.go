@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/jobs"
@@ -136,17 +135,17 @@ func snapshotOurs(ctx context.Context, args []string) (measurement, error) {
 			return measurement{}, err
 		}
 	}
-	start := time.Now()
+	st := startStep()
 	res, err := snapshotStage(filepath.Join(dir, "day2")+"/*.csv").Run(ctx, newEnv(wh, decl))
 	if err != nil {
 		return measurement{}, err
 	}
-	secs := time.Since(start).Seconds()
+	secs, cpu := st.since()
 	note := ""
 	if len(res.Notes) > 0 {
 		note = res.Notes[len(res.Notes)-1]
 	}
-	return measurement{Seconds: secs, Rows: res.RowsRead, BytesOut: res.BytesWritten, Note: note}, nil
+	return measurement{Seconds: secs, CPUSeconds: cpu, Rows: res.RowsRead, BytesOut: res.BytesWritten, Note: note}, nil
 }
 
 func (d *driver) snapshot(ctx context.Context) error {
