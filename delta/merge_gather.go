@@ -172,8 +172,14 @@ func gatherVarBinary(mem memory.Allocator, offs []int32, vals []byte, rows []int
 	vb := newBuffer(mem, total)
 	dst := vb.Bytes()
 	base := offs[0] // ValueOffsets and ValueBytes are relative to the array's slice
-	for j, r := range rows {
-		copy(dst[o[j]:o[j+1]], vals[offs[r]-base:offs[r+1]-base])
+	for j := 0; j < n; {
+		// A run of consecutive rows is one copy (a MERGE copies most rows in runs).
+		k := j + 1
+		for k < n && rows[k] == rows[k-1]+1 {
+			k++
+		}
+		copy(dst[o[j]:o[k]], vals[offs[rows[j]]-base:offs[rows[k-1]+1]-base])
+		j = k
 	}
 	return []*memory.Buffer{nil, ob, vb}
 }

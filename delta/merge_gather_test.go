@@ -14,7 +14,8 @@ import (
 
 // gatherRows gives the same record as takeRows (compute.Take) for every column kind it
 // copies by hand, for columns that are slices of larger arrays, with and without
-// nulls, and for index lists that are runs (a zero-copy slice), empty, or repeat rows.
+// nulls, and for index lists that are runs (a zero-copy slice), empty, or repeat rows,
+// or long enough to be copied a column per goroutine.
 func TestGatherRowsMatchesTake(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
@@ -74,6 +75,11 @@ func TestGatherRowsMatchesTake(t *testing.T) {
 			}
 		}
 		cases["sparse"], cases["all"] = sparse, all
+		var many []int32 // enough rows to copy the columns on several goroutines
+		for range parallelGatherRows + 100 {
+			many = append(many, int32(rnd.IntN(n)))
+		}
+		cases["many"] = many
 		for name, rows := range cases {
 			t.Run(fmt.Sprintf("nulls=%v/%s", nulls, name), func(t *testing.T) {
 				ctx := context.Background()
