@@ -56,6 +56,17 @@ func (h *rowHasher) hash(rec arrow.RecordBatch, from, to int, lo, hi []uint64) {
 		}
 		return
 	}
+	// A chunk of rows at a time, so that the encodings stay in the core's cache from
+	// the first column written to the hash.
+	for lo0 := from; lo0 < to; lo0 += hashChunkRows {
+		h.hashChunk(rec, lo0, min(lo0+hashChunkRows, to), lo, hi)
+	}
+}
+
+// hashChunkRows is the rows whose encodings are written together (about 100 KiB).
+const hashChunkRows = 2048
+
+func (h *rowHasher) hashChunk(rec arrow.RecordBatch, from, to int, lo, hi []uint64) {
 	n := to - from
 	h.start = slices.Grow(h.start[:0], n+1)[:n+1]
 	clear(h.start)
