@@ -8,5 +8,8 @@
 // keys each access is a cache miss or two; the block calls (AddBlock, LookupBlock) hash
 // a block of keys first and then touch every slot, then every key end, then every key
 // they will compare, each pass of loads independent of one another, so the processor
-// waits on many misses at once instead of one after another.
+// waits on many misses at once instead of one after another. LookupBlock first tries
+// the keys in the order they were added (an extract sorted as its table is compared
+// key by key with the next one, no hashing, no misses) and turns to hashing when that
+// order does not hold.
 package keyindex

@@ -118,6 +118,58 @@ func TestBlocks(t *testing.T) {
 	}
 }
 
+// LookupBlock finds what Lookup finds, row by row, whatever the rows' order: the order
+// keys were added in (with absent keys, gaps and rows without a key), no order, and in
+// order for a while and then not (it changes how it looks up in the middle of a block).
+func TestLookupBlockOrders(t *testing.T) {
+	x := New(16)
+	for i := range 5000 {
+		x.Add(fmt.Appendf(nil, "k%d", i))
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	var inOrder []string
+	for i := range 5000 {
+		switch {
+		case i%97 == 5:
+			inOrder = append(inOrder, fmt.Sprintf("new%d", i)) // absent
+		case i%89 == 3:
+			inOrder = append(inOrder, "") // no key
+		case i%83 == 1:
+			continue // a gap: the next key is not the one after
+		}
+		inOrder = append(inOrder, fmt.Sprintf("k%d", i))
+	}
+	// Rows the table moved: in order but every tenth row's key taken from elsewhere.
+	moved := slices.Clone(inOrder)
+	for i := 7; i+50 < len(moved); i += 10 {
+		moved[i], moved[i+50] = moved[i+50], moved[i]
+	}
+	shuffled := slices.Clone(inOrder)
+	rnd.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	thenNot := append(slices.Clone(inOrder[:2000]), shuffled[:3000]...)
+	for name, keys := range map[string][]string{"in order": inOrder, "moved": moved, "shuffled": shuffled, "in order, then not": thenNot} {
+		var b Block
+		for _, k := range keys {
+			if k == "" {
+				b.Skip()
+				continue
+			}
+			b.Buf = append(b.Buf, k...)
+			b.End()
+		}
+		x.LookupBlock(&b)
+		for i, k := range keys {
+			want, ok := x.Lookup([]byte(k))
+			if !ok || k == "" {
+				want = -1
+			}
+			if b.IDs[i] != want {
+				t.Fatalf("%s: row %d (%q): LookupBlock %d, Lookup %d", name, i, k, b.IDs[i], want)
+			}
+		}
+	}
+}
+
 // TestAppendLookedUpHalves: a block looked up in two halves and appended has the IDs a
 // lookup of the whole block gives; a half not looked up drops them.
 func TestAppendLookedUpHalves(t *testing.T) {
@@ -187,8 +239,15 @@ func BenchmarkIndex(b *testing.B) {
 		}
 	}
 	// In the order the keys were added (a dimension scanned in the order its batch
-	// came), and shuffled (ids, and so the keys' bytes, in no order).
+	// came, an extract sorted as its table), and shuffled (ids, and so the keys' bytes,
+	// in no order).
 	b.Run("lookup-block", func(b *testing.B) { lookupBlocks(b, keys) })
+	// In that order, but one row in ten from elsewhere (a table a MERGE rewrote).
+	moved := slices.Clone(keys)
+	for i := 7; i+50 < len(moved); i += 10 {
+		moved[i], moved[i+50] = moved[i+50], moved[i]
+	}
+	b.Run("lookup-block-moved", func(b *testing.B) { lookupBlocks(b, moved) })
 	shuffled := slices.Clone(keys)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	b.Run("lookup-block-shuffled", func(b *testing.B) { lookupBlocks(b, shuffled) })
