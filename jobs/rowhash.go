@@ -95,23 +95,11 @@ func addHashSizes(arr arrow.Array, from int, sizes []int) {
 	nulls := arr.NullN() > 0
 	var fixed int
 	switch a := arr.(type) {
-	case *array.String:
-		offs := a.ValueOffsets()
+	case *array.String, *array.Binary:
+		offs := a.(interface{ ValueOffsets() []int32 }).ValueOffsets()
 		for k := range sizes {
 			i := from + k
-			if nulls && a.IsNull(i) {
-				sizes[k]++
-				continue
-			}
-			l := uint64(offs[i+1] - offs[i])
-			sizes[k] += 1 + uvarintLen(l) + int(l)
-		}
-		return
-	case *array.Binary:
-		offs := a.ValueOffsets()
-		for k := range sizes {
-			i := from + k
-			if nulls && a.IsNull(i) {
+			if nulls && arr.IsNull(i) {
 				sizes[k]++
 				continue
 			}

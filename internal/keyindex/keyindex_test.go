@@ -96,9 +96,20 @@ func TestBlocks(t *testing.T) {
 			}
 		}
 	}
-	b.Reset()
 	probe := []string{"k0", "", "k1699", "k1700", "nope", "k5"}
-	for _, k := range probe {
+	fillBlock(&b, probe)
+	x.LookupBlock(&b)
+	for i, id := range lookups(y, probe) {
+		if b.IDs[i] != id {
+			t.Errorf("LookupBlock(%q) = %d, Lookup = %d", probe[i], b.IDs[i], id)
+		}
+	}
+}
+
+// fillBlock makes b the rows of keys ("": a row without a key).
+func fillBlock(b *Block, keys []string) {
+	b.Reset()
+	for _, k := range keys {
 		if k == "" {
 			b.Skip()
 			continue
@@ -106,16 +117,19 @@ func TestBlocks(t *testing.T) {
 		b.Buf = append(b.Buf, k...)
 		b.End()
 	}
-	x.LookupBlock(&b)
-	for i, k := range probe {
-		id, ok := y.Lookup([]byte(k))
+}
+
+// lookups is what Lookup gives each key (-1: absent, or no key).
+func lookups(x *Index, keys []string) []int32 {
+	ids := make([]int32, len(keys))
+	for i, k := range keys {
+		id, ok := x.Lookup([]byte(k))
 		if !ok || k == "" {
 			id = -1
 		}
-		if b.IDs[i] != id {
-			t.Errorf("LookupBlock(%q) = %d, Lookup = %d", k, b.IDs[i], id)
-		}
+		ids[i] = id
 	}
+	return ids
 }
 
 // LookupBlock finds what Lookup finds, row by row, whatever the rows' order: the order
@@ -149,22 +163,11 @@ func TestLookupBlockOrders(t *testing.T) {
 	thenNot := append(slices.Clone(inOrder[:2000]), shuffled[:3000]...)
 	for name, keys := range map[string][]string{"in order": inOrder, "moved": moved, "shuffled": shuffled, "in order, then not": thenNot} {
 		var b Block
-		for _, k := range keys {
-			if k == "" {
-				b.Skip()
-				continue
-			}
-			b.Buf = append(b.Buf, k...)
-			b.End()
-		}
+		fillBlock(&b, keys)
 		x.LookupBlock(&b)
-		for i, k := range keys {
-			want, ok := x.Lookup([]byte(k))
-			if !ok || k == "" {
-				want = -1
-			}
+		for i, want := range lookups(x, keys) {
 			if b.IDs[i] != want {
-				t.Fatalf("%s: row %d (%q): LookupBlock %d, Lookup %d", name, i, k, b.IDs[i], want)
+				t.Fatalf("%s: row %d (%q): LookupBlock %d, Lookup %d", name, i, keys[i], b.IDs[i], want)
 			}
 		}
 	}
@@ -177,31 +180,20 @@ func TestAppendLookedUpHalves(t *testing.T) {
 	for i := range 100 {
 		x.Add(fmt.Appendf(nil, "k%d", i))
 	}
-	fill := func(b *Block, keys ...string) {
-		b.Reset()
-		for _, k := range keys {
-			if k == "" {
-				b.Skip()
-				continue
-			}
-			b.Buf = append(b.Buf, k...)
-			b.End()
-		}
-	}
 	var whole, a, b Block
-	fill(&whole, "k3", "", "nope", "k99", "k7", "k200")
+	fillBlock(&whole, []string{"k3", "", "nope", "k99", "k7", "k200"})
 	x.LookupBlock(&whole)
-	fill(&a, "k3", "", "nope")
-	fill(&b, "k99", "k7", "k200")
+	fillBlock(&a, []string{"k3", "", "nope"})
+	fillBlock(&b, []string{"k99", "k7", "k200"})
 	x.LookupBlock(&a)
 	x.LookupBlock(&b)
 	a.Append(&b)
 	if !slices.Equal(a.IDs, whole.IDs) || a.Len() != whole.Len() {
 		t.Fatalf("halves appended: IDs %v over %d rows, want %v", a.IDs, a.Len(), whole.IDs)
 	}
-	fill(&a, "k3")
+	fillBlock(&a, []string{"k3"})
 	x.LookupBlock(&a)
-	fill(&b, "k7")
+	fillBlock(&b, []string{"k7"})
 	if a.Append(&b); len(a.IDs) != 0 {
 		t.Fatalf("a half not looked up: IDs %v, want none", a.IDs)
 	}
