@@ -2,8 +2,10 @@ package delta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -99,20 +101,20 @@ func (w *rewriter) writeChanges(ctx context.Context, rec arrow.RecordBatch, typ 
 	return w.cdc.Write(ctx, out)
 }
 
-// finish closes the writers and returns the adds and cdc actions.
+// finish closes the writers and returns the adds and cdc actions. The data files and
+// the change files are finished (their last row groups encoded, then uploaded) at once.
 func (w *rewriter) finish(ctx context.Context) ([]*Add, []*CDC, error) {
-	adds, err := w.data.Close(ctx)
-	if err != nil {
-		if w.cdc != nil {
-			w.cdc.Abort()
-		}
-		return nil, nil, err
-	}
 	if w.cdc == nil {
-		return adds, nil, nil
+		adds, err := w.data.Close(ctx)
+		return adds, nil, err
 	}
-	cas, err := w.cdc.Close(ctx)
-	if err != nil {
+	var adds, cas []*Add
+	var cdcErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { cas, cdcErr = w.cdc.Close(ctx) })
+	adds, err := w.data.Close(ctx)
+	wg.Wait()
+	if err = errors.Join(err, cdcErr); err != nil {
 		return nil, nil, err
 	}
 	cdcs := make([]*CDC, len(cas))
