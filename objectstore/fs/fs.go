@@ -290,7 +290,10 @@ type writeback struct {
 	done     chan struct{}
 }
 
-const writebackEvery = 16 << 20
+// writebackEvery is small enough that the last fsync, which the writer waits for, has
+// little left to write: a rewritten 18 MB file's took 10-20 ms with 16 MiB, its
+// writer's cores idle.
+const writebackEvery = 4 << 20
 
 func (w *writeback) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
