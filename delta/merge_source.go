@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
 )
 
 // mergeSource is the MERGE source in memory: its rows as one record (columns that the
@@ -114,38 +116,45 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 
 // conformSource conforms the source records (of schema in) to the source's schema
 // (schema; Arrow fields outFields), column by column, and concatenates each column's
-// parts into one array.
+// parts into one array. The columns are done at once on the cores.
 func conformSource(batches []arrow.RecordBatch, in *arrow.Schema, schema *StructType, outFields []arrow.Field) ([]arrow.Array, error) {
+	for _, b := range batches {
+		if !b.Schema().Equal(in) {
+			return nil, fmt.Errorf("source records have different schemas: %s and %s", in, b.Schema())
+		}
+	}
 	mem := memory.DefaultAllocator
 	cols := make([]arrow.Array, len(outFields))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, f := range schema.Fields {
-		parts := make([]arrow.Array, 0, len(batches))
-		for _, b := range batches {
-			if !b.Schema().Equal(in) {
-				releaseAll(parts)
-				releaseAll(cols)
-				return nil, fmt.Errorf("source records have different schemas: %s and %s", in, b.Schema())
+		g.Go(func() error {
+			parts := make([]arrow.Array, 0, len(batches))
+			defer func() { releaseAll(parts) }()
+			for _, b := range batches {
+				c, err := conformArray(mem, b.Column(i), outFields[i].Type, f.Name, f.Type)
+				if err != nil {
+					return fmt.Errorf("source: %w", err)
+				}
+				parts = append(parts, c)
 			}
-			c, err := conformArray(mem, b.Column(i), outFields[i].Type, f.Name, f.Type)
-			if err != nil {
-				releaseAll(parts)
-				releaseAll(cols)
-				return nil, fmt.Errorf("source: %w", err)
+			var err error
+			switch len(parts) {
+			case 0:
+				cols[i] = array.MakeArrayOfNull(mem, outFields[i].Type, 0)
+			case 1:
+				cols[i], parts = parts[0], nil
+			default:
+				if cols[i], err = array.Concatenate(parts, mem); err != nil {
+					return fmt.Errorf("source: %w", err)
+				}
 			}
-			parts = append(parts, c)
-		}
-		var err error
-		if len(parts) == 0 {
-			cols[i] = array.MakeArrayOfNull(mem, outFields[i].Type, 0)
-		} else if len(parts) == 1 {
-			cols[i] = parts[0]
-			parts = nil
-		} else if cols[i], err = array.Concatenate(parts, mem); err != nil {
-			releaseAll(parts)
-			releaseAll(cols)
-			return nil, fmt.Errorf("source: %w", err)
-		}
-		releaseAll(parts)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		releaseAll(cols)
+		return nil, err
 	}
 	return cols, nil
 }
