@@ -57,10 +57,11 @@ func (t *snapTable) rowAt(id int) rowAt { return rowAt{file: t.files[t.file[id]]
 // (-1: none, the table's row stands). A key's state is one struct, so that weighing a
 // row touches one cache line: 16 bytes a key without sequence_by.
 type snapSide struct {
-	withSeq bool
-	keys    []snapKey
-	seq     []int64
-	hash    []dataHash
+	withSeq    bool
+	keys       []snapKey
+	seq        []int64
+	hash       []dataHash
+	superseded int // kept rows that a later row of their key replaced
 }
 
 // snapKey is one key's state in a snapSide.
@@ -165,14 +166,21 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 		// The table's keys alone do not fit: work in passes over spill files.
 		return s.loadSnapshotSpilled(ctx, env, decl, tbl, snap, files, data, loadTime, limit, res)
 	}
-	table, err := s.snapshotTable(ctx, snap, data)
-	if err != nil {
-		return err
-	}
+	// Pass 2 starts decoding the files while pass 1 still scans the table; its first
+	// record waits for pass 1's index.
+	pass1 := s.startSnapshotTable(ctx, snap, data)
+	defer pass1.cancel()
 	committed := res.RowsWritten
-	fresh, kept, bad, err := s.snapshotFiles(ctx, env, snap, files, data, table, loadTime, limit, res)
+	fresh, kept, bad, err := s.snapshotFiles(ctx, env, snap, files, data, pass1, loadTime, limit, res)
 	res.RowsWritten = committed // rows count as written when the MERGE writes them
 	defer func() { releaseRecords(kept) }()
+	if err != nil {
+		pass1.cancel() // (done already unless pass 2 failed first)
+	}
+	table, err1 := pass1.wait()
+	if err == nil {
+		err = err1 // a table pass 2 never waited for (no rows)
+	}
 	if errors.Is(err, errOverBudget) {
 		// Too large for memory: decode again into spill files and work in passes.
 		releaseRecords(kept)
@@ -182,10 +190,20 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	if err != nil {
 		return err
 	}
-	keep, matches, deletes := snapshotChanges(table, fresh)
-	rows, err := gatherKept(ctx, kept, keep)
-	if err != nil {
-		return err
+	keptRows := 0
+	for _, r := range kept {
+		keptRows += int(r.NumRows())
+	}
+	keep, matches, deletes := snapshotChanges(table, fresh, keptRows)
+	rows := slices.Clone(kept)
+	if keep != nil {
+		if rows, err = gatherKept(ctx, kept, keep); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range rows {
+			r.Retain()
+		}
 	}
 	defer releaseRecords(rows)
 	sch, err := s.sourceSchema(snap)
@@ -203,24 +221,19 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	return s.mergeSnapshot(ctx, env, decl, tbl, snap, files, sch, rows, matches, res)
 }
 
-// snapshotChanges is what passes 1 and 2 decided, as the MERGE's source and matches: the
-// kept rows that stand (keep: indexes among the kept rows, table keys' first, in the
-// order kept), then one row per delete (their number: deletes); matches name the
-// updates and deletes by place, the other rows insert.
-func snapshotChanges(table *snapTable, fresh *snapSide) (keep []int32, matches *delta.MergePositions, deletes int) {
+// snapshotChanges is what passes 1 and 2 decided, as the MERGE's source and matches:
+// the kept rows that stand, then one row per delete (their number: deletes); matches
+// name the updates and deletes by place, the other rows insert. When all keptRows kept
+// rows stand (no later row of a key replaced one), the source is the kept rows as they
+// are and keep is nil; otherwise it is the kept rows at the indexes keep lists, table
+// keys' first.
+func snapshotChanges(table *snapTable, fresh *snapSide, keptRows int) (keep []int32, matches *delta.MergePositions, deletes int) {
 	sd := &table.side
-	nkeep := 0 // the deletes' source rows come after the kept ones
-	for _, k := range sd.keys {
-		if k.seen && !k.del && k.kept >= 0 {
-			nkeep++
-		}
+	nkeep := keptRows - sd.superseded - fresh.superseded // the deletes' source rows come after them
+	asKept := nkeep == keptRows
+	if !asKept {
+		keep = make([]int32, 0, nkeep)
 	}
-	for _, k := range fresh.keys {
-		if !k.del && k.kept >= 0 {
-			nkeep++
-		}
-	}
-	keep = make([]int32, 0, nkeep)
 	matches = &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
 	// Ids are in scan order, so each file's matches come in row order (sorted below
 	// when that is not so: rows the table holds twice, a file met twice).
@@ -233,6 +246,8 @@ func snapshotChanges(table *snapTable, fresh *snapSide) (keep []int32, matches *
 		case !k.seen || k.del:
 			source = int32(nkeep + deletes)
 			deletes++
+		case k.kept >= 0 && asKept:
+			source = k.kept
 		case k.kept >= 0:
 			source = int32(len(keep))
 			keep = append(keep, k.kept)
@@ -250,9 +265,11 @@ func snapshotChanges(table *snapTable, fresh *snapSide) (keep []int32, matches *
 		}
 		fm.Target, fm.Source = append(fm.Target, table.row[id]), append(fm.Source, source)
 	}
-	for _, k := range fresh.keys {
-		if !k.del && k.kept >= 0 {
-			keep = append(keep, k.kept)
+	if !asKept {
+		for _, k := range fresh.keys {
+			if !k.del && k.kept >= 0 {
+				keep = append(keep, k.kept)
+			}
 		}
 	}
 	for _, at := range table.extra {
@@ -301,9 +318,35 @@ func (s *Ingest) mergeSnapshot(ctx context.Context, env *Env, decl *Table, tbl *
 	return nil
 }
 
+// tablePass is pass 1 running on a goroutine of its own.
+type tablePass struct {
+	scanned chan struct{} // closed once the table is read (its last keys are still being indexed)
+	done    chan struct{}
+	cancel  context.CancelFunc
+	table   *snapTable
+	err     error
+}
+
+// startSnapshotTable starts pass 1.
+func (s *Ingest) startSnapshotTable(ctx context.Context, snap *delta.Snapshot, data []string) *tablePass {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &tablePass{scanned: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(p.done)
+		p.table, p.err = s.snapshotTable(ctx, snap, data, p.scanned)
+	}()
+	return p
+}
+
+// wait returns pass 1's table once it is done.
+func (p *tablePass) wait() (*snapTable, error) {
+	<-p.done
+	return p.table, p.err
+}
+
 // snapshotTable is pass 1: the scan's records are hashed (on both cores) while the
-// previous record's keys go into the index.
-func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data []string) (*snapTable, error) {
+// previous record's keys go into the index. It closes scanned once the scan is read.
+func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data []string, scanned chan<- struct{}) (*snapTable, error) {
 	t := &snapTable{index: keyindex.New(1 << 10)}
 	rows, sized := int64(0), false
 	if n, ok := snap.NumRecords(); ok {
@@ -328,6 +371,7 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(ready)
+		defer close(scanned)
 		for sc.Next() {
 			rec := sc.RecordBatch()
 			file, first, ok := sc.Position()
@@ -386,14 +430,27 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 // snapshotFiles is pass 2: it returns the new keys' side and the kept rows. With limit
 // set, it fails with errOverBudget once what it holds (with the table's keys) would
 // exceed it.
-func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, data []string, table *snapTable, loadTime time.Time, limit int64, res *Result) (*snapSide, []arrow.RecordBatch, []*badRecord, error) {
-	st, err := s.newSnapState(snap, files, data, table)
+func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, data []string, pass1 *tablePass, loadTime time.Time, limit int64, res *Result) (*snapSide, []arrow.RecordBatch, []*badRecord, error) {
+	st, err := s.newSnapState(snap, files, data, nil)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	// The files are opened when pass 1 has read the table: their first records are
+	// decoded on the core its last keys leave idle.
+	select {
+	case <-pass1.scanned:
+	case <-pass1.done:
 	}
 	var bad []*badRecord
 	for fi, f := range files {
 		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: st.extra, lines: true}, func(rec arrow.RecordBatch) error {
+			if st.table == nil {
+				var err error
+				if st.table, err = pass1.wait(); err != nil {
+					return err
+				}
+			}
+			table := st.table
 			marked, err := st.mark(rec, f)
 			if err != nil {
 				return err

@@ -149,6 +149,9 @@ func (st *snapState) add(ctx context.Context, marked arrow.RecordBatch, fi int, 
 			continue
 		}
 		k := &sd.keys[id]
+		if k.kept >= 0 {
+			sd.superseded++
+		}
 		k.kept = -1
 		if r.del || target && r.lo == table.hash[id].lo && r.hi == table.hash[id].hi {
 			continue // the table's row stands (or goes): nothing to keep
