@@ -204,11 +204,31 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer stop()
 	}
+	// BENCHRUN_ALLOCPROFILE=dir writes dir/<case>.alloc.pprof: what the case allocated,
+	// by call site (every 64 KiB sampled; alloc_space), to see what makes the garbage.
+	if dir := os.Getenv("BENCHRUN_ALLOCPROFILE"); dir != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer writeAllocProfile(filepath.Join(dir, args[0]+".alloc.pprof"))
+	}
 	m, err := w(ctx, args[1:])
 	if err != nil {
 		return fmt.Errorf("%s: %w", args[0], err)
 	}
 	return json.NewEncoder(stdout).Encode(m)
+}
+
+// writeAllocProfile writes the allocation profile so far to path.
+func writeAllocProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "alloc profile:", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC() // the profile shows allocations up to the last GC
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "alloc profile:", err)
+	}
 }
 
 // logCPU writes, every 100 ms until stop, the time since it began and the cores the
