@@ -126,13 +126,8 @@ func (h *rowHashes) hash(rec arrow.RecordBatch, keyCols, dataCols []int, in *key
 
 func (h *rowHashes) part(block *keyindex.Block, rh *rowHasher, rec arrow.RecordBatch, keyCols, dataCols []int, from, to int, in *keyindex.Index) error {
 	block.Reset()
-	all := allColumns(len(keyCols))
-	for i := from; i < to; i++ {
-		var err error
-		if block.Buf, err = appendKey(block.Buf, rec, keyCols, all, i); err != nil {
-			return err
-		}
-		block.End()
+	if err := appendKeys(block, rec, keyCols, from, to); err != nil {
+		return err
 	}
 	rh.reset(rec, dataCols)
 	rh.hash(rec, from, to, h.lo, h.hi)

@@ -82,7 +82,7 @@ func (h *rowHasher) hashChunk(rec arrow.RecordBatch, from, to int, lo, hi []uint
 	h.at = append(h.at[:0], h.start[:n]...)
 	h.buf = slices.Grow(h.buf[:0], total)[:total]
 	for _, c := range h.cols {
-		putHashValues(h.buf, rec.Column(c), from, h.at)
+		putHashValues(h.buf, rec.Column(c), from, h.at, h.start[1:])
 	}
 	for i := range n {
 		sum := xxh3.Hash128(h.buf[h.start[i]:h.start[i+1]])
@@ -132,16 +132,17 @@ func uvarintLen(v uint64) int {
 	return n
 }
 
-// putHashValues writes the encoding of arr[from+k] at buf[at[k]:], advancing at[k].
-func putHashValues(buf []byte, arr arrow.Array, from int, at []int) {
+// putHashValues writes the encoding of arr[from+k] at buf[at[k]:], advancing at[k];
+// row k's encoding ends at ends[k].
+func putHashValues(buf []byte, arr arrow.Array, from int, at, ends []int) {
 	nulls := arr.NullN() > 0
 	switch a := arr.(type) {
 	case *array.String:
 		offs, data := a.ValueOffsets(), a.ValueBytes()
-		putVarValues(buf, a, offs, data, from, at, nulls)
+		putVarValues(buf, a, offs, data, from, at, ends, nulls)
 	case *array.Binary:
 		offs, data := a.ValueOffsets(), a.ValueBytes()
-		putVarValues(buf, a, offs, data, from, at, nulls)
+		putVarValues(buf, a, offs, data, from, at, ends, nulls)
 	case *array.Int64:
 		putFixedValues(buf, a, a.Int64Values(), from, at, nulls, 2, func(v int64) uint64 { return uint64(v) })
 	case *array.Int32:
@@ -187,7 +188,7 @@ func putHashValues(buf []byte, arr arrow.Array, from int, at []int) {
 	}
 }
 
-func putVarValues(buf []byte, arr arrow.Array, offs []int32, data []byte, from int, at []int, nulls bool) {
+func putVarValues(buf []byte, arr arrow.Array, offs []int32, data []byte, from int, at, ends []int, nulls bool) {
 	base := offs[0] // ValueOffsets and ValueBytes are relative to the array's slice
 	for k := range at {
 		i, p := from+k, at[k]
@@ -196,11 +197,18 @@ func putVarValues(buf []byte, arr arrow.Array, offs []int32, data []byte, from i
 			at[k] = p + 1
 			continue
 		}
-		v := data[offs[i]-base : offs[i+1]-base]
+		o, e := int(offs[i]-base), int(offs[i+1]-base)
 		buf[p] = 1
 		p++
-		p += binary.PutUvarint(buf[p:], uint64(len(v)))
-		at[k] = p + copy(buf[p:], v)
+		p += binary.PutUvarint(buf[p:], uint64(e-o))
+		if e-o <= 16 && p+16 <= ends[k] && o+16 <= len(data) {
+			// A short value as 16 bytes at once: what lands past it is in the row's
+			// own encoding, where its next columns' values go after.
+			*(*[16]byte)(buf[p : p+16]) = *(*[16]byte)(data[o : o+16])
+			at[k] = p + e - o
+			continue
+		}
+		at[k] = p + copy(buf[p:], data[o:e])
 	}
 }
 

@@ -106,6 +106,31 @@ func appendKey(buf []byte, rec arrow.RecordBatch, cols []int, keys []int, i int)
 	return buf, nil
 }
 
+// appendKeys appends to block the keys (cols) of rows from..to, as appendKey encodes
+// them: a single string key without nulls straight from its offsets and bytes.
+func appendKeys(block *keyindex.Block, rec arrow.RecordBatch, cols []int, from, to int) error {
+	if a, ok := rec.Column(cols[0]).(*array.String); ok && len(cols) == 1 && a.NullN() == 0 {
+		offs, data := a.ValueOffsets(), a.ValueBytes()
+		base := offs[0]
+		block.Buf = slices.Grow(block.Buf, int(offs[to]-offs[from])+(to-from)*(1+binary.MaxVarintLen64))
+		for i := from; i < to; i++ {
+			v := data[offs[i]-base : offs[i+1]-base]
+			block.Buf = append(binary.AppendUvarint(append(block.Buf, 1), uint64(len(v))), v...)
+			block.End()
+		}
+		return nil
+	}
+	all := allColumns(len(cols))
+	for i := from; i < to; i++ {
+		var err error
+		if block.Buf, err = appendKey(block.Buf, rec, cols, all, i); err != nil {
+			return err
+		}
+		block.End()
+	}
+	return nil
+}
+
 // appendRowKey encodes the values of row at cols as appendKey does.
 func appendRowKey(buf []byte, row []any, cols []int) []byte {
 	for _, c := range cols {
