@@ -279,9 +279,15 @@ func (d *driver) alternate(ctx context.Context, caseName string, prep func() err
 	for j, b := range best {
 		if count[j] > 1 && b.Error == "" {
 			b.PeakRSSMB = peak[j]
+			var others []string
+			for k, er := range runs {
+				if k != j {
+					others = append(others, er.engine)
+				}
+			}
 			turns := ""
-			if len(runs) > 1 {
-				turns = ", taken in turn with " + runs[1-min(j, 1)].engine
+			if len(others) > 0 {
+				turns = ", taken in turn with " + strings.Join(others, " and ")
 			}
 			b.Note = strings.TrimSpace(fmt.Sprintf("fastest of %d runs%s (peak RSS: the largest of them); %s", count[j], turns, b.Note))
 		}

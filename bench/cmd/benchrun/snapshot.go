@@ -154,9 +154,7 @@ func (d *driver) snapshot(ctx context.Context) error {
 	if err := d.setup(ctx, "snapshot-setup", dir, strconv.Itoa(n)); err != nil {
 		return err
 	}
-	// DuckDB reads the previous table as plain Parquet: the table's data files.
 	c := fmt.Sprintf("snapshot ingest of a %s-row extract into a %s-row table", commas(n-n/200+n/100), commas(n))
-	duck := d.peer(ctx, c, "DuckDB FULL OUTER JOIN → Parquet", noPrep, "snapshot-duckdb", dir)
 	wh, setup := filepath.Join(dir, "wh"), filepath.Join(dir, "wh.setup")
 	if err := copyDir(wh, setup); err != nil {
 		return err
@@ -167,8 +165,32 @@ func (d *driver) snapshot(ctx context.Context) error {
 		}
 		return copyDir(setup, wh)
 	}
-	ours := d.ours(ctx, c, "ours: ingest stage, mode snapshot", restore, "snapshot-ours", dir)
-	oursDV := d.ours(ctx, c, "ours: ingest stage, mode snapshot, deletion vectors", restore, "snapshot-ours", dir, "dv")
-	relate(duck, duck, ours, oursDV)
+	// DuckDB reads the previous table as plain Parquet: the table's data files. The
+	// engines' runs are taken in turn (each from the table as set up), so that the host
+	// slowing down or speeding up during the case weighs on each alike.
+	var runs []engineRun
+	if !d.cfg.oursOnly {
+		runs = append(runs, engineRun{"DuckDB FULL OUTER JOIN → Parquet", []string{d.python, filepath.Join(d.root, "bench", "peers.py"), "snapshot-duckdb", dir}})
+	}
+	first := len(runs)
+	for _, v := range []struct{ suffix, dv string }{{"", ""}, {", deletion vectors", "dv"}} {
+		args := []string{"-worker", "snapshot-ours", dir}
+		if v.dv != "" {
+			args = append(args, v.dv)
+		}
+		runs = append(runs, engineRun{"ours: ingest stage, mode snapshot" + v.suffix, append([]string{d.self}, args...)})
+		if d.cfg.baseline != "" {
+			runs = append(runs, engineRun{d.cfg.baselineName + ": ingest stage, mode snapshot" + v.suffix, append([]string{d.cfg.baseline}, args...)})
+		}
+	}
+	rows := d.alternate(ctx, c, restore, runs)
+	if d.cfg.baseline != "" {
+		for i := first + 1; i < len(rows); i += 2 {
+			rows[i].OfBaseline = true
+		}
+	}
+	if !d.cfg.oursOnly {
+		relate(rows[0], rows...)
+	}
 	return os.RemoveAll(dir)
 }
