@@ -23,8 +23,9 @@ import (
 // Snapshot mode, streamed: a run's files are the table's whole content, and memory holds
 // a key index of the table and the rows that change, not the extract. Two passes:
 //
-//  1. The table is scanned once: per key a 128-bit hash of its data columns (lineage
-//     columns aside) and its row's place in its file (the MERGE matches by position).
+//  1. The table is scanned once: per key a 128-bit hash of its other data columns
+//     (lineage columns aside) and its row's place in its file (the MERGE matches by
+//     position).
 //  2. The files are decoded once. A row whose key the table has and whose hash equals
 //     it changes nothing; one that differs updates the table's row; one with a new key
 //     inserts; a key twice is an error naming both places, or with sequence_by the last
@@ -135,6 +136,14 @@ func (h *rowHashes) part(block *keyindex.Block, rh *rowHasher, rec arrow.RecordB
 		in.LookupBlock(block)
 	}
 	return nil
+}
+
+// hashedColumns are the columns of data (in schema) whose values a row's hash covers:
+// all but the keys, which the key index compares.
+func (s *Ingest) hashedColumns(schema *arrow.Schema, data []string) []int {
+	return columnsByName(schema, slices.DeleteFunc(slices.Clone(data), func(c string) bool {
+		return slices.ContainsFunc(s.cfg.Keys, func(k string) bool { return strings.EqualFold(k, c) })
+	}))
 }
 
 // columnsByName returns the index in schema of each name (-1: absent).
@@ -379,7 +388,7 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			if err := h.hash(rec, columnsByName(rec.Schema(), s.cfg.Keys), columnsByName(rec.Schema(), data), nil); err != nil {
+			if err := h.hash(rec, columnsByName(rec.Schema(), s.cfg.Keys), s.hashedColumns(rec.Schema(), data), nil); err != nil {
 				return err
 			}
 			select {

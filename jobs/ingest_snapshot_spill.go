@@ -134,7 +134,7 @@ func (s *Ingest) spillTableKeys(ctx context.Context, dir *spillDir, snap *delta.
 		}
 		keyCols := columnsByName(rec.Schema(), s.cfg.Keys)
 		n := int(rec.NumRows())
-		if err := h.hash(rec, keyCols, columnsByName(rec.Schema(), data), nil); err != nil {
+		if err := h.hash(rec, keyCols, s.hashedColumns(rec.Schema(), data), nil); err != nil {
 			return nil, err
 		}
 		lo, hi := h.lo, h.hi

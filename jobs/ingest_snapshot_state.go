@@ -99,7 +99,7 @@ func (st *snapState) add(ctx context.Context, marked arrow.RecordBatch, fi int, 
 	if st.seqText != nil {
 		seqs = marked.Column(columnsByName(sch, []string{s.cfg.SequenceBy})[0])
 	}
-	if err := st.rows.hash(marked, keyCols, columnsByName(sch, st.data), table.index); err != nil {
+	if err := st.rows.hash(marked, keyCols, s.hashedColumns(sch, st.data), table.index); err != nil {
 		return fmt.Errorf("%s: %w", f.Name, err)
 	}
 	los, his := st.rows.lo, st.rows.hi
