@@ -236,6 +236,15 @@ func newPartFile(ctx context.Context, w *DataWriter, dir string, vals []*string,
 		f.sink.release()
 		return nil, fmt.Errorf("open parquet writer: %w", err)
 	}
+	// String columns' min and max are the ones the writer finds for the file's
+	// statistics: folding them again would compare every value twice.
+	if fw, ok := f.pw.(*pqfile.FlatWriter); ok {
+		for i, c := range f.stats.root.children {
+			if c.leaf != nil && c.leaf.kind == kindString && i < w.dataArrow.NumFields() && c.name == w.dataArrow.Field(i).Name {
+				_, _, _, c.leaf.byWriter = fw.BytesMinMax(i)
+			}
+		}
+	}
 	return f, nil
 }
 
@@ -360,6 +369,14 @@ func (f *partFile) finish(ctx context.Context) (*Add, error) {
 	if err := f.pw.Close(); err != nil {
 		f.sink.release()
 		return nil, fmt.Errorf("close parquet writer: %w", err)
+	}
+	if fw, ok := f.pw.(*pqfile.FlatWriter); ok {
+		for i, c := range f.stats.root.children {
+			if c.leaf != nil && c.leaf.byWriter {
+				mn, mx, has, _ := fw.BytesMinMax(i)
+				c.leaf.setBytesRange(mn, mx, has)
+			}
+		}
 	}
 	size := f.sink.len()
 	key := joinKey(f.w.root, f.rel)

@@ -45,14 +45,17 @@ type leafStats struct {
 	nullCount int64
 	has       bool // min/max seen
 	noMinMax  bool // a NaN or an unsupported type: omit min/max
-	minI      int64
-	maxI      int64
-	minF      float64
-	maxF      float64
-	minS      string
-	maxS      string
-	minD      decimal128.Num
-	maxD      decimal128.Num
+	// byWriter: a string column's min and max come from the Parquet writer, which
+	// orders the values for the file's own statistics (setBytesRange), not from update.
+	byWriter bool
+	minI     int64
+	maxI     int64
+	minF     float64
+	maxF     float64
+	minS     string
+	maxS     string
+	minD     decimal128.Num
+	maxD     decimal128.Num
 }
 
 type statsKind int
@@ -158,7 +161,7 @@ func (l *leafStats) update(arr arrow.Array, valid []bool) {
 		}
 	}
 	l.nullCount += int64(nulls)
-	if l.kind == kindNone || l.noMinMax || nulls == arr.Len() {
+	if l.kind == kindNone || l.noMinMax || l.byWriter || nulls == arr.Len() {
 		return
 	}
 	ok := func(i int) bool { return arr.IsValid(i) && (valid == nil || valid[i]) }
@@ -243,6 +246,14 @@ func foldFloats[T float32 | float64](l *leafStats, vals []T, ok func(int) bool) 
 	}
 	if seen {
 		l.minF, l.maxF, l.has = mn, mx, true
+	}
+}
+
+// setBytesRange sets a string column's min and max (byWriter) from the least and
+// greatest of its values as the Parquet writer found them (has: any value).
+func (l *leafStats) setBytesRange(min, max []byte, has bool) {
+	if has {
+		l.minS, l.maxS, l.has = string(min), string(max), true
 	}
 }
 

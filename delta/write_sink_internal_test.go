@@ -4,8 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
+	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -77,5 +84,60 @@ func TestStreamSink(t *testing.T) {
 	uerr := s.upload(ctx, st, "")
 	if !errors.Is(werr, errPutBroke) || !errors.Is(uerr, errPutBroke) {
 		t.Errorf("after a Put failed: write error %v, upload error %v; want the Put's error", werr, uerr)
+	}
+}
+
+// The string columns' min and max that a data file's stats take from the Parquet
+// writer equal those folded from the rows written: several row groups, nulls, a
+// column of one value, dictionary and plain pages, values past 32 characters,
+// multi-byte characters, empty strings.
+func TestStringStatsFromWriter(t *testing.T) {
+	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"string","nullable":true,"metadata":{}},{"name":"city","type":"string","nullable":true,"metadata":{}},{"name":"same","type":"string","nullable":true,"metadata":{}},{"name":"n","type":"long","nullable":true,"metadata":{}},{"name":"none","type":"string","nullable":true,"metadata":{}}]}`)
+	asch, _ := ArrowSchema(sch)
+	r := rand.New(rand.NewPCG(3, 4))
+	var recs []arrow.RecordBatch
+	for b := range 6 {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, asch)
+		for i := range 3000 {
+			switch {
+			case r.IntN(50) == 0:
+				rb.Field(0).AppendNull()
+			case r.IntN(100) == 0:
+				rb.Field(0).(*array.StringBuilder).Append("")
+			default:
+				rb.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("%s-%d-%s", strings.Repeat("é", r.IntN(3)), r.IntN(1_000_000), strings.Repeat("z", r.IntN(40))))
+			}
+			rb.Field(1).(*array.StringBuilder).Append([]string{"Leeds", "Rome", "Åre", "Zürich", "Oslo"}[r.IntN(5)])
+			rb.Field(2).(*array.StringBuilder).Append("/landing/c/one-file-for-every-row.csv")
+			rb.Field(3).(*array.Int64Builder).Append(int64(b*3000 + i))
+			rb.Field(4).AppendNull()
+		}
+		recs = append(recs, rb.NewRecordBatch())
+		rb.Release()
+	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	folded := newFileStats(sch, -1)
+	for _, rec := range recs {
+		folded.update(rec)
+	}
+	w, err := NewDataWriter(mem.New(mem.Config{}), "t", sch, nil, WriteOptions{RowGroupSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		if err := w.Write(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adds, err := w.Close(context.Background())
+	if err != nil || len(adds) != 1 {
+		t.Fatalf("%d files, %v", len(adds), err)
+	}
+	if adds[0].Stats != folded.JSON() {
+		t.Errorf("stats from the writer:\n%s\nfolded from the rows:\n%s", adds[0].Stats, folded.JSON())
 	}
 }

@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -61,9 +62,13 @@ type chunkWriter struct {
 	dictPage              bool       // a dictionary page goes before the held pages
 	meta                  *metadata.ColumnChunkMetaDataBuilder
 	pageStats, chunkStats metadata.TypedStatistics // nil without statistics
-	pages                 []heldPage
-	arena                 []byte // the held pages' bytes
-	rows                  int64  // rows in held pages
+	// A bytes column's least and greatest values in the row groups written so far
+	// (bytewise, as its statistics order them); has: any value.
+	fileMin, fileMax []byte
+	fileHas          bool
+	pages            []heldPage
+	arena            []byte // the held pages' bytes
+	rows             int64  // rows in held pages
 
 	// The open page.
 	levels  rleEncoder
@@ -569,6 +574,15 @@ func (c *chunkWriter) writeChunk(pager file.PageWriter) error {
 		if err != nil {
 			return err
 		}
+	}
+	if bs, ok := c.chunkStats.(*metadata.ByteArrayStatistics); ok && bs.HasMinMax() {
+		if mn := bs.Min(); !c.fileHas || bytes.Compare(mn, c.fileMin) < 0 {
+			c.fileMin = append(c.fileMin[:0], mn...)
+		}
+		if mx := bs.Max(); !c.fileHas || bytes.Compare(mx, c.fileMax) > 0 {
+			c.fileMax = append(c.fileMax[:0], mx...)
+		}
+		c.fileHas = true
 	}
 	if c.chunkStats != nil {
 		st, err := c.chunkStats.Encode()

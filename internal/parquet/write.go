@@ -72,6 +72,18 @@ type flatColumn struct {
 	defs []int16         // definition levels scratch (1 = value, 0 = null)
 }
 
+// BytesMinMax returns the least and greatest values (bytewise) of string or binary
+// column i in the row groups written so far, the statistics the file's footer has for
+// it: ok is false when the writer does not keep them for the column (another type, no
+// statistics, a column arrow-go's writer encodes), has when the column had a value.
+func (fw *FlatWriter) BytesMinMax(i int) (min, max []byte, has, ok bool) {
+	c := fw.cols[i].chunk
+	if c == nil || c.kind != kindBytes || !c.stats {
+		return nil, nil, false, false
+	}
+	return c.fileMin, c.fileMax, c.fileHas, true
+}
+
 // tellWriter counts the bytes written to w: arrow-go's page and metadata writers ask
 // where they are.
 type tellWriter struct {
