@@ -11,8 +11,10 @@
 //   - Writing: FlatWriter writes a schema without nested columns. Columns of the common
 //     types (strings, binary, longs, ints, dates, timestamps, decimals stored as longs)
 //     are encoded by a chunkWriter (chunk.go, chunk_dict.go, rle.go) straight from the
-//     Arrow buffers, with or without a dictionary; the others through arrow-go's column
-//     writers. A batch's columns are encoded concurrently when cores are idle
+//     Arrow buffers, with or without a dictionary (a value's index found in an
+//     open-addressing table of the dictionary's own); the others through arrow-go's
+//     column writers. The writer keeps each bytes column's least and greatest values,
+//     the ones its statistics hold, for the caller's own file statistics (BytesMinMax). A batch's columns are encoded concurrently when cores are idle
 //     (write_parallel.go); arrow-go's page writer and metadata builders write the page
 //     headers, chunk metadata and footer. RegisterFastSnappy swaps in a faster Snappy
 //     block encoder.
