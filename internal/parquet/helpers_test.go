@@ -16,13 +16,14 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
-// stringsTestSchema has a long id, a nullable and a required string, and a nullable
-// binary column.
+// stringsTestSchema has a long id, a nullable and a required string, a nullable binary
+// column, and a nullable string column of long runs of one value (a load's file name).
 var stringsTestSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
 	{Name: "r", Type: arrow.BinaryTypes.String},
 	{Name: "b", Type: arrow.BinaryTypes.Binary, Nullable: true},
+	{Name: "f", Type: arrow.BinaryTypes.String, Nullable: true},
 }, nil)
 
 // stringsTestRecord has rows of short repeated strings, empty strings, nulls and now and
@@ -56,6 +57,14 @@ func stringsTestRecord(t *testing.T, n int, seed uint64) arrow.RecordBatch {
 			rb.Field(3).AppendNull()
 		} else {
 			rb.Field(3).(*array.BinaryBuilder).Append([]byte(word()))
+		}
+		switch {
+		case i%5000 >= 4990:
+			rb.Field(4).AppendNull()
+		case i < n*3/5:
+			rb.Field(4).(*array.StringBuilder).Append("/landing/day-1/accounts-of-the-day.csv")
+		default:
+			rb.Field(4).(*array.StringBuilder).Append("/landing/day-2/accounts.csv")
 		}
 	}
 	return rb.NewRecordBatch()

@@ -237,6 +237,24 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 	}
 	// The values were checked above. Locals, not r's fields, in the loops: a pointer
 	// stored in a heap object costs a write barrier while the GC runs.
+	if r.dict && present == k && k > 1 && sameIDs(ix) {
+		// One value repeated (a load's file name): copied once, then doubled.
+		val := r.dictBuf[r.dictOff[ix[0]]:r.dictOff[ix[0]+1]]
+		start := at
+		at = start + k*len(val)
+		copy(buf[start:], val)
+		for filled := len(val); filled < at-start; {
+			filled += copy(buf[start+filled:at], buf[start:start+filled])
+		}
+		for j := range k {
+			offsets[j] = int32(start + (j+1)*len(val))
+		}
+		if *valid != nil {
+			bitutil.SetBitsTo(*valid, int64(got), int64(k), true)
+		}
+		*pos = at
+		return nil
+	}
 	v := 0 // values taken so far
 	p, o := r.plain, 0
 	for j := range k {
@@ -266,6 +284,16 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 	}
 	*pos = at
 	return nil
+}
+
+// sameIDs reports whether every index of ix is the first's.
+func sameIDs(ix []uint32) bool {
+	for _, id := range ix[1:] {
+		if id != ix[0] {
+			return false
+		}
+	}
+	return true
 }
 
 // copyValue copies src to buf at at and returns where it ends. A value of up to 16 bytes
