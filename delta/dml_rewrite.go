@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -22,6 +23,13 @@ type rewriter struct {
 	cdcSch  *arrow.Schema // Arrow form of ChangeDataSchema(table schema)
 	tblSch  *arrow.Schema // Arrow form of the table schema
 	cdcRows int64
+
+	// Data rows are encoded on a goroutine of their own (started by the first
+	// writeData), a record behind the caller, which goes on gathering the next rows;
+	// the first error it meets fails the writes after it, and finish.
+	dataQ    chan arrow.RecordBatch
+	dataDone chan error
+	dataErr  atomic.Pointer[error]
 }
 
 func newRewriter(snap *Snapshot) (*rewriter, error) {
@@ -61,12 +69,50 @@ func newRewriter(snap *Snapshot) (*rewriter, error) {
 // cdfOn says whether change rows are recorded.
 func (w *rewriter) cdfOn() bool { return w.cdc != nil }
 
-// writeData writes rows (in the table's Arrow schema) to new data files.
+// writeData writes rows (in the table's Arrow schema) to new data files: it queues
+// them for the data writer's goroutine (rec is retained until written).
 func (w *rewriter) writeData(ctx context.Context, rec arrow.RecordBatch) error {
 	if rec == nil || rec.NumRows() == 0 {
 		return nil
 	}
-	return w.data.Write(ctx, rec)
+	if err := w.dataErr.Load(); err != nil {
+		return *err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if w.dataQ == nil {
+		w.dataQ, w.dataDone = make(chan arrow.RecordBatch, 1), make(chan error, 1)
+		// The writes outlive the ctx of the call that starts them (a MERGE's file):
+		// finish or abort ends them.
+		wctx := context.WithoutCancel(ctx)
+		go func() {
+			var err error
+			for r := range w.dataQ {
+				if err == nil {
+					if err = w.data.Write(wctx, r); err != nil {
+						w.dataErr.Store(&err)
+					}
+				}
+				r.Release()
+			}
+			w.dataDone <- err
+		}()
+	}
+	rec.Retain()
+	w.dataQ <- rec
+	return nil
+}
+
+// stopData waits for the queued data rows to be written and returns the first error.
+func (w *rewriter) stopData() error {
+	if w.dataQ == nil {
+		return nil
+	}
+	close(w.dataQ)
+	err := <-w.dataDone
+	w.dataQ = nil
+	return err
 }
 
 // writeChanges records rows (in the table's Arrow schema) as change rows of type typ; a
@@ -104,6 +150,10 @@ func (w *rewriter) writeChanges(ctx context.Context, rec arrow.RecordBatch, typ 
 // finish closes the writers and returns the adds and cdc actions. The data files and
 // the change files are finished (their last row groups encoded, then uploaded) at once.
 func (w *rewriter) finish(ctx context.Context) ([]*Add, []*CDC, error) {
+	if err := w.stopData(); err != nil {
+		w.abort()
+		return nil, nil, err
+	}
 	if w.cdc == nil {
 		adds, err := w.data.Close(ctx)
 		return adds, nil, err
@@ -127,6 +177,7 @@ func (w *rewriter) finish(ctx context.Context) ([]*Add, []*CDC, error) {
 // abort drops whatever the writers buffered (files already uploaded stay as orphans for
 // VACUUM; nothing references them).
 func (w *rewriter) abort() {
+	w.stopData()
 	w.data.Abort()
 	if w.cdc != nil {
 		w.cdc.Abort()
