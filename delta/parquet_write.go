@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"sync"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -87,111 +86,46 @@ type dataSink interface {
 // streamSink pipes a file's bytes into a Put of unknown size started when the file is
 // opened, so that finished row groups leave memory as they are written: the fs store
 // writes them to a temporary file it renames at the end, S3 sends them as a multipart
-// upload (published only when complete), mem collects them. The bytes go to the Put in
-// blocks of streamBlock through a queue of streamQueue blocks, so that the writer goes
-// on encoding while the Put writes what it was given. The Put's goroutine and the
-// queue's are owned by the sink: upload and release wait for them.
+// upload (published only when complete), mem collects them. The Put's goroutine is
+// owned by the sink: upload and release wait for it.
 type streamSink struct {
-	pw     *io.PipeWriter
-	buf    []byte                // the block being filled
-	queue  chan []byte           // blocks for the pump, which writes them to pw
-	free   chan []byte           // blocks the pump is done with
-	fail   atomic.Pointer[error] // the pump's first error
-	pumped chan struct{}         // closed when the pump ends
-	done   chan error            // the Put's result, once
-	size   int64
-	ended  bool
+	pw    *io.PipeWriter
+	done  chan error // the Put's result, once
+	size  int64
+	ended bool
 }
-
-const (
-	streamBlock = 1 << 20
-	streamQueue = 8
-)
 
 // errAbortedFile ends a streamed Put whose file is dropped, so that nothing is published.
 var errAbortedFile = errors.New("data file aborted")
 
 func newStreamSink(ctx context.Context, store objectstore.Store, key string) *streamSink {
 	pr, pw := io.Pipe()
-	s := &streamSink{pw: pw, queue: make(chan []byte, streamQueue), free: make(chan []byte, streamQueue+1),
-		pumped: make(chan struct{}), done: make(chan error, 1)}
+	s := &streamSink{pw: pw, done: make(chan error, 1)}
 	// The upload lives until the writer closes or aborts the file, whatever becomes of the
 	// ctx of the Write that opened it (a MERGE opens files on workers whose ctx ends
 	// before it closes them).
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		err := store.Put(ctx, key, pr, -1)
-		pr.CloseWithError(err) // a Put that ends early fails the pump's next write
+		pr.CloseWithError(err) // a Put that ends early fails the writer's next Write
 		s.done <- err
-	}()
-	go func() {
-		defer close(s.pumped)
-		for b := range s.queue {
-			if s.fail.Load() == nil {
-				if _, err := pw.Write(b); err != nil {
-					s.fail.Store(&err)
-				}
-			}
-			select {
-			case s.free <- b[:0]:
-			default:
-			}
-		}
 	}()
 	return s
 }
 
 func (s *streamSink) Write(p []byte) (int, error) {
-	if err := s.fail.Load(); err != nil {
-		return 0, *err
-	}
-	n := len(p)
-	for len(p) > 0 {
-		if s.buf == nil {
-			select {
-			case s.buf = <-s.free:
-			default:
-				s.buf = make([]byte, 0, streamBlock)
-			}
-		}
-		k := copy(s.buf[len(s.buf):cap(s.buf)], p)
-		s.buf, p = s.buf[:len(s.buf)+k], p[k:]
-		if len(s.buf) == cap(s.buf) {
-			s.queue <- s.buf
-			s.buf = nil
-		}
-	}
+	n, err := s.pw.Write(p)
 	s.size += int64(n)
-	return n, nil
+	return n, err
 }
 
 func (s *streamSink) len() int64 { return s.size }
-
-// drain hands the pump the last block and waits for it to end; it returns the pump's
-// error.
-func (s *streamSink) drain() error {
-	if len(s.buf) > 0 {
-		s.queue <- s.buf
-		s.buf = nil
-	}
-	close(s.queue)
-	<-s.pumped
-	if err := s.fail.Load(); err != nil {
-		return *err
-	}
-	return nil
-}
 
 func (s *streamSink) upload(context.Context, objectstore.Store, string) error {
 	if s.ended {
 		return errors.New("data file already ended")
 	}
 	s.ended = true
-	if err := s.drain(); err != nil {
-		s.pw.CloseWithError(err)
-		<-s.done
-		return err
-	}
 	s.pw.Close()
 	return <-s.done
 }
@@ -201,10 +135,6 @@ func (s *streamSink) release() {
 		return
 	}
 	s.ended = true
-	aborted := errAbortedFile
-	s.fail.CompareAndSwap(nil, &aborted) // the pump writes no more
-	s.buf = nil
-	s.drain()
 	s.pw.CloseWithError(errAbortedFile)
 	<-s.done
 }

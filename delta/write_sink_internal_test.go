@@ -32,20 +32,20 @@ func (s failingPut) Put(ctx context.Context, key string, r io.Reader, size int64
 	return errPutBroke
 }
 
-// TestStreamSink writes through a stream sink in writes smaller and larger than its
-// blocks: the object is the bytes written, in order; a released sink publishes nothing;
-// a Put that fails part way fails the writes or the upload with its error, without
-// waiting for the writer to stop writing.
+// TestStreamSink writes through a stream sink in writes of many sizes: the object is the
+// bytes written, in order; a released sink publishes nothing; a Put that fails part way
+// fails the writes and the upload with its error.
 func TestStreamSink(t *testing.T) {
 	ctx := context.Background()
 	var want bytes.Buffer
-	for i := range 3*streamBlock + 12345 {
+	const block = 1 << 20
+	for i := range 3*block + 12345 {
 		want.WriteByte(byte(i * 7919 >> 3))
 	}
 	st := mem.New(mem.Config{})
 	s := newStreamSink(ctx, st, "t/a")
 	for p := want.Bytes(); len(p) > 0; {
-		n := min(len(p), 1+len(p)%(streamBlock+777), 3*streamBlock/2)
+		n := min(len(p), 1+len(p)%(block+777), 3*block/2)
 		if _, err := s.Write(p[:n]); err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestStreamSink(t *testing.T) {
 	s = newStreamSink(ctx, failingPut{st, 1000}, "t/c")
 	var werr error
 	for range 100 {
-		if _, werr = s.Write(want.Bytes()[:streamBlock]); werr != nil {
+		if _, werr = s.Write(want.Bytes()[:block]); werr != nil {
 			break
 		}
 	}
