@@ -199,12 +199,13 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 		keptRows += int(r.NumRows())
 	}
 	keep, matches, deletes := snapshotChanges(table, fresh, keptRows)
-	rows := slices.Clone(kept)
+	var rows []arrow.RecordBatch
 	if keep != nil {
 		if rows, err = gatherKept(ctx, kept, keep); err != nil {
 			return err
 		}
 	} else {
+		rows = slices.Clone(kept)
 		for _, r := range rows {
 			r.Retain()
 		}
