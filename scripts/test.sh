@@ -268,16 +268,29 @@ start_spark() {
   local home
   home="$("$INTEROP_PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" ||
     die "spark: pyspark is not importable from $INTEROP_PY"
-  ORCH_SPARK_HOME="$home" "${launcher[@]}" bash scripts/spark-cluster.sh "$dir" \
-    >"$WORK_DIR/spark.log" 2>&1 </dev/null &
-  SPARK_PID=$!
-  local deadline=$((SECONDS + 300))
-  until [[ -f $dir/remote ]]; do
-    if ! kill -0 "$SPARK_PID" 2>/dev/null || ((SECONDS >= deadline)); then
-      tail -n 20 "$WORK_DIR/spark.log" >&2 || true
-      die "Spark did not start (see above)"
-    fi
-    sleep 0.5
+  # A second start, on fresh ports, when the first fails: a daemon can lose its port to
+  # another between spark-cluster.sh's choice and its bind (a Connect server once stopped
+  # 7 s in). The first start's errors are shown either way.
+  local attempt deadline up
+  for attempt in 1 2; do
+    rm -rf "$dir"
+    ORCH_SPARK_HOME="$home" "${launcher[@]}" bash scripts/spark-cluster.sh "$dir" \
+      >"$WORK_DIR/spark.log" 2>&1 </dev/null &
+    SPARK_PID=$!
+    deadline=$((SECONDS + 300)) up=1
+    until [[ -f $dir/remote ]]; do
+      if ! kill -0 "$SPARK_PID" 2>/dev/null || ((SECONDS >= deadline)); then
+        up=0
+        break
+      fi
+      sleep 0.5
+    done
+    ((up)) && break
+    tail -n 20 "$WORK_DIR/spark.log" >&2 || true
+    grep -h -m 5 -E 'Exception|ERROR' "$dir"/logs/* >&2 2>/dev/null || true
+    stop_spark
+    ((attempt == 1)) || die "Spark did not start (see above)"
+    log "Spark did not start; starting it again on other ports"
   done
   ORCH_TEST_SPARK_REMOTE="$(cat "$dir/remote")"
   export ORCH_TEST_SPARK_REMOTE
