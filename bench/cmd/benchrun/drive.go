@@ -199,16 +199,27 @@ func (d *driver) pythonPath(ctx context.Context) (string, error) {
 // engine named "ours..." runs again right after with the baseline build, on the same data
 // (not a one-off run, whose prep is nil).
 func (d *driver) ours(ctx context.Context, caseName, engine string, prep func() error, args ...string) *row {
-	runs := []engineRun{{engine, append([]string{d.self, "-worker"}, args...)}}
-	withBase := d.cfg.baseline != "" && strings.HasPrefix(engine, "ours") && prep != nil
-	if withBase {
-		runs = append(runs, engineRun{d.cfg.baselineName + strings.TrimPrefix(engine, "ours"), append([]string{d.cfg.baseline, "-worker"}, args...)})
+	runs := []engineRun{{engine: engine, argv: append([]string{d.self, "-worker"}, args...)}}
+	if prep != nil {
+		runs = d.oursRuns(engine, args...)
 	}
-	rows := d.alternate(ctx, caseName, prep, runs)
-	if withBase {
-		rows[1].OfBaseline = true
+	return d.alternate(ctx, caseName, prep, runs)[0]
+}
+
+// oursRuns are the runs of a Go worker case: ours, and with -baseline (for an engine
+// named "ours...") the baseline build's after it.
+func (d *driver) oursRuns(engine string, args ...string) []engineRun {
+	runs := []engineRun{{engine: engine, argv: append([]string{d.self, "-worker"}, args...)}}
+	if d.cfg.baseline != "" && strings.HasPrefix(engine, "ours") {
+		runs = append(runs, engineRun{engine: d.cfg.baselineName + strings.TrimPrefix(engine, "ours"),
+			argv: append([]string{d.cfg.baseline, "-worker"}, args...), baseline: true})
 	}
-	return rows[0]
+	return runs
+}
+
+// peerArgv is the command that runs a case of bench/peers.py.
+func (d *driver) peerArgv(args ...string) []string {
+	return append([]string{d.python, filepath.Join(d.root, "bench", "peers.py")}, args...)
 }
 
 // peer runs a case of bench/peers.py in a child process; see child for prep.
@@ -216,7 +227,7 @@ func (d *driver) peer(ctx context.Context, caseName, engine string, prep func() 
 	if d.cfg.oursOnly {
 		return nil
 	}
-	return d.child(ctx, caseName, engine, prep, append([]string{d.python, filepath.Join(d.root, "bench", "peers.py")}, args...))
+	return d.child(ctx, caseName, engine, prep, d.peerArgv(args...))
 }
 
 // noPrep marks a read-only run, repeatable as is.
@@ -224,15 +235,16 @@ func noPrep() error { return nil }
 
 // engineRun is an engine of a case and the command that runs it once.
 type engineRun struct {
-	engine string
-	argv   []string
+	engine   string
+	argv     []string
+	baseline bool // the -baseline build's run (its row is OfBaseline)
 }
 
 // child runs argv up to -repeat times (once if prep is nil, the run not being
 // repeatable; no more after a run over 30 s), calling prep before each run, and records
 // the fastest run. A failure is recorded in the row, not fatal.
 func (d *driver) child(ctx context.Context, caseName, engine string, prep func() error, argv []string) *row {
-	return d.alternate(ctx, caseName, prep, []engineRun{{engine, argv}})[0]
+	return d.alternate(ctx, caseName, prep, []engineRun{{engine: engine, argv: argv}})[0]
 }
 
 // alternate is child for several engines of a case (ours and the baseline build), their
@@ -277,6 +289,7 @@ func (d *driver) alternate(ctx context.Context, caseName string, prep func() err
 		}
 	}
 	for j, b := range best {
+		b.OfBaseline = runs[j].baseline
 		if count[j] > 1 && b.Error == "" {
 			b.PeakRSSMB = peak[j]
 			var others []string
@@ -493,7 +506,8 @@ func (d *driver) scd2(ctx context.Context) error {
 
 func (d *driver) peerSetup(ctx context.Context, args ...string) error {
 	d.logf("setup: peers.py %s", strings.Join(args, " "))
-	cmd := exec.CommandContext(ctx, d.python, append([]string{filepath.Join(d.root, "bench", "peers.py")}, args...)...)
+	argv := d.peerArgv(args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = d.stderr, d.stderr
 	return cmd.Run()
 }

@@ -170,25 +170,11 @@ func (d *driver) snapshot(ctx context.Context) error {
 	// slowing down or speeding up during the case weighs on each alike.
 	var runs []engineRun
 	if !d.cfg.oursOnly {
-		runs = append(runs, engineRun{"DuckDB FULL OUTER JOIN → Parquet", []string{d.python, filepath.Join(d.root, "bench", "peers.py"), "snapshot-duckdb", dir}})
+		runs = append(runs, engineRun{engine: "DuckDB FULL OUTER JOIN → Parquet", argv: d.peerArgv("snapshot-duckdb", dir)})
 	}
-	first := len(runs)
-	for _, v := range []struct{ suffix, dv string }{{"", ""}, {", deletion vectors", "dv"}} {
-		args := []string{"-worker", "snapshot-ours", dir}
-		if v.dv != "" {
-			args = append(args, v.dv)
-		}
-		runs = append(runs, engineRun{"ours: ingest stage, mode snapshot" + v.suffix, append([]string{d.self}, args...)})
-		if d.cfg.baseline != "" {
-			runs = append(runs, engineRun{d.cfg.baselineName + ": ingest stage, mode snapshot" + v.suffix, append([]string{d.cfg.baseline}, args...)})
-		}
-	}
+	runs = append(runs, d.oursRuns("ours: ingest stage, mode snapshot", "snapshot-ours", dir)...)
+	runs = append(runs, d.oursRuns("ours: ingest stage, mode snapshot, deletion vectors", "snapshot-ours", dir, "dv")...)
 	rows := d.alternate(ctx, c, restore, runs)
-	if d.cfg.baseline != "" {
-		for i := first + 1; i < len(rows); i += 2 {
-			rows[i].OfBaseline = true
-		}
-	}
 	if !d.cfg.oursOnly {
 		relate(rows[0], rows...)
 	}
