@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"slices"
+	"unsafe"
 )
 
 // Index maps keys to ids. The zero Index is not usable; call New.
@@ -29,7 +30,20 @@ func New(capacity int) *Index {
 	for n < 2*capacity {
 		n *= 2
 	}
-	return &Index{seed: maphash.MakeSeed(), slots: make([]slot, n), ends: make([]int, 0, capacity)}
+	return &Index{seed: maphash.MakeSeed(), slots: newSlots(n), ends: make([]int, 0, capacity)}
+}
+
+// newSlots returns n empty slots, each page of them written once. A large table comes
+// from the OS untouched, and the lookups read slots before they write them: a page read
+// first maps the shared zero page, and the write after it faults again to copy it and
+// flushes the page from every core's TLB. Written first, a page faults once.
+func newSlots(n int) []slot {
+	s := make([]slot, n)
+	const perPage = 4096 / int(unsafe.Sizeof(slot{}))
+	for i := 0; i < n; i += perPage {
+		s[i] = slot{}
+	}
+	return s
 }
 
 // Grow makes room for n more bytes of new keys, so that adding them copies nothing.
@@ -88,7 +102,7 @@ func (x *Index) add(key []byte, h uint64) (id int32, added bool) {
 }
 
 func (x *Index) grow() {
-	x.slots = make([]slot, 2*len(x.slots))
+	x.slots = newSlots(2 * len(x.slots))
 	mask := uint64(len(x.slots) - 1)
 	for id := range int32(len(x.ends)) {
 		h := maphash.Bytes(x.seed, x.Key(id)) // (a slot keeps only half its hash)
