@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
@@ -231,13 +232,21 @@ func withDeleteMarks(rec arrow.RecordBatch, m *delta.Matcher) (arrow.RecordBatch
 			return nil, fmt.Errorf("delete_when: %w", err)
 		}
 	}
-	b := array.NewBooleanBuilder(memory.DefaultAllocator)
-	defer b.Release()
-	b.Reserve(int(rec.NumRows()))
-	for i := range int(rec.NumRows()) {
-		b.UnsafeAppend(marks != nil && marks[i])
+	// The marks' bitmap is built as such: a builder's append per row cost a serial
+	// millisecond per 100 000 rows of a snapshot's pass 2.
+	n := int(rec.NumRows())
+	bits := memory.NewResizableBuffer(memory.DefaultAllocator)
+	bits.Resize(int(bitutil.BytesForBits(int64(n))))
+	clear(bits.Bytes())
+	for i, m := range marks {
+		if m {
+			bitutil.SetBit(bits.Bytes(), i)
+		}
 	}
-	col := b.NewArray()
+	data := array.NewData(arrow.FixedWidthTypes.Boolean, n, []*memory.Buffer{nil, bits}, nil, 0, 0)
+	bits.Release()
+	col := array.NewBooleanData(data)
+	data.Release()
 	defer col.Release()
 	fields := append(slices.Clone(rec.Schema().Fields()), arrow.Field{Name: deleteColumn, Type: arrow.FixedWidthTypes.Boolean})
 	cols := append(slices.Clone(rec.Columns()), col)

@@ -182,14 +182,21 @@ func (x *Index) prepare(b *Block, from, start int) {
 	}
 }
 
-// touch loads the first slot of rows [lo, hi) and the key it holds, so that the
-// comparisons after it mostly hit the cache.
+// touch loads the first slot of rows [lo, hi) and, when its tag is the row's, the key it
+// holds, so that the comparisons after it mostly hit the cache. (A slot of another tag
+// is passed over without comparing keys: loading its key would be a cache miss for
+// nothing, as it is for most slots a new key meets.)
 func (x *Index) touch(b *Block, lo, hi int) {
 	mask := uint64(len(x.slots) - 1)
 	var ids [touchAhead]int32
 	// First the slots, each load independent of the others, then the keys they hold.
 	for i := lo; i < hi; i++ {
-		ids[i-lo] = x.slots[b.hashes[i]&mask].id
+		h := b.hashes[i]
+		if s := x.slots[h&mask]; s.tag == tagOf(h) {
+			ids[i-lo] = s.id
+		} else {
+			ids[i-lo] = 0
+		}
 	}
 	var ends [touchAhead]int
 	for k, id := range ids[:hi-lo] {

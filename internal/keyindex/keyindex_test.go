@@ -206,6 +206,21 @@ func BenchmarkIndex(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "\x01\x08C%07d", i)
 	}
+	// Building the index a block at a time (a table's keys in pass 1 of a snapshot).
+	b.Run("add-block", func(b *testing.B) {
+		var blk Block
+		for b.Loop() {
+			x := New(len(keys))
+			for lo := 0; lo < len(keys); lo += 1 << 15 {
+				blk.Reset()
+				for _, k := range keys[lo:min(lo+1<<15, len(keys))] {
+					blk.Buf = append(blk.Buf, k...)
+					blk.End()
+				}
+				x.AddBlock(&blk)
+			}
+		}
+	})
 	x := New(len(keys))
 	for _, k := range keys {
 		x.Add(k)
