@@ -352,14 +352,8 @@ func (p *tablePass) wait() (*snapTable, error) {
 // snapshotTable is pass 1: the scan's records are hashed (on both cores) while the
 // previous record's keys go into the index. It closes scanned once the scan is read.
 func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data []string, scanned chan<- struct{}) (*snapTable, error) {
-	t := &snapTable{index: keyindex.New(1 << 10)}
-	rows, sized := int64(0), false
-	if n, ok := snap.NumRecords(); ok {
-		rows, sized = n, true
-		t.index = keyindex.New(int(n))
-		t.hash = make([]dataHash, 0, n)
-		t.file, t.row = make([]int32, 0, n), make([]int64, 0, n)
-	}
+	t := &snapTable{}
+	rows, sized := snap.NumRecords()
 	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: data, FilesOnly: true, ReadAhead: true})
 	if err != nil {
 		return nil, err
@@ -401,6 +395,14 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 		return sc.Err()
 	})
 	g.Go(func() error {
+		// The index is made (its pages written, a few milliseconds for a million keys)
+		// while the scan decodes its first record.
+		t.index = keyindex.New(1 << 10)
+		if sized {
+			t.index = keyindex.New(int(rows))
+			t.hash = make([]dataHash, 0, rows)
+			t.file, t.row = make([]int32, 0, rows), make([]int64, 0, rows)
+		}
 		for r := range ready {
 			if sized && r.h.Len() > 0 {
 				// The keys' bytes, estimated from the first record's, are made room
