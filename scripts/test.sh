@@ -64,9 +64,23 @@ cleanup() {
   stop_spark
   stop_minio
   if [[ -n $WORK_DIR ]]; then
+    ((status == 0)) || keep_logs
     rm -rf -- "$WORK_DIR"
   fi
   exit "$status"
+}
+
+# keep_logs copies the services' logs (MinIO's, Spark's daemons') of a failed run out of
+# the temporary dir before it goes: $ORCH_TEST_LOG_DIR, default $TMPDIR/orch-test-logs.
+keep_logs() {
+  local keep
+  keep="${ORCH_TEST_LOG_DIR:-${TMPDIR:-/tmp}/orch-test-logs}/$(date -u +%Y%m%dT%H%M%SZ)-$$"
+  mkdir -p "$keep" || return 0
+  cp -- "$WORK_DIR"/*.log "$keep"/ 2>/dev/null || true
+  if [[ -d $WORK_DIR/spark/logs ]]; then
+    cp -r -- "$WORK_DIR/spark/logs" "$keep/spark" 2>/dev/null || true
+  fi
+  log "the failed run's service logs are kept in $keep"
 }
 trap cleanup EXIT
 trap 'log "interrupted (SIGINT): stopping"; exit 130' INT
@@ -287,7 +301,12 @@ start_spark() {
     done
     ((up)) && break
     tail -n 20 "$WORK_DIR/spark.log" >&2 || true
-    grep -h -m 5 -E 'Exception|ERROR' "$dir"/logs/* >&2 2>/dev/null || true
+    local f
+    for f in "$dir"/logs/*; do
+      [[ -f $f ]] || continue
+      printf -- '--- %s (its last 30 lines)\n' "$f" >&2
+      tail -n 30 "$f" >&2 || true
+    done
     stop_spark
     ((attempt == 1)) || die "Spark did not start (see above)"
     log "Spark did not start; starting it again on other ports"

@@ -237,7 +237,45 @@ func noPrep() error { return nil }
 type engineRun struct {
 	engine   string
 	argv     []string
-	baseline bool // the -baseline build's run (its row is OfBaseline)
+	baseline bool         // the -baseline build's run (its row is OfBaseline)
+	prep     func() error // called before each of its runs instead of the case's prep
+}
+
+// peerRuns is the run of a case of bench/peers.py (none with -ours-only).
+func (d *driver) peerRuns(engine string, args ...string) []engineRun {
+	if d.cfg.oursOnly {
+		return nil
+	}
+	return []engineRun{{engine: engine, argv: d.peerArgv(args...)}}
+}
+
+// withPrep sets prep as the prep of runs.
+func withPrep(prep func() error, runs []engineRun) []engineRun {
+	for i := range runs {
+		runs[i].prep = prep
+	}
+	return runs
+}
+
+// caseRuns gathers the engines of a case whose runs alternate takes in turn.
+type caseRuns struct{ runs []engineRun }
+
+// add appends runs and returns the index of the first of them (-1: none, a peer with
+// -ours-only), for rowOf.
+func (c *caseRuns) add(runs []engineRun) int {
+	if len(runs) == 0 {
+		return -1
+	}
+	c.runs = append(c.runs, runs...)
+	return len(c.runs) - len(runs)
+}
+
+// rowOf is the row of the engine add returned i for (nil for -1).
+func rowOf(rows []*row, i int) *row {
+	if i < 0 {
+		return nil
+	}
+	return rows[i]
 }
 
 // child runs argv up to -repeat times (once if prep is nil, the run not being
@@ -262,8 +300,12 @@ func (d *driver) alternate(ctx context.Context, caseName string, prep func() err
 			if done[j] {
 				continue
 			}
-			if prep != nil {
-				if err := prep(); err != nil {
+			p := prep
+			if er.prep != nil {
+				p = er.prep
+			}
+			if p != nil {
+				if err := p(); err != nil {
 					best[j], done[j] = &row{Case: caseName, Engine: er.engine, Error: "prepare: " + err.Error()}, true
 					continue
 				}
@@ -395,17 +437,21 @@ func (d *driver) ingest(ctx context.Context) error {
 		p := filepath.Join(dir, name)
 		return p, func() error { return os.RemoveAll(p) }
 	}
+	// The engines' runs are taken in turn, each into its own emptied output.
+	var cr caseRuns
 	o, clean := out("duckdb")
-	duck := d.peer(ctx, c, "DuckDB COPY → Parquet", clean, "ingest-duckdb", csvDir, o)
+	iDuck := cr.add(withPrep(clean, d.peerRuns("DuckDB COPY → Parquet", "ingest-duckdb", csvDir, o)))
 	o, clean = out("ours")
-	ours := d.ours(ctx, c, "ours: ingest stage → Delta", clean, "ingest-ours", csvDir, o)
-	var naive *row
+	iOurs := cr.add(withPrep(clean, d.oursRuns("ours: ingest stage → Delta", "ingest-ours", csvDir, o)))
+	iNaive := -1
 	if !d.cfg.oursOnly {
 		o, clean = out("arrowgo")
-		naive = d.ours(ctx, c, "arrow-go csv → pqarrow, no log", clean, "ingest-arrowgo", csvDir, o)
+		iNaive = cr.add(withPrep(clean, []engineRun{{engine: "arrow-go csv → pqarrow, no log", argv: []string{d.self, "-worker", "ingest-arrowgo", csvDir, o}}}))
 	}
 	o, clean = out("deltars")
-	drs := d.peer(ctx, c, "delta-rs: pyarrow csv → write_deltalake", clean, "ingest-deltars", csvDir, o)
+	iDrs := cr.add(withPrep(clean, d.peerRuns("delta-rs: pyarrow csv → write_deltalake", "ingest-deltars", csvDir, o)))
+	all := d.alternate(ctx, c, noPrep, cr.runs)
+	duck, ours, naive, drs := rowOf(all, iDuck), rowOf(all, iOurs), rowOf(all, iNaive), rowOf(all, iDrs)
 	rows := []*row{duck, ours, naive, drs}
 	if d.cfg.ingestS3 != "" {
 		// One run (nil prep), into a new table under the given prefix.
@@ -430,18 +476,25 @@ func (d *driver) merge(ctx context.Context) error {
 		c := fmt.Sprintf("MERGE %s into %s rows, %s", commas(d.cfg.mergeChanges), commas(d.cfg.mergeRows),
 			map[string]string{"clustered": "changes in 10% of files", "spread": "changes in all files"}[layout])
 		src := filepath.Join(dir, layout+".parquet")
-		var rows []*row
+		// Each engine's runs start from its own fresh copy of the target; their runs are
+		// taken in turn.
+		var cr caseRuns
+		var tdirs []string
 		for _, e := range []struct{ engine, kind string }{{"delta-rs merge", "deltars"}, {"ours: Table.Merge", "ours"}} {
 			tdir := filepath.Join(dir, e.kind+"-"+layout)
+			tdirs = append(tdirs, tdir)
 			fresh := func() error {
 				os.RemoveAll(tdir)
 				return copyDir(filepath.Join(dir, "target"), tdir)
 			}
 			if e.kind == "ours" {
-				rows = append(rows, d.ours(ctx, c, e.engine, fresh, "merge-ours", tdir, src))
+				cr.add(withPrep(fresh, d.oursRuns(e.engine, "merge-ours", tdir, src)))
 			} else {
-				rows = append(rows, d.peer(ctx, c, e.engine, fresh, "merge-deltars", tdir, src))
+				cr.add(withPrep(fresh, d.peerRuns(e.engine, "merge-deltars", tdir, src)))
 			}
+		}
+		rows := d.alternate(ctx, c, noPrep, cr.runs)
+		for _, tdir := range tdirs {
 			os.RemoveAll(tdir)
 		}
 		relate(rows[0], rows...)
@@ -462,10 +515,13 @@ func (d *driver) cdf(ctx context.Context) error {
 		return err
 	}
 	c := fmt.Sprintf("change feed read, %s rows (one insert version)", commas(d.cfg.cdfRows))
-	scan := d.ours(ctx, c, "ours: Snapshot.Scan (plain scan)", noPrep, "cdf-scan", tdir)
-	ch := d.ours(ctx, c, "ours: Table.Changes", noPrep, "cdf-changes", tdir)
-	drs := d.peer(ctx, c, "delta-rs load_cdf", noPrep, "cdf-deltars", tdir)
-	drsScan := d.peer(ctx, c, "delta-rs to_pyarrow_dataset (plain scan)", noPrep, "scan-deltars", tdir)
+	var cr caseRuns
+	iScan := cr.add(d.oursRuns("ours: Snapshot.Scan (plain scan)", "cdf-scan", tdir))
+	iCh := cr.add(d.oursRuns("ours: Table.Changes", "cdf-changes", tdir))
+	iDrs := cr.add(d.peerRuns("delta-rs load_cdf", "cdf-deltars", tdir))
+	iDrsScan := cr.add(d.peerRuns("delta-rs to_pyarrow_dataset (plain scan)", "scan-deltars", tdir))
+	all := d.alternate(ctx, c, noPrep, cr.runs)
+	scan, ch, drs, drsScan := rowOf(all, iScan), rowOf(all, iCh), rowOf(all, iDrs), rowOf(all, iDrsScan)
 	setMBps(size, scan, ch, drs, drsScan)
 	relate(scan, scan, ch, drs, drsScan)
 	return os.RemoveAll(dir)
@@ -478,16 +534,8 @@ func (d *driver) scd2(ctx context.Context) error {
 		return err
 	}
 	c := fmt.Sprintf("SCD2 batch of %s rows into a %s-row dimension", commas(n+n/100), commas(n))
-	duck := d.peer(ctx, c, "DuckDB SQL over Parquet", noPrep, "scd2-duckdb", dir)
-	var drs *row
-	if !d.cfg.oursOnly {
-		if err := d.peerSetup(ctx, "scd2-deltars-setup", dir); err != nil {
-			return err
-		}
-		drs = d.peer(ctx, c, "delta-rs MERGE (staged union)", nil, "scd2-deltars", dir)
-	}
 	// Our run changes the dimension: with -repeat, each run starts from a copy of it as
-	// set up, like DuckDB's, which only reads it.
+	// set up, like DuckDB's, which only reads it. DuckDB's runs and ours are taken in turn.
 	wh, setup := filepath.Join(dir, "wh"), filepath.Join(dir, "wh.setup")
 	if err := copyDir(wh, setup); err != nil {
 		return err
@@ -498,8 +546,20 @@ func (d *driver) scd2(ctx context.Context) error {
 		}
 		return copyDir(setup, wh)
 	}
-	ours := d.ours(ctx, c, "ours: scd2_merge stage", restore, "scd2-ours", dir, strconv.Itoa(n+n/100))
-	oursDV := d.ours(ctx, c, "ours: scd2_merge stage, deletion vectors", restore, "scd2-ours", dir, strconv.Itoa(n+n/100), "dv")
+	var cr caseRuns
+	iDuck := cr.add(withPrep(noPrep, d.peerRuns("DuckDB SQL over Parquet", "scd2-duckdb", dir)))
+	iOurs := cr.add(d.oursRuns("ours: scd2_merge stage", "scd2-ours", dir, strconv.Itoa(n+n/100)))
+	iDV := cr.add(d.oursRuns("ours: scd2_merge stage, deletion vectors", "scd2-ours", dir, strconv.Itoa(n+n/100), "dv"))
+	all := d.alternate(ctx, c, restore, cr.runs)
+	duck, ours, oursDV := rowOf(all, iDuck), rowOf(all, iOurs), rowOf(all, iDV)
+	var drs *row
+	if !d.cfg.oursOnly {
+		// Once: delta-rs takes minutes.
+		if err := d.peerSetup(ctx, "scd2-deltars-setup", dir); err != nil {
+			return err
+		}
+		drs = d.peer(ctx, c, "delta-rs MERGE (staged union)", nil, "scd2-deltars", dir)
+	}
 	relate(duck, duck, drs, ours, oursDV)
 	return os.RemoveAll(dir)
 }
