@@ -238,8 +238,8 @@ func withDeleteMarks(rec arrow.RecordBatch, m *delta.Matcher) (arrow.RecordBatch
 	bits := memory.NewResizableBuffer(memory.DefaultAllocator)
 	bits.Resize(int(bitutil.BytesForBits(int64(n))))
 	clear(bits.Bytes())
-	for i, m := range marks {
-		if m {
+	for i, marked := range marks {
+		if marked {
 			bitutil.SetBit(bits.Bytes(), i)
 		}
 	}
