@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -10,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
+
+	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
 // gatherRows is takeRows for the MERGE: the rows of rec at the given indices, in that
@@ -81,6 +84,9 @@ func isConsecutive(rows []int32) bool {
 // gatherArray copies the values at rows of a flat array, or returns nil for other
 // types.
 func gatherArray(mem memory.Allocator, arr arrow.Array, rows []int32) arrow.Array {
+	if s := sameValueSlice(arr, len(rows)); s != nil {
+		return s
+	}
 	d := arr.Data()
 	n := len(rows)
 	var buffers []*memory.Buffer
@@ -153,6 +159,36 @@ var plainFixedWidth = map[arrow.Type]bool{
 	arrow.FLOAT16: true, arrow.FLOAT32: true, arrow.FLOAT64: true,
 	arrow.DATE32: true, arrow.DATE64: true, arrow.TIMESTAMP: true, arrow.TIME32: true, arrow.TIME64: true,
 	arrow.DURATION: true, arrow.DECIMAL128: true, arrow.DECIMAL256: true,
+}
+
+// sameValueSlice returns arr's first n rows when every row of arr holds one and the same
+// string (no nulls) and arr has n rows or more, else nil: gathering n rows of such a
+// column (a load's file name) gives those rows whichever rows are taken, and a slice
+// shares arr's bytes (the scan's own, see pqfile's run batches) instead of copying a
+// file name a row.
+func sameValueSlice(arr arrow.Array, n int) arrow.Array {
+	var offs []int32
+	var vals []byte
+	switch a := arr.(type) {
+	case *array.String:
+		offs, vals = a.ValueOffsets(), a.ValueBytes()
+	case *array.Binary:
+		offs, vals = a.ValueOffsets(), a.ValueBytes()
+	default:
+		return nil
+	}
+	if n < 2 || arr.Len() < n || arr.NullN() > 0 || !pqfile.ConstantOffsets(offs) {
+		return nil
+	}
+	w := int(offs[1] - offs[0])
+	vals = vals[:int(offs[len(offs)-1]-offs[0])]
+	if !bytes.Equal(vals[w:], vals[:len(vals)-w]) {
+		return nil
+	}
+	d := array.NewSliceData(arr.Data(), 0, int64(n))
+	defer d.Release()
+	d.(*array.Data).SetNullN(0)
+	return array.MakeFromData(d)
 }
 
 // gatherVarBinary builds the offsets and value buffers of the values at rows.

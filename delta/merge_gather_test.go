@@ -32,6 +32,7 @@ func TestGatherRowsMatchesTake(t *testing.T) {
 		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "bin", Type: arrow.BinaryTypes.Binary, Nullable: true},
 		{Name: "list", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true}, // through takeRows
+		{Name: "one", Type: arrow.BinaryTypes.String, Nullable: true},                  // one value: a slice
 	}, nil)
 	for _, nulls := range []bool{false, true} {
 		b := array.NewRecordBuilder(mem, sch)
@@ -55,6 +56,7 @@ func TestGatherRowsMatchesTake(t *testing.T) {
 			lb := b.Field(10).(*array.ListBuilder)
 			lb.Append(true)
 			lb.ValueBuilder().(*array.Int64Builder).Append(int64(i))
+			b.Field(11).(*array.StringBuilder).Append("/landing/day-1/accounts.csv")
 		}
 		full := b.NewRecordBatch()
 		b.Release()
@@ -99,6 +101,14 @@ func TestGatherRowsMatchesTake(t *testing.T) {
 				for i, c := range got.Columns() {
 					if c.NullN() != want.Column(i).NullN() {
 						t.Errorf("column %s: %d nulls, want %d", got.ColumnName(i), c.NullN(), want.Column(i).NullN())
+					}
+				}
+				// A column of one value and no nulls shares the source's bytes (as every
+				// column of a run of rows does).
+				if len(rows) > 1 {
+					shares := got.Column(11).Data().Buffers()[2] == rec.Column(11).Data().Buffers()[2]
+					if want := isConsecutive(rows) || !nulls && len(rows) <= n; shares != want {
+						t.Errorf("column one shares the source's bytes: %v, want %v", shares, want)
 					}
 				}
 			})

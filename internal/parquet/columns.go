@@ -171,7 +171,7 @@ func (c *Columns) Release() {
 	}
 	for _, s := range c.cols {
 		if s.str != nil {
-			s.str.close()
+			s.str.release()
 		}
 		if s.i96 != nil {
 			s.i96.Close()

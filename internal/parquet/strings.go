@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -75,32 +76,38 @@ type byteArrayReader struct {
 	dict  bool   // dictionary page: indices come from ids
 	ids   rleDecoder
 
-	avg     int      // data bytes per row expected (to size the data buffer)
 	lvl, ix []uint32 // scratch
+
+	// A batch whose rows all hold one dictionary value (a load's file name in every
+	// row) is not copied a row at a time: its rows are counted (runRows of runVal)
+	// while its chunks go on with that value, and the batch is a slice of run, an
+	// array of the value that the reader keeps for the batches after it.
+	runVal  []byte
+	runRows int
+	run     arrow.Array
+	runOf   []byte // run's value
 }
 
 func newByteArrayReader(fr *pqarrow.FileReader, i int, rowGroups []int, what string) *byteArrayReader {
 	f := &fr.Manifest.Fields[i]
 	pf := fr.ParquetReader()
-	r := &byteArrayReader{pf: pf, col: f.ColIndex, typ: f.Field.Type, rowGroups: rowGroups, what: what,
+	return &byteArrayReader{pf: pf, col: f.ColIndex, typ: f.Field.Type, rowGroups: rowGroups, what: what,
 		maxDef: pf.MetaData().Schema.Column(f.ColIndex).MaxDefinitionLevel()}
-	var size, rows int64
-	for _, rg := range rowGroups {
-		if cc, err := pf.MetaData().RowGroup(rg).ColumnChunk(f.ColIndex); err == nil {
-			size += cc.TotalUncompressedSize()
-			rows += cc.NumValues()
-		}
-	}
-	if rows > 0 {
-		r.avg = int(size/rows) + 1
-	}
-	return r
 }
 
 func (r *byteArrayReader) close() {
 	if r.pages != nil {
 		r.pages.Close()
 		r.pages = nil
+	}
+}
+
+// release closes the reader and drops its run array (batches sliced from it keep it).
+func (r *byteArrayReader) release() {
+	r.close()
+	if r.run != nil {
+		r.run.Release()
+		r.run, r.runOf = nil, nil
 	}
 }
 
@@ -114,15 +121,18 @@ func (r *byteArrayReader) next(n int, mem memory.Allocator) (arrow.Array, error)
 	offBuf := mem.Allocate((n + 1) * 4)
 	offsets := arrow.Int32Traits.CastFromBytes(offBuf)[:n+1]
 	offsets[0] = 0
-	data := mem.Allocate(n * max(r.avg, 1))
+	var data []byte  // made by the first chunk that copies values, sized by it
 	var valid []byte // nil while every row is valid
 	free := func() {
 		mem.Free(offBuf)
-		mem.Free(data)
+		if data != nil {
+			mem.Free(data)
+		}
 		if valid != nil {
 			mem.Free(valid)
 		}
 	}
+	r.runVal, r.runRows = nil, 0
 	pos, nulls, got := 0, 0, 0
 	for got < n {
 		if r.left == 0 {
@@ -137,7 +147,7 @@ func (r *byteArrayReader) next(n int, mem memory.Allocator) (arrow.Array, error)
 			continue
 		}
 		k := min(n-got, r.left)
-		if err := r.chunk(k, mem, &data, &valid, offsets[got+1:got+1+k], &pos, &nulls, got, n); err != nil {
+		if err := r.chunk(k, mem, &data, &valid, offsets, &pos, &nulls, got, n); err != nil {
 			free()
 			return nil, err
 		}
@@ -148,18 +158,19 @@ func (r *byteArrayReader) next(n int, mem memory.Allocator) (arrow.Array, error)
 		free()
 		return nil, nil
 	}
-	r.avg = pos/got + 1
-	// Each buffer is freed whole (as allocated) and says how much of it is used.
-	buffer := func(b []byte, n int) *memory.Buffer {
-		out := memory.NewBufferWithAllocator(b, mem)
-		out.ResizeNoShrink(n)
-		return out
+	if r.runRows == got {
+		free()
+		return r.runSlice(mem, got, n), nil
 	}
+	// Each buffer is freed whole (as allocated) and says how much of it is used.
 	var vbuf *memory.Buffer
 	if valid != nil {
-		vbuf = buffer(valid, int(bitutil.BytesForBits(int64(got))))
+		vbuf = sizedBuffer(valid, int(bitutil.BytesForBits(int64(got))), mem)
 	}
-	bufs := []*memory.Buffer{vbuf, buffer(offBuf, (got+1)*4), buffer(data, pos)}
+	if data == nil { // every row empty or null
+		data = mem.Allocate(1)
+	}
+	bufs := []*memory.Buffer{vbuf, sizedBuffer(offBuf, (got+1)*4, mem), sizedBuffer(data, pos, mem)}
 	ad := array.NewData(r.typ, got, bufs, nil, nulls, 0)
 	defer ad.Release()
 	for _, b := range bufs {
@@ -173,7 +184,8 @@ func (r *byteArrayReader) next(n int, mem memory.Allocator) (arrow.Array, error)
 // chunk decodes the next k rows of the current page, rows got.. of a batch of n: it
 // sets their offsets (offsets[j] is where row got+j ends), appends their bytes to *data
 // at *pos (growing it from mem), and marks nulls in *valid (made on the first null).
-func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte, offsets []int32, pos, nulls *int, got, n int) error {
+func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte, all []int32, pos, nulls *int, got, n int) error {
+	offsets := all[got+1 : got+1+k]
 	present := k
 	var lvl []uint32
 	if r.maxDef > 0 {
@@ -208,6 +220,15 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 			}
 			need += int(r.dictOff[id+1] - r.dictOff[id])
 		}
+		if present == k && r.runRows == got && sameIDs(ix) {
+			// The batch so far is one value: it goes on if this chunk's is that value.
+			val := r.dictBuf[r.dictOff[ix[0]]:r.dictOff[ix[0]+1]]
+			if got == 0 || string(val) == string(r.runVal) {
+				r.runVal = val
+				r.runRows += k
+				return nil
+			}
+		}
 	} else {
 		p, o := r.plain, 0
 		for range present {
@@ -222,6 +243,10 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 			o += 4 + l
 		}
 	}
+	if r.runRows > 0 && r.runRows == got {
+		// The rows before this chunk were one value, not copied yet: they are now.
+		need += got * len(r.runVal)
+	}
 	at := *pos
 	if at+need > 1<<31-1 {
 		return fmt.Errorf("column %s: more than 2 GiB of values in one batch", r.what)
@@ -232,23 +257,20 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 		rest := (n - got - k) * ((at+need)/(got+k) + 1)
 		nb := mem.Allocate(at + need + rest)
 		copy(nb, buf[:at])
-		mem.Free(buf)
+		if buf != nil {
+			mem.Free(buf)
+		}
 		buf, *data = nb, nb
+	}
+	if r.runRows > 0 && r.runRows == got {
+		at = fillRun(buf, at, r.runVal, all[1:got+1])
+		r.runRows = -1 // the batch is not one value
 	}
 	// The values were checked above. Locals, not r's fields, in the loops: a pointer
 	// stored in a heap object costs a write barrier while the GC runs.
 	if r.dict && present == k && k > 1 && sameIDs(ix) {
 		// One value repeated (a load's file name): copied once, then doubled.
-		val := r.dictBuf[r.dictOff[ix[0]]:r.dictOff[ix[0]+1]]
-		start := at
-		at = start + k*len(val)
-		copy(buf[start:], val)
-		for filled := len(val); filled < at-start; {
-			filled += copy(buf[start+filled:at], buf[start:start+filled])
-		}
-		for j := range k {
-			offsets[j] = int32(start + (j+1)*len(val))
-		}
+		at = fillRun(buf, at, r.dictBuf[r.dictOff[ix[0]]:r.dictOff[ix[0]+1]], offsets)
 		if *valid != nil {
 			bitutil.SetBitsTo(*valid, int64(got), int64(k), true)
 		}
@@ -284,6 +306,56 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 	}
 	*pos = at
 	return nil
+}
+
+// fillRun writes len(offs) copies of val to buf at at (copied once, then doubled), sets
+// offs[j] to where copy j ends, and returns where the copies end.
+func fillRun(buf []byte, at int, val []byte, offs []int32) int {
+	end := at + len(offs)*len(val)
+	copy(buf[at:], val)
+	for filled := len(val); filled < end-at; {
+		filled += copy(buf[at+filled:end], buf[at:at+filled])
+	}
+	for j := range offs {
+		offs[j] = int32(at + (j+1)*len(val))
+	}
+	return end
+}
+
+// runSlice returns rows rows of runVal as a slice of r.run, which is made anew (of size
+// rows or more) when it holds another value or too few rows.
+func (r *byteArrayReader) runSlice(mem memory.Allocator, rows, size int) arrow.Array {
+	if r.run == nil || r.run.Len() < rows || string(r.runOf) != string(r.runVal) {
+		if r.run != nil {
+			r.run.Release()
+		}
+		size = max(size, rows)
+		offBuf := mem.Allocate((size + 1) * 4)
+		offs := arrow.Int32Traits.CastFromBytes(offBuf)[:size+1]
+		offs[0] = 0
+		n := size * len(r.runVal)
+		data := mem.Allocate(max(n, 1))
+		fillRun(data, 0, r.runVal, offs[1:])
+		bufs := []*memory.Buffer{nil, sizedBuffer(offBuf, (size+1)*4, mem), sizedBuffer(data, n, mem)}
+		ad := array.NewData(r.typ, size, bufs, nil, 0, 0)
+		bufs[1].Release()
+		bufs[2].Release()
+		r.run = array.MakeFromData(ad)
+		ad.Release()
+		r.runOf = bytes.Clone(r.runVal)
+	}
+	d := array.NewSliceData(r.run.Data(), 0, int64(rows))
+	d.(*array.Data).SetNullN(0)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+// sizedBuffer is a buffer of b (allocated from mem, freed whole) that says n bytes of
+// it are used.
+func sizedBuffer(b []byte, n int, mem memory.Allocator) *memory.Buffer {
+	out := memory.NewBufferWithAllocator(b, mem)
+	out.ResizeNoShrink(n)
+	return out
 }
 
 // sameIDs reports whether every index of ix is the first's.

@@ -117,3 +117,55 @@ func TestRLEDecoder(t *testing.T) {
 		t.Fatal("reading past the end: no error")
 	}
 }
+
+// TestStringRunBatches: a batch whose rows all hold one dictionary value (a load's file
+// name) is a slice of an array the reader keeps, so consecutive such batches share its
+// bytes instead of each copying the value a row at a time; batches where the value
+// changes, or that hold a null, are decoded as usual. Every batch equals pqarrow's, and
+// every buffer is released (a checked allocator).
+func TestStringRunBatches(t *testing.T) {
+	rec := stringsTestRecord(t, 20_000, 3)
+	defer rec.Release()
+	data := parquetBytes(t, rec, 6_000, pq.WithMaxRowGroupLength(6_000), pq.WithDataPageSize(4<<10))
+	for _, batch := range []int64{7, 1000, 4_990, 64 << 10} {
+		alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		want, err := readColumns(t, data, nil, batch, false, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readColumns(t, data, nil, batch, true, alloc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range int(want.NumCols()) {
+			if !array.Equal(got.Column(i), want.Column(i)) {
+				t.Fatalf("batch %d: column %s differs from pqarrow's", batch, want.ColumnName(i))
+			}
+		}
+		got.Release()
+		want.Release()
+		alloc.AssertSize(t, 0)
+	}
+
+	// Batches of one value share the reader's bytes.
+	fr, closeFile := openFile(t, data, memory.DefaultAllocator)
+	defer closeFile()
+	c, err := OpenColumns(t.Context(), fr, memory.DefaultAllocator, []int{4}, nil, 1000, "f.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	runs, bytesOf := 0, map[*byte]bool{}
+	for c.Next() {
+		col := c.RecordBatch().Column(0).(*array.String)
+		if col.NullN() > 0 || col.Len() < 2 || col.Value(0) != col.Value(col.Len()-1) {
+			continue
+		}
+		runs++
+		bytesOf[&col.ValueBytes()[0]] = true
+	}
+	// Two values (the day-1 file's name, then the day-2 file's): two arrays.
+	if runs < 10 || len(bytesOf) != 2 {
+		t.Errorf("%d batches of one value hold %d arrays' bytes, want 2", runs, len(bytesOf))
+	}
+}
