@@ -223,7 +223,7 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 		if present == k && r.runRows == got && sameIDs(ix) {
 			// The batch so far is one value: it goes on if this chunk's is that value.
 			val := r.dictBuf[r.dictOff[ix[0]]:r.dictOff[ix[0]+1]]
-			if got == 0 || string(val) == string(r.runVal) {
+			if (got == 0 || string(val) == string(r.runVal)) && (got+k)*len(val) <= maxBatchBytes {
 				r.runVal = val
 				r.runRows += k
 				return nil
@@ -248,7 +248,7 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 		need += got * len(r.runVal)
 	}
 	at := *pos
-	if at+need > 1<<31-1 {
+	if at+need > maxBatchBytes {
 		return fmt.Errorf("column %s: more than 2 GiB of values in one batch", r.what)
 	}
 	buf := *data
@@ -308,6 +308,9 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 	return nil
 }
 
+// maxBatchBytes is the most bytes of values a batch holds (its offsets are 32-bit).
+const maxBatchBytes = 1<<31 - 1
+
 // fillRun writes len(offs) copies of val to buf at at (copied once, then doubled), sets
 // offs[j] to where copy j ends, and returns where the copies end.
 func fillRun(buf []byte, at int, val []byte, offs []int32) int {
@@ -330,6 +333,9 @@ func (r *byteArrayReader) runSlice(mem memory.Allocator, rows, size int) arrow.A
 			r.run.Release()
 		}
 		size = max(size, rows)
+		if size*len(r.runVal) > maxBatchBytes {
+			size = rows // (which fits: chunk saw to it)
+		}
 		offBuf := mem.Allocate((size + 1) * 4)
 		offs := arrow.Int32Traits.CastFromBytes(offBuf)[:size+1]
 		offs[0] = 0
