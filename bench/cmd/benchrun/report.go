@@ -490,12 +490,28 @@ func (d *driver) report(stdout io.Writer) error {
 	if err := os.MkdirAll(out, 0o777); err != nil {
 		return err
 	}
-	base := filepath.Join(out, d.res.Started.Format("2006-01-02T1504Z")+"-"+d.cfg.size)
+	base := freeBase(filepath.Join(out, d.res.Started.Format("2006-01-02T1504Z")+"-"+d.cfg.size))
 	if err := d.write(base, md); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\nwrote %s.json and %s.md\n", base, base)
 	return nil
+}
+
+// freeBase is base, or base-2, base-3, ... when a run started in the same minute wrote
+// base's files already: a run never overwrites another's results.
+func freeBase(base string) string {
+	taken := func(b string) bool {
+		_, errJSON := os.Stat(b + ".json")
+		_, errMD := os.Stat(b + ".md")
+		return errJSON == nil || errMD == nil
+	}
+	for i, b := 2, base; ; i++ {
+		if !taken(b) {
+			return b
+		}
+		b = fmt.Sprintf("%s-%d", base, i)
+	}
 }
 
 // write writes base.json and base.md.
