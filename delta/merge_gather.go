@@ -81,8 +81,8 @@ func isConsecutive(rows []int32) bool {
 	return true
 }
 
-// gatherArray copies the values at rows of a flat array, or returns nil for other
-// types.
+// gatherArray copies the values at rows of a flat array (a column of one value gives a
+// slice of it, see sameValueSlice), or returns nil for other types.
 func gatherArray(mem memory.Allocator, arr arrow.Array, rows []int32) arrow.Array {
 	if s := sameValueSlice(arr, len(rows)); s != nil {
 		return s
