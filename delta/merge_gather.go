@@ -1,7 +1,6 @@
 package delta
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -177,12 +176,7 @@ func sameValueSlice(arr arrow.Array, n int) arrow.Array {
 	default:
 		return nil
 	}
-	if n < 2 || arr.Len() < n || arr.NullN() > 0 || !pqfile.ConstantOffsets(offs) {
-		return nil
-	}
-	w := int(offs[1] - offs[0])
-	vals = vals[:int(offs[len(offs)-1]-offs[0])]
-	if !bytes.Equal(vals[w:], vals[:len(vals)-w]) {
+	if n < 2 || arr.Len() < n || arr.NullN() > 0 || !pqfile.OneValue(offs, vals) {
 		return nil
 	}
 	d := array.NewSliceData(arr.Data(), 0, int64(n))

@@ -267,10 +267,8 @@ func (l *leafStats) foldStrings(a *array.String, ok func(int) bool) {
 	data := a.ValueBytes() // starts at the array's first value
 	base := offs[0]
 	n := a.Len()
-	if ok == nil && pqfile.ConstantOffsets(offs) {
-		if w := int(offs[1] - offs[0]); w == 0 || bytes.Equal(data[w:], data[:len(data)-w]) {
-			n = 1 // every value is the first (a period-w repetition of it)
-		}
+	if ok == nil && pqfile.OneValue(offs, data) {
+		n = 1 // every value is the first
 	}
 	var mn, mx []byte
 	var mnh, mnl, mxh, mxl uint64 // the keys of mn and mx

@@ -399,7 +399,7 @@ func (c *chunkWriter) putBytes(col binaryValues, lo, hi, nulls int, bits []byte,
 		// A step of one value repeated (a file name, a load time): one lookup.
 		so := offs[lo : hi+1]
 		w := so[1] - so[0]
-		if step := data[so[0]-base : so[hi-lo]-base]; ConstantOffsets(so) && string(step[w:]) == string(step[:len(step)-int(w)]) {
+		if step := data[so[0]-base : so[hi-lo]-base]; OneValue(so, step) {
 			v := step[:w]
 			c.idx = c.dict.(*bytesDict).addRun(c.idx, v, hi-lo)
 			c.raw += int64(hi-lo) * (int64(w) + 4)
