@@ -397,11 +397,12 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 	g.Go(func() error {
 		// The index is made (its pages written, a few milliseconds for a million keys)
 		// while the scan decodes its first record.
-		t.index = keyindex.New(1 << 10)
 		if sized {
 			t.index = keyindex.New(int(rows))
 			t.hash = make([]dataHash, 0, rows)
 			t.file, t.row = make([]int32, 0, rows), make([]int64, 0, rows)
+		} else {
+			t.index = keyindex.New(1 << 10)
 		}
 		for r := range ready {
 			if sized && r.h.Len() > 0 {

@@ -243,8 +243,9 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 			o += 4 + l
 		}
 	}
-	if r.runRows > 0 && r.runRows == got {
-		// The rows before this chunk were one value, not copied yet: they are now.
+	// The rows before this chunk were one value, not copied yet: they are now.
+	pending := r.runRows > 0 && r.runRows == got
+	if pending {
 		need += got * len(r.runVal)
 	}
 	at := *pos
@@ -262,7 +263,7 @@ func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte
 		}
 		buf, *data = nb, nb
 	}
-	if r.runRows > 0 && r.runRows == got {
+	if pending {
 		at = fillRun(buf, at, r.runVal, all[1:got+1])
 		r.runRows = -1 // the batch is not one value
 	}
