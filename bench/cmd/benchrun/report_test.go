@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -24,5 +25,17 @@ func TestFreeBaseKeepsEarlierResults(t *testing.T) {
 	}
 	if got := freeBase(base); got != base+"-3" {
 		t.Fatalf("with -2.json written too: freeBase = %s, want %s-3", got, base)
+	}
+}
+
+// TestSmallRunSaysTargetsAreForFull checks that a -size small report says its targets
+// are stated for -size full, and a full one does not.
+func TestSmallRunSaysTargetsAreForFull(t *testing.T) {
+	for _, size := range []string{"small", "full"} {
+		d := &driver{cfg: &config{size: size}, res: &results{Size: size, Targets: []target{{Target: "SCD2 not slower than DuckDB", Met: "NO"}}}}
+		md := d.markdown()
+		if got, want := strings.Contains(md, "stated for -size full"), size == "small"; got != want {
+			t.Errorf("-size %s: report says the targets are for -size full: %v, want %v\n%s", size, got, want, md)
+		}
 	}
 }
