@@ -23,6 +23,8 @@ type keyValues struct {
 	null   bool  // some null
 	lo, hi value // min and max non-null value (when any)
 
+	ints *intKeys // a single integer key's index: its bitmap answers anyIn
+
 	mu     sync.Mutex // guards budget and sorted (files are pruned while commits check conflicts)
 	budget int        // rows the scans may still read before the values are sorted
 	sorted []value    // sorted distinct non-null values, once built
@@ -54,6 +56,18 @@ func newKeyValues(get func(int) value, valid func(int) bool, n int) *keyValues {
 func (kv *keyValues) anyIn(mn, mx *value) bool {
 	if !kv.any {
 		return false
+	}
+	if kv.ints != nil && (mn == nil || mn.kind == vInt) && (mx == nil || mx.kind == vInt) {
+		lo, hi := kv.ints.min, kv.ints.max
+		if mn != nil {
+			lo = mn.i
+		}
+		if mx != nil {
+			hi = mx.i
+		}
+		if in, ok := kv.ints.anyIn(lo, hi); ok {
+			return in
+		}
 	}
 	if (mn != nil && compareValues(kv.hi, *mn) < 0) || (mx != nil && compareValues(kv.lo, *mx) > 0) {
 		return false // disjoint
@@ -107,6 +121,12 @@ func (s *mergeSource) collectKeyValues(plan *mergePlan) error {
 		get, err := valueGetter(arr)
 		if err != nil {
 			return fmt.Errorf("key column %s: %w", plan.keys[k], err)
+		}
+		if s.ints != nil {
+			// The index has the key's range already.
+			s.keyVals[k] = &keyValues{get: get, valid: arr.IsValid, n: n, budget: n, any: s.ints.n > 0,
+				null: arr.NullN() > 0, lo: value{kind: vInt, i: s.ints.min}, hi: value{kind: vInt, i: s.ints.max}, ints: s.ints}
+			continue
 		}
 		s.keyVals[k] = newKeyValues(get, arr.IsValid, n)
 	}

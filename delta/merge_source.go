@@ -23,15 +23,8 @@ type mergeSource struct {
 	schema  *StructType
 	n       int64
 	keyCols []int        // rec column of each key
-	index   *sourceIndex // encoded keys (unless intKey)
-	// A single integer key (not null-safe) uses these instead of index and dups.
-	intKey  bool
-	intIdx  map[int64]int32
-	intDups map[int64]bool
-	// intBits, when not nil, has bit k-intMin set for every source key k: most target
-	// keys that match nothing are turned away without a map lookup.
-	intMin  int64
-	intBits []uint64
+	index   *sourceIndex // encoded keys (unless ints)
+	ints    *intKeys     // a single integer key (not null-safe), instead of index
 	keyVals []*keyValues // per key: its values, for file pruning
 }
 
@@ -195,20 +188,7 @@ func sourceSchema(in *arrow.Schema, plan *mergePlan) (*StructType, []arrow.Field
 func (s *mergeSource) buildIndex(plan *mergePlan) error {
 	n := int(s.n)
 	if g, ok := intGetter(s.rec.Column(s.keyCols[0])); ok && len(s.keyCols) == 1 && !plan.nullSafe {
-		arr := s.rec.Column(s.keyCols[0])
-		s.intKey, s.intIdx, s.intDups = true, make(map[int64]int32, n), map[int64]bool{}
-		for i := 0; i < n; i++ {
-			if arr.IsNull(i) {
-				continue
-			}
-			k := g(i)
-			if _, seen := s.intIdx[k]; seen {
-				s.intDups[k] = true
-				continue
-			}
-			s.intIdx[k] = int32(i)
-		}
-		s.buildIntBits()
+		s.ints = newIntKeys(s.rec.Column(s.keyCols[0]), g, n)
 		return s.collectKeyValues(plan)
 	}
 	enc, err := newKeyEncoder(s.rec, s.keyCols, plan.nullSafe)
@@ -226,31 +206,10 @@ func (s *mergeSource) buildIndex(plan *mergePlan) error {
 
 // distinctKeys is the number of distinct non-null (or, null-safe, any) source keys.
 func (s *mergeSource) distinctKeys() int {
-	if s.intKey {
-		return len(s.intIdx)
+	if s.ints != nil {
+		return s.ints.n
 	}
 	return s.index.len()
-}
-
-// buildIntBits sets up the key bitmap when the key range is small enough (at most 64
-// bits per source key and 8 MiB).
-func (s *mergeSource) buildIntBits() {
-	if len(s.intIdx) == 0 {
-		return
-	}
-	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for k := range s.intIdx {
-		lo, hi = min(lo, k), max(hi, k)
-	}
-	span := uint64(hi - lo) // wraps for huge ranges, which the bounds below refuse
-	if hi-lo < 0 || span >= 64*uint64(len(s.intIdx))+1<<16 || span >= 8<<23 {
-		return
-	}
-	s.intMin, s.intBits = lo, make([]uint64, span/64+1)
-	for k := range s.intIdx {
-		d := uint64(k - lo)
-		s.intBits[d/64] |= 1 << (d % 64)
-	}
 }
 
 // keyEncoder turns the key columns of a row into bytes that are equal exactly when the
@@ -384,7 +343,7 @@ type prober struct {
 
 func (s *mergeSource) newProber(rec arrow.RecordBatch, cols []int, nullSafe bool) (*prober, error) {
 	p := &prober{src: s}
-	if s.intKey {
+	if s.ints != nil {
 		p.arr = rec.Column(cols[0])
 		g, ok := intGetter(p.arr)
 		if !ok {
@@ -412,19 +371,7 @@ func (p *prober) probe(lo, n int) *keyBatch {
 			if p.arr.IsNull(i) {
 				continue
 			}
-			k := p.ints(i)
-			if bits := p.src.intBits; bits != nil {
-				d := uint64(k - p.src.intMin)
-				if k < p.src.intMin || d/64 >= uint64(len(bits)) || bits[d/64]&(1<<(d%64)) == 0 {
-					continue
-				}
-			}
-			if row, found := p.src.intIdx[k]; found {
-				b.row[j], b.hit[j] = row, 1
-				if p.src.intDups[k] {
-					b.hit[j] = 2
-				}
-			}
+			b.row[j], b.hit[j] = p.src.ints.lookup(p.ints(i))
 		}
 		return b
 	}
