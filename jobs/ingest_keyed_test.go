@@ -288,3 +288,51 @@ func TestIngestSnapshotDuplicateKey(t *testing.T) {
 		})
 	}
 }
+
+// A snapshot run's kept rows (the changed ones) count their own bytes against the memory
+// budget, not the whole lineage columns their batch shares with every other batch of
+// the file: a run that fits its budget works in memory whatever the length of its
+// files' paths (counted whole, 4,000 kept rows of a 40,000-row file under a long path
+// weighed as much as the whole file's source_file column, and the run went to spill
+// files, several times slower).
+func TestIngestSnapshotBudgetCountsKeptRows(t *testing.T) {
+	tbl := snapshotTable(t)
+	env, landing := ingestEnv(t, mem.New(mem.Config{}), tbl)
+	dir := "p/" + strings.Repeat("extract-", 30)
+	const n = 40000
+	extract := func(day int) string {
+		var b strings.Builder
+		b.WriteString("sku,name,price\n")
+		for i := range n {
+			price := i % 100
+			if day == 2 && i%10 == 3 {
+				price++
+			}
+			fmt.Fprintf(&b, "S%06d,item %d,%d.00\n", i, i, price)
+		}
+		return b.String()
+	}
+	stage := NewIngest("ingest", &IngestConfig{Source: "/landing/" + dir + "/*.csv", Target: tbl.Name, Mode: "snapshot", Keys: []string{"sku"}})
+	putFile(t, landing, dir+"/day1.csv", extract(1))
+	runStage(t, stage, env)
+	// The key index (90 bytes a key: 3.6 MB) and the kept rows (about 1 MB) fit in the
+	// 8 MB a 16 MiB budget plans to hold; the file's source_file column alone is 9.6 MB.
+	env.MemoryBudget = 16 << 20
+	putFile(t, landing, dir+"/day2.csv", extract(2))
+	res := runStage(t, stage, env)
+	if spilled(res) {
+		t.Fatalf("the run went to spill files: %q", res.Notes)
+	}
+	tb, err := env.openTable(t.Context(), tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist, err := tb.History(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hist[0].OperationMetrics
+	if got := fmt.Sprint(m["numTargetRowsUpdated"], " ", m["numTargetRowsInserted"], " ", m["numTargetRowsDeleted"]); got != "4000 0 0" {
+		t.Errorf("updated, inserted, deleted: %s, want 4000 0 0", got)
+	}
+}

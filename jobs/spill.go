@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cespare/xxhash/v2"
@@ -202,7 +203,7 @@ func each(ctx context.Context, files []*spillFile, fn func(rec arrow.RecordBatch
 	return nil
 }
 
-// recordBytes is the size of rec's buffers (its share of them, when sliced).
+// recordBytes is the size of rec's buffers: its share of them, when sliced.
 func recordBytes(rec arrow.RecordBatch) int64 {
 	var n int64
 	for _, c := range rec.Columns() {
@@ -211,17 +212,47 @@ func recordBytes(rec arrow.RecordBatch) int64 {
 	return n
 }
 
+// arrayBytes is the size of the rows of d. A slice shares its parent's buffers (a
+// batch's lineage columns are slices of one long array of the file's): it counts the
+// bytes its rows span, as a copy of them would take, not the shared buffers whole, which
+// would count them once per slice.
 func arrayBytes(d arrow.ArrayData) int64 {
-	var n int64
-	for _, b := range d.Buffers() {
+	bufs, n, off := d.Buffers(), int64(d.Len()), int64(d.Offset())
+	var size int64
+	if len(bufs) > 0 && bufs[0] != nil {
+		size = (n + 7) / 8 // validity
+	}
+	switch t := d.DataType().(type) {
+	case *arrow.StringType, *arrow.BinaryType:
+		if len(bufs) == 3 && bufs[1] != nil && bufs[1].Len() >= int(4*(off+n+1)) {
+			offs := arrow.Int32Traits.CastFromBytes(bufs[1].Bytes())
+			return size + 4*(n+1) + int64(offs[off+n]-offs[off])
+		}
+	case *arrow.LargeStringType, *arrow.LargeBinaryType:
+		if len(bufs) == 3 && bufs[1] != nil && bufs[1].Len() >= int(8*(off+n+1)) {
+			offs := arrow.Int64Traits.CastFromBytes(bufs[1].Bytes())
+			return size + 8*(n+1) + offs[off+n] - offs[off]
+		}
+	case *arrow.DictionaryType:
+	case arrow.FixedWidthDataType:
+		if len(bufs) == 2 {
+			return size + (n*int64(t.BitWidth())+7)/8
+		}
+	}
+	// Other layouts (nested, dictionaries): their buffers whole.
+	size = 0
+	for _, b := range bufs {
 		if b != nil {
-			n += int64(b.Len())
+			size += int64(b.Len())
 		}
 	}
 	for _, c := range d.Children() {
-		n += arrayBytes(c)
+		size += arrayBytes(c)
 	}
-	return n
+	if dict, ok := d.Dictionary().(*array.Data); ok && dict != nil {
+		size += arrayBytes(dict)
+	}
+	return size
 }
 
 // fanout spreads records over spill files by a part number per row, keeping the order
