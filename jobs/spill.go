@@ -234,6 +234,7 @@ func arrayBytes(d arrow.ArrayData) int64 {
 			return size + 8*(n+1) + offs[off+n] - offs[off]
 		}
 	case *arrow.DictionaryType:
+		// (fixed-width indices, but a dictionary besides: below)
 	case arrow.FixedWidthDataType:
 		if len(bufs) == 2 {
 			return size + (n*int64(t.BitWidth())+7)/8
