@@ -240,20 +240,11 @@ func arrayBytes(d arrow.ArrayData) int64 {
 			return size + (n*int64(t.BitWidth())+7)/8
 		}
 	}
-	// Other layouts (nested, dictionaries): their buffers whole.
-	size = 0
-	for _, b := range bufs {
-		if b != nil {
-			size += int64(b.Len())
-		}
+	// Other layouts (nested, dictionaries): arrow's count, their buffers whole.
+	if a, ok := d.(*array.Data); ok {
+		return int64(a.SizeInBytes())
 	}
-	for _, c := range d.Children() {
-		size += arrayBytes(c)
-	}
-	if dict, ok := d.Dictionary().(*array.Data); ok && dict != nil {
-		size += arrayBytes(dict)
-	}
-	return size
+	return 0
 }
 
 // fanout spreads records over spill files by a part number per row, keeping the order
