@@ -38,10 +38,10 @@ var readerFeaturesSupported = map[string]bool{
 	FeatureDeletionVectors:     true,
 	FeatureTimestampNTZ:        true,
 	FeatureVacuumProtocolCheck: true,
+	FeatureV2Checkpoint:        true,
 }
 
 // writerFeaturesSupported are the writer features this package honours when it commits.
-// inCommitTimestamp is readable (timestamps) but not yet written, so it is refused here.
 var writerFeaturesSupported = map[string]bool{
 	FeatureAppendOnly:          true,
 	FeatureInvariants:          true,
@@ -50,6 +50,8 @@ var writerFeaturesSupported = map[string]bool{
 	FeatureIdentityColumns:     true,
 	FeatureTimestampNTZ:        true,
 	FeatureVacuumProtocolCheck: true,
+	FeatureV2Checkpoint:        true,
+	FeatureInCommitTimestamp:   true,
 }
 
 // UnsupportedFeatureError reports a table that needs a feature this package does not
@@ -284,14 +286,17 @@ func hasTimestampNTZ(t DataType) bool {
 }
 
 // newTableProtocol chooses the protocol of a new table (DELTA.md §1): (1,2) unless the
-// table uses change data feed, deletion vectors, identity columns or timestamp_ntz, which
-// take table features at (1,7), or (3,7) with deletionVectors or timestampNtz.
+// table uses change data feed, deletion vectors, identity columns, timestamp_ntz,
+// in-commit timestamps or V2 checkpoints, which take table features at (1,7), or (3,7)
+// with the reader-writer features deletionVectors, timestampNtz and v2Checkpoint.
 func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 	cdf := strings.EqualFold(config["delta.enableChangeDataFeed"], "true")
 	dv := strings.EqualFold(config[PropEnableDeletionVectors], "true")
 	identity := fieldWithMetadata(schema, "delta.identity.start") != ""
 	ntz := hasTimestampNTZ(schema)
-	if !cdf && !dv && !identity && !ntz {
+	ict := strings.EqualFold(config[PropEnableInCommitTimestamps], "true")
+	v2cp := strings.EqualFold(config[PropCheckpointPolicy], CheckpointPolicyV2)
+	if !cdf && !dv && !identity && !ntz && !ict && !v2cp {
 		return &Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
 	}
 	p := &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{FeatureAppendOnly, FeatureInvariants}}
@@ -300,6 +305,14 @@ func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 	}
 	if identity {
 		p.WriterFeatures = append(p.WriterFeatures, FeatureIdentityColumns)
+	}
+	if ict {
+		p.WriterFeatures = append(p.WriterFeatures, FeatureInCommitTimestamp)
+	}
+	if v2cp {
+		p.MinReaderVersion = 3
+		p.ReaderFeatures = append(p.ReaderFeatures, FeatureV2Checkpoint)
+		p.WriterFeatures = append(p.WriterFeatures, FeatureV2Checkpoint)
 	}
 	if dv {
 		p.MinReaderVersion = 3

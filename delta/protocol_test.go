@@ -36,7 +36,9 @@ func TestProtocolGates(t *testing.T) {
 		{"(3,7) deletion vectors", &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"deletionVectors"}, WriterFeatures: []string{"deletionVectors"}}, plain, "", ""},
 		{"(3,7) vacuumProtocolCheck", &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"vacuumProtocolCheck"}, WriterFeatures: []string{"vacuumProtocolCheck"}}, plain, "", ""},
 		{"(1,7) domainMetadata", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"domainMetadata"}}, plain, "", "unsupported table feature: domainMetadata"},
-		{"(1,7) inCommitTimestamp", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"inCommitTimestamp"}}, plain, "", "unsupported table feature: inCommitTimestamp"},
+		{"(1,7) inCommitTimestamp", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"inCommitTimestamp"}}, plain, "", ""},
+		{"(3,7) v2Checkpoint", &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"v2Checkpoint"}, WriterFeatures: []string{"v2Checkpoint"}}, plain, "", ""},
+		{"(1,7) unknown writer feature", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"fancyNewWriterThing"}}, plain, "", "unsupported table feature: fancyNewWriterThing"},
 		{"(1,7) cdf identity appendOnly", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"appendOnly", "invariants", "changeDataFeed", "identityColumns"}}, plain, "", ""},
 		{"invariants in schema", &Protocol{MinReaderVersion: 1, MinWriterVersion: 2}, &Metadata{SchemaString: `{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{"delta.invariants":"{}"}}]}`}, "", "unsupported table feature: invariants"},
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/objectstore"
@@ -122,6 +123,7 @@ func (t *Table) loadLatest(ctx context.Context) (*Snapshot, error) {
 // itself, is skipped in favour of an older one (or a replay from version 0); when there
 // is none, the error names the checkpoint and why it was refused.
 func (t *Table) loadFromListing(ctx context.Context, idx *logIndex, target int64, full bool, hint *lastCheckpoint) (*Snapshot, error) {
+	idx.prefer(hint)
 	bad := map[*checkpointRef]bool{}
 	var skipped *checkpointLoadError
 	for {
@@ -160,15 +162,24 @@ func (t *Table) loadSegment(ctx context.Context, seg *logSegment, hint *lastChec
 	st := newTableState()
 	cpVersion := int64(-1)
 	if seg.checkpoint != nil {
-		actions, err := t.readCheckpoint(ctx, seg.checkpoint)
+		cd, err := t.readCheckpoint(ctx, seg.checkpoint)
 		if err == nil {
-			err = hint.check(seg.checkpoint, actions)
+			err = hint.check(seg.checkpoint, cd)
 		}
 		if err != nil {
 			return nil, &checkpointLoadError{seg.checkpoint.version, err}
 		}
-		for i := range actions {
-			st.apply(&actions[i])
+		adds := 0
+		for i := range cd.actions {
+			if cd.actions[i].Add != nil {
+				adds++
+			}
+			st.apply(&cd.actions[i])
+		}
+		if adds != len(st.files) {
+			// A checkpoint holds each logical file once; a repeat means a part or sidecar
+			// holds what another one does, and another file is missing.
+			return nil, &checkpointLoadError{seg.checkpoint.version, fmt.Errorf("%s: %d add actions name %d distinct files", seg.checkpoint.files[0].Key, adds, len(st.files))}
 		}
 		cpVersion = seg.checkpoint.version
 	}
@@ -289,10 +300,10 @@ func findCommitInfo(actions []Action) *CommitInfo {
 
 // ictEnabledAt says whether in-commit timestamps are in force at version.
 func ictEnabledAt(md *Metadata, version int64) bool {
-	if md == nil || md.Configuration["delta.enableInCommitTimestamps"] != "true" {
+	if md == nil || !strings.EqualFold(md.Configuration[PropEnableInCommitTimestamps], "true") {
 		return false
 	}
-	if ev, ok := md.Configuration["delta.inCommitTimestampEnablementVersion"]; ok {
+	if ev, ok := md.Configuration[PropICTEnablementVersion]; ok {
 		if n, err := strconv.ParseInt(ev, 10, 64); err == nil {
 			return version >= n
 		}

@@ -72,9 +72,12 @@ type Transaction struct {
 
 	ident *identityState // identity values this transaction allocated (identity.go)
 
-	committed     bool
-	version       int64
-	commitTS      int64 // commitInfo.timestamp of the last attempt, ms
+	committed bool
+	version   int64
+	commitTS  int64 // commitInfo.timestamp of the last attempt, ms
+	// prevTS is the commit timestamp of the version before the one being attempted (its
+	// in-commit timestamp, else its time), which an in-commit timestamp must exceed.
+	prevTS        int64
 	checkpointErr error
 }
 
@@ -94,6 +97,7 @@ func (t *Table) NewTransaction(snap *Snapshot, opts TxOptions) *Transaction {
 	}
 	if snap != nil {
 		tx.readVersion = snap.version
+		tx.prevTS = snap.ts.UnixMilli()
 	}
 	if tx.isolation == "" && snap != nil {
 		// The table's delta.isolationLevel, when it names a level we implement.
@@ -150,6 +154,12 @@ func (tx *Transaction) RemoveFiles(removes ...*Remove) {
 				}
 			}
 		}
+		if tx.snap != nil && r.BaseRowID == nil && r.DefaultRowCommitVersion == nil {
+			// Row tracking: a remove carries the row ids of the add it deletes.
+			if a, ok := tx.snap.state.files[fileKey{r.Path, r.DeletionVector.UniqueID()}]; ok {
+				r.BaseRowID, r.DefaultRowCommitVersion = a.BaseRowID, a.DefaultRowCommitVersion
+			}
+		}
 		if r.PartitionValues == nil {
 			r.PartitionValues = map[string]*string{}
 		}
@@ -165,7 +175,8 @@ func (tx *Transaction) RemoveAdds(adds ...*Add) {
 	rs := make([]*Remove, len(adds))
 	for i, a := range adds {
 		sz := a.Size
-		rs[i] = &Remove{Path: a.Path, DataChange: true, PartitionValues: a.PartitionValues, Size: &sz, Stats: a.Stats, Tags: a.Tags, DeletionVector: a.DeletionVector}
+		rs[i] = &Remove{Path: a.Path, DataChange: true, PartitionValues: a.PartitionValues, Size: &sz, Stats: a.Stats, Tags: a.Tags, DeletionVector: a.DeletionVector,
+			BaseRowID: a.BaseRowID, DefaultRowCommitVersion: a.DefaultRowCommitVersion}
 	}
 	tx.RemoveFiles(rs...)
 }
@@ -263,6 +274,16 @@ func (tx *Transaction) dependsOnFiles() bool {
 	return tx.readWhole || len(tx.readFiles) > 0 || len(tx.readPredicates) > 0
 }
 
+// ictOn says whether the commit writes an in-commit timestamp: the table's metadata after
+// the commit enables them (DELTA.md §6).
+func (tx *Transaction) ictOn() bool {
+	md := tx.md
+	if md == nil && tx.snap != nil {
+		md = tx.snap.Metadata()
+	}
+	return md != nil && strings.EqualFold(md.Configuration[PropEnableInCommitTimestamps], "true")
+}
+
 // isBlindAppend: only adds (no removes, no cdc files) and nothing read.
 func (tx *Transaction) isBlindAppend() bool {
 	if tx.dependsOnFiles() {
@@ -347,11 +368,30 @@ func (tx *Transaction) validate() error {
 }
 
 // buildCommit encodes commitInfo first, then protocol, metaData, txns and the other
-// actions.
+// actions. On a table with in-commit timestamps enabled, commitInfo carries
+// inCommitTimestamp = max(now, previous commit's + 1 ms), and the commit that turns them
+// on for a table with earlier commits records its version and timestamp in the
+// metadata (PROTOCOL.md, In-Commit Timestamps).
 func (tx *Transaction) buildCommit(readVersion int64) ([]byte, error) {
 	blind := tx.isBlindAppend()
 	tx.commitTS = tx.table.opts.Now().UnixMilli()
+	var ict *int64
+	if tx.ictOn() {
+		ts := max(tx.commitTS, tx.prevTS+1)
+		tx.commitTS, ict = ts, &ts
+		if tx.snap != nil && !ictEnabledAt(tx.snap.Metadata(), tx.snap.version) && tx.md != nil {
+			md := *tx.md
+			md.Configuration = make(map[string]string, len(tx.md.Configuration)+2)
+			for k, v := range tx.md.Configuration {
+				md.Configuration[k] = v
+			}
+			md.Configuration[PropICTEnablementVersion] = strconv.FormatInt(readVersion+1, 10)
+			md.Configuration[PropICTEnablementTimestamp] = strconv.FormatInt(ts, 10)
+			tx.md = &md
+		}
+	}
 	info := &CommitInfo{
+		InCommitTimestamp:   ict,
 		Timestamp:           tx.commitTS,
 		UserName:            tx.table.opts.UserName,
 		Operation:           tx.opts.Operation,
@@ -445,6 +485,14 @@ func (tx *Transaction) Commit(ctx context.Context) (int64, error) {
 			}
 			if c := tx.checkWinner(version, acts); c != nil {
 				return -1, c
+			}
+			if ci := findCommitInfo(acts); ci != nil {
+				switch {
+				case ci.InCommitTimestamp != nil:
+					tx.prevTS = *ci.InCommitTimestamp
+				case ci.Timestamp > tx.prevTS:
+					tx.prevTS = ci.Timestamp
+				}
 			}
 			version++
 		}
