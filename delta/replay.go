@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,18 +170,24 @@ func (t *Table) loadSegment(ctx context.Context, seg *logSegment, hint *lastChec
 		if err != nil {
 			return nil, &checkpointLoadError{seg.checkpoint.version, err}
 		}
-		adds := 0
+		var adds []*Add
 		for i := range cd.actions {
-			if cd.actions[i].Add != nil {
-				adds++
+			if a := cd.actions[i].Add; a != nil {
+				adds = append(adds, a)
 			}
 			st.apply(&cd.actions[i])
 		}
-		if adds != len(st.files) {
+		if len(adds) != len(st.files) {
 			// A checkpoint holds each logical file once; a repeat means a part or sidecar
 			// holds what another one does, and another file is missing.
-			return nil, &checkpointLoadError{seg.checkpoint.version, fmt.Errorf("%s: %d add actions name %d distinct files", seg.checkpoint.files[0].Key, adds, len(st.files))}
+			return nil, &checkpointLoadError{seg.checkpoint.version, fmt.Errorf("%s: %d add actions name %d distinct files", seg.checkpoint.files[0].Key, len(adds), len(st.files))}
 		}
+		// Checkpoints list their adds by path (ours do): then the sorted file list
+		// costs no sort.
+		if !sortedByKey(adds) {
+			slices.SortFunc(adds, func(a, b *Add) int { return compareFileKeys(addKey(a), addKey(b)) })
+		}
+		st.setBase(adds)
 		cpVersion = seg.checkpoint.version
 	}
 	var lastInfo *CommitInfo
@@ -266,6 +273,7 @@ func (t *Table) refresh(ctx context.Context, base *Snapshot) (*Snapshot, error) 
 		return nil, nil
 	}
 	st := base.state.clone()
+	st.setBase(base.Files())
 	var lastInfo *CommitInfo
 	for _, c := range idx.commits {
 		actions, err := t.readCommit(ctx, c.version)

@@ -515,6 +515,7 @@ func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 	var post *Snapshot
 	if tx.snap != nil && version == tx.readVersion+1 {
 		st := tx.snap.state.clone()
+		st.setBase(tx.snap.Files())
 		if tx.proto != nil {
 			st.protocol = tx.proto
 		}
