@@ -52,6 +52,8 @@ var writerFeaturesSupported = map[string]bool{
 	FeatureVacuumProtocolCheck: true,
 	FeatureV2Checkpoint:        true,
 	FeatureInCommitTimestamp:   true,
+	FeatureDomainMetadata:      true, // domains are kept as they are (clustering.go)
+	FeatureClustering:          true,
 }
 
 // UnsupportedFeatureError reports a table that needs a feature this package does not

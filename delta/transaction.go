@@ -339,6 +339,12 @@ func (tx *Transaction) validate() error {
 	if tx.snap != nil && tx.snap.AppendOnly() {
 		appendOnly = true
 	}
+	var clustering []string
+	if tx.snap != nil && proto.HasWriterFeature(FeatureClustering) {
+		if clustering, err = tx.snap.ClusteringColumns(); err != nil {
+			return err
+		}
+	}
 	for i := range tx.actions {
 		a := &tx.actions[i]
 		switch {
@@ -351,6 +357,11 @@ func (tx *Transaction) validate() error {
 					return fmt.Errorf("add %s: partitionValues lacks partition column %q", a.Add.Path, c)
 				}
 			}
+			if a.Add.DataChange {
+				if err := checkClusteringStats(a.Add, clustering); err != nil {
+					return err
+				}
+			}
 		case a.Remove != nil:
 			if appendOnly && a.Remove.DataChange {
 				return fmt.Errorf("table is append-only (delta.appendOnly=true): cannot remove %s", a.Remove.Path)
@@ -360,7 +371,8 @@ func (tx *Transaction) validate() error {
 				return fmt.Errorf("cdc file %s: the table does not enable the change data feed (%s)", a.CDC.Path, PropEnableChangeDataFeed)
 			}
 		case a.DomainMetadata != nil:
-			return &UnsupportedFeatureError{Feature: FeatureDomainMetadata, Write: true}
+			// Domains are kept as they are; this package writes none of its own yet.
+			return &UnsupportedFeatureError{Feature: FeatureDomainMetadata + " (writing a domain)", Write: true}
 		}
 	}
 	_ = schema

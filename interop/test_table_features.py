@@ -187,3 +187,34 @@ def test_ours_v2_checkpoint_ict_table_read_by_spark_and_delta_rs(spark, deltatoo
     assert ict(table_dir, latest + 1) > ict(table_dir, latest)
     assert_same_rows(deltatool.read(path), spark_read(spark, path), what="Spark's write on our table, read by us")
     assert_history_is_ict(spark, deltatool, path, table_dir, latest + 1)
+
+
+def test_spark_clustered_table_written_by_us(spark, deltatool, table_dir):
+    """Spark's CLUSTER BY table takes our append, DELETE, MERGE and checkpoint: Spark reads
+    our rows, still reports its clustering columns (the delta.clustering domain is intact)
+    and clusters our files with OPTIMIZE afterwards."""
+    path = str(table_dir)
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, name STRING) USING delta CLUSTER BY (id) "
+              "TBLPROPERTIES ('delta.checkpointInterval' = '3')")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (1, 'a'), (2, 'b')")
+    protocol = next(a["protocol"] for a in commit_lines(table_dir, 0) if "protocol" in a)
+    assert {"clustering", "domainMetadata"} <= set(protocol["writerFeatures"]), protocol
+    deltatool.write(path, rows([3, 4], "o"))
+    deltatool.delete(path, "id = 1")
+    deltatool.merge(path, rows([2, 5], "m"), "id")
+    latest = deltatool.version(path)
+    assert (table_dir / "_delta_log" / f"{3:020d}.checkpoint.parquet").is_file(), log_names(table_dir)
+    for v in range(latest + 1):
+        want = deltatool.read(path, version=v)
+        assert_same_rows(spark_read(spark, path, version=v), want, what=f"v{v} read by Spark")
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0].asDict()
+    assert detail["clusteringColumns"] == ["id"], detail
+    for v in range(2, latest + 1):
+        for a in commit_lines(table_dir, v):
+            assert "domainMetadata" not in a, f"our v{v} wrote a domain: {a}"
+            if "add" in a and a["add"]["dataChange"]:
+                stats = json.loads(a["add"]["stats"])
+                assert "id" in stats["minValues"] and "id" in stats["nullCount"], a["add"]
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    assert_same_rows(deltatool.read(path), spark_read(spark, path), what="after Spark's OPTIMIZE, read by us")
+    assert sorted(deltatool.read(path).column("id").to_pylist()) == [2, 3, 4, 5]
