@@ -173,7 +173,9 @@ type CommitInfo struct {
 	UserMetadata        string         `json:"userMetadata,omitempty"`
 	EngineInfo          string         `json:"engineInfo,omitempty"`
 	TxnID               string         `json:"txnId,omitempty"`
-	Orchestrator        *Lineage       `json:"orchestrator,omitempty"`
+	// Tags are Delta's commit tags (e.g. delta.rowTracking.preserved).
+	Tags         map[string]string `json:"tags,omitempty"`
+	Orchestrator *Lineage          `json:"orchestrator,omitempty"`
 }
 
 // Action is one line of a commit file: exactly one field is set. Unknown action kinds

@@ -23,6 +23,7 @@ var settable = map[string]func(string) error{
 	PropCheckpointInterval:             checkPositiveValue,
 	PropEnableInCommitTimestamps:       checkBoolValue,
 	PropCheckpointPolicy:               checkCheckpointPolicy,
+	PropEnableRowTracking:              checkBoolValue,
 	"delta.dataSkippingNumIndexedCols": checkIntValue,
 }
 

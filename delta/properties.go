@@ -213,6 +213,12 @@ func validateProperties(config map[string]string) error {
 			if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
 				problems = append(problems, fmt.Sprintf("%s=%q: want true or false", k, v))
 			}
+		case PropEnableRowTracking, PropRowTrackingSuspended:
+			if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
+				problems = append(problems, fmt.Sprintf("%s=%q: want true or false", k, v))
+			}
+		case PropMaterializedRowIDColumn, PropMaterializedRowCommitVersionColumn:
+			problems = append(problems, fmt.Sprintf("%s: named by the engine that enables row tracking, not by hand", k))
 		case PropCheckpointPolicy:
 			if !strings.EqualFold(v, "classic") && !strings.EqualFold(v, CheckpointPolicyV2) {
 				problems = append(problems, fmt.Sprintf("%s=%q: want classic or v2", k, v))
@@ -285,6 +291,19 @@ func (t *Table) SetProperties(ctx context.Context, set map[string]string, unset 
 	}
 	if strings.EqualFold(config[PropCheckpointPolicy], CheckpointPolicyV2) && !proto.HasWriterFeature(FeatureV2Checkpoint) {
 		proto = withReaderWriterFeature(proto, FeatureV2Checkpoint)
+	}
+	if strings.EqualFold(config[PropEnableRowTracking], "true") && !strings.EqualFold(snap.Metadata().Configuration[PropEnableRowTracking], "true") {
+		// Enabling needs every live file to have row ids already: a table that
+		// supported row tracking from its creation, or has no file yet.
+		for _, a := range snap.Files() {
+			if a.BaseRowID == nil || a.DefaultRowCommitVersion == nil {
+				return -1, fmt.Errorf("set properties of table %s: %s: file %s has no row ids (row tracking can be turned on for a table created with it, or with no files)", t.displayRoot(), PropEnableRowTracking, a.Path)
+			}
+		}
+		newRowTrackingConfig(config)
+		if !proto.HasWriterFeature(FeatureRowTracking) {
+			proto = withWriterFeature(withWriterFeature(proto, FeatureDomainMetadata), FeatureRowTracking)
+		}
 	}
 	if proto != snap.Protocol() {
 		tx.UpdateProtocol(proto)

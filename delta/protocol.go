@@ -54,6 +54,7 @@ var writerFeaturesSupported = map[string]bool{
 	FeatureInCommitTimestamp:   true,
 	FeatureDomainMetadata:      true, // domains are kept as they are (clustering.go)
 	FeatureClustering:          true,
+	FeatureRowTracking:         true,
 }
 
 // UnsupportedFeatureError reports a table that needs a feature this package does not
@@ -289,7 +290,7 @@ func hasTimestampNTZ(t DataType) bool {
 
 // newTableProtocol chooses the protocol of a new table (DELTA.md §1): (1,2) unless the
 // table uses change data feed, deletion vectors, identity columns, timestamp_ntz,
-// in-commit timestamps or V2 checkpoints, which take table features at (1,7), or (3,7)
+// in-commit timestamps, row tracking or V2 checkpoints, which take table features at (1,7), or (3,7)
 // with the reader-writer features deletionVectors, timestampNtz and v2Checkpoint.
 func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 	cdf := strings.EqualFold(config["delta.enableChangeDataFeed"], "true")
@@ -298,7 +299,8 @@ func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 	ntz := hasTimestampNTZ(schema)
 	ict := strings.EqualFold(config[PropEnableInCommitTimestamps], "true")
 	v2cp := strings.EqualFold(config[PropCheckpointPolicy], CheckpointPolicyV2)
-	if !cdf && !dv && !identity && !ntz && !ict && !v2cp {
+	rows := strings.EqualFold(config[PropEnableRowTracking], "true")
+	if !cdf && !dv && !identity && !ntz && !ict && !v2cp && !rows {
 		return &Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
 	}
 	p := &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{FeatureAppendOnly, FeatureInvariants}}
@@ -310,6 +312,9 @@ func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 	}
 	if ict {
 		p.WriterFeatures = append(p.WriterFeatures, FeatureInCommitTimestamp)
+	}
+	if rows {
+		p.WriterFeatures = append(p.WriterFeatures, FeatureDomainMetadata, FeatureRowTracking)
 	}
 	if v2cp {
 		p.MinReaderVersion = 3

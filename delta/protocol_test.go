@@ -37,7 +37,7 @@ func TestProtocolGates(t *testing.T) {
 		{"(3,7) vacuumProtocolCheck", &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"vacuumProtocolCheck"}, WriterFeatures: []string{"vacuumProtocolCheck"}}, plain, "", ""},
 		{"(1,7) domainMetadata", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"domainMetadata"}}, plain, "", ""},
 		{"(1,7) clustering", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"domainMetadata", "clustering"}}, plain, "", ""},
-		{"(1,7) rowTracking", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"domainMetadata", "rowTracking"}}, plain, "", "unsupported table feature: rowTracking"},
+		{"(1,7) rowTracking", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"domainMetadata", "rowTracking"}}, plain, "", ""},
 		{"(1,7) inCommitTimestamp", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"inCommitTimestamp"}}, plain, "", ""},
 		{"(3,7) v2Checkpoint", &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"v2Checkpoint"}, WriterFeatures: []string{"v2Checkpoint"}}, plain, "", ""},
 		{"(1,7) unknown writer feature", &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{"fancyNewWriterThing"}}, plain, "", "unsupported table feature: fancyNewWriterThing"},

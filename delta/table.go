@@ -232,6 +232,7 @@ func newMetadata(co CreateOptions, now time.Time) (*Metadata, error) {
 	if err := validateProperties(config); err != nil {
 		return nil, err
 	}
+	newRowTrackingConfig(config)
 	created := now.UnixMilli()
 	return &Metadata{
 		ID:               uuid.NewString(),

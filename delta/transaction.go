@@ -2,6 +2,7 @@ package delta
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,7 +78,14 @@ type Transaction struct {
 	commitTS  int64 // commitInfo.timestamp of the last attempt, ms
 	// prevTS is the commit timestamp of the version before the one being attempted (its
 	// in-commit timestamp, else its time), which an in-commit timestamp must exceed.
-	prevTS        int64
+	prevTS int64
+	// rowHWM is the row id high-water mark the next attempt starts from (row tracking:
+	// the snapshot's, raised by concurrent commits); rowErr a failure to read it.
+	rowHWM int64
+	rowErr error
+	// built are the actions of the last attempt after tx.actions (with row ids, the
+	// high-water mark's domain), which the committed snapshot applies.
+	built         []Action
 	checkpointErr error
 }
 
@@ -95,9 +103,11 @@ func (t *Table) NewTransaction(snap *Snapshot, opts TxOptions) *Transaction {
 		readFiles:   map[string]bool{},
 		version:     -1,
 	}
+	tx.rowHWM = -1
 	if snap != nil {
 		tx.readVersion = snap.version
 		tx.prevTS = snap.ts.UnixMilli()
+		tx.rowHWM, tx.rowErr = snap.RowIDHighWaterMark()
 	}
 	if tx.isolation == "" && snap != nil {
 		// The table's delta.isolationLevel, when it names a level we implement.
@@ -429,7 +439,28 @@ func (tx *Transaction) buildCommit(readVersion int64) ([]byte, error) {
 		rv := readVersion
 		info.ReadVersion = &rv
 	}
-	acts := make([]Action, 0, len(tx.actions)+3+len(tx.txns))
+	tx.built = tx.actions
+	proto, md := tx.proto, tx.md
+	if tx.snap != nil {
+		proto, md = cmp.Or(proto, tx.snap.Protocol()), cmp.Or(md, tx.snap.Metadata())
+	}
+	if rowTrackingOn(proto, md) {
+		if tx.rowErr != nil {
+			return nil, tx.rowErr
+		}
+		built, dm, preserved, err := tx.assignRowIDs(readVersion+1, tx.rowHWM)
+		if err != nil {
+			return nil, err
+		}
+		if dm != nil {
+			built = append(built, Action{DomainMetadata: dm})
+		}
+		tx.built = built
+		if strings.EqualFold(md.Configuration[PropEnableRowTracking], "true") {
+			info.Tags = map[string]string{commitTagRowTrackingPreserved: strconv.FormatBool(preserved)}
+		}
+	}
+	acts := make([]Action, 0, len(tx.built)+3+len(tx.txns))
 	acts = append(acts, Action{CommitInfo: info})
 	if tx.proto != nil {
 		acts = append(acts, Action{Protocol: tx.proto})
@@ -440,7 +471,7 @@ func (tx *Transaction) buildCommit(readVersion int64) ([]byte, error) {
 	for _, id := range sortedTxnIDs(tx.txns) {
 		acts = append(acts, Action{Txn: tx.txns[id]})
 	}
-	acts = append(acts, tx.actions...)
+	acts = append(acts, tx.built...)
 	return EncodeActions(acts)
 }
 
@@ -498,6 +529,13 @@ func (tx *Transaction) Commit(ctx context.Context) (int64, error) {
 			if c := tx.checkWinner(version, acts); c != nil {
 				return -1, c
 			}
+			for i := range acts {
+				if d := acts[i].DomainMetadata; d != nil && d.Domain == rowTrackingDomain && !d.Removed {
+					if hwm, err := parseRowIDHighWaterMark(d.Configuration); err == nil && hwm > tx.rowHWM {
+						tx.rowHWM = hwm // a concurrent commit assigned row ids: ours follow
+					}
+				}
+			}
 			if ci := findCommitInfo(acts); ci != nil {
 				switch {
 				case ci.InCommitTimestamp != nil:
@@ -537,8 +575,8 @@ func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 		for _, x := range tx.txns {
 			st.txns[x.AppID] = x
 		}
-		for i := range tx.actions {
-			st.apply(&tx.actions[i])
+		for i := range tx.built {
+			st.apply(&tx.built[i])
 		}
 		schema, err := st.metadata.Schema()
 		if err == nil {

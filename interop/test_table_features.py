@@ -1,4 +1,5 @@
-"""The table features Databricks puts on tables: V2 checkpoints and in-commit timestamps.
+"""The table features Databricks puts on tables: V2 checkpoints, in-commit timestamps,
+clustering (domain metadata) and row tracking.
 
 Theirs → ours: Spark (Delta 4.4) creates a table with delta.checkpointPolicy=v2 and
 delta.enableInCommitTimestamps=true and writes to it (its checkpoints are UUID-named
@@ -12,6 +13,9 @@ time was reset to one instant (as a copy does).
 Ours → theirs: a table we create with both properties, written and checkpointed by us
 only, read by Spark and delta-rs at every version; Spark then writes on top of our V2
 checkpoint and we read its commit.
+
+Clustering: Spark's CLUSTER BY table takes our writes with its domain intact. Row
+tracking: our appends give the row ids Spark's give (Spark's _metadata.row_id).
 
 delta-rs: deltalake 1.6.6's to_pyarrow_table() refuses the v2Checkpoint reader feature
 ("not yet supported by the deltalake reader"); its DataFusion engine (QueryBuilder)
@@ -28,7 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from support import assert_same_rows, spark_history, spark_read
+from support import assert_same_rows, spark_frame, spark_history, spark_read
 from test_dv import rs_sql_read
 
 FEATURES = {"delta.checkpointPolicy": "v2", "delta.enableInCommitTimestamps": "true", "delta.checkpointInterval": "2"}
@@ -218,3 +222,44 @@ def test_spark_clustered_table_written_by_us(spark, deltatool, table_dir):
     spark.sql(f"OPTIMIZE delta.`{path}`")
     assert_same_rows(deltatool.read(path), spark_read(spark, path), what="after Spark's OPTIMIZE, read by us")
     assert sorted(deltatool.read(path).column("id").to_pylist()) == [2, 3, 4, 5]
+
+
+def row_ids(spark, path: str) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.sql(
+        f"SELECT id, _metadata.row_id, _metadata.row_commit_version FROM delta.`{path}`").collect())
+
+
+def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
+    """On twin row-tracking tables, our append gives the rows the row ids and row commit
+    versions Spark's own append gives (Spark's _metadata.row_id and row_commit_version);
+    our copy-on-write DELETE keeps the ids unique, says it did not preserve them, and
+    Spark's next insert continues past our high-water mark. A table we create with
+    delta.enableRowTracking is read the same way."""
+    theirs, ours = tmp_path / "spark", tmp_path / "ours"
+    for p in (theirs, ours):
+        spark.sql(f"CREATE TABLE delta.`{p}` (id BIGINT, name STRING) USING delta TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+        spark.sql(f"INSERT INTO delta.`{p}` VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    batch = rows([10, 11, 12], "x")
+    spark_frame(spark, batch).coalesce(1).write.format("delta").mode("append").save(str(theirs))
+    v = deltatool.write(str(ours), batch)
+    assert v == 2
+    assert row_ids(spark, str(ours)) == row_ids(spark, str(theirs))
+    assert [r[1:] for r in row_ids(spark, str(ours)) if r[0] >= 10] == [(3, 2), (4, 2), (5, 2)]
+    hwm = next(a["domainMetadata"] for a in commit_lines(ours, 2) if "domainMetadata" in a)
+    assert hwm["domain"] == "delta.rowTracking" and json.loads(hwm["configuration"])["rowIdHighWaterMark"] == 5
+
+    deltatool.delete(str(ours), "id = 11")
+    info = commit_lines(ours, 3)[0]["commitInfo"]
+    assert info["tags"] == {"delta.rowTracking.preserved": "false"}, info
+    ids = row_ids(spark, str(ours))
+    assert [r[0] for r in ids] == [1, 2, 3, 10, 12]
+    assert len({r[1] for r in ids}) == len(ids), f"row ids not unique: {ids}"
+    spark.sql(f"INSERT INTO delta.`{ours}` VALUES (20, 'spark')")
+    after = dict((r[0], r[1]) for r in row_ids(spark, str(ours)))
+    assert after[20] > max(r[1] for r in ids), after
+    assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(ours)), what="row-tracking table")
+
+    mine = tmp_path / "mine"
+    deltatool.write(str(mine), rows([1, 2, 3], "m"), properties={"delta.enableRowTracking": "true"})
+    deltatool.write(str(mine), rows([4], "m"))
+    assert row_ids(spark, str(mine)) == [(1, 0, 1), (2, 1, 1), (3, 2, 1), (4, 3, 2)]
