@@ -15,15 +15,17 @@ import (
 //   - a new file gets baseRowId = the row id high-water mark + 1 (the mark then grows by
 //     its numRecords) and defaultRowCommitVersion = the commit's version;
 //   - a file recommitted under its path (a deletion vector changed) keeps the values of
-//     the add it replaces;
+//     the add it replaces, and an add that carries both values already (a file added
+//     again by RESTORE, or with a new deletion vector) keeps them;
 //   - the commit records the new high-water mark in the delta.rowTracking domain.
 //
 // The values depend on the version and on the mark, so they are assigned anew at each
 // commit attempt, after any concurrent commit that raised the mark: concurrent appends
 // do not conflict. Rows this package copies into new files (DML and MERGE rewrites,
-// compaction) get fresh row ids: materialized row id columns are not written yet, so such
-// a commit says delta.rowTracking.preserved=false in its commitInfo tags, as the
-// protocol asks of a writer that does not preserve them.
+// compaction, rows an UPDATE or MERGE with deletion vectors moves) get fresh row ids:
+// materialized row id columns are not written yet, so such a commit says
+// delta.rowTracking.preserved=false in its commitInfo tags, as the protocol asks of a
+// writer that does not preserve them.
 
 // Row tracking table properties.
 const (
@@ -120,9 +122,12 @@ func (tx *Transaction) assignRowIDs(version, hwm int64) ([]Action, *DomainMetada
 			continue
 		}
 		c := *a
-		if prev := tx.recommitted(a, removedPaths); prev != nil {
+		switch prev := tx.recommitted(a, removedPaths); {
+		case a.BaseRowID != nil && a.DefaultRowCommitVersion != nil:
+			// An existing file added again (a new deletion vector, RESTORE) with its ids.
+		case prev != nil:
 			c.BaseRowID, c.DefaultRowCommitVersion = prev.BaseRowID, prev.DefaultRowCommitVersion
-		} else {
+		default:
 			n, ok := numRecordsFromStats(a.Stats)
 			if !ok {
 				return nil, nil, false, fmt.Errorf("add %s: row tracking needs the file's numRecords statistic to assign row ids", a.Path)
@@ -143,7 +148,19 @@ func (tx *Transaction) assignRowIDs(version, hwm int64) ([]Action, *DomainMetada
 	if hwm > start {
 		dm = rowTrackingDomainAction(hwm)
 	}
-	return out, dm, !(fresh && copiedAway), nil
+	return out, dm, !(fresh && copiedAway) && !tx.movesRows(), nil
+}
+
+// movesRows says whether the operation's metrics count rows updated or copied, which
+// get fresh row ids in new files (an UPDATE or MERGE with deletion vectors moves the
+// updated rows without removing their file).
+func (tx *Transaction) movesRows() bool {
+	for _, k := range []string{"numUpdatedRows", "numCopiedRows", "numTargetRowsUpdated", "numTargetRowsCopied"} {
+		if tx.opts.OperationMetrics[k] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // recommitted returns the live add an add replaces under the same path (its deletion

@@ -174,3 +174,43 @@ func TestRowTrackingEnabledLater(t *testing.T) {
 		t.Errorf("enabling on a table with files: %v; want a refusal naming a file without row ids", err)
 	}
 }
+
+// With deletion vectors, a DELETE keeps each file (a new vector) and its row ids: the
+// stable ids are preserved. An UPDATE moves the updated rows into a new file with fresh
+// ids: not preserved. Either way no row id repeats.
+func TestRowTrackingWithDeletionVectors(t *testing.T) {
+	ctx := context.Background()
+	tbl, _, _ := newTestTable(t, map[string]string{delta.PropEnableRowTracking: "true", delta.PropEnableDeletionVectors: "true"})
+	commitChange(t, tbl, "WRITE", nil, []row{{1, "a", "p"}, {2, "b", "p"}, {3, "c", "p"}}, nil, nil)
+	s1, _ := tbl.Snapshot(ctx)
+	orig := s1.Files()[0]
+	where, _ := delta.ParsePredicate("id = 3")
+	res, err := tbl.Delete(ctx, delta.DeleteOptions{Where: where})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tags := commitInfoTags(t, tbl, res.Version); tags["delta.rowTracking.preserved"] != "true" {
+		t.Errorf("DV DELETE tags %v; want preserved=true", tags)
+	}
+	s2, _ := tbl.Snapshot(ctx)
+	if len(s2.Files()) != 1 || s2.Files()[0].DeletionVector == nil || rowIDs(s2.Files()[0]) != rowIDs(orig) {
+		t.Fatalf("after the DV DELETE: %v, want %s with a vector", s2.Files(), rowIDs(orig))
+	}
+	where, _ = delta.ParsePredicate("id = 2")
+	res, err = tbl.Update(ctx, delta.UpdateOptions{Where: where, Set: map[string]any{"name": "B"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tags := commitInfoTags(t, tbl, res.Version); tags["delta.rowTracking.preserved"] != "false" {
+		t.Errorf("DV UPDATE tags %v; want preserved=false", tags)
+	}
+	s3, _ := tbl.Snapshot(ctx)
+	var got []string
+	for _, a := range s3.Files() {
+		got = append(got, rowIDs(a)[strings.Index(rowIDs(a), " "):])
+	}
+	slices.Sort(got)
+	if want := []string{" 0..2 @1", " 3..3 @3"}; !slices.Equal(got, want) {
+		t.Errorf("row ids after the DV UPDATE %v, want %v", got, want)
+	}
+}
