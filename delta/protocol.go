@@ -39,6 +39,7 @@ var readerFeaturesSupported = map[string]bool{
 	FeatureTimestampNTZ:        true,
 	FeatureVacuumProtocolCheck: true,
 	FeatureV2Checkpoint:        true,
+	FeatureVariantType:         true, // read; writes refused (checkWrite)
 }
 
 // writerFeaturesSupported are the writer features this package honours when it commits.
@@ -188,6 +189,9 @@ func checkWrite(p *Protocol, md *Metadata) error {
 	}
 	if md != nil {
 		if s, err := md.Schema(); err == nil {
+			if hasType(s, TypeVariant) {
+				return &UnsupportedFeatureError{Feature: FeatureVariantType, Write: true}
+			}
 			if name := fieldWithMetadata(s, "delta.invariants"); name != "" {
 				return &UnsupportedFeatureError{Feature: FeatureInvariants + " (column " + name + " has delta.invariants)", Write: true}
 			}
@@ -270,20 +274,23 @@ func fieldWithMetadata(s *StructType, key string) string {
 }
 
 // hasTimestampNTZ says whether the schema has a timestamp_ntz anywhere.
-func hasTimestampNTZ(t DataType) bool {
+func hasTimestampNTZ(t DataType) bool { return hasType(t, TypeTimestampNTZ) }
+
+// hasType says whether a primitive type of the name occurs anywhere in t.
+func hasType(t DataType, name string) bool {
 	switch v := t.(type) {
 	case *PrimitiveType:
-		return v.Name == TypeTimestampNTZ
+		return v.Name == name
 	case *StructType:
 		for _, f := range v.Fields {
-			if hasTimestampNTZ(f.Type) {
+			if hasType(f.Type, name) {
 				return true
 			}
 		}
 	case *ArrayType:
-		return hasTimestampNTZ(v.ElementType)
+		return hasType(v.ElementType, name)
 	case *MapType:
-		return hasTimestampNTZ(v.KeyType) || hasTimestampNTZ(v.ValueType)
+		return hasType(v.KeyType, name) || hasType(v.ValueType, name)
 	}
 	return false
 }
