@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -80,4 +82,105 @@ func checkClusteringStats(a *Add, cols []string) error {
 		}
 	}
 	return nil
+}
+
+// CheckClusterBy checks the clustering columns a table declaration gives, as Create will
+// (columns of the schema, of types with statistics, within the statistics columns of
+// properties, at most four, and no partition columns).
+func CheckClusterBy(schema *StructType, cols, partitionColumns []string, properties map[string]string) error {
+	_, err := clusteringDomainOf(schema, cols, partitionColumns, properties)
+	return err
+}
+
+// maxClusteringColumns is Delta-Spark's limit on clustering columns.
+const maxClusteringColumns = 4
+
+// clusteringDomainOf validates the clustering columns of a new table and returns its
+// delta.clustering domain (nil when not clustered): each column exists, is of a type
+// with min/max statistics, and is within the columns that get statistics
+// (delta.dataSkippingNumIndexedCols, default 32); at most four; no partition columns.
+func clusteringDomainOf(schema *StructType, cols, partitionColumns []string, config map[string]string) (*DomainMetadata, error) {
+	if len(cols) == 0 {
+		return nil, nil
+	}
+	if len(partitionColumns) > 0 {
+		return nil, fmt.Errorf("cluster by %v: a table is partitioned or clustered, not both (partition columns %v)", cols, partitionColumns)
+	}
+	if len(cols) > maxClusteringColumns {
+		return nil, fmt.Errorf("cluster by %v: at most %d clustering columns", cols, maxClusteringColumns)
+	}
+	indexed := DefaultNumIndexedCols
+	if v, ok := config["delta.dataSkippingNumIndexedCols"]; ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			indexed = n
+		}
+	}
+	leaves := leafColumns(schema)
+	paths := make([][]string, 0, len(cols))
+	seen := map[string]bool{}
+	for _, c := range cols {
+		i := slices.IndexFunc(leaves, func(l leafColumn) bool { return strings.EqualFold(l.name, c) })
+		if i < 0 {
+			return nil, fmt.Errorf("cluster by: column %q is not a column of the table (nested fields as a.b)", c)
+		}
+		l := leaves[i]
+		switch t := l.typ.(type) {
+		case *DecimalType:
+		case *PrimitiveType:
+			if t.Name == TypeBoolean || t.Name == TypeBinary || t.Name == TypeVariant {
+				return nil, fmt.Errorf("cluster by: column %s has type %s, which has no min/max statistics to cluster on", l.name, t.Name)
+			}
+		default:
+			return nil, fmt.Errorf("cluster by: column %s has type %s; clustering columns are primitive", l.name, l.typ)
+		}
+		if indexed >= 0 && i >= indexed {
+			return nil, fmt.Errorf("cluster by: column %s is leaf column %d, beyond the %d that get statistics (delta.dataSkippingNumIndexedCols)", l.name, i+1, indexed)
+		}
+		if seen[strings.ToLower(l.name)] {
+			return nil, fmt.Errorf("cluster by: column %s is listed twice", l.name)
+		}
+		seen[strings.ToLower(l.name)] = true
+		paths = append(paths, l.path)
+	}
+	b, err := json.Marshal(struct {
+		ClusteringColumns [][]string `json:"clusteringColumns"`
+		DomainName        string     `json:"domainName"`
+	}{paths, clusteringDomain})
+	if err != nil {
+		return nil, err
+	}
+	return &DomainMetadata{Domain: clusteringDomain, Configuration: string(b)}, nil
+}
+
+// leafColumn is a column that gets statistics, in the order stats count them.
+type leafColumn struct {
+	name string   // dotted
+	path []string // field names from the top
+	typ  DataType
+}
+
+// leafColumns lists the schema's leaf columns depth first, as the statistics writer
+// counts them against delta.dataSkippingNumIndexedCols (arrays and maps are leaves).
+func leafColumns(st *StructType) []leafColumn {
+	var out []leafColumn
+	var walk func(prefix []string, t *StructType)
+	walk = func(prefix []string, t *StructType) {
+		for _, f := range t.Fields {
+			p := append(slices.Clone(prefix), f.Name)
+			if s, ok := f.Type.(*StructType); ok {
+				walk(p, s)
+				continue
+			}
+			out = append(out, leafColumn{name: strings.Join(p, "."), path: p, typ: f.Type})
+		}
+	}
+	walk(nil, st)
+	return out
+}
+
+// clusterByParam is the CREATE TABLE commitInfo's clusterBy parameter, as Spark writes
+// it (a JSON list of the column names).
+func clusterByParam(cols []string) string {
+	b, _ := json.Marshal(cols)
+	return string(b)
 }

@@ -2,6 +2,7 @@ package delta_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,5 +108,62 @@ func TestClusteredTableNeedsStats(t *testing.T) {
 	defer rec.Release()
 	if _, err := tbl.Append(ctx, delta.AppendOptions{Records: []arrow.RecordBatch{rec}}); err == nil || !strings.Contains(err.Error(), "clustering column name") {
 		t.Fatalf("append error = %v; want it to name clustering column name", err)
+	}
+}
+
+// Create with ClusterBy makes a clustered table as Spark does: the clustering and
+// domainMetadata writer features, the delta.clustering domain with the columns as
+// paths, clusterBy in the CREATE TABLE parameters; our appends then carry statistics on
+// them. Columns that cannot be clustered on are refused, naming them.
+func TestCreateClusteredTable(t *testing.T) {
+	ctx := context.Background()
+	sch := &delta.StructType{Fields: []*delta.StructField{
+		{Name: "id", Type: &delta.PrimitiveType{Name: delta.TypeLong}, Nullable: true},
+		{Name: "name", Type: &delta.PrimitiveType{Name: delta.TypeString}, Nullable: true},
+		{Name: "s", Type: &delta.StructType{Fields: []*delta.StructField{{Name: "a", Type: &delta.PrimitiveType{Name: delta.TypeDate}, Nullable: true}}}, Nullable: true},
+		{Name: "flag", Type: &delta.PrimitiveType{Name: delta.TypeBoolean}, Nullable: true},
+	}}
+	st := mem.New(mem.Config{})
+	tbl, err := delta.Create(ctx, st, "c", delta.CreateOptions{Schema: sch, ClusterBy: []string{"id", "s.a"}}, delta.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := tbl.Snapshot(ctx)
+	if p := snap.Protocol(); p.MinWriterVersion != 7 || !slices.Contains(p.WriterFeatures, "clustering") || !slices.Contains(p.WriterFeatures, "domainMetadata") {
+		t.Errorf("protocol %+v lacks clustering and domainMetadata", p)
+	}
+	if conf, _ := snap.DomainMetadata("delta.clustering"); conf != `{"clusteringColumns":[["id"],["s","a"]],"domainName":"delta.clustering"}` {
+		t.Errorf("delta.clustering = %s", conf)
+	}
+	if cols, err := snap.ClusteringColumns(); err != nil || !slices.Equal(cols, []string{"id", "s.a"}) {
+		t.Errorf("clustering columns %v, %v", cols, err)
+	}
+	h, _ := tbl.History(ctx, 1)
+	if got := h[0].OperationParameters["clusterBy"]; got != `["id","s.a"]` {
+		t.Errorf("CREATE TABLE clusterBy parameter %v", got)
+	}
+	reopened, err := delta.Open(ctx, st, "c", delta.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := reopened.Snapshot(ctx); len(s.Files()) != 0 {
+		t.Errorf("files %v", s.Files())
+	}
+	for _, tc := range []struct {
+		name  string
+		co    delta.CreateOptions
+		wants string
+	}{
+		{"partitioned too", delta.CreateOptions{Schema: sch, ClusterBy: []string{"id"}, PartitionColumns: []string{"name"}}, "partitioned or clustered, not both"},
+		{"unknown column", delta.CreateOptions{Schema: sch, ClusterBy: []string{"nope"}}, `column "nope" is not a column`},
+		{"struct", delta.CreateOptions{Schema: sch, ClusterBy: []string{"s"}}, `column "s" is not a column`},
+		{"boolean", delta.CreateOptions{Schema: sch, ClusterBy: []string{"flag"}}, "flag has type boolean"},
+		{"beyond the stats columns", delta.CreateOptions{Schema: sch, ClusterBy: []string{"name"}, Properties: map[string]string{"delta.dataSkippingNumIndexedCols": "1"}}, "beyond the 1 that get statistics"},
+		{"five", delta.CreateOptions{Schema: sch, ClusterBy: []string{"id", "name", "s.a", "id", "name"}}, "at most 4"},
+	} {
+		_, err := delta.Create(ctx, mem.New(mem.Config{}), "x", tc.co, delta.Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.wants) {
+			t.Errorf("%s: %v; want an error containing %q", tc.name, err, tc.wants)
+		}
 	}
 }

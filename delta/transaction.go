@@ -85,7 +85,10 @@ type Transaction struct {
 	rowErr error
 	// built are the actions of the last attempt after tx.actions (with row ids, the
 	// high-water mark's domain), which the committed snapshot applies.
-	built         []Action
+	built []Action
+	// sysDomains are system-controlled domains this package writes (a new clustered
+	// table's delta.clustering); users' actions may not carry such domains.
+	sysDomains    []*DomainMetadata
 	checkpointErr error
 }
 
@@ -236,6 +239,13 @@ func (tx *Transaction) AddActions(actions ...Action) {
 			tx.actions = append(tx.actions, a)
 		}
 	}
+}
+
+// setSystemDomain writes a system-controlled metadata domain in the commit; a concurrent
+// commit of the same domain conflicts.
+func (tx *Transaction) setSystemDomain(d *DomainMetadata) {
+	tx.sysDomains = append(tx.sysDomains, d)
+	tx.domains[d.Domain] = true
 }
 
 // ReadWholeTable declares that the transaction depends on the whole table (an overwrite, a
@@ -472,6 +482,9 @@ func (tx *Transaction) buildCommit(readVersion int64) ([]byte, error) {
 		acts = append(acts, Action{Txn: tx.txns[id]})
 	}
 	acts = append(acts, tx.built...)
+	for _, d := range tx.sysDomains {
+		acts = append(acts, Action{DomainMetadata: d})
+	}
 	return EncodeActions(acts)
 }
 
@@ -577,6 +590,9 @@ func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 		}
 		for i := range tx.built {
 			st.apply(&tx.built[i])
+		}
+		for _, d := range tx.sysDomains {
+			st.apply(&Action{DomainMetadata: d})
 		}
 		schema, err := st.metadata.Schema()
 		if err == nil {
