@@ -263,3 +263,18 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     deltatool.write(str(mine), rows([1, 2, 3], "m"), properties={"delta.enableRowTracking": "true"})
     deltatool.write(str(mine), rows([4], "m"))
     assert row_ids(spark, str(mine)) == [(1, 0, 1), (2, 1, 1), (3, 2, 1), (4, 3, 2)]
+
+
+def test_our_clustered_table_read_and_optimized_by_spark(spark, deltatool, table_dir):
+    """A table we create clustered is a clustered table to Spark: it reports our
+    clustering columns, reads our rows, OPTIMIZEs (clusters) our files and inserts."""
+    path = str(table_dir)
+    deltatool.write(path, rows([5, 1, 3], "a"), cluster_by=["id"])
+    deltatool.write(path, rows([4, 2], "b"))
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0].asDict()
+    assert detail["clusteringColumns"] == ["id"], detail
+    assert_same_rows(spark_read(spark, path), deltatool.read(path), what="our clustered table read by Spark")
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (6, 'spark')")
+    assert sorted(deltatool.read(path).column("id").to_pylist()) == [1, 2, 3, 4, 5, 6]
+    assert_same_rows(deltatool.read(path), spark_read(spark, path), what="after Spark's OPTIMIZE and INSERT")
