@@ -257,7 +257,15 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     spark.sql(f"INSERT INTO delta.`{ours}` VALUES (20, 'spark')")
     after = dict((r[0], r[1]) for r in row_ids(spark, str(ours)))
     assert after[20] > max(r[1] for r in ids), after
+    v = deltatool.merge(str(ours), rows([2, 30], "merged"), "id")
+    info = commit_lines(ours, v)[0]["commitInfo"]
+    assert info["tags"] == {"delta.rowTracking.preserved": "false"}, info
+    merged = row_ids(spark, str(ours))
+    assert [r[0] for r in merged] == [1, 2, 3, 10, 12, 20, 30]
+    assert len({r[1] for r in merged}) == len(merged), f"row ids not unique after our MERGE: {merged}"
+    assert dict((r[0], r[2]) for r in merged)[30] == v, merged
     assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(ours)), what="row-tracking table")
+    assert_same_rows(rs_sql_read(str(ours)), spark_read(spark, str(ours)), what="row-tracking table read by delta-rs")
 
     mine = tmp_path / "mine"
     deltatool.write(str(mine), rows([1, 2, 3], "m"), properties={"delta.enableRowTracking": "true"})
@@ -274,6 +282,7 @@ def test_our_clustered_table_read_and_optimized_by_spark(spark, deltatool, table
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0].asDict()
     assert detail["clusteringColumns"] == ["id"], detail
     assert_same_rows(spark_read(spark, path), deltatool.read(path), what="our clustered table read by Spark")
+    assert_same_rows(rs_sql_read(path), deltatool.read(path), what="our clustered table read by delta-rs")
     spark.sql(f"OPTIMIZE delta.`{path}`")
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (6, 'spark')")
     assert sorted(deltatool.read(path).column("id").to_pylist()) == [1, 2, 3, 4, 5, 6]
