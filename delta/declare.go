@@ -55,22 +55,6 @@ func CheckProperty(key, value string) error {
 	return check(value)
 }
 
-// NewTableProperties returns the properties a pipeline's new table is created with: the
-// declared ones, and in-commit timestamps on unless the declaration says otherwise
-// (Spark 4.1 with Delta 4.4 and delta-rs 1.6 read and write such tables; commit times
-// then survive copies of the table). The defaults are not part of the declaration, so a
-// table created before them is no different from it.
-func NewTableProperties(declared map[string]string) map[string]string {
-	out := make(map[string]string, len(declared)+1)
-	for k, v := range declared {
-		out[k] = v
-	}
-	if _, ok := out[PropEnableInCommitTimestamps]; !ok {
-		out[PropEnableInCommitTimestamps] = "true"
-	}
-	return out
-}
-
 // ChangeDataFeedOn reports whether declared properties turn the change data feed on.
 func ChangeDataFeedOn(props map[string]string) bool {
 	return strings.EqualFold(props[PropEnableChangeDataFeed], "true")

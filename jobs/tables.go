@@ -75,7 +75,7 @@ func (e *Env) openOrCreate(ctx context.Context, t *Table) (*delta.Table, error) 
 			Schema:           t.Schema,
 			PartitionColumns: t.PartitionBy,
 			ClusterBy:        t.ClusterBy,
-			Properties:       delta.NewTableProperties(t.Properties),
+			Properties:       t.Properties,
 			Name:             t.Name,
 			Description:      t.Description,
 			Lineage:          &lineage,
