@@ -2,7 +2,9 @@ package executor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/orchestrator-io/orchestrator/jobs"
 )
@@ -38,15 +40,26 @@ func (e *SparkExecutor) events(p *jobs.Plan, deletesOn bool) (string, error) {
 	}
 	keyText := keyTextExpr(m.Keys, "")
 	var raw string
+	deleted, phys := "_change_type = 'delete'", "_change_type = 'delete'"
+	if m.SourceChanges && len(m.SnapshotTimes) > 0 {
+		// A snapshot load's deletes, and without sequence_by its rows, are at the time
+		// it recorded; its deletes are no deletes of source rows to place.
+		asOf := snapshotTimes(m.SnapshotTimes)
+		phys += " AND " + asOf + " IS NULL"
+		if m.SequenceBy == "" {
+			seq = "coalesce(" + asOf + ", " + seq + ")"
+		} else {
+			seq = "CASE WHEN " + deleted + " AND " + asOf + " IS NOT NULL THEN " + asOf + " ELSE " + seq + " END"
+		}
+	}
 	if m.SourceChanges {
-		phys := "_change_type = 'delete'"
 		guard := fmt.Sprintf("CASE WHEN __seq IS NULL THEN raise_error(concat('key ', %s, ': sequence_by column %s is null')) ", keyText, strings.ReplaceAll(m.SequenceBy, "'", ""))
 		if m.SequenceBy != "" {
 			guard += fmt.Sprintf("WHEN __phys THEN raise_error(concat('key ', %s, ': a delete row of the change feed of %s with sequence_by is placed by the local fold only; run this stage with engine: local')) ", keyText, m.Source.Name)
 		}
 		guard += "ELSE true END"
 		raw = fmt.Sprintf("raw AS (SELECT * FROM (SELECT %s, %s AS __seq, (%s OR %s) AS __del, %s AS __phys FROM table_changes_by_path(%s, %d, %d) WHERE _change_type <> 'update_preimage') WHERE %s)",
-			idents(m.Data, ""), seq, phys, del, phys, str(e.path(m.Source)), m.From, m.Through, guard)
+			idents(m.Data, ""), seq, deleted, del, phys, str(e.path(m.Source)), m.From, m.Through, guard)
 	} else {
 		guard := fmt.Sprintf("CASE WHEN __seq IS NULL THEN raise_error(concat('key ', %s, ': sequence_by column %s is null')) ELSE true END", keyText, strings.ReplaceAll(m.SequenceBy, "'", ""))
 		raw = fmt.Sprintf("raw AS (SELECT * FROM (SELECT %s, %s AS __seq, %s AS __del FROM %s VERSION AS OF %d) WHERE %s)",
@@ -101,6 +114,21 @@ norm AS (SELECT n.* FROM norm0 n LEFT ANTI JOIN priorkept p ON %s AND p.__seq = 
 			idents(m.Keys, "n."), joinK("n.", "p."), joinK("n.", "p."), joinK("n.", "l."), keyTextExpr(m.Keys, "n."))
 	}
 	return out, nil
+}
+
+// snapshotTimes is the time a snapshot load recorded in the change feed row's commit
+// (NULL for other commits).
+func snapshotTimes(times map[int64]time.Time) string {
+	versions := make([]int64, 0, len(times))
+	for v := range times {
+		versions = append(versions, v)
+	}
+	slices.Sort(versions)
+	pairs := make([]string, len(versions))
+	for i, v := range versions {
+		pairs[i] = fmt.Sprintf("%d, %s", v, tsLiteral(times[v]))
+	}
+	return "element_at(map(" + strings.Join(pairs, ", ") + "), _commit_version)"
 }
 
 // seqExpr is the sequence of a source row (a timestamp for scd2_merge).
@@ -209,10 +237,16 @@ fresh AS (SELECT n.* FROM norm n LEFT ANTI JOIN stored s ON %s AND s.%s = n.__se
 				sel[i] = "NULL AS " + ident(c)
 			}
 		}
-		fmt.Fprintf(&b, `gone AS (SELECT %s, %s AS __seq, true AS __del FROM stored c LEFT ANTI JOIN norm n ON %s
- WHERE c.%s AND NOT c.__tomb AND c.%s < %s),
+		// They are deleted as of the snapshot's time (with sequence_by its newest value);
+		// a key whose current version is not older than that, at the source's commit time.
+		asOf := tsLiteral(m.SourceTime)
+		if m.SequenceBy != "" {
+			asOf = "coalesce((SELECT max(__seq) FROM raw), " + asOf + ")"
+		}
+		fmt.Fprintf(&b, `gone AS (SELECT %s, CASE WHEN c.%s < %s THEN %s ELSE %s END AS __seq, true AS __del FROM stored c LEFT ANTI JOIN norm n ON %s
+ WHERE c.%s AND NOT c.__tomb AND (c.%s < %s OR c.%s < %s)),
 allev AS (SELECT %s, __seq, __del FROM fresh UNION ALL SELECT %s, __seq, __del FROM gone),
-`, strings.Join(sel, ", "), tsLiteral(m.SourceTime), joinK("n.", "c."), cur, from, tsLiteral(m.SourceTime), idents(m.Data, ""), idents(m.Data, ""))
+`, strings.Join(sel, ", "), from, asOf, asOf, tsLiteral(m.SeenTime), joinK("n.", "c."), cur, from, asOf, from, tsLiteral(m.SeenTime), idents(m.Data, ""), idents(m.Data, ""))
 	} else {
 		fmt.Fprintf(&b, "allev AS (SELECT %s, __seq, __del FROM fresh),\n", idents(m.Data, ""))
 	}

@@ -14,10 +14,16 @@ type MergePlan struct {
 	Source, Target PlanTable
 	SourceChanges  bool
 	From, Through  int64
-	// SourceTime is the commit time of source version Through: the sequence of a
-	// snapshot source's rows without sequence_by, and the time keys missing from a
-	// snapshot source are deleted at.
-	SourceTime time.Time
+	// SourceTime is, for a snapshot source, the time its rows are as of: the time its
+	// last snapshot load recorded, else the commit time of version Through (SeenTime).
+	// It is the sequence of its rows without sequence_by, and the time keys it lacks
+	// are deleted at (with sequence_by: its newest sequence_by value); a key whose
+	// current version starts at or after that is deleted at SeenTime.
+	SourceTime, SeenTime time.Time
+	// SnapshotTimes are, for a change feed source, the times the snapshot loads among
+	// its versions PriorFrom (else From) through Through recorded, by version: their
+	// deletes, and without sequence_by their rows, are at that time.
+	SnapshotTimes map[int64]time.Time
 	// Keys, Tracked and Type1 are column names; Data are every target column the source
 	// fills (all but the SCD columns and identity columns).
 	Keys, Tracked, Type1, Data []string
@@ -66,7 +72,8 @@ func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string,
 	target := planTable(f.dstDecl, f.dstSnap)
 	mp := &MergePlan{
 		Source: planTable(f.srcDecl, f.srcSnap), Target: target, SourceChanges: sourceChanges,
-		Through: latest, SourceTime: f.srcSnap.Timestamp(), SequenceBy: sequenceBy, DeleteWhen: deleteWhen,
+		Through: latest, SourceTime: time.UnixMicro(snapshotSourceTime(f.srcSnap)).UTC(), SeenTime: f.srcSnap.Timestamp(),
+		SequenceBy: sequenceBy, DeleteWhen: deleteWhen,
 		PriorFrom: -1,
 	}
 	if sequenceBy != "" {
@@ -93,6 +100,22 @@ func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string,
 		p.Result.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: from - 1, Through: latest}}
 		if w, ok := f.dstSnap.TxnVersion(watermarkID); ok {
 			mp.Watermark = &w
+		}
+		if mp.SequenceType == "" || isSequenceType(f.srcSnap.Schema().Field(sequenceBy).Type, false) {
+			first := from
+			if mp.PriorFrom >= 0 {
+				first = mp.PriorFrom
+			}
+			times, err := f.src.CommitTxns(ctx, first, latest, snapshotAsOfID)
+			if err != nil {
+				return nil, fmt.Errorf("source %s: %w", f.srcDecl.Name, err)
+			}
+			for v, t := range times {
+				if mp.SnapshotTimes == nil {
+					mp.SnapshotTimes = map[int64]time.Time{}
+				}
+				mp.SnapshotTimes[v] = time.UnixMicro(t).UTC()
+			}
 		}
 	}
 	names := func(idx []int) []string {

@@ -168,12 +168,21 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	// A snapshot source deletes the current keys it no longer has, as of its version's
-	// time (when their absence was seen: they carry no sequence of their own).
-	var deleteAt *int64
+	// A snapshot source deletes the current keys it no longer has as of the time its
+	// rows are: the newest sequence_by value, else the time its last snapshot load
+	// recorded, else its version's commit time (they carry no sequence of their own).
+	var deleteAt *snapshotDeletes
 	if !s.cfg.SourceChanges && l.spec.deletes != "ignore" {
-		at := srcSnap.Timestamp().UnixMicro()
-		deleteAt = &at
+		deleteAt = &snapshotDeletes{at: snapshotSourceTime(srcSnap), seen: srcSnap.Timestamp().UnixMicro()}
+		if s.cfg.SequenceBy != "" {
+			top, ok := batch.maxSeq(true)
+			if batch.spill != nil {
+				top, ok = batch.spill.top, batch.spill.hasTop
+			}
+			if ok {
+				deleteAt.at = top
+			}
+		}
 	}
 	if batch.spill != nil {
 		return s.runSpilled(ctx, env, f, l, log, batch.spill, deleteAt, res)
@@ -212,7 +221,7 @@ func (s *SCD2Merge) readBatch(ctx context.Context, env *Env, f *flow, batch *scd
 // runInMemory merges a batch held in memory: it scans the dimension for the batch's
 // keys, folds them, appends the batch's events to the event log (log, nil without one)
 // and commits the changes with the new watermark.
-func (s *SCD2Merge) runInMemory(ctx context.Context, env *Env, f *flow, l *scdLayout, log *eventLog, batch *scdBatch, deleteAt *int64, res Result) (Result, error) {
+func (s *SCD2Merge) runInMemory(ctx context.Context, env *Env, f *flow, l *scdLayout, log *eventLog, batch *scdBatch, deleteAt *snapshotDeletes, res Result) (Result, error) {
 	srcDecl, dstDecl, dst, dstSnap := f.srcDecl, f.dstDecl, f.dst, f.dstSnap
 	latest := f.srcSnap.Version()
 	work, missing, err := batch.scanDimension(ctx, dstSnap, deleteAt)
@@ -529,7 +538,8 @@ func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, es 
 }
 
 // readSnapshotEvents turns every source row into an upsert at its sequence_by value
-// (default: the source version's commit time), or a delete where delete_when holds.
+// (default: the source's snapshot time, snapshotSourceTime), or a delete where
+// delete_when holds.
 func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSource, add func(scdEvent) error, res *Result) error {
 	sc, err := snap.Scan(ctx, delta.ScanOptions{})
 	if err != nil {
@@ -537,7 +547,7 @@ func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSour
 	}
 	defer sc.Release()
 	l := es.l
-	at := snap.Timestamp().UnixMicro()
+	at := snapshotSourceTime(snap)
 	for sc.Next() {
 		rec := sc.RecordBatch()
 		cols, err := sourceColumns(rec.Schema(), l)

@@ -279,6 +279,9 @@ func (b *scdBatch) events(id int32) ([]scdEvent, error) {
 type eventSource struct {
 	l          *scdLayout
 	sequenceBy string
+	// timeSeq: sequences are times (sequence_by is a timestamp or a date, or commit
+	// times), so a snapshot load's recorded time (snapshotAsOfID) is one.
+	timeSeq    bool
 	deleteWhen *delta.Matcher
 	// deleteCols are the columns delete_when reads.
 	deleteCols []string
@@ -297,7 +300,7 @@ func (es *eventSource) deletesMarked(rec arrow.RecordBatch) ([]bool, error) {
 }
 
 // readSnapshot makes every source row an upsert at its sequence_by value (default: the
-// source version's commit time), or a delete where delete_when holds.
+// source's snapshot time, snapshotSourceTime), or a delete where delete_when holds.
 func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, es *eventSource, res *Result) error {
 	schema := snap.Schema()
 	cols := make([]string, 0, len(b.l.data)+1)
@@ -328,7 +331,7 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, es *e
 		return err
 	}
 	defer sc.Release()
-	at := snap.Timestamp().UnixMicro()
+	at := snapshotSourceTime(snap)
 	var seqs []int64 // per record, reused (addRows copies them)
 	var dels []bool
 	for sc.Next() {
@@ -454,12 +457,21 @@ func eachChange(ctx context.Context, src *delta.Table, from, to int64, es *event
 			}
 			phys := types.Value(i) == delta.ChangeDelete
 			ev.rowSeqs[i] = seq
-			if at, ok := seqValue(commitCol, i); phys && ok && at > seq {
+			asOf, snapshot := int64(0), false
+			if es.timeSeq && versions != nil {
+				asOf, snapshot = rd.CommitTxn(versions.Value(i), snapshotAsOfID)
+			}
+			switch at, ok := seqValue(commitCol, i); {
+			case snapshot && (phys || es.sequenceBy == ""):
+				// A snapshot load's deletes (keys its extract lacked), and without a
+				// sequence_by its rows, are as of the snapshot's time.
+				seq, phys = asOf, false
+			case phys && ok && at > seq:
 				// A deleted row carries its last values; the delete happened at its commit.
 				seq = at
 			}
 			ev.seqs[i], ev.phys[i] = seq, phys
-			ev.dels[i] = phys || marked != nil && marked[i]
+			ev.dels[i] = types.Value(i) == delta.ChangeDelete || marked != nil && marked[i]
 			if versions != nil {
 				ev.commits[i] = versions.Value(i)
 			}
@@ -492,4 +504,13 @@ func (l *scdLayout) dataIndex(name string) int {
 		}
 	}
 	return -1
+}
+
+// snapshotSourceTime is the time a snapshot source's rows are as of, without a
+// sequence_by: the time its last snapshot load recorded, else its version's commit time.
+func snapshotSourceTime(snap *delta.Snapshot) int64 {
+	if t, ok := snap.TxnVersion(snapshotAsOfID); ok {
+		return t
+	}
+	return snap.Timestamp().UnixMicro()
 }

@@ -18,13 +18,14 @@ import (
 // intOK an integer too), delete_when ("" for none). It sets the layout's sequence
 // display and physical delete placement.
 func newEventSource(l *scdLayout, source *delta.StructType, sequenceBy, deleteWhen string, intOK bool) (*eventSource, error) {
-	es := &eventSource{l: l, sequenceBy: sequenceBy}
+	es := &eventSource{l: l, sequenceBy: sequenceBy, timeSeq: true}
 	l.spec.seqText = timestampText
 	if sequenceBy != "" {
 		f := source.Field(sequenceBy)
 		if f == nil {
 			return nil, fmt.Errorf("source has no sequence_by column %s", sequenceBy)
 		}
+		es.timeSeq = isSequenceType(f.Type, false)
 		if !isSequenceType(f.Type, intOK) {
 			want := "a timestamp or a date (it becomes valid_from)"
 			if intOK {
