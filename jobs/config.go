@@ -333,8 +333,12 @@ type SCD2Config struct {
 	Deletes string `yaml:"deletes"`
 	// DeleteWhen is a predicate over the source row (e.g. "op = 'D'") marking deletes; for
 	// a change feed source, delete rows are deletes too.
-	DeleteWhen string     `yaml:"delete_when"`
-	Columns    SCDColumns `yaml:"columns"`
+	DeleteWhen string `yaml:"delete_when"`
+	// Where is a predicate over the source row: rows it does not hold for are not
+	// merged (the run's notes count them), e.g. "customer_id IS NOT NULL" to pass rows
+	// with a NULL key, which are otherwise refused.
+	Where   string     `yaml:"where"`
+	Columns SCDColumns `yaml:"columns"`
 	// MemoryBudget bounds the stage's memory (default: the environment's, else
 	// DefaultMemoryBudget); a larger batch works in passes over spill files.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
@@ -379,8 +383,10 @@ func (c *SCD2Config) Validate() []FieldError {
 	default:
 		add("deletes", "unknown value %q; expected ignore, close or tombstone", c.Deletes)
 	}
-	if e, ok := checkPredicate("delete_when", c.DeleteWhen); !ok {
-		errs = append(errs, e)
+	for _, p := range [][2]string{{"delete_when", c.DeleteWhen}, {"where", c.Where}} {
+		if e, ok := checkPredicate(p[0], p[1]); !ok {
+			errs = append(errs, e)
+		}
 	}
 	names := map[string]string{}
 	for _, nc := range []struct{ field, name string }{
@@ -411,6 +417,9 @@ type SCD1Config struct {
 	Deletes string `yaml:"deletes"`
 	// DeleteWhen is a predicate over the source row (e.g. "op = 'D'") marking deletes.
 	DeleteWhen string `yaml:"delete_when"`
+	// Where is a predicate over the source row: rows it does not hold for are not
+	// merged (see SCD2Config.Where).
+	Where string `yaml:"where"`
 	// MemoryBudget bounds the stage's memory (see SCD2Config.MemoryBudget).
 	MemoryBudget ByteSize `yaml:"memory_budget"`
 }
@@ -431,8 +440,10 @@ func (c *SCD1Config) Validate() []FieldError {
 	default:
 		errs = append(errs, FieldError{"deletes", fmt.Sprintf("unknown value %q; expected ignore or delete", c.Deletes)})
 	}
-	if e, ok := checkPredicate("delete_when", c.DeleteWhen); !ok {
-		errs = append(errs, e)
+	for _, p := range [][2]string{{"delete_when", c.DeleteWhen}, {"where", c.Where}} {
+		if e, ok := checkPredicate(p[0], p[1]); !ok {
+			errs = append(errs, e)
+		}
 	}
 	return append(errs, validateBudget(c.MemoryBudget)...)
 }

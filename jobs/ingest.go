@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,12 +136,18 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 const ingestWriterMemory = 64 << 20
 
 // decodeSchema is the part of the table's schema that comes from the files: every column
-// but the lineage columns.
+// but the lineage columns. In upsert and snapshot modes the key columns are NOT NULL: a
+// row without a key is a bad record (file, line and column), which on_error decides.
 func (s *Ingest) decodeSchema(table *delta.StructType) *delta.StructType {
 	out := &delta.StructType{}
 	for _, f := range table.Fields {
 		if strings.EqualFold(f.Name, s.sourceFileColumn()) || strings.EqualFold(f.Name, s.loadTimeColumn()) {
 			continue
+		}
+		if f.Nullable && s.cfg.Mode != "" && s.cfg.Mode != "append" && slices.ContainsFunc(s.cfg.Keys, func(k string) bool { return strings.EqualFold(k, f.Name) }) {
+			key := *f
+			key.Nullable = false
+			f = &key
 		}
 		out.Fields = append(out.Fields, f)
 	}

@@ -32,6 +32,8 @@ type MergePlan struct {
 	SequenceBy   string
 	SequenceType string
 	DeleteWhen   string
+	// Where selects the source rows merged ("": all).
+	Where string
 	// Deletes: scd2_merge ignore, close or tombstone; scd1_merge ignore or delete.
 	Deletes string
 	// The SCD columns of an scd2_merge target (SurrogateKey may be "").
@@ -60,7 +62,7 @@ func mergeStart(ctx context.Context, f *flow, last int64, merged bool) (int64, e
 
 // planMerge fills what both merge kinds share; it returns nil (with p up to date) when
 // the source's latest version is merged.
-func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string, sourceChanges bool, sequenceBy, deleteWhen string, l *scdLayout) (*MergePlan, error) {
+func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string, sourceChanges bool, sequenceBy, deleteWhen, where string, l *scdLayout) (*MergePlan, error) {
 	latest := f.srcSnap.Version()
 	p.Result.VersionsRead = []TableVersion{{Table: f.srcDecl.Name, Version: latest}}
 	last, merged := f.dstSnap.TxnVersion(appID)
@@ -73,7 +75,7 @@ func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string,
 	mp := &MergePlan{
 		Source: planTable(f.srcDecl, f.srcSnap), Target: target, SourceChanges: sourceChanges,
 		Through: latest, SourceTime: time.UnixMicro(snapshotSourceTime(f.srcSnap)).UTC(), SeenTime: f.srcSnap.Timestamp(),
-		SequenceBy: sequenceBy, DeleteWhen: deleteWhen,
+		SequenceBy: sequenceBy, DeleteWhen: deleteWhen, Where: where,
 		PriorFrom: -1,
 	}
 	if sequenceBy != "" {
@@ -146,7 +148,7 @@ func (s *SCD2Merge) Plan(ctx context.Context, env *Env) (*Plan, error) {
 		return nil, fmt.Errorf("dimension %s: %w", f.dstDecl.Name, err)
 	}
 	p := &Plan{Stage: s.name, Kind: s.Kind(), Writes: []string{s.cfg.Target}}
-	mp, err := planMerge(ctx, p, f, s.AppID(), s.watermarkID(), s.cfg.SourceChanges, s.cfg.SequenceBy, s.cfg.DeleteWhen, l)
+	mp, err := planMerge(ctx, p, f, s.AppID(), s.watermarkID(), s.cfg.SourceChanges, s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, l)
 	if err != nil || mp == nil {
 		return p, err
 	}
@@ -167,7 +169,7 @@ func (s *SCD1Merge) Plan(ctx context.Context, env *Env) (*Plan, error) {
 		return nil, fmt.Errorf("table %s: %w", f.dstDecl.Name, err)
 	}
 	p := &Plan{Stage: s.name, Kind: s.Kind(), Writes: []string{s.cfg.Target}}
-	mp, err := planMerge(ctx, p, f, s.AppID(), s.watermarkID(), s.cfg.SourceChanges, s.cfg.SequenceBy, s.cfg.DeleteWhen, l)
+	mp, err := planMerge(ctx, p, f, s.AppID(), s.watermarkID(), s.cfg.SourceChanges, s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, l)
 	if err != nil || mp == nil {
 		return p, err
 	}

@@ -151,7 +151,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s merged through version %d", srcDecl.Name, latest))
 		return res, nil
 	}
-	es, err := newEventSource(l, srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, false)
+	es, err := newEventSource(l, srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, false)
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
@@ -215,6 +215,7 @@ func (s *SCD2Merge) readBatch(ctx context.Context, env *Env, f *flow, batch *scd
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", f.srcDecl.Name, err)
 	}
+	es.noteSkipped(res)
 	return log, nil
 }
 
@@ -548,14 +549,11 @@ func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSour
 	defer sc.Release()
 	l := es.l
 	at := snapshotSourceTime(snap)
-	for sc.Next() {
-		rec := sc.RecordBatch()
-		cols, err := sourceColumns(rec.Schema(), l)
-		if err != nil {
-			return err
-		}
+	version := snap.Version()
+	record := func(rec arrow.RecordBatch, cols []int) error {
 		seqIdx := -1
 		if es.sequenceBy != "" {
+			var err error
 			if seqIdx, err = seqColumn(rec.Schema(), es.sequenceBy); err != nil {
 				return err
 			}
@@ -581,6 +579,22 @@ func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSour
 			}
 		}
 		res.RowsRead += rec.NumRows()
+		return nil
+	}
+	for sc.Next() {
+		cols, err := sourceColumns(sc.RecordBatch().Schema(), l)
+		if err != nil {
+			return err
+		}
+		rec, err := es.admit(ctx, sc.RecordBatch(), cols, func(int) int64 { return version })
+		if err != nil {
+			return err
+		}
+		err = record(rec, cols)
+		rec.Release()
+		if err != nil {
+			return err
+		}
 	}
 	return sc.Err()
 }
