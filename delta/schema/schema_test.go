@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 const allTypes = `{"type":"struct","fields":[
@@ -121,5 +123,34 @@ func TestParseRoundTrip(t *testing.T) {
 	_, err = Parse(`{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}},{"name":"A","type":"long","nullable":true,"metadata":{}}]}`)
 	if err == nil || !strings.Contains(err.Error(), "duplicate field name") {
 		t.Fatalf("duplicate names: %v", err)
+	}
+}
+
+// Relabel renames struct fields at any depth without copying, and leaks nothing.
+func TestRelabelDeep(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	inner := arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int64, Nullable: true})
+	from := arrow.ListOf(inner)
+	b := array.NewListBuilder(mem, inner)
+	sb := b.ValueBuilder().(*array.StructBuilder)
+	b.Append(true)
+	sb.Append(true)
+	sb.FieldBuilder(0).(*array.Int64Builder).Append(7)
+	arr := b.NewArray()
+	b.Release()
+	defer arr.Release()
+	if !arrow.TypeEqual(arr.DataType(), from) {
+		t.Fatalf("built %s", arr.DataType())
+	}
+	to := arrow.ListOf(arrow.StructOf(arrow.Field{Name: "col-1", Type: arrow.PrimitiveTypes.Int64, Nullable: true}))
+	got := Relabel(arr, to)
+	defer got.Release()
+	if !arrow.TypeEqual(got.DataType(), to) {
+		t.Fatalf("relabelled to %s, want %s", got.DataType(), to)
+	}
+	v := got.(*array.List).ListValues().(*array.Struct).Field(0).(*array.Int64).Value(0)
+	if v != 7 {
+		t.Fatalf("value %d, want 7", v)
 	}
 }
