@@ -360,3 +360,25 @@ func cloneSchema(st *StructType) (*StructType, error) {
 	}
 	return ParseSchema(ss)
 }
+
+// checkMappedFile refuses a data file of a column-mapped table that none of the table's
+// columns maps to while it names one of them by its logical name (a file written
+// without column mapping): read, its columns would be NULL.
+func checkMappedFile(file *arrow.Schema, st *StructType) error {
+	for _, f := range st.Fields {
+		if fileField(file.Fields(), f) >= 0 {
+			return nil
+		}
+	}
+	for _, f := range st.Fields {
+		if !isMapped(f) || physicalName(f) == f.Name {
+			continue
+		}
+		for _, ff := range file.Fields() {
+			if strings.EqualFold(ff.Name, f.Name) {
+				return fmt.Errorf("the file names column %s by its logical name, not by its physical name %s: it was written without column mapping, and reading it would give NULLs", f.Name, physicalName(f))
+			}
+		}
+	}
+	return nil
+}

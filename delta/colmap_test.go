@@ -395,3 +395,73 @@ func TestEvolveSchema(t *testing.T) {
 		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantProblems, "\n"))
 	}
 }
+
+// A column renamed twice reads its values at every version, under the name it had then,
+// never as NULL; a file that names a mapped column by its logical name (written without
+// column mapping) is refused rather than read as NULLs.
+func TestRenamedTwiceNeverNull(t *testing.T) {
+	ctx := context.Background()
+	store := mem.New(mem.Config{})
+	sch, _ := delta.ParseSchema(`{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"a","type":"string","nullable":true,"metadata":{}}]}`)
+	tbl, err := delta.Create(ctx, store, "t", delta.CreateOptions{Schema: sch, Properties: map[string]string{"delta.columnMapping.mode": "name"}}, delta.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := tbl.Snapshot(ctx)
+	appendJSON(t, tbl, snap, `[{"id":1,"a":"x"}]`)
+	names := []string{"a", "b", "c"}
+	for i := 1; i < len(names); i++ {
+		snap, _ = tbl.Snapshot(ctx)
+		d, _ := delta.ParseSchema(`{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"` + names[i] + `","type":"string","nullable":true,"metadata":{}}]}`)
+		ev, problems := delta.PlanEvolution(snap, d, delta.EvolutionOptions{RenamedFrom: map[string]string{names[i]: names[i-1]}})
+		if len(problems) > 0 {
+			t.Fatal(problems)
+		}
+		if _, err := tbl.Evolve(ctx, ev, nil); err != nil {
+			t.Fatal(err)
+		}
+		snap, _ = tbl.Snapshot(ctx)
+		appendJSON(t, tbl, snap, `[{"id":`+string(rune('1'+i))+`,"`+names[i]+`":"y"}]`)
+	}
+	latest, _ := tbl.Snapshot(ctx)
+	for v := int64(1); v <= latest.Version(); v++ {
+		snap, err := tbl.SnapshotAt(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := snap.Schema().Fields[1].Name
+		for _, r := range scanRows(t, snap, delta.ScanOptions{}) {
+			if strings.Contains(r, `"`+name+`":null`) {
+				t.Fatalf("version %d reads %s as NULL: %s", v, name, r)
+			}
+		}
+	}
+	if got := scanRows(t, latest, delta.ScanOptions{}); len(got) != 3 || !strings.Contains(got[0], `"c":"x"`) {
+		t.Fatalf("latest rows %v", got)
+	}
+	// A file written without column mapping (its column named "c", not physically).
+	as, _ := delta.ArrowSchema(latest.Schema())
+	rec := recordJSON(t, as, `[{"id":9,"c":"z"}]`)
+	defer rec.Release()
+	plain := &delta.StructType{Fields: []*delta.StructField{{Name: "id", Type: &delta.PrimitiveType{Name: "long"}, Nullable: true}, {Name: "c", Type: &delta.PrimitiveType{Name: "string"}, Nullable: true}}}
+	adds, err := delta.WriteRecords(ctx, store, "t", plain, nil, []arrow.RecordBatch{rec}, delta.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := tbl.NewTransaction(latest, delta.TxOptions{Operation: "WRITE"})
+	tx.AddFiles(adds...)
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ = tbl.Snapshot(ctx)
+	sc, err := snap.Scan(ctx, delta.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sc.Next() {
+	}
+	if err := sc.Err(); err == nil || !strings.Contains(err.Error(), "written without column mapping") {
+		t.Fatalf("a file without column mapping: %v, want it refused", err)
+	}
+	sc.Release()
+}

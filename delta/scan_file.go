@@ -129,6 +129,12 @@ func (s *Scanner) open(ctx context.Context, f *fileScan) error {
 			}
 		}
 	}
+	if s.mapped && len(fields) == 0 {
+		if err := checkMappedFile(fileSchema, s.schema); err != nil {
+			closeFn()
+			return err
+		}
+	}
 	if len(fields) == 0 {
 		f.rows = fr.ParquetReader().NumRows()
 		switch {
