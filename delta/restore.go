@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -19,8 +20,15 @@ type RestoreOptions struct {
 	// the restore removes and one it brings back with the same key are an
 	// update_preimage and update_postimage pair rather than a delete and an insert.
 	Keys []string
-	// Txns are txn actions (appId → version) committed with the restore, in the same
-	// commit: a rollback sets the progress of the stages that write the table with it.
+	// ResetTxns commits, with the restore, each txn (an idempotent writer's progress)
+	// whose version differs between the latest and the restored version with its
+	// version in the restored one: the writers' progress goes back with the rows. (A txn
+	// is never removed: an appId the restored version has no txn for keeps its latest
+	// version, and RestoreMetrics.TxnsKept names it.) Without it every txn keeps its
+	// latest version, as Spark's RESTORE does.
+	ResetTxns bool
+	// Txns are txn actions (appId → version) committed with the restore, after those of
+	// ResetTxns: a rollback sets the progress of the stages that write the table.
 	Txns map[string]int64
 }
 
@@ -38,6 +46,10 @@ type RestoreMetrics struct {
 	// (the partition columns changed between the two versions).
 	RowsDeleted, RowsInserted, RowsUpdated int64
 	FileLevelChanges                       bool
+	// TxnsReset lists the txns ResetTxns set back (appId → version); TxnsKept the appIds
+	// it could not (the restored version has no txn for them).
+	TxnsReset map[string]int64
+	TxnsKept  []string
 }
 
 // Restore makes the table's content that of an earlier version with one new commit
@@ -139,6 +151,25 @@ func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *Resto
 		for _, a := range remove {
 			sz := a.Size
 			tx.RemoveFiles(&Remove{Path: a.Path, DataChange: false, PartitionValues: a.PartitionValues, Size: &sz, Stats: a.Stats, Tags: a.Tags, DeletionVector: a.DeletionVector})
+		}
+	}
+	if opts.ResetTxns {
+		m.TxnsReset = map[string]int64{}
+		for app, old := range target.state.txns {
+			if now, ok := latest.state.txns[app]; !ok || now.Version != old.Version {
+				m.TxnsReset[app] = old.Version
+			}
+		}
+		for app := range latest.state.txns {
+			if _, ok := target.state.txns[app]; !ok {
+				m.TxnsKept = append(m.TxnsKept, app)
+			}
+		}
+		slices.Sort(m.TxnsKept)
+	}
+	for app, v := range m.TxnsReset {
+		if _, override := opts.Txns[app]; !override {
+			tx.SetTxn(app, v)
 		}
 	}
 	for app, v := range opts.Txns {

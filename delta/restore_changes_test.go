@@ -103,3 +103,38 @@ func TestRestoreChangeDataIsTheNetDifference(t *testing.T) {
 		}
 	})
 }
+
+// ResetTxns sets each idempotent writer's progress back to the restored version's;
+// Txns override it; an appId the restored version never had keeps its version.
+func TestRestoreResetTxns(t *testing.T) {
+	ctx := context.Background()
+	tbl, _, _ := newTestTable(t, nil)
+	txn := func(rows []row, txns map[string]int64) int64 {
+		snap, _ := tbl.Snapshot(ctx)
+		tx := tbl.NewTransaction(snap, delta.TxOptions{Operation: "WRITE"})
+		tx.AddFiles(writeRows(t, tbl, rows)...)
+		for a, v := range txns {
+			tx.SetTxn(a, v)
+		}
+		v, err := tx.Commit(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	v1 := txn([]row{{1, "a", "x"}}, map[string]int64{"merge": 3, "watermark": 100, "same": 1})
+	txn([]row{{2, "b", "x"}}, map[string]int64{"merge": 5, "watermark": 200, "new": 9})
+	_, m, err := tbl.Restore(ctx, delta.RestoreOptions{Version: ptr(v1), ResetTxns: true, Txns: map[string]int64{"merge": 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, _ := tbl.Snapshot(ctx)
+	for app, want := range map[string]int64{"merge": 8, "watermark": 100, "same": 1, "new": 9} {
+		if v, ok := latest.TxnVersion(app); !ok || v != want {
+			t.Errorf("txn %s after the restore = %d (%v), want %d", app, v, ok, want)
+		}
+	}
+	if !slices.Equal(m.TxnsKept, []string{"new"}) || len(m.TxnsReset) != 2 || m.TxnsReset["watermark"] != 100 {
+		t.Errorf("TxnsReset %v TxnsKept %v", m.TxnsReset, m.TxnsKept)
+	}
+}

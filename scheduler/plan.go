@@ -354,9 +354,10 @@ func (s *Scheduler) dispatch(ctx context.Context, ps *pipeState, trig Trigger) {
 
 // rerun runs an interrupted slot again, as its next attempt.
 func (s *Scheduler) rerun(ctx context.Context, ps *pipeState, rec *Record) {
-	rec.Attempt++
-	rec.Status, rec.End, rec.Error = Queued, time.Time{}, ""
-	rec.Reason = fmt.Sprintf("attempt %d: attempt %d was interrupted (%s)", rec.Attempt, rec.Attempt-1, rec.Reason)
+	why := rec.Reason
+	rec.startNewAttempt()
+	rec.Status = Queued
+	rec.Reason = fmt.Sprintf("attempt %d: attempt %d was interrupted (%s)", rec.Attempt, rec.Attempt-1, why)
 	rec.Trigger.Kind = Catchup
 	if err := s.runner.Adopt(ctx, ps.spec, ps.store, rec); err != nil {
 		s.log.Warn("run an interrupted slot again", "run", rec.ID, "err", err)
@@ -383,9 +384,7 @@ func (s *Scheduler) pump(ps *pipeState) {
 		ps.running[id] = true
 		s.runner.dispatched(id)
 		s.wg.Go(func() {
-			if _, err := s.runner.Execute(s.base, id, Hooks{}); err != nil {
-				s.log.Info("run ended", "run", id, "err", err)
-			}
+			s.runner.Execute(s.base, id, Hooks{}) // the runner logs its end
 			s.mu.Lock()
 			delete(ps.running, id)
 			s.mu.Unlock()

@@ -350,10 +350,13 @@ func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, erro
 			}
 			err := task.Run(actx, attempt)
 			st.mu.Lock()
-			if err != nil {
-				st.logLine(name, r.now(), "attempt %d failed: %v", attempt, err)
-			} else {
+			switch {
+			case err == nil:
 				st.logLine(name, r.now(), "attempt %d succeeded", attempt)
+			case st.hard.Err() != nil:
+				st.logLine(name, r.now(), "attempt %d cancelled: %v", attempt, context.Cause(st.hard))
+			default:
+				st.logLine(name, r.now(), "attempt %d failed: %v", attempt, err)
 			}
 			st.mu.Unlock()
 			return err
@@ -372,10 +375,14 @@ func (st *runState) event(ev dag.Event) {
 		return
 	}
 	t := ev.Time.UTC()
+	cancelled := ev.State == dag.Cancelled
 	endAttempt := func() {
 		if n := len(s.Attempts); n > 0 && s.Attempts[n-1].End.IsZero() {
 			s.Attempts[n-1].End = t
-			if ev.Err != nil {
+			switch {
+			case cancelled:
+				s.Attempts[n-1].Cancelled = true
+			case ev.Err != nil:
 				s.Attempts[n-1].Error = ev.Err.Error()
 			}
 		}
@@ -392,11 +399,26 @@ func (st *runState) event(ev dag.Event) {
 	default: // terminal
 		endAttempt()
 		s.Status, s.End = Status(ev.State), t
-		if ev.Err != nil {
+		switch {
+		case cancelled:
+			// A cancel is no error: the reason is the cancel's cause.
+			s.Reason = "cancelled"
+			if cause := context.Cause(st.hard); cause != nil {
+				s.Reason = cause.Error()
+			} else if ev.Err != nil {
+				s.Reason = ev.Err.Error()
+			}
+		case ev.State == dag.Skipped && ev.Err != nil:
+			s.Reason = ev.Err.Error()
+		case ev.Err != nil:
 			s.Error = ev.Err.Error()
 		}
 		if ev.Attempt == 0 && ev.Err != nil { // it never ran: its attempts logged nothing
-			st.logLine(s.Name, t, "%s: %v", ev.State, ev.Err)
+			msg := or(s.Reason, s.Error)
+			if !strings.HasPrefix(msg, string(ev.State)) {
+				msg = string(ev.State) + ": " + msg
+			}
+			st.logLine(s.Name, t, "%s", msg)
 		}
 	}
 }

@@ -86,11 +86,26 @@ type Entry struct {
 	Created  time.Time   `json:"created"`
 	Start    time.Time   `json:"start,omitzero"`
 	End      time.Time   `json:"end,omitzero"`
+	// Of is the run a retry or rollback is of; RetriedBy the newest retry of this run and
+	// RetryStatus its state; RolledBackBy the rollback of this run.
+	Of           string `json:"of,omitempty"`
+	RetriedBy    string `json:"retried_by,omitempty"`
+	RetryStatus  Status `json:"retry_status,omitempty"`
+	RolledBackBy string `json:"rolled_back_by,omitempty"`
+	// WasInterrupted: an earlier attempt (or this one) was interrupted.
+	WasInterrupted bool `json:"was_interrupted,omitempty"`
 }
+
+// Outcome is the entry's state as a person should read it (see Outcome).
+func (e Entry) Outcome() string { return Outcome(e.Status, e.RetryStatus, e.RolledBackBy != "") }
 
 func entryOf(r *Record) Entry {
 	e := Entry{Seq: r.Seq, ID: r.ID, Pipeline: r.Pipeline, Trigger: r.Trigger.Kind, Slot: r.Trigger.Slot,
-		Attempt: r.Attempt, Status: r.Status, Reason: r.Reason, Created: r.Created, Start: r.Start, End: r.End}
+		Attempt: r.Attempt, Status: r.Status, Reason: r.Reason, Created: r.Created, Start: r.Start, End: r.End,
+		Of: r.Trigger.Of, RetryStatus: r.RetryStatus, RolledBackBy: r.RolledBackBy, WasInterrupted: r.Interrupted()}
+	if n := len(r.RetriedBy); n > 0 {
+		e.RetriedBy = r.RetriedBy[n-1]
+	}
 	if len(r.Error) > 200 {
 		e.Error = r.Error[:200] + "…"
 	} else {

@@ -46,13 +46,18 @@ type runsFlags struct {
 	stage             stageOptions
 }
 
-func addRunsFlags(fs *flag.FlagSet) *runsFlags {
+// addRunsFlags declares the flags of a runs command; runsStages adds those of the
+// commands that run stages here (trigger, retry, backfill): help lists only flags that
+// act.
+func addRunsFlags(fs *flag.FlagSet, runsStages bool) *runsFlags {
 	f := &runsFlags{}
 	fs.StringVar(&f.dir, "pipelines", "", "the `dir`ectory of pipeline files (as serve takes it)")
 	fs.StringVar(&f.file, "pipeline", "", "a pipeline `file`")
 	fs.StringVar(&f.format, "format", formatText, "output format, `text|json`")
 	addS3Flags(fs, &f.s3)
-	addStageFlags(fs, &f.stage)
+	if runsStages {
+		addStageFlags(fs, &f.stage)
+	}
 	return f
 }
 
@@ -170,7 +175,7 @@ func runsListCommand() *command {
 		help: "List runs newest first: of one pipeline (--name), or of every pipeline with runs in\n" +
 			"the run stores found. Skipped slots are runs too, with their reason.\n\n" + runsStoreHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
-			f := addRunsFlags(fs)
+			f := addRunsFlags(fs, false)
 			name := fs.String("name", "", "only the runs of this `pipeline`")
 			status := fs.String("status", "", "only runs in this `status` (queued, running, succeeded, failed, cancelled, skipped, interrupted)")
 			limit := fs.Int("limit", 50, "at most `n` runs")
@@ -291,7 +296,7 @@ func runsShowCommand() *command {
 			"versions read and written, change feed ranges, notes and last log lines. With\n" +
 			"--format json, the record itself.\n\n" + runsStoreHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
-			f := addRunsFlags(fs)
+			f := addRunsFlags(fs, false)
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) != 1 {
 					return usagef("want one RUN_ID")
