@@ -43,7 +43,7 @@ func randomCDCStream(rng *rand.Rand) []cdcEvent {
 	names := []string{"", "Ada", "Alan"}
 	var evs []cdcEvent
 	upserted := map[string]bool{}
-	for range 6 + rng.IntN(24) {
+	for range 10 + rng.IntN(50) {
 		e := cdcEvent{id: keys[rng.IntN(len(keys))], op: "U", at: int64(rng.IntN(48))}
 		id := fmt.Sprint(e.id, "@", e.at)
 		switch {
@@ -91,7 +91,64 @@ type cdcPipeline struct {
 	files   int
 }
 
+// cdcMode is the merge a change stream pipeline runs: scd2_merge with deletes: close (city
+// tracked, name type 1) or tombstone (both tracked), or scd1_merge with deletes: delete.
+type cdcMode string
+
+const (
+	cdcSCD2      cdcMode = "scd2"
+	cdcTombstone cdcMode = "scd2-tombstone"
+	cdcSCD1      cdcMode = "scd1"
+)
+
+func (m cdcMode) spec() scdSpec {
+	spec := cdcSpec
+	if m == cdcTombstone {
+		// Every column tracked: a version of NULLs then holds NULLs, as a tombstone does
+		// (a type 1 column would carry the newest name onto it).
+		spec.deletes, spec.tracked, spec.type1 = "tombstone", []int{1, 2}, nil
+	}
+	return spec
+}
+
+// reference is what the mode's table must hold after merging events (in any runs).
+func (m cdcMode) reference(t *testing.T, events []cdcEvent) string {
+	t.Helper()
+	if m == cdcSCD1 {
+		return referenceSCD1(cdcRefEvents(events))
+	}
+	ref, err := referenceFold(m.spec(), cdcRefEvents(events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return withoutTombFlag(ref)
+}
+
+// table renders the pipeline's table as the mode's reference does.
+func (m cdcMode) table(t *testing.T, p *cdcPipeline) string {
+	t.Helper()
+	if m == cdcSCD1 {
+		return cdcSCD1Rows(t, p)
+	}
+	dimAsModel(t, p.env, p.dim).checkInvariants(t, m.spec())
+	return withoutTombFlag(p.dimension(t))
+}
+
+// withoutTombFlag drops the tombstone flags of rendered versions: a stored tombstone
+// and a version whose non-key columns are all NULL hold the same values.
+func withoutTombFlag(s string) string {
+	return strings.NewReplacer(" tomb=true", "", " tomb=false", "").Replace(s)
+}
+
 func newCDCPipeline(t *testing.T, warehouse objectstore.Store, scd1 bool) *cdcPipeline {
+	mode := cdcSCD2
+	if scd1 {
+		mode = cdcSCD1
+	}
+	return newCDCModePipeline(t, warehouse, mode)
+}
+
+func newCDCModePipeline(t *testing.T, warehouse objectstore.Store, mode cdcMode) *cdcPipeline {
 	bronze := &Table{
 		Name: "bronze.events", Path: "bronze/events",
 		Schema:     schemaOf(t, "customer_id string", "city string", "name string", "op string", "updated_at timestamp", "source_file string", "load_timestamp timestamp"),
@@ -101,13 +158,16 @@ func newCDCPipeline(t *testing.T, warehouse objectstore.Store, scd1 bool) *cdcPi
 	clock := &testClock{t: cdcBase.Add(1000 * time.Hour)}
 	p := &cdcPipeline{clock: clock, dim: dim}
 	var merge Stage
-	if scd1 {
+	if mode == cdcSCD1 {
 		dim = &Table{Name: "sales.customer", Path: "sales/customer", Schema: schemaOf(t, "customer_id string", "name string", "city string")}
 		p.dim = dim
 		merge = NewSCD1Merge("merge", &SCD1Config{Source: bronze.Name, SourceChanges: true, Target: dim.Name, Keys: []string{"customer_id"}, SequenceBy: "updated_at", Deletes: "delete", DeleteWhen: "op = 'D'"})
 	} else {
 		cfg := scd2Config()
 		cfg.Source, cfg.Type1, cfg.DeleteWhen = bronze.Name, []string{"name"}, "op = 'D'"
+		if mode == cdcTombstone {
+			cfg.Deletes, cfg.Track, cfg.Type1 = "tombstone", []string{"name", "city"}, nil
+		}
 		merge = NewSCD2Merge("merge", cfg)
 	}
 	env, landing := ingestEnv(t, warehouse, bronze, dim)
@@ -188,65 +248,71 @@ func cdcSplits(rng *rand.Rand, evs []cdcEvent) [][][]cdcEvent {
 	rng.Shuffle(len(evs), func(i, j int) { evs[i], evs[j] = evs[j], evs[i] })
 	var files [][]cdcEvent
 	for len(evs) > 0 {
-		n := 1 + rng.IntN(min(len(evs), 4))
+		n := 1 + rng.IntN(min(len(evs), 6))
 		files = append(files, evs[:n])
 		evs = evs[n:]
 	}
 	var runs [][][]cdcEvent
 	for len(files) > 0 {
-		n := 1 + rng.IntN(min(len(files), 3))
+		n := 1 + rng.IntN(min(len(files), 4))
 		runs = append(runs, files[:n])
 		files = files[n:]
 	}
 	return runs
 }
 
-// The property holds over the memory budget too: with a budget so small that every run
-// works over spill files, in many passes.
-func TestCDCStreamsAnyOrderAnySplit(t *testing.T) {
-	for _, kind := range []string{"scd2", "scd1", "scd2/budget", "scd1/budget"} {
-		budget := ByteSize(0)
-		if strings.HasSuffix(kind, "/budget") {
-			budget = tinyBudget
+// cdcDeliveries are the ways a stream is delivered: all at once, then in three random
+// splits into files and runs, each in its random order and in the reverse order.
+func cdcDeliveries(rng *rand.Rand, stream []cdcEvent) [][][][]cdcEvent {
+	out := [][][][]cdcEvent{{{stream}}}
+	for range 3 {
+		runs := cdcSplits(rng, stream)
+		var reversed [][][]cdcEvent
+		for i := len(runs) - 1; i >= 0; i-- {
+			files := slices.Clone(runs[i])
+			slices.Reverse(files)
+			reversed = append(reversed, files)
 		}
-		kind, _, _ := strings.Cut(kind, "/")
-		t.Run(kind+"/budget="+budget.String(), func(t *testing.T) {
-			for seed := range uint64(12) {
-				rng := rand.New(rand.NewPCG(seed, 14))
-				stream := randomCDCStream(rng)
-				var want string
-				if kind == "scd2" {
-					ref, err := referenceFold(cdcSpec, cdcRefEvents(stream))
-					if err != nil {
-						t.Fatal(err)
-					}
-					want = ref
-				} else {
-					want = referenceSCD1(cdcRefEvents(stream))
+		out = append(out, runs, reversed)
+	}
+	return out
+}
+
+// cdcStreams is the number of random streams per mode.
+const cdcStreams = 32
+
+// The property, for every keyed merge of a change feed (scd2_merge with deletes: close
+// and tombstone, scd1_merge), in memory and over the memory budget (a budget so small
+// that every run works over spill files, in many passes): whatever the order the files
+// arrive in and however they are split into runs, the table equals the reference.
+func TestCDCStreamsAnyOrderAnySplit(t *testing.T) {
+	for _, mode := range []cdcMode{cdcSCD2, cdcTombstone, cdcSCD1} {
+		for _, budget := range []ByteSize{0, tinyBudget} {
+			t.Run(string(mode)+"/budget="+budget.String(), func(t *testing.T) {
+				t.Parallel()
+				streams := cdcStreams
+				if budget > 0 {
+					streams = cdcStreams / 3 // the passes over spill files, on fewer streams
 				}
-				for split := range 3 {
-					p := newCDCPipeline(t, mem.New(mem.Config{}), kind == "scd1")
-					p.env.MemoryBudget = budget
-					runs := [][][]cdcEvent{{stream}} // split 0: one run with everything
-					if split > 0 {
-						runs = cdcSplits(rng, stream)
-					}
-					for i, r := range runs {
-						if err := p.run(t, r); err != nil {
-							t.Fatalf("seed %d split %d run %d: %v", seed, split, i, err)
+				for seed := range uint64(streams) {
+					rng := rand.New(rand.NewPCG(seed, 14))
+					stream := randomCDCStream(rng)
+					want := mode.reference(t, stream)
+					for d, runs := range cdcDeliveries(rng, stream) {
+						p := newCDCModePipeline(t, mem.New(mem.Config{}), mode)
+						p.env.MemoryBudget = budget
+						for i, r := range runs {
+							if err := p.run(t, r); err != nil {
+								t.Fatalf("seed %d delivery %d run %d: %v", seed, d, i, err)
+							}
+						}
+						if got := mode.table(t, p); got != want {
+							t.Fatalf("seed %d delivery %d (%d runs): the table differs from the reference\nruns: %v\ngot:\n%s\nwant:\n%s", seed, d, len(runs), runs, got, want)
 						}
 					}
-					got := cdcSCD1Rows(t, p)
-					if kind == "scd2" {
-						got = p.dimension(t)
-						dimAsModel(t, p.env, p.dim).checkInvariants(t, cdcSpec)
-					}
-					if got != want {
-						t.Fatalf("seed %d split %d (%d runs): the %s table differs from the reference\nstream: %v\ngot:\n%s\nwant:\n%s", seed, split, len(runs), kind, stream, got, want)
-					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -276,7 +276,9 @@ func (s *SCD1Merge) decide(ctx context.Context, l *scdLayout, b *scd1Batch, stor
 	// The last event per key decides; equal rows and deletes of absent keys are no-ops;
 	// a logged event that decides means the stored row stands.
 	for _, k := range order {
-		evs := events[k]
+		// A copy: the folds below reorder and overwrite what they are given, and the
+		// batch's events are logged as they came once every key is decided.
+		evs := slices.Clone(events[k])
 		name := keyString(evs[0].row, l.spec.keys)
 		if i, ok := lateAt[k]; ok {
 			for j := range evs {

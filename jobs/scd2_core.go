@@ -263,11 +263,20 @@ func loggedEvents(spec *scdSpec, facts []eventFact, versions []scdVersion) (evs 
 	for _, f := range facts {
 		e := scdEvent{seq: f.seq, delete: f.del, phys: f.phys, rowSeq: f.rowSeq, commit: f.commit, hash: f.hash, recorded: true}
 		if !f.del {
+			// A version whose non-key columns are all NULL reads as a tombstone, but it
+			// may be an upsert of NULLs: it covers one when no other version does.
+			var nulls []any
 			for i := range versions {
-				if v := &versions[i]; !v.Tombstone && v.From <= f.seq && f.seq < v.To {
-					e.row = v.Row
-					break
+				if v := &versions[i]; v.From <= f.seq && f.seq < v.To {
+					if !v.Tombstone {
+						e.row = v.Row
+						break
+					}
+					nulls = v.Row
 				}
+			}
+			if e.row == nil {
+				e.row = nulls
 			}
 			if e.row == nil {
 				lost++
@@ -327,14 +336,20 @@ func keyTimeline(spec *scdSpec, existing []scdVersion, events []scdEvent, allEve
 	for _, v := range existing {
 		starts[v.From] = true
 	}
+	afterValue := false // the previous version was a value (not a tombstone) that ended at v.From
 	for _, v := range existing {
 		if allEvents {
 			break
 		}
-		all = append(all, scdEvent{seq: v.From, delete: v.Tombstone, row: v.Row, existing: true, sk: v.SK})
+		// A stored version whose non-key columns are all NULL is a tombstone only right
+		// after a value version it closed (a delete); first, after a gap or after another
+		// tombstone it is an upsert of NULLs (a delete there would have changed nothing).
+		del := v.Tombstone && afterValue
+		all = append(all, scdEvent{seq: v.From, delete: del, row: v.Row, existing: true, sk: v.SK})
 		if v.To != spec.end && !starts[v.To] {
 			all = append(all, scdEvent{seq: v.To, delete: true, existing: true})
 		}
+		afterValue = !del && starts[v.To]
 	}
 	for _, e := range events {
 		if e.delete && spec.deletes == "ignore" {

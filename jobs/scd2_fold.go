@@ -32,7 +32,10 @@ func (s *SCD2Merge) foldChanges(ctx context.Context, batch *scdBatch, work *scdW
 				return true
 			}
 		}
-		return false
+		// A current version whose non-key columns are all NULL, right after a value
+		// version, is a tombstone or an upsert of NULLs: a delete or a NULL upsert after
+		// it does different things to each, and only the log tells them apart.
+		return l.spec.deletes == "tombstone" && ambiguousTombstone(versions)
 	}
 	late := make([]bool, work.len())
 	changes, lateKeys, err := foldBatch(batch, work, &l.spec, isLate, late)
@@ -73,4 +76,25 @@ func sortByKeyHash(vs []scdVersion, keys []int) {
 	for i := range tmp {
 		vs[i] = tmp[i].v
 	}
+}
+
+// ambiguousTombstone reports whether a key's current stored version has all non-key
+// columns NULL and directly follows another version that does not: it may be the
+// tombstone of a delete or an upsert of NULLs.
+func ambiguousTombstone(versions []scdVersion) bool {
+	var cur *scdVersion
+	for i := range versions {
+		if versions[i].Current {
+			cur = &versions[i]
+		}
+	}
+	if cur == nil || !cur.Tombstone {
+		return false
+	}
+	for i := range versions {
+		if v := &versions[i]; v.To == cur.From && !v.Tombstone {
+			return true
+		}
+	}
+	return false
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/scheduler"
 )
 
-// metrics are what /metrics exposes (names in the README). Counters count what this
+// metrics are what /metrics exposes (names in docs/web.md). Counters count what this
 // process saw since it started (the runs it ran, the slots it handled).
 type metrics struct {
 	runs          *prometheus.CounterVec

@@ -199,7 +199,6 @@ func (s *csvSource) newParser() (*csvParser, error) {
 		if err != nil {
 			return nil, fmt.Errorf("decode %s: %w", s.file, err)
 		}
-		col.reserve(s.opts.BatchSize)
 		p.cols[i] = col
 		p.rules[i] = nullRule{text: s.null, isString: p.isString[i], nullable: f.Nullable}
 		bc, ok := col.(bulkColumn)
@@ -207,9 +206,23 @@ func (s *csvSource) newParser() (*csvParser, error) {
 	}
 	if s.opts.LineColumn != "" {
 		p.lines = &fixed[int64]{typ: arrow.PrimitiveTypes.Int64}
-		p.lines.reserve(s.opts.BatchSize)
 	}
 	return p, nil
+}
+
+// reserve makes room in the columns for the records of a chunk of size bytes: at most a
+// batch, and no more records than the chunk can hold (each has a byte per field), so a
+// small file does not clear room for a whole batch.
+func (p *csvParser) reserve(size int) {
+	n := min(p.src.opts.BatchSize, size/max(1, len(p.src.fileCols))+1)
+	for _, col := range p.cols {
+		if col != nil {
+			col.reserve(n)
+		}
+	}
+	if p.lines != nil {
+		p.lines.reserve(n)
+	}
 }
 
 // parseChunk decodes the records of c into one batch. In Fail mode the first bad record
@@ -221,6 +234,7 @@ func (p *csvParser) parseChunk(c chunk) (arrow.RecordBatch, []*Error, error) {
 	data := c.data
 	n := len(data)
 	p.line = c.line
+	p.reserve(n)
 	nf := len(s.fileCols)
 	delim, q := s.delim, s.quote
 	// A chunk that is valid UTF-8 as a whole has valid fields (they are cut at ASCII

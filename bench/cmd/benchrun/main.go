@@ -148,7 +148,7 @@ func (c *config) applySize() error {
 	switch c.size {
 	case "small", "full", "budget":
 	case "bounds":
-		// The resource bounds of the README's Guarantees: 16 M rows are 1.1 GB of CSV.
+		// The resource bounds of docs/guarantees.md: 16 M rows are 1.1 GB of CSV.
 		def(&c.ingestRows, 16_000_000, 16_000_000)
 		def(&c.scd2Rows, 5_000_000, 5_000_000)
 	default:

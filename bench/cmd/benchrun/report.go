@@ -429,7 +429,7 @@ func yesNo(ok bool) string {
 // boundExtractMiB is 1.5 GB in MiB (ru_maxrss is reported in KiB).
 const boundExtractMiB = 1430
 
-// The peak RSS bounds that README's Guarantees state, at -size bounds.
+// The peak RSS bounds that docs/guarantees.md states, at -size bounds.
 const (
 	boundIngestMB = 320  // a CSV ingest of any size (10 M rows, 1 GiB)
 	boundSCD2MB   = 2048 // an SCD2 merge of a 5 M-row snapshot into a 5 M-row dimension
