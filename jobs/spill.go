@@ -16,6 +16,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/spilldir"
 )
 
 // Spill files: the rows a stage over its memory budget sets aside on local disk (Arrow
@@ -37,10 +38,7 @@ func newSpillDir(env *Env, limit int64) (*spillDir, error) {
 	if base == "" {
 		base = os.TempDir()
 	}
-	if err := os.MkdirAll(base, 0o777); err != nil {
-		return nil, fmt.Errorf("spill directory: %w", err)
-	}
-	p, err := os.MkdirTemp(base, "orchestrator-spill-")
+	p, err := spilldir.Create(base) // marked with its owner: a killed process's is swept
 	if err != nil {
 		return nil, fmt.Errorf("spill directory: %w", err)
 	}

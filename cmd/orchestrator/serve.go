@@ -111,10 +111,11 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	if o.baseURL == "" {
 		o.baseURL = "http://" + addr
 	}
+	sweepSpill(o.stage, logger)
 	dispatcher := executor.NewDispatcher(0)
 	defer dispatcher.Close()
 	obs := web.NewObserver()
-	s := &server{e: e, o: o}
+	s := &server{e: e, o: o, logger: logger}
 	s.runner, s.sched = newServeScheduler(e, o, addr, logger, dispatcher, obs)
 	bg := context.WithoutCancel(ctx) // the loop's store work is not cut by the signal
 	s.loader = &pipelineLoader{e: e, dir: dir, sched: s.sched}
@@ -222,13 +223,14 @@ type server struct {
 	loader   *pipelineLoader
 	site     *web.Server
 	stopping atomic.Bool // a shutdown is in progress: /healthz answers 503
+	logger   *slog.Logger
 }
 
 // loop ticks the scheduler on whole seconds and reloads the pipeline files every
 // reloadEvery until ctx ends (a graceful shutdown) or the HTTP server srv fails (srvDone).
 // bg is the context of the store work, which the signal does not cut.
 func (s *server) loop(ctx, bg context.Context, srv *http.Server, srvDone <-chan error) error {
-	lastLoad := s.e.now()
+	lastLoad, lastSweep := s.e.now(), s.e.now()
 	for {
 		now := s.e.now()
 		wait := now.Truncate(time.Second).Add(time.Second).Sub(now) // ticks on whole seconds, when slots fall
@@ -250,6 +252,10 @@ func (s *server) loop(ctx, bg context.Context, srv *http.Server, srvDone <-chan 
 		if s.e.now().Sub(lastLoad) >= reloadEvery {
 			s.loader.load(bg)
 			lastLoad = s.e.now()
+		}
+		if s.e.now().Sub(lastSweep) >= spillSweepEvery {
+			sweepSpill(s.o.stage, s.logger)
+			lastSweep = s.e.now()
 		}
 		s.sched.Tick(bg)
 	}
