@@ -99,6 +99,9 @@ type Entry struct {
 // Outcome is the entry's state as a person should read it (see Outcome).
 func (e Entry) Outcome() string { return Outcome(e.Status, e.RetryStatus, e.RolledBackBy != "") }
 
+// Entry returns the run's index entry as it would be written now.
+func (r *Record) Entry() Entry { return entryOf(r) }
+
 func entryOf(r *Record) Entry {
 	e := Entry{Seq: r.Seq, ID: r.ID, Pipeline: r.Pipeline, Trigger: r.Trigger.Kind, Slot: r.Trigger.Slot,
 		Attempt: r.Attempt, Status: r.Status, Reason: r.Reason, Created: r.Created, Start: r.Start, End: r.End,

@@ -185,7 +185,7 @@ func TestAPITriggerCancelRetry(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the run never reached its source")
 	}
-	if _, page := e.do(req{path: "/runs/" + rec.ID}); !strings.Contains(page, ">Cancel</button>") || !strings.Contains(page, `id="run-status">running`) {
+	if _, page := e.do(req{path: "/runs/" + rec.ID}); !strings.Contains(page, ">Cancel</button>") || !strings.Contains(page, `id="run-status" data-status="running">`) {
 		t.Error("the page of a running run has no Cancel button")
 	}
 	resp, body = e.do(req{method: "POST", path: "/api/v1/runs/" + rec.ID + "/cancel"})

@@ -48,20 +48,24 @@ type stageDecl struct {
 	DependsOn []string `json:"depends_on,omitempty"`
 }
 
-// runEntry is a run as the run store's index lists it, with its duration.
+// runEntry is a run as the run store's index lists it, with its duration and its
+// outcome: its status as a person reads it ("rolled back", "retried: succeeded").
 type runEntry struct {
 	scheduler.Entry
-	DurationMS int64 `json:"duration_ms,omitempty"`
+	Outcome    string        `json:"outcome"`
+	DurationMS float64       `json:"duration_ms,omitempty"`
+	Duration   time.Duration `json:"-"`
 }
 
 func entryView(e scheduler.Entry, now time.Time) runEntry {
-	re := runEntry{Entry: e}
+	re := runEntry{Entry: e, Outcome: e.Outcome()}
 	switch {
 	case !e.Start.IsZero() && !e.End.IsZero():
-		re.DurationMS = e.End.Sub(e.Start).Milliseconds()
+		re.Duration = e.End.Sub(e.Start)
 	case !e.Start.IsZero() && e.Status == scheduler.Running:
-		re.DurationMS = now.Sub(e.Start).Milliseconds()
+		re.Duration = now.Sub(e.Start)
 	}
+	re.DurationMS = float64(re.Duration.Microseconds()) / 1000
 	return re
 }
 

@@ -86,7 +86,8 @@ func (rq *runsQuery) filter() scheduler.Filter {
 		return nil
 	}
 	return func(e scheduler.Entry) bool {
-		return (len(rq.status) == 0 || slices.Contains(rq.status, e.Status)) &&
+		return (len(rq.status) == 0 || slices.Contains(rq.status, e.Status) ||
+			e.WasInterrupted && slices.Contains(rq.status, scheduler.Interrupted)) &&
 			(len(rq.trigger) == 0 || slices.Contains(rq.trigger, e.Trigger))
 	}
 }
@@ -206,8 +207,8 @@ func (s *Server) grid(ctx context.Context, name string, rq *runsQuery) ([]string
 	now := s.cfg.Now()
 	for i, e := range entries {
 		rows[i] = gridRow{runEntry: entryView(s.fresh(e), now), Stages: map[string]scheduler.Status{}}
-		if e.Status == scheduler.Skipped {
-			continue
+		if e.Status == scheduler.Skipped || e.Trigger == scheduler.Rollback {
+			continue // a rollback's steps are no stages of the pipeline: its row shows its state
 		}
 		g.Go(func() error {
 			rec, ok := s.sched.Runner().Record(e.ID)

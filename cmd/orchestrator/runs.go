@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -208,8 +209,10 @@ func runsListCommand() *command {
 // list returns the newest runs of one pipeline, or of every pipeline in the stores.
 func (re *runsEnv) list(ctx context.Context, name string, status scheduler.Status, limit int) ([]scheduler.Entry, error) {
 	var filter scheduler.Filter
-	if status != "" {
-		filter = func(en scheduler.Entry) bool { return en.Status == status }
+	if status != "" { // interrupted: also the runs an interruption cut before their last attempt
+		filter = func(en scheduler.Entry) bool {
+			return en.Status == status || status == scheduler.Interrupted && en.WasInterrupted
+		}
 	}
 	type source struct {
 		store    *scheduler.Store
@@ -261,6 +264,19 @@ var entryColumns = []column{
 	{name: "start"}, {name: "duration", numeric: true}, {name: "attempt", numeric: true}, {name: "reason"},
 }
 
+// statusCell is a run's status as a person reads it: "failed → retried: succeeded",
+// "succeeded → rolled back" (JSON has the status; the outcome is its own field).
+func statusCell(en scheduler.Entry) cell {
+	text := string(en.Status)
+	switch {
+	case en.RolledBackBy != "":
+		text += " → rolled back"
+	case en.Outcome() != string(en.Status):
+		text += " → " + en.Outcome()
+	}
+	return cell{text: text, json: string(en.Status)}
+}
+
 func timeText(t time.Time) cell {
 	if t.IsZero() {
 		return nullCell
@@ -270,20 +286,27 @@ func timeText(t time.Time) cell {
 
 func writeEntries(e *env, format string, entries []scheduler.Entry) error {
 	rows := make([][]cell, 0, len(entries))
+	cols := entryColumns
+	if format == formatJSON {
+		cols = append(slices.Clone(cols), column{name: "outcome"})
+	}
 	for _, en := range entries {
 		dur := nullCell
 		if !en.Start.IsZero() && !en.End.IsZero() {
-			d := en.End.Sub(en.Start).Round(time.Millisecond)
-			dur = cell{text: d.String(), json: d.Seconds()}
+			dur = durationCell(en.End.Sub(en.Start))
 		}
 		reason := optText(en.Reason)
 		if en.Error != "" {
 			reason = textCell(en.Error)
 		}
-		rows = append(rows, []cell{textCell(en.ID), textCell(en.Pipeline), textCell(string(en.Trigger)), textCell(string(en.Status)),
-			timeText(en.Slot), timeText(en.Start), dur, intCell(int64(en.Attempt)), reason})
+		row := []cell{textCell(en.ID), textCell(en.Pipeline), textCell(string(en.Trigger)), statusCell(en),
+			timeText(en.Slot), timeText(en.Start), dur, intCell(int64(en.Attempt)), reason}
+		if format == formatJSON {
+			row = append(row, textCell(en.Outcome()))
+		}
+		rows = append(rows, row)
 	}
-	return writeRows(e, format, entryColumns, rows)
+	return writeRows(e, format, cols, rows)
 }
 
 func runsShowCommand() *command {
@@ -340,7 +363,7 @@ func showRecord(e *env, rec *scheduler.Record) error {
 		}
 		line("params", "%s", strings.Join(ps, " "))
 	}
-	line("status", "%s", rec.Status)
+	line("status", "%s", statusCell(rec.Entry()).text)
 	if rec.Reason != "" {
 		line("reason", "%s", rec.Reason)
 	}
@@ -360,14 +383,34 @@ func showRecord(e *env, rec *scheduler.Record) error {
 	if hb := rec.Heartbeat; hb != nil {
 		line("heartbeat", "%s by %s pid %d", hb.Time.Format(time.RFC3339), hb.Host, hb.PID)
 	}
-	for _, id := range rec.RetriedBy {
-		line("retried by", "%s", id)
+	for i, id := range rec.RetriedBy {
+		if i == len(rec.RetriedBy)-1 && rec.RetryStatus != "" {
+			line("retried by", "%s (%s)", id, rec.RetryStatus)
+		} else {
+			line("retried by", "%s", id)
+		}
 	}
 	if rec.RolledBackBy != "" {
 		line("rolled back", "by run %s", rec.RolledBackBy)
 	}
 	for _, d := range rec.Notifications {
 		line("notified", "%s", deliveryText(d))
+	}
+	for _, a := range rec.Attempts {
+		text := fmt.Sprintf("%d (%s) %s", a.N, a.Trigger, a.Status)
+		if !a.Start.IsZero() {
+			text += " from " + a.Start.Format(time.RFC3339)
+		}
+		if !a.End.IsZero() {
+			text += " to " + a.End.Format(time.RFC3339)
+		}
+		if why := a.Error + a.Reason; why != "" {
+			text += ": " + why
+		}
+		line("attempt", "%s", text)
+	}
+	for _, n := range rec.Notes {
+		line("note", "%s", n)
 	}
 	if len(rec.Stages) == 0 {
 		return nil
@@ -426,6 +469,9 @@ func writeStageDetail(w io.Writer, s *scheduler.StageRecord) {
 	detail = append(detail, s.Notes...)
 	if s.Error != "" && s.Status != scheduler.Succeeded {
 		detail = append(detail, "error: "+s.Error)
+	}
+	if s.Reason != "" {
+		detail = append(detail, string(s.Status)+": "+s.Reason)
 	}
 	if s.LogDropped > 0 {
 		detail = append(detail, fmt.Sprintf("log: the last %d lines; all in %s", len(s.Log), s.LogObject))

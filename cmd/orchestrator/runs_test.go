@@ -307,7 +307,7 @@ func TestRunsTriggerInProcess(t *testing.T) {
 	dir := writeFiles(t, t.TempDir(), map[string]string{"daily.yaml": dailyPipeline, "landing/us/2026-02-01/a.csv": "id\nus1\n"})
 	p := filepath.Join(dir, "daily.yaml")
 	r := runCLI(t, "runs", "trigger", p, "--param", "region=us")
-	if r.code != 0 || !strings.Contains(r.stdout, "load   succeeded         1        0s        1         1  raw.sales@v1") {
+	if r.code != 0 || !strings.Contains(r.stdout, "load   succeeded         1       0 s        1         1  raw.sales@v1") {
 		t.Fatalf("trigger: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	rec := showJSON(t, runID(t, r), "--pipelines", dir)
