@@ -137,12 +137,12 @@ func (p *RollbackPlan) Problems() []string {
 
 // planner works out a rollback plan.
 type planner struct {
-	r     *Runner
-	store *Store
-	spec  *pipelines.Spec // the run's definition
-	opts  delta.Options
-	specs []*pipelines.Spec // the pipelines of the warehouse, the run's first
-	plan  *RollbackPlan
+	r      *Runner
+	store  *Store
+	spec   *pipelines.Spec // the run's definition
+	opts   delta.Options
+	specs  []*pipelines.Spec // the pipelines of the warehouse, the run's first
+	plan   *RollbackPlan
 	byPath map[string]int // plan.Tables index by path
 }
 
