@@ -150,14 +150,37 @@ func (s *Server) trigger(r *http.Request) (*scheduler.Record, error) {
 	return rec, err
 }
 
+// runAnswer is the answer to a request that starts a run (trigger, retry, rollback): the
+// run's id and state and where to follow it, not its whole record.
+type runAnswer struct {
+	ID       string                `json:"id"`
+	Pipeline string                `json:"pipeline"`
+	Status   scheduler.Status      `json:"status"`
+	Trigger  scheduler.TriggerKind `json:"trigger"`
+	Of       string                `json:"of,omitempty"`
+	Stages   []string              `json:"stages,omitempty"`
+	Links    map[string]string     `json:"links"`
+}
+
+func answerOf(rec *scheduler.Record) runAnswer {
+	id := pathEscape(rec.ID)
+	return runAnswer{ID: rec.ID, Pipeline: rec.Pipeline, Status: rec.Status, Trigger: rec.Trigger.Kind, Of: rec.Trigger.Of, Stages: rec.Trigger.Stages,
+		Links: map[string]string{"self": "/api/v1/runs/" + id, "page": "/runs/" + id, "events": "/api/v1/runs/" + id + "/events"}}
+}
+
+// started answers 202 with a run just started.
+func started(w http.ResponseWriter, rec *scheduler.Record) {
+	w.Header().Set("Location", "/api/v1/runs/"+pathEscape(rec.ID))
+	writeJSON(w, http.StatusAccepted, answerOf(rec))
+}
+
 func (s *Server) apiTrigger(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.trigger(r)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/api/v1/runs/"+rec.ID)
-	writeJSON(w, http.StatusAccepted, rec)
+	started(w, rec)
 }
 
 func (s *Server) apiGrid(w http.ResponseWriter, r *http.Request) {
@@ -220,7 +243,10 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
 		s.apiError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, struct {
+		*scheduler.Record
+		Outcome string `json:"outcome"`
+	}{rec, rec.Entry().Outcome()})
 }
 
 func (s *Server) cancel(r *http.Request) (*scheduler.Record, string, error) {
@@ -254,9 +280,10 @@ func (s *Server) retry(r *http.Request) (*scheduler.Record, error) {
 	}
 	rec, err := s.sched.Retry(r.Context(), old.ID, who(r))
 	if err != nil {
-		return nil, conflictf("%v", err)
+		return nil, conflictf("%v", err) // one retry at a time: the error names the active one
 	}
 	s.forget(old.Pipeline)
+	s.obs.changed(old.ID)
 	return rec, nil
 }
 
@@ -266,8 +293,7 @@ func (s *Server) apiRetry(w http.ResponseWriter, r *http.Request) {
 		s.apiError(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/api/v1/runs/"+rec.ID)
-	writeJSON(w, http.StatusAccepted, rec)
+	started(w, rec)
 }
 
 // apiStageLog answers a stage's whole log (the record keeps its last lines).
