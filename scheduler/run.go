@@ -138,6 +138,7 @@ func (r *Runner) Store(ctx context.Context, spec *pipelines.Spec) (*Store, error
 	s := r.stores[wh]
 	if s == nil {
 		s = NewStoreIn(wh, records)
+		s.location = spec.Warehouse
 		r.stores[wh] = s
 	}
 	return s, nil

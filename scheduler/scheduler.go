@@ -239,7 +239,7 @@ func (s *Scheduler) Tick(ctx context.Context) {
 	for st, l := range leases {
 		held, err := l.step(ctx, now, s.leaseConfig(st))
 		if err != nil {
-			s.log.Warn("scheduler lease", "warehouse", st.Objects(), "err", err)
+			s.log.Warn("scheduler lease", "warehouse", st.Location(), "err", err)
 		}
 		if !held {
 			continue
@@ -316,7 +316,7 @@ func (s *Scheduler) Leases() []LeaseState {
 	var out []LeaseState
 	for st, l := range s.leases {
 		l.mu.Lock()
-		ls := LeaseState{Warehouse: fmt.Sprint(st.Objects()), Held: l.held, Gen: l.body.Gen, Renewed: l.body.Renewed}
+		ls := LeaseState{Warehouse: st.Location(), Held: l.held, Gen: l.body.Gen, Renewed: l.body.Renewed}
 		if l.body.Holder.Host != "" {
 			ls.Holder = fmt.Sprintf("%s pid %d", l.body.Holder.Host, l.body.Holder.PID)
 		}

@@ -53,8 +53,33 @@ func (s *Server) register() {
 	s.handle("GET", "/api/v1/tables/{name}/changes", view, s.apiChanges)
 	s.handle("GET", "/api/v1/tables/{name}/diff", view, s.apiDiff)
 	s.mux.Handle("/", s.guard(view, func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			s.fail(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: this path answers %s only", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
 		s.fail(w, r, http.StatusNotFound, "no such page: "+r.URL.Path)
 	}))
+}
+
+// allowed lists the methods a registered route answers at the request's path (none: the
+// path is no route's, a 404).
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+			if m == http.MethodGet {
+				out = append(out, http.MethodHead)
+			}
+		}
+	}
+	return out
 }
 
 func (s *Server) apiPipelines(w http.ResponseWriter, r *http.Request) {
@@ -103,12 +128,12 @@ func readParams(r *http.Request) (map[string]string, error) {
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&b); err != nil && !errors.Is(err, io.EOF) {
-			return nil, badRequestf("body: %v: want {\"params\": {\"NAME\": \"VALUE\"}}", err)
+			return nil, bodyError(err, `{"params": {"NAME": "VALUE"}}`)
 		}
 		return b.Params, nil
 	case "application/x-www-form-urlencoded", "multipart/form-data", "":
 		if err := r.ParseForm(); err != nil {
-			return nil, badRequestf("form: %v", err)
+			return nil, bodyError(err, "a form")
 		}
 		params := map[string]string{}
 		for k, vs := range r.PostForm {

@@ -69,8 +69,11 @@ func TestPages(t *testing.T) {
 	} {
 		resp, body := e.do(req{path: tc.path})
 		wantCode := 200
-		if tc.path == "/nope" {
+		switch {
+		case tc.path == "/nope":
 			wantCode = 404
+		case strings.HasSuffix(tc.path, "where=city+%3D"): // the form and the error, with the error's status
+			wantCode = 400
 		}
 		if resp.StatusCode != wantCode {
 			t.Errorf("%s: %d, want %d", tc.path, resp.StatusCode, wantCode)
