@@ -134,11 +134,17 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) (pip
 	p := pipePlan{ps: ps}
 	s.mu.Lock()
 	spec, st, loaded, wm := ps.spec, ps.store, ps.loaded, ps.watermark
+	pause, paused := s.pausedIn[ps.store][ps.spec.Name]
 	reruns := ps.reruns
-	ps.reruns = nil
+	if !paused {
+		ps.reruns = nil // a paused pipeline's interrupted slots wait for the resume
+	}
 	s.mu.Unlock()
 	if spec.Cron == nil {
 		return p, nil
+	}
+	if paused {
+		reruns = nil
 	}
 	if !loaded {
 		w, err := s.loadSchedule(ctx, ps, spec, st, now)
@@ -173,6 +179,9 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) (pip
 		newest := i == len(items)-1 && !more
 		onTime := newest && it.rerun == nil && now.Sub(it.slot) <= s.cfg.Late
 		run, reason := slotFate(spec.Catchup, onTime, newest, more, items[len(items)-1].slot)
+		if paused {
+			run, reason = false, "the schedule is "+pause.Text()
+		}
 		kind := Catchup
 		if onTime {
 			kind = Scheduled

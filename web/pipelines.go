@@ -33,6 +33,9 @@ type pipelineView struct {
 	Recent  []runEntry `json:"recent"`
 	// Active counts queued and running runs among Recent.
 	Active int `json:"active"`
+	// Paused is the pause of its schedule, if it is paused (its slots are recorded
+	// skipped until it is resumed).
+	Paused *scheduler.Pause `json:"paused,omitempty"`
 }
 
 type paramView struct {
@@ -98,6 +101,9 @@ func (s *Server) pipelineView(ctx context.Context, spec *pipelines.Spec) pipelin
 	if spec.Cron != nil {
 		v.ScheduleWords = spec.Cron.Describe()
 		v.NextSlot = s.sched.NextSlot(spec.Name, now)
+	}
+	if p, ok := s.sched.Paused(spec.Name); ok {
+		v.Paused = &p
 	}
 	for _, p := range spec.Params {
 		v.Params = append(v.Params, paramView{Name: p.Name, Type: p.Type, Default: p.Default, Description: p.Description})
