@@ -99,13 +99,14 @@ func (r *Runner) Rollback(ctx context.Context, spec *pipelines.Spec, plan *Rollb
 	if failed {
 		rec.Status, rec.Error = Failed, "a step of the rollback failed: the steps before it are done, the others are not (see the stages)"
 	}
+	if !failed { // linked before the rollback's record is final: whoever sees it ended sees the link
+		if err := store.Link(ctx, plan.Run.ID, Rollback, rec.ID, rec.Status); err != nil {
+			rec.Status, rec.Error = Failed, fmt.Sprintf("the tables are rolled back, but run %s could not be marked rolled back: %v", plan.Run.ID, err)
+			failed = true
+		}
+	}
 	if err := store.Save(ctx, rec); err != nil {
 		return rec, err
-	}
-	if !failed {
-		if err := store.Link(ctx, plan.Run.ID, Rollback, rec.ID, rec.Status); err != nil {
-			return rec, fmt.Errorf("link run %s to its rollback: %w", plan.Run.ID, err)
-		}
 	}
 	r.logEnd(rec)
 	if failed {
