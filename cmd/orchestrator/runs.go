@@ -26,7 +26,7 @@ const runsStoreHelp = "Runs are recorded in the run store of each pipeline's war
 func runsCommand() *command {
 	return &command{
 		name:    "runs",
-		summary: "list, show, trigger, cancel, retry, backfill and roll back recorded runs",
+		summary: "list, show, trigger, cancel, retry, backfill and roll back runs; pause and resume schedules",
 		help:    "Every run is recorded: its trigger, definition, status and per stage its attempts,\nrows, table versions and log.\n\n" + runsStoreHelp,
 		subs: []*command{
 			runsListCommand(),
@@ -36,6 +36,8 @@ func runsCommand() *command {
 			runsRetryCommand(),
 			runsBackfillCommand(),
 			runsRollbackCommand(),
+			runsPauseCommand(true),
+			runsPauseCommand(false),
 		},
 	}
 }

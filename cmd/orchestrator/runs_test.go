@@ -349,3 +349,28 @@ func sortedLines(s string) string {
 	slices.Sort(lines)
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// TestRunsPauseResume: runs pause records who paused a pipeline and why, in the run
+// store; a second pause names the first; runs resume ends it.
+func TestRunsPauseResume(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{"daily.yaml": dailyPipeline})
+	r := runCLI(t, "runs", "pause", "daily", "--pipelines", dir, "--reason", "source down")
+	if r.code != 0 || !regexp.MustCompile(`^pipeline daily: schedule paused by \S+@\S+ at \S+ \(source down\)\n$`).MatchString(r.stdout) {
+		t.Fatalf("pause: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	again := runCLI(t, "runs", "pause", filepath.Join(dir, "daily.yaml"))
+	if again.code != 1 || !strings.Contains(again.stderr, "is already paused by") || !strings.Contains(again.stderr, "(source down)") {
+		t.Errorf("second pause: exit %d\n%s", again.code, again.stderr)
+	}
+	st := scheduler.NewStore(localWarehouse(t, filepath.Join(dir, "warehouse")).store)
+	if p, err := st.PausedPipelines(t.Context()); err != nil || !p["daily"].Paused || p["daily"].Reason != "source down" {
+		t.Errorf("paused pipelines in the store: %+v %v", p, err)
+	}
+	res := runCLI(t, "runs", "resume", "daily", "--pipelines", dir, "--format", "json")
+	if res.code != 0 || !strings.Contains(res.stdout, `"paused":false`) {
+		t.Errorf("resume: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if p, _ := st.PausedPipelines(t.Context()); len(p) != 0 {
+		t.Errorf("paused after the resume: %+v", p)
+	}
+}
