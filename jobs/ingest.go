@@ -108,6 +108,7 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 		}
 		return res, nil
 	}
+	reportFiles(env, todo)
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
 	// Rows count as written as they are decoded; a failed run reports only what it
 	// committed: the files before the failing one of an upsert, nothing of an append.
@@ -294,6 +295,7 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	}
 	res.FilesRead++
 	res.BytesRead += f.Size
+	reportRead(env, res)
 	// Bad records were read too: rows read counts every record of the file.
 	res.RowsRead += int64(len(bad))
 	res.RowsSkipped += int64(len(bad))

@@ -53,7 +53,8 @@ func (s *Ingest) loadSnapshotSpilled(ctx context.Context, env *Env, decl *Table,
 	}, limit)
 	var problem error // the earliest row's problem of all passes
 	var problemOrd int64
-	for _, r := range runs {
+	for i, r := range runs {
+		reportPass(env, i+1, len(runs))
 		st, err := s.snapshotPass(ctx, snap, files, data, keys, rows, r[0], r[1], sch, pm)
 		if err != nil {
 			return err

@@ -28,7 +28,8 @@ import (
 type spillDir struct {
 	path string
 	n    int
-	buf  int // write buffer of each file
+	buf  int  // write buffer of each file
+	env  *Env // reports progress (merge_parts.go)
 }
 
 // newSpillDir creates the directory under env.SpillDir (default os.TempDir()), for a
@@ -42,7 +43,7 @@ func newSpillDir(env *Env, limit int64) (*spillDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spill directory: %w", err)
 	}
-	return &spillDir{path: p, buf: int(min(max(limit/2048, 4<<10), 64<<10))}, nil
+	return &spillDir{path: p, buf: int(min(max(limit/2048, 4<<10), 64<<10)), env: env}, nil
 }
 
 // scanOptions are the options of a scan by a stage whose passes hold limit bytes: a

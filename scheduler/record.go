@@ -213,6 +213,9 @@ type StageRecord struct {
 	Log        []string `json:"log,omitempty"`
 	LogDropped int      `json:"log_dropped,omitempty"`
 	LogObject  string   `json:"log_object,omitempty"`
+	// Progress is what the stage reported last while it ran (rows and bytes read, files,
+	// passes over its memory budget, MERGE parts).
+	Progress *StageProgress `json:"progress,omitempty"`
 	// Engine is where the stage ran ("local" or "spark"; empty in records made before
 	// engines existed), and Operations the statements it sent there.
 	Engine     string      `json:"engine,omitempty"`

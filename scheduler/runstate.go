@@ -26,12 +26,15 @@ type runState struct {
 	hard, soft             context.Context
 	cancelHard, cancelSoft context.CancelCauseFunc
 
-	mu      sync.Mutex // guards rec, logs, lost, unsaved and writing
-	rec     *Record
-	logs    map[string]*stageLog
-	lost    bool // another process took the run over: write nothing more
-	unsaved bool // rec changed since the last write of it began
-	writing bool // saveSoon's writer is on
+	mu         sync.Mutex // guards rec, logs, lost, unsaved, writing, touching, touchTimer and ended
+	rec        *Record
+	logs       map[string]*stageLog
+	lost       bool // another process took the run over: write nothing more
+	unsaved    bool // rec changed since the last write of it began
+	writing    bool // saveSoon's writer is on
+	touching   bool // a save is due within progressSaveEvery (touch)
+	touchTimer *time.Timer
+	ended      bool // finish has begun: no more touches
 
 	saveMu sync.Mutex // serialises writes, so the last state written is the newest
 }
@@ -258,6 +261,10 @@ func (st *runState) queueStages(spec *pipelines.Spec, g *dag.Graph) []string {
 // cancel's cause) or failed (naming each failed stage's error), and saves it.
 func (st *runState) finish(status dag.State) {
 	st.mu.Lock()
+	st.ended = true
+	if st.touchTimer != nil {
+		st.touchTimer.Stop()
+	}
 	rec := st.rec
 	rec.End = st.r.now().UTC()
 	switch status {
@@ -305,7 +312,12 @@ func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, erro
 			}
 			return slog.New(&logHandler{st: st, stage: stage, next: next})
 		},
-		Progress: hooks.Progress,
+		Progress: func(stage string, p jobs.Progress) {
+			st.progress(stage, p)
+			if hooks.Progress != nil {
+				hooks.Progress(stage, p)
+			}
+		},
 		Execute:  r.cfg.Execute,
 		Done: func(stage string, attempt int, res jobs.Result, err error) {
 			st.done(stage, res)

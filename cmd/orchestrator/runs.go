@@ -475,6 +475,9 @@ func writeStageDetail(w io.Writer, s *scheduler.StageRecord) {
 	if s.Reason != "" {
 		detail = append(detail, string(s.Status)+": "+s.Reason)
 	}
+	if p := s.Progress; p != nil && s.Status.Active() {
+		detail = append(detail, fmt.Sprintf("progress: %s (reported %s)", p.Text(), p.Updated.Format(time.RFC3339)))
+	}
 	if s.LogDropped > 0 {
 		detail = append(detail, fmt.Sprintf("log: the last %d lines; all in %s", len(s.Log), s.LogObject))
 	}
