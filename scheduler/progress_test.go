@@ -29,7 +29,7 @@ func TestProgressOfARunningStage(t *testing.T) {
 			if r.Stages[0].RowsIn != 1234567 {
 				t.Errorf("rows in while running: %d, want 1234567", r.Stages[0].RowsIn)
 			}
-			if log := strings.Join(r.Stages[0].Log, "\n"); !strings.Contains(log, "progress: reading the source files") {
+			if log := strings.Join(r.Stages[0].Log, "\n"); !strings.Contains(log, "progress: 0 of 4 files (0 B of 4.0 MB)") {
 				t.Errorf("stage log %q: want a progress line", log)
 			}
 			break
