@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/dag"
 	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/jobs/decode"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 	"github.com/orchestrator-io/orchestrator/pipelines"
@@ -75,6 +76,7 @@ type stages struct {
 	released map[string]bool          // runs let go
 	hold     bool                     // new runs are held
 	fail     map[string]int           // stage name → attempts that fail
+	badInput bool                     // failing stages fail on a bad record of a file (a permanent error)
 	started  chan string              // "run id/stage#attempt"
 }
 
@@ -137,6 +139,9 @@ func (f *stages) compile(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph
 				if failing {
 					res = jobs.Result{}
 					err = fmt.Errorf("%s broke on attempt %d", name, attempt)
+					if f.badInput {
+						err = fmt.Errorf("ingest %s: %w", name, &decode.Error{File: "landing/1.csv", Line: 3, Column: "amount", Msg: `column amount (2): "x" is not a decimal(10,2)`})
+					}
 				}
 				if rt.StageLogger != nil {
 					rt.StageLogger(name).Info("working", "attempt", attempt)

@@ -42,3 +42,17 @@ func TestProgressOfARunningStage(t *testing.T) {
 	e.stages.release(slot(1))
 	e.waitStatus(t, slot(1), Succeeded)
 }
+
+// TestBadInputIsNotRetried: a stage that fails on a bad record of a file (the same at
+// every attempt) fails at once, with retries left: no backoff, one attempt.
+func TestBadInputIsNotRetried(t *testing.T) {
+	e := newEnv(t, at(t0), nil, "A")
+	e.stages.fail["a"], e.stages.badInput = 3, true
+	e.load(t, parseSpec(t, strings.Replace(fmt.Sprintf(testPipeline, ""), "{name: a, kind: vacuum,", "{name: a, kind: vacuum, retries: 2,", 1)))
+	e.tickAt(at(t0))
+	e.tickAt(hour(1))
+	r := e.waitStatus(t, slot(1), Failed)
+	if s := r.Stages[0]; len(s.Attempts) != 1 || !strings.Contains(s.Error, `landing/1.csv:3: column amount (2): "x" is not a decimal(10,2)`) {
+		t.Errorf("stage a: %d attempts, error %q; want one attempt failing on the bad record", len(s.Attempts), s.Error)
+	}
+}

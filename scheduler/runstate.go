@@ -361,6 +361,10 @@ func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, erro
 				defer c()
 			}
 			err := task.Run(actx, attempt)
+			if err != nil && jobs.Permanent(err) {
+				// Bad input or a table unlike its declaration: a retry would meet it again.
+				err = dag.Permanent(err)
+			}
 			st.mu.Lock()
 			switch {
 			case err == nil:
