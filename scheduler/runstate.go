@@ -318,7 +318,7 @@ func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, erro
 				hooks.Progress(stage, p)
 			}
 		},
-		Execute:  r.cfg.Execute,
+		Execute: r.cfg.Execute,
 		Done: func(stage string, attempt int, res jobs.Result, err error) {
 			st.done(stage, res)
 			if hooks.Done != nil {
