@@ -139,6 +139,11 @@ func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *Resto
 			dataChange = false
 		}
 	}
+	if cdfEnabled(md) && !m.FileLevelChanges { // the rows of its change data, as a MERGE counts them
+		tx.opts.OperationMetrics["numInsertedRows"] = m.RowsInserted
+		tx.opts.OperationMetrics["numUpdatedRows"] = m.RowsUpdated
+		tx.opts.OperationMetrics["numDeletedRows"] = m.RowsDeleted
+	}
 	tx.ReadWholeTable()
 	for _, a := range restore {
 		c := *a
