@@ -73,8 +73,8 @@ type Server struct {
 	summaries  summaryCache
 	cache      responseCache
 	heavyReads *heavyLimit
-	closing   closer
-	stop      <-chan struct{} // closed by Close
+	closing    closer
+	stop       <-chan struct{} // closed by Close
 }
 
 // route is one registered handler; the OpenAPI document lists the API ones.
