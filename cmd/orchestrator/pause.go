@@ -41,7 +41,7 @@ func runsPauseCommand(paused bool) *command {
 			if strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") {
 				files = []string{name}
 			}
-			re, err := f.open(e, files...)
+			re, err := f.open(ctx, e, files...)
 			if err != nil {
 				return err
 			}

@@ -74,8 +74,10 @@ type runsEnv struct {
 	format string
 }
 
-// open loads the pipelines; extra are pipeline files given as arguments.
-func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
+// open loads the pipelines; extra are pipeline files given as arguments. A file that
+// is invalid (an edit in progress, while serve goes on with its previous version) is
+// taken as its last valid definition, which its newest run recorded, saying so.
+func (f *runsFlags) open(ctx context.Context, e *env, extra ...string) (*runsEnv, error) {
 	if f.format != formatText && f.format != formatJSON {
 		return nil, usagef("unknown format %q: want text or json", f.format)
 	}
@@ -85,10 +87,18 @@ func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
 	if f.file != "" {
 		files = append(files, f.file)
 	}
+	var invalid []string
 	for _, file := range files {
-		spec, err := loadPipeline(e, file)
+		spec, err := pipelines.Load(file, pipelines.Options{LookupEnv: e.lookupEnv})
 		if err != nil {
-			return nil, err
+			var perr *pipelines.Error
+			if !errors.As(err, &perr) {
+				return nil, err
+			}
+			if spec, err = re.lastValid(ctx, file); err != nil {
+				fmt.Fprintln(e.stderr, problemText(perr))
+				return nil, fmt.Errorf("%s is invalid, and %v", file, err)
+			}
 		}
 		re.specs = append(re.specs, spec)
 	}
@@ -98,13 +108,23 @@ func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
 			return nil, err
 		}
 		_, report := dir.scan(e)
-		for _, line := range report {
-			if strings.Contains(line, ": invalid") {
-				fmt.Fprintln(e.stderr, line)
+		for _, n := range report {
+			if n.warn {
+				invalid = append(invalid, n.file)
 			}
 		}
 		specs, _ := dir.specs()
 		re.specs = append(re.specs, specs...)
+		for _, file := range invalid {
+			spec, err := re.lastValid(ctx, file)
+			if err != nil {
+				fmt.Fprintf(e.stderr, "%s: invalid, skipped (%v)\n", file, err)
+				continue
+			}
+			if re.spec(spec.Name) == nil {
+				re.specs = append(re.specs, spec)
+			}
+		}
 	}
 	if len(re.specs) == 0 {
 		if f.dir == "" && len(files) == 0 {
@@ -113,6 +133,38 @@ func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
 		return nil, fmt.Errorf("no valid pipeline in %s", f.dir)
 	}
 	return re, nil
+}
+
+// lastValid is the last valid definition of the pipeline of an invalid file: the one
+// its newest run recorded (found through the file's name and warehouse, which are read
+// even when the rest is invalid). It says so on stderr.
+func (re *runsEnv) lastValid(ctx context.Context, file string) (*pipelines.Spec, error) {
+	opts := pipelines.Options{LookupEnv: re.e.lookupEnv}
+	head, err := pipelines.ReadHeader(file, opts)
+	if err != nil {
+		return nil, fmt.Errorf("its run store cannot be found: %v", err)
+	}
+	store, err := re.runner.Store(ctx, head)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := store.List(ctx, head.Name, 20, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, en := range entries {
+		rec, err := store.Get(ctx, en.ID)
+		if err != nil || rec.Definition == "" {
+			continue
+		}
+		spec, err := scheduler.SpecOf(rec, opts)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(re.e.stderr, "%s is invalid: pipeline %s is taken as its last valid definition, as run %s ran it\n", file, head.Name, rec.ID)
+		return spec, nil
+	}
+	return nil, fmt.Errorf("pipeline %s has no run that recorded a valid definition", head.Name)
 }
 
 // spec returns the loaded pipeline called name, or nil.
@@ -194,7 +246,7 @@ func runsListCommand() *command {
 				default:
 					return usagef("unknown --status %q: want queued, running, succeeded, failed, cancelled, skipped or interrupted", *status)
 				}
-				re, err := f.open(e)
+				re, err := f.open(ctx, e)
 				if err != nil {
 					return err
 				}
@@ -326,7 +378,7 @@ func runsShowCommand() *command {
 				if len(args) != 1 {
 					return usagef("want one RUN_ID")
 				}
-				re, err := f.open(e)
+				re, err := f.open(ctx, e)
 				if err != nil {
 					return err
 				}

@@ -89,7 +89,7 @@ func runsTriggerCommand() *command {
 				if len(args) != 1 {
 					return usagef("want one PIPELINE.yaml")
 				}
-				re, err := f.open(e, args[0])
+				re, err := f.open(ctx, e, args[0])
 				if err != nil {
 					return err
 				}
@@ -132,7 +132,7 @@ func runsCancelCommand() *command {
 				if len(args) != 1 {
 					return usagef("want one RUN_ID")
 				}
-				re, err := f.open(e)
+				re, err := f.open(ctx, e)
 				if err != nil {
 					return err
 				}
@@ -187,7 +187,7 @@ func runsRetryCommand() *command {
 				if len(args) != 1 {
 					return usagef("want one RUN_ID")
 				}
-				re, err := f.open(e)
+				re, err := f.open(ctx, e)
 				if err != nil {
 					return err
 				}
@@ -256,7 +256,7 @@ func runsBackfillCommand() *command {
 				if err != nil {
 					return usagef("--to: %v", err)
 				}
-				re, err := f.open(e, args[0])
+				re, err := f.open(ctx, e, args[0])
 				if err != nil {
 					return err
 				}
@@ -378,7 +378,7 @@ func runsRollbackCommand() *command {
 				if len(args) != 1 {
 					return usagef("want one RUN_ID")
 				}
-				re, err := f.open(e)
+				re, err := f.open(ctx, e)
 				if err != nil {
 					return err
 				}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orchestrator-io/orchestrator/scheduler"
 )
@@ -372,5 +373,69 @@ func TestRunsPauseResume(t *testing.T) {
 	}
 	if p, _ := st.PausedPipelines(t.Context()); len(p) != 0 {
 		t.Errorf("paused after the resume: %+v", p)
+	}
+}
+
+// TestScheduleEveryAsServe: schedule --next shows the @every slots serve runs: from
+// the anchor a serve stored when it first loaded the pipeline, else from now to the
+// second, saying so.
+func TestScheduleEveryAsServe(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{"every.yaml": `pipeline: every
+schedule: "@every 90s"
+tables: {raw.t: {columns: [{name: id, type: string}]}}
+stages: [{name: a, kind: vacuum, tables: [raw.t]}]
+`})
+	p := filepath.Join(dir, "every.yaml")
+	r := runCLI(t, "schedule", p, "--next", "2", "--format", "csv")
+	if r.code != 0 || !strings.Contains(r.stderr, "no serve has loaded it yet") || !strings.Contains(r.stdout, "2026-02-01T12:01:30Z") {
+		t.Errorf("before any serve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A serve loaded it at 11:59:47.
+	st := scheduler.NewStore(localWarehouse(t, filepath.Join(dir, "warehouse")).store)
+	if _, err := st.Anchor(t.Context(), "every", time.Date(2026, 2, 1, 11, 59, 47, 600e6, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, "schedule", p, "--next", "2", "--format", "csv")
+	if r.code != 0 || !strings.Contains(r.stderr, "from 2026-02-01T11:59:47Z, when a serve first loaded it") ||
+		!strings.Contains(r.stdout, "2026-02-01T12:01:17Z,2026-02-01T12:01:17Z") || !strings.Contains(r.stdout, "2026-02-01T12:02:47Z") {
+		t.Errorf("after a serve anchored it: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestRunsWithAnInvalidEdit: while a pipeline's file has an invalid edit (serve goes on
+// with its previous version), the runs commands find its runs through its last valid
+// definition, and say so.
+func TestRunsWithAnInvalidEdit(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{"orders.yaml": ordersPipeline, "landing/1.csv": "id,amount\no1,10\n"})
+	p := filepath.Join(dir, "orders.yaml")
+	first := runCLI(t, "run", p)
+	id := runID(t, first)
+	writeFiles(t, dir, map[string]string{"orders.yaml": strings.Replace(ordersPipeline, "kind: ingest", "kind: ingestt", 1)})
+	for _, where := range [][]string{{"--pipelines", dir}, {"--pipeline", p}} {
+		r := runCLI(t, append([]string{"runs", "list", "--name", "orders"}, where...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, id) || !strings.Contains(r.stderr, "orders.yaml is invalid: pipeline orders is taken as its last valid definition, as run "+id+" ran it") {
+			t.Errorf("runs list %v with an invalid edit: exit %d\n%s%s", where, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runCLI(t, "runs", "show", id, "--pipelines", dir); r.code != 0 || !strings.Contains(r.stdout, "succeeded") {
+		t.Errorf("runs show with an invalid edit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A file that never was valid and has no run is still an error, with its problems.
+	writeFiles(t, dir, map[string]string{"new.yaml": "pipeline: new\nstages: []\n"})
+	if r := runCLI(t, "runs", "list", "--pipeline", filepath.Join(dir, "new.yaml")); r.code != 1 || !strings.Contains(r.stderr, "has no run that recorded a valid definition") {
+		t.Errorf("runs list of a new invalid file: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestRunsHelpListsFlagsThatAct: only the runs commands that run stages here list the
+// stages' memory budget and spill directory.
+func TestRunsHelpListsFlagsThatAct(t *testing.T) {
+	for cmd, runsStages := range map[string]bool{"list": false, "show": false, "cancel": false, "rollback": false, "pause": false, "resume": false,
+		"trigger": true, "retry": true, "backfill": true} {
+		r := runCLI(t, "runs", cmd, "--help")
+		has := strings.Contains(r.stdout, "--memory-budget") && strings.Contains(r.stdout, "--spill-dir")
+		if r.code != 0 || has != runsStages || (!runsStages && (strings.Contains(r.stdout, "--memory-budget") || strings.Contains(r.stdout, "--spill-dir"))) {
+			t.Errorf("runs %s --help lists the stage flags: %v, want %v\n%s", cmd, has, runsStages, r.stdout)
+		}
 	}
 }
