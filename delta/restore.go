@@ -46,6 +46,9 @@ type RestoreMetrics struct {
 	// (the partition columns changed between the two versions).
 	RowsDeleted, RowsInserted, RowsUpdated int64
 	FileLevelChanges                       bool
+	// ChangeData: the table has its change data feed on, and the restore wrote change
+	// data (or found no row changed).
+	ChangeData bool
 	// TxnsReset lists the txns ResetTxns set back (appId → version); TxnsKept the appIds
 	// it could not (the restored version has no txn for them).
 	TxnsReset map[string]int64
@@ -123,7 +126,7 @@ func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *Resto
 			return -1, nil, err
 		}
 		defer releaseRecords(recs)
-		m.RowsDeleted, m.RowsInserted, m.RowsUpdated, m.FileLevelChanges = n.deleted, n.inserted, n.updated, !ok
+		m.RowsDeleted, m.RowsInserted, m.RowsUpdated, m.FileLevelChanges, m.ChangeData = n.deleted, n.inserted, n.updated, !ok, true
 		switch {
 		case ok && len(recs) > 0:
 			schema, err := md.Schema()

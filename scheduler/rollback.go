@@ -46,14 +46,19 @@ func (r *Runner) Rollback(ctx context.Context, spec *pipelines.Spec, plan *Rollb
 	rec.Status, rec.Start = Running, rec.Created
 	var todo []int
 	for i, t := range plan.Tables {
+		var s StageRecord
 		switch t.Action {
 		case RollbackKeep:
 			continue
 		case RollbackRestore:
-			rec.Stages = append(rec.Stages, StageRecord{Name: "restore " + t.Table, Kind: RollbackStageKind, Status: Queued})
+			s = StageRecord{Name: "restore " + t.Table, Kind: RollbackStageKind, Status: Queued}
 		default:
-			rec.Stages = append(rec.Stages, StageRecord{Name: "progress of " + t.Table, Kind: RollbackStageKind, Status: Queued})
+			s = StageRecord{Name: "progress of " + t.Table, Kind: RollbackStageKind, Status: Queued}
 		}
+		if n := len(rec.Stages); n > 0 { // one after the other: the page draws them so
+			s.DependsOn = []string{rec.Stages[n-1].Name}
+		}
+		rec.Stages = append(rec.Stages, s)
 		todo = append(todo, i)
 	}
 	if len(todo) == 0 {
@@ -63,6 +68,12 @@ func (r *Runner) Rollback(ctx context.Context, spec *pipelines.Spec, plan *Rollb
 	if err := store.Create(ctx, rec); err != nil {
 		return nil, err
 	}
+	changed := func() { // the live pages follow the rollback as they follow any run
+		if r.cfg.OnChange != nil {
+			r.cfg.OnChange(cloneRecord(rec))
+		}
+	}
+	changed()
 	if started != nil {
 		started(cloneRecord(rec))
 	}
@@ -86,13 +97,16 @@ func (r *Runner) Rollback(ctx context.Context, spec *pipelines.Spec, plan *Rollb
 			s.Status, s.Error, s.Attempts[0].Error = Failed, err.Error(), err.Error()
 		} else {
 			s.Status = Succeeded
-			s.VersionsWritten = []TableVersion{{Table: t.Table, Version: v}}
+			if !t.Internal { // a declared table: the page links to it
+				s.VersionsWritten = []TableVersion{{Table: t.Table, Version: v}}
+			}
 			s.Notes = notes
 			restored[t.path] = v
 		}
 		if err := store.Save(ctx, rec); err != nil {
 			r.log.Warn("save run record", "run", rec.ID, "err", err)
 		}
+		changed()
 	}
 	rec.End = r.now().UTC()
 	rec.Status = Succeeded
@@ -108,6 +122,7 @@ func (r *Runner) Rollback(ctx context.Context, spec *pipelines.Spec, plan *Rollb
 	if err := store.Save(ctx, rec); err != nil {
 		return rec, err
 	}
+	changed()
 	r.logEnd(rec)
 	if failed {
 		return rec, errors.New(rec.Error)
@@ -171,14 +186,15 @@ func (r *Runner) rollbackTable(ctx context.Context, store *Store, spec *pipeline
 	if err != nil {
 		return nil, 0, err
 	}
-	head := fmt.Sprintf("restored %s to version %d (%s)", t.Table, to, t.Why)
+	head := fmt.Sprintf("restored %s to version %d, as version %d (%s)", t.Table, to, v, t.Why)
 	switch {
+	case !m.ChangeData: // no change data feed: nothing to say of its rows
 	case m.FileLevelChanges:
 		head += "; its change feed at version " + fmt.Sprint(v) + " lists every row of the files removed and brought back (the partitioning changed)"
 	case m.RowsDeleted+m.RowsInserted+m.RowsUpdated > 0:
 		head += fmt.Sprintf("; its change feed at version %d holds the net changes: %d deleted, %d inserted, %d changed back", v, m.RowsDeleted, m.RowsInserted, m.RowsUpdated)
 	default:
-		head += fmt.Sprintf("; no row changed (version %d)", v)
+		head += "; no row changed"
 	}
 	notes = append([]string{head}, notes...)
 	if len(m.TxnsReset) > 0 {

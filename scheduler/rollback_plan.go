@@ -75,6 +75,9 @@ type RollbackTable struct {
 	Keys []string `json:"keys,omitempty"`
 	// ResetProgress: the txns of the table's writers go back to RestoreTo's.
 	ResetProgress bool `json:"reset_progress,omitempty"`
+	// Internal: a table the orchestrator keeps for a stage (a merge's event log), no
+	// declared table.
+	Internal bool `json:"internal,omitempty"`
 	// Progress lists the readers' progress (txn appId) set, in the same commit, to the
 	// version of the RESTORE of the table they read.
 	Progress []ProgressSet `json:"progress,omitempty"`
@@ -189,7 +192,12 @@ func (r *Runner) PlanRollback(ctx context.Context, spec *pipelines.Spec, rec *Re
 	return p.plan, nil
 }
 
-// readersOf lists the change feed readers of the warehouse's pipelines, each once.
+// readerName names a change feed reader for people: "stage merge_customers of pipeline sales".
+func readerName(c jobs.Consumer) string {
+	return "stage " + c.Stage + " of pipeline " + c.Pipeline
+}
+
+// allReaders lists the change feed readers of the warehouse's pipelines, each once.
 func (p *planner) allReaders() []readerRef {
 	var out []readerRef
 	seen := map[string]bool{}
@@ -315,7 +323,7 @@ func (p *planner) written(ctx context.Context) error {
 	histories := map[string]string{} // history path → its capture
 	for _, rd := range p.allReaders() {
 		if rd.kind == jobs.KindCaptureHistory {
-			histories[rd.c.History.Path] = rd.c.String()
+			histories[rd.c.History.Path] = readerName(rd.c)
 		}
 	}
 	for _, name := range order {
@@ -332,7 +340,7 @@ func (p *planner) written(ctx context.Context) error {
 			RestoreTo: sp.first - 1, Latest: snap.Version(), path: decl.Path}
 		if capture, ok := histories[decl.Path]; ok {
 			t.Action = RollbackKeep
-			t.Why = fmt.Sprintf("an append-only history (%s writes it): what the run recorded in it (versions %d..%d) is kept; the reversal is recorded after it", capture, sp.first, sp.last)
+			t.Why = fmt.Sprintf("an append-only history (%s writes it): what the run recorded in it (%s) is kept; the reversal is recorded after it", capture, versionsText(sp.first, sp.last))
 			p.add(t)
 			continue
 		}
@@ -477,22 +485,25 @@ func (p *planner) reader(ctx context.Context, src RollbackTable, rd readerRef) e
 		out.Detail = fmt.Sprintf("it %s; with --force it is left as it is, and reads the run's versions and their reversal at its next run", through)
 		p.plan.Readers = append(p.plan.Readers, out)
 	}
-	set := ProgressSet{AppID: c.AppID, Reader: c.String(), Source: src.Table, sourcePath: src.path}
+	set := ProgressSet{AppID: c.AppID, Reader: readerName(c), Source: src.Table, sourcePath: src.path}
 	if read == nil || *read < src.First {
 		n, err := next(read)
 		if err != nil {
 			return err
 		}
 		if n < src.First {
-			notExact(fmt.Sprintf("it has versions %d..%d of %s, from before the run, still to read: it would read them with the run's versions and their reversal", n, src.First-1, c.Source.Name))
-			return nil
+			if changed, err := p.rowsChanged(ctx, src.path, n, src.First-1); err != nil || changed {
+				notExact(fmt.Sprintf("it has %s of %s, from before the run, still to read: it would read them with the run's versions and their reversal", versionsText(n, src.First-1), c.Source.Name))
+				return nil
+			}
+			// Nothing to read there (the table's creation): skipping it loses nothing.
 		}
 		out.Action = ReaderSkips
 		out.Detail = fmt.Sprintf("it %s, not the run's versions: its progress is set to the RESTORE of %s, so it never reads them", through, c.Source.Name)
-		p.progress(ctx, c.History, set, "the progress of "+c.String())
+		p.progress(ctx, c.History, set, "the progress of "+readerName(c))
 		if rd.eventLog != "" {
 			if ok, _ := delta.Exists(ctx, p.store.Objects(), rd.eventLog); ok {
-				p.progress(ctx, &jobs.Table{Name: "event log of " + c.Stage, Path: rd.eventLog}, set, "the progress of "+c.String())
+				p.progress(ctx, &jobs.Table{Name: "event log of " + readerName(c), Path: rd.eventLog}, set, "the progress of "+readerName(c))
 			}
 		}
 		p.plan.Readers = append(p.plan.Readers, out)
@@ -512,8 +523,10 @@ func (p *planner) reader(ctx context.Context, src RollbackTable, rd readerRef) e
 		return err
 	}
 	if n < src.First {
-		notExact(fmt.Sprintf("it read versions %d..%d of %s, from before the run, in the same commit (version %d of %s) as the run's", n, src.First-1, c.Source.Name, d0+1, c.History.Name))
-		return nil
+		if changed, err := p.rowsChanged(ctx, src.path, n, src.First-1); err != nil || changed {
+			notExact(fmt.Sprintf("it read %s of %s, from before the run, in the same commit (version %d of %s) as the run's", versionsText(n, src.First-1), c.Source.Name, d0+1, c.History.Name))
+			return nil
+		}
 	}
 	var e0 int64 = -1
 	logExists := false
@@ -533,17 +546,48 @@ func (p *planner) reader(ctx context.Context, src RollbackTable, rd readerRef) e
 	}
 	out.Action = ReaderRolledBack
 	out.Detail = fmt.Sprintf("it %s, the run's versions included: %s is restored to version %d (before it read them) and its progress set to the RESTORE of %s", through, c.History.Name, d0, c.Source.Name)
-	why := fmt.Sprintf("%s read the run's versions of %s (through version %d)", c, c.Source.Name, *read)
+	why := fmt.Sprintf("%s read the run's versions of %s (through version %d)", readerName(c), c.Source.Name, *read)
 	if err := p.restoreReader(ctx, c.History, d0, c.Stage, why, set); err != nil {
 		return err
 	}
 	if logExists {
-		if err := p.restoreReader(ctx, &jobs.Table{Name: "event log of " + c.Stage + " (" + c.Pipeline + ")", Path: rd.eventLog}, e0, c.Stage, why+": its event log goes back with it", set); err != nil {
+		if err := p.restoreReader(ctx, &jobs.Table{Name: "event log of " + readerName(c), Path: rd.eventLog}, e0, c.Stage, why+": its event log goes back with it", set); err != nil {
 			return err
 		}
 	}
 	p.plan.Readers = append(p.plan.Readers, out)
 	return nil
+}
+
+// rowsChanged reports whether the change feed of versions from..to of the table at path
+// holds a row (it reads up to the first one). Versions it cannot read count as changed.
+func (p *planner) rowsChanged(ctx context.Context, path string, from, to int64) (bool, error) {
+	if from > to {
+		return false, nil
+	}
+	tbl, err := delta.Open(ctx, p.store.Objects(), path, p.opts)
+	if err != nil {
+		return true, err
+	}
+	r, err := tbl.Changes(ctx, delta.ChangesOptions{StartVersion: &from, EndVersion: &to})
+	if err != nil {
+		return true, err
+	}
+	defer r.Release()
+	for r.Next() {
+		if r.RecordBatch().NumRows() > 0 {
+			return true, nil
+		}
+	}
+	return false, r.Err()
+}
+
+// versionsText names a range of versions: "version 3", "versions 3..5".
+func versionsText(from, to int64) string {
+	if from == to {
+		return fmt.Sprintf("version %d", from)
+	}
+	return fmt.Sprintf("versions %d..%d", from, to)
 }
 
 // before returns the newest version of the table at path whose txn appID is before
@@ -592,11 +636,11 @@ func (p *planner) restoreReader(ctx context.Context, decl *jobs.Table, to int64,
 	if err != nil {
 		return fmt.Errorf("table %s: %w", decl.Name, err)
 	}
-	name, pipeline := decl.Name, ""
+	name, pipeline, internal := decl.Name, "", true
 	if d, pl := p.declared(decl.Path); d != nil {
-		name, pipeline = d.Name, pl
+		name, pipeline, internal = d.Name, pl, false
 	}
-	t := RollbackTable{Table: name, Pipeline: pipeline, Action: RollbackRestore, Why: why, First: to + 1, Last: snap.Version(),
+	t := RollbackTable{Table: name, Pipeline: pipeline, Internal: internal, Action: RollbackRestore, Why: why, First: to + 1, Last: snap.Version(),
 		RestoreTo: to, Latest: snap.Version(), Keys: p.keysOf(decl.Path), ResetProgress: true, Progress: []ProgressSet{set}, path: decl.Path}
 	if err := p.later(ctx, &t, stage); err != nil {
 		return fmt.Errorf("table %s: %w", name, err)
@@ -613,15 +657,15 @@ func (p *planner) progress(ctx context.Context, decl *jobs.Table, set ProgressSe
 		t.Progress = append(t.Progress, set)
 		return
 	}
-	name, pipeline := decl.Name, ""
+	name, pipeline, internal := decl.Name, "", true
 	if d, pl := p.declared(decl.Path); d != nil {
-		name, pipeline = d.Name, pl
+		name, pipeline, internal = d.Name, pl, false
 	}
 	latest := int64(-1)
 	if _, snap, err := p.open(ctx, decl.Path); err == nil {
 		latest = snap.Version()
 	}
-	p.add(RollbackTable{Table: name, Pipeline: pipeline, Action: RollbackProgress, Why: why + " moves past the run's versions of " + set.Source,
+	p.add(RollbackTable{Table: name, Pipeline: pipeline, Internal: internal, Action: RollbackProgress, Why: why + " moves past the run's versions of " + set.Source,
 		First: -1, Last: -1, RestoreTo: -1, Latest: latest, Progress: []ProgressSet{set}, path: decl.Path})
 }
 

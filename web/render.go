@@ -146,6 +146,7 @@ var funcs = template.FuncMap{
 	},
 	"ms":    func(ms float64) string { return durationWords(time.Duration(ms * float64(time.Millisecond))) },
 	"count": countText,
+	"hasPrefix": strings.HasPrefix,
 	"dur":   durationWords,
 	"bytes": bytesText,
 	"join":  strings.Join,
