@@ -144,17 +144,17 @@ var funcs = template.FuncMap{
 		}
 		return t.In(loc).Format("Mon 2006-01-02 15:04 MST")
 	},
-	"ms":    func(ms float64) string { return durationWords(time.Duration(ms * float64(time.Millisecond))) },
-	"count": countText,
+	"ms":        func(ms float64) string { return durationWords(time.Duration(ms * float64(time.Millisecond))) },
+	"count":     countText,
 	"hasPrefix": strings.HasPrefix,
-	"dur":   durationWords,
-	"bytes": bytesText,
-	"join":  strings.Join,
-	"lines": textLines,
-	"query": url.QueryEscape,
-	"path":  url.PathEscape,
-	"add":   func(a, b int64) int64 { return a + b },
-	"sub":   func(a, b int64) int64 { return a - b },
+	"dur":       durationWords,
+	"bytes":     bytesText,
+	"join":      strings.Join,
+	"lines":     textLines,
+	"query":     url.QueryEscape,
+	"path":      url.PathEscape,
+	"add":       func(a, b int64) int64 { return a + b },
+	"sub":       func(a, b int64) int64 { return a - b },
 	"seq": func(n int) []int {
 		out := make([]int, n)
 		for i := range out {
