@@ -39,11 +39,17 @@ type PageOptions struct {
 	Before      int64
 	Limit, Scan int
 	Filter      Filter
-	// Since, when set, ends the listing at the first entry created before it: entries
-	// are numbered in about the order of their creation, so a time range reads its own
-	// entries, not the older ones.
+	// Since, when set, ends the listing once timeSlack entries in a row were created
+	// before it: entries are numbered in about the order of their creation (a run is
+	// numbered when it starts, runs are claimed concurrently), so a time range reads its
+	// own entries and a few around them, not the older ones.
 	Since time.Time
 }
+
+// timeSlack is how far, in index entries, the numbering may stray from the order of
+// creation for a time range to be exact: a run claimed and then queued behind more
+// than this many others may be missed by a listing by time.
+const timeSlack = 256
 
 // PageWith is Page with the options of o.
 func (s *Store) PageWith(ctx context.Context, pipeline string, o PageOptions) (out []Entry, next int64, err error) {
@@ -62,7 +68,7 @@ func (s *Store) PageWith(ctx context.Context, pipeline string, o PageOptions) (o
 	if o.Before > 0 && o.Before-1 < hi {
 		hi = o.Before - 1
 	}
-	examined := 0
+	examined, older := 0, 0
 	batch := int64(min(limit, scan))
 	for hi > low {
 		lo := max(hi-batch+1, low+1)
@@ -74,8 +80,12 @@ func (s *Store) PageWith(ctx context.Context, pipeline string, o PageOptions) (o
 			seq := lo + int64(i)
 			examined++
 			e := entries[i]
-			if e != nil && !o.Since.IsZero() && e.Created.Before(o.Since) {
-				return out, 0, nil // older than the range: done
+			if e != nil && !o.Since.IsZero() {
+				if !e.Created.Before(o.Since) {
+					older = 0
+				} else if older++; older >= timeSlack {
+					return out, 0, nil // past the range: done
+				}
 			}
 			if e != nil && (o.Filter == nil || o.Filter(*e)) {
 				out = append(out, *e)
@@ -133,11 +143,10 @@ func (s *Store) SeqAfter(ctx context.Context, pipeline string, t time.Time) (int
 			lo = mid + 1
 		}
 	}
-	const slack = 64
-	if lo+slack > latest {
+	if lo+timeSlack > latest {
 		return 0, nil
 	}
-	return lo + slack, nil
+	return lo + timeSlack, nil
 }
 
 // Log opens the whole log of a stage of a run, stored when the record keeps only its
