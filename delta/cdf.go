@@ -76,6 +76,8 @@ type changesPlan struct {
 	schema     *StructType // the schema of the end version
 	partCols   []string
 	units      []cdfUnit
+	// txns are the txn actions of the versions read that have any: appId → version.
+	txns map[int64]map[string]int64
 }
 
 // Changes returns the table's change data feed over a range of versions (DELTA.md §5): the
@@ -153,7 +155,7 @@ func (t *Table) planChanges(ctx context.Context, opts ChangesOptions) (*changesP
 	if opts.EndVersion == nil && !opts.EndTime.IsZero() {
 		hi = opts.EndTime.UnixMilli()
 	}
-	if plan.units, err = t.changeUnits(ctx, cl, snap, start, end, lo, hi); err != nil {
+	if plan.units, plan.txns, err = t.changeUnits(ctx, cl, snap, start, end, lo, hi); err != nil {
 		return nil, err
 	}
 	return plan, nil
@@ -270,15 +272,21 @@ func (cl *changeLog) resolveRange(opts ChangesOptions, latest int64) (start, end
 // what each changed, for those committed between lo and hi (ms): its change files, or
 // else its removed and added files. A protocol the reader does not support, or the
 // change feed turned off, inside the range is an error.
-func (t *Table) changeUnits(ctx context.Context, cl *changeLog, snap *Snapshot, start, end, lo, hi int64) ([]cdfUnit, error) {
+func (t *Table) changeUnits(ctx context.Context, cl *changeLog, snap *Snapshot, start, end, lo, hi int64) ([]cdfUnit, map[int64]map[string]int64, error) {
 	md, proto := snap.Metadata(), snap.Protocol()
 	var units []cdfUnit
+	txns := map[int64]map[string]int64{}
 	err := t.forEachCommit(ctx, start, end, func(v int64, acts []Action) error {
 		var cdcs, adds, removes []*Add
 		changed := false
 		for i := range acts {
 			a := &acts[i]
 			switch {
+			case a.Txn != nil:
+				if txns[v] == nil {
+					txns[v] = map[string]int64{}
+				}
+				txns[v][a.Txn.AppID] = a.Txn.Version
 			case a.MetaData != nil:
 				md, changed = a.MetaData, true
 			case a.Protocol != nil:
@@ -318,7 +326,7 @@ func (t *Table) changeUnits(ctx context.Context, cl *changeLog, snap *Snapshot, 
 		}
 		return nil
 	})
-	return units, err
+	return units, txns, err
 }
 
 // ChangeDataFeedStart returns the earliest version from which the change feed can be
@@ -435,6 +443,25 @@ func (t *Table) forEachCommit(ctx context.Context, from, to int64, fn func(v int
 		}
 	}
 	return nil
+}
+
+// CommitTxns returns, for each version in [from, to] whose commit carries a txn action
+// of appID, that action's version: what a writer recorded in the commit that made some
+// changes about what they mean (see ChangesReader.CommitTxn).
+func (t *Table) CommitTxns(ctx context.Context, from, to int64, appID string) (map[int64]int64, error) {
+	out := map[int64]int64{}
+	err := t.forEachCommit(ctx, from, to, func(v int64, acts []Action) error {
+		for i := range acts {
+			if a := acts[i].Txn; a != nil && a.AppID == appID {
+				out[v] = a.Version
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.displayRoot(), err)
+	}
+	return out, nil
 }
 
 func cdfEnabled(md *Metadata) bool {

@@ -42,6 +42,14 @@ type ChangesReader struct {
 
 var _ array.RecordReader = (*ChangesReader)(nil)
 
+// CommitTxn returns the version of the txn action with the given appId that the commit
+// of version v carries (ok false: it carries none), for any version of the range read:
+// a writer can record, in the commit that made some changes, what they mean.
+func (r *ChangesReader) CommitTxn(v int64, appID string) (int64, bool) {
+	txn, ok := r.plan.txns[v][appID]
+	return txn, ok
+}
+
 func newChangesReader(ctx context.Context, t *Table, plan *changesPlan, opts ChangesOptions) (*ChangesReader, error) {
 	if opts.Allocator == nil {
 		opts.Allocator = memory.DefaultAllocator

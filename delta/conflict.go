@@ -1,6 +1,9 @@
 package delta
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // ConflictKind names the rule a concurrent commit broke (DELTA.md §9, Delta-Spark's
 // exception names).
@@ -36,6 +39,17 @@ type ConflictError struct {
 	WinningVersion int64  // the concurrent commit that conflicted
 	Path           string // the file involved, when there is one
 	Detail         string
+	// AppID and TxnVersion are, for ConflictConcurrentTransaction, the txn the winner
+	// committed: when it is at or past the transaction's own, its work is done.
+	AppID      string
+	TxnVersion int64
+}
+
+// CommittedBy reports whether err is a conflict with a concurrent commit of the same
+// work: a txn of appID at or past version. The caller's work is then done.
+func CommittedBy(err error, appID string, version int64) bool {
+	var ce *ConflictError
+	return errors.As(err, &ce) && ce.Kind == ConflictConcurrentTransaction && ce.AppID == appID && ce.TxnVersion >= version
 }
 
 func (e *ConflictError) Error() string {
@@ -51,6 +65,17 @@ func (tx *Transaction) checkWinner(v int64, acts []Action) *ConflictError {
 	conflict := func(kind ConflictKind, path, detail string) *ConflictError {
 		return &ConflictError{Kind: kind, ReadVersion: tx.readVersion, WinningVersion: v, Path: path, Detail: detail}
 	}
+	// A winner that committed one of this transaction's txns did its work (or part of
+	// it): that is the conflict to report, whatever else the winner changed.
+	for i := range acts {
+		if t := acts[i].Txn; t != nil {
+			if _, ours := tx.txns[t.AppID]; ours {
+				ce := conflict(ConflictConcurrentTransaction, "", fmt.Sprintf("application %q committed version %d concurrently", t.AppID, t.Version))
+				ce.AppID, ce.TxnVersion = t.AppID, t.Version
+				return ce
+			}
+		}
+	}
 	var info *CommitInfo
 	for i := range acts {
 		a := &acts[i]
@@ -64,10 +89,6 @@ func (tx *Transaction) checkWinner(v int64, acts []Action) *ConflictError {
 				continue // a concurrent identity insert (identity.go)
 			}
 			return conflict(ConflictMetadataChanged, "", "the table metadata changed")
-		case a.Txn != nil:
-			if _, ours := tx.txns[a.Txn.AppID]; ours {
-				return conflict(ConflictConcurrentTransaction, "", fmt.Sprintf("application %q committed version %d concurrently", a.Txn.AppID, a.Txn.Version))
-			}
 		case a.DomainMetadata != nil:
 			if tx.domains[a.DomainMetadata.Domain] {
 				return conflict(ConflictDomainMetadata, "", fmt.Sprintf("domain %q changed", a.DomainMetadata.Domain))

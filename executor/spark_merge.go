@@ -2,7 +2,9 @@ package executor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/orchestrator-io/orchestrator/jobs"
 )
@@ -37,20 +39,40 @@ func (e *SparkExecutor) events(p *jobs.Plan, deletesOn bool) (string, error) {
 		del = "coalesce((" + m.DeleteWhen + "), false)"
 	}
 	keyText := keyTextExpr(m.Keys, "")
+	where := "true"
+	if m.Where != "" {
+		where = "coalesce((" + m.Where + "), false)"
+	}
+	nullKeys := ""
+	for _, k := range m.Keys {
+		nullKeys += fmt.Sprintf("WHEN %s IS NULL THEN raise_error('key column %s of %s is NULL; a merge key must have a value (where: \"%s IS NOT NULL\" passes such rows)') ",
+			ident(k), strings.ReplaceAll(k, "'", ""), strings.ReplaceAll(m.Source.Name, "'", ""), strings.ReplaceAll(k, "'", ""))
+	}
 	var raw string
+	deleted, phys := "_change_type = 'delete'", "_change_type = 'delete'"
+	if m.SourceChanges && len(m.SnapshotTimes) > 0 {
+		// A snapshot load's deletes, and without sequence_by its rows, are at the time
+		// it recorded; its deletes are no deletes of source rows to place.
+		asOf := snapshotTimes(m.SnapshotTimes)
+		phys += " AND " + asOf + " IS NULL"
+		if m.SequenceBy == "" {
+			seq = "coalesce(" + asOf + ", " + seq + ")"
+		} else {
+			seq = "CASE WHEN " + deleted + " AND " + asOf + " IS NOT NULL THEN " + asOf + " ELSE " + seq + " END"
+		}
+	}
 	if m.SourceChanges {
-		phys := "_change_type = 'delete'"
-		guard := fmt.Sprintf("CASE WHEN __seq IS NULL THEN raise_error(concat('key ', %s, ': sequence_by column %s is null')) ", keyText, strings.ReplaceAll(m.SequenceBy, "'", ""))
+		guard := fmt.Sprintf("CASE %sWHEN __seq IS NULL THEN raise_error(concat('key ', %s, ': sequence_by column %s is null')) ", nullKeys, keyText, strings.ReplaceAll(m.SequenceBy, "'", ""))
 		if m.SequenceBy != "" {
 			guard += fmt.Sprintf("WHEN __phys THEN raise_error(concat('key ', %s, ': a delete row of the change feed of %s with sequence_by is placed by the local fold only; run this stage with engine: local')) ", keyText, m.Source.Name)
 		}
 		guard += "ELSE true END"
-		raw = fmt.Sprintf("raw AS (SELECT * FROM (SELECT %s, %s AS __seq, (%s OR %s) AS __del, %s AS __phys FROM table_changes_by_path(%s, %d, %d) WHERE _change_type <> 'update_preimage') WHERE %s)",
-			idents(m.Data, ""), seq, phys, del, phys, str(e.path(m.Source)), m.From, m.Through, guard)
+		raw = fmt.Sprintf("raw AS (SELECT * FROM (SELECT %s, %s AS __seq, (%s OR %s) AS __del, %s AS __phys FROM table_changes_by_path(%s, %d, %d) WHERE _change_type <> 'update_preimage' AND %s) WHERE %s)",
+			idents(m.Data, ""), seq, deleted, del, phys, str(e.path(m.Source)), m.From, m.Through, where, guard)
 	} else {
-		guard := fmt.Sprintf("CASE WHEN __seq IS NULL THEN raise_error(concat('key ', %s, ': sequence_by column %s is null')) ELSE true END", keyText, strings.ReplaceAll(m.SequenceBy, "'", ""))
-		raw = fmt.Sprintf("raw AS (SELECT * FROM (SELECT %s, %s AS __seq, %s AS __del FROM %s VERSION AS OF %d) WHERE %s)",
-			idents(m.Data, ""), seq, del, e.tableRef(m.Source), m.Through, guard)
+		guard := fmt.Sprintf("CASE %sWHEN __seq IS NULL THEN raise_error(concat('key ', %s, ': sequence_by column %s is null')) ELSE true END", nullKeys, keyText, strings.ReplaceAll(m.SequenceBy, "'", ""))
+		raw = fmt.Sprintf("raw AS (SELECT * FROM (SELECT %s, %s AS __seq, %s AS __del FROM %s VERSION AS OF %d WHERE %s) WHERE %s)",
+			idents(m.Data, ""), seq, del, e.tableRef(m.Source), m.Through, where, guard)
 	}
 	keep := "true"
 	if !deletesOn {
@@ -90,17 +112,32 @@ func (e *SparkExecutor) events(p *jobs.Plan, deletesOn bool) (string, error) {
 		out += fmt.Sprintf(`,
 prior AS (SELECT %s, %s AS __seq, (_change_type = 'delete' OR %s) AS __del,
  CASE WHEN _change_type = 'delete' OR %s THEN NULL ELSE to_json(%s) END AS __h
- FROM table_changes_by_path(%s, %d, %d) WHERE _change_type <> 'update_preimage'),
+ FROM table_changes_by_path(%s, %d, %d) WHERE _change_type <> 'update_preimage' AND %s),
 priorkept AS (SELECT * FROM prior WHERE %s),
 latep AS (SELECT DISTINCT %s, n.__seq FROM norm0 n JOIN priorkept p ON %s
  AND (p.__seq > n.__seq OR (p.__seq = n.__seq AND NOT (p.__del = n.__del AND p.__h <=> n.__h)))),
 norm AS (SELECT n.* FROM norm0 n LEFT ANTI JOIN priorkept p ON %s AND p.__seq = n.__seq AND p.__del = n.__del AND p.__h <=> n.__h
  LEFT JOIN latep l ON %s AND l.__seq = n.__seq
  WHERE CASE WHEN l.__seq IS NOT NULL THEN raise_error(concat('key ', %s, ': an event at ', CAST(n.__seq AS STRING), ' is at or before an event of the key merged before (a late event); late events are placed by the local engine with its event log: run this stage with engine: local')) ELSE true END)`,
-			idents(m.Keys, ""), seq, del, del, row, str(e.path(m.Source)), m.PriorFrom, m.From-1, keep,
+			idents(m.Keys, ""), seq, del, del, row, str(e.path(m.Source)), m.PriorFrom, m.From-1, where, keep,
 			idents(m.Keys, "n."), joinK("n.", "p."), joinK("n.", "p."), joinK("n.", "l."), keyTextExpr(m.Keys, "n."))
 	}
 	return out, nil
+}
+
+// snapshotTimes is the time a snapshot load recorded in the change feed row's commit
+// (NULL for other commits).
+func snapshotTimes(times map[int64]time.Time) string {
+	versions := make([]int64, 0, len(times))
+	for v := range times {
+		versions = append(versions, v)
+	}
+	slices.Sort(versions)
+	pairs := make([]string, len(versions))
+	for i, v := range versions {
+		pairs[i] = fmt.Sprintf("%d, %s", v, tsLiteral(times[v]))
+	}
+	return "element_at(map(" + strings.Join(pairs, ", ") + "), _commit_version)"
 }
 
 // seqExpr is the sequence of a source row (a timestamp for scd2_merge).
@@ -209,10 +246,16 @@ fresh AS (SELECT n.* FROM norm n LEFT ANTI JOIN stored s ON %s AND s.%s = n.__se
 				sel[i] = "NULL AS " + ident(c)
 			}
 		}
-		fmt.Fprintf(&b, `gone AS (SELECT %s, %s AS __seq, true AS __del FROM stored c LEFT ANTI JOIN norm n ON %s
- WHERE c.%s AND NOT c.__tomb AND c.%s < %s),
+		// They are deleted as of the snapshot's time (with sequence_by its newest value);
+		// a key whose current version is not older than that, at the source's commit time.
+		asOf := tsLiteral(m.SourceTime)
+		if m.SequenceBy != "" {
+			asOf = "coalesce((SELECT max(__seq) FROM raw), " + asOf + ")"
+		}
+		fmt.Fprintf(&b, `gone AS (SELECT %s, CASE WHEN c.%s < %s THEN %s ELSE %s END AS __seq, true AS __del FROM stored c LEFT ANTI JOIN norm n ON %s
+ WHERE c.%s AND NOT c.__tomb AND (c.%s < %s OR c.%s < %s)),
 allev AS (SELECT %s, __seq, __del FROM fresh UNION ALL SELECT %s, __seq, __del FROM gone),
-`, strings.Join(sel, ", "), tsLiteral(m.SourceTime), joinK("n.", "c."), cur, from, tsLiteral(m.SourceTime), idents(m.Data, ""), idents(m.Data, ""))
+`, strings.Join(sel, ", "), from, asOf, asOf, tsLiteral(m.SeenTime), joinK("n.", "c."), cur, from, asOf, from, tsLiteral(m.SeenTime), idents(m.Data, ""), idents(m.Data, ""))
 	} else {
 		fmt.Fprintf(&b, "allev AS (SELECT %s, __seq, __del FROM fresh),\n", idents(m.Data, ""))
 	}

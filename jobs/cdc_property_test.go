@@ -278,8 +278,9 @@ func cdcDeliveries(rng *rand.Rand, stream []cdcEvent) [][][][]cdcEvent {
 	return out
 }
 
-// cdcStreams is the number of random streams per mode.
-const cdcStreams = 32
+// cdcStreams is the number of random streams per mode (a few under the race detector:
+// see raceEnabled).
+var cdcStreams = map[bool]int{false: 32, true: 4}[raceEnabled]
 
 // The property, for every keyed merge of a change feed (scd2_merge with deletes: close
 // and tombstone, scd1_merge), in memory and over the memory budget (a budget so small
@@ -292,7 +293,7 @@ func TestCDCStreamsAnyOrderAnySplit(t *testing.T) {
 				t.Parallel()
 				streams := cdcStreams
 				if budget > 0 {
-					streams = cdcStreams / 3 // the passes over spill files, on fewer streams
+					streams = max(1, cdcStreams/3) // the passes over spill files, on fewer streams
 				}
 				for seed := range uint64(streams) {
 					rng := rand.New(rand.NewPCG(seed, 14))

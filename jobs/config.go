@@ -107,6 +107,16 @@ type IngestConfig struct {
 	// environment's, else DefaultMemoryBudget); a larger run works in passes over
 	// spill files.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
+	// SnapshotTime (mode snapshot) is the time the run's files show the table at: a
+	// timestamp or a date (e.g. ${run.slot}), or file_name (the date in the files'
+	// names). Default: with a timestamp or date sequence_by, its newest value in the
+	// files; else none. Merges of the table's change feed date the snapshot's deletes
+	// (and, without a sequence_by of their own, its rows) at this time.
+	SnapshotTime string `yaml:"snapshot_time"`
+	// MaxDeleteFraction (mode snapshot) is the largest share of the table's rows a run
+	// may delete because its files lack their keys (default DefaultMaxDeleteFraction;
+	// 1 allows any): more is refused before anything is written.
+	MaxDeleteFraction *float64 `yaml:"max_delete_fraction"`
 }
 
 // CSVOptions describe a CSV dialect.
@@ -216,6 +226,23 @@ func (c *IngestConfig) Validate() []FieldError {
 	if c.MemoryBudget != 0 && c.Mode != "upsert" && c.Mode != "snapshot" {
 		add("memory_budget", "only used with mode: upsert or snapshot (an append streams)")
 	}
+	if c.SnapshotTime != "" {
+		switch {
+		case c.Mode != "snapshot":
+			add("snapshot_time", "only used with mode: snapshot")
+		case c.SnapshotTime == SnapshotTimeFromFileName, strings.Contains(c.SnapshotTime, "${"):
+		default:
+			if _, err := parseSnapshotTime(c.SnapshotTime); err != nil {
+				add("snapshot_time", "%v", err)
+			}
+		}
+	}
+	if c.MaxDeleteFraction != nil {
+		errs = append(errs, validateDeleteFraction(*c.MaxDeleteFraction)...)
+		if c.Mode != "snapshot" {
+			add("max_delete_fraction", "only used with mode: snapshot")
+		}
+	}
 	return append(errs, validateBudget(c.MemoryBudget)...)
 }
 
@@ -306,8 +333,12 @@ type SCD2Config struct {
 	Deletes string `yaml:"deletes"`
 	// DeleteWhen is a predicate over the source row (e.g. "op = 'D'") marking deletes; for
 	// a change feed source, delete rows are deletes too.
-	DeleteWhen string     `yaml:"delete_when"`
-	Columns    SCDColumns `yaml:"columns"`
+	DeleteWhen string `yaml:"delete_when"`
+	// Where is a predicate over the source row: rows it does not hold for are not
+	// merged (the run's notes count them), e.g. "customer_id IS NOT NULL" to pass rows
+	// with a NULL key, which are otherwise refused.
+	Where   string     `yaml:"where"`
+	Columns SCDColumns `yaml:"columns"`
 	// MemoryBudget bounds the stage's memory (default: the environment's, else
 	// DefaultMemoryBudget); a larger batch works in passes over spill files.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
@@ -352,8 +383,10 @@ func (c *SCD2Config) Validate() []FieldError {
 	default:
 		add("deletes", "unknown value %q; expected ignore, close or tombstone", c.Deletes)
 	}
-	if e, ok := checkPredicate("delete_when", c.DeleteWhen); !ok {
-		errs = append(errs, e)
+	for _, p := range [][2]string{{"delete_when", c.DeleteWhen}, {"where", c.Where}} {
+		if e, ok := checkPredicate(p[0], p[1]); !ok {
+			errs = append(errs, e)
+		}
 	}
 	names := map[string]string{}
 	for _, nc := range []struct{ field, name string }{
@@ -384,6 +417,9 @@ type SCD1Config struct {
 	Deletes string `yaml:"deletes"`
 	// DeleteWhen is a predicate over the source row (e.g. "op = 'D'") marking deletes.
 	DeleteWhen string `yaml:"delete_when"`
+	// Where is a predicate over the source row: rows it does not hold for are not
+	// merged (see SCD2Config.Where).
+	Where string `yaml:"where"`
 	// MemoryBudget bounds the stage's memory (see SCD2Config.MemoryBudget).
 	MemoryBudget ByteSize `yaml:"memory_budget"`
 }
@@ -404,8 +440,10 @@ func (c *SCD1Config) Validate() []FieldError {
 	default:
 		errs = append(errs, FieldError{"deletes", fmt.Sprintf("unknown value %q; expected ignore or delete", c.Deletes)})
 	}
-	if e, ok := checkPredicate("delete_when", c.DeleteWhen); !ok {
-		errs = append(errs, e)
+	for _, p := range [][2]string{{"delete_when", c.DeleteWhen}, {"where", c.Where}} {
+		if e, ok := checkPredicate(p[0], p[1]); !ok {
+			errs = append(errs, e)
+		}
 	}
 	return append(errs, validateBudget(c.MemoryBudget)...)
 }
@@ -518,5 +556,13 @@ func (d *Duration) UnmarshalText(b []byte) error {
 		return err
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// validateDeleteFraction checks a max_delete_fraction.
+func validateDeleteFraction(f float64) []FieldError {
+	if f < 0 || f > 1 || f != f {
+		return []FieldError{{"max_delete_fraction", fmt.Sprintf("must be between 0 and 1 (a share of the table's rows), got %g", f)}}
+	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,6 +109,9 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 		}
 		return res, nil
 	}
+	if err := checkNotEmpty(todo); err != nil {
+		return res, err
+	}
 	reportFiles(env, todo)
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
 	// Rows count as written as they are decoded; a failed run reports only what it
@@ -133,12 +137,18 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 const ingestWriterMemory = 64 << 20
 
 // decodeSchema is the part of the table's schema that comes from the files: every column
-// but the lineage columns.
+// but the lineage columns. In upsert and snapshot modes the key columns are NOT NULL: a
+// row without a key is a bad record (file, line and column), which on_error decides.
 func (s *Ingest) decodeSchema(table *delta.StructType) *delta.StructType {
 	out := &delta.StructType{}
 	for _, f := range table.Fields {
 		if strings.EqualFold(f.Name, s.sourceFileColumn()) || strings.EqualFold(f.Name, s.loadTimeColumn()) {
 			continue
+		}
+		if f.Nullable && s.cfg.Mode != "" && s.cfg.Mode != "append" && slices.ContainsFunc(s.cfg.Keys, func(k string) bool { return strings.EqualFold(k, f.Name) }) {
+			key := *f
+			key.Nullable = false
+			f = &key
 		}
 		out.Fields = append(out.Fields, f)
 	}
@@ -174,7 +184,7 @@ func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 	if err := s.quarantine(ctx, env, files, quarantine, loadTime, res); err != nil {
 		return err
 	}
-	v, err := commitAppend(ctx, env, decl, tbl, snap, files, adds, res.RowsWritten, res)
+	v, err := commitAppend(ctx, env, decl, tbl, snap, files, adds, res.RowsWritten, nil, res)
 	if err != nil {
 		return err
 	}
@@ -183,8 +193,8 @@ func (s *Ingest) appendFiles(ctx context.Context, env *Env, decl *Table, tbl *de
 }
 
 // commitAppend commits adds (rows rows of files) as one WRITE (Append) with a txn per
-// file, and counts it in res.
-func commitAppend(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, adds []*delta.Add, rows int64, res *Result) (int64, error) {
+// file (and a snapshot's time, asOf, when set), and counts it in res.
+func commitAppend(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, adds []*delta.Add, rows int64, asOf *int64, res *Result) (int64, error) {
 	lineage := env.lineage()
 	lineage.SourceFiles = fileNames(files)
 	var bytesOut int64
@@ -198,9 +208,7 @@ func commitAppend(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, 
 		Lineage:             lineage,
 	})
 	tx.AddFiles(adds...)
-	for _, f := range files {
-		tx.SetTxn(f.ID, f.Version)
-	}
+	setSnapshotTxns(tx, files, asOf)
 	v, err := tx.Commit(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("commit to %s: %w", decl.Name, err)
@@ -466,4 +474,16 @@ func partitionByJSON(cols []string) string {
 		return "[]"
 	}
 	return `["` + strings.Join(cols, `","`) + `"]`
+}
+
+// checkNotEmpty refuses a run with a 0-byte source file before anything is read: no
+// format's file is empty (a CSV has a header), so it is a transfer that failed or has not
+// finished, which a snapshot would read as a table without rows.
+func checkNotEmpty(files []*sourceFile) error {
+	for _, f := range files {
+		if f.Size == 0 {
+			return fmt.Errorf("source file %s is empty (0 bytes): a transfer that failed or has not finished? Nothing was loaded; replace the file (or remove it) and run again", f.Name)
+		}
+	}
+	return nil
 }

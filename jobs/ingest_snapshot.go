@@ -175,7 +175,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	pass1 := s.startSnapshotTable(ctx, snap, data)
 	defer pass1.cancel()
 	committed := res.RowsWritten
-	fresh, kept, bad, err := s.snapshotFiles(ctx, env, snap, files, data, pass1, loadTime, limit, res)
+	st, kept, bad, err := s.snapshotFiles(ctx, env, snap, files, data, pass1, loadTime, limit, res)
 	res.RowsWritten = committed // rows count as written when the MERGE writes them
 	defer func() { releaseRecords(kept) }()
 	if err != nil {
@@ -198,7 +198,14 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	for _, r := range kept {
 		keptRows += int(r.NumRows())
 	}
-	keep, matches, deletes := snapshotChanges(table, fresh, keptRows)
+	keep, matches, deletes := snapshotChanges(table, st.fresh, keptRows)
+	asOf, err := s.snapshotTime(snap, files, st.top, st.hasTop)
+	if err != nil {
+		return err
+	}
+	if err := s.checkDeleteShare(decl, files, table.absent(), int64(len(table.row))); err != nil {
+		return err
+	}
 	var rows []arrow.RecordBatch
 	if keep != nil {
 		if rows, err = gatherKept(ctx, kept, keep); err != nil {
@@ -223,7 +230,19 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
 		return err
 	}
-	return s.mergeSnapshot(ctx, env, decl, tbl, snap, files, sch, rows, matches, res)
+	return s.mergeSnapshot(ctx, env, decl, tbl, snap, files, sch, rows, matches, asOf, res)
+}
+
+// absent is the number of the table's keys that pass 2 did not see in the files (those
+// that delete_when marked are not counted).
+func (t *snapTable) absent() int64 {
+	var n int64
+	for id := range t.row {
+		if !t.side.keys[id].seen {
+			n++
+		}
+	}
+	return n
 }
 
 // snapshotChanges is what passes 1 and 2 decided, as the MERGE's source and matches:
@@ -291,14 +310,12 @@ func snapshotChanges(table *snapTable, fresh *snapSide, keptRows int) (keep []in
 
 // mergeSnapshot commits a snapshot's changes, rows (of schema sch) matched by place to
 // the table's rows, as one MERGE with the files' txns.
-func (s *Ingest) mergeSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, sch *arrow.Schema, rows []arrow.RecordBatch, matches *delta.MergePositions, res *Result) error {
+func (s *Ingest) mergeSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, sch *arrow.Schema, rows []arrow.RecordBatch, matches *delta.MergePositions, asOf *int64, res *Result) error {
 	names := fileNames(files)
 	lineage := env.lineage()
 	lineage.SourceFiles = names
 	tx := tbl.NewTransaction(snap, delta.TxOptions{})
-	for _, f := range files {
-		tx.SetTxn(f.ID, f.Version)
-	}
+	setSnapshotTxns(tx, files, asOf)
 	if len(rows) == 0 {
 		rows = []arrow.RecordBatch{array.NewRecordBatch(sch, emptyColumns(sch), 0)}
 		defer rows[0].Release()
@@ -438,7 +455,7 @@ func (s *Ingest) snapshotTable(ctx context.Context, snap *delta.Snapshot, data [
 // snapshotFiles is pass 2: it returns the new keys' side and the kept rows. With limit
 // set, it fails with errOverBudget once what it holds (with the table's keys) would
 // exceed it.
-func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, data []string, pass1 *tablePass, loadTime time.Time, limit int64, res *Result) (*snapSide, []arrow.RecordBatch, []*badRecord, error) {
+func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, data []string, pass1 *tablePass, loadTime time.Time, limit int64, res *Result) (*snapState, []arrow.RecordBatch, []*badRecord, error) {
 	st, err := s.newSnapState(snap, files, data, nil)
 	if err != nil {
 		return nil, nil, nil, err
@@ -477,7 +494,7 @@ func (s *Ingest) snapshotFiles(ctx context.Context, env *Env, snap *delta.Snapsh
 			return nil, st.kept, nil, err
 		}
 	}
-	return st.fresh, st.kept, bad, nil
+	return st, st.kept, bad, nil
 }
 
 // snapRow is a decoded row as pass 2 weighs it.

@@ -57,7 +57,11 @@ func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, t
 		return err
 	}
 	res.RowsWritten = committed + l.written
-	if _, err := commitAppend(ctx, env, decl, tbl, snap, files, adds, l.written, res); err != nil {
+	asOf, err := s.snapshotTime(snap, files, 0, false)
+	if err != nil {
+		return err
+	}
+	if _, err := commitAppend(ctx, env, decl, tbl, snap, files, adds, l.written, asOf, res); err != nil {
 		return err
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted into an empty table", strings.Join(fileNames(files), ", "), l.written))

@@ -53,6 +53,8 @@ func (s *Ingest) loadSnapshotSpilled(ctx context.Context, env *Env, decl *Table,
 	}, limit)
 	var problem error // the earliest row's problem of all passes
 	var problemOrd int64
+	var absent, tableKeys, top int64
+	hasTop := false
 	for i, r := range runs {
 		reportPass(env, i+1, len(runs))
 		st, err := s.snapshotPass(ctx, snap, files, data, keys, rows, r[0], r[1], sch, pm)
@@ -62,9 +64,20 @@ func (s *Ingest) loadSnapshotSpilled(ctx context.Context, env *Env, decl *Table,
 		if st.firstErr != nil && (problem == nil || st.firstOrd < problemOrd) {
 			problem, problemOrd = st.firstErr, st.firstOrd
 		}
+		absent, tableKeys = absent+st.absent, tableKeys+st.tableKeys
+		if st.hasTop && (!hasTop || st.top > top) {
+			top, hasTop = st.top, true
+		}
 	}
 	if problem != nil {
 		return problem
+	}
+	asOf, err := s.snapshotTime(snap, files, top, hasTop)
+	if err != nil {
+		return err
+	}
+	if err := s.checkDeleteShare(decl, files, absent, tableKeys); err != nil {
+		return err
 	}
 	names := fileNames(files)
 	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
@@ -73,9 +86,7 @@ func (s *Ingest) loadSnapshotSpilled(ctx context.Context, env *Env, decl *Table,
 	lineage := env.lineage()
 	lineage.SourceFiles = names
 	tx := tbl.NewTransaction(snap, delta.TxOptions{})
-	for _, f := range files {
-		tx.SetTxn(f.ID, f.Version)
-	}
+	setSnapshotTxns(tx, files, asOf)
 	mp, err := tbl.NewMergeInParts(delta.MergeOptions{
 		On:       s.cfg.Keys,
 		NullSafe: true,
@@ -267,6 +278,7 @@ func (s *Ingest) snapshotPass(ctx context.Context, snap *delta.Snapshot, files [
 	if err != nil || st.firstErr != nil {
 		return st, err
 	}
+	st.absent, st.tableKeys = t.absent(), int64(len(t.row))
 	if err := handMatched(ctx, t, st, sch, pm); err != nil {
 		return nil, err
 	}

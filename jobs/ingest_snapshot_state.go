@@ -43,6 +43,12 @@ type snapState struct {
 	// run fails naming what a run in memory names, the first problem in file order.
 	firstErr error
 	firstOrd int64
+	// top is the newest sequence_by value of the rows weighed (hasTop: one was).
+	top    int64
+	hasTop bool
+	// absent and tableKeys count, once a pass over spill files is weighed, the table's
+	// keys its files lack and all the table's keys, in its key ranges.
+	absent, tableKeys int64
 }
 
 // problem records a row's problem: in memory (ords nil) it ends the run at once; in a
@@ -136,6 +142,9 @@ func (st *snapState) add(ctx context.Context, marked arrow.RecordBatch, fi int, 
 					return err
 				}
 				continue
+			}
+			if !st.hasTop || r.seq > st.top {
+				st.top, st.hasTop = r.seq, true
 			}
 		}
 		stands, clash := sd.offer(id, r)

@@ -14,10 +14,16 @@ type MergePlan struct {
 	Source, Target PlanTable
 	SourceChanges  bool
 	From, Through  int64
-	// SourceTime is the commit time of source version Through: the sequence of a
-	// snapshot source's rows without sequence_by, and the time keys missing from a
-	// snapshot source are deleted at.
-	SourceTime time.Time
+	// SourceTime is, for a snapshot source, the time its rows are as of: the time its
+	// last snapshot load recorded, else the commit time of version Through (SeenTime).
+	// It is the sequence of its rows without sequence_by, and the time keys it lacks
+	// are deleted at (with sequence_by: its newest sequence_by value); a key whose
+	// current version starts at or after that is deleted at SeenTime.
+	SourceTime, SeenTime time.Time
+	// SnapshotTimes are, for a change feed source, the times the snapshot loads among
+	// its versions PriorFrom (else From) through Through recorded, by version: their
+	// deletes, and without sequence_by their rows, are at that time.
+	SnapshotTimes map[int64]time.Time
 	// Keys, Tracked and Type1 are column names; Data are every target column the source
 	// fills (all but the SCD columns and identity columns).
 	Keys, Tracked, Type1, Data []string
@@ -26,6 +32,8 @@ type MergePlan struct {
 	SequenceBy   string
 	SequenceType string
 	DeleteWhen   string
+	// Where selects the source rows merged ("": all).
+	Where string
 	// Deletes: scd2_merge ignore, close or tombstone; scd1_merge ignore or delete.
 	Deletes string
 	// The SCD columns of an scd2_merge target (SurrogateKey may be "").
@@ -54,7 +62,7 @@ func mergeStart(ctx context.Context, f *flow, last int64, merged bool) (int64, e
 
 // planMerge fills what both merge kinds share; it returns nil (with p up to date) when
 // the source's latest version is merged.
-func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string, sourceChanges bool, sequenceBy, deleteWhen string, l *scdLayout) (*MergePlan, error) {
+func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string, sourceChanges bool, sequenceBy, deleteWhen, where string, l *scdLayout) (*MergePlan, error) {
 	latest := f.srcSnap.Version()
 	p.Result.VersionsRead = []TableVersion{{Table: f.srcDecl.Name, Version: latest}}
 	last, merged := f.dstSnap.TxnVersion(appID)
@@ -66,7 +74,8 @@ func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string,
 	target := planTable(f.dstDecl, f.dstSnap)
 	mp := &MergePlan{
 		Source: planTable(f.srcDecl, f.srcSnap), Target: target, SourceChanges: sourceChanges,
-		Through: latest, SourceTime: f.srcSnap.Timestamp(), SequenceBy: sequenceBy, DeleteWhen: deleteWhen,
+		Through: latest, SourceTime: time.UnixMicro(snapshotSourceTime(f.srcSnap)).UTC(), SeenTime: f.srcSnap.Timestamp(),
+		SequenceBy: sequenceBy, DeleteWhen: deleteWhen, Where: where,
 		PriorFrom: -1,
 	}
 	if sequenceBy != "" {
@@ -93,6 +102,22 @@ func planMerge(ctx context.Context, p *Plan, f *flow, appID, watermarkID string,
 		p.Result.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: from - 1, Through: latest}}
 		if w, ok := f.dstSnap.TxnVersion(watermarkID); ok {
 			mp.Watermark = &w
+		}
+		if mp.SequenceType == "" || isSequenceType(f.srcSnap.Schema().Field(sequenceBy).Type, false) {
+			first := from
+			if mp.PriorFrom >= 0 {
+				first = mp.PriorFrom
+			}
+			times, err := f.src.CommitTxns(ctx, first, latest, snapshotAsOfID)
+			if err != nil {
+				return nil, fmt.Errorf("source %s: %w", f.srcDecl.Name, err)
+			}
+			for v, t := range times {
+				if mp.SnapshotTimes == nil {
+					mp.SnapshotTimes = map[int64]time.Time{}
+				}
+				mp.SnapshotTimes[v] = time.UnixMicro(t).UTC()
+			}
 		}
 	}
 	names := func(idx []int) []string {
@@ -123,7 +148,7 @@ func (s *SCD2Merge) Plan(ctx context.Context, env *Env) (*Plan, error) {
 		return nil, fmt.Errorf("dimension %s: %w", f.dstDecl.Name, err)
 	}
 	p := &Plan{Stage: s.name, Kind: s.Kind(), Writes: []string{s.cfg.Target}}
-	mp, err := planMerge(ctx, p, f, s.AppID(), s.watermarkID(), s.cfg.SourceChanges, s.cfg.SequenceBy, s.cfg.DeleteWhen, l)
+	mp, err := planMerge(ctx, p, f, s.AppID(), s.watermarkID(), s.cfg.SourceChanges, s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, l)
 	if err != nil || mp == nil {
 		return p, err
 	}
@@ -144,7 +169,7 @@ func (s *SCD1Merge) Plan(ctx context.Context, env *Env) (*Plan, error) {
 		return nil, fmt.Errorf("table %s: %w", f.dstDecl.Name, err)
 	}
 	p := &Plan{Stage: s.name, Kind: s.Kind(), Writes: []string{s.cfg.Target}}
-	mp, err := planMerge(ctx, p, f, s.AppID(), s.watermarkID(), s.cfg.SourceChanges, s.cfg.SequenceBy, s.cfg.DeleteWhen, l)
+	mp, err := planMerge(ctx, p, f, s.AppID(), s.watermarkID(), s.cfg.SourceChanges, s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, l)
 	if err != nil || mp == nil {
 		return p, err
 	}

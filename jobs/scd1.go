@@ -92,7 +92,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s merged through version %d", srcDecl.Name, latest))
 		return res, nil
 	}
-	es, err := newEventSource(l, srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, true)
+	es, err := newEventSource(l, srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, true)
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
@@ -123,6 +123,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
+	es.noteSkipped(&res)
 	stored, err := s.storedRows(ctx, dstSnap, l, b.events)
 	if err != nil {
 		return res, fmt.Errorf("table %s: %w", dstDecl.Name, err)

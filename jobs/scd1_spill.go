@@ -33,7 +33,7 @@ func (s *SCD1Merge) runSpilled(ctx context.Context, env *Env, f *flow, l *scdLay
 	b := newSCDBatch(l)
 	defer b.Release()
 	b.spill = sp
-	res.RowsRead = 0
+	res.RowsRead, es.skipped = 0, 0
 	if s.cfg.SourceChanges {
 		err = b.readChanges(ctx, f.src, from, latest, es, &res)
 	} else {
@@ -42,6 +42,7 @@ func (s *SCD1Merge) runSpilled(ctx context.Context, env *Env, f *flow, l *scdLay
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
+	es.noteSkipped(&res)
 	if sp.events == nil { // an empty batch
 		sp.events = newFanout(sp.dir, nil, hashParts)
 	}

@@ -151,7 +151,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s merged through version %d", srcDecl.Name, latest))
 		return res, nil
 	}
-	es, err := newEventSource(l, srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, false)
+	es, err := newEventSource(l, srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, false)
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
@@ -168,12 +168,21 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	// A snapshot source deletes the current keys it no longer has, as of its version's
-	// time (when their absence was seen: they carry no sequence of their own).
-	var deleteAt *int64
+	// A snapshot source deletes the current keys it no longer has as of the time its
+	// rows are: the newest sequence_by value, else the time its last snapshot load
+	// recorded, else its version's commit time (they carry no sequence of their own).
+	var deleteAt *snapshotDeletes
 	if !s.cfg.SourceChanges && l.spec.deletes != "ignore" {
-		at := srcSnap.Timestamp().UnixMicro()
-		deleteAt = &at
+		deleteAt = &snapshotDeletes{at: snapshotSourceTime(srcSnap), seen: srcSnap.Timestamp().UnixMicro()}
+		if s.cfg.SequenceBy != "" {
+			top, ok := batch.maxSeq(true)
+			if batch.spill != nil {
+				top, ok = batch.spill.top, batch.spill.hasTop
+			}
+			if ok {
+				deleteAt.at = top
+			}
+		}
 	}
 	if batch.spill != nil {
 		return s.runSpilled(ctx, env, f, l, log, batch.spill, deleteAt, res)
@@ -206,13 +215,14 @@ func (s *SCD2Merge) readBatch(ctx context.Context, env *Env, f *flow, batch *scd
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", f.srcDecl.Name, err)
 	}
+	es.noteSkipped(res)
 	return log, nil
 }
 
 // runInMemory merges a batch held in memory: it scans the dimension for the batch's
 // keys, folds them, appends the batch's events to the event log (log, nil without one)
 // and commits the changes with the new watermark.
-func (s *SCD2Merge) runInMemory(ctx context.Context, env *Env, f *flow, l *scdLayout, log *eventLog, batch *scdBatch, deleteAt *int64, res Result) (Result, error) {
+func (s *SCD2Merge) runInMemory(ctx context.Context, env *Env, f *flow, l *scdLayout, log *eventLog, batch *scdBatch, deleteAt *snapshotDeletes, res Result) (Result, error) {
 	srcDecl, dstDecl, dst, dstSnap := f.srcDecl, f.dstDecl, f.dst, f.dstSnap
 	latest := f.srcSnap.Version()
 	work, missing, err := batch.scanDimension(ctx, dstSnap, deleteAt)
@@ -529,7 +539,8 @@ func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, es 
 }
 
 // readSnapshotEvents turns every source row into an upsert at its sequence_by value
-// (default: the source version's commit time), or a delete where delete_when holds.
+// (default: the source's snapshot time, snapshotSourceTime), or a delete where
+// delete_when holds.
 func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSource, add func(scdEvent) error, res *Result) error {
 	sc, err := snap.Scan(ctx, delta.ScanOptions{})
 	if err != nil {
@@ -537,15 +548,12 @@ func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSour
 	}
 	defer sc.Release()
 	l := es.l
-	at := snap.Timestamp().UnixMicro()
-	for sc.Next() {
-		rec := sc.RecordBatch()
-		cols, err := sourceColumns(rec.Schema(), l)
-		if err != nil {
-			return err
-		}
+	at := snapshotSourceTime(snap)
+	version := snap.Version()
+	record := func(rec arrow.RecordBatch, cols []int) error {
 		seqIdx := -1
 		if es.sequenceBy != "" {
+			var err error
 			if seqIdx, err = seqColumn(rec.Schema(), es.sequenceBy); err != nil {
 				return err
 			}
@@ -571,6 +579,22 @@ func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSour
 			}
 		}
 		res.RowsRead += rec.NumRows()
+		return nil
+	}
+	for sc.Next() {
+		cols, err := sourceColumns(sc.RecordBatch().Schema(), l)
+		if err != nil {
+			return err
+		}
+		rec, err := es.admit(ctx, sc.RecordBatch(), cols, func(int) int64 { return version })
+		if err != nil {
+			return err
+		}
+		err = record(rec, cols)
+		rec.Release()
+		if err != nil {
+			return err
+		}
 	}
 	return sc.Err()
 }

@@ -279,9 +279,15 @@ func (b *scdBatch) events(id int32) ([]scdEvent, error) {
 type eventSource struct {
 	l          *scdLayout
 	sequenceBy string
+	// timeSeq: sequences are times (sequence_by is a timestamp or a date, or commit
+	// times), so a snapshot load's recorded time (snapshotAsOfID) is one.
+	timeSeq    bool
 	deleteWhen *delta.Matcher
-	// deleteCols are the columns delete_when reads.
+	// deleteCols are the columns delete_when and where read.
 	deleteCols []string
+	// where, when set, selects the source rows merged (admit); skipped counts the others.
+	where   *delta.Matcher
+	skipped int64
 }
 
 // deletesMarked returns, per row of rec, whether delete_when marks it (nil: none do).
@@ -297,7 +303,7 @@ func (es *eventSource) deletesMarked(rec arrow.RecordBatch) ([]bool, error) {
 }
 
 // readSnapshot makes every source row an upsert at its sequence_by value (default: the
-// source version's commit time), or a delete where delete_when holds.
+// source's snapshot time, snapshotSourceTime), or a delete where delete_when holds.
 func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, es *eventSource, res *Result) error {
 	schema := snap.Schema()
 	cols := make([]string, 0, len(b.l.data)+1)
@@ -328,44 +334,70 @@ func (b *scdBatch) readSnapshot(ctx context.Context, snap *delta.Snapshot, es *e
 		return err
 	}
 	defer sc.Release()
-	at := snap.Timestamp().UnixMicro()
-	var seqs []int64 // per record, reused (addRows copies them)
-	var dels []bool
+	at := snapshotSourceTime(snap)
+	var buf eventBufs
+	version := snap.Version()
 	for sc.Next() {
-		rec := sc.RecordBatch()
-		var seqCol arrow.Array
-		if sequenceBy != "" {
-			idx, err := seqColumn(rec.Schema(), sequenceBy)
-			if err != nil {
-				return err
-			}
-			seqCol = rec.Column(idx)
-		}
-		marked, err := es.deletesMarked(rec)
+		cols, err := sourceColumns(sc.RecordBatch().Schema(), b.l)
 		if err != nil {
 			return err
 		}
-		n := int(rec.NumRows())
-		seqs, dels = slices.Grow(seqs[:0], n)[:n], slices.Grow(dels[:0], n)[:n]
-		clear(dels)
-		if marked != nil {
-			copy(dels, marked)
-		}
-		for i := range seqs {
-			seqs[i] = at
-			if seqCol != nil {
-				var ok bool
-				if seqs[i], ok = seqValue(seqCol, i); !ok {
-					return nullSequence(rec, b.l, i, sequenceBy)
-				}
-			}
-		}
-		if err := b.take(ctx, rec, seqs, dels, nil); err != nil {
+		rec, err := es.admit(ctx, sc.RecordBatch(), cols, func(int) int64 { return version })
+		if err != nil {
 			return err
 		}
-		res.RowsRead += rec.NumRows()
+		err = b.takeSnapshotRecord(ctx, rec, at, sequenceBy, es, res, &buf)
+		rec.Release()
+		if err != nil {
+			return err
+		}
 	}
 	return sc.Err()
+}
+
+// eventBufs hold a record's sequences and delete marks, reused from record to record
+// (addRows copies them).
+type eventBufs struct {
+	seqs []int64
+	dels []bool
+}
+
+// takeSnapshotRecord is readSnapshot's work on one record of the source (the rows admit
+// let through); seqs and dels are reused from record to record.
+func (b *scdBatch) takeSnapshotRecord(ctx context.Context, rec arrow.RecordBatch, at int64, sequenceBy string, es *eventSource, res *Result, buf *eventBufs) error {
+	var seqCol arrow.Array
+	if sequenceBy != "" {
+		idx, err := seqColumn(rec.Schema(), sequenceBy)
+		if err != nil {
+			return err
+		}
+		seqCol = rec.Column(idx)
+	}
+	marked, err := es.deletesMarked(rec)
+	if err != nil {
+		return err
+	}
+	n := int(rec.NumRows())
+	buf.seqs, buf.dels = slices.Grow(buf.seqs[:0], n)[:n], slices.Grow(buf.dels[:0], n)[:n]
+	seqs, dels := buf.seqs, buf.dels
+	clear(dels)
+	if marked != nil {
+		copy(dels, marked)
+	}
+	for i := range seqs {
+		seqs[i] = at
+		if seqCol != nil {
+			var ok bool
+			if seqs[i], ok = seqValue(seqCol, i); !ok {
+				return nullSequence(rec, b.l, i, sequenceBy)
+			}
+		}
+	}
+	if err := b.take(ctx, rec, seqs, dels, nil); err != nil {
+		return err
+	}
+	res.RowsRead += rec.NumRows()
+	return nil
 }
 
 func nullSequence(rec arrow.RecordBatch, l *scdLayout, i int, name string) error {
@@ -420,56 +452,83 @@ func eachChange(ctx context.Context, src *delta.Table, from, to int64, es *event
 	defer rd.Release()
 	seqName := or(es.sequenceBy, delta.CommitTimestampColumn)
 	for rd.Next() {
-		rec := rd.RecordBatch()
-		cols, err := sourceColumns(rec.Schema(), l)
+		cols, err := sourceColumns(rd.RecordBatch().Schema(), l)
 		if err != nil {
 			return err
 		}
-		seqIdx, err := seqColumn(rec.Schema(), seqName)
+		raw := rd.RecordBatch()
+		versions := raw.Column(raw.Schema().FieldIndices(delta.CommitVersionColumn)[0]).(*array.Int64)
+		rec, err := es.admit(ctx, raw, cols, func(i int) int64 { return versions.Value(i) })
 		if err != nil {
 			return err
 		}
-		commitIdx, err := seqColumn(rec.Schema(), delta.CommitTimestampColumn)
+		err = eachChangeRecord(rd, rec, cols, seqName, es, change, res)
+		rec.Release()
 		if err != nil {
 			return err
 		}
-		marked, err := es.deletesMarked(rec)
-		if err != nil {
-			return err
-		}
-		field := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
-		types := field(delta.ChangeTypeColumn).(*array.String)
-		versions, _ := field(delta.CommitVersionColumn).(*array.Int64)
-		seqCol, commitCol := rec.Column(seqIdx), rec.Column(commitIdx)
-		n := int(rec.NumRows())
-		ev := &changeEvents{seqs: make([]int64, n), dels: make([]bool, n), phys: make([]bool, n), rowSeqs: make([]int64, n), commits: make([]int64, n)}
-		for i := range n {
-			seq, ok := seqValue(seqCol, i)
-			if !ok {
-				row, err := sourceRow(rec, l, i, cols)
-				if err != nil {
-					return err
-				}
-				return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), seqName)
-			}
-			phys := types.Value(i) == delta.ChangeDelete
-			ev.rowSeqs[i] = seq
-			if at, ok := seqValue(commitCol, i); phys && ok && at > seq {
-				// A deleted row carries its last values; the delete happened at its commit.
-				seq = at
-			}
-			ev.seqs[i], ev.phys[i] = seq, phys
-			ev.dels[i] = phys || marked != nil && marked[i]
-			if versions != nil {
-				ev.commits[i] = versions.Value(i)
-			}
-		}
-		if err := change(rec, cols, ev); err != nil {
-			return err
-		}
-		res.RowsRead += rec.NumRows()
 	}
 	return rd.Err()
+}
+
+// eachChangeRecord is eachChange's work on one record of the change feed (rd's, with
+// the rows admit let through).
+func eachChangeRecord(rd *delta.ChangesReader, rec arrow.RecordBatch, cols []int, seqName string, es *eventSource,
+	change func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error, res *Result) error {
+	l := es.l
+	seqIdx, err := seqColumn(rec.Schema(), seqName)
+	if err != nil {
+		return err
+	}
+	commitIdx, err := seqColumn(rec.Schema(), delta.CommitTimestampColumn)
+	if err != nil {
+		return err
+	}
+	marked, err := es.deletesMarked(rec)
+	if err != nil {
+		return err
+	}
+	field := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+	types := field(delta.ChangeTypeColumn).(*array.String)
+	versions, _ := field(delta.CommitVersionColumn).(*array.Int64)
+	seqCol, commitCol := rec.Column(seqIdx), rec.Column(commitIdx)
+	n := int(rec.NumRows())
+	ev := &changeEvents{seqs: make([]int64, n), dels: make([]bool, n), phys: make([]bool, n), rowSeqs: make([]int64, n), commits: make([]int64, n)}
+	for i := range n {
+		seq, ok := seqValue(seqCol, i)
+		if !ok {
+			row, err := sourceRow(rec, l, i, cols)
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), seqName)
+		}
+		phys := types.Value(i) == delta.ChangeDelete
+		ev.rowSeqs[i] = seq
+		asOf, snapshot := int64(0), false
+		if es.timeSeq && versions != nil {
+			asOf, snapshot = rd.CommitTxn(versions.Value(i), snapshotAsOfID)
+		}
+		switch at, ok := seqValue(commitCol, i); {
+		case snapshot && (phys || es.sequenceBy == ""):
+			// A snapshot load's deletes (keys its extract lacked), and without a
+			// sequence_by its rows, are as of the snapshot's time.
+			seq, phys = asOf, false
+		case phys && ok && at > seq:
+			// A deleted row carries its last values; the delete happened at its commit.
+			seq = at
+		}
+		ev.seqs[i], ev.phys[i] = seq, phys
+		ev.dels[i] = types.Value(i) == delta.ChangeDelete || marked != nil && marked[i]
+		if versions != nil {
+			ev.commits[i] = versions.Value(i)
+		}
+	}
+	if err := change(rec, cols, ev); err != nil {
+		return err
+	}
+	res.RowsRead += rec.NumRows()
+	return nil
 }
 
 // maxSeq is the highest sequence in the batch; withPhys counts the deletes of source
@@ -492,4 +551,13 @@ func (l *scdLayout) dataIndex(name string) int {
 		}
 	}
 	return -1
+}
+
+// snapshotSourceTime is the time a snapshot source's rows are as of, without a
+// sequence_by: the time its last snapshot load recorded, else its version's commit time.
+func snapshotSourceTime(snap *delta.Snapshot) int64 {
+	if t, ok := snap.TxnVersion(snapshotAsOfID); ok {
+		return t
+	}
+	return snap.Timestamp().UnixMicro()
 }

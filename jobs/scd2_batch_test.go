@@ -93,14 +93,22 @@ func stageMatchesModel(t *testing.T, deletes string, seed uint64) {
 		rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
 		writeRows(t, env, staging, true, rows...)
 		if deletes == "close" {
-			// The model deletes the current keys the snapshot lacks at its commit time.
+			// The model deletes the current keys the snapshot lacks as of the snapshot's
+			// time: its newest sequence_by value, as its versions start at theirs; a key
+			// whose current version is newer than that at the snapshot's commit time.
 			inBatch := map[any]bool{}
+			var asOf int64
 			for _, e := range events {
 				inBatch[e.row[0]] = true
+				asOf = max(asOf, e.seq)
 			}
 			for _, v := range model.rows {
 				if v.Current && !inBatch[v.Row[0]] {
-					events = append(events, scdEvent{seq: clock.t.UnixMicro(), delete: true, row: []any{v.Row[0], nil, nil}})
+					at := asOf
+					if at <= v.From {
+						at = clock.t.UnixMicro()
+					}
+					events = append(events, scdEvent{seq: at, delete: true, row: []any{v.Row[0], nil, nil}})
 				}
 			}
 		}

@@ -136,9 +136,9 @@ func (l *scdLayout) tombstoneAt(rec arrow.RecordBatch, d *dimColumns, i int) boo
 // scanDimension streams the dimension once and sorts its rows against the batch: per
 // batch key its stored versions (or settled), and, when deleteAt is set (a snapshot
 // source that deletes), the current rows of keys the batch does not have, each with a
-// delete event at deleteAt. A missing key's delete only needs its current row: it closes
-// that row at deleteAt, or changes nothing when deleteAt is before it.
-func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *int64) (work *scdWork, missing []scdVersion, err error) {
+// delete event at deleteAt.of(it). A missing key's delete only needs its current row: it
+// closes that row, or changes nothing when its time is before it.
+func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *snapshotDeletes) (work *scdWork, missing []scdVersion, err error) {
 	l := b.l
 	work = newSCDWork(len(b.head))
 	// FilesOnly: every row of a file read comes back, so each version knows its place
@@ -181,7 +181,7 @@ func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, dele
 type dimPlacer struct {
 	b         *scdBatch
 	work      *scdWork
-	deleteAt  *int64
+	deleteAt  *snapshotDeletes
 	missing   []scdVersion
 	synthetic int64
 	kept      []int32 // rows of the current record kept

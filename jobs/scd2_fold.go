@@ -14,7 +14,7 @@ import (
 // (missing, at deleteAt): the changes to apply, in key order (the batch's keys in the
 // order they came, the late ones after them, then the lost ones), and which keys were
 // late (by key id).
-func (s *SCD2Merge) foldChanges(ctx context.Context, batch *scdBatch, work *scdWork, missing []scdVersion, l *scdLayout, log *eventLog, dstSnap *delta.Snapshot, deleteAt *int64, res *Result) ([]scdChange, []bool, error) {
+func (s *SCD2Merge) foldChanges(ctx context.Context, batch *scdBatch, work *scdWork, missing []scdVersion, l *scdLayout, log *eventLog, dstSnap *delta.Snapshot, deleteAt *snapshotDeletes, res *Result) ([]scdChange, []bool, error) {
 	// A key with an event at or before the highest sequence merged before (the
 	// watermark), or before the end of one of its stored versions, is folded from its
 	// logged events with the batch's (a change feed source; a snapshot source keeps no
@@ -54,7 +54,7 @@ func (s *SCD2Merge) foldChanges(ctx context.Context, batch *scdBatch, work *scdW
 	sortByKeyHash(missing, l.spec.keys)
 	noSK := func() int64 { return 0 }
 	for _, v := range missing {
-		del := scdEvent{seq: *deleteAt, delete: true, row: v.Row}
+		del := scdEvent{seq: deleteAt.of(v), delete: true, row: v.Row}
 		changes = append(changes, foldKey(&l.spec, []scdVersion{v}, []scdEvent{del}, false, noSK)...)
 	}
 	return changes, late, nil
@@ -97,4 +97,19 @@ func ambiguousTombstone(versions []scdVersion) bool {
 		}
 	}
 	return false
+}
+
+// snapshotDeletes is when a snapshot source's missing keys are deleted: at the snapshot's
+// time (at: its newest sequence_by value, else the time its load recorded, else its
+// commit time); a key whose current version starts at or after it (the snapshot cannot
+// be older than what the dimension saw of the key) at the source version's commit time
+// (seen), when its absence was seen.
+type snapshotDeletes struct{ at, seen int64 }
+
+// of is the time key version v (current) is closed at.
+func (d *snapshotDeletes) of(v scdVersion) int64 {
+	if d.at > v.From {
+		return d.at
+	}
+	return d.seen
 }

@@ -287,7 +287,7 @@ func (sp *scdSpill) spillTarget(ctx context.Context, snap *delta.Snapshot, data 
 
 // spillDimension sets aside the dimension rows of an scd2_merge pass (spillTarget): with
 // deleteAt (a snapshot source that deletes) every current row too.
-func (sp *scdSpill) spillDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *int64) (*fanout, error) {
+func (sp *scdSpill) spillDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *snapshotDeletes) (*fanout, error) {
 	var d *dimColumns
 	return sp.spillTarget(ctx, snap, func(rec arrow.RecordBatch) ([]int, error) {
 		var err error
@@ -310,7 +310,7 @@ func targetPlace(rec arrow.RecordBatch, table *arrow.Schema, files []*delta.Add)
 }
 
 // runSpilled finishes a run whose batch went to spill (see the top of this file).
-func (s *SCD2Merge) runSpilled(ctx context.Context, env *Env, f *flow, l *scdLayout, log *eventLog, sp *scdSpill, deleteAt *int64, res Result) (Result, error) {
+func (s *SCD2Merge) runSpilled(ctx context.Context, env *Env, f *flow, l *scdLayout, log *eventLog, sp *scdSpill, deleteAt *snapshotDeletes, res Result) (Result, error) {
 	srcDecl, dstDecl, dst, dstSnap := f.srcDecl, f.dstDecl, f.dst, f.dstSnap
 	latest := f.srcSnap.Version()
 	if sp.events == nil { // an empty batch
@@ -376,7 +376,7 @@ func (s *SCD2Merge) runSpilled(ctx context.Context, env *Env, f *flow, l *scdLay
 // pass runs the key hash ranges [lo, hi) of a spilled batch: the in-memory machinery on
 // their events and dimension rows; the changes go to pm, the events to app.
 func (s *SCD2Merge) pass(ctx context.Context, sp *scdSpill, dims *fanout, lo, hi int, l *scdLayout, log *eventLog, dstSnap *delta.Snapshot,
-	deleteAt *int64, app *logAppender, pm *partedMerge, res *Result) error {
+	deleteAt *snapshotDeletes, app *logAppender, pm *partedMerge, res *Result) error {
 	b := newSCDBatch(l)
 	defer b.Release()
 	var keyOrd []int64 // per key id: the order of its first event in the whole batch

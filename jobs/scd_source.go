@@ -17,14 +17,15 @@ import (
 // a merge with layout l: sequence_by ("" for commit times; a timestamp or date, or with
 // intOK an integer too), delete_when ("" for none). It sets the layout's sequence
 // display and physical delete placement.
-func newEventSource(l *scdLayout, source *delta.StructType, sequenceBy, deleteWhen string, intOK bool) (*eventSource, error) {
-	es := &eventSource{l: l, sequenceBy: sequenceBy}
+func newEventSource(l *scdLayout, source *delta.StructType, sequenceBy, deleteWhen, where string, intOK bool) (*eventSource, error) {
+	es := &eventSource{l: l, sequenceBy: sequenceBy, timeSeq: true}
 	l.spec.seqText = timestampText
 	if sequenceBy != "" {
 		f := source.Field(sequenceBy)
 		if f == nil {
 			return nil, fmt.Errorf("source has no sequence_by column %s", sequenceBy)
 		}
+		es.timeSeq = isSequenceType(f.Type, false)
 		if !isSequenceType(f.Type, intOK) {
 			want := "a timestamp or a date (it becomes valid_from)"
 			if intOK {
@@ -45,7 +46,71 @@ func newEventSource(l *scdLayout, source *delta.StructType, sequenceBy, deleteWh
 		}
 		es.deleteCols = delta.PredicateColumns(p)
 	}
+	if where != "" {
+		p, err := delta.ParsePredicate(where)
+		if err != nil {
+			return nil, fmt.Errorf("where %q: %w", where, err)
+		}
+		if es.where, err = delta.NewMatcher(p, source); err != nil {
+			return nil, fmt.Errorf("where %q (a predicate over the source row): %w", where, err)
+		}
+		es.deleteCols = append(es.deleteCols, delta.PredicateColumns(p)...)
+	}
 	return es, nil
+}
+
+// noteSkipped says in res how many source rows where left out.
+func (es *eventSource) noteSkipped(res *Result) {
+	if es.skipped > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d source rows not merged: where does not hold for them", es.skipped))
+	}
+}
+
+// admit returns the rows of a source record that the stage merges: those where holds
+// (the others counted in es.skipped), each with a key; a NULL in a key column is
+// refused, naming the key column, the source version (version gives a row's) and the
+// row's source_file when the source has one. The record returned is rec, retained, or a
+// new one.
+func (es *eventSource) admit(ctx context.Context, rec arrow.RecordBatch, cols []int, version func(i int) int64) (arrow.RecordBatch, error) {
+	if es.where != nil {
+		keep, err := es.where.Match(rec)
+		if err != nil {
+			return nil, fmt.Errorf("where: %w", err)
+		}
+		var rows []int32
+		for i, ok := range keep {
+			if ok {
+				rows = append(rows, int32(i))
+			}
+		}
+		if len(rows) < int(rec.NumRows()) {
+			es.skipped += rec.NumRows() - int64(len(rows))
+			if rec, err = delta.GatherRows(ctx, rec, rows); err != nil {
+				return nil, err
+			}
+			defer rec.Release()
+		}
+	}
+	for _, k := range es.l.spec.keys {
+		col := rec.Column(cols[k])
+		if col.NullN() == 0 {
+			continue
+		}
+		for i := range int(rec.NumRows()) {
+			if !col.IsNull(i) {
+				continue
+			}
+			where := fmt.Sprintf("version %d", version(i))
+			if idx := rec.Schema().FieldIndices("source_file"); len(idx) == 1 && rec.Column(idx[0]).IsValid(i) {
+				where += ", row from " + rec.Column(idx[0]).ValueStr(i)
+			}
+			name := es.l.data[k].Name
+			return nil, fmt.Errorf("%s: key column %s is NULL; a merge key must have a value. Declare %s nullable: false on the source table (its ingest then fails on, skips or quarantines such rows), or pass such rows with where: \"%s IS NOT NULL\" on this stage",
+				where, name, name, name)
+		}
+	}
+	rec.Retain()
+	return rec, nil
 }
 
 // sequenceText shows sequence values (microseconds for timestamps and dates, as
@@ -149,6 +214,7 @@ func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to
 	}
 	var out []loggedEvent
 	var read Result
+	defer func(n int64) { es.skipped = n }(es.skipped) // the batch's count, not the log's
 	all := allColumns(len(es.l.data))
 	var buf []byte
 	err = eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {

@@ -147,39 +147,54 @@ func timed(ctx context.Context, kind Kind, name string, run func() (Result, erro
 }
 
 // conflictAttempts bounds the runs of a stage whose commit keeps losing to concurrent
-// commits on its target.
-const conflictAttempts = 3
+// commits on its target; sameWorkAttempts those lost to commits of the stage's own work
+// (a txn of its appIds), each of which means the other writer did part of it.
+const (
+	conflictAttempts = 3
+	sameWorkAttempts = 100
+)
 
 // runAgainOnConflict runs a stage that writes one target (ingest, capture_history,
 // scd1_merge, scd2_merge: the stages timed runs). Such a stage works on the target version it read first; when another
 // writer commits to the target before the stage does, the commit fails with a
 // *delta.ConflictError and the stage runs again on the new version (at most
 // conflictAttempts runs in all); the result's notes say so. A second run of the same
-// work then finds it done: its txn.
+// work then finds it done: its txn. A commit lost to the same work (another run of the
+// stage loaded the same file or merged the same batch) is no failure: the stage runs
+// again, which skips what the other run committed, without counting it against
+// conflictAttempts, so that racing runs of one pipeline all succeed.
 //
 // The result counts the work of every run: an upsert ingest commits file by file, so a
 // run that lost on one file has committed the files before it.
 func runAgainOnConflict(ctx context.Context, run func() (Result, error)) (Result, error) {
 	var earlier Result
-	for attempt := 1; ; attempt++ {
+	others, same := 0, 0
+	for {
 		res, err := run()
 		var ce *delta.ConflictError
-		if err != nil && errors.As(err, &ce) && attempt < conflictAttempts && ctx.Err() == nil {
+		conflict := err != nil && errors.As(err, &ce)
+		if conflict && ce.Kind == delta.ConflictConcurrentTransaction {
+			same++
+		} else if conflict {
+			others++
+		}
+		if conflict && others < conflictAttempts && same < sameWorkAttempts && ctx.Err() == nil {
 			earlier.add(res)
 			continue
 		}
-		conflicts := attempt - 1
-		if err != nil && errors.As(err, &ce) {
-			conflicts++
+		if runs := others + same; runs > 0 {
+			if conflict {
+				runs--
+			}
+			if runs > 0 {
+				earlier.add(res)
+				earlier.VersionsRead = res.VersionsRead
+				earlier.ChangesRead = res.ChangesRead
+				res = earlier
+				res.Notes = append(res.Notes, fmt.Sprintf("ran again after %d concurrent commits to the target", runs))
+			}
 		}
-		if attempt > 1 {
-			earlier.add(res)
-			earlier.VersionsRead = res.VersionsRead
-			earlier.ChangesRead = res.ChangesRead
-			res = earlier
-			res.Notes = append(res.Notes, fmt.Sprintf("ran again after %d concurrent commits to the target", attempt-1))
-		}
-		res.Conflicts = conflicts
+		res.Conflicts = others + same
 		return res, err
 	}
 }

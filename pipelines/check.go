@@ -17,8 +17,8 @@ func reflectTypeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }
 func sortStrings(s []string) { sort.Strings(s) }
 
 // checkStageTables checks that the tables a stage names are declared and fit the stage.
-func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
-	c := &stageCheck{ps: ps, spec: spec, sn: sn, st: st}
+func checkStageTables(ps, ws *problems, spec *Spec, sn *yaml.Node, st *Stage) {
+	c := &stageCheck{ps: ps, ws: ws, spec: spec, sn: sn, st: st}
 	switch cfg := st.Config.(type) {
 	case *jobs.IngestConfig:
 		c.ingest(cfg)
@@ -42,6 +42,8 @@ func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 		}
 		c.needSequence("sequence_by", src, cfg.SequenceBy, true)
 		c.needPredicateColumns("delete_when", src, cfg.DeleteWhen)
+		c.needPredicateColumns("where", src, cfg.Where)
+		c.nullableKeys(src, cfg.Keys, cfg.Where)
 	case *jobs.VacuumConfig:
 		for i, name := range cfg.TableNames {
 			c.table(fmt.Sprintf("tables[%d]", i), name)
@@ -53,6 +55,7 @@ func checkStageTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 // names the table or column.
 type stageCheck struct {
 	ps   *problems
+	ws   *problems // warnings
 	spec *Spec
 	sn   *yaml.Node
 	st   *Stage
@@ -98,11 +101,27 @@ func (c *stageCheck) scd2(cfg *jobs.SCD2Config) {
 	}
 	c.needSequence("sequence_by", src, cfg.SequenceBy, false)
 	c.needPredicateColumns("delete_when", src, cfg.DeleteWhen)
+	c.needPredicateColumns("where", src, cfg.Where)
+	c.nullableKeys(src, cfg.Keys, cfg.Where)
 
 	c.needColumn("columns.valid_from", dst, or(cfg.Columns.ValidFrom, "valid_from"), "timestamp")
 	c.needColumn("columns.valid_to", dst, or(cfg.Columns.ValidTo, "valid_to"), "timestamp")
 	c.needColumn("columns.is_current", dst, or(cfg.Columns.IsCurrent, "is_current"), "boolean")
 	c.needColumn("columns.surrogate_key", dst, cfg.Columns.SurrogateKey, "bigint")
+}
+
+// nullableKeys warns about merge keys that the source declares nullable, unless the
+// stage has a where: a row without a key stops the merge (it is refused, naming it).
+func (c *stageCheck) nullableKeys(src *jobs.Table, keys []string, where string) {
+	if src == nil || src.Schema == nil || where != "" {
+		return
+	}
+	for i, k := range keys {
+		if f := src.Schema.Field(k); f != nil && f.Nullable {
+			c.ws.at(lookup(c.sn, fmt.Sprintf("keys[%d]", i)), "warning: stage %s: key %s is nullable in source %s: a row without it will stop this merge; declare it nullable: false there (its ingest then fails on, skips or quarantines such rows), or set where: \"%s IS NOT NULL\" on the stage",
+				c.st.Name, k, src.Name, k)
+		}
+	}
 }
 
 // table returns the declared table name (nil for ""), reporting an undeclared one.

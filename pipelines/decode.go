@@ -292,33 +292,48 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
 
 // expandEnv replaces ${VAR} and ${VAR:-default} in every scalar value below n (keys are
 // left alone), noting in raw the value as written of each node it changes. An unset
-// variable without a default is a problem at its node.
-func expandEnv(ps *problems, n *yaml.Node, getenv func(string) (string, bool), raw map[*yaml.Node]string) {
+// variable without a default is a problem at its node; with lenient, it leaves the value
+// as written instead. Nodes in raw already are left alone.
+func expandEnv(ps *problems, n *yaml.Node, getenv func(string) (string, bool), raw map[*yaml.Node]string, lenient bool) {
 	switch n.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
 		for _, c := range n.Content {
-			expandEnv(ps, c, getenv, raw)
+			expandEnv(ps, c, getenv, raw, lenient)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			expandEnv(ps, n.Content[i+1], getenv, raw)
+			expandEnv(ps, n.Content[i+1], getenv, raw, lenient)
 		}
 	case yaml.ScalarNode:
 		if !envRef.MatchString(n.Value) {
 			return
 		}
+		if _, done := raw[n]; done {
+			return // expanded already (the stages of a TablesOnly load)
+		}
 		raw[n] = n.Value
-		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+		unset := false
+		value := envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			// As the shell does: ${VAR:-default} takes the default when VAR is unset or
+			// empty; ${VAR} is the value, empty or not, and an error when unset.
 			m := envRef.FindStringSubmatch(ref)
-			if v, ok := getenv(m[1]); ok && v != "" {
+			v, ok := getenv(m[1])
+			switch {
+			case strings.Contains(ref, ":-") && (!ok || v == ""):
+				return m[2]
+			case ok:
 				return v
 			}
-			if strings.Contains(ref, ":-") {
-				return m[2]
+			if !lenient {
+				ps.at(n, "environment variable %s is not set (write ${%s:-default} to give a default)", m[1], m[1])
 			}
-			ps.at(n, "environment variable %s is not set (write ${%s:-default} to give a default)", m[1], m[1])
+			unset = true
 			return ""
 		})
+		if unset && lenient {
+			return // left as written
+		}
+		n.Value = value
 		if n.Tag == "!!null" || n.Tag == "" {
 			n.Tag = "!!str"
 		}

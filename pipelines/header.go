@@ -39,7 +39,7 @@ func ReadHeader(path string, opts Options) (*Spec, error) {
 	}
 	for _, key := range []string{"pipeline", "warehouse", "storage"} {
 		if _, v := mapEntry(root, key); v != nil {
-			expandEnv(ps, v, getenv, map[*yaml.Node]string{})
+			expandEnv(ps, v, getenv, map[*yaml.Node]string{}, false)
 		}
 	}
 	for i := 0; i+1 < len(root.Content); i += 2 {

@@ -89,6 +89,9 @@ type stageCommon struct {
 type Options struct {
 	// LookupEnv resolves ${VAR}; default os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// TablesOnly is for callers that use the pipeline's tables and warehouse only (the
+	// table commands): an unset ${VAR} in a stage value is left as written, not a problem.
+	TablesOnly bool
 
 	// vars, when set, expand the run-time references in stage values (Spec.Bind).
 	vars map[string]string
@@ -129,7 +132,10 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 	root := doc.Content[0]
 	checkDuplicateKeys(ps, root)
 	raw := map[*yaml.Node]string{}
-	expandEnv(ps, root, getenv, raw)
+	if _, stages := mapEntry(root, "stages"); stages != nil && opts.TablesOnly {
+		expandEnv(ps, stages, getenv, raw, true)
+	}
+	expandEnv(ps, root, getenv, raw, false)
 	if _, stages := mapEntry(root, "stages"); stages != nil && opts.vars != nil {
 		expandRunRefs(stages, opts.vars)
 	}
@@ -163,10 +169,14 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 	checkRunRefs(ps, root, spec)
 	tableNodes := decodeTables(ps, root, &fs, spec)
 	stageNodes := decodeStages(ps, root, &fs, spec)
-	checkStages(ps, spec, stageNodes, tableNodes)
+	ws := &problems{file: file}
+	checkStages(ps, ws, spec, stageNodes, tableNodes)
 	checkEngines(ps, root, spec, &fs, stageNodes)
 	if err := ps.err(); err != nil {
 		return nil, err
+	}
+	if err, ok := ws.err().(*Error); ok {
+		spec.Warnings = err.Problems
 	}
 	markSchemaEvolution(spec)
 	return spec, nil
@@ -479,8 +489,9 @@ func kindList() string {
 }
 
 // checkStages checks what spans stages and tables: names, dependencies and cycles, and
-// that every table a stage uses is declared and fits the stage.
-func checkStages(ps *problems, spec *Spec, nodes []*yaml.Node, tableNodes map[string]*yaml.Node) {
+// that every table a stage uses is declared and fits the stage. What is valid but likely
+// to stop a run goes to ws.
+func checkStages(ps, ws *problems, spec *Spec, nodes []*yaml.Node, tableNodes map[string]*yaml.Node) {
 	dagNodes := make([]dag.Node, len(spec.Stages))
 	for i, st := range spec.Stages {
 		dagNodes[i] = dag.Node{Name: st.Name, DependsOn: st.DependsOn, Task: dag.TaskFunc(nil)}
@@ -496,7 +507,7 @@ func checkStages(ps *problems, spec *Spec, nodes []*yaml.Node, tableNodes map[st
 		if st.Config == nil {
 			continue
 		}
-		checkStageTables(ps, spec, nodes[i], st)
+		checkStageTables(ps, ws, spec, nodes[i], st)
 	}
 }
 

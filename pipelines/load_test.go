@@ -189,3 +189,79 @@ stages:
 		t.Errorf("memory_budget = %v, want %v", got, want)
 	}
 }
+
+// A merge key that its source declares nullable is valid but warned about, at the key,
+// unless the stage has a where.
+func TestNullableMergeKeyWarns(t *testing.T) {
+	src := `pipeline: p
+tables:
+  bronze.events:
+    columns:
+      - {name: customer_id, type: string}
+      - {name: city, type: string}
+    properties: {delta.enableChangeDataFeed: true}
+  current.customer:
+    columns:
+      - {name: customer_id, type: string, nullable: false}
+      - {name: city, type: string}
+stages:
+  - name: merge
+    kind: scd1_merge
+    source: bronze.events
+    source_changes: true
+    target: current.customer
+    keys: [customer_id]
+`
+	spec, err := Parse("p.yaml", []byte(src), Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Warnings) != 1 || spec.Warnings[0].Line != 18 || !strings.Contains(spec.Warnings[0].Msg, "key customer_id is nullable in source bronze.events") {
+		t.Fatalf("warnings %v, want one at line 18 naming the nullable key", spec.Warnings)
+	}
+	spec, err = Parse("p.yaml", []byte(src+"    where: customer_id IS NOT NULL\n"), Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Warnings) != 0 {
+		t.Fatalf("with where: warnings %v, want none", spec.Warnings)
+	}
+}
+
+// ${VAR} set to the empty string is the empty string, as in the shell (${VAR:-d} takes
+// d); only an unset one is a problem. A load for the tables only leaves an unset
+// variable in a stage value as written.
+func TestEnvEmptyAndTablesOnly(t *testing.T) {
+	src := `pipeline: p
+warehouse: ./wh${SUFFIX}
+tables:
+  raw.t: {columns: [{name: id, type: string}, {name: source_file, type: string}, {name: load_timestamp, type: timestamp}]}
+stages:
+  - {name: load, kind: ingest, source: "${LANDING}/*.csv", target: raw.t}
+`
+	env := func(vars map[string]string) Options {
+		return Options{LookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	}
+	spec, err := Parse("/p/p.yaml", []byte(src), env(map[string]string{"SUFFIX": "", "LANDING": "landing"}))
+	if err != nil {
+		t.Fatalf("SUFFIX set to the empty string: %v", err)
+	}
+	if !strings.HasSuffix(spec.Warehouse, "/p/wh") {
+		t.Errorf("warehouse %q, want /p/wh", spec.Warehouse)
+	}
+	if _, err := Parse("/p/p.yaml", []byte(src), env(map[string]string{"SUFFIX": ""})); err == nil || !strings.Contains(err.Error(), "LANDING is not set") {
+		t.Fatalf("LANDING unset: %v, want it named", err)
+	}
+	opts := env(map[string]string{"SUFFIX": ""})
+	opts.TablesOnly = true
+	spec, err = Parse("/p/p.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatalf("tables only, LANDING unset in a stage value: %v", err)
+	}
+	if spec.Table("raw.t") == nil {
+		t.Fatal("no table raw.t")
+	}
+	if _, err := Parse("/p/p.yaml", []byte(src), Options{TablesOnly: true, LookupEnv: func(string) (string, bool) { return "", false }}); err == nil || !strings.Contains(err.Error(), "SUFFIX is not set") {
+		t.Fatalf("tables only, SUFFIX (the warehouse's) unset: %v, want it named", err)
+	}
+}

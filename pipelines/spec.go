@@ -46,6 +46,9 @@ type Spec struct {
 	Spark  SparkSettings
 	Tables []*jobs.Table // in declaration order
 	Stages []*Stage      // in declaration order
+	// Warnings are what is valid but likely to stop a run (a merge key that may be
+	// NULL in its source), at their positions; validate prints them.
+	Warnings []Problem
 
 	// Source is the file as read (its ${VAR} references unexpanded), the definition a
 	// run record keeps; Hash is its SHA-256 in hex.

@@ -19,7 +19,8 @@
 #   4. Chromium for the browser test (cmd/orchestrator TestBrowser): Debian's chromium
 #      package, installed with apt-get when no chromium is on PATH; the test gets its
 #      path in ORCH_TEST_CHROMIUM and fails in CI (CI=true) when it is missing.
-#   5. the suites in SUITES: go test -race -count=1, then any additional suites.
+#   5. the suites in SUITES: go test -race -count=1, then any additional suites (the keyed
+#      stages' property tests in full without -race, the interop suite).
 # MinIO is stopped and the temporary dir removed on every exit: success, failure,
 # Ctrl-C, SIGTERM. If this script is killed with SIGKILL, MinIO still gets SIGTERM
 # (setpriv --pdeathsig), so no MinIO outlives the script; only the temporary dir stays,
@@ -394,6 +395,19 @@ report_s3_usage() {
     "$ORCH_TEST_S3_USAGE_LOG" | sort >&2
 }
 
+# run_properties: the property tests of the keyed stages (random streams against a
+# reference fold), in full: under -race they run a few streams each (jobs/race_on_test.go),
+# since the race detector makes them ten times slower; here, without it, 32 per mode.
+run_properties() {
+  if [[ ${#GO_TEST_ARGS[@]} -ne 1 || ${GO_TEST_ARGS[0]} != ./... ]]; then
+    log "property suite not run: go test arguments were given (run without arguments for it)"
+    return 0
+  fi
+  local tests='TestCDCStreamsAnyOrderAnySplit|TestDailySnapshotsWithBusinessTime'
+  log "go test -count=1 -run '$tests' ./jobs (in full, without -race)"
+  run_in_group go test -count=1 -timeout 30m -run "$tests" ./jobs
+}
+
 # ---- Additional suites go here. ------------------------------------------------------
 # Define run_<name> above this line's block and append it to SUITES, for example:
 #   run_python_interop: create a virtualenv (python3 -m venv "$WORK_DIR/venv"), pip install
@@ -444,7 +458,7 @@ run_interop() {
   return "$status"
 }
 
-SUITES=(run_go_tests run_interop)
+SUITES=(run_go_tests run_properties run_interop)
 
 # --------------------------------------------------------------------------------------
 main() {

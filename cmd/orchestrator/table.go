@@ -147,7 +147,7 @@ func (tf *tableFlags) resolve(e *env, name string) (target, error) {
 		}
 		return target{loc: name, opts: tf.s3}, nil
 	}
-	spec, err := pipelines.Load(tf.pipeline, pipelines.Options{LookupEnv: e.lookupEnv})
+	spec, err := pipelines.Load(tf.pipeline, pipelines.Options{LookupEnv: e.lookupEnv, TablesOnly: true})
 	if err != nil {
 		var perr *pipelines.Error
 		if errors.As(err, &perr) {

@@ -57,6 +57,9 @@ func validateEach(e *env, files []string, check func(spec *pipelines.Spec) (stri
 		var perr *pipelines.Error
 		switch {
 		case err == nil:
+			for _, w := range spec.Warnings {
+				fmt.Fprintln(e.stderr, w.String())
+			}
 			note, ok := check(spec)
 			if ok {
 				fmt.Fprintf(e.stdout, "ok: %s (pipeline %s, %s, %s%s)\n", file, spec.Name,
