@@ -77,6 +77,7 @@ type stages struct {
 	hold     bool                     // new runs are held
 	fail     map[string]int           // stage name → attempts that fail
 	badInput bool                     // failing stages fail on a bad record of a file (a permanent error)
+	progress bool                     // stages report progress as they start
 	started  chan string              // "run id/stage#attempt"
 }
 
@@ -118,7 +119,7 @@ func (f *stages) compile(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph
 			Backoff: dag.Backoff{Initial: time.Millisecond, Max: time.Millisecond},
 			Task: dag.TaskFunc(func(ctx context.Context, attempt int) error {
 				f.started <- fmt.Sprintf("%s/%s#%d", rt.RunID, name, attempt)
-				if rt.Progress != nil { // a long stage reports as it goes
+				if f.progress && rt.Progress != nil { // a long stage reports as it goes
 					rt.Progress(name, jobs.Progress{FilesTotal: 4, BytesTotal: 4 << 20, Phase: "reading the source files"})
 					rt.Progress(name, jobs.Progress{RowsRead: 1234567, FilesDone: 1, BytesRead: 1 << 20})
 					rt.Progress(name, jobs.Progress{Pass: 2, Passes: 3})

@@ -13,7 +13,7 @@ import (
 // the stage still runs: a slow stage can be told from a hung one.
 func TestProgressOfARunningStage(t *testing.T) {
 	e := newEnv(t, at(t0), nil, "A")
-	e.stages.hold = true
+	e.stages.hold, e.stages.progress = true, true
 	e.load(t, parseSpec(t, fmt.Sprintf(testPipeline, "")))
 	e.tickAt(at(t0))
 	e.tickAt(hour(1))
