@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -30,6 +31,8 @@ func castToTable(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (
 		return nil, fmt.Errorf("cannot read %s as %s", src, target)
 	}
 	switch t := target.(type) {
+	case *extensions.VariantType:
+		return castVariant(mem, arr, t)
 	case *arrow.TimestampType:
 		s, ok := src.(*arrow.TimestampType)
 		if !ok {
@@ -236,4 +239,28 @@ func castDecimal(mem memory.Allocator, arr arrow.Array, t *arrow.Decimal128Type)
 		b.Append(decimal128.FromBigInt(v))
 	}
 	return b.NewArray(), nil
+}
+
+// castVariant reads a variant column (the Parquet Variant logical type, which Arrow
+// reads as its variant extension type) as the table's: the same unshredded storage up to
+// nullability. A shredded variant (a typed_value field) is refused rather than read
+// without the values shredded out of it.
+func castVariant(mem memory.Allocator, arr arrow.Array, t *extensions.VariantType) (arrow.Array, error) {
+	ext, ok := arr.(array.ExtensionArray)
+	if !ok || !extensions.IsVariantExtensionName(ext.ExtensionType().ExtensionName()) {
+		return nil, fmt.Errorf("cannot read %s as variant: the file does not annotate it as a Variant", arr.DataType())
+	}
+	st, ok := ext.Storage().(*array.Struct)
+	if !ok {
+		return nil, fmt.Errorf("cannot read variant stored as %s", ext.Storage().DataType())
+	}
+	if _, shredded := st.DataType().(*arrow.StructType).FieldIdx("typed_value"); shredded {
+		return nil, &UnsupportedFeatureError{Feature: "variantShredding"}
+	}
+	storage, err := castToTable(mem, st, t.StorageType())
+	if err != nil {
+		return nil, fmt.Errorf("variant: %w", err)
+	}
+	defer storage.Release()
+	return array.NewExtensionArrayWithStorage(t, storage), nil
 }

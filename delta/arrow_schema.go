@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 )
 
 // Arrow types used for Delta primitives. Timestamps are microseconds, as Delta stores them;
@@ -20,7 +21,8 @@ var (
 //	string→utf8, long→int64, integer→int32, short→int16, byte→int8, double→float64,
 //	float→float32, boolean→bool, binary→binary, date→date32,
 //	timestamp→timestamp[us, UTC], timestamp_ntz→timestamp[us], decimal(p,s)→decimal128(p,s),
-//	struct→struct, array→list (element field "element"), map→map (fields "key"/"value").
+//	struct→struct, array→list (element field "element"), map→map (fields "key"/"value"),
+//	variant→Arrow's variant extension type (arrow.parquet.variant; read only).
 //
 // Field nullability, containsNull and valueContainsNull carry over.
 func ArrowSchema(st *StructType) (*arrow.Schema, error) {
@@ -72,6 +74,10 @@ func ArrowType(t DataType) (arrow.DataType, error) {
 			return arrowTimestampUTC, nil
 		case TypeTimestampNTZ:
 			return arrowTimestampNTZ, nil
+		case TypeVariant:
+			// Arrow's variant extension type (arrow.parquet.variant) over the
+			// unshredded struct<metadata: binary, value: binary>.
+			return extensions.NewDefaultVariantType(), nil
 		}
 		return nil, fmt.Errorf("unsupported data type %q", v.Name)
 	case *DecimalType:
@@ -169,6 +175,8 @@ func DataTypeFromArrow(t arrow.DataType) (DataType, error) {
 		return &DecimalType{Precision: int(v.Precision), Scale: int(v.Scale)}, nil
 	case *arrow.DictionaryType:
 		return DataTypeFromArrow(v.ValueType)
+	case *extensions.VariantType:
+		return prim(TypeVariant)
 	case *arrow.StructType:
 		inner, err := SchemaFromArrow(arrow.NewSchema(v.Fields(), nil))
 		if err != nil {

@@ -21,6 +21,9 @@ var settable = map[string]func(string) error{
 	PropLogRetentionDuration:           checkIntervalValue,
 	PropDeletedFileRetentionDur:        checkIntervalValue,
 	PropCheckpointInterval:             checkPositiveValue,
+	PropEnableInCommitTimestamps:       checkBoolValue,
+	PropCheckpointPolicy:               checkCheckpointPolicy,
+	PropEnableRowTracking:              checkBoolValue,
 	"delta.dataSkippingNumIndexedCols": checkIntValue,
 }
 
@@ -86,6 +89,13 @@ func SetIdentity(f *StructField, start, step int64, allowExplicitInsert bool) {
 func checkBoolValue(v string) error {
 	if v != "true" && v != "false" {
 		return fmt.Errorf("expected true or false, got %q", v)
+	}
+	return nil
+}
+
+func checkCheckpointPolicy(v string) error {
+	if v != "classic" && v != CheckpointPolicyV2 {
+		return fmt.Errorf("expected classic or v2, got %q", v)
 	}
 	return nil
 }

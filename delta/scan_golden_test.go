@@ -35,7 +35,6 @@ func goldenTables(t *testing.T) string {
 // names the feature instead of comparing rows.
 var goldenRefusals = map[string]string{
 	"table-with-columnmapping-mode-name": "columnMapping",
-	"v2-checkpoint-parquet":              "v2Checkpoint",
 }
 
 // goldenSkipColumns are compared loosely (golden README caveat 3: the expected

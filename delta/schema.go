@@ -32,12 +32,14 @@ const (
 	TypeDate         = "date"
 	TypeTimestamp    = "timestamp"
 	TypeTimestampNTZ = "timestamp_ntz"
+	// TypeVariant is semi-structured data (variantType feature): read, never written.
+	TypeVariant = "variant"
 )
 
 var primitiveNames = map[string]bool{
 	TypeString: true, TypeLong: true, TypeInteger: true, TypeShort: true, TypeByte: true,
 	TypeFloat: true, TypeDouble: true, TypeBoolean: true, TypeBinary: true, TypeDate: true,
-	TypeTimestamp: true, TypeTimestampNTZ: true,
+	TypeTimestamp: true, TypeTimestampNTZ: true, TypeVariant: true,
 }
 
 // PrimitiveType is one of the Type* names.

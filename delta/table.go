@@ -131,6 +131,10 @@ func (t *Table) displayRoot() string {
 type CreateOptions struct {
 	Schema           *StructType
 	PartitionColumns []string
+	// ClusterBy makes the table clustered (liquid clustering) on these columns, named
+	// as in the schema (nested fields dotted): the clustering writer feature and the
+	// delta.clustering domain. A table is partitioned or clustered, not both.
+	ClusterBy []string
 	// Properties become metaData.configuration (e.g. delta.enableChangeDataFeed,
 	// delta.checkpointInterval, delta.logRetentionDuration).
 	Properties  map[string]string
@@ -163,7 +167,14 @@ func Create(ctx context.Context, store objectstore.Store, root string, co Create
 		return nil, fmt.Errorf("create table %s: %w", t.displayRoot(), ErrTableExists)
 	}
 	schema, _ := md.Schema()
+	clustering, err := clusteringDomainOf(schema, co.ClusterBy, co.PartitionColumns, md.Configuration)
+	if err != nil {
+		return nil, fmt.Errorf("create table %s: %w", t.displayRoot(), err)
+	}
 	proto := newTableProtocol(schema, md.Configuration)
+	if clustering != nil {
+		proto = withWriterFeature(withWriterFeature(proto, FeatureDomainMetadata), FeatureClustering)
+	}
 	partBy, _ := json.Marshal(md.PartitionColumns)
 	props, _ := json.Marshal(md.Configuration)
 	params := map[string]any{
@@ -175,6 +186,10 @@ func Create(ctx context.Context, store objectstore.Store, root string, co Create
 	tx := t.NewTransaction(nil, TxOptions{Operation: "CREATE TABLE", OperationParameters: params, Lineage: co.Lineage})
 	tx.UpdateProtocol(proto)
 	tx.UpdateMetadata(md)
+	if clustering != nil {
+		tx.setSystemDomain(clustering)
+		params["clusterBy"] = clusterByParam(co.ClusterBy)
+	}
 	if _, err := tx.Commit(ctx); err != nil {
 		if errors.Is(err, objectstore.ErrExist) {
 			err = ErrTableExists
@@ -232,6 +247,7 @@ func newMetadata(co CreateOptions, now time.Time) (*Metadata, error) {
 	if err := validateProperties(config); err != nil {
 		return nil, err
 	}
+	newRowTrackingConfig(config)
 	created := now.UnixMilli()
 	return &Metadata{
 		ID:               uuid.NewString(),

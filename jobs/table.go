@@ -13,7 +13,9 @@ type Table struct {
 	Description string
 	Schema      *delta.StructType
 	PartitionBy []string
-	Properties  map[string]string
+	// ClusterBy are the clustering columns a new table gets (delta.CreateOptions).
+	ClusterBy  []string
+	Properties map[string]string
 	// SchemaEvolution says a stage may add nullable columns to the table (the target of
 	// a capture_history with schema_evolution), so such columns are no difference from
 	// the declaration (see CheckTable).

@@ -74,6 +74,7 @@ func (e *Env) openOrCreate(ctx context.Context, t *Table) (*delta.Table, error) 
 		_, err := delta.Create(ctx, e.Warehouse, t.Path, delta.CreateOptions{
 			Schema:           t.Schema,
 			PartitionColumns: t.PartitionBy,
+			ClusterBy:        t.ClusterBy,
 			Properties:       t.Properties,
 			Name:             t.Name,
 			Description:      t.Description,

@@ -55,6 +55,7 @@ type tableSpec struct {
 	Description string            `yaml:"description"`
 	Columns     []yaml.Node       `yaml:"columns"`
 	PartitionBy []string          `yaml:"partition_by"`
+	ClusterBy   []string          `yaml:"cluster_by"`
 	Properties  map[string]string `yaml:"properties"`
 }
 
@@ -259,6 +260,7 @@ func decodeTables(ps *problems, root *yaml.Node, fs *fileSpec, spec *Spec) map[s
 			Path:        ts.Path,
 			Description: ts.Description,
 			PartitionBy: ts.PartitionBy,
+			ClusterBy:   ts.ClusterBy,
 			Properties:  ts.Properties,
 		}
 		if t.Properties == nil {
@@ -281,6 +283,11 @@ func decodeTables(ps *problems, root *yaml.Node, fs *fileSpec, spec *Spec) map[s
 			}
 		}
 		checkProperties(ps, v, t)
+		if len(t.ClusterBy) > 0 && t.Schema != nil {
+			if err := delta.CheckClusterBy(t.Schema, t.ClusterBy, t.PartitionBy, t.Properties); err != nil {
+				ps.at(lookup(v, "cluster_by"), "table %s: %v", name, err)
+			}
+		}
 		spec.Tables = append(spec.Tables, t)
 	}
 	return nodes

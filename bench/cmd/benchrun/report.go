@@ -154,6 +154,7 @@ func (d *driver) targets() []target {
 	d.changeFeedTargets(&ts)
 	d.scd2Targets(&ts)
 	d.snapshotTargets(&ts)
+	d.logloadTargets(&ts)
 	ts = append(ts, d.extractTargets()...)
 	d.goTestTargets(&ts)
 	d.baselineTargets(&ts)
@@ -357,6 +358,22 @@ func (d *driver) snapshotTargets(ts *targetList) {
 			got = fmt.Sprintf("ours %.2fs vs DuckDB %.2fs; by CPU seconds %s; peak RSS %.0f vs %.0f MB", ours.Seconds, duck.Seconds, cpuRatio(duck, ours), ours.PeakRSSMB, duck.PeakRSSMB)
 		}
 		ts.add("snapshot ingest not slower than DuckDB's diff"+o.label, known && ours.Seconds <= duck.Seconds, known, got)
+	}
+}
+
+// logloadTargets checks the snapshot load of a wide table against delta-rs, per layout.
+func (d *driver) logloadTargets(ts *targetList) {
+	for _, l := range []string{"v2 checkpoint with sidecars", "classic checkpoint"} {
+		ours, drs := d.find("snapshot load", "ours: Open (latest snapshot), "+l), d.find("snapshot load", "delta-rs DeltaTable + file_uris, "+l)
+		if ours == nil && drs == nil {
+			continue
+		}
+		known := ours != nil && drs != nil
+		got := ""
+		if known {
+			got = fmt.Sprintf("ours %.3fs vs delta-rs %.3fs; by CPU seconds %s; peak RSS %.0f vs %.0f MB", ours.Seconds, drs.Seconds, cpuRatio(drs, ours), ours.PeakRSSMB, drs.PeakRSSMB)
+		}
+		ts.add("snapshot load ("+l+") not slower than delta-rs", known && ours.Seconds <= drs.Seconds, known, got)
 	}
 }
 
