@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
@@ -89,7 +90,7 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 	}
 	defer func() {
 		if patch != nil {
-			releaseAll(patch.vals)
+			arrowx.ReleaseArrays(patch.vals)
 		}
 	}()
 	if len(cols) > 0 { // else every value stays as it was: so does the file
@@ -158,7 +159,7 @@ func (m *merger) patchInFileOrder(ups []spliceUpdate, changed []bool) (_ *splice
 		}
 		all, err := array.Concatenate(parts, m.w.mem)
 		if err != nil {
-			releaseAll(patch.vals)
+			arrowx.ReleaseArrays(patch.vals)
 			return nil, nil, err
 		}
 		cols = append(cols, c)
@@ -456,7 +457,7 @@ func newSpliceGroup(ctx context.Context, n int) *spliceGroup {
 func (g *spliceGroup) start(s *splice, patch *splicePatch) {
 	g.g.Go(func() error {
 		add, err := s.write(g.ctx, patch)
-		releaseAll(patch.vals)
+		arrowx.ReleaseArrays(patch.vals)
 		if err != nil {
 			return err
 		}
@@ -496,7 +497,7 @@ func (s *splice) patchedRowGroup(ctx context.Context, rg int, patch *splicePatch
 		idx[patch.rows[j]-first] = int32(n + j - k)
 	}
 	out := make([]arrow.Array, len(s.fields))
-	defer releaseAll(out)
+	defer arrowx.ReleaseArrays(out)
 	for j := range s.fields {
 		vals := array.NewSlice(patch.vals[j], int64(k), int64(hi))
 		both, err := array.Concatenate([]arrow.Array{old.Column(j), vals}, s.mem)

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
@@ -369,7 +370,7 @@ func mostlyDistinct(arr arrow.Array) bool {
 		}
 		distinct = len(seen)
 	default:
-		get, ok := intGetter(arr)
+		get, ok := arrowx.IntGetter(arr)
 		if !ok {
 			switch a := arr.(type) {
 			case *array.Float64:

@@ -7,6 +7,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // boundPredicate is a Predicate resolved against a table schema: columns found, literals
@@ -410,7 +412,7 @@ func resolveColumn(rec arrow.RecordBatch, path []string) (arrow.Array, []bool, e
 
 // valueGetter reads row values of an array as values.
 func valueGetter(arr arrow.Array) (func(int) value, error) {
-	if g, ok := intGetter(arr); ok {
+	if g, ok := arrowx.IntGetter(arr); ok {
 		return func(i int) value { return value{kind: vInt, i: g(i)} }, nil
 	}
 	switch a := arr.(type) {

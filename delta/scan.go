@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -394,7 +396,7 @@ func (s *Scanner) resolvePath(p string) (string, error) {
 func (s *Scanner) finishBatch(ctx context.Context, raw arrow.RecordBatch, file *Add) (arrow.RecordBatch, error) {
 	n := raw.NumRows()
 	cols := make([]arrow.Array, len(s.work))
-	defer releaseAll(cols)
+	defer arrowx.ReleaseArrays(cols)
 	for i, f := range s.work {
 		tf := s.workArrow.Field(i)
 		if s.isPart[strings.ToLower(f.Name)] {
@@ -416,7 +418,7 @@ func (s *Scanner) finishBatch(ctx context.Context, raw arrow.RecordBatch, file *
 			cols[i] = array.MakeArrayOfNull(s.mem, tf.Type, int(n))
 			continue
 		}
-		c, err := castToTable(s.mem, raw.Column(idx), tf.Type)
+		c, err := dschema.Cast(s.mem, raw.Column(idx), tf.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", f.Name, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
@@ -168,7 +169,7 @@ func readExpected(t *testing.T, dir string, _ []arrow.RecordBatch, snap *Snapsho
 					cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, tf.Type, int(rec.NumRows()))
 					continue
 				}
-				c, err := castToTable(memory.DefaultAllocator, rec.Column(idx), tf.Type)
+				c, err := dschema.Cast(memory.DefaultAllocator, rec.Column(idx), tf.Type)
 				if err != nil {
 					t.Fatalf("%s column %s: %v", p, tf.Name, err)
 				}

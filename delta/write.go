@@ -14,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -184,7 +186,7 @@ func (w *DataWriter) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	if rec.NumRows() == 0 {
 		return nil
 	}
-	conf, err := conformRecord(w.opts.Allocator, rec, w.schema, w.target)
+	conf, err := dschema.Conform(w.opts.Allocator, rec, w.schema, w.target)
 	if err != nil {
 		return fmt.Errorf("write data: %w", err)
 	}
@@ -297,7 +299,7 @@ func takeRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, 
 	defer idx.Release()
 	ctx = compute.WithAllocator(ctx, mem)
 	cols := make([]arrow.Array, rec.NumCols())
-	defer releaseAll(cols)
+	defer arrowx.ReleaseArrays(cols)
 	for i := range cols {
 		c, err := compute.TakeArray(ctx, rec.Column(i), idx)
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
 // csvSource decodes CSV: a splitter cuts the input into chunks of whole records, a
@@ -47,7 +47,7 @@ func newCSVSource(ctx context.Context, r io.Reader, file string, opts *Options, 
 	}
 	for _, f := range opts.Schema.Fields {
 		switch f.Type.(type) {
-		case *delta.StructType, *delta.ArrayType, *delta.MapType:
+		case *dschema.StructType, *dschema.ArrayType, *dschema.MapType:
 			return nil, fmt.Errorf("decode %s: column %s: type %s cannot be read from CSV", file, f.Name, f.Type)
 		}
 	}
@@ -190,8 +190,8 @@ func (s *csvSource) newParser() (*csvParser, error) {
 	}
 	for i, f := range s.opts.Schema.Fields {
 		p.nullable = append(p.nullable, f.Nullable)
-		pt, ok := f.Type.(*delta.PrimitiveType)
-		p.isString = append(p.isString, ok && (pt.Name == delta.TypeString || pt.Name == delta.TypeBinary))
+		pt, ok := f.Type.(*dschema.PrimitiveType)
+		p.isString = append(p.isString, ok && (pt.Name == dschema.TypeString || pt.Name == dschema.TypeBinary))
 		if !present[i] {
 			continue
 		}

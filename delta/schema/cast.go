@@ -1,6 +1,7 @@
-package delta
+package schema
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -10,15 +11,17 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
-// castToTable converts an array read from a data file to the table's Arrow type. It is
+// Cast converts an array read from a data file to the table's Arrow type. It is
 // lenient where files written by other engines differ from the table schema in ways the
 // protocol allows: INT96 (nanosecond) and millisecond timestamps, zone labels, widened
 // integers and floats, decimals stored with another precision or scale, strings read as
 // binary, struct fields in another order or missing (schema evolution: nulls), list and
 // map field names of legacy encodings, nullability flags, and all-null columns.
-func castToTable(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (arrow.Array, error) {
+func Cast(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (arrow.Array, error) {
 	src := arr.DataType()
 	if arrow.TypeEqual(src, target) {
 		arr.Retain()
@@ -83,7 +86,7 @@ func relabel(arr arrow.Array, target arrow.DataType) arrow.Array {
 // castInts widens integers (files written before a type change, or with a narrower
 // physical type) to the target integer or float type.
 func castInts(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (arrow.Array, error) {
-	get, ok := intGetter(arr)
+	get, ok := arrowx.IntGetter(arr)
 	if !ok {
 		return nil, fmt.Errorf("cannot read %s as %s", arr.DataType(), target)
 	}
@@ -132,7 +135,7 @@ func widenFloat32(mem memory.Allocator, a *array.Float32) arrow.Array {
 func castStruct(mem memory.Allocator, s *array.Struct, target *arrow.StructType) (arrow.Array, error) {
 	st := s.DataType().(*arrow.StructType)
 	children := make([]arrow.Array, target.NumFields())
-	defer releaseAll(children)
+	defer arrowx.ReleaseArrays(children)
 	for i, tf := range target.Fields() {
 		idx := -1
 		for j, sf := range st.Fields() {
@@ -145,7 +148,7 @@ func castStruct(mem memory.Allocator, s *array.Struct, target *arrow.StructType)
 			children[i] = array.MakeArrayOfNull(mem, tf.Type, s.Len())
 			continue
 		}
-		c, err := castToTable(mem, s.Field(idx), tf.Type)
+		c, err := Cast(mem, s.Field(idx), tf.Type)
 		if err != nil {
 			return nil, fmt.Errorf("field %s: %w", tf.Name, err)
 		}
@@ -156,12 +159,12 @@ func castStruct(mem memory.Allocator, s *array.Struct, target *arrow.StructType)
 
 // castMap casts a map's keys and values to target's.
 func castMap(mem memory.Allocator, m *array.Map, target *arrow.MapType) (arrow.Array, error) {
-	k, err := castToTable(mem, m.Keys(), target.KeyType())
+	k, err := Cast(mem, m.Keys(), target.KeyType())
 	if err != nil {
 		return nil, fmt.Errorf("map key: %w", err)
 	}
 	defer k.Release()
-	v, err := castToTable(mem, m.Items(), target.ItemType())
+	v, err := Cast(mem, m.Items(), target.ItemType())
 	if err != nil {
 		return nil, fmt.Errorf("map value: %w", err)
 	}
@@ -171,32 +174,12 @@ func castMap(mem memory.Allocator, m *array.Map, target *arrow.MapType) (arrow.A
 
 // castList casts a list's elements to target's.
 func castList(mem memory.Allocator, l *array.List, target *arrow.ListType) (arrow.Array, error) {
-	vals, err := castToTable(mem, l.ListValues(), target.Elem())
+	vals, err := Cast(mem, l.ListValues(), target.Elem())
 	if err != nil {
 		return nil, fmt.Errorf("array element: %w", err)
 	}
 	defer vals.Release()
 	return rebuild(l, target, []arrow.Array{vals}), nil
-}
-
-func intGetter(arr arrow.Array) (func(int) int64, bool) {
-	switch a := arr.(type) {
-	case *array.Int64:
-		return func(i int) int64 { return a.Value(i) }, true
-	case *array.Int32:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	case *array.Int16:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	case *array.Int8:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	case *array.Uint32:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	case *array.Uint16:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	case *array.Uint8:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	}
-	return nil, false
 }
 
 // castDecimal reads decimals stored with another precision or scale (or as a plain
@@ -215,7 +198,7 @@ func castDecimal(mem memory.Allocator, arr arrow.Array, t *arrow.Decimal128Type)
 		srcScale = a.DataType().(*arrow.Decimal256Type).Scale
 		get = func(i int) *big.Int { return a.Value(i).BigInt() }
 	default:
-		g, ok := intGetter(arr)
+		g, ok := arrowx.IntGetter(arr)
 		if !ok {
 			return nil, fmt.Errorf("cannot read %s as %s", arr.DataType(), t)
 		}
@@ -255,9 +238,9 @@ func castVariant(mem memory.Allocator, arr arrow.Array, t *extensions.VariantTyp
 		return nil, fmt.Errorf("cannot read variant stored as %s", ext.Storage().DataType())
 	}
 	if _, shredded := st.DataType().(*arrow.StructType).FieldIdx("typed_value"); shredded {
-		return nil, &UnsupportedFeatureError{Feature: "variantShredding"}
+		return nil, errors.New("unsupported table feature: variantShredding (a shredded variant)")
 	}
-	storage, err := castToTable(mem, st, t.StorageType())
+	storage, err := Cast(mem, st, t.StorageType())
 	if err != nil {
 		return nil, fmt.Errorf("variant: %w", err)
 	}

@@ -1,4 +1,4 @@
-package delta
+package schema
 
 import (
 	"bytes"
@@ -152,8 +152,8 @@ func ParsePrimitive(name string) (DataType, error) {
 	return nil, fmt.Errorf("unknown data type %q", name)
 }
 
-// ParseSchema parses a schemaString.
-func ParseSchema(s string) (*StructType, error) {
+// Parse parses a schemaString.
+func Parse(s string) (*StructType, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	var raw any
