@@ -112,6 +112,7 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 	if err := checkNotEmpty(todo); err != nil {
 		return res, err
 	}
+	reportFiles(env, todo)
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
 	// Rows count as written as they are decoded; a failed run reports only what it
 	// committed: the files before the failing one of an upsert, nothing of an append.
@@ -302,6 +303,7 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	}
 	res.FilesRead++
 	res.BytesRead += f.Size
+	reportRead(env, res)
 	// Bad records were read too: rows read counts every record of the file.
 	res.RowsRead += int64(len(bad))
 	res.RowsSkipped += int64(len(bad))

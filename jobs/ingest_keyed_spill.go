@@ -297,7 +297,8 @@ func (s *Ingest) mergeKeyedSpilled(ctx context.Context, env *Env, decl *Table, t
 		return 3*ks.out.partBytes(p) + (ks.out.partRows(p)+targets.partRows(p))*keyedRowCost + targets.partBytes(p)
 	}, limit)
 	var problem *rowProblem
-	for _, r := range runs {
+	for i, r := range runs {
+		reportPass(env, i+1, len(runs))
 		p, err := s.keyedPass(ctx, run, files, ks.out, targets, r[0], r[1], seqText, pm)
 		if err != nil {
 			return err

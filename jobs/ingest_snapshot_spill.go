@@ -55,7 +55,8 @@ func (s *Ingest) loadSnapshotSpilled(ctx context.Context, env *Env, decl *Table,
 	var problemOrd int64
 	var absent, tableKeys, top int64
 	hasTop := false
-	for _, r := range runs {
+	for i, r := range runs {
+		reportPass(env, i+1, len(runs))
 		st, err := s.snapshotPass(ctx, snap, files, data, keys, rows, r[0], r[1], sch, pm)
 		if err != nil {
 			return err

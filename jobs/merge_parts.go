@@ -165,6 +165,7 @@ func int64Array(v []int64) arrow.Array {
 // run merges what the passes added, in parts, through mp (which the caller commits).
 func (m *partedMerge) run(ctx context.Context, mp *delta.MergeInParts) error {
 	nsrc := len(m.source.Fields())
+	parts := 0
 	err := m.mergeSpills(ctx, m.matched, true, func(rec arrow.RecordBatch) error {
 		k1, k2 := orderColumns(rec)
 		src := array.NewRecordBatch(m.source, rec.Columns()[:nsrc], rec.NumRows())
@@ -193,6 +194,8 @@ func (m *partedMerge) run(ctx context.Context, mp *delta.MergeInParts) error {
 				releaseRecords(fm.Rows)
 			}
 		}()
+		parts++
+		reportPart(m.dir.env, parts)
 		return mp.Merge(ctx, []arrow.RecordBatch{src}, pos)
 	})
 	if err != nil {
@@ -201,6 +204,8 @@ func (m *partedMerge) run(ctx context.Context, mp *delta.MergeInParts) error {
 	return m.mergeSpills(ctx, m.inserts, false, func(rec arrow.RecordBatch) error {
 		src := array.NewRecordBatch(m.source, rec.Columns()[:nsrc], rec.NumRows())
 		defer src.Release()
+		parts++
+		reportPart(m.dir.env, parts)
 		return mp.Merge(ctx, []arrow.RecordBatch{src}, nil)
 	})
 }

@@ -76,7 +76,8 @@ func (s *SCD1Merge) runSpilled(ctx context.Context, env *Env, f *flow, l *scdLay
 	runs := passes(func(p int) int64 {
 		return 2*sp.events.partBytes(p) + sp.events.partRows(p)*scd1EventCost + 2*target.partBytes(p) + target.partRows(p)*scd1RowCost
 	}, limit)
-	for _, r := range runs {
+	for i, r := range runs {
+		reportPass(env, i+1, len(runs))
 		if err := s.pass(ctx, sp, target, r[0], r[1], l, log, dstSnap, app, pm, &res); err != nil {
 			return res, err
 		}

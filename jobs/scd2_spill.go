@@ -344,7 +344,8 @@ func (s *SCD2Merge) runSpilled(ctx context.Context, env *Env, f *flow, l *scdLay
 	runs := passes(func(p int) int64 {
 		return sp.events.partBytes(p) + sp.events.partRows(p)*scdEventCost + dims.partBytes(p)
 	}, sp.limit)
-	for _, r := range runs {
+	for i, r := range runs {
+		reportPass(env, i+1, len(runs))
 		if err := s.pass(ctx, sp, dims, r[0], r[1], l, log, dstSnap, deleteAt, app, pm, &res); err != nil {
 			return res, err
 		}

@@ -118,7 +118,7 @@ func keyHash(key []byte) int64 { return int64(xxhash.Sum64(key)) }
 // openEventLog opens the event log of a stage (appID names it: kind, target and source),
 // creating it when absent.
 func openEventLog(ctx context.Context, env *Env, kind Kind, target, source, appID string) (*eventLog, error) {
-	p := eventLogRoot + "/" + string(kind) + "/" + target + "/" + source
+	p := EventLogPath(kind, target, source)
 	exists, err := delta.Exists(ctx, env.Warehouse, p)
 	if err != nil {
 		return nil, fmt.Errorf("event log %s: %w", p, err)

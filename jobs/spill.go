@@ -16,6 +16,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/spilldir"
 )
 
 // Spill files: the rows a stage over its memory budget sets aside on local disk (Arrow
@@ -27,7 +28,8 @@ import (
 type spillDir struct {
 	path string
 	n    int
-	buf  int // write buffer of each file
+	buf  int  // write buffer of each file
+	env  *Env // reports progress (merge_parts.go)
 }
 
 // newSpillDir creates the directory under env.SpillDir (default os.TempDir()), for a
@@ -37,14 +39,11 @@ func newSpillDir(env *Env, limit int64) (*spillDir, error) {
 	if base == "" {
 		base = os.TempDir()
 	}
-	if err := os.MkdirAll(base, 0o777); err != nil {
-		return nil, fmt.Errorf("spill directory: %w", err)
-	}
-	p, err := os.MkdirTemp(base, "orchestrator-spill-")
+	p, err := spilldir.Create(base) // marked with its owner: a killed process's is swept
 	if err != nil {
 		return nil, fmt.Errorf("spill directory: %w", err)
 	}
-	return &spillDir{path: p, buf: int(min(max(limit/2048, 4<<10), 64<<10))}, nil
+	return &spillDir{path: p, buf: int(min(max(limit/2048, 4<<10), 64<<10)), env: env}, nil
 }
 
 // scanOptions are the options of a scan by a stage whose passes hold limit bytes: a
