@@ -57,6 +57,10 @@ type EvolutionOptions struct {
 	// KeepUndeclared keeps nullable columns the declaration lacks (a table whose stage
 	// adds the columns its source gains) rather than reporting them.
 	KeepUndeclared bool
+	// ColumnMapping, "name", turns column mapping on for a table without it, in the same
+	// commit (as ALTER TABLE SET TBLPROPERTIES does: the columns keep their names as
+	// physical names); "" or the table's own mode changes nothing.
+	ColumnMapping string
 }
 
 // Evolution is the metadata-only commit that turns a snapshot's schema into a declared
@@ -66,6 +70,7 @@ type Evolution struct {
 	read   *Snapshot
 	schema *StructType
 	widen  bool // a type changes: the table needs typeWidening
+	mapOn  bool // column mapping is turned on
 }
 
 // PlanEvolution compares a declared schema with snap's: the evolution that converges
@@ -77,6 +82,16 @@ func PlanEvolution(snap *Snapshot, declared *StructType, opts EvolutionOptions) 
 	st, err := cloneSchema(snap.Schema())
 	if err != nil {
 		return ev, []SchemaProblem{{Column: "*", What: err.Error(), How: "fix the table's schema"}}
+	}
+	switch mode := strings.ToLower(opts.ColumnMapping); {
+	case mode == "" || mode == columnMappingMode(snap.Metadata()):
+	case mode == "name" && !p.mapped:
+		assignColumnMapping(st, maxColumnID(snap.Metadata(), st), true)
+		p.mapped, ev.mapOn = true, true
+		p.step("SET TBLPROPERTIES", propColumnMappingMode, "name")
+	default:
+		p.problem("*", fmt.Sprintf("%s is %s in the table, %s declared", propColumnMappingMode, columnMappingMode(snap.Metadata()), mode),
+			"declare it as the table has it (column mapping can be turned on, as name, but not changed or off)")
 	}
 	ev.schema = p.structs("", st, declared)
 	if len(p.problems) > 0 || len(ev.Steps) == 0 {
@@ -165,7 +180,7 @@ func (p *evolver) field(prefix string, f, d *StructField) *StructField {
 		p.step(OpChangeColumn, path, "nullable")
 	}
 	if IsIdentity(f) != IsIdentity(d) {
-		p.problem(path, "identity differs between the table and the declaration", "declare it as the table has it")
+		p.problem(path, "identity differs between the table and the declaration", "declare it with the table's identity")
 	}
 	switch ht := f.Type.(type) {
 	case *StructType:
@@ -229,6 +244,10 @@ func (t *Table) Evolve(ctx context.Context, ev *Evolution, lineage *Lineage) (in
 		return -1, err
 	}
 	proto := snap.Protocol()
+	if ev.mapOn {
+		md.Configuration[propColumnMappingMode] = "name"
+		proto = withColumnMapping(proto)
+	}
 	if columnMappingMode(&md) != "none" {
 		maxID := assignColumnMapping(st, maxColumnID(&md, st), false)
 		md.Configuration[propColumnMappingMaxID] = fmt.Sprint(maxID)
