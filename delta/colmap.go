@@ -382,3 +382,61 @@ func checkMappedFile(file *arrow.Schema, st *StructType) error {
 	}
 	return nil
 }
+
+// checkSchemaFeatures refuses a new metadata or protocol that other engines would refuse
+// (or misread): a column-mapped schema with a field lacking its id or physical name
+// (its files would name it by its logical name, which readers then read as NULL), or a
+// timestamp_ntz column without the timestampNtz feature.
+func checkSchemaFeatures(p *Protocol, md *Metadata, schema *StructType) error {
+	if columnMappingMode(md) != "none" {
+		if err := checkColumnMapping(schema); err != nil {
+			return fmt.Errorf("%w (%s is %s: add columns with PlanEvolution and Evolve, which give them ids and physical names)", err, propColumnMappingMode, columnMappingMode(md))
+		}
+		if prop, ok := md.Configuration[propColumnMappingMaxID]; ok {
+			if maxID := maxColumnID(&Metadata{}, schema); maxID > maxColumnID(md, &StructType{}) {
+				return fmt.Errorf("column mapping id %d is above %s (%s)", maxID, propColumnMappingMaxID, prop)
+			}
+		}
+	}
+	if hasTimestampNTZ(schema) && !p.HasWriterFeature(FeatureTimestampNTZ) {
+		return fmt.Errorf("the schema has a timestamp_ntz column but the protocol lacks the %s feature", FeatureTimestampNTZ)
+	}
+	return nil
+}
+
+// tableSchema is the schema a snapshot of metadata md reads and writes files in: md's,
+// without column mapping metadata when the table's mode is none, since its files then
+// name columns by their names whatever the fields' metadata says (a schema copied from
+// a mapped table, a mapping dropped by another engine).
+func tableSchema(md *Metadata) (*StructType, error) {
+	schema, err := md.Schema()
+	if err != nil {
+		return nil, err
+	}
+	if columnMappingMode(md) == "none" && schemaMapped(schema) {
+		schema = withoutColumnMapping(schema)
+	}
+	return schema, nil
+}
+
+// withoutColumnMapping is st with every field's column mapping metadata (id and
+// physical name) removed, for a table whose mode is none: its files name columns by
+// their logical names.
+func withoutColumnMapping(st *StructType) *StructType {
+	out, err := cloneSchema(st)
+	if err != nil {
+		return st
+	}
+	walkFields(out, func(f *StructField) {
+		if _, ok := f.Metadata[metaPhysicalName]; !ok {
+			if _, ok := f.Metadata[metaColumnID]; !ok {
+				return
+			}
+		}
+		md := copyMetadata(f.Metadata)
+		delete(md, metaPhysicalName)
+		delete(md, metaColumnID)
+		f.Metadata = md
+	})
+	return out
+}

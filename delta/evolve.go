@@ -255,6 +255,10 @@ func (t *Table) Evolve(ctx context.Context, ev *Evolution, lineage *Lineage) (in
 	if ev.widen && !proto.HasWriterFeature(FeatureTypeWidening) && !proto.HasWriterFeature(FeatureTypeWideningPreview) {
 		proto = withReaderWriterFeature(proto, FeatureTypeWidening)
 	}
+	if hasTimestampNTZ(st) && !proto.HasWriterFeature(FeatureTimestampNTZ) {
+		// A timestamp_ntz column added or widened to (from a date).
+		proto = withReaderWriterFeature(proto, FeatureTimestampNTZ)
+	}
 	if md.SchemaString, err = st.SchemaString(); err != nil {
 		return -1, err
 	}

@@ -219,7 +219,7 @@ func (t *Table) finishSnapshot(ctx context.Context, st *tableState, version, cpV
 	if err := checkRead(st.protocol, st.metadata); err != nil {
 		return nil, err
 	}
-	schema, err := st.metadata.Schema()
+	schema, err := tableSchema(st.metadata)
 	if err != nil {
 		return nil, fmt.Errorf("version %d: %w", version, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -119,6 +120,9 @@ func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *Resto
 	if err != nil {
 		return -1, nil, err
 	}
+	if md, err = keepColumnMapping(md, latest.Metadata()); err != nil {
+		return -1, nil, err
+	}
 	dataChange := true
 	if cdfEnabled(md) && len(restore)+len(remove) > 0 {
 		recs, n, ok, err := t.restoreChanges(ctx, target, latest, restore, remove, opts.Keys)
@@ -129,7 +133,7 @@ func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *Resto
 		m.RowsDeleted, m.RowsInserted, m.RowsUpdated, m.FileLevelChanges, m.ChangeData = n.deleted, n.inserted, n.updated, !ok, true
 		switch {
 		case ok && len(recs) > 0:
-			schema, err := md.Schema()
+			schema, err := tableSchema(md)
 			if err != nil {
 				return -1, nil, err
 			}
@@ -263,6 +267,36 @@ func sortAddSlice(adds []*Add) {
 		m[fileKey{a.Path, a.DeletionVector.UniqueID()}] = a
 	}
 	copy(adds, sortAdds(m))
+}
+
+// keepColumnMapping returns the restored metadata with the latest version's column
+// mapping kept: its mode (a restored version from before mapping was turned on gets it
+// as name, its columns keeping their names as physical names, as when it was turned
+// on) and its delta.columnMapping.maxColumnId when higher, so that no id is handed out
+// twice (a column added after the restore must never read the files of one added
+// before it, in time travel and the change feed).
+func keepColumnMapping(md, now *Metadata) (*Metadata, error) {
+	mode := columnMappingMode(now)
+	if mode == "none" {
+		return md, nil
+	}
+	schema, err := md.Schema()
+	if err != nil {
+		return nil, err
+	}
+	out := *md
+	out.Configuration = copyConfig(md.Configuration)
+	maxID := max(maxColumnID(md, schema), maxColumnID(now, &StructType{}))
+	if columnMappingMode(md) == "none" {
+		schema = withoutColumnMapping(schema)
+		maxID = assignColumnMapping(schema, maxID, true)
+		out.Configuration[propColumnMappingMode] = mode
+		if out.SchemaString, err = schema.SchemaString(); err != nil {
+			return nil, err
+		}
+	}
+	out.Configuration[propColumnMappingMaxID] = strconv.FormatInt(maxID, 10)
+	return &out, nil
 }
 
 // keepHighWaterMarks returns the restored metadata with each identity column's high-water

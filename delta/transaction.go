@@ -355,6 +355,11 @@ func (tx *Transaction) validate() error {
 	if err != nil {
 		return err
 	}
+	if tx.md != nil || tx.proto != nil {
+		if err := checkSchemaFeatures(proto, md, schema); err != nil {
+			return err
+		}
+	}
 	appendOnly := strings.EqualFold(md.Configuration[PropAppendOnly], "true")
 	if tx.snap != nil && tx.snap.AppendOnly() {
 		appendOnly = true
@@ -598,7 +603,7 @@ func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 		for _, d := range tx.sysDomains {
 			st.apply(&Action{DomainMetadata: d})
 		}
-		schema, err := st.metadata.Schema()
+		schema, err := tableSchema(st.metadata)
 		if err == nil {
 			post = &Snapshot{table: t, version: version, state: st, schema: schema,
 				checkpointVersion: tx.snap.checkpointVersion, ts: time.UnixMilli(tx.commitTS)}
