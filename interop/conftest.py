@@ -26,6 +26,10 @@ Layout:
                                 delta.enableDeletionVectors read by Spark and delta-rs
                                 (rows per version, change feed, our checkpoint, RESTORE,
                                 VACUUM, MinIO); Spark's vectors read by ours
+    test_schema_evolution.py    column mapping (name, id) and type widening both ways:
+                                our evolved tables read by Spark (and delta-rs where it
+                                can) at every version, Spark's ALTER TABLE evolutions read
+                                by us with their change feeds, stats_parsed checkpoints
     test_table_features.py      V2 checkpoints, in-commit timestamps, clustering, row
                                 tracking: Spark's tables written by us, ours read by Spark
                                 and delta-rs
@@ -35,7 +39,7 @@ jar, default ~/.cache/orchestrator-ivy), ORCH_TEST_S3_* (MinIO, from scripts/tes
 MinIO tests fail when they are missing and CI=true, and are skipped otherwise).
 
 Adding tests: give deltatool a command for the new operation (interop/deltatool/ops.go
-has create, append, changes, update, delete, merge, restore and vacuum; support.DeltaTool
+has create, append, changes, update, delete, merge, restore and vacuum, alter.go alter; support.DeltaTool
 wraps each), then compare with Spark (spark.sql on delta.`path`, readChangeFeed) and
 delta-rs with support.assert_same_rows (test_cdf_dml.assert_same_changes for feeds).
 Spark tables with change data feed need 'delta.enableChangeDataFeed' = 'true' in

@@ -201,6 +201,36 @@ class DeltaTool:
         finally:
             out.unlink(missing_ok=True)
 
+    def read_where(self, table: str, where: str, *, version: int | None = None) -> tuple[pa.Table, dict]:
+        """The rows where a predicate holds, and the scan's file counts
+        ({filesTotal, filesPruned, filesRead})."""
+        out = self._tmp(".arrow")
+        args = ["read", "--table", table, "--out", str(out), "--where", where]
+        if version is not None:
+            args += ["--version", str(version)]
+        counts = json.loads(self.run(*args))
+        try:
+            return read_ipc(out), counts
+        finally:
+            out.unlink(missing_ok=True)
+
+    def alter(self, table: str, *, add=(), widen=(), rename=(), drop=(), mapping: str | None = None) -> int:
+        """Schema evolution: add and widen take (name, delta type), rename (old, new); one
+        metadata-only commit for add/widen/rename/mapping, another for drop. Returns the
+        last version committed."""
+        args = ["alter", "--table", table]
+        for n, t in add:
+            args += ["--add", f"{n}:{t}"]
+        for n, t in widen:
+            args += ["--widen", f"{n}:{t}"]
+        for a, b in rename:
+            args += ["--rename", f"{a}:{b}"]
+        for n in drop:
+            args += ["--drop", n]
+        if mapping:
+            args += ["--mapping", mapping]
+        return int(self.run(*args).strip())
+
     def write(self, table: str, data: pa.Table, *, mode: str = "append", partition_by=(), properties=None,
               row_group_bytes: int | None = None, cluster_by=()) -> int:
         """Commits data; returns the version the commit created. With row_group_bytes a row

@@ -6,7 +6,7 @@
 // Usage (TABLE is a directory, file:///dir or s3://bucket/prefix; S3 settings come from the
 // standard AWS_* environment variables, see objectstore/s3.ConfigFromEnv):
 //
-//	deltatool read --table TABLE [--version N | --timestamp RFC3339] --out FILE.arrow
+//	deltatool read --table TABLE [--version N | --timestamp RFC3339] [--where EXPR] --out FILE.arrow
 //	deltatool write --table TABLE --in FILE.arrow [--mode append|overwrite]
 //	          [--partition-by a,b | --cluster-by a,b] [--property k=v ...] [--row-group-bytes N]
 //	deltatool create --table TABLE --schema-from FILE.arrow [--identity name[:start[:step]]]
@@ -19,6 +19,8 @@
 //	deltatool restore --table TABLE --version N
 //	deltatool vacuum --table TABLE [--retain DURATION] [--force]
 //	deltatool set-property --table TABLE [--property k=v ...] [--unset k ...]
+//	deltatool alter --table TABLE [--add name:type ...] [--widen name:type ...]
+//	          [--rename old:new ...] [--drop name ...] [--mapping name]
 //	deltatool checkpoint --table TABLE
 //	deltatool history --table TABLE
 //	deltatool version --table TABLE
@@ -43,6 +45,10 @@
 // table itself and hands the MERGE each match's file and row and the matched rows
 // (MergeOptions.Positions with FileMatches.Rows), as the scd2_merge stage does; restore is RESTORE TO VERSION AS OF; vacuum uses
 // the real clock and prints {filesDeleted, bytesDeleted, startVersion, endVersion} as JSON.
+// alter adds nullable columns, widens types, renames columns and turns column mapping
+// on in one schema evolution (delta.PlanEvolution, Table.Evolve: one metadata-only
+// commit), then drops columns (Table.DropColumns) in another; read --where filters the
+// scan and prints its file counts ({filesTotal, filesPruned, filesRead}) as JSON.
 // Every other command prints the version it committed.
 //
 // It is a test helper, not the product's CLI (cmd/orchestrator): it exposes the library

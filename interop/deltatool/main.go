@@ -43,7 +43,7 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-const usage = "usage: deltatool read|write|create|append|changes|update|delete|merge|restore|vacuum|set-property|checkpoint|history|version|ensure-bucket --table TABLE [flags]"
+const usage = "usage: deltatool read|write|create|append|changes|update|delete|merge|restore|vacuum|set-property|alter|checkpoint|history|version|ensure-bucket --table TABLE [flags]"
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -85,6 +85,7 @@ func commandFor(name string, fs *flag.FlagSet) (c command, ok bool) {
 		fs.StringVar(&r.version, "version", "", "version to read (default latest)")
 		fs.StringVar(&r.timestamp, "timestamp", "", "read the version as of this RFC 3339 time")
 		fs.StringVar(&r.out, "out", "", "Arrow IPC file to write")
+		fs.StringVar(&r.where, "where", "", "only rows where this predicate (delta.ParsePredicate) holds; prints the scan's file counts as JSON")
 		c = r
 	case "write":
 		w := &writeCmd{props: map[string]string{}}
@@ -142,6 +143,14 @@ func commandFor(name string, fs *flag.FlagSet) (c command, ok bool) {
 		fs.Var(propFlag(p.set), "property", "property k=v to set (repeatable)")
 		fs.Var((*listFlag)(&p.unset), "unset", "property to remove (repeatable)")
 		c = p
+	case "alter":
+		a := &alterCmd{}
+		fs.Var((*listFlag)(&a.add), "add", "add a nullable column name:type (repeatable)")
+		fs.Var((*listFlag)(&a.widen), "widen", "widen a column to name:type (repeatable)")
+		fs.Var((*listFlag)(&a.rename), "rename", "rename a column old:new (repeatable; column mapping)")
+		fs.Var((*listFlag)(&a.drop), "drop", "drop a column (repeatable; column mapping)")
+		fs.StringVar(&a.mapping, "mapping", "", "turn column mapping on (name)")
+		c = a
 	case "checkpoint":
 		c = checkpointCmd{}
 	case "history":
@@ -179,7 +188,7 @@ func (e *env) tableURI() string {
 	return ""
 }
 
-type readCmd struct{ version, timestamp, out string }
+type readCmd struct{ version, timestamp, out, where string }
 
 func (c *readCmd) run(ctx context.Context, e *env) error {
 	if c.out == "" {
@@ -212,14 +221,23 @@ func (c *readCmd) run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	sc, err := delta.Scan(ctx, e.store, "", snap.Schema(), snap.PartitionColumns(), snap.Files(),
-		delta.ScanOptions{TableURI: e.tableURI()})
+	so := delta.ScanOptions{TableURI: e.tableURI()}
+	if c.where != "" {
+		if so.Filter, err = delta.ParsePredicate(c.where); err != nil {
+			return usageError{fmt.Sprintf("read: --where %q: %v", c.where, err)}
+		}
+	}
+	sc, err := delta.Scan(ctx, e.store, "", snap.Schema(), snap.PartitionColumns(), snap.Files(), so)
 	if err != nil {
 		return err
 	}
 	defer sc.Release()
 	if err := writeStream(c.out, sc); err != nil {
 		return fmt.Errorf("read version %d: %w", snap.Version(), err)
+	}
+	if c.where != "" {
+		st := sc.Stats()
+		return json.NewEncoder(e.stdout).Encode(map[string]int{"filesTotal": st.FilesTotal, "filesPruned": st.FilesPruned, "filesRead": st.FilesRead})
 	}
 	return nil
 }
