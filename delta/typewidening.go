@@ -25,8 +25,11 @@ func integerRank(t DataType) int {
 	return 0
 }
 
-// integerDigits is the number of decimal digits an integer type needs.
-var integerDigits = map[int]int{1: 3, 2: 5, 3: 10, 4: 20}
+// integerDigits is the number of integer digits a decimal needs for a widening from an
+// integer type: Delta's rule is decimal(10 + k1, k2) with k1 >= k2 >= 0 from byte, short
+// and integer, decimal(20 + k1, k2) from long (Spark refuses byte to decimal(4,1), which
+// would hold every byte: the preview feature allowed it, the stable one does not).
+var integerDigits = map[int]int{1: 10, 2: 10, 3: 10, 4: 20}
 
 // CanWiden reports whether typeWidening lets a column of type from become to (a wider
 // type that holds every value of from exactly): byte to short to integer to long, float
