@@ -396,7 +396,8 @@ report_s3_usage() {
 }
 
 # run_properties: the property tests of the keyed stages (random streams against a
-# reference fold), in full: under -race they run a few streams each (jobs/race_on_test.go),
+# reference fold) and of schema evolution (delta: random schema and data changes against
+# a model, 256 seeds), in full: under -race they run a few streams each (jobs/race_on_test.go),
 # since the race detector makes them ten times slower; here, without it, 32 per mode.
 run_properties() {
   if [[ ${#GO_TEST_ARGS[@]} -ne 1 || ${GO_TEST_ARGS[0]} != ./... ]]; then
@@ -405,7 +406,11 @@ run_properties() {
   fi
   local tests='TestCDCStreamsAnyOrderAnySplit|TestDailySnapshotsWithBusinessTime'
   log "go test -count=1 -run '$tests' ./jobs (in full, without -race)"
-  run_in_group go test -count=1 -timeout 30m -run "$tests" ./jobs
+  local status=0
+  run_in_group go test -count=1 -timeout 30m -run "$tests" ./jobs || status=$?
+  log "ORCH_EVOLVE_SEEDS=256 go test -count=1 -run TestEvolutionProperty ./delta (schema evolution, without -race)"
+  run_in_group env ORCH_EVOLVE_SEEDS=256 go test -count=1 -timeout 30m -run 'TestEvolutionProperty$' ./delta || status=$?
+  return "$status"
 }
 
 # ---- Additional suites go here. ------------------------------------------------------

@@ -1,0 +1,5 @@
+//go:build !race
+
+package delta_test
+
+const raceEnabled = false
