@@ -297,3 +297,42 @@ func TestColumnMappingModeNoneUsesNames(t *testing.T) {
 }
 
 var _ objectstore.Store = (*mem.Store)(nil)
+
+// NonAdditiveChanges names the renames, drops and type changes between two versions (what
+// Spark's table_changes cannot read across), and nothing for additions.
+func TestNonAdditiveChanges(t *testing.T) {
+	ctx := context.Background()
+	store := mem.New(mem.Config{})
+	sch, _ := delta.ParseSchema(structOf(fieldJSON("id", "long"), fieldJSON("a", "string"), fieldJSON("c", "string")))
+	tbl, err := delta.Create(ctx, store, "t", delta.CreateOptions{Schema: sch, Properties: map[string]string{"delta.columnMapping.mode": "name"}}, delta.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendJSON(t, tbl, latest(t, tbl), `[{"id":1,"a":"x","c":"y"}]`)                                                                                             // v1
+	evolveTo(t, tbl, structOf(fieldJSON("id", "long"), fieldJSON("a", "string"), fieldJSON("c", "string"), fieldJSON("d", "integer")), delta.EvolutionOptions{}) // v2
+	evolveTo(t, tbl, structOf(fieldJSON("id", "long"), fieldJSON("b", "string"), fieldJSON("c", "string"), fieldJSON("d", "long")),
+		delta.EvolutionOptions{RenamedFrom: map[string]string{"b": "a"}}) // v3
+	if _, err := tbl.DropColumns(ctx, latest(t, tbl), []string{"c"}, nil); err != nil { // v4
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		from, to int64
+		want     []string
+	}{
+		{0, 2, nil},
+		{1, 4, []string{"RENAME COLUMN b (from a at version 3)", "CHANGE COLUMN d (integer to long at version 3)", "DROP COLUMNS c (at version 4)"}},
+		{3, 4, []string{"DROP COLUMNS c (at version 4)"}},
+	} {
+		steps, err := tbl.NonAdditiveChanges(ctx, tc.from, tc.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range steps {
+			got = append(got, s.String())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%d..%d: %q, want %q", tc.from, tc.to, got, tc.want)
+		}
+	}
+}

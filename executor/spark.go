@@ -111,6 +111,9 @@ func (e *SparkExecutor) attempt(ctx context.Context, t Task, log func(string, ..
 	if p.UpToDate {
 		return p.Result, nil
 	}
+	if err := checkFeedRanges(ctx, p, t.Env); err != nil {
+		return p.Result, err
+	}
 	stmts, err := e.statements(p, t.Env)
 	res := p.Result // with the notes the statements added
 	if err != nil {
@@ -224,6 +227,47 @@ func (e *SparkExecutor) execute(ctx context.Context, s *sparkconnect.Session, t 
 		return op, fmt.Errorf("spark operation %s: %w", opID, execErr)
 	}
 	return op, err
+}
+
+// checkFeedRanges refuses, with its reason, a plan whose SQL reads a change feed across a
+// column renamed, dropped or widened in its range: Spark's table_changes refuses such a
+// range (DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA), while the local engine reads
+// it exactly, matching columns by their ids and widening older files.
+func checkFeedRanges(ctx context.Context, p *jobs.Plan, env *jobs.Env) error {
+	type feed struct {
+		src         jobs.PlanTable
+		from, until int64
+	}
+	var feeds []feed
+	switch {
+	case p.Capture != nil:
+		feeds = append(feeds, feed{p.Capture.Source, p.Capture.From, p.Capture.Through})
+	case p.Merge != nil && p.Merge.SourceChanges:
+		from := p.Merge.From
+		if p.Merge.PriorFrom >= 0 && p.Merge.PriorFrom < from {
+			from = p.Merge.PriorFrom
+		}
+		feeds = append(feeds, feed{p.Merge.Source, from, p.Merge.Through})
+	}
+	for _, f := range feeds {
+		tbl, err := delta.Open(ctx, env.Warehouse, f.src.Path, env.Delta)
+		if err != nil {
+			return fmt.Errorf("table %s: %w", f.src.Name, err)
+		}
+		steps, err := tbl.NonAdditiveChanges(ctx, f.from, f.until)
+		if err != nil {
+			return fmt.Errorf("table %s: %w", f.src.Name, err)
+		}
+		if len(steps) > 0 {
+			var what []string
+			for _, s := range steps {
+				what = append(what, s.String())
+			}
+			return fmt.Errorf("the change feed of %s versions %d..%d crosses %s, which Spark's table_changes cannot read across; run this stage with engine: local (it reads such a feed exactly)",
+				f.src.Name, f.from, f.until, strings.Join(what, ", "))
+		}
+	}
+	return nil
 }
 
 // tableVersion is a table's latest version (-1 when it does not exist).

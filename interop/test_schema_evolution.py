@@ -325,12 +325,10 @@ def test_we_read_spark_evolved_table(deltatool, spark, table_dir, mode):
     whole = deltatool.changes(path, 1)
     want = pa.concat_tables([to_schema(theirs[v], schemas[v], schemas[last], whole.schema) for v in range(1, last + 1)])
     assert_same_changes(whole, want, what=f"change feed 1..{last} in the newest schema", timestamps=True)
-    try:
-        spark_whole = spark_changes(spark, path, 1, last)
-    except Exception as e:  # noqa: BLE001: Spark's AnalysisException
-        assert "schema" in str(e).lower(), e
-    else:
-        assert_same_changes(whole, spark_whole, what="Spark's own whole range", timestamps=True)
+    # Spark refuses the range (the executor's checkFeedRanges relies on it: a change to
+    # this answer means the Spark engine may read such feeds itself).
+    with pytest.raises(Exception, match="DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA"):
+        spark_changes(spark, path, 1, last).num_rows
     # The renamed label holds the values written as name and full_name, never NULL.
     labels = {r["id"]: r["label"] for r in deltatool.read(path).to_pylist()}
     assert labels == {1: "updated", 3: "c", 4: "merged", 5: "e", 6: "updated", 7: "g", 8: "h"}, labels
