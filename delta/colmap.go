@@ -172,9 +172,21 @@ func physicalType(t DataType, at arrow.DataType) arrow.DataType {
 const droppedPrefix = "\x00dropped:"
 
 // fileField finds the field of a data file's (Arrow) fields that holds logical field f:
-// by its Parquet field id when both have one, else by its physical name (a field
-// without column mapping: its name, in any case). -1: the file lacks it.
+// by its physical name, else by its Parquet field id when both have one (a field without
+// column mapping: by its name, in any case). -1: the file lacks it. The physical name
+// comes first: mode name resolves by it alone, and ids in files written before mapping
+// was turned on (by a writer that numbers every column) mean other columns; mode id
+// resolves by id, which the fallback finds where the names differ (a table converted
+// from Iceberg), and Spark writes both alike.
 func fileField(fields []arrow.Field, f *StructField) int {
+	if isMapped(f) {
+		name := physicalName(f)
+		for i, ff := range fields {
+			if ff.Name == name {
+				return i
+			}
+		}
+	}
 	if id, ok := columnID(f); ok {
 		for i, ff := range fields {
 			if v, ok := ff.Metadata.GetValue(parquetFieldID); ok && v == strconv.FormatInt(id, 10) {
@@ -183,12 +195,6 @@ func fileField(fields []arrow.Field, f *StructField) int {
 		}
 	}
 	if isMapped(f) {
-		name := physicalName(f)
-		for i, ff := range fields {
-			if ff.Name == name {
-				return i
-			}
-		}
 		return -1
 	}
 	for i, ff := range fields {

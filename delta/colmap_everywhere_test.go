@@ -188,8 +188,9 @@ func TestColumnMappingVacuum(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New(mem.Config{})
 	sch, _ := delta.ParseSchema(structOf(fieldJSON("id", "long"), fieldJSON("a", "string"), fieldJSON("part", "string")))
+	clock := time.Now()
 	tbl, err := delta.Create(ctx, store, "t", delta.CreateOptions{Schema: sch, PartitionColumns: []string{"part"},
-		Properties: map[string]string{"delta.columnMapping.mode": "name"}}, delta.Options{})
+		Properties: map[string]string{"delta.columnMapping.mode": "name"}}, delta.Options{Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +203,7 @@ func TestColumnMappingVacuum(t *testing.T) {
 	appendJSON(t, tbl, latest(t, tbl), `[{"id":3,"b":"w","part":"q","z":7}]`)
 	before := scanRows(t, latest(t, tbl), delta.ScanOptions{})
 	wantRows(t, "before VACUUM", before, []string{`{"b":"w","id":3,"part":"q","z":7}`, `{"b":"x","id":1,"part":"p","z":null}`})
+	clock = time.Now().Add(time.Hour) // the removed file is an hour old
 	zero := time.Duration(0)
 	res, err := tbl.Vacuum(ctx, delta.VacuumOptions{Retain: &zero, Force: true})
 	if err != nil {
@@ -335,4 +337,45 @@ func TestNonAdditiveChanges(t *testing.T) {
 			t.Errorf("%d..%d: %q, want %q", tc.from, tc.to, got, tc.want)
 		}
 	}
+}
+
+// A table turned to column mapping mode name reads files written before by physical name
+// (their names), never by Parquet field ids they may carry from their writer, which
+// number the columns otherwise: mode name resolves columns by physical name alone.
+func TestColumnMappingNameIgnoresStrayFieldIDs(t *testing.T) {
+	ctx := context.Background()
+	store := mem.New(mem.Config{})
+	sch, _ := delta.ParseSchema(structOf(fieldJSON("id", "long"), fieldJSON("a", "string"), fieldJSON("b", "string")))
+	tbl, err := delta.Create(ctx, store, "t", delta.CreateOptions{Schema: sch}, delta.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A file whose writer numbered a as 3 and b as 2 (as another engine may).
+	other, _ := delta.ParseSchema(`{"type":"struct","fields":[
+ {"name":"id","type":"long","nullable":true,"metadata":{"delta.columnMapping.id":1,"delta.columnMapping.physicalName":"id"}},
+ {"name":"a","type":"string","nullable":true,"metadata":{"delta.columnMapping.id":3,"delta.columnMapping.physicalName":"a"}},
+ {"name":"b","type":"string","nullable":true,"metadata":{"delta.columnMapping.id":2,"delta.columnMapping.physicalName":"b"}}]}`)
+	as, _ := delta.ArrowSchema(sch)
+	rec := recordJSON(t, as, `[{"id":1,"a":"from a","b":"from b"}]`)
+	defer rec.Release()
+	adds, err := delta.WriteRecords(ctx, store, "t", other, nil, []arrow.RecordBatch{rec}, delta.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fileColumns(t, store, tbl.Key(adds[0].Path)); !slices.Equal(got, []string{"id#1", "a#3", "b#2"}) {
+		t.Fatalf("crafted file columns %v", got)
+	}
+	tx := tbl.NewTransaction(latest(t, tbl), delta.TxOptions{Operation: "WRITE"})
+	tx.AddFiles(adds...)
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.SetProperties(ctx, map[string]string{"delta.columnMapping.mode": "name"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	snap := latest(t, tbl)
+	if id, _ := snap.Schema().Field("a").Metadata["delta.columnMapping.id"]; id == nil {
+		t.Fatal("column mapping was not turned on")
+	}
+	wantRows(t, "rows", scanRows(t, snap, delta.ScanOptions{}), []string{`{"a":"from a","b":"from b","id":1}`})
 }
