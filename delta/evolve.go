@@ -3,6 +3,7 @@ package delta
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -281,29 +282,63 @@ func (t *Table) Evolve(ctx context.Context, ev *Evolution, lineage *Lineage) (in
 	return v, nil
 }
 
-// DropColumns removes top-level columns from the schema in one metadata-only commit
-// (DROP COLUMNS); with column mapping only, so that no file is rewritten and a later
-// column of the same name is another column. Partition columns cannot be dropped.
-func (t *Table) DropColumns(ctx context.Context, snap *Snapshot, columns []string, lineage *Lineage) (int64, error) {
+// ColumnMappingMode is the table's delta.columnMapping.mode: "none", "name" or "id".
+func (s *Snapshot) ColumnMappingMode() string { return columnMappingMode(s.Metadata()) }
+
+// PlanDropColumns checks that snap's table can drop the top-level columns (each named
+// once, case-insensitively) in one metadata-only commit, and returns the schema it would
+// have then. Refused, naming the column and what to do: a table without column mapping
+// (dropping would have to rewrite every file, or a later column of the name would read
+// the old values), a column the table lacks, a partition column, the last data column.
+func PlanDropColumns(snap *Snapshot, columns []string) (*StructType, error) {
+	if len(columns) == 0 {
+		return nil, errors.New("no column to drop")
+	}
 	if columnMappingMode(snap.Metadata()) == "none" {
-		return -1, fmt.Errorf("drop columns of table %s: dropping a column needs column mapping (set %s: name first)", t.displayRoot(), propColumnMappingMode)
+		return nil, fmt.Errorf("dropping a column needs column mapping, which the table does not have (its files name their columns by their names): set %s: name first (declare it in the table's properties, or run orchestrator table properties TABLE --set %s=name), then drop", propColumnMappingMode, propColumnMappingMode)
 	}
 	st, err := cloneSchema(snap.Schema())
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	for _, c := range columns {
 		i := st.FieldIndex(c)
 		if i < 0 {
-			return -1, fmt.Errorf("drop columns of table %s: no column %s", t.displayRoot(), c)
+			if strings.Contains(c, ".") && snap.Schema().FieldIndex(c) < 0 {
+				return nil, fmt.Errorf("no column %s: only top-level columns can be dropped", c)
+			}
+			if snap.Schema().FieldIndex(c) >= 0 {
+				return nil, fmt.Errorf("column %s is named twice", c)
+			}
+			return nil, fmt.Errorf("no column %s (the table has %s)", c, fieldNames(snap.Schema()))
 		}
 		if slices.ContainsFunc(snap.PartitionColumns(), func(p string) bool { return strings.EqualFold(p, c) }) {
-			return -1, fmt.Errorf("drop columns of table %s: %s is a partition column", t.displayRoot(), c)
+			return nil, fmt.Errorf("column %s is a partition column: dropping it would change where every row lives (rewrite the table instead)", st.Fields[i].Name)
 		}
 		st.Fields = slices.Delete(st.Fields, i, i+1)
 	}
 	if len(st.Fields) == len(snap.PartitionColumns()) {
-		return -1, fmt.Errorf("drop columns of table %s: a table keeps at least one data column", t.displayRoot())
+		return nil, fmt.Errorf("dropping %s would leave the table without a data column", strings.Join(columns, ", "))
+	}
+	return st, nil
+}
+
+func fieldNames(st *StructType) string {
+	names := make([]string, len(st.Fields))
+	for i, f := range st.Fields {
+		names[i] = f.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// DropColumns removes top-level columns from the schema in one metadata-only commit
+// (DROP COLUMNS), as PlanDropColumns allows: with column mapping only, so that no file
+// is rewritten (the values stay in the files, unread) and a later column of the same
+// name is another column.
+func (t *Table) DropColumns(ctx context.Context, snap *Snapshot, columns []string, lineage *Lineage) (int64, error) {
+	st, err := PlanDropColumns(snap, columns)
+	if err != nil {
+		return -1, fmt.Errorf("drop columns of table %s: %w", t.displayRoot(), err)
 	}
 	md := *snap.Metadata()
 	if md.SchemaString, err = st.SchemaString(); err != nil {

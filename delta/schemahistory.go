@@ -1,0 +1,114 @@
+package delta
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// SchemaVersion is a version of a table whose commit changed its schema: the first
+// version the log holds (the table's creation, when the log starts at 0), then each
+// commit whose metaData changed a column, the partitioning or turned column mapping on.
+type SchemaVersion struct {
+	Version int64
+	// Timestamp is the commit timestamp time travel uses (as HistoryEntry's).
+	Timestamp time.Time
+	Operation string
+	UserName  string
+	// Lineage is the pipeline, stage and run that made the change (nil for commits of
+	// other engines, and for commands run outside a run, such as table alter).
+	Lineage *Lineage
+	// Schema, PartitionColumns and ColumnMapping ("none", "name" or "id") are the
+	// table's from this version on.
+	Schema           *StructType
+	PartitionColumns []string
+	ColumnMapping    string
+	// First says that this is the schema the log starts with: the table as created
+	// (Version 0) or as the earliest version the log still holds; Changes is empty then.
+	First   bool
+	Changes []SchemaChange
+}
+
+// SchemaHistory lists the versions that changed the table's schema, oldest first,
+// up to the latest version. It reads every commit the log holds (several at once) and
+// parses only the schemas of commits that carry metaData.
+func (t *Table) SchemaHistory(ctx context.Context) ([]SchemaVersion, error) {
+	out, err := t.schemaHistory(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("schema history of table %s: %w", t.displayRoot(), err)
+	}
+	return out, nil
+}
+
+func (t *Table) schemaHistory(ctx context.Context) ([]SchemaVersion, error) {
+	latest, err := t.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := t.changeLog(ctx, latest)
+	if err != nil {
+		return nil, err
+	}
+	first := max(cl.earliest, cl.commits[0].version)
+	base, err := t.SnapshotAt(ctx, first)
+	if err != nil {
+		return nil, err
+	}
+	stamp := func(v int64) time.Time { return time.UnixMilli(cl.stamps[cl.byVersion[v]]).UTC() }
+	cur := SchemaVersion{Version: first, Timestamp: stamp(first), Schema: base.Schema(), First: true,
+		PartitionColumns: base.PartitionColumns(), ColumnMapping: columnMappingMode(base.Metadata())}
+	mdSeen, prevSchema := base.Metadata(), base.Schema()
+	var out []SchemaVersion
+	err = t.forEachCommit(ctx, first, latest.version, func(v int64, acts []Action) error {
+		var md *Metadata
+		for i := range acts {
+			if acts[i].MetaData != nil {
+				md = acts[i].MetaData
+			}
+		}
+		ci := findCommitInfo(acts)
+		if v == first {
+			cur.Operation, cur.UserName, cur.Lineage = commitWho(ci)
+			out = append(out, cur)
+			return nil
+		}
+		if md == nil || md.SchemaString == mdSeen.SchemaString && slices.Equal(md.PartitionColumns, mdSeen.PartitionColumns) &&
+			columnMappingMode(md) == columnMappingMode(mdSeen) {
+			return nil
+		}
+		st, err := ParseSchema(md.SchemaString)
+		if err != nil {
+			return fmt.Errorf("version %d: %w", v, err)
+		}
+		prev := out[len(out)-1]
+		sv := SchemaVersion{Version: v, Timestamp: stamp(v), Schema: st, PartitionColumns: md.PartitionColumns, ColumnMapping: columnMappingMode(md)}
+		sv.Operation, sv.UserName, sv.Lineage = commitWho(ci)
+		if sv.ColumnMapping != prev.ColumnMapping {
+			sv.Changes = append(sv.Changes, SchemaChange{Kind: ColumnMappingOn, From: prev.ColumnMapping, To: sv.ColumnMapping})
+		}
+		sv.Changes = append(sv.Changes, DiffSchemas(prevSchema, st)...)
+		if !slices.EqualFunc(prev.PartitionColumns, sv.PartitionColumns, strings.EqualFold) {
+			sv.Changes = append(sv.Changes, SchemaChange{Kind: PartitionsChanged,
+				From: strings.Join(prev.PartitionColumns, ", "), To: strings.Join(sv.PartitionColumns, ", ")})
+		}
+		mdSeen, prevSchema = md, st
+		if len(sv.Changes) == 0 { // metadata beside the definitions changed (an identity's high-water mark)
+			return nil
+		}
+		out = append(out, sv)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func commitWho(ci *CommitInfo) (op, user string, lineage *Lineage) {
+	if ci == nil {
+		return "", "", nil
+	}
+	return ci.Operation, ci.UserName, ci.Orchestrator
+}
