@@ -262,3 +262,51 @@ func TestDiffVersionsAcrossSchemaChanges(t *testing.T) {
 		t.Errorf("before's amount %v: want it read as version 1 has it, decimal(10,2)", f)
 	}
 }
+
+// TestPlanDropColumns: what a drop refuses, naming the column and the way out.
+func TestPlanDropColumns(t *testing.T) {
+	ctx := context.Background()
+	create := func(props map[string]string, parts []string, fields ...string) *delta.Snapshot {
+		t.Helper()
+		sch, err := delta.ParseSchema(structOf(fields...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := delta.Create(ctx, mem.New(mem.Config{}), "t", delta.CreateOptions{Schema: sch, PartitionColumns: parts, Properties: props}, delta.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := tbl.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	on := map[string]string{"delta.columnMapping.mode": "name"}
+	mappedSnap := create(on, []string{"day"}, col("day", `"date"`, true, ""), col("id", `"long"`, true, ""), col("st", structOf(col("a", `"integer"`, true, "")), true, ""))
+	for _, c := range []struct {
+		name string
+		snap *delta.Snapshot
+		cols []string
+		want string
+	}{
+		{"no column mapping", create(nil, nil, col("a", `"long"`, true, ""), col("b", `"long"`, true, "")), []string{"b"},
+			"dropping a column needs column mapping, which the table does not have (its files name their columns by their names): set delta.columnMapping.mode: name first"},
+		{"partition column", mappedSnap, []string{"DAY"}, "column day is a partition column"},
+		{"the last data column", mappedSnap, []string{"id", "st"}, "dropping id, st would leave the table without a data column"},
+		{"a nested field", mappedSnap, []string{"st.a"}, "no column st.a: only top-level columns can be dropped"},
+		{"twice", mappedSnap, []string{"id", "ID"}, "column ID is named twice"},
+		{"unknown", mappedSnap, []string{"nope"}, "no column nope (the table has day, id, st)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := delta.PlanDropColumns(c.snap, c.cols)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+	st, err := delta.PlanDropColumns(mappedSnap, []string{"St"})
+	if err != nil || len(st.Fields) != 2 || st.Fields[1].Name != "id" {
+		t.Errorf("drop st: %v, %v", st, err)
+	}
+}
