@@ -221,7 +221,9 @@ func diffStructs(out *[]SchemaChange, oldPrefix, prefix string, old, new *Struct
 }
 
 // matchFields pairs each field of new with its field of old (-1: none): by column
-// mapping id when both have one, else by name among the fields not paired yet.
+// mapping id when both have one; else by physical name (a column of a table that
+// turned column mapping on keeps its name as its physical name, even when renamed in
+// the same commit), else by name, among the fields not paired yet.
 func matchFields(old, new *StructType) []int {
 	match := make([]int, len(new.Fields))
 	taken := make([]bool, len(old.Fields))
@@ -238,23 +240,20 @@ func matchFields(old, new *StructType) []int {
 			}
 		}
 	}
-	for i, f := range new.Fields {
-		if match[i] >= 0 {
-			continue
-		}
-		_, newHasID := columnID(f)
-		for j, o := range old.Fields {
-			if _, oldHasID := columnID(o); taken[j] || newHasID && oldHasID || !strings.EqualFold(o.Name, f.Name) {
+	for _, name := range []func(*StructField) string{physicalName, func(f *StructField) string { return f.Name }} {
+		for i, f := range new.Fields {
+			if match[i] >= 0 {
 				continue
 			}
-			match[i], taken[j] = j, true
-			break
+			_, newHasID := columnID(f)
+			for j, o := range old.Fields {
+				if _, oldHasID := columnID(o); taken[j] || newHasID && oldHasID || !strings.EqualFold(name(o), name(f)) {
+					continue
+				}
+				match[i], taken[j] = j, true
+				break
+			}
 		}
 	}
 	return match
 }
-
-// ColumnPairs pairs the top-level columns of two versions' schemas as DiffSchemas does
-// (by column mapping id, else by name): for each field of new, the index of the same
-// column in old, or -1 when old lacks it.
-func ColumnPairs(old, new *StructType) []int { return matchFields(old, new) }

@@ -85,6 +85,12 @@ func TestDiffSchemas(t *testing.T) {
 			want: nil,
 		},
 		{
+			name: "column mapping turned on and a column renamed in one commit",
+			old:  structOf(col("id", `"long"`, false, ""), col("city", `"string"`, true, "")),
+			new:  structOf(col("id", `"long"`, false, mapped(1, "id")), col("town", `"string"`, true, mapped(2, "city"))),
+			want: []string{"renamed city to town"},
+		},
+		{
 			name: "NOT NULL added, a decimal widened, a comment removed",
 			old:  structOf(col("a", `"string"`, true, `{"comment":"old"}`), col("amount", `"decimal(10,2)"`, true, "")),
 			new:  structOf(col("a", `"string"`, false, ""), col("amount", `"decimal(14,2)"`, true, "")),
@@ -189,6 +195,14 @@ func TestSchemaHistory(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("schema history:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	between, err := tbl.SchemaHistoryBetween(ctx, 3, v5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(between) != 3 || !between[0].First || between[0].Version != 3 || between[0].Schema.Field("region") == nil ||
+		between[1].Version != v4 || between[2].Version != v5 || between[2].Changes[0].String() != "dropped channel" {
+		t.Errorf("schema history from v3 to v%d: %+v", v5, between)
 	}
 	if cols := delta.DescribeSchema(hist[0].Schema, nil); len(cols) != 3 || cols[2].Path != "channel" || cols[2].ID != 3 || cols[2].PhysicalName == "" {
 		t.Errorf("version 0's columns: %+v", cols)

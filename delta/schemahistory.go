@@ -35,23 +35,48 @@ type SchemaVersion struct {
 // up to the latest version. It reads every commit the log holds (several at once) and
 // parses only the schemas of commits that carry metaData.
 func (t *Table) SchemaHistory(ctx context.Context) ([]SchemaVersion, error) {
-	out, err := t.schemaHistory(ctx)
+	out, err := t.schemaHistory(ctx, -1, -1)
 	if err != nil {
 		return nil, fmt.Errorf("schema history of table %s: %w", t.displayRoot(), err)
 	}
 	return out, nil
 }
 
-func (t *Table) schemaHistory(ctx context.Context) ([]SchemaVersion, error) {
+// SchemaHistoryBetween is SchemaHistory over versions from to to: the schema at from
+// (First), then each version after it, up to to, that changed the schema. It reads the
+// commits of that range only.
+func (t *Table) SchemaHistoryBetween(ctx context.Context, from, to int64) ([]SchemaVersion, error) {
+	if from < 0 || to < from {
+		return nil, fmt.Errorf("schema history of table %s: no versions from %d to %d", t.displayRoot(), from, to)
+	}
+	out, err := t.schemaHistory(ctx, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("schema history of table %s, versions %d to %d: %w", t.displayRoot(), from, to, err)
+	}
+	return out, nil
+}
+
+// schemaHistory lists the schema changes of versions from to to (-1: the earliest the
+// log holds, the latest).
+func (t *Table) schemaHistory(ctx context.Context, from, to int64) ([]SchemaVersion, error) {
 	latest, err := t.Snapshot(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if to < 0 || to > latest.version {
+		to = latest.version
 	}
 	cl, err := t.changeLog(ctx, latest)
 	if err != nil {
 		return nil, err
 	}
 	first := max(cl.earliest, cl.commits[0].version)
+	if from >= 0 {
+		if _, ok := cl.byVersion[from]; !ok || from < first {
+			return nil, fmt.Errorf("%w: version %d is not in the log (it holds versions %d to %d)", ErrVersionCleaned, from, first, latest.version)
+		}
+		first = from
+	}
 	base, err := t.SnapshotAt(ctx, first)
 	if err != nil {
 		return nil, err
@@ -61,7 +86,7 @@ func (t *Table) schemaHistory(ctx context.Context) ([]SchemaVersion, error) {
 		PartitionColumns: base.PartitionColumns(), ColumnMapping: columnMappingMode(base.Metadata())}
 	mdSeen, prevSchema := base.Metadata(), base.Schema()
 	var out []SchemaVersion
-	err = t.forEachCommit(ctx, first, latest.version, func(v int64, acts []Action) error {
+	err = t.forEachCommit(ctx, first, to, func(v int64, acts []Action) error {
 		var md *Metadata
 		for i := range acts {
 			if acts[i].MetaData != nil {
