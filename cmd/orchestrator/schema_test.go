@@ -232,6 +232,13 @@ func TestTableSchemaAndAlter(t *testing.T) {
 		t.Errorf("v%d:\n%s", dropped, got)
 	}
 
+	// The diff of the first and the latest version pairs customer with customer_name.
+	r = s.cli(0, "table", "diff", "--from", fmt.Sprint(created), "--format", "csv")
+	if !strings.Contains(r.stderr, fmt.Sprintf("column customer of v%d is customer_name in v%d (renamed)", created, dropped+1)) ||
+		!strings.Contains(r.stdout, "changed,A,ann,5,1.50,") || !strings.Contains(r.stdout, "qty: 1 → 5") || strings.Contains(r.stdout, "amount:") {
+		t.Errorf("table diff across the rename and widenings:\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+
 	// --history: each change with its run; the drop with its user.
 	hist := jsonLines(t, s.cli(0, "table", "schema", "--history", "--format", "json").stdout)
 	runOf := map[int64]string{}
