@@ -1,9 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,42 +20,8 @@ func TestBrowserSchema(t *testing.T) {
 	s := evolvedShop(t)
 	srv := startServe(t, bin, s.dir, nil)
 	base := "http://" + srv.addr
-	shots := screenshotDir(t)
-	ctx := browserContext(t, chromium, 2*time.Minute)
-
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function(){ const e = document.querySelector(%q); return e ? e.innerText : "(no element " + %q + ")"; })()`, sel, sel)))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return v
-	}
-	wantText := func(page, sel string, wants ...string) {
-		t.Helper()
-		got := text(sel)
-		for _, w := range wants {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: %s shows %q; want %q in it", page, sel, clipText(got), w)
-			}
-		}
-	}
+	b := newBrowser(t, chromium, 2*time.Minute)
+	ctx, run, shot, text, wantText := b.ctx, b.run, b.shot, b.text, b.wantText
 
 	// 1. The schema tab: the latest columns and the timeline of every change.
 	run("open the table", chromedp.Navigate(base+"/tables/shop.orders"), chromedp.WaitVisible(chromedp.CSS(`nav.tabs a[href$="/schema"]`)))
@@ -107,7 +70,7 @@ func TestBrowserSchema(t *testing.T) {
 		t.Errorf("diff: %s; want customer paired with customer_name", clipText(got))
 	}
 	shot("24-diff-renamed.png")
-	t.Logf("screenshots in %s", shots)
+	t.Logf("screenshots in %s", b.shots)
 	srv.term(t)
 }
 

@@ -81,8 +81,16 @@ func copyDir(t *testing.T, from, to string) {
 	}
 }
 
-// browserContext starts a headless Chromium for the test, stopped when it ends.
-func browserContext(t *testing.T, chromium string, timeout time.Duration) context.Context {
+// browser is a headless Chromium driven by a test, with the steps the tests take: run
+// actions, evaluate JavaScript, read an element's text, save a screenshot.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+}
+
+// newBrowser starts a headless Chromium for the test, stopped when it ends.
+func newBrowser(t *testing.T, chromium string, timeout time.Duration) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium),
@@ -99,7 +107,57 @@ func browserContext(t *testing.T, chromium string, timeout time.Duration) contex
 	ctx, cancel := chromedp.NewContext(actx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	return ctx
+	return &browser{t: t, ctx: ctx, shots: screenshotDir(t)}
+}
+
+func (b *browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (b *browser) eval(what, js string) any {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](js))
+	if err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// shot saves a screenshot of the whole page in the screenshot folder.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(b.shots, name), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// text reads what an element shows, in one step (a live part may be replaced between
+// finding a node and reading it).
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function(){ const e = document.querySelector(%q); return e ? e.innerText : "(no element " + %q + ")"; })()`, sel, sel)))
+	if err != nil {
+		b.t.Fatalf("read %s: %v", sel, err)
+	}
+	return v
+}
+
+// wantText checks that an element shows each of wants.
+func (b *browser) wantText(page, sel string, wants ...string) {
+	b.t.Helper()
+	got := b.text(sel)
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			b.t.Errorf("%s: %s shows %q; want %q in it", page, sel, clipText(got), w)
+		}
+	}
 }
 
 func TestBrowser(t *testing.T) {
@@ -116,53 +174,8 @@ func TestBrowser(t *testing.T) {
 	writeBigPipeline(t, filepath.Join(dir, "pipes"))
 	srv := startServe(t, bin, filepath.Join(dir, "pipes"), nil)
 	base := "http://" + srv.addr
-	shots := screenshotDir(t)
-
-	ctx := browserContext(t, chromium, 4*time.Minute)
-
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	eval := func(what, js string) any {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// text reads what an element shows, in one step (a live part may be replaced
-	// between finding a node and reading it).
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function(){ const e = document.querySelector(%q); return e ? e.innerText : "(no element " + %q + ")"; })()`, sel, sel)))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return v
-	}
-	wantText := func(page, sel string, wants ...string) {
-		t.Helper()
-		got := text(sel)
-		for _, w := range wants {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: %s shows %q; want %q in it", page, sel, clipText(got), w)
-			}
-		}
-	}
+	b := newBrowser(t, chromium, 4*time.Minute)
+	ctx, run, eval, shot, wantText := b.ctx, b.run, b.eval, b.shot, b.wantText
 
 	// 1. The pipelines page: the schedule in words, no run yet, a Run now button.
 	run("open the pipelines page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`button[data-run-now="sales"]`)))
@@ -381,7 +394,7 @@ func TestBrowser(t *testing.T) {
 	wantText("cancelled run", "#stage-load", "cancelled")
 	wantText("cancelled run", "#detail-load", "cancelled by web@127.0.0.1")
 	shot("16-cancelled.png")
-	t.Logf("screenshots in %s", shots)
+	t.Logf("screenshots in %s", b.shots)
 	srv.term(t)
 }
 
