@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Schema evolution: the metadata-only changes that turn a table's schema into a declared
@@ -141,6 +142,7 @@ func (p *evolver) structs(prefix string, have, want *StructType) *StructType {
 				continue
 			}
 			nf := &StructField{Name: d.Name, Type: d.Type, Nullable: true, Metadata: copyMetadata(d.Metadata)}
+			nf.Metadata[metaColumnAddedAt] = int64(0) // the commit's time, set by Evolve
 			added = append(added, nf)
 			p.step(OpAddColumns, path, d.Type.String())
 			continue
@@ -217,6 +219,39 @@ func (p *evolver) field(prefix string, f, d *StructField) *StructField {
 	return &nf
 }
 
+// metaColumnAddedAt, in a column's metadata, is when an evolution added the column to
+// the table (Unix milliseconds): files written before it may lack it.
+const metaColumnAddedAt = "orchestrator.addedAt"
+
+// stampAdded sets the time of the columns an evolution adds (their placeholder 0).
+func stampAdded(st *StructType, ms int64) {
+	for _, f := range st.Fields {
+		if v, ok := f.Metadata[metaColumnAddedAt]; ok {
+			if n, err := metaInt(v); err == nil && n == 0 {
+				f.Metadata[metaColumnAddedAt] = ms
+			}
+		}
+		switch t := f.Type.(type) {
+		case *StructType:
+			stampAdded(t, ms)
+		case *ArrayType:
+			if e, ok := t.ElementType.(*StructType); ok {
+				stampAdded(e, ms)
+			}
+		}
+	}
+}
+
+// ColumnAddedAt is when an evolution (Table.Evolve) added top-level column f to its
+// table; false for a column the table was created with or another writer added.
+func ColumnAddedAt(f *StructField) (time.Time, bool) {
+	ms, err := metaInt(f.Metadata[metaColumnAddedAt])
+	if err != nil || ms <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
+}
+
 func copyMetadata(md map[string]any) map[string]any {
 	out := make(map[string]any, len(md))
 	for k, v := range md {
@@ -243,6 +278,7 @@ func (t *Table) Evolve(ctx context.Context, ev *Evolution, lineage *Lineage) (in
 	if err != nil {
 		return -1, err
 	}
+	stampAdded(st, t.opts.Now().UnixMilli())
 	proto := snap.Protocol()
 	if ev.mapOn {
 		md.Configuration[propColumnMappingMode] = "name"
