@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -110,5 +111,51 @@ func TestCaptureHistoryRenameNeedsDeclaration(t *testing.T) {
 	}
 	if tableVersion(t, env, dst) != v {
 		t.Fatal("the failed capture committed")
+	}
+}
+
+// A crash at any store operation of a run that evolves its tables (the history table
+// following a source that widened, renamed, added and dropped columns), then reruns:
+// the history and its schema are exactly those of an uninterrupted run, and the schema
+// changes are committed once.
+func TestEvolvingCaptureCrashAtEveryOperation(t *testing.T) {
+	setup := func() (*faultstore.Store, *Env, *Table) {
+		clock := &testClock{t: t0}
+		mapped := map[string]string{"delta.enableChangeDataFeed": "true", "delta.columnMapping.mode": "name"}
+		src := &Table{Name: "bronze.sales", Path: "bronze/sales", Properties: mapped,
+			Schema: schemaOf(t, "id string", "qty int", "amount bigint", "note string")}
+		dst := &Table{Name: "audit.sales_history", Path: "audit/sales_history", SchemaEvolution: true,
+			Schema: schemaOf(t, "id string", "qty int", "amount bigint", "note string", "_change_type string", "_commit_version bigint", "_commit_timestamp timestamp")}
+		fs := faultstore.New(mem.New(mem.Config{}))
+		env := newTestEnv(fs, clock, src, dst)
+		appendRows(t, env, src, []any{"A", 1, 10, "n1"})
+		runStage(t, NewCaptureHistory("capture", &CaptureHistoryConfig{Source: src.Name, Target: dst.Name, SchemaEvolution: true}), env)
+		src.Schema = schemaOf(t, "id string", "qty bigint", "total bigint", "note string", "channel string")
+		src.RenamedFrom = map[string]string{"total": "amount"}
+		appendRows(t, env, src, []any{"B", 2, 20, "n2", "web"})
+		tbl, snap := latest(t, env, src)
+		if _, err := tbl.DropColumns(context.Background(), snap, []string{"note"}, env.lineage()); err != nil {
+			t.Fatal(err)
+		}
+		src.Schema = schemaOf(t, "id string", "qty bigint", "total bigint", "channel string")
+		appendRows(t, env, src, []any{"C", 3, 30, "shop"})
+		return fs, env, dst
+	}
+	stage := NewCaptureHistory("capture", &CaptureHistoryConfig{Source: "bronze.sales", Target: "audit.sales_history", SchemaEvolution: true})
+	observe := func(env *Env, dst *Table) []string {
+		tbl, snap := latest(t, env, dst)
+		out := []string{"schema " + snap.Schema().String()}
+		h, err := tbl.History(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range h {
+			out = append(out, "op "+c.Operation)
+		}
+		return append(out, tableRows(t, env, dst, "id", "qty", "total", "note", "channel", "_commit_version")...)
+	}
+	want := crashAtEveryOperation(t, stage, setup, observe)
+	if !slices.Contains(want, "C|3|30|NULL|shop|5") || !slices.Contains(want, "B|2|20|n2|web|3") {
+		t.Fatalf("clean run: %v", want)
 	}
 }
