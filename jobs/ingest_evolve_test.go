@@ -9,6 +9,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -72,5 +73,44 @@ func TestIngestFollowsDeclaredColumns(t *testing.T) {
 	_, err = stage.Run(ctx, env)
 	if err == nil || !strings.Contains(err.Error(), "sales/5.csv") || !strings.Contains(err.Error(), `header column "region" (4) is not declared: declare it on the table ({name: region, type: string}`) {
 		t.Fatalf("a file with an undeclared column: %v, want it refused naming the file, the column and the declaration", err)
+	}
+}
+
+// A crash at any store operation of an ingest whose table gains a declared column (the
+// ADD COLUMNS commit, then the load), then reruns: the table's rows, schema and commits
+// are exactly an uninterrupted run's.
+func TestIngestEvolvingCrashAtEveryOperation(t *testing.T) {
+	setup := func() (*faultstore.Store, *Env, *Table) {
+		clock := &testClock{t: t0}
+		sales := &Table{Name: "bronze.sales", Path: "bronze/sales", Schema: schemaOf(t, "id string", "qty int", "source_file string")}
+		fs := faultstore.New(mem.New(mem.Config{}))
+		env := newTestEnv(fs, clock, sales)
+		landing := mem.New(mem.Config{Now: clock.Now})
+		env.OpenLocation = func(ctx context.Context, loc string) (objectstore.Store, string, error) {
+			return landing, strings.TrimPrefix(strings.TrimPrefix(loc, "/landing"), "/"), nil
+		}
+		putFile(t, landing, "sales/1.csv", "id,qty\nA,1\n")
+		runStage(t, NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: sales.Name}), env)
+		clock.Advance(time.Hour)
+		sales.Schema = schemaOf(t, "id string", "qty bigint", "source_file string", "channel string")
+		putFile(t, landing, "sales/2.csv", "id,qty,channel\nB,2,web\n")
+		return fs, env, sales
+	}
+	stage := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: "bronze.sales"})
+	observe := func(env *Env, decl *Table) []string {
+		tbl, snap := latest(t, env, decl)
+		out := []string{"schema " + snap.Schema().String()}
+		h, err := tbl.History(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range h {
+			out = append(out, "op "+c.Operation)
+		}
+		return append(out, tableRows(t, env, decl, "id", "qty", "channel")...)
+	}
+	want := crashAtEveryOperation(t, stage, setup, observe)
+	if !slices.Equal(want, []string{"schema struct<id:string,qty:long,source_file:string,channel:string>", "op WRITE", "op CHANGE COLUMNS", "op WRITE", "op CREATE TABLE", "A|1|NULL", "B|2|web"}) {
+		t.Fatalf("clean run: %q", want)
 	}
 }
