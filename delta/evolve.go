@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Schema evolution: the metadata-only changes that turn a table's schema into a declared
@@ -125,6 +126,9 @@ func (p *evolver) structs(prefix string, have, want *StructType) *StructType {
 	for _, d := range want.Fields {
 		path := prefix + d.Name
 		i := have.FieldIndex(d.Name)
+		if i < 0 && p.opts.KeepUndeclared {
+			i = formerlyNamed(have, d.Name) // a follower's column renamed since it was declared
+		}
 		if old, ok := p.opts.RenamedFrom[path]; ok && i < 0 {
 			if i = have.FieldIndex(old); i < 0 {
 				p.problem(path, fmt.Sprintf("declared renamed_from %s, but the table has no column %s", old, prefix+old), "remove renamed_from (the rename is done) or name the column it had")
@@ -142,6 +146,7 @@ func (p *evolver) structs(prefix string, have, want *StructType) *StructType {
 				continue
 			}
 			nf := &StructField{Name: d.Name, Type: d.Type, Nullable: true, Metadata: copyMetadata(d.Metadata)}
+			nf.Metadata[metaColumnAddedAt] = int64(0) // the commit's time, set by Evolve
 			added = append(added, nf)
 			p.step(OpAddColumns, path, d.Type.String())
 			continue
@@ -172,7 +177,14 @@ func (p *evolver) structs(prefix string, have, want *StructType) *StructType {
 func (p *evolver) field(prefix string, f, d *StructField) *StructField {
 	path := prefix + d.Name
 	nf := *f
-	nf.Name = d.Name
+	switch {
+	case strings.EqualFold(f.Name, d.Name):
+		nf.Name = d.Name
+	case p.opts.RenamedFrom[path] != "":
+		nf.Metadata = copyMetadata(f.Metadata)
+		nf.Metadata[metaFormerNames] = append(formerNames(f), f.Name)
+		nf.Name = d.Name
+	}
 	switch {
 	case f.Nullable && !d.Nullable:
 		p.problem(path, "nullable in the table, NOT NULL declared (its rows may hold NULLs)", "declare it nullable: true")
@@ -206,6 +218,8 @@ func (p *evolver) field(prefix string, f, d *StructField) *StructField {
 	switch {
 	case isPart:
 		p.problem(path, fmt.Sprintf("%s in the table, %s declared: a partition column's type cannot change", f.Type, d.Type), "declare it as %s", f.Type)
+	case p.opts.KeepUndeclared && CanWiden(d.Type, f.Type):
+		// A follower's column widened since it was declared: the table's type stays.
 	case CanWiden(f.Type, d.Type):
 		recordTypeChange(&nf, f.Type, d.Type)
 		nf.Type = d.Type
@@ -216,6 +230,60 @@ func (p *evolver) field(prefix string, f, d *StructField) *StructField {
 			"declare it as %s (widenings: byte, short, integer, long each to a wider one; float to double; integers to double or a decimal with their digits; a decimal to more digits; date to timestamp_ntz)", f.Type)
 	}
 	return &nf
+}
+
+// metaColumnAddedAt, in a column's metadata, is when an evolution added the column to
+// the table (Unix milliseconds): files written before it may lack it.
+const metaColumnAddedAt = "orchestrator.addedAt"
+
+// metaFormerNames, in a column's metadata, lists the names an evolution renamed it from,
+// oldest first.
+const metaFormerNames = "orchestrator.formerNames"
+
+func formerNames(f *StructField) []any {
+	names, _ := f.Metadata[metaFormerNames].([]any)
+	return slices.Clone(names)
+}
+
+// formerlyNamed is the index of the column of st that was once called name (-1: none).
+func formerlyNamed(st *StructType, name string) int {
+	for i, f := range st.Fields {
+		for _, n := range formerNames(f) {
+			if s, ok := n.(string); ok && strings.EqualFold(s, name) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// stampAdded sets the time of the columns an evolution adds (their placeholder 0).
+func stampAdded(st *StructType, ms int64) {
+	for _, f := range st.Fields {
+		if v, ok := f.Metadata[metaColumnAddedAt]; ok {
+			if n, err := metaInt(v); err == nil && n == 0 {
+				f.Metadata[metaColumnAddedAt] = ms
+			}
+		}
+		switch t := f.Type.(type) {
+		case *StructType:
+			stampAdded(t, ms)
+		case *ArrayType:
+			if e, ok := t.ElementType.(*StructType); ok {
+				stampAdded(e, ms)
+			}
+		}
+	}
+}
+
+// ColumnAddedAt is when an evolution (Table.Evolve) added top-level column f to its
+// table; false for a column the table was created with or another writer added.
+func ColumnAddedAt(f *StructField) (time.Time, bool) {
+	ms, err := metaInt(f.Metadata[metaColumnAddedAt])
+	if err != nil || ms <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
 }
 
 func copyMetadata(md map[string]any) map[string]any {
@@ -244,6 +312,7 @@ func (t *Table) Evolve(ctx context.Context, ev *Evolution, lineage *Lineage) (in
 	if err != nil {
 		return -1, err
 	}
+	stampAdded(st, t.opts.Now().UnixMilli())
 	proto := snap.Protocol()
 	if ev.mapOn {
 		md.Configuration[propColumnMappingMode] = "name"
@@ -280,6 +349,45 @@ func (t *Table) Evolve(ctx context.Context, ev *Evolution, lineage *Lineage) (in
 		return -1, fmt.Errorf("evolve the schema of table %s: %w", t.displayRoot(), err)
 	}
 	return v, nil
+}
+
+// SchemaVersions lists the versions in (start, end] whose commit changed the table's
+// metadata (its schema, among others): a change feed read across one sees every version
+// in the schema of its end.
+func (t *Table) SchemaVersions(ctx context.Context, start, end int64) ([]int64, error) {
+	var out []int64
+	if start >= end {
+		return nil, nil
+	}
+	err := t.forEachCommit(ctx, start+1, end, func(v int64, acts []Action) error {
+		for i := range acts {
+			if acts[i].MetaData != nil {
+				out = append(out, v)
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// RenamesByID maps the top-level columns of older that newer has under another name,
+// matched by their column-mapping ids (older name -> newer name); nothing for schemas
+// without column mapping, whose columns cannot be renamed.
+func RenamesByID(older, newer *StructType) map[string]string {
+	out := map[string]string{}
+	for _, f := range older.Fields {
+		id, ok := columnID(f)
+		if !ok {
+			continue
+		}
+		for _, g := range newer.Fields {
+			if gid, ok := columnID(g); ok && gid == id && g.Name != f.Name {
+				out[f.Name] = g.Name
+			}
+		}
+	}
+	return out
 }
 
 // ColumnMappingMode is the table's delta.columnMapping.mode: "none", "name" or "id".
