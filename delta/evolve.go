@@ -371,21 +371,15 @@ func (t *Table) SchemaVersions(ctx context.Context, start, end int64) ([]int64, 
 	return out, err
 }
 
-// RenamesByID maps the top-level columns of older that newer has under another name,
-// matched by their column-mapping ids (older name -> newer name); nothing for schemas
-// without column mapping, whose columns cannot be renamed.
+// RenamesByID maps the top-level columns of older that newer has under another name
+// (older name -> newer name), matched as DiffSchemas matches them: by column-mapping id,
+// or, for a column of a table that turned column mapping on (in the same commit as the
+// rename, too), by the physical name it kept. Nothing for schemas without column
+// mapping, whose columns cannot be renamed.
 func RenamesByID(older, newer *StructType) map[string]string {
 	out := map[string]string{}
-	for _, f := range older.Fields {
-		id, ok := columnID(f)
-		if !ok {
-			continue
-		}
-		for _, g := range newer.Fields {
-			if gid, ok := columnID(g); ok && gid == id && g.Name != f.Name {
-				out[f.Name] = g.Name
-			}
-		}
+	for _, r := range renamedColumns(older, newer) {
+		out[r[0]] = r[1]
 	}
 	return out
 }

@@ -324,3 +324,35 @@ func TestPlanDropColumns(t *testing.T) {
 		t.Errorf("drop st: %v, %v", st, err)
 	}
 }
+
+// TestRenamesByID: a column renamed in the commit that turned column mapping on is a
+// rename (it kept its name as its physical name); without column mapping, no rename.
+func TestRenamesByID(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		old, new string
+		want     map[string]string
+	}{
+		{"by id", structOf(col("a", `"long"`, true, mapped(1, "p1")), col("b", `"long"`, true, mapped(2, "p2"))),
+			structOf(col("a", `"long"`, true, mapped(1, "p1")), col("c", `"long"`, true, mapped(2, "p2"))), map[string]string{"b": "c"}},
+		{"column mapping turned on with the rename", structOf(col("id", `"long"`, true, ""), col("amount", `"long"`, true, "")),
+			structOf(col("id", `"long"`, true, mapped(1, "id")), col("total", `"long"`, true, mapped(2, "amount"))), map[string]string{"amount": "total"}},
+		{"no column mapping", structOf(col("id", `"long"`, true, ""), col("amount", `"long"`, true, "")),
+			structOf(col("id", `"long"`, true, ""), col("total", `"long"`, true, "")), map[string]string{}},
+		{"dropped and added again", structOf(col("x", `"long"`, true, mapped(1, "p1"))), structOf(col("x", `"long"`, true, mapped(2, "p2"))), map[string]string{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			old, err := delta.ParseSchema(c.old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			new, err := delta.ParseSchema(c.new)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := delta.RenamesByID(old, new); fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+}
