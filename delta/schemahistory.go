@@ -1,11 +1,14 @@
 package delta
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // SchemaVersion is a version of a table whose commit changed its schema: the first
@@ -44,12 +47,13 @@ func (t *Table) SchemaHistory(ctx context.Context) ([]SchemaVersion, error) {
 
 // SchemaHistoryBetween is SchemaHistory over versions from to to: the schema at from
 // (First), then each version after it, up to to, that changed the schema. It reads the
-// commits of that range only.
+// commits of that range only. A negative from is the earliest version the log holds;
+// a to past the latest version is the latest.
 func (t *Table) SchemaHistoryBetween(ctx context.Context, from, to int64) ([]SchemaVersion, error) {
-	if from < 0 || to < from {
+	if from >= 0 && to < from {
 		return nil, fmt.Errorf("schema history of table %s: no versions from %d to %d", t.displayRoot(), from, to)
 	}
-	out, err := t.schemaHistory(ctx, from, to)
+	out, err := t.schemaHistory(ctx, max(from, -1), to)
 	if err != nil {
 		return nil, fmt.Errorf("schema history of table %s, versions %d to %d: %w", t.displayRoot(), from, to, err)
 	}
@@ -86,7 +90,7 @@ func (t *Table) schemaHistory(ctx context.Context, from, to int64) ([]SchemaVers
 		PartitionColumns: base.PartitionColumns(), ColumnMapping: columnMappingMode(base.Metadata())}
 	mdSeen, prevSchema := base.Metadata(), base.Schema()
 	var out []SchemaVersion
-	err = t.forEachCommit(ctx, first, to, func(v int64, acts []Action) error {
+	err = t.forEachMetadataCommit(ctx, first, to, func(v int64, acts []Action) error {
 		var md *Metadata
 		for i := range acts {
 			if acts[i].MetaData != nil {
@@ -136,4 +140,52 @@ func commitWho(ci *CommitInfo) (op, user string, lineage *Lineage) {
 		return "", "", nil
 	}
 	return ci.Operation, ci.UserName, ci.Orchestrator
+}
+
+// metaDataKey is how a commit file spells a metaData action (writers write keys as they
+// are, without escapes); a commit without it changed no metadata.
+var metaDataKey = []byte(`"metaData"`)
+
+// forEachMetadataCommit calls fn, in version order, for version from and for each
+// version up to to whose commit holds a metaData action. Commits are read several at
+// once, and only those that may hold metadata are decoded (most commits add files,
+// whose statistics dominate decoding).
+func (t *Table) forEachMetadataCommit(ctx context.Context, from, to int64, fn func(v int64, acts []Action) error) error {
+	for lo := from; lo <= to; lo += commitReadChunk * 8 {
+		hi := min(lo+commitReadChunk*8-1, to)
+		acts := make([][]Action, hi-lo+1)
+		errs := make([]error, hi-lo+1)
+		var g errgroup.Group
+		g.SetLimit(commitReadWorkers)
+		for v := lo; v <= hi; v++ {
+			g.Go(func() error {
+				key := t.commitKey(v)
+				b, err := t.getAll(ctx, key)
+				switch {
+				case err != nil:
+					errs[v-lo] = fmt.Errorf("read version %d: %w", v, err)
+				case len(b) == 0:
+					errs[v-lo] = fmt.Errorf("read version %d: corrupt commit file %s: the file is empty", v, key)
+				case v == from || bytes.Contains(b, metaDataKey):
+					if acts[v-lo], err = DecodeActions(bytes.NewReader(b)); err != nil {
+						errs[v-lo] = fmt.Errorf("read version %d: corrupt commit file %s: %w", v, key, err)
+					}
+				}
+				return nil
+			})
+		}
+		g.Wait()
+		for i := range acts {
+			if errs[i] != nil {
+				return errs[i]
+			}
+			if acts[i] == nil {
+				continue
+			}
+			if err := fn(lo+int64(i), acts[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -58,12 +58,17 @@ func TestSchemaTimeline(t *testing.T) {
 	if res, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("customer_id", "C-3"), Set: map[string]any{"town": "Nice"}}); err != nil || res.Version != 5 {
 		t.Fatalf("update: %+v, %v", res, err)
 	}
+	// Read once before the drop: the page reads then only the commits since.
+	var sr schemaResult
+	if e.getJSON("/api/v1/tables/raw.customers/schema", &sr); len(sr.History) != 3 || sr.Version != 5 {
+		t.Fatalf("schema history at v%d: %d entries, want 3", sr.Version, len(sr.History))
+	}
 	snap, _ = tbl.Snapshot(ctx)
 	if v, err := tbl.DropColumns(ctx, snap, []string{"tier"}, nil); err != nil || v != 6 {
 		t.Fatalf("drop: v%d, %v", v, err)
 	}
 
-	var sr schemaResult
+	sr = schemaResult{}
 	e.getJSON("/api/v1/tables/raw.customers/schema", &sr)
 	var got []string
 	for _, h := range sr.History {

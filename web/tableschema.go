@@ -87,6 +87,10 @@ func (s *Server) schema(ctx context.Context, ref *tableRef, q url.Values) (*sche
 	if err != nil {
 		return nil, err
 	}
+	hist, err := s.tables.schemaHistory(ctx, ref, t, snap.Version())
+	if err != nil {
+		return nil, err
+	}
 	if version != nil && *version != snap.Version() {
 		if snap, err = t.SnapshotAt(ctx, *version); err != nil {
 			return nil, badRequestf("%v", err)
@@ -104,10 +108,6 @@ func (s *Server) schema(ctx context.Context, ref *tableRef, q url.Values) (*sche
 			sc.TypeChanges = append(sc.TypeChanges, tc.From+" to "+tc.To)
 		}
 		res.Columns = append(res.Columns, sc)
-	}
-	hist, err := t.SchemaHistory(ctx)
-	if err != nil {
-		return nil, err
 	}
 	for _, h := range hist {
 		v := schemaVersionView{Version: h.Version, Timestamp: h.Timestamp.UTC(), Operation: h.Operation, User: h.UserName, First: h.First,
