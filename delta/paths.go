@@ -3,6 +3,7 @@ package delta
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/orchestrator-io/orchestrator/objectstore"
@@ -165,6 +166,43 @@ func (t *Table) canonicalizePaths(acts []Action) {
 			a.CDC.Path = canonicalFilePath(a.CDC.Path, loc)
 		}
 	}
+}
+
+// canonicalCopies returns actions to commit with their file paths in canonical form; an
+// action whose path changes is copied, so the caller's Add or Remove is left as given.
+func (t *Table) canonicalCopies(acts []Action) []Action {
+	loc := t.location()
+	out := acts
+	copied := false
+	for i := range acts {
+		a := acts[i]
+		switch {
+		case a.Add != nil:
+			if p := canonicalFilePath(a.Add.Path, loc); p != a.Add.Path {
+				c := *a.Add
+				c.Path, a.Add = p, &c
+			}
+		case a.Remove != nil:
+			if p := canonicalFilePath(a.Remove.Path, loc); p != a.Remove.Path {
+				c := *a.Remove
+				c.Path, a.Remove = p, &c
+			}
+		case a.CDC != nil:
+			if p := canonicalFilePath(a.CDC.Path, loc); p != a.CDC.Path {
+				c := *a.CDC
+				c.Path, a.CDC = p, &c
+			}
+		default:
+			continue
+		}
+		if a != acts[i] {
+			if !copied {
+				out, copied = slices.Clone(acts), true
+			}
+			out[i] = a
+		}
+	}
+	return out
 }
 
 // relPath turns a path of an action into a key relative to the table root (decoded).
