@@ -185,13 +185,7 @@ func (b *boundPredicate) mayMatchFile(a *Add, isPart map[string]bool) (bool, err
 			return false, nil
 		}
 		if len(p.path) == 1 && isPart[strings.ToLower(p.path[0])] {
-			var raw *string
-			for k, v := range a.PartitionValues {
-				if strings.EqualFold(k, p.path[0]) {
-					raw = v
-				}
-			}
-			v, err := parsePartitionValue(p.typ, raw)
+			v, err := parsePartitionValue(p.typ, partitionValue(a, p.path[0], p.phys[0]))
 			if err != nil {
 				return false, err
 			}
@@ -206,11 +200,11 @@ func (b *boundPredicate) mayMatchFile(a *Add, isPart map[string]bool) (bool, err
 }
 
 func (b *boundPredicate) mayMatchStats(sv *fileStatsView) bool {
-	if sv == nil {
+	if sv == nil || b.noStats {
 		return true
 	}
 	var nullCount int64 = -1
-	if raw, ok := lookupPath(sv.nulls, b.path); ok {
+	if raw, ok := lookupPath(sv.nulls, b.phys); ok {
 		if n, ok := raw.(json.Number); ok {
 			if x, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
 				nullCount = x
@@ -227,8 +221,8 @@ func (b *boundPredicate) mayMatchStats(sv *fileStatsView) bool {
 	if allNull {
 		return false // every comparison with null is null
 	}
-	rawMin, _ := lookupPath(sv.min, b.path)
-	rawMax, _ := lookupPath(sv.max, b.path)
+	rawMin, _ := lookupPath(sv.min, b.phys)
+	rawMax, _ := lookupPath(sv.max, b.phys)
 	mn, mx, hasMin, hasMax := statBounds(b.typ, rawMin, rawMax)
 	inRange := func(v value) bool {
 		if hasMin && compareValues(v, mn) < 0 {
