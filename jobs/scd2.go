@@ -52,7 +52,7 @@ func (s *SCD2Merge) watermarkID() string { return s.AppID() + "#max_sequence" }
 
 // Run implements Stage (run again after a conflict: runAgainOnConflict).
 func (s *SCD2Merge) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 // scdLayout locates the dimension's columns.
