@@ -223,7 +223,8 @@ func schemaHistoryRows(hist []delta.SchemaVersion) [][]cell {
 	return rows
 }
 
-// columnList says a schema's top-level columns: "3 columns: id, name, channel".
+// columnList says a schema's top-level columns: "3 columns: id, name, channel"; past
+// ten, the first eight and how many more.
 func columnList(st *delta.StructType) string {
 	names := make([]string, len(st.Fields))
 	for i, f := range st.Fields {
@@ -232,6 +233,9 @@ func columnList(st *delta.StructType) string {
 	n := "1 column"
 	if len(names) != 1 {
 		n = fmt.Sprintf("%d columns", len(names))
+	}
+	if len(names) > 10 {
+		names = append(names[:8], fmt.Sprintf("and %d more", len(names)-8))
 	}
 	return n + ": " + strings.Join(names, ", ")
 }
