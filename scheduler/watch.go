@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
@@ -83,19 +84,31 @@ type Watch struct {
 func (w Watch) Text() string {
 	switch {
 	case w.Kind == WatchDeadline && w.Breached:
-		return fmt.Sprintf("late: the run of slot %s had not ended %s after it", w.Slot.UTC().Format(time.RFC3339), w.Limit)
+		return fmt.Sprintf("late: the run of slot %s had not ended %s after it", w.Slot.UTC().Format(time.RFC3339), shortDur(w.Limit))
 	case w.Kind == WatchDeadline && w.Slot.IsZero():
-		return fmt.Sprintf("deadline %s: no slot judged yet", w.Limit)
+		return fmt.Sprintf("deadline %s: no slot judged yet", shortDur(w.Limit))
 	case w.Kind == WatchDeadline:
-		return fmt.Sprintf("on time: the run of slot %s ended within %s", w.Slot.UTC().Format(time.RFC3339), w.Limit)
+		return fmt.Sprintf("on time: the run of slot %s ended within %s", w.Slot.UTC().Format(time.RFC3339), shortDur(w.Limit))
 	case w.LastChange.IsZero() && w.Breached:
-		return fmt.Sprintf("stale: no data written since the watch began %s ago (freshness %s)", w.Age.Round(time.Second), w.Limit)
+		return fmt.Sprintf("stale: no data written since the watch began %s ago (freshness %s)", shortDur(w.Age), shortDur(w.Limit))
 	case w.LastChange.IsZero():
-		return fmt.Sprintf("no data written yet (freshness %s)", w.Limit)
+		return fmt.Sprintf("no data written yet (freshness %s)", shortDur(w.Limit))
 	case w.Breached:
-		return fmt.Sprintf("stale: last data change v%d %s ago, more than its freshness %s", w.Version, w.Age.Round(time.Second), w.Limit)
+		return fmt.Sprintf("stale: last data change v%d %s ago, more than its freshness %s", w.Version, shortDur(w.Age), shortDur(w.Limit))
 	}
-	return fmt.Sprintf("fresh: last data change v%d %s ago, within %s", w.Version, w.Age.Round(time.Second), w.Limit)
+	return fmt.Sprintf("fresh: last data change v%d %s ago, within %s", w.Version, shortDur(w.Age), shortDur(w.Limit))
+}
+
+// shortDur writes a duration to the second without zero units: 26h, 45m, 3h40m, 90s.
+func shortDur(d time.Duration) string {
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // pipeWatches is what is stored of one pipeline's watches.

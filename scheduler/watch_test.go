@@ -94,7 +94,7 @@ func TestDeadlineBreachAndRecoveryFireOnce(t *testing.T) {
 	hooks.mu.Lock()
 	m := hooks.msgs[0]
 	hooks.mu.Unlock()
-	if m.RunID != id || m.Status != Running || !strings.Contains(m.Detail, "had not ended 30m0s after it") || m.Link != "http://orch/runs/"+id {
+	if m.RunID != id || m.Status != Running || !strings.Contains(m.Detail, "had not ended 30m after it") || m.Link != "http://orch/runs/"+id {
 		t.Errorf("message %+v", m)
 	}
 
