@@ -148,7 +148,7 @@ func TestWatchesShown(t *testing.T) {
 		}
 	}
 	_, body = e.do(req{path: "/tables/raw.customers"})
-	if !regexp.MustCompile(`fresh</span> fresh: last data change v1 \d+s ago, within 26h`).MatchString(body) {
+	if !regexp.MustCompile(`fresh</span> last data change v1 \d+s ago, within 26h`).MatchString(body) {
 		t.Errorf("table page: freshness not shown as fresh at v1")
 	}
 	_, body = e.do(req{path: "/api/v1/pipelines"})

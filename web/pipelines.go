@@ -48,6 +48,8 @@ type watchView struct {
 	Limit string `json:"limit"`
 	State string `json:"state"` // ok, breached, unknown
 	Text  string `json:"text"`
+	// Detail is Text without the state word its tag shows on the pages.
+	Detail string `json:"-"`
 }
 
 func viewOfWatch(w scheduler.Watch) *watchView {
@@ -63,6 +65,10 @@ func viewOfWatch(w scheduler.Watch) *watchView {
 	}
 	if w.Error != "" {
 		v.Text += " (last check failed: " + w.Error + ")"
+	}
+	v.Detail = v.Text
+	if _, rest, ok := strings.Cut(v.Text, ": "); ok {
+		v.Detail = rest // "fresh: ...", "late: ...", "deadline 45m: ..."
 	}
 	return v
 }
