@@ -25,6 +25,23 @@ var settable = map[string]func(string) error{
 	PropCheckpointPolicy:               checkCheckpointPolicy,
 	PropEnableRowTracking:              checkBoolValue,
 	"delta.dataSkippingNumIndexedCols": checkIntValue,
+	propColumnMappingMode:              checkColumnMappingMode,
+}
+
+func checkColumnMappingMode(v string) error {
+	switch strings.ToLower(v) {
+	case "none", "name", "id":
+		return nil
+	}
+	return fmt.Errorf("%q: want none, name or id", v)
+}
+
+// ColumnMappingProperty is the property that sets a table's column mapping mode.
+const ColumnMappingProperty = propColumnMappingMode
+
+// ColumnMappingMode is the column mapping mode declared properties set ("" none set).
+func ColumnMappingMode(props map[string]string) string {
+	return strings.ToLower(props[propColumnMappingMode])
 }
 
 // SettableProperties lists the delta.* table properties a declaration may set, sorted.

@@ -274,8 +274,9 @@ func (m *merger) planSplice(a *Add, cols []int) (_ *splice, ok bool, err error) 
 	chFields := make([]arrow.Field, len(cols))
 	for j, c := range cols {
 		s.fields[j] = -1
+		phys := physicalName(snap.Schema().Fields[c]) // column mapping: the file's name for it
 		for i, f := range s.fr.Manifest.Fields {
-			if f.Field.Name == tbl.Field(c).Name {
+			if f.Field.Name == phys {
 				s.fields[j], s.leaf[j] = i, f.ColIndex
 			}
 		}
@@ -288,6 +289,8 @@ func (m *merger) planSplice(a *Add, cols []int) (_ *splice, ok bool, err error) 
 		}
 		s.chST.Fields = append(s.chST.Fields, snap.Schema().Fields[c])
 		chFields[j] = tbl.Field(c)
+		chFields[j].Name = phys // the chunk is written under the file's name of the column
+		chFields[j].Metadata = f.Field.Metadata
 	}
 	s.chSchema = arrow.NewSchema(chFields, nil)
 	if ok, err = s.storedAsWeWrite(); err != nil || !ok {
@@ -527,20 +530,21 @@ func spliceStats(old, fresh string, ch *StructType) string {
 	}
 	nulls, _ := o["nullCount"].(map[string]any)
 	for _, col := range ch.Fields {
-		if _, covered := nulls[col.Name]; !covered {
+		name := physicalName(col) // stats name columns physically (column mapping)
+		if _, covered := nulls[name]; !covered {
 			continue
 		}
 		for _, k := range []string{"minValues", "maxValues", "nullCount"} {
 			om, _ := o[k].(map[string]any)
 			fm, _ := f[k].(map[string]any)
-			if v, ok := fm[col.Name]; ok {
+			if v, ok := fm[name]; ok {
 				if om == nil {
 					om = map[string]any{}
 					o[k] = om
 				}
-				om[col.Name] = v
+				om[name] = v
 			} else if om != nil {
-				delete(om, col.Name)
+				delete(om, name)
 			}
 		}
 	}

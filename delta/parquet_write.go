@@ -316,7 +316,7 @@ func (f *partFile) finish(ctx context.Context) (*Add, error) {
 	}
 	pv := make(map[string]*string, len(f.w.partIdx))
 	for i, ci := range f.w.partIdx {
-		pv[f.w.schema.Fields[ci].Name] = f.vals[i]
+		pv[physicalName(f.w.schema.Fields[ci])] = f.vals[i]
 	}
 	return &Add{
 		Path:             encodePath(f.rel),

@@ -17,10 +17,14 @@ type boundPredicate struct {
 	kind  boundKind
 	terms []*boundPredicate
 	path  []string // resolved field names, top-level first
-	typ   DataType // the column's type
-	op    Op
-	vals  []value
-	not   bool
+	phys  []string // their physical names (column mapping): how stats and partitionValues name them
+	// noStats: the column's type was widened from another kind (typeWidening), so older
+	// files' statistics do not compare with its values: never skip by them.
+	noStats bool
+	typ     DataType // the column's type
+	op      Op
+	vals    []value
+	not     bool
 	// For IN lists of strings or integers, the values as a set, so that testing a row
 	// costs one lookup instead of a pass over the list (a merge filters by thousands of keys).
 	inStrings map[string]struct{}
@@ -155,7 +159,9 @@ func bindColumn(name string, schema *StructType) (*boundPredicate, error) {
 			return nil, fmt.Errorf("column %s is not in the table schema", name)
 		}
 		b.path = append(b.path, f.Name)
+		b.phys = append(b.phys, physicalName(f))
 		b.typ = f.Type
+		b.noStats = !statsComparable(f)
 		st, _ = f.Type.(*StructType)
 	}
 	switch b.typ.(type) {

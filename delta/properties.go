@@ -225,10 +225,14 @@ func validateProperties(config map[string]string) error {
 			}
 		case PropICTEnablementVersion, PropICTEnablementTimestamp:
 			problems = append(problems, fmt.Sprintf("%s: set by the commit that enables in-commit timestamps, not by hand", k))
-		case "delta.columnMapping.mode":
-			if !strings.EqualFold(v, "none") {
-				problems = append(problems, fmt.Sprintf("%s=%q: %v", k, v, &UnsupportedFeatureError{Feature: FeatureColumnMapping}))
+		case propColumnMappingMode:
+			switch strings.ToLower(v) {
+			case "none", "name", "id":
+			default:
+				problems = append(problems, fmt.Sprintf("%s=%q: want none, name or id", k, v))
 			}
+		case propColumnMappingMaxID:
+			problems = append(problems, fmt.Sprintf("%s: kept by the writer that assigns column ids, not by hand", k))
 		}
 	}
 	if len(problems) > 0 {
@@ -305,6 +309,29 @@ func (t *Table) SetProperties(ctx context.Context, set map[string]string, unset 
 			proto = withWriterFeature(withWriterFeature(proto, FeatureDomainMetadata), FeatureRowTracking)
 		}
 	}
+	if mode, ok := set[propColumnMappingMode]; ok {
+		was := columnMappingMode(snap.Metadata())
+		switch now := strings.ToLower(mode); {
+		case now == was:
+		case was != "none":
+			return -1, fmt.Errorf("set properties of table %s: %s is %s and cannot change to %s", t.displayRoot(), propColumnMappingMode, was, now)
+		case now == "name":
+			// The columns keep their names as physical names (the files name them so);
+			// each gets an id.
+			st, err := cloneSchema(snap.Schema())
+			if err != nil {
+				return -1, err
+			}
+			maxID := assignColumnMapping(st, maxColumnID(snap.Metadata(), st), true)
+			if md.SchemaString, err = st.SchemaString(); err != nil {
+				return -1, err
+			}
+			config[propColumnMappingMaxID] = strconv.FormatInt(maxID, 10)
+			proto = withColumnMapping(proto)
+		default:
+			return -1, fmt.Errorf("set properties of table %s: %s can be turned on for an existing table as name only (id needs the ids in every file)", t.displayRoot(), propColumnMappingMode)
+		}
+	}
 	if proto != snap.Protocol() {
 		tx.UpdateProtocol(proto)
 	}
@@ -313,6 +340,20 @@ func (t *Table) SetProperties(ctx context.Context, set map[string]string, unset 
 		return -1, fmt.Errorf("set properties of table %s: %w", t.displayRoot(), err)
 	}
 	return v, nil
+}
+
+// withColumnMapping returns a protocol with the columnMapping feature: a legacy reader
+// of version 2 implies it; version 3 lists it.
+func withColumnMapping(p *Protocol) *Protocol {
+	np := withWriterFeature(p, FeatureColumnMapping)
+	if np.MinReaderVersion >= 3 {
+		if !slices.Contains(np.ReaderFeatures, FeatureColumnMapping) {
+			np.ReaderFeatures = append(np.ReaderFeatures, FeatureColumnMapping)
+		}
+	} else {
+		np.MinReaderVersion = 2
+	}
+	return np
 }
 
 // withReaderWriterFeature returns a protocol at (3,7) that also supports a reader-writer

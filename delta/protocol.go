@@ -22,6 +22,9 @@ const (
 	FeatureInCommitTimestamp   = "inCommitTimestamp"
 	FeatureDomainMetadata      = "domainMetadata"
 	FeatureTypeWidening        = "typeWidening"
+	// FeatureTypeWideningPreview is the name Delta 3.x gave type widening before it was
+	// final; its tables read the same.
+	FeatureTypeWideningPreview = "typeWidening-preview"
 	FeatureVariantType         = "variantType"
 	FeatureCatalogManaged      = "catalogManaged"
 )
@@ -35,6 +38,9 @@ const (
 // readerFeaturesSupported are the reader features a snapshot can be read with. Everything
 // else, unknown names included, is refused.
 var readerFeaturesSupported = map[string]bool{
+	FeatureColumnMapping:       true,
+	FeatureTypeWidening:        true,
+	FeatureTypeWideningPreview: true,
 	FeatureDeletionVectors:     true,
 	FeatureTimestampNTZ:        true,
 	FeatureVacuumProtocolCheck: true,
@@ -45,6 +51,9 @@ var readerFeaturesSupported = map[string]bool{
 // writerFeaturesSupported are the writer features this package honours when it commits.
 var writerFeaturesSupported = map[string]bool{
 	FeatureAppendOnly:          true,
+	FeatureColumnMapping:       true,
+	FeatureTypeWidening:        true,
+	FeatureTypeWideningPreview: true,
 	FeatureInvariants:          true,
 	FeatureChangeDataFeed:      true,
 	FeatureDeletionVectors:     true,
@@ -150,8 +159,10 @@ func checkRead(p *Protocol, md *Metadata) error {
 	}
 	switch p.MinReaderVersion {
 	case 2:
-		if mode := columnMappingMode(md); mode != "none" {
-			return &UnsupportedFeatureError{Feature: FeatureColumnMapping}
+		switch columnMappingMode(md) {
+		case "none", "name", "id":
+		default:
+			return &UnsupportedFeatureError{Feature: FeatureColumnMapping + " (mode " + columnMappingMode(md) + ")"}
 		}
 	case 3:
 		for _, f := range p.ReaderFeatures {
@@ -307,7 +318,8 @@ func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 	ict := strings.EqualFold(config[PropEnableInCommitTimestamps], "true")
 	v2cp := strings.EqualFold(config[PropCheckpointPolicy], CheckpointPolicyV2)
 	rows := strings.EqualFold(config[PropEnableRowTracking], "true")
-	if !cdf && !dv && !identity && !ntz && !ict && !v2cp && !rows {
+	cm := columnMappingOn(config)
+	if !cdf && !dv && !identity && !ntz && !ict && !v2cp && !rows && !cm {
 		return &Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
 	}
 	p := &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{FeatureAppendOnly, FeatureInvariants}}
@@ -338,8 +350,23 @@ func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 		p.ReaderFeatures = append(p.ReaderFeatures, FeatureTimestampNTZ)
 		p.WriterFeatures = append(p.WriterFeatures, FeatureTimestampNTZ)
 	}
+	if cm {
+		// Reader version 2 implies column mapping; version 3 names it.
+		p.WriterFeatures = append(p.WriterFeatures, FeatureColumnMapping)
+		if p.MinReaderVersion == 3 {
+			p.ReaderFeatures = append(p.ReaderFeatures, FeatureColumnMapping)
+		} else {
+			p.MinReaderVersion = 2
+		}
+	}
 	if p.MinReaderVersion == 3 && p.ReaderFeatures == nil {
 		p.ReaderFeatures = []string{}
 	}
 	return p
+}
+
+// columnMappingOn reports whether a table's configuration turns column mapping on.
+func columnMappingOn(config map[string]string) bool {
+	m := strings.ToLower(config[propColumnMappingMode])
+	return m == "name" || m == "id"
 }

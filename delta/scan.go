@@ -74,6 +74,7 @@ type Scanner struct {
 	mem    memory.Allocator
 	schema *StructType
 	isPart map[string]bool // lower-case partition column names
+	mapped bool            // schema has column mapping: files name columns physically
 
 	out       *arrow.Schema   // the records returned
 	work      []*StructField  // out's fields plus filter-only columns
@@ -137,7 +138,7 @@ func Scan(ctx context.Context, store objectstore.Store, root string, schema *Str
 		opts.Allocator = memory.DefaultAllocator
 	}
 	s := &Scanner{ctx: ctx, store: store, root: strings.Trim(root, "/"), opts: opts, mem: opts.Allocator,
-		schema: schema, isPart: map[string]bool{}}
+		schema: schema, isPart: map[string]bool{}, mapped: schemaMapped(schema)}
 	s.refs.Store(1)
 	for _, pc := range partitionColumns {
 		if schema.Field(pc) == nil {

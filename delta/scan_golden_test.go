@@ -34,9 +34,7 @@ func goldenTables(t *testing.T) string {
 
 // goldenRefusals are the tables the log side refuses; their row tests assert the error
 // names the feature instead of comparing rows.
-var goldenRefusals = map[string]string{
-	"table-with-columnmapping-mode-name": "columnMapping",
-}
+var goldenRefusals = map[string]string{}
 
 // goldenSkipColumns are compared loosely (golden README caveat 3: the expected
 // as_timestamp was produced in the generator's local zone).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/user"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -211,6 +212,16 @@ func newMetadata(co CreateOptions, now time.Time) (*Metadata, error) {
 	if co.Schema == nil || len(co.Schema.Fields) == 0 {
 		return nil, errors.New("schema has no columns")
 	}
+	var maxID int64
+	if columnMappingOn(co.Properties) {
+		// Every column gets an id and a physical name of its own (as Spark names them).
+		st, err := cloneSchema(co.Schema)
+		if err != nil {
+			return nil, err
+		}
+		maxID = assignColumnMapping(st, maxColumnID(&Metadata{}, st), false)
+		co.Schema = st
+	}
 	ss, err := co.Schema.SchemaString()
 	if err != nil {
 		return nil, err
@@ -248,6 +259,9 @@ func newMetadata(co CreateOptions, now time.Time) (*Metadata, error) {
 		return nil, err
 	}
 	newRowTrackingConfig(config)
+	if maxID > 0 {
+		config[propColumnMappingMaxID] = strconv.FormatInt(maxID, 10)
+	}
 	created := now.UnixMilli()
 	return &Metadata{
 		ID:               uuid.NewString(),

@@ -373,7 +373,11 @@ func (tx *Transaction) validate() error {
 				return errors.New("add action without a path")
 			}
 			for _, c := range md.PartitionColumns {
-				if _, ok := a.Add.PartitionValues[c]; !ok {
+				key := c
+				if f := schema.Field(c); f != nil {
+					key = physicalName(f) // column mapping: partitionValues name it physically
+				}
+				if _, ok := a.Add.PartitionValues[key]; !ok {
 					return fmt.Errorf("add %s: partitionValues lacks partition column %q", a.Add.Path, c)
 				}
 			}

@@ -273,6 +273,7 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	if err != nil {
 		return nil, err
 	}
+	opts.AddedLater = addedAfter(snap.Schema(), f.Version)
 	rd, err := decode.NewReader(ctx, r, f.Name, opts)
 	if err != nil {
 		return nil, err
@@ -299,7 +300,11 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 		return nil, err
 	}
 	if missing := rd.MissingColumns(); len(missing) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s lacks the columns %s: filled with NULL (allow_missing_columns)", f.Name, strings.Join(missing, ", ")))
+		why := "allow_missing_columns"
+		if !s.cfg.AllowMissingColumns {
+			why = "added to the table after the file was written"
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("%s lacks the columns %s: filled with NULL (%s)", f.Name, strings.Join(missing, ", "), why))
 	}
 	res.FilesRead++
 	res.BytesRead += f.Size
@@ -308,6 +313,18 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	res.RowsRead += int64(len(bad))
 	res.RowsSkipped += int64(len(bad))
 	return bad, nil
+}
+
+// addedAfter names the columns of a table's schema that an evolution added after
+// modMillis, a source file's modification time: the file may lack them.
+func addedAfter(table *delta.StructType, modMillis int64) []string {
+	var out []string
+	for _, f := range table.Fields {
+		if at, ok := delta.ColumnAddedAt(f); ok && at.UnixMilli() > modMillis {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // openSourceFile opens a source file to decode: a Parquet file for random access, any

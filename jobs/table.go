@@ -20,6 +20,9 @@ type Table struct {
 	// a capture_history with schema_evolution), so such columns are no difference from
 	// the declaration (see CheckTable).
 	SchemaEvolution bool
+	// RenamedFrom maps a declared column to the name it had in the table (renamed_from:
+	// the table's column is renamed to it, which needs column mapping).
+	RenamedFrom map[string]string
 }
 
 // ChangeDataFeed reports whether the table declares its change data feed on.

@@ -37,6 +37,9 @@ func Cast(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (arrow.A
 	case *extensions.VariantType:
 		return castVariant(mem, arr, t)
 	case *arrow.TimestampType:
+		if d, ok := arr.(*array.Date32); ok && t.TimeZone == "" {
+			return widenDate(mem, d, t), nil // a date column widened to timestamp_ntz
+		}
 		s, ok := src.(*arrow.TimestampType)
 		if !ok {
 			return fail()
@@ -246,4 +249,64 @@ func castVariant(mem memory.Allocator, arr arrow.Array, t *extensions.VariantTyp
 	}
 	defer storage.Release()
 	return array.NewExtensionArrayWithStorage(t, storage), nil
+}
+
+// Relabel reuses arr's buffers under target, a type of the same layout whose names may
+// differ at any depth (struct field names, a list's element name): nothing is copied.
+func Relabel(arr arrow.Array, target arrow.DataType) arrow.Array {
+	if arrow.TypeEqual(arr.DataType(), target, arrow.CheckMetadata()) {
+		arr.Retain()
+		return arr
+	}
+	d := relabelData(arr.Data(), target)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+func relabelData(d arrow.ArrayData, target arrow.DataType) arrow.ArrayData {
+	children := d.Children()
+	var sub []arrow.ArrayData
+	switch t := target.(type) {
+	case *arrow.StructType:
+		sub = make([]arrow.ArrayData, len(children))
+		for i, c := range children {
+			sub[i] = relabelData(c, t.Field(i).Type)
+		}
+	case *arrow.MapType:
+		sub = []arrow.ArrayData{relabelData(children[0], t.Elem())}
+	case *arrow.ListType:
+		sub = []arrow.ArrayData{relabelData(children[0], t.Elem())}
+	default:
+		return array.NewData(target, d.Len(), d.Buffers(), children, d.NullN(), d.Offset())
+	}
+	out := array.NewData(target, d.Len(), d.Buffers(), sub, d.NullN(), d.Offset())
+	for _, c := range sub {
+		c.Release()
+	}
+	return out
+}
+
+// widenDate reads dates as timestamps without a zone (midnight of each date), as a
+// column widened from date to timestamp_ntz reads its older files.
+func widenDate(mem memory.Allocator, a *array.Date32, t *arrow.TimestampType) arrow.Array {
+	per := int64(86400)
+	switch t.Unit {
+	case arrow.Millisecond:
+		per *= 1e3
+	case arrow.Microsecond:
+		per *= 1e6
+	case arrow.Nanosecond:
+		per *= 1e9
+	}
+	b := array.NewTimestampBuilder(mem, t)
+	defer b.Release()
+	b.Reserve(a.Len())
+	for i := 0; i < a.Len(); i++ {
+		if a.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		b.Append(arrow.Timestamp(int64(a.Value(i)) * per))
+	}
+	return b.NewArray()
 }

@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 const allTypes = `{"type":"struct","fields":[
@@ -121,5 +124,78 @@ func TestParseRoundTrip(t *testing.T) {
 	_, err = Parse(`{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}},{"name":"A","type":"long","nullable":true,"metadata":{}}]}`)
 	if err == nil || !strings.Contains(err.Error(), "duplicate field name") {
 		t.Fatalf("duplicate names: %v", err)
+	}
+}
+
+// Relabel renames struct fields at any depth without copying, and leaks nothing.
+func TestRelabelDeep(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	inner := arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int64, Nullable: true})
+	from := arrow.ListOf(inner)
+	b := array.NewListBuilder(mem, inner)
+	sb := b.ValueBuilder().(*array.StructBuilder)
+	b.Append(true)
+	sb.Append(true)
+	sb.FieldBuilder(0).(*array.Int64Builder).Append(7)
+	arr := b.NewArray()
+	b.Release()
+	defer arr.Release()
+	if !arrow.TypeEqual(arr.DataType(), from) {
+		t.Fatalf("built %s", arr.DataType())
+	}
+	to := arrow.ListOf(arrow.StructOf(arrow.Field{Name: "col-1", Type: arrow.PrimitiveTypes.Int64, Nullable: true}))
+	got := Relabel(arr, to)
+	defer got.Release()
+	if !arrow.TypeEqual(got.DataType(), to) {
+		t.Fatalf("relabelled to %s, want %s", got.DataType(), to)
+	}
+	v := got.(*array.List).ListValues().(*array.Struct).Field(0).(*array.Int64).Value(0)
+	if v != 7 {
+		t.Fatalf("value %d, want 7", v)
+	}
+}
+
+// Data of a type a column was widened from (an older schema's rows written into the
+// widened table) is cast exactly; a narrowing is still refused.
+func TestConformWidens(t *testing.T) {
+	table := &StructType{Fields: []*StructField{
+		{Name: "qty", Type: &PrimitiveType{Name: TypeLong}, Nullable: true},
+		{Name: "amount", Type: &DecimalType{Precision: 14, Scale: 2}, Nullable: true},
+	}}
+	target, err := ArrowSchema(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb := array.NewInt32Builder(memory.DefaultAllocator)
+	qb.AppendValues([]int32{7, -2147483648}, nil)
+	q := qb.NewArray()
+	defer q.Release()
+	db := array.NewDecimal128Builder(memory.DefaultAllocator, &arrow.Decimal128Type{Precision: 10, Scale: 2})
+	db.Append(decimal128.FromI64(12345))
+	db.Append(decimal128.FromI64(-99999999))
+	d := db.NewArray()
+	defer d.Release()
+	in := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{
+		{Name: "qty", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true},
+	}, nil), []arrow.Array{q, d}, 2)
+	defer in.Release()
+	out, err := Conform(memory.DefaultAllocator, in, table, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Release()
+	qs := out.Column(0).(*array.Int64)
+	ds := out.Column(1).(*array.Decimal128)
+	if qs.Value(0) != 7 || qs.Value(1) != -2147483648 || ds.ValueStr(0) != "123.45" || ds.ValueStr(1) != "-999999.99" {
+		t.Fatalf("widened %v %v", qs, ds)
+	}
+	narrow := &StructType{Fields: []*StructField{{Name: "qty", Type: &PrimitiveType{Name: TypeShort}, Nullable: true}}}
+	nt, _ := ArrowSchema(narrow)
+	in2 := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "qty", Type: arrow.PrimitiveTypes.Int32, Nullable: true}}, nil), []arrow.Array{q}, 2)
+	defer in2.Release()
+	if _, err := Conform(memory.DefaultAllocator, in2, narrow, nt); err == nil {
+		t.Fatal("an int written into a short column was accepted")
 	}
 }
