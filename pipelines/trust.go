@@ -69,8 +69,10 @@ func checkTrust(ps *problems, root *yaml.Node, spec *Spec, fs *fileSpec, raw map
 		}
 	}
 	env := func(name string) string {
-		v, _ := getenv(name)
-		return strings.TrimSpace(v)
+		if v, ok := getenv(name); ok {
+			return strings.TrimSpace(v)
+		}
+		return ""
 	}
 	l := fs.Lineage
 	lin := Lineage{URL: l.URL, Display: l.URL, Endpoint: l.Endpoint, Namespace: l.Namespace, APIKey: l.APIKey}

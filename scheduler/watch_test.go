@@ -32,8 +32,8 @@ func newHookServer(t *testing.T) *hookServer {
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var m Message
 		b, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Errorf("a notification that is not JSON: %s", b)
+		if err := json.Unmarshal(b, &m); err != nil || m.Event == "" {
+			t.Errorf("a notification that is not one: %s %s %s", r.Method, r.URL, b)
 		}
 		h.mu.Lock()
 		h.msgs = append(h.msgs, m)
