@@ -50,7 +50,7 @@ func (s *CaptureHistory) AppID() string { return "capture_history:" + s.cfg.Sour
 
 // Run implements Stage.
 func (s *CaptureHistory) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {

@@ -49,7 +49,7 @@ func (s *Ingest) Kind() Kind { return KindIngest }
 
 // Run implements Stage.
 func (s *Ingest) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 func (s *Ingest) sourceFileColumn() string { return or(s.cfg.SourceFileColumn, "source_file") }

@@ -114,3 +114,51 @@ func TestIngestEvolvingCrashAtEveryOperation(t *testing.T) {
 		t.Fatalf("clean run: %q", want)
 	}
 }
+
+// A first run that fails before its first write leaves no table behind (no empty CREATE
+// TABLE version 0 in the history); a table another run created, or one holding data,
+// stays.
+func TestFailedFirstRunLeavesNoTable(t *testing.T) {
+	ctx := context.Background()
+	sales := &Table{Name: "bronze.sales", Path: "bronze/sales", Schema: schemaOf(t, "id string", "qty int", "source_file string")}
+	env, landing := ingestEnv(t, mem.New(mem.Config{}), sales)
+	stage := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.csv", Target: sales.Name})
+	putFile(t, landing, "sales/1.csv", "id,qty\nA,not a number\n")
+	if _, err := stage.Run(ctx, env); err == nil {
+		t.Fatal("a bad file loaded")
+	}
+	if ok, err := delta.Exists(ctx, env.Warehouse, sales.Path); err != nil || ok {
+		t.Fatalf("after the failed first run the table exists (%v, %v)", ok, err)
+	}
+	if objs, _ := env.Warehouse.List(ctx, "bronze/", ""); len(objs) != 0 {
+		t.Fatalf("the failed first run left %d objects", len(objs))
+	}
+	putFile(t, landing, "sales/1.csv", "id,qty\nA,1\n")
+	runStage(t, stage, env)
+	tbl, _ := latest(t, env, sales)
+	h, err := tbl.History(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[1].Operation != "CREATE TABLE" || h[1].Lineage.Attempt != 1 {
+		t.Fatalf("history %+v, want the CREATE TABLE and the load of the second run", h)
+	}
+	// A later failure keeps the table.
+	putFile(t, landing, "sales/2.csv", "id,qty\nB,not a number\n")
+	if _, err := stage.Run(ctx, env); err == nil {
+		t.Fatal("a bad file loaded")
+	}
+	if tableVersion(t, env, sales) != 1 {
+		t.Fatal("a failed run changed the table")
+	}
+	// An empty table created by another run is not this run's to remove.
+	other := &Table{Name: "bronze.other", Path: "bronze/other", Schema: sales.Schema}
+	env.Tables[other.Name] = other
+	env.Lineage.RunID = "run-0"
+	if _, err := env.openOrCreate(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := delta.RemoveUnusedCreate(ctx, env.Warehouse, other.Path, delta.Lineage{Pipeline: "test", Stage: "stage", RunID: "run-1", Attempt: 1}); err != nil || removed {
+		t.Fatalf("another run's empty table removed (%v, %v)", removed, err)
+	}
+}

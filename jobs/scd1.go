@@ -41,7 +41,7 @@ func (s *SCD1Merge) AppID() string { return "scd1_merge:" + s.cfg.Target + ":" +
 
 // Run implements Stage.
 func (s *SCD1Merge) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 // layout: every target column but identity columns is data; keys index into it.

@@ -52,7 +52,7 @@ func (s *SCD2Merge) watermarkID() string { return s.AppID() + "#max_sequence" }
 
 // Run implements Stage (run again after a conflict: runAgainOnConflict).
 func (s *SCD2Merge) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 // scdLayout locates the dimension's columns.
@@ -146,6 +146,10 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
 	}
 	res.VersionsRead = []TableVersion{{Table: srcDecl.Name, Version: latest}}
+	if err := s.fillNewColumns(ctx, env, f, l, &res); err != nil {
+		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
+	}
+	dstSnap = f.dstSnap
 	last, merged := dstSnap.TxnVersion(s.AppID())
 	if merged && last >= latest {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s merged through version %d", srcDecl.Name, latest))

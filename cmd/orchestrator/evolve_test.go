@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -115,6 +116,59 @@ func TestSalesEvolvesThroughTheBinary(t *testing.T) {
 	expect("bronze after the widening", show("bronze.sales_transactions", "transaction_id,quantity,total", "transaction_id", "--where", "transaction_id IN ('T-1002', 'T-1008')"),
 		"transaction_id,quantity,total\nT-1002,1,129.00\nT-1008,5000000000,123456789012.34\n")
 	auditIsFeed("transaction_id,quantity,total,channel")
+
+	// Run 5: a customer segment, tracked in the dimension: a key's first segment opens a
+	// version (new_columns: version, the default); a key without one keeps its version.
+	edit("      - {name: updated_at, type: timestamp}\n      - {name: source_file, type: string}",
+		"      - {name: updated_at, type: timestamp}\n      - {name: segment, type: string}\n      - {name: source_file, type: string}",
+		"      - {name: is_current, type: boolean}\n",
+		"      - {name: is_current, type: boolean}\n      - {name: segment, type: string}\n",
+		"    track: [name, email, city]", "    track: [name, email, city, segment]")
+	land("customers/2026-01-16.csv", "customer_id,name,email,city,updated_at,segment\nC-1,Ada Lovelace,ada@example.com,Portland,2026-01-16T09:00:00Z,retail\nC-2,Grace Hopper,grace@example.com,Boston,2026-01-16T09:00:00Z,\n")
+	mustRun(t, bin, dir, "run", p)
+	dimCols := "customer_sk,customer_id,city,segment,valid_from,valid_to"
+	expect("dimension after the segment", show("sales.customer", dimCols, "customer_sk"),
+		"customer_sk,customer_id,city,segment,valid_from,valid_to\n"+
+			"1,C-1,Seattle,,2026-01-14T08:00:00Z,2026-01-15T09:30:00Z\n"+
+			"2,C-1,Portland,,2026-01-15T09:30:00Z,2026-01-16T09:00:00Z\n"+
+			"3,C-2,Boston,,2026-01-14T08:00:00Z,9999-12-31T00:00:00Z\n"+
+			"4,C-3,London,,2026-01-14T08:00:00Z,2026-01-15T09:30:00Z\n"+
+			"5,C-3,London,,2026-01-15T09:30:00Z,9999-12-31T00:00:00Z\n"+
+			"6,C-1,Portland,retail,2026-01-16T09:00:00Z,9999-12-31T00:00:00Z\n")
+
+	// Run 6: a loyalty tier, tracked with new_columns: fill: the open versions take the
+	// tier the source has, in place; no version opens for it.
+	edit("      - {name: segment, type: string}\n      - {name: source_file, type: string}",
+		"      - {name: segment, type: string}\n      - {name: tier, type: string}\n      - {name: source_file, type: string}",
+		"      - {name: is_current, type: boolean}\n      - {name: segment, type: string}\n",
+		"      - {name: is_current, type: boolean}\n      - {name: segment, type: string}\n      - {name: tier, type: string}\n",
+		"    track: [name, email, city, segment]", "    track: [name, email, city, segment, tier]\n    new_columns: fill")
+	land("customers/2026-01-17.csv", "customer_id,name,email,city,updated_at,segment,tier\nC-1,Ada Lovelace,ada@example.com,Portland,2026-01-17T09:00:00Z,retail,gold\nC-3,Alan Turing,alan@example.com,London,2026-01-17T09:00:00Z,,silver\n")
+	mustRun(t, bin, dir, "run", p)
+	expect("dimension after the tier", show("sales.customer", dimCols+",tier", "customer_sk"),
+		"customer_sk,customer_id,city,segment,valid_from,valid_to,tier\n"+
+			"1,C-1,Seattle,,2026-01-14T08:00:00Z,2026-01-15T09:30:00Z,\n"+
+			"2,C-1,Portland,,2026-01-15T09:30:00Z,2026-01-16T09:00:00Z,\n"+
+			"3,C-2,Boston,,2026-01-14T08:00:00Z,9999-12-31T00:00:00Z,\n"+
+			"4,C-3,London,,2026-01-14T08:00:00Z,2026-01-15T09:30:00Z,\n"+
+			"5,C-3,London,,2026-01-15T09:30:00Z,9999-12-31T00:00:00Z,silver\n"+
+			"6,C-1,Portland,retail,2026-01-16T09:00:00Z,9999-12-31T00:00:00Z,gold\n")
+	if h := history("sales.customer"); !strings.Contains(h, "UPDATE") || !strings.Contains(h, "schema: add tier string") {
+		t.Fatalf("the dimension's history has no fill and no ADD COLUMNS of tier:\n%s", h)
+	}
+
+	// Every version of every table reads, and every change feed from version 0 to the
+	// latest, across the changes.
+	for _, tbl := range []string{"bronze.sales_transactions", "audit.sales_transactions_history", "staging.customers", "sales.customer"} {
+		out := mustRun(t, bin, dir, "table", "history", "--pipeline", p, tbl, "--format", "csv")
+		versions := strings.Count(strings.TrimSpace(out), "\n")
+		for v := range versions {
+			mustRun(t, bin, dir, "table", "show", "--pipeline", p, tbl, "--version", strconv.Itoa(v), "--limit", "1")
+		}
+		if tbl != "audit.sales_transactions_history" {
+			mustRun(t, bin, dir, "table", "changes", "--pipeline", p, tbl, "--from", "0")
+		}
+	}
 
 	// Every version of the bronze table reads in its own schema: the first with amount
 	// and no channel, the latest with total and channel.
