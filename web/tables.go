@@ -207,6 +207,8 @@ type tableInfo struct {
 	Writers   []string       `json:"writers"`
 	Horizons  *horizonsView  `json:"horizons,omitempty"`
 	Consumers []consumerView `json:"consumers"`
+	// Freshness is the table's freshness watch, when a pipeline declares one.
+	Freshness *watchView `json:"freshness,omitempty"`
 }
 
 type columnView struct {
@@ -250,6 +252,12 @@ func (s *Server) tableInfo(ctx context.Context, ref *tableRef) (*tableInfo, erro
 	for _, st := range ref.spec.Stages {
 		if _, writes := st.Config.Tables(); slices.Contains(writes, ref.Name) {
 			ti.Writers = append(ti.Writers, st.Name)
+		}
+	}
+	for _, w := range s.sched.Watches("") {
+		if w.Kind == scheduler.WatchFreshness && w.Table == ref.Name && slices.Contains(ref.Pipelines, w.Pipeline) {
+			ti.Freshness = viewOfWatch(w)
+			break
 		}
 	}
 	t, ok, err := s.tables.open(ctx, ref)

@@ -172,7 +172,7 @@ func TestBrowser(t *testing.T) {
 	// A pipeline whose one stage loads 2 M rows in passes under a small memory budget:
 	// long enough to follow its progress, and to cancel it.
 	writeBigPipeline(t, filepath.Join(dir, "pipes"))
-	srv := startServe(t, bin, filepath.Join(dir, "pipes"), nil)
+	srv := startServe(t, bin, filepath.Join(dir, "pipes"), nil, "--watch-every", "1s")
 	base := "http://" + srv.addr
 	b := newBrowser(t, chromium, 4*time.Minute)
 	ctx, run, eval, shot, wantText := b.ctx, b.run, b.eval, b.shot, b.wantText
@@ -215,8 +215,17 @@ func TestBrowser(t *testing.T) {
 	}
 	wantText("run", "table.stages", "ingest_sales", "merge_customers", "vacuum", "bronze.sales_transactions@v1", "sales.customer@v")
 	shot("02-run.png")
+	// The tables' freshness (read every second here) and the deadline show with the
+	// runs: the sales tables fresh; big's table, never written, stale after its 2s.
+	time.Sleep(2500 * time.Millisecond)
 	run("back to the pipelines", chromedp.Navigate(base+"/pipelines"), chromedp.WaitVisible(chromedp.CSS(`svg.strip rect.st-succeeded`)))
 	wantText("pipelines", "table.pipelines", "succeeded", "manual")
+	wantText("pipelines", `tr[data-pipeline="sales"] [data-watch="bronze.sales_transactions"]`, "fresh", "last data change v", "within 26h")
+	wantText("pipelines", `tr[data-pipeline="sales"] [data-watch="deadline"]`, "deadline 45m")
+	wantText("pipelines", `tr[data-pipeline="big"] [data-watch="raw.big"]`, "stale", "no data written since the watch began")
+	if n := eval("count stale tags", `document.querySelectorAll('tr[data-pipeline="big"] .tag.w-breached').length`); n != 1.0 {
+		t.Errorf("big's stale table: %v red tags, want 1", n)
+	}
 	shot("01-pipelines-after-a-run.png")
 	run("back to the run", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`svg.gantt`)))
 	if g := eval("read the timeline", `document.querySelector('svg.gantt').textContent`); !strings.Contains(fmt.Sprint(g), "ingest_sales") {
@@ -226,6 +235,7 @@ func TestBrowser(t *testing.T) {
 	// 3. A table: its schema, properties and change feed readers against retention.
 	run("open the table page", chromedp.Navigate(base+"/tables/bronze.sales_transactions"), chromedp.WaitVisible(chromedp.CSS(`table.schema`)))
 	wantText("table", "main", "transaction_id", "decimal(10,2)", "delta.enableChangeDataFeed", "Change feed readers", "capture_sales_history", "safe")
+	wantText("table", "#freshness", "fresh", "last data change v", "within 26h")
 	shot("03-table.png")
 
 	// 4. Its history: every version with the run that wrote it.
@@ -419,6 +429,7 @@ func writeBigPipeline(t *testing.T, dir string) {
 description: Two million rows by key, under a small memory budget.
 tables:
   raw.big:
+    freshness: 2s
     columns: [{name: id, type: string}, {name: name, type: string}, {name: city, type: string}, {name: source_file, type: string}, {name: load_timestamp, type: timestamp}]
 stages:
   - {name: load, kind: ingest, source: big/*.csv, target: raw.big, mode: upsert, keys: [id], memory_budget: 16MiB}
