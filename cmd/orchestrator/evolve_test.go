@@ -18,23 +18,8 @@ func TestSalesEvolvesThroughTheBinary(t *testing.T) {
 	bin := buildBinary(t)
 	p := copyExample(t)
 	dir := filepath.Dir(p)
-	edit := func(pairs ...string) {
-		t.Helper()
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := string(b)
-		for i := 0; i < len(pairs); i += 2 {
-			if !strings.Contains(s, pairs[i]) {
-				t.Fatalf("the pipeline has no %q", pairs[i])
-			}
-			s = strings.ReplaceAll(s, pairs[i], pairs[i+1])
-		}
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	edit := func(pairs ...string) { editN(t, p, -1, pairs...) }
+	editFirst := func(pairs ...string) { editN(t, p, 1, pairs...) }
 	land := func(name, body string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(dir, "landing", name), []byte(body), 0o644); err != nil {
@@ -157,6 +142,30 @@ func TestSalesEvolvesThroughTheBinary(t *testing.T) {
 		t.Fatalf("the dimension's history has no fill and no ADD COLUMNS of tier:\n%s", h)
 	}
 
+	// Run 7: product dropped from the bronze table: removed from its declaration, the
+	// run refuses the table and names the command; table alter drops it (a dry run
+	// first); the audit table keeps the column, NULL from the drop on.
+	editFirst("      - {name: product, type: string}\n      - {name: quantity, type: bigint}\n      - {name: total, type: \"decimal(14,2)\", renamed_from: amount}\n      - {name: sold_at, type: timestamp}\n      - {name: source_file",
+		"      - {name: quantity, type: bigint}\n      - {name: total, type: \"decimal(14,2)\", renamed_from: amount}\n      - {name: sold_at, type: timestamp}\n      - {name: source_file")
+	land("sales/2026-01-19.csv", "transaction_id,customer_id,quantity,total,sold_at,channel\nT-1010,C-2,1,5.00,2026-01-19T10:00:00Z,web\n")
+	r := runCmdEnv(t, dir, nil, bin, "run", p)
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "--drop-column product") {
+		t.Fatalf("a run with product no longer declared: exit %d\n%s%s\nwant it refused naming table alter", r.code, r.stdout, r.stderr)
+	}
+	before := history("bronze.sales_transactions")
+	mustRun(t, bin, dir, "table", "alter", "--pipeline", p, "bronze.sales_transactions", "--drop-column", "product", "--dry-run")
+	if history("bronze.sales_transactions") != before {
+		t.Fatal("table alter --dry-run committed")
+	}
+	mustRun(t, bin, dir, "table", "alter", "--pipeline", p, "bronze.sales_transactions", "--drop-column", "product")
+	mustRun(t, bin, dir, "run", p)
+	expect("audit rows of the dropped column", show("audit.sales_transactions_history", "transaction_id,product,_change_type", "transaction_id", "--where", "transaction_id IN ('T-1001', 'T-1010') AND _change_type <> 'update_preimage'"),
+		"transaction_id,product,_change_type\nT-1001,espresso beans,insert\nT-1001,espresso beans,update_postimage\nT-1010,,insert\n")
+	auditIsFeed("transaction_id,quantity,total,channel")
+	if h := mustRun(t, bin, dir, "table", "schema", "--pipeline", p, "bronze.sales_transactions", "--history"); !strings.Contains(h, "product") || !strings.Contains(h, "DROP COLUMNS") {
+		t.Fatalf("table schema --history does not show the drop:\n%s", h)
+	}
+
 	// Every version of every table reads, and every change feed from version 0 to the
 	// latest, across the changes.
 	for _, tbl := range []string{"bronze.sales_transactions", "audit.sales_transactions_history", "staging.customers", "sales.customer"} {
@@ -189,4 +198,24 @@ func sortLines(s string) string {
 		lines = append(lines[:1], body...)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// editN replaces each pair's first string with its second in the file at p, n times
+// (-1: every one); each first string must be there.
+func editN(t *testing.T, p string, n int, pairs ...string) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for i := 0; i < len(pairs); i += 2 {
+		if !strings.Contains(s, pairs[i]) {
+			t.Fatalf("the pipeline has no %q", pairs[i])
+		}
+		s = strings.Replace(s, pairs[i], pairs[i+1], n)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
