@@ -159,3 +159,17 @@ func TestEvolvingCaptureCrashAtEveryOperation(t *testing.T) {
 		t.Fatalf("clean run: %v", want)
 	}
 }
+
+// With schema_evolution, a history table declared with the source's columns only gains
+// the change feed's columns too.
+func TestCaptureHistoryEvolutionAddsChangeColumns(t *testing.T) {
+	src, dst := historyTables(t)
+	dst.Schema = schemaOf(t, "id string", "amount bigint")
+	dst.SchemaEvolution = true
+	env := newTestEnv(mem.New(mem.Config{}), &testClock{t: t0}, src, dst)
+	appendRows(t, env, src, []any{"T1", 10})
+	runStage(t, NewCaptureHistory("capture", &CaptureHistoryConfig{Source: src.Name, Target: dst.Name, SchemaEvolution: true}), env)
+	if got := tableRows(t, env, dst, "id", "amount", "_change_type", "_commit_version"); !slices.Equal(got, []string{"T1|10|insert|1"}) {
+		t.Fatalf("history rows %v", got)
+	}
+}
