@@ -151,10 +151,20 @@ func captureSegments(ctx context.Context, src *delta.Table, from, latest int64, 
 				seg.schema.Fields = append(seg.schema.Fields, &nf)
 			}
 		}
+		seg.schema = withChangeColumns(seg.schema)
 		segs = append(segs, seg)
 		lo = c
 	}
 	return segs, nil
+}
+
+// withChangeColumns is st with the columns a change feed adds to each row.
+func withChangeColumns(st *delta.StructType) *delta.StructType {
+	out := &delta.StructType{Fields: slices.Clone(st.Fields)}
+	for _, c := range [][2]string{{delta.ChangeTypeColumn, delta.TypeString}, {delta.CommitVersionColumn, delta.TypeLong}, {delta.CommitTimestampColumn, delta.TypeTimestamp}} {
+		out.Fields = append(out.Fields, &delta.StructField{Name: c[0], Type: &delta.PrimitiveType{Name: c[1]}, Nullable: true, Metadata: map[string]any{}})
+	}
+	return out
 }
 
 // followSource makes the history table hold every column the segments have: with
