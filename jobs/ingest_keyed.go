@@ -16,6 +16,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // Upsert mode (snapshot mode is ingest_snapshot.go). A run decodes its new files first,
@@ -271,7 +272,7 @@ func (r *keyedRun) fold(files []*keyedFile, seqText func(int64) string) ([]arrow
 			block.Reset()
 			for i := range int(rec.NumRows()) {
 				var err error
-				if block.Buf, err = appendKey(block.Buf, rec, r.keyCols, allColumns(len(r.keyCols)), i); err != nil {
+				if block.Buf, err = keyed.AppendKey(block.Buf, rec, r.keyCols, i); err != nil {
 					return nil, fmt.Errorf("%s:%d: %w", kf.f.Name, r.line(rec, i), err)
 				}
 				block.End()

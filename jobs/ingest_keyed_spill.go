@@ -12,6 +12,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // Upsert mode over the memory budget. The files are decoded once into spill files by
@@ -192,7 +193,7 @@ func (sp *keyedSpiller) record(ctx context.Context, ks *keyedSpill, fi int, f *s
 	sp.parts = slices.Grow(sp.parts[:0], n)[:n]
 	fis, ords := make([]int64, n), make([]int64, n)
 	for i := range n {
-		if sp.buf, err = appendKey(sp.buf[:0], marked, run.keyCols, allColumns(len(run.keyCols)), i); err != nil {
+		if sp.buf, err = keyed.AppendKey(sp.buf[:0], marked, run.keyCols, i); err != nil {
 			return fmt.Errorf("%s:%d: %w", f.Name, run.line(marked, i), err)
 		}
 		sp.parts[i], fis[i], ords[i] = keyRange(sp.buf), int64(fi), sp.ord+int64(i)
@@ -468,7 +469,7 @@ func handKeyed(ctx context.Context, run *keyedRun, winners []arrow.RecordBatch, 
 		ord := rec.Column(int(rec.NumCols()) - 1).(*array.Int64)
 		for i := range int(rec.NumRows()) {
 			var err error
-			if buf, err = appendKey(buf[:0], rec, run.keyCols, allColumns(len(run.keyCols)), i); err != nil {
+			if buf, err = keyed.AppendKey(buf[:0], rec, run.keyCols, i); err != nil {
 				return err
 			}
 			id, ok := index.Lookup(buf)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // Snapshot mode, streamed: a run's files are the table's whole content, and memory holds
@@ -127,7 +128,7 @@ func (h *rowHashes) hash(rec arrow.RecordBatch, keyCols, dataCols []int, in *key
 
 func (h *rowHashes) part(block *keyindex.Block, rh *rowHasher, rec arrow.RecordBatch, keyCols, dataCols []int, from, to int, in *keyindex.Index) error {
 	block.Reset()
-	if err := appendKeys(block, rec, keyCols, from, to); err != nil {
+	if err := keyed.AppendKeys(block, rec, keyCols, from, to); err != nil {
 		return err
 	}
 	rh.reset(rec, dataCols)

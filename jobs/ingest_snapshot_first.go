@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // loadFirstSnapshot loads a snapshot into a table with no rows: every row inserts, so the
@@ -131,7 +132,7 @@ func (l *firstSnapshot) record(ctx context.Context, fi int, f *sourceFile, rec a
 	l.block.Reset()
 	for i := range int(rec.NumRows()) {
 		var err error
-		if l.block.Buf, err = appendKey(l.block.Buf, rec, keyCols, allColumns(len(keyCols)), i); err != nil {
+		if l.block.Buf, err = keyed.AppendKey(l.block.Buf, rec, keyCols, i); err != nil {
 			return fmt.Errorf("%s:%d: %w", f.Name, lines.Value(i), err)
 		}
 		l.block.End()
@@ -338,7 +339,7 @@ func (k *firstSnapshotKeys) addRows(ctx context.Context, rec arrow.RecordBatch, 
 	var buf []byte
 	for i := range n {
 		var err error
-		if buf, err = appendKey(buf[:0], rec, keyCols, allColumns(len(keyCols)), i); err != nil {
+		if buf, err = keyed.AppendKey(buf[:0], rec, keyCols, i); err != nil {
 			return err
 		}
 		keys = append(keys, slices.Clone(buf))

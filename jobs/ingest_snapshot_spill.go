@@ -12,6 +12,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // Snapshot mode over the memory budget. The table's keys (with their data hashes and
@@ -152,7 +153,7 @@ func (s *Ingest) spillTableKeys(ctx context.Context, dir *spillDir, snap *delta.
 		parts = slices.Grow(parts[:0], n)[:n]
 		var buf []byte
 		for i := range n {
-			if buf, err = appendKey(buf[:0], rec, keyCols, allColumns(len(keyCols)), i); err != nil {
+			if buf, err = keyed.AppendKey(buf[:0], rec, keyCols, i); err != nil {
 				return nil, err
 			}
 			parts[i] = keyRange(buf)
@@ -223,7 +224,7 @@ func (s *Ingest) spillSnapshotFiles(ctx context.Context, env *Env, dir *spillDir
 			parts = slices.Grow(parts[:0], n)[:n]
 			fis, ords := make([]int64, n), make([]int64, n)
 			for i := range n {
-				if buf, err = appendKey(buf[:0], marked, keyCols, allColumns(len(keyCols)), i); err != nil {
+				if buf, err = keyed.AppendKey(buf[:0], marked, keyCols, i); err != nil {
 					return fmt.Errorf("%s:%d: %w", f.Name, marked.Column(columnsByName(marked.Schema(), []string{lineColumn})[0]).(*array.Int64).Value(i), err)
 				}
 				parts[i], fis[i], ords[i] = keyRange(buf), int64(fi), ord+int64(i)

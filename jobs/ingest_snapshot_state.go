@@ -9,6 +9,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // Pass 2 of snapshot mode (ingest_snapshot.go), on a run's decoded records in memory
@@ -118,7 +119,7 @@ func (st *snapState) add(ctx context.Context, marked arrow.RecordBatch, fi int, 
 			continue
 		}
 		var err error
-		if miss.Buf, err = appendKey(miss.Buf, marked, keyCols, allColumns(len(keyCols)), i); err != nil {
+		if miss.Buf, err = keyed.AppendKey(miss.Buf, marked, keyCols, i); err != nil {
 			return err
 		}
 		miss.End()

@@ -13,9 +13,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // The event log of a merge from a change feed (scd2_merge and scd1_merge with
@@ -112,9 +112,6 @@ func (l *eventLog) derivedWatermark(watermark int64, has bool) (int64, bool, boo
 	return *l.filledMax, true, true
 }
 
-// keyHash is the hash of an encoded key that the log is sorted and looked up by.
-func keyHash(key []byte) int64 { return int64(xxhash.Sum64(key)) }
-
 // openEventLog opens the event log of a stage (appID names it: kind, target and source),
 // creating it when absent.
 func openEventLog(ctx context.Context, env *Env, kind Kind, target, source, appID string) (*eventLog, error) {
@@ -165,7 +162,7 @@ func (l *eventLog) lookup(ctx context.Context, keys [][]byte) (map[int][]eventFa
 	byHash := make(map[int64][]int, len(keys))
 	hashes := make([]any, 0, len(keys))
 	for i, k := range keys {
-		h := keyHash(k)
+		h := keyed.Hash(k)
 		if _, ok := byHash[h]; !ok {
 			hashes = append(hashes, h)
 		}
@@ -236,7 +233,7 @@ func (l *eventLog) append(ctx context.Context, env *Env, events []loggedEvent, s
 		return err
 	}
 	defer a.abort()
-	if err := a.add(ctx, events, 0, hashParts); err != nil {
+	if err := a.add(ctx, events, 0, keyed.Ranges); err != nil {
 		return err
 	}
 	return a.commit(ctx, env, complete)
@@ -256,6 +253,20 @@ type logAppender struct {
 	// from memory when finished; chunk is the most events written at once (0: 65536).
 	stream bool
 	chunk  int
+}
+
+// startRun starts the log commit of a merge's run (nil: nothing to log, a nil log or
+// one holding sourceVersion already): a batch over spill files is logged as it is
+// written, range after range.
+func (l *eventLog) startRun(sourceVersion int64, batch *keyed.Batch) (*logAppender, error) {
+	if l == nil {
+		return nil, nil
+	}
+	a, err := l.startAppend(sourceVersion)
+	if a != nil && batch.Spilled() {
+		a.stream, a.chunk = true, int(min(max(batch.Limit()/2048, 4096), 1<<16))
+	}
+	return a, err
 }
 
 // startAppend starts the log commit with the txn through sourceVersion (none when
@@ -311,9 +322,9 @@ func (a *logAppender) add(ctx context.Context, events []loggedEvent, lo, hi int)
 	return nil
 }
 
-// abort drops what was written (after a failure; after commit, nothing).
+// abort drops what was written (after a failure; after commit or on nil, nothing).
 func (a *logAppender) abort() {
-	if a.w != nil {
+	if a != nil && a.w != nil {
 		a.w.Abort()
 		a.w = nil
 	}
@@ -384,8 +395,8 @@ func (l *eventLog) filesToMerge() []*delta.Add {
 func (l *eventLog) read(ctx context.Context, files []*delta.Add, lo, hi int) ([]loggedEvent, error) {
 	t := l.snap.Table()
 	var opts delta.ScanOptions
-	if lo > 0 || hi < hashParts {
-		first, last := hashBounds(lo, hi)
+	if lo > 0 || hi < keyed.Ranges {
+		first, last := keyed.HashBounds(lo, hi)
 		opts.Filter = delta.And(delta.Ge("key_hash", first), delta.Le("key_hash", last))
 	}
 	sc, err := delta.Scan(ctx, t.Store(), t.Root(), l.snap.Schema(), nil, files, opts)
@@ -411,7 +422,7 @@ func (l *eventLog) read(ctx context.Context, files []*delta.Add, lo, hi int) ([]
 // groups cover narrow key hash ranges and equal events are adjacent.
 func sortLogged(evs []loggedEvent) {
 	slices.SortFunc(evs, func(a, b loggedEvent) int {
-		ha, hb := keyHash(a.key), keyHash(b.key)
+		ha, hb := keyed.Hash(a.key), keyed.Hash(b.key)
 		return cmp.Or(cmp.Compare(ha, hb), cmp.Compare(string(a.key), string(b.key)),
 			cmp.Compare(a.seq, b.seq), cmp.Compare(boolInt(a.del), boolInt(b.del)),
 			cmp.Compare(boolInt(a.phys), boolInt(b.phys)), cmp.Compare(a.hash, b.hash),
@@ -426,7 +437,7 @@ func loggedRecord(evs []loggedEvent) arrow.RecordBatch {
 	key, type1 := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary), array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
 	del, phys := array.NewBooleanBuilder(mem), array.NewBooleanBuilder(mem)
 	for _, e := range evs {
-		hash.Append(keyHash(e.key))
+		hash.Append(keyed.Hash(e.key))
 		key.Append(e.key)
 		seq.Append(e.seq)
 		del.Append(e.del)

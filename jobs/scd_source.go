@@ -10,6 +10,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -215,17 +216,17 @@ func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to
 	var out []loggedEvent
 	var read Result
 	defer func(n int64) { es.skipped = n }(es.skipped) // the batch's count, not the log's
-	all := allColumns(len(es.l.data))
 	var buf []byte
 	err = eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
+		keyCols := es.l.keyColumns(cols)
 		for i := range ev.seqs {
-			key, err := appendKey(nil, rec, cols, es.l.spec.keys, i)
+			key, err := keyed.AppendKey(nil, rec, keyCols, i)
 			if err != nil {
 				return err
 			}
 			e := loggedEvent{key: key, eventFact: eventFact{seq: ev.seqs[i], del: ev.dels[i], phys: ev.phys[i], commit: ev.commits[i], rowSeq: ev.rowSeqs[i]}}
 			if !e.del {
-				if buf, err = appendKey(buf[:0], rec, cols, all, i); err != nil {
+				if buf, err = keyed.AppendKey(buf[:0], rec, cols, i); err != nil {
 					return err
 				}
 				e.hash = xxhash.Sum64(buf)
@@ -243,7 +244,6 @@ func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to
 // logged returns the batch's events as log rows (keys point into the batch's index).
 func (b *scdBatch) logged() []loggedEvent {
 	out := make([]loggedEvent, 0, len(b.evSeq))
-	all := allColumns(len(b.l.data))
 	var buf []byte
 	for id := range b.head {
 		key := b.keys.Key(int32(id))
@@ -255,7 +255,7 @@ func (b *scdBatch) logged() []loggedEvent {
 			if !e.del {
 				r := b.evRec[ev]
 				var err error
-				if buf, err = appendKey(buf[:0], b.recs[r], b.cols[r], all, int(b.evRow[ev])); err == nil {
+				if buf, err = keyed.AppendKey(buf[:0], b.recs[r], b.cols[r], int(b.evRow[ev])); err == nil {
 					e.hash = xxhash.Sum64(buf)
 				}
 				e.type1, _ = recordType1(b.l, b.recs[r], b.cols[r], int(b.evRow[ev]))
@@ -274,7 +274,7 @@ func recordType1(l *scdLayout, rec arrow.RecordBatch, cols []int, i int) (string
 	}
 	vals := make([]any, len(l.spec.type1))
 	for j, c := range l.spec.type1 {
-		v, err := colValue(rec.Column(cols[c]), i)
+		v, err := keyed.Value(rec.Column(cols[c]), i)
 		if err != nil {
 			return "", err
 		}

@@ -1,4 +1,4 @@
-package jobs
+package keyed
 
 import (
 	"math"
@@ -25,9 +25,9 @@ var memLimit struct {
 // time for nothing (a tiny budget's stage works over spill files anyway).
 const minMemLimit = 32 << 20
 
-// holdBudget counts a running stage's budget in the process's memory limit until the
+// HoldBudget counts a running stage's budget in the process's memory limit until the
 // returned func is called.
-func holdBudget(budget int64) (release func()) {
+func HoldBudget(budget int64) (release func()) {
 	m := &memLimit
 	m.Lock()
 	defer m.Unlock()
@@ -57,3 +57,7 @@ func holdBudget(budget int64) (release func()) {
 		}
 	}
 }
+
+// WorkingSet is how much live data a run plans to hold under budget: a half, since
+// the Go heap grows to about twice its live data before it is collected (GOGC=100).
+func WorkingSet(budget int64) int64 { return budget / 2 }

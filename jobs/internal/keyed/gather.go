@@ -1,0 +1,101 @@
+package keyed
+
+import (
+	"context"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+)
+
+// Ref names a row among several records (of one schema): row Row of record Rec.
+type Ref struct{ Rec, Row int32 }
+
+// Gather returns the rows refs name in recs, in that order, as records of at most max
+// rows (max <= 0: no bound); consecutive refs into one record are one gather.
+func Gather(ctx context.Context, recs []arrow.RecordBatch, refs []Ref, max int) ([]arrow.RecordBatch, error) {
+	var out []arrow.RecordBatch
+	var rows []int32
+	for lo := 0; lo < len(refs); {
+		r := refs[lo].Rec
+		hi := lo
+		rows = rows[:0]
+		for hi < len(refs) && refs[hi].Rec == r && (max <= 0 || len(rows) < max) {
+			rows = append(rows, refs[hi].Row)
+			hi++
+		}
+		g, err := delta.GatherRows(ctx, recs[r], rows)
+		if err != nil {
+			Release(out)
+			return nil, err
+		}
+		out = append(out, g)
+		lo = hi
+	}
+	return out, nil
+}
+
+// GatherOne is Gather as one record (nil when refs is empty).
+func GatherOne(ctx context.Context, recs []arrow.RecordBatch, refs []Ref) (arrow.RecordBatch, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	parts, err := Gather(ctx, recs, refs, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer Release(parts)
+	return Concat(parts)
+}
+
+// Concat is the rows of recs (one schema) as one record.
+func Concat(recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
+	schema := recs[0].Schema()
+	cols := make([]arrow.Array, schema.NumFields())
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	for i := range cols {
+		parts := make([]arrow.Array, len(recs))
+		for j, r := range recs {
+			parts[j] = r.Column(i)
+		}
+		c, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			for _, c := range cols[:i] {
+				c.Release()
+			}
+			return nil, err
+		}
+		cols[i] = c
+	}
+	rec := array.NewRecordBatch(schema, cols, n)
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec, nil
+}
+
+// Release releases every record of recs (nil ones skipped).
+func Release(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		if r != nil {
+			r.Release()
+		}
+	}
+}
+
+// Int64s is v as an Arrow array.
+func Int64s(v []int64) arrow.Array {
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	b.AppendValues(v, nil)
+	return b.NewArray()
+}
