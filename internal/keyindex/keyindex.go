@@ -155,6 +155,16 @@ func (b *Block) Append(o *Block) {
 	}
 }
 
+// Each calls fn with each row's key (nil for a row without one), in order.
+func (b *Block) Each(fn func(i int, key []byte)) {
+	start := 0
+	for i := range b.ends {
+		key, next, _ := b.key(i, start)
+		fn(i, key)
+		start = next
+	}
+}
+
 // key returns row i's key bytes and where the next row's start (ok false: no key).
 func (b *Block) key(i, start int) (key []byte, next int, ok bool) {
 	e := b.ends[i]

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
 // Holder is a stage's live pass: it takes the batch's records as they are read (the
@@ -31,6 +32,8 @@ type Batch struct {
 	run    *Run
 	live   Holder // nil once handed over
 	keys   []int  // key columns of the batch records
+	coded  bool   // keys[0] holds the encoded keys
+	form   func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
 	group  func(rec arrow.RecordBatch) int
 	groups []*batchGroup // once spilled, by group
 	cur    int           // the group being written
@@ -48,17 +51,22 @@ type batchGroup struct {
 
 // BatchOptions shape a batch.
 type BatchOptions struct {
-	// Keys are the key columns of the batch's records.
-	Keys []int
+	// Keys are the key columns of the batch's records; with EncodedKey, Keys[0] is a
+	// binary column of the keys as AppendKey encodes them.
+	Keys       []int
+	EncodedKey bool
 	// Group, when set, tells a record's group (0, 1, ...; in the order they come).
 	Group func(rec arrow.RecordBatch) int
 	// Groups is how many groups the batch has (their key filters share the budget).
 	Groups int
+	// Form, when set, makes a record added after the hand-over the form set aside (a
+	// stage whose live pass takes less than it sets aside).
+	Form func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
 }
 
 // NewBatch starts a batch whose records go to live while they fit.
 func (r *Run) NewBatch(live Holder, o BatchOptions) *Batch {
-	return &Batch{run: r, live: live, keys: o.Keys, group: o.Group, groups: make([]*batchGroup, max(o.Groups, 1))}
+	return &Batch{run: r, live: live, keys: o.Keys, coded: o.EncodedKey, form: o.Form, group: o.Group, groups: make([]*batchGroup, max(o.Groups, 1))}
 }
 
 // Spilled reports whether the batch went to spill files.
@@ -72,7 +80,15 @@ func (b *Batch) Rows() int64 { return b.rows }
 func (b *Batch) Add(ctx context.Context, rec arrow.RecordBatch) error {
 	b.rows += rec.NumRows()
 	if b.live == nil {
-		return b.Spill(ctx, rec)
+		if b.form == nil {
+			return b.Spill(ctx, rec)
+		}
+		out, err := b.form(ctx, rec)
+		if err != nil {
+			return err
+		}
+		defer out.Release()
+		return b.Spill(ctx, out)
 	}
 	if err := b.live.Add(ctx, rec); err != nil {
 		return err
@@ -133,12 +149,21 @@ func (b *Batch) Spill(ctx context.Context, rec arrow.RecordBatch) error {
 		b.groups[g] = gr
 	}
 	b.ranges = slices.Grow(b.ranges[:0], n)[:n]
+	var coded *array.Binary
+	if b.coded {
+		coded = rec.Column(b.keys[0]).(*array.Binary)
+	}
 	for i := range n {
-		if b.buf, err = AppendKey(b.buf[:0], rec, b.keys, i); err != nil {
+		key := b.buf[:0]
+		if coded != nil {
+			key = coded.Value(i)
+		} else if b.buf, err = AppendKey(b.buf[:0], rec, b.keys, i); err != nil {
 			return err
+		} else {
+			key = b.buf
 		}
-		b.ranges[i] = Range(b.buf)
-		gr.filter.Add(b.buf)
+		b.ranges[i] = Range(key)
+		gr.filter.Add(key)
 	}
 	return gr.out.Write(ctx, rec, b.ranges)
 }
@@ -178,6 +203,9 @@ func (b *Batch) Filter(g int) Filter {
 
 // Live is the live pass (nil once handed over).
 func (b *Batch) Live() Holder { return b.live }
+
+// Schema is the schema of the records set aside (nil: none yet).
+func (b *Batch) Schema() *arrow.Schema { return b.schema }
 
 // Limit is what the live pass may hold.
 func (b *Batch) Limit() int64 { return b.run.Limit }

@@ -130,12 +130,6 @@ func (t *Target) Spill(ctx context.Context, dir *Dir, limit int64, filter Filter
 func (t *Target) setAside(ctx context.Context, dir *Dir, rec arrow.RecordBatch, keep []int32, ranges []uint16, files, rows []int64) error {
 	var fields []arrow.Field
 	var cols []arrow.Array
-	var release []arrow.Array
-	defer func() {
-		for _, a := range release {
-			a.Release()
-		}
-	}()
 	if !t.spec.KeepNone {
 		kept, err := delta.GatherRows(ctx, rec, keep)
 		if err != nil {
@@ -149,26 +143,41 @@ func (t *Target) setAside(ctx context.Context, dir *Dir, rec arrow.RecordBatch, 
 		if err != nil {
 			return err
 		}
-		release = append(release, ec...)
+		defer func() {
+			for _, a := range ec {
+				a.Release()
+			}
+		}()
 		fields, cols = append(fields, t.spec.ExtraFields...), append(cols, ec...)
 	}
-	fa, ra := Int64s(files), Int64s(rows)
-	release = append(release, fa, ra)
-	fields = append(fields, arrow.Field{Name: fileColumn, Type: arrow.PrimitiveTypes.Int64}, arrow.Field{Name: rowColumn, Type: arrow.PrimitiveTypes.Int64})
-	cols = append(cols, fa, ra)
-	with := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(keep)))
-	defer with.Release()
-	return t.WriteSpilled(ctx, dir, with, ranges)
+	kept := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(keep)))
+	defer kept.Release()
+	return t.write(ctx, dir, kept, files, rows, ranges)
 }
 
-// WriteSpilled sets aside rec, rows in the spilled form (the kept and extra columns,
-// then the file index and row), row i in range ranges[i]: a stage that holds the
-// target's rows hands them over so (the target is then not read again). Finish ends it.
-func (t *Target) WriteSpilled(ctx context.Context, dir *Dir, rec arrow.RecordBatch, ranges []uint16) error {
-	if t.out == nil {
-		t.out = NewFanout(dir, rec.Schema())
+// WriteSpilled sets aside rows of the target that a stage holds (so the target is not
+// read again): rec has the kept and extra columns, places[i] is row i's place and
+// ranges[i] its key's range. Finish ends it.
+func (t *Target) WriteSpilled(ctx context.Context, dir *Dir, rec arrow.RecordBatch, places []Place, ranges []uint16) error {
+	files, rows := make([]int64, len(places)), make([]int64, len(places))
+	for i, p := range places {
+		files[i], rows[i] = int64(p.File), p.Row
 	}
-	return t.out.Write(ctx, rec, ranges)
+	return t.write(ctx, dir, rec, files, rows, ranges)
+}
+
+// write sets aside rec's rows with their places (files, rows) by range.
+func (t *Target) write(ctx context.Context, dir *Dir, rec arrow.RecordBatch, files, rows []int64, ranges []uint16) error {
+	fa, ra := Int64s(files), Int64s(rows)
+	defer fa.Release()
+	defer ra.Release()
+	fields := append(slices.Clone(rec.Schema().Fields()), arrow.Field{Name: fileColumn, Type: arrow.PrimitiveTypes.Int64}, arrow.Field{Name: rowColumn, Type: arrow.PrimitiveTypes.Int64})
+	with := array.NewRecordBatch(arrow.NewSchema(fields, nil), append(slices.Clone(rec.Columns()), fa, ra), rec.NumRows())
+	defer with.Release()
+	if t.out == nil {
+		t.out = NewFanout(dir, with.Schema())
+	}
+	return t.out.Write(ctx, with, ranges)
 }
 
 // Finish ends what WriteSpilled set aside.
