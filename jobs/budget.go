@@ -98,3 +98,15 @@ func (e *Env) keyedRun(own ByteSize) (run *keyed.Run, end func()) {
 		release()
 	}
 }
+
+// heldAfterRead is told, for a keyed run whose batch stayed in memory, what its live pass
+// held by the stage's estimates once the input was read, and its rows (a benchmark
+// compares it with the heap the run took).
+var heldAfterRead = func(kind string, held, rows int64) {}
+
+// noteHeld tells heldAfterRead of batch (nothing when it went to spill files).
+func noteHeld(kind string, batch *keyed.Batch) {
+	if live := batch.Live(); live != nil {
+		heldAfterRead(kind, live.Held(), batch.Rows())
+	}
+}

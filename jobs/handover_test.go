@@ -18,7 +18,8 @@ import (
 // twice after it is named as in memory.
 func TestSnapshotHandOverMidWeigh(t *testing.T) {
 	const keys = 300
-	const budget ByteSize = 72 << 10 // a pass holds 36 KiB: the table's keys (300 × 90 B) fit
+	// A pass holds the table's keys (their cost and about 8 bytes each) and 6 KiB more.
+	budget := ByteSize((keys*(snapKeyCost+8) + 6<<10) * 4 / 3)
 	for _, seq := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sequence_by=%v", seq), func(t *testing.T) {
 			scenario := func(budget ByteSize) ([]string, int) {

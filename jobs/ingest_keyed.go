@@ -115,6 +115,7 @@ func (s *Ingest) loadKeyed(ctx context.Context, env *Env, decl *Table, tbl *delt
 	if err := batch.Finish(); err != nil {
 		return err
 	}
+	noteHeld("upsert", batch)
 	var seqText func(int64) string
 	if s.cfg.SequenceBy != "" {
 		seqText = sequenceText(snap.Schema().Field(s.cfg.SequenceBy).Type)

@@ -214,6 +214,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	if err := batch.Finish(); err != nil {
 		return err
 	}
+	noteHeld("snapshot", batch)
 	names := fileNames(files)
 	lineage := env.lineage()
 	lineage.SourceFiles = names

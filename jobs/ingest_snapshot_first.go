@@ -47,6 +47,7 @@ func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, kr *keyed.Run,
 	if err := batch.Finish(); err != nil {
 		return err
 	}
+	noteHeld("first snapshot", batch)
 	passes, err := l.checkDuplicates(ctx, batch)
 	if err != nil {
 		return err

@@ -30,9 +30,10 @@ type snapTable struct {
 	row   []int64 // ... and index there
 	// extra are the rows of keys the table holds twice (another writer's doing): they
 	// are deleted. extraID is each one's key id.
-	extra   []keyed.Place
-	extraID []int32
-	side    snapSide
+	extra    []keyed.Place
+	extraID  []int32
+	side     snapSide
+	keyBytes int64 // the keys' bytes in the index
 }
 
 // place is where key id's row is.
@@ -41,6 +42,7 @@ func (t *snapTable) place(id int) keyed.Place { return keyed.Place{File: t.file[
 // add indexes the keys of a block (with their hashes lo, hi) at their places.
 func (t *snapTable) add(block *keyindex.Block, lo, hi []uint64, at func(i int) keyed.Place) {
 	t.index.AddBlock(block)
+	t.keyBytes += int64(len(block.Buf))
 	for i, id := range block.IDs {
 		p := at(i)
 		if int(id) < len(t.row) {

@@ -108,6 +108,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	noteHeld("scd1_merge", batch)
 	wantAll := !s.cfg.SourceChanges && l.spec.deletes != "ignore"
 	spec := keyed.TargetSpec{ReadAhead: true, Select: func(rec arrow.RecordBatch) ([]int, func(int) bool, error) {
 		cols, err := sourceColumns(rec.Schema(), l)
@@ -179,12 +180,13 @@ type scd1Batch struct {
 	keyOrd map[string]int64
 }
 
-// scd1EventCost is what an event of an scd1_merge costs in memory besides its values
-// (which a pass holds three times: its record, its Go row, its MERGE row): the event,
-// its index and map entries, its stored row, its log row. scd1RowCost is what a stored
-// row costs besides its values.
+// scd1EventCost is what an event of an scd1_merge costs in memory at its peak besides
+// its values (which a pass holds three times: its record, its Go row, its MERGE row):
+// the event, its index and map entries, its stored row, its log row; measured
+// (BenchmarkHeldRowCost): about 1,290 bytes an event with its values. scd1RowCost is
+// what a stored row costs besides its values.
 const (
-	scd1EventCost = 600
+	scd1EventCost = 1150
 	scd1RowCost   = 200
 )
 
@@ -317,7 +319,7 @@ func scd1Logged(events map[string][]scdEvent) []loggedEvent {
 	var out []loggedEvent
 	for k, evs := range events {
 		for _, e := range evs {
-			le := loggedEvent{key: []byte(k), eventFact: eventFact{seq: e.seq, del: e.delete, phys: e.phys, commit: e.commit, rowSeq: e.rowSeq}}
+			le := loggedEvent{key: []byte(k), keyHash: keyed.Hash([]byte(k)), eventFact: eventFact{seq: e.seq, del: e.delete, phys: e.phys, commit: e.commit, rowSeq: e.rowSeq}}
 			if !e.delete {
 				le.hash = rowHash(e.row)
 			}

@@ -168,6 +168,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	noteHeld("scd2_merge", batch)
 	// A snapshot source deletes the current keys it no longer has as of the time its
 	// rows are: the newest sequence_by value, else the time its last snapshot load
 	// recorded, else its version's commit time (they carry no sequence of their own).
@@ -211,7 +212,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		return res, err
 	}
 	defer sink.Release()
-	passes, err := batch.Passes(ctx, 0, target, func(bb, br, tb, _ int64) int64 { return bb + br*scdEventCost + tb },
+	passes, err := batch.Passes(ctx, 0, target, func(bb, br, tb, _ int64) int64 { return bb + br*live.cost + tb },
 		func(ctx context.Context, p *keyed.Pass) error {
 			return s.pass(ctx, p, l, log, dstSnap, deleteAt, app, sink, &res)
 		})

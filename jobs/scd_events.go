@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -84,9 +85,10 @@ type eventFact struct {
 	type1 string
 }
 
-// loggedEvent is a fact with its key, as written.
+// loggedEvent is a fact with its key (and the key's keyed.Hash), as written.
 type loggedEvent struct {
-	key []byte
+	key     []byte
+	keyHash int64
 	eventFact
 }
 
@@ -409,7 +411,7 @@ func (l *eventLog) read(ctx context.Context, files []*delta.Add, lo, hi int) ([]
 		rec := sc.RecordBatch()
 		c := logColumns(rec)
 		for i := range int(rec.NumRows()) {
-			out = append(out, loggedEvent{key: slices.Clone(c.key.Value(i)), eventFact: c.fact(i)})
+			out = append(out, loggedEvent{key: slices.Clone(c.key.Value(i)), keyHash: c.hash.Value(i), eventFact: c.fact(i)})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -421,13 +423,26 @@ func (l *eventLog) read(ctx context.Context, files []*delta.Add, lo, hi int) ([]
 // sortLogged orders events by key hash, key, sequence and the rest, so that a file's row
 // groups cover narrow key hash ranges and equal events are adjacent.
 func sortLogged(evs []loggedEvent) {
-	slices.SortFunc(evs, func(a, b loggedEvent) int {
-		ha, hb := keyed.Hash(a.key), keyed.Hash(b.key)
-		return cmp.Or(cmp.Compare(ha, hb), cmp.Compare(string(a.key), string(b.key)),
-			cmp.Compare(a.seq, b.seq), cmp.Compare(boolInt(a.del), boolInt(b.del)),
-			cmp.Compare(boolInt(a.phys), boolInt(b.phys)), cmp.Compare(a.hash, b.hash),
-			cmp.Compare(a.commit, b.commit), cmp.Compare(a.rowSeq, b.rowSeq), cmp.Compare(a.type1, b.type1))
-	})
+	if !slices.IsSortedFunc(evs, compareLogged) {
+		slices.SortFunc(evs, compareLogged)
+	}
+}
+
+// compareLogged is the log's order of events.
+func compareLogged(a, b loggedEvent) int {
+	// (Compared field by field: cmp.Or would compare every field of every pair.)
+	if c := cmp.Compare(a.keyHash, b.keyHash); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.seq, b.seq); c != 0 {
+		return c
+	}
+	return cmp.Or(cmp.Compare(boolInt(a.del), boolInt(b.del)),
+		cmp.Compare(boolInt(a.phys), boolInt(b.phys)), cmp.Compare(a.hash, b.hash),
+		cmp.Compare(a.commit, b.commit), cmp.Compare(a.rowSeq, b.rowSeq), cmp.Compare(a.type1, b.type1))
 }
 
 // loggedRecord builds a log record of events.
@@ -436,8 +451,20 @@ func loggedRecord(evs []loggedEvent) arrow.RecordBatch {
 	hash, seq, rowHash, commit, rowSeq := array.NewInt64Builder(mem), array.NewInt64Builder(mem), array.NewInt64Builder(mem), array.NewInt64Builder(mem), array.NewInt64Builder(mem)
 	key, type1 := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary), array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
 	del, phys := array.NewBooleanBuilder(mem), array.NewBooleanBuilder(mem)
+	keyBytes, type1Bytes := 0, 0
 	for _, e := range evs {
-		hash.Append(keyed.Hash(e.key))
+		keyBytes += len(e.key)
+		type1Bytes += len(e.type1)
+	}
+	key.Reserve(len(evs))
+	key.ReserveData(keyBytes)
+	type1.Reserve(len(evs))
+	type1.ReserveData(type1Bytes)
+	for _, b := range []array.Builder{hash, seq, rowHash, commit, rowSeq, del, phys} {
+		b.Reserve(len(evs))
+	}
+	for _, e := range evs {
+		hash.Append(e.keyHash)
 		key.Append(e.key)
 		seq.Append(e.seq)
 		del.Append(e.del)

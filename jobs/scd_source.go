@@ -1,9 +1,12 @@
 package jobs
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -224,7 +227,7 @@ func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to
 			if err != nil {
 				return err
 			}
-			e := loggedEvent{key: key, eventFact: eventFact{seq: ev.seqs[i], del: ev.dels[i], phys: ev.phys[i], commit: ev.commits[i], rowSeq: ev.rowSeqs[i]}}
+			e := loggedEvent{key: key, keyHash: keyed.Hash(key), eventFact: eventFact{seq: ev.seqs[i], del: ev.dels[i], phys: ev.phys[i], commit: ev.commits[i], rowSeq: ev.rowSeqs[i]}}
 			if !e.del {
 				if buf, err = keyed.AppendKey(buf[:0], rec, cols, i); err != nil {
 					return err
@@ -241,14 +244,25 @@ func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to
 	return out, err
 }
 
-// logged returns the batch's events as log rows (keys point into the batch's index).
+// logged returns the batch's events as log rows (keys point into the batch's index),
+// in the log's order (sortLogged): keys by hash, each key's events sorted. (The events
+// are read in key id order, the order of the records, then moved in the keys' order.)
 func (b *scdBatch) logged() []loggedEvent {
-	out := make([]loggedEvent, 0, len(b.evSeq))
+	byID := make([]loggedEvent, 0, len(b.evSeq))
+	start := make([]int32, len(b.head)+1)
+	type hashed struct {
+		h  int64
+		id int32
+	}
+	ids := make([]hashed, len(b.head))
 	var buf []byte
 	for id := range b.head {
 		key := b.keys.Key(int32(id))
+		kh := keyed.Hash(key)
+		ids[id] = hashed{kh, int32(id)}
+		first := len(byID)
 		for ev := b.head[id]; ev >= 0; ev = b.evPrev[ev] {
-			e := loggedEvent{key: key, eventFact: eventFact{seq: b.evSeq[ev], del: b.evDel[ev]}}
+			e := loggedEvent{key: key, keyHash: kh, eventFact: eventFact{seq: b.evSeq[ev], del: b.evDel[ev]}}
 			if b.evCommit != nil {
 				e.commit, e.phys, e.rowSeq = b.evCommit[ev], b.evPhys[ev], b.evRowSeq[ev]
 			}
@@ -260,8 +274,22 @@ func (b *scdBatch) logged() []loggedEvent {
 				}
 				e.type1, _ = recordType1(b.l, b.recs[r], b.cols[r], int(b.evRow[ev]))
 			}
-			out = append(out, e)
+			byID = append(byID, e)
 		}
+		if len(byID)-first > 1 {
+			sortLogged(byID[first:])
+		}
+		start[id+1] = int32(len(byID))
+	}
+	slices.SortFunc(ids, func(x, y hashed) int {
+		if c := cmp.Compare(x.h, y.h); c != 0 {
+			return c
+		}
+		return bytes.Compare(b.keys.Key(x.id), b.keys.Key(y.id))
+	})
+	out := make([]loggedEvent, 0, len(byID))
+	for _, k := range ids {
+		out = append(out, byID[start[k.id]:start[k.id+1]]...)
 	}
 	return out
 }
