@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -222,11 +223,10 @@ func projectRecord(rec arrow.RecordBatch, schema *arrow.Schema) arrow.RecordBatc
 // place (the batch's live pass: a key twice is an error at once) while it fits, set
 // aside by range then.
 type firstKeys struct {
-	l        *firstSnapshot
-	index    *keyindex.Index
-	seen     *snapSide
-	keyBytes int64
-	block    keyindex.Block
+	l     *firstSnapshot
+	index *keyindex.Index
+	seen  *snapSide
+	block keyindex.Block
 }
 
 var _ keyed.Holder = (*firstKeys)(nil)
@@ -256,11 +256,14 @@ func (k *firstKeys) check(rec arrow.RecordBatch, index *keyindex.Index, seen *sn
 }
 
 func (k *firstKeys) Add(_ context.Context, rec arrow.RecordBatch) error {
-	k.keyBytes += keyed.ArrayBytes(rec.Column(0).Data())
 	return k.check(rec, k.index, k.seen, func(err error, _ int32, _ int64) error { return err })
 }
 
-func (k *firstKeys) Held() int64 { return int64(k.index.Len())*snapKeyCost + k.keyBytes }
+// Held is what the check holds: its key index as allocated (its keys' bytes with it) and
+// each key's first place.
+func (k *firstKeys) Held() int64 {
+	return k.index.Bytes() + int64(cap(k.seen.keys))*int64(unsafe.Sizeof(snapKey{}))
+}
 
 // HandOver sets aside the keys checked so far with their places (no key columns: a
 // duplicate is named by its later row), in the order they came.
