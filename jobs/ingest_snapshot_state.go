@@ -276,6 +276,16 @@ func (st *snapState) weigh(ctx context.Context, rec arrow.RecordBatch, w weighed
 		if err != nil {
 			return err
 		}
+		if spilled {
+			// A run of rows is a slice of the record read back, which would keep all of
+			// it (every column and row of that part of a spill file) alive: copied.
+			c, err := keyed.Own(g)
+			g.Release()
+			if err != nil {
+				return err
+			}
+			g = c
+		}
 		st.kept = append(st.kept, g)
 		st.keptRows += int32(len(keep))
 		st.keptBytes += keyed.RecordBytes(g)

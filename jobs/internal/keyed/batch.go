@@ -33,6 +33,7 @@ type Batch struct {
 	live   Holder // nil once handed over
 	keys   []int  // key columns of the batch records
 	coded  bool   // keys[0] holds the encoded keys
+	filter bool   // a filter of each group's keys is kept
 	form   func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
 	group  func(rec arrow.RecordBatch) int
 	groups []*batchGroup // once spilled, by group
@@ -59,6 +60,9 @@ type BatchOptions struct {
 	Group func(rec arrow.RecordBatch) int
 	// Groups is how many groups the batch has (their key filters share the budget).
 	Groups int
+	// NoFilter: the target is set aside whole (TargetSpec.All), no filter of the
+	// batch's keys is needed.
+	NoFilter bool
 	// Form, when set, makes a record added after the hand-over the form set aside (a
 	// stage whose live pass takes less than it sets aside).
 	Form func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
@@ -66,7 +70,7 @@ type BatchOptions struct {
 
 // NewBatch starts a batch whose records go to live while they fit.
 func (r *Run) NewBatch(live Holder, o BatchOptions) *Batch {
-	return &Batch{run: r, live: live, keys: o.Keys, coded: o.EncodedKey, form: o.Form, group: o.Group, groups: make([]*batchGroup, max(o.Groups, 1))}
+	return &Batch{run: r, live: live, keys: o.Keys, coded: o.EncodedKey, filter: !o.NoFilter, form: o.Form, group: o.Group, groups: make([]*batchGroup, max(o.Groups, 1))}
 }
 
 // Spilled reports whether the batch went to spill files.
@@ -145,7 +149,10 @@ func (b *Batch) Spill(ctx context.Context, rec arrow.RecordBatch) error {
 	}
 	gr := b.groups[g]
 	if gr == nil {
-		gr = &batchGroup{out: NewFanout(dir, b.schema), filter: NewFilter(b.run.Limit / int64(len(b.groups)))}
+		gr = &batchGroup{out: NewFanout(dir, b.schema)}
+		if b.filter {
+			gr.filter = NewFilter(b.run.Limit / int64(len(b.groups)))
+		}
 		b.groups[g] = gr
 	}
 	b.ranges = slices.Grow(b.ranges[:0], n)[:n]
@@ -163,7 +170,9 @@ func (b *Batch) Spill(ctx context.Context, rec arrow.RecordBatch) error {
 			key = b.buf
 		}
 		b.ranges[i] = Range(key)
-		gr.filter.Add(key)
+		if gr.filter != nil {
+			gr.filter.Add(key)
+		}
 	}
 	return gr.out.Write(ctx, rec, b.ranges)
 }

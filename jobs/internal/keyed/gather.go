@@ -99,3 +99,34 @@ func Int64s(v []int64) arrow.Array {
 	b.AppendValues(v, nil)
 	return b.NewArray()
 }
+
+// Own is rec with buffers of its own: a slice of a larger record (a gather of
+// consecutive rows is one) is copied, so that it does not keep the larger one alive.
+func Own(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+	sliced := false
+	for _, c := range rec.Columns() {
+		if c.Data().Offset() != 0 || ArrayBytes(c.Data()) < int64(c.Data().(*array.Data).SizeInBytes())/2 {
+			sliced = true
+		}
+	}
+	if !sliced {
+		rec.Retain()
+		return rec, nil
+	}
+	cols := make([]arrow.Array, rec.NumCols())
+	for i, c := range rec.Columns() {
+		cp, err := array.Concatenate([]arrow.Array{c}, memory.DefaultAllocator)
+		if err != nil {
+			for _, x := range cols[:i] {
+				x.Release()
+			}
+			return nil, err
+		}
+		cols[i] = cp
+	}
+	out := array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return out, nil
+}
