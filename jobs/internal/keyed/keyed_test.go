@@ -411,3 +411,40 @@ func TestTargetSpill(t *testing.T) {
 		t.Errorf("all rows, extra only: %v, want %v", got, want)
 	}
 }
+
+// Own copies a slice of a larger record into buffers of its own, and takes a record
+// that owns its buffers as it is.
+func TestOwn(t *testing.T) {
+	var rows [][2]any
+	for i := range 1000 {
+		rows = append(rows, [2]any{fmt.Sprintf("key-%04d", i), i})
+	}
+	whole := testRecord(0, rows...)
+	defer whole.Release()
+	slice := whole.NewSlice(10, 20)
+	defer slice.Release()
+	own, err := Own(slice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Release()
+	if got, want := rowsOf(own), rowsOf(slice); !slices.Equal(got, want) {
+		t.Fatalf("owned rows %v, want %v", got, want)
+	}
+	for i, c := range own.Columns() {
+		if c.Data().Offset() != 0 {
+			t.Errorf("column %d still has offset %d", i, c.Data().Offset())
+		}
+		if n, whole := c.Data().(*array.Data).SizeInBytes(), whole.Column(i).Data().(*array.Data).SizeInBytes(); n*10 > whole {
+			t.Errorf("column %d holds %d bytes of the whole record's %d", i, n, whole)
+		}
+	}
+	same, err := Own(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer same.Release()
+	if same != whole {
+		t.Error("a record owning its buffers was copied")
+	}
+}
