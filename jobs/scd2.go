@@ -238,8 +238,8 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 
 // pass folds the keys of a pass (keyed.Pass: in memory, the whole batch as it was
 // read): it indexes their events, sorts the dimension's rows against them, folds them
-// (late keys with their logged events), logs the events (app) and gives the changes to
-// the sink.
+// (late keys with their logged events) and gives the changes to the sink; meanwhile it
+// writes the events to the event log (app), which only reads the batch.
 func (s *SCD2Merge) pass(ctx context.Context, p *keyed.Pass, l *scdLayout, log *eventLog, dstSnap *delta.Snapshot,
 	deleteAt *snapshotDeletes, app *logAppender, sink *keyed.Sink, res *Result) error {
 	b, _ := p.Live.(*scdBatch)
@@ -251,21 +251,23 @@ func (s *SCD2Merge) pass(ctx context.Context, p *keyed.Pass, l *scdLayout, log *
 		}
 	}
 	defer b.Release()
-	work := newSCDWork(len(b.head))
-	placer := &dimPlacer{b: b, work: work, deleteAt: deleteAt, rows: &sortedRows{}}
-	if err := p.EachTarget(ctx, func(tr keyed.TargetRecord) error { return placer.place(ctx, tr) }); err != nil {
-		return err
-	}
-	changes, late, err := s.foldChanges(ctx, b, work, placer.missing, l, log, dstSnap, deleteAt, res)
-	if err != nil {
-		return fmt.Errorf("source %s: %w", s.cfg.Source, err)
-	}
+	g, gctx := errgroup.WithContext(ctx)
 	if app != nil {
-		if err := app.add(ctx, b.logged(), p.Lo, p.Hi); err != nil {
+		g.Go(func() error { return app.addBatch(gctx, b, p.Lo, p.Hi) })
+	}
+	g.Go(func() error {
+		work := newSCDWork(len(b.head))
+		placer := &dimPlacer{b: b, work: work, deleteAt: deleteAt, rows: &sortedRows{}}
+		if err := p.EachTarget(gctx, func(tr keyed.TargetRecord) error { return placer.place(gctx, tr) }); err != nil {
 			return err
 		}
-	}
-	return s.emit(ctx, sink, b, l, changes, late)
+		changes, late, err := s.foldChanges(gctx, b, work, placer.missing, l, log, dstSnap, deleteAt, res)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", s.cfg.Source, err)
+		}
+		return s.emit(gctx, sink, b, l, changes, late)
+	})
+	return g.Wait()
 }
 
 // count records what the dimension's MERGE did in res.
