@@ -358,6 +358,14 @@ func (d *driver) snapshotTargets(ts *targetList) {
 		}
 		ts.add("snapshot ingest not slower than DuckDB's diff"+o.label, known && ours.Seconds <= duck.Seconds, known, got)
 	}
+	// Over a budget (-snapshot-budget): in passes over spill files, at most 1.5× the time
+	// in memory.
+	if over, mem := d.find("snapshot", "ours: ingest stage, mode snapshot, memory budget"), d.find("snapshot", "ours: ingest stage, mode snapshot"); over != nil && mem != nil && mem != over {
+		passes := strings.Contains(over.Note, "passes over spill files")
+		ratio := over.Seconds / mem.Seconds
+		ts.add("snapshot ingest over its budget ≤ 1.5× its time in memory", passes && ratio <= 1.5, true,
+			fmt.Sprintf("over spill files: %v; %.2f× (%.2fs vs %.2fs; CPU %.1fs vs %.1fs; peak RSS %.0f vs %.0f MB)", passes, ratio, over.Seconds, mem.Seconds, over.CPUSeconds, mem.CPUSeconds, over.PeakRSSMB, mem.PeakRSSMB))
+	}
 }
 
 // goTestTargets checks the go test benchmarks: append against plain pqarrow, and the
