@@ -127,6 +127,16 @@ def cdf_deltars(table):
     emit(secs, rows, cpu=cpu)
 
 
+def logload_deltars(table):
+    import deltalake
+
+    t0 = start()
+    dt = deltalake.DeltaTable(table)
+    files = len(dt.file_uris())
+    secs, cpu = since(t0)
+    emit(secs, files, f"DeltaTable(path).file_uris(): {files} files at version {dt.version()}", cpu=cpu)
+
+
 def scan_deltars(table):
     import deltalake
 
@@ -327,6 +337,7 @@ CASES = {
     "merge-deltars": merge_deltars,
     "cdf-deltars": cdf_deltars,
     "scan-deltars": scan_deltars,
+    "logload-deltars": logload_deltars,
     "scd2-duckdb": scd2_duckdb,
     "extract-duckdb": extract_duckdb,
     "scd2-deltars-setup": scd2_deltars_setup,

@@ -75,6 +75,9 @@ type Add struct {
 	DeletionVector          *DeletionVector    `json:"deletionVector,omitempty"`
 	BaseRowID               *int64             `json:"baseRowId,omitempty"`
 	DefaultRowCommitVersion *int64             `json:"defaultRowCommitVersion,omitempty"`
+	// ClusteringProvider names the clustering implementation that clustered the file
+	// (clustered tables); kept as found.
+	ClusteringProvider string `json:"clusteringProvider,omitempty"`
 
 	// dvChange, set only on the adds a change-feed read plans, makes a scan return the
 	// rows one deletion vector deletes and another does not (DeletionVector is ignored).
@@ -96,6 +99,10 @@ type Remove struct {
 	Stats                string             `json:"stats,omitempty"`
 	Tags                 map[string]string  `json:"tags,omitempty"`
 	DeletionVector       *DeletionVector    `json:"deletionVector,omitempty"`
+	// BaseRowID and DefaultRowCommitVersion are those of the add the remove deletes (row
+	// tracking).
+	BaseRowID               *int64 `json:"baseRowId,omitempty"`
+	DefaultRowCommitVersion *int64 `json:"defaultRowCommitVersion,omitempty"`
 }
 
 // CDC is the cdc action: a file under _change_data/ holding change rows with _change_type.
@@ -120,6 +127,23 @@ type DomainMetadata struct {
 	Domain        string `json:"domain"`
 	Configuration string `json:"configuration"`
 	Removed       bool   `json:"removed"`
+}
+
+// CheckpointMetadata is the checkpointMetadata action of a V2 spec checkpoint: the
+// version the checkpoint holds. It appears in checkpoints only, never in commits.
+type CheckpointMetadata struct {
+	Version int64             `json:"version"`
+	Tags    map[string]string `json:"tags,omitempty"`
+}
+
+// Sidecar is the sidecar action of a V2 spec checkpoint: a Parquet file under
+// _delta_log/_sidecars/ that holds some of the checkpoint's add and remove actions.
+// Path is URI-encoded, usually the bare file name.
+type Sidecar struct {
+	Path             string            `json:"path"`
+	SizeInBytes      int64             `json:"sizeInBytes"`
+	ModificationTime int64             `json:"modificationTime"`
+	Tags             map[string]string `json:"tags,omitempty"`
 }
 
 // Lineage is what orchestrator records about who changed a table: the pipeline, stage, run
@@ -149,12 +173,14 @@ type CommitInfo struct {
 	UserMetadata        string         `json:"userMetadata,omitempty"`
 	EngineInfo          string         `json:"engineInfo,omitempty"`
 	TxnID               string         `json:"txnId,omitempty"`
-	Orchestrator        *Lineage       `json:"orchestrator,omitempty"`
+	// Tags are Delta's commit tags (e.g. delta.rowTracking.preserved).
+	Tags         map[string]string `json:"tags,omitempty"`
+	Orchestrator *Lineage          `json:"orchestrator,omitempty"`
 }
 
 // Action is one line of a commit file: exactly one field is set. Unknown action kinds
-// (checkpointMetadata, sidecar, future ones) decode to an Action with no field set and are
-// ignored by replay.
+// decode to an Action with no field set and are ignored by replay, as are
+// checkpointMetadata and sidecar, which only a V2 checkpoint's reader interprets.
 type Action struct {
 	CommitInfo     *CommitInfo     `json:"commitInfo,omitempty"`
 	Protocol       *Protocol       `json:"protocol,omitempty"`
@@ -164,6 +190,9 @@ type Action struct {
 	CDC            *CDC            `json:"cdc,omitempty"`
 	Txn            *Txn            `json:"txn,omitempty"`
 	DomainMetadata *DomainMetadata `json:"domainMetadata,omitempty"`
+
+	CheckpointMetadata *CheckpointMetadata `json:"checkpointMetadata,omitempty"`
+	Sidecar            *Sidecar            `json:"sidecar,omitempty"`
 }
 
 // DecodeActions parses a commit file (newline-delimited JSON, one action per line). Blank

@@ -11,6 +11,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // ChangesReader streams change data feed rows as Arrow records, one file at a time. It
@@ -89,14 +92,14 @@ func newChangesReader(ctx context.Context, t *Table, plan *changesPlan, opts Cha
 	for _, f := range fields {
 		r.dataCols = append(r.dataCols, f.Name)
 	}
-	af, err := arrowFields(&StructType{Fields: fields})
+	af, err := dschema.ArrowFields(&StructType{Fields: fields})
 	if err != nil {
 		return nil, err
 	}
 	af = append(af,
 		arrow.Field{Name: ChangeTypeColumn, Type: arrow.BinaryTypes.String},
 		arrow.Field{Name: CommitVersionColumn, Type: arrow.PrimitiveTypes.Int64},
-		arrow.Field{Name: CommitTimestampColumn, Type: arrowTimestampUTC},
+		arrow.Field{Name: CommitTimestampColumn, Type: dschema.TimestampUTC},
 	)
 	r.out = arrow.NewSchema(af, nil)
 	return r, nil
@@ -136,7 +139,7 @@ func (r *ChangesReader) Release() {
 }
 
 func (r *ChangesReader) closeUnit() {
-	releaseAll(r.consts)
+	arrowx.ReleaseArrays(r.consts)
 	r.consts, r.constsUnit = nil, nil
 	if r.cur != nil {
 		r.cur.Release()
@@ -232,7 +235,7 @@ func (r *ChangesReader) finish(in arrow.RecordBatch) (arrow.RecordBatch, error) 
 		cols = append(cols, c)
 	}
 	consts := r.constColumns(n)
-	defer releaseAll(consts)
+	defer arrowx.ReleaseArrays(consts)
 	cols = append(cols, consts...)
 	return array.NewRecordBatch(r.out, cols, int64(n)), nil // retains cols
 }
@@ -245,7 +248,7 @@ func (r *ChangesReader) constColumns(n int) []arrow.Array {
 	if r.constsUnit != u || r.constsN < n {
 		// Built once per unit at the largest batch size so far: a unit's files end in
 		// shorter batches, which take slices.
-		releaseAll(r.consts)
+		arrowx.ReleaseArrays(r.consts)
 		r.consts = nil
 		if u.changeType != "" {
 			b := array.NewStringBuilder(r.mem)
@@ -259,7 +262,7 @@ func (r *ChangesReader) constColumns(n int) []arrow.Array {
 		}
 		vb := array.NewInt64Builder(r.mem)
 		vb.Reserve(n)
-		tb := array.NewTimestampBuilder(r.mem, arrowTimestampUTC)
+		tb := array.NewTimestampBuilder(r.mem, dschema.TimestampUTC)
 		tb.Reserve(n)
 		for i := 0; i < n; i++ {
 			vb.UnsafeAppend(u.version)

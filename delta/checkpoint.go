@@ -41,6 +41,9 @@ var (
 		arrow.Field{Name: "tags", Type: strMapType, Nullable: true},
 		arrow.Field{Name: "stats", Type: arrow.BinaryTypes.String, Nullable: true},
 		arrow.Field{Name: "deletionVector", Type: cpDVType, Nullable: true},
+		arrow.Field{Name: "baseRowId", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: "defaultRowCommitVersion", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: "clusteringProvider", Type: arrow.BinaryTypes.String, Nullable: true},
 	)
 	cpRemoveType = arrow.StructOf(
 		arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true},
@@ -50,6 +53,8 @@ var (
 		arrow.Field{Name: "partitionValues", Type: strMapType, Nullable: true},
 		arrow.Field{Name: "size", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		arrow.Field{Name: "deletionVector", Type: cpDVType, Nullable: true},
+		arrow.Field{Name: "baseRowId", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: "defaultRowCommitVersion", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	)
 	cpFormatType = arrow.StructOf(
 		arrow.Field{Name: "provider", Type: arrow.BinaryTypes.String, Nullable: true},
@@ -71,18 +76,47 @@ var (
 		arrow.Field{Name: "readerFeatures", Type: strListType, Nullable: true},
 		arrow.Field{Name: "writerFeatures", Type: strListType, Nullable: true},
 	)
+	cpDomainMetadataType = arrow.StructOf(
+		arrow.Field{Name: "domain", Type: arrow.BinaryTypes.String, Nullable: true},
+		arrow.Field{Name: "configuration", Type: arrow.BinaryTypes.String, Nullable: true},
+		arrow.Field{Name: "removed", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+	)
+	cpCheckpointMetadataType = arrow.StructOf(
+		arrow.Field{Name: "version", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: "tags", Type: strMapType, Nullable: true},
+	)
+	cpSidecarType = arrow.StructOf(
+		arrow.Field{Name: "path", Type: arrow.BinaryTypes.String, Nullable: true},
+		arrow.Field{Name: "sizeInBytes", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: "modificationTime", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: "tags", Type: strMapType, Nullable: true},
+	)
+	// checkpointSchema is a V1 spec checkpoint: every action in one file.
 	checkpointSchema = arrow.NewSchema([]arrow.Field{
 		{Name: "txn", Type: cpTxnType, Nullable: true},
 		{Name: "add", Type: cpAddType, Nullable: true},
 		{Name: "remove", Type: cpRemoveType, Nullable: true},
 		{Name: "metaData", Type: cpMetadataType, Nullable: true},
 		{Name: "protocol", Type: cpProtocolType, Nullable: true},
+		{Name: "domainMetadata", Type: cpDomainMetadataType, Nullable: true},
+	}, nil)
+	// v2CheckpointSchema is a V2 spec checkpoint: the V1 columns, checkpointMetadata and
+	// the sidecars holding the file actions when there are sidecars.
+	v2CheckpointSchema = arrow.NewSchema(append(checkpointSchema.Fields(),
+		arrow.Field{Name: "checkpointMetadata", Type: cpCheckpointMetadataType, Nullable: true},
+		arrow.Field{Name: "sidecar", Type: cpSidecarType, Nullable: true},
+	), nil)
+	// sidecarSchema is a sidecar file: add and remove actions only.
+	sidecarSchema = arrow.NewSchema([]arrow.Field{
+		{Name: "add", Type: cpAddType, Nullable: true},
+		{Name: "remove", Type: cpRemoveType, Nullable: true},
 	}, nil)
 )
 
-// Checkpoint writes a classic single-file checkpoint of the snapshot's version and then
-// _last_checkpoint. Commits do this by themselves every delta.checkpointInterval
-// versions; calling it directly is useful after bulk loads.
+// Checkpoint writes a checkpoint of the snapshot's version and then _last_checkpoint:
+// a classic single-file checkpoint, or, on a table with the v2Checkpoint feature, a V2
+// spec checkpoint (checkpoint.go's v2 layout). Commits do this by themselves every
+// delta.checkpointInterval versions; calling it directly is useful after bulk loads.
 func (t *Table) Checkpoint(ctx context.Context, s *Snapshot) error {
 	if err := t.writeCheckpoint(ctx, s); err != nil {
 		return fmt.Errorf("checkpoint table %s at version %d: %w", t.displayRoot(), s.version, err)
@@ -90,42 +124,58 @@ func (t *Table) Checkpoint(ctx context.Context, s *Snapshot) error {
 	return nil
 }
 
-// writeCheckpoint writes N.checkpoint.parquet (protocol, metaData, txns, live adds and
-// unexpired tombstones, one action per row) and then overwrites _last_checkpoint.
+// writeCheckpoint writes the checkpoint of s (protocol, metaData, txns, domain metadata,
+// live adds and unexpired tombstones, one action per row) and then overwrites
+// _last_checkpoint.
 func (t *Table) writeCheckpoint(ctx context.Context, s *Snapshot) error {
 	if err := checkWrite(s.Protocol(), s.Metadata()); err != nil {
 		return err
 	}
-	if s.Protocol().MinWriterVersion >= 7 {
-		for _, f := range s.Protocol().WriterFeatures {
-			if f == FeatureV2Checkpoint {
-				return &UnsupportedFeatureError{Feature: f, Write: true}
-			}
-		}
+	if s.V2CheckpointsSupported() {
+		return t.writeV2Checkpoint(ctx, s, v2SidecarActions)
 	}
 	mem := memory.NewGoAllocator()
-	rec, numAdds := buildCheckpointRecord(mem, s, t.opts.Now().UnixMilli())
+	nowMillis := t.opts.Now().UnixMilli()
+	cb := newCheckpointRows(mem, checkpointSchema)
+	defer cb.release()
+	cb.nonFileActions(s)
+	numAdds := cb.fileActions(s.Files(), liveTombstones(s, nowMillis))
+	rec := cb.record()
 	defer rec.Release()
-
-	var buf bytes.Buffer
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy))
-	fw, err := pqarrow.NewFileWriter(checkpointSchema, &buf, props, pqarrow.NewArrowWriterProperties())
+	key := fmt.Sprintf("%s%020d.checkpoint.parquet", t.logPrefix(), s.version)
+	size, err := t.putParquet(ctx, key, rec)
 	if err != nil {
 		return err
 	}
+	lc := lastCheckpoint{Version: s.version, Size: rec.NumRows(), SizeInBytes: &size, NumOfAddFiles: &numAdds}
+	return t.writeLastCheckpoint(ctx, &lc)
+}
+
+// putParquet encodes rec as one Parquet file (Snappy) and stores it at key; it returns
+// the file's size.
+func (t *Table) putParquet(ctx context.Context, key string, rec arrow.RecordBatch) (int64, error) {
+	var buf bytes.Buffer
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy))
+	fw, err := pqarrow.NewFileWriter(rec.Schema(), &buf, props, pqarrow.NewArrowWriterProperties())
+	if err != nil {
+		return 0, err
+	}
 	if err := fw.Write(rec); err != nil {
 		fw.Close()
-		return err
+		return 0, err
 	}
 	if err := fw.Close(); err != nil {
-		return err
+		return 0, err
 	}
-	key := fmt.Sprintf("%s%020d.checkpoint.parquet", t.logPrefix(), s.version)
 	size := int64(buf.Len())
 	if err := t.store.Put(ctx, key, bytes.NewReader(buf.Bytes()), size); err != nil {
-		return fmt.Errorf("write %s: %w", key, err)
+		return 0, fmt.Errorf("write %s: %w", key, err)
 	}
-	lc := lastCheckpoint{Version: s.version, Size: rec.NumRows(), SizeInBytes: &size, NumOfAddFiles: &numAdds}
+	return size, nil
+}
+
+// writeLastCheckpoint overwrites _delta_log/_last_checkpoint.
+func (t *Table) writeLastCheckpoint(ctx context.Context, lc *lastCheckpoint) error {
 	b, err := json.Marshal(lc)
 	if err != nil {
 		return err
@@ -136,46 +186,85 @@ func (t *Table) writeCheckpoint(ctx context.Context, s *Snapshot) error {
 	return nil
 }
 
-// buildCheckpointRecord lays the snapshot out as checkpoint rows: protocol, metaData,
-// txns, adds (sorted by path), then unexpired tombstones.
-func buildCheckpointRecord(mem memory.Allocator, s *Snapshot, nowMillis int64) (arrow.RecordBatch, int64) {
-	b := array.NewRecordBuilder(mem, checkpointSchema)
-	defer b.Release()
-	cb := &checkpointRows{
-		txn:   b.Field(0).(*array.StructBuilder),
-		add:   b.Field(1).(*array.StructBuilder),
-		rem:   b.Field(2).(*array.StructBuilder),
-		md:    b.Field(3).(*array.StructBuilder),
-		proto: b.Field(4).(*array.StructBuilder),
+// liveTombstones are the tombstones a checkpoint keeps: those whose deletion is within
+// delta.deletedFileRetentionDuration of now.
+func liveTombstones(s *Snapshot, nowMillis int64) []*Remove {
+	cutoff := nowMillis - s.DeletedFileRetention().Milliseconds()
+	var out []*Remove
+	for _, r := range s.Tombstones() {
+		if r.DeletionTimestamp == nil || *r.DeletionTimestamp <= cutoff {
+			continue
+		}
+		out = append(out, r)
 	}
+	return out
+}
+
+// checkpointRows appends checkpoint rows, one action each, to the builders of a
+// checkpoint schema's action columns (those the schema lacks stay nil).
+type checkpointRows struct {
+	b                                          *array.RecordBuilder
+	all                                        []*array.StructBuilder
+	txn, add, rem, md, proto, dm, cpm, sidecar *array.StructBuilder
+}
+
+func newCheckpointRows(mem memory.Allocator, schema *arrow.Schema) *checkpointRows {
+	cb := &checkpointRows{b: array.NewRecordBuilder(mem, schema)}
+	for i, f := range schema.Fields() {
+		sb := cb.b.Field(i).(*array.StructBuilder)
+		cb.all = append(cb.all, sb)
+		switch f.Name {
+		case "txn":
+			cb.txn = sb
+		case "add":
+			cb.add = sb
+		case "remove":
+			cb.rem = sb
+		case "metaData":
+			cb.md = sb
+		case "protocol":
+			cb.proto = sb
+		case "domainMetadata":
+			cb.dm = sb
+		case "checkpointMetadata":
+			cb.cpm = sb
+		case "sidecar":
+			cb.sidecar = sb
+		}
+	}
+	return cb
+}
+
+func (cb *checkpointRows) release()                  { cb.b.Release() }
+func (cb *checkpointRows) record() arrow.RecordBatch { return cb.b.NewRecordBatch() }
+
+// nonFileActions appends protocol, metaData, the txns and the domain metadata of s.
+func (cb *checkpointRows) nonFileActions(s *Snapshot) {
 	cb.protocol(s.Protocol())
 	cb.metadata(s.Metadata())
 	for _, id := range sortedTxnIDs(s.state.txns) {
 		cb.txnRow(s.state.txns[id])
 	}
-	for _, a := range s.Files() {
-		cb.addRow(a)
+	for _, d := range s.domainList() {
+		cb.domainRow(d)
 	}
-	// unexpired tombstones, without stats or tags
-	cutoff := nowMillis - s.DeletedFileRetention().Milliseconds()
-	for _, r := range s.Tombstones() {
-		if r.DeletionTimestamp == nil || *r.DeletionTimestamp <= cutoff {
-			continue
-		}
-		cb.removeRow(r)
-	}
-	return b.NewRecordBatch(), int64(len(s.Files()))
 }
 
-// checkpointRows appends checkpoint rows, one action each, to the builders of
-// checkpointSchema's action columns.
-type checkpointRows struct {
-	txn, add, rem, md, proto *array.StructBuilder
+// fileActions appends adds (sorted by path) and then tombstones, and returns the number
+// of adds.
+func (cb *checkpointRows) fileActions(adds []*Add, tombstones []*Remove) int64 {
+	for _, a := range adds {
+		cb.addRow(a)
+	}
+	for _, r := range tombstones {
+		cb.removeRow(r)
+	}
+	return int64(len(adds))
 }
 
 // row starts a row of the action whose builder is sb: the other actions are null.
 func (cb *checkpointRows) row(sb *array.StructBuilder) {
-	for _, o := range []*array.StructBuilder{cb.txn, cb.add, cb.rem, cb.md, cb.proto} {
+	for _, o := range cb.all {
 		if o != sb {
 			o.AppendNull()
 		}
@@ -219,7 +308,35 @@ func (cb *checkpointRows) txnRow(x *Txn) {
 	appendOptInt(b.FieldBuilder(2).(*array.Int64Builder), x.LastUpdated)
 }
 
-// addRow appends an add row, with its stats and deletion vector.
+// domainRow appends a domainMetadata row (live domains only: a checkpoint keeps no
+// removed domain).
+func (cb *checkpointRows) domainRow(d *DomainMetadata) {
+	b := cb.dm
+	cb.row(b)
+	b.FieldBuilder(0).(*array.StringBuilder).Append(d.Domain)
+	b.FieldBuilder(1).(*array.StringBuilder).Append(d.Configuration)
+	b.FieldBuilder(2).(*array.BooleanBuilder).Append(d.Removed)
+}
+
+// checkpointMetadataRow appends the checkpointMetadata row of a V2 checkpoint.
+func (cb *checkpointRows) checkpointMetadataRow(version int64) {
+	b := cb.cpm
+	cb.row(b)
+	b.FieldBuilder(0).(*array.Int64Builder).Append(version)
+	b.FieldBuilder(1).AppendNull()
+}
+
+// sidecarRow appends a sidecar row of a V2 checkpoint.
+func (cb *checkpointRows) sidecarRow(sc *Sidecar) {
+	b := cb.sidecar
+	cb.row(b)
+	b.FieldBuilder(0).(*array.StringBuilder).Append(sc.Path)
+	b.FieldBuilder(1).(*array.Int64Builder).Append(sc.SizeInBytes)
+	b.FieldBuilder(2).(*array.Int64Builder).Append(sc.ModificationTime)
+	b.FieldBuilder(3).AppendNull()
+}
+
+// addRow appends an add row, with its stats, deletion vector and row tracking fields.
 func (cb *checkpointRows) addRow(a *Add) {
 	b := cb.add
 	cb.row(b)
@@ -231,6 +348,9 @@ func (cb *checkpointRows) addRow(a *Add) {
 	appendStrMap(b.FieldBuilder(5).(*array.MapBuilder), a.Tags, a.Tags != nil)
 	appendOptStr(b.FieldBuilder(6).(*array.StringBuilder), a.Stats)
 	appendDV(b.FieldBuilder(7).(*array.StructBuilder), a.DeletionVector)
+	appendOptInt(b.FieldBuilder(8).(*array.Int64Builder), a.BaseRowID)
+	appendOptInt(b.FieldBuilder(9).(*array.Int64Builder), a.DefaultRowCommitVersion)
+	appendOptStr(b.FieldBuilder(10).(*array.StringBuilder), a.ClusteringProvider)
 }
 
 // removeRow appends a tombstone, without stats or tags (partition values only with
@@ -249,6 +369,8 @@ func (cb *checkpointRows) removeRow(r *Remove) {
 	}
 	appendOptInt(b.FieldBuilder(5).(*array.Int64Builder), r.Size)
 	appendDV(b.FieldBuilder(6).(*array.StructBuilder), r.DeletionVector)
+	appendOptInt(b.FieldBuilder(7).(*array.Int64Builder), r.BaseRowID)
+	appendOptInt(b.FieldBuilder(8).(*array.Int64Builder), r.DefaultRowCommitVersion)
 }
 
 func appendDV(b *array.StructBuilder, dv *DeletionVector) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,33 +13,91 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"golang.org/x/sync/errgroup"
 )
 
-// checkpointColumns are the top-level checkpoint columns replay needs. commitInfo, cdc
-// and the V2 checkpoint's own actions (checkpointMetadata, sidecar) are not read.
+// checkpointColumns are the top-level checkpoint columns replay needs: the actions, and
+// a V2 checkpoint's checkpointMetadata and sidecar. commitInfo and cdc are not read.
 var checkpointColumns = map[string]bool{
 	"add": true, "remove": true, "metaData": true, "protocol": true, "txn": true, "domainMetadata": true,
+	"checkpointMetadata": true, "sidecar": true,
 }
 
-// readCheckpoint reads every file of a checkpoint into actions (adds last, so that a
-// path present as both wins as live).
-func (t *Table) readCheckpoint(ctx context.Context, cp *checkpointRef) ([]Action, error) {
-	var out []Action
+// sidecarDir is the directory of V2 checkpoint sidecar files, relative to _delta_log.
+const sidecarDir = "_sidecars"
+
+// checkpointReadParallelism bounds the checkpoint files (parts, sidecars) read at once.
+const checkpointReadParallelism = 8
+
+// checkpointData is a checkpoint as read.
+type checkpointData struct {
+	// actions are the checkpoint's actions with the sidecars' file actions, adds last
+	// (so that a path present as both wins as live); no checkpointMetadata or sidecar.
+	actions []Action
+	// sidecars are the sidecar files the checkpoint references.
+	sidecars []Sidecar
+	// size is the bytes of the checkpoint's files and its sidecars together.
+	size int64
+}
+
+// readCheckpoint reads every file of a checkpoint, and the sidecars a V2 spec checkpoint
+// references, into actions. A UUID-named checkpoint must hold one checkpointMetadata
+// action naming its version; a sidecar must be the size the checkpoint records.
+func (t *Table) readCheckpoint(ctx context.Context, cp *checkpointRef) (*checkpointData, error) {
+	parts := make([][]Action, len(cp.files))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(checkpointReadParallelism)
+	for i, f := range cp.files {
+		g.Go(func() error {
+			acts, err := t.readCheckpointFile(gctx, f.Key, strings.HasSuffix(f.Key, ".json"))
+			if err != nil {
+				return fmt.Errorf("%s: %w", f.Key, err)
+			}
+			parts[i] = acts
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	cd := &checkpointData{}
 	for _, f := range cp.files {
-		b, err := t.getAll(ctx, f.Key)
+		cd.size += f.Size
+	}
+	var (
+		out  []Action
+		meta []*CheckpointMetadata
+	)
+	for _, acts := range parts {
+		for _, a := range acts {
+			switch {
+			case a.CheckpointMetadata != nil:
+				meta = append(meta, a.CheckpointMetadata)
+			case a.Sidecar != nil:
+				cd.sidecars = append(cd.sidecars, *a.Sidecar)
+			default:
+				out = append(out, a)
+			}
+		}
+	}
+	name := cp.files[0].Key
+	switch {
+	case len(meta) > 1:
+		return nil, fmt.Errorf("%s: %d checkpointMetadata actions; a V2 checkpoint holds exactly one", name, len(meta))
+	case len(meta) == 0 && cp.kind == kindV2Checkpoint:
+		return nil, fmt.Errorf("%s: a UUID-named checkpoint must hold a checkpointMetadata action", name)
+	case len(meta) == 0 && len(cd.sidecars) > 0:
+		return nil, fmt.Errorf("%s: sidecar actions without checkpointMetadata (only V2 checkpoints have sidecars)", name)
+	case len(meta) == 1 && meta[0].Version != cp.version:
+		return nil, fmt.Errorf("%s: checkpointMetadata says version %d, the file name %d", name, meta[0].Version, cp.version)
+	}
+	if len(cd.sidecars) > 0 {
+		side, size, err := t.readSidecars(ctx, cd.sidecars)
 		if err != nil {
 			return nil, err
 		}
-		var acts []Action
-		if strings.HasSuffix(f.Key, ".json") {
-			acts, err = DecodeActions(bytes.NewReader(b))
-		} else {
-			acts, err = decodeCheckpointParquet(ctx, b)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Key, err)
-		}
-		out = append(out, acts...)
+		out = append(out, side...)
+		cd.size += size
 	}
 	// Removes before adds.
 	ordered := make([]Action, 0, len(out))
@@ -52,7 +111,89 @@ func (t *Table) readCheckpoint(ctx context.Context, cp *checkpointRef) ([]Action
 			ordered = append(ordered, a)
 		}
 	}
-	return ordered, nil
+	cd.actions = ordered
+	return cd, nil
+}
+
+// readCheckpointFile reads and decodes one checkpoint file, JSON or Parquet.
+func (t *Table) readCheckpointFile(ctx context.Context, key string, isJSON bool) ([]Action, error) {
+	b, err := t.getAll(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if isJSON {
+		return DecodeActions(bytes.NewReader(b))
+	}
+	return decodeCheckpointParquet(ctx, b)
+}
+
+// readSidecars reads the file actions of a V2 checkpoint's sidecars, in parallel, and
+// returns them with the sidecars' total size. Only add and remove actions may live in a
+// sidecar; anything else there is an error.
+func (t *Table) readSidecars(ctx context.Context, sidecars []Sidecar) ([]Action, int64, error) {
+	got := make([][]Action, len(sidecars))
+	sizes := make([]int64, len(sidecars))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(checkpointReadParallelism)
+	for i, sc := range sidecars {
+		g.Go(func() error {
+			key, err := t.sidecarKey(sc.Path)
+			if err != nil {
+				return err
+			}
+			b, err := t.getAll(gctx, key)
+			if err != nil {
+				return fmt.Errorf("sidecar %s: %w", key, err)
+			}
+			if int64(len(b)) != sc.SizeInBytes {
+				return fmt.Errorf("sidecar %s is %d bytes, but the checkpoint records %d", key, len(b), sc.SizeInBytes)
+			}
+			acts, err := decodeCheckpointParquet(gctx, b)
+			if err != nil {
+				return fmt.Errorf("sidecar %s: %w", key, err)
+			}
+			for _, a := range acts {
+				if a.Add == nil && a.Remove == nil {
+					return fmt.Errorf("sidecar %s: holds an action other than add or remove", key)
+				}
+			}
+			got[i], sizes[i] = acts, int64(len(b))
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, 0, err
+	}
+	var (
+		out   []Action
+		total int64
+	)
+	for i := range got {
+		out = append(out, got[i]...)
+		total += sizes[i]
+	}
+	return out, total, nil
+}
+
+// sidecarKey is the store key of a sidecar path: a URI-encoded file name under
+// _delta_log/_sidecars/, or an absolute URI that ends in that directory.
+func (t *Table) sidecarKey(p string) (string, error) {
+	name := p
+	if i := strings.Index(p, "://"); i >= 0 || strings.HasPrefix(p, "/") {
+		j := strings.LastIndex(p, "/"+logDirName+"/"+sidecarDir+"/")
+		if j < 0 {
+			return "", fmt.Errorf("sidecar path %q is not in this table's %s/%s directory", p, logDirName, sidecarDir)
+		}
+		name = p[j+len("/"+logDirName+"/"+sidecarDir+"/"):]
+	}
+	dec, err := url.PathUnescape(name)
+	if err != nil {
+		return "", fmt.Errorf("sidecar path %q: %w", p, err)
+	}
+	if dec == "" || strings.Contains(dec, "/") {
+		return "", fmt.Errorf("sidecar path %q: want a file name in %s/%s", p, logDirName, sidecarDir)
+	}
+	return t.logPrefix() + sidecarDir + "/" + dec, nil
 }
 
 // decodeCheckpointParquet decodes one checkpoint Parquet file. Columns that are missing
@@ -117,7 +258,7 @@ func decodeCheckpointParquet(ctx context.Context, b []byte) ([]Action, error) {
 // decodeCheckpointRecord appends one action per non-null top-level struct of each row.
 func decodeCheckpointRecord(rec arrow.RecordBatch, out *[]Action) {
 	sc := rec.Schema()
-	var add, remove, md, proto, txn, dm *array.Struct
+	var add, remove, md, proto, txn, dm, cpm, side *array.Struct
 	for i, f := range sc.Fields() {
 		s, ok := rec.Column(i).(*array.Struct)
 		if !ok {
@@ -136,6 +277,10 @@ func decodeCheckpointRecord(rec arrow.RecordBatch, out *[]Action) {
 			txn = s
 		case "domainMetadata":
 			dm = s
+		case "checkpointMetadata":
+			cpm = s
+		case "sidecar":
+			side = s
 		}
 	}
 	n := int(rec.NumRows())
@@ -175,6 +320,20 @@ func decodeCheckpointRecord(rec arrow.RecordBatch, out *[]Action) {
 			d.Removed, _ = boolAt(field(dm, "removed"), i)
 			*out = append(*out, Action{DomainMetadata: d})
 		}
+		if cpm != nil && cpm.IsValid(i) {
+			m := &CheckpointMetadata{}
+			m.Version, _ = intAt(field(cpm, "version"), i)
+			m.Tags = stringMapAt(field(cpm, "tags"), i)
+			*out = append(*out, Action{CheckpointMetadata: m})
+		}
+		if side != nil && side.IsValid(i) {
+			x := &Sidecar{}
+			x.Path, _ = stringAt(field(side, "path"), i)
+			x.SizeInBytes, _ = intAt(field(side, "sizeInBytes"), i)
+			x.ModificationTime, _ = intAt(field(side, "modificationTime"), i)
+			x.Tags = stringMapAt(field(side, "tags"), i)
+			*out = append(*out, Action{Sidecar: x})
+		}
 	}
 }
 
@@ -203,6 +362,7 @@ func decodeAdd(s *array.Struct, i int) *Add {
 	if v, ok := intAt(field(s, "defaultRowCommitVersion"), i); ok {
 		a.DefaultRowCommitVersion = &v
 	}
+	a.ClusteringProvider, _ = stringAt(field(s, "clusteringProvider"), i)
 	return a
 }
 
@@ -220,6 +380,12 @@ func decodeRemove(s *array.Struct, i int) *Remove {
 	}
 	r.Tags = stringMapAt(field(s, "tags"), i)
 	r.DeletionVector = decodeDV(field(s, "deletionVector"), i)
+	if v, ok := intAt(field(s, "baseRowId"), i); ok {
+		r.BaseRowID = &v
+	}
+	if v, ok := intAt(field(s, "defaultRowCommitVersion"), i); ok {
+		r.DefaultRowCommitVersion = &v
+	}
 	return r
 }
 

@@ -16,7 +16,8 @@ type CleanupResult struct {
 	// CheckpointVersion is the checkpoint kept as the new start of the log (-1 when
 	// nothing was eligible).
 	CheckpointVersion int64
-	// FilesDeleted are the deleted log files, relative to _delta_log, sorted.
+	// FilesDeleted are the deleted log files, relative to _delta_log, sorted, then the
+	// deleted sidecar files (_sidecars/<name>).
 	FilesDeleted []string
 	// Skipped says why nothing was done, when that is the case.
 	Skipped string
@@ -86,6 +87,9 @@ func (t *Table) cleanupLog(ctx context.Context, snap *Snapshot, keepFrom int64) 
 	if err := t.deleteLogBefore(ctx, keep, res); err != nil {
 		return nil, err
 	}
+	if err := t.deleteUnusedSidecars(ctx, res); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
@@ -96,12 +100,6 @@ func (t *Table) cleanupCheckpoint(ctx context.Context, snap *Snapshot, keepFrom 
 	if !snap.ExpiredLogCleanupEnabled() {
 		res.Skipped = PropEnableExpiredLogCleanup + " is false"
 		return -1, nil
-	}
-	for _, f := range snap.Protocol().WriterFeatures {
-		if f == FeatureV2Checkpoint {
-			res.Skipped = "V2 checkpoints are not supported"
-			return -1, nil
-		}
 	}
 	now := t.opts.Now().UTC()
 	res.Cutoff = now.Add(-snap.LogRetention()).Truncate(24 * time.Hour)
@@ -140,7 +138,7 @@ func (t *Table) cleanupCheckpoint(ctx context.Context, snap *Snapshot, keepFrom 
 	}
 	keep := int64(-1)
 	for _, cp := range idx.checkpoints {
-		if cp.version <= newestExpired && cp.version > keep && cp.kind != kindV2Checkpoint {
+		if cp.version <= newestExpired && cp.version > keep {
 			keep = cp.version
 		}
 	}

@@ -21,7 +21,27 @@ var settable = map[string]func(string) error{
 	PropLogRetentionDuration:           checkIntervalValue,
 	PropDeletedFileRetentionDur:        checkIntervalValue,
 	PropCheckpointInterval:             checkPositiveValue,
+	PropEnableInCommitTimestamps:       checkBoolValue,
+	PropCheckpointPolicy:               checkCheckpointPolicy,
+	PropEnableRowTracking:              checkBoolValue,
 	"delta.dataSkippingNumIndexedCols": checkIntValue,
+	propColumnMappingMode:              checkColumnMappingMode,
+}
+
+func checkColumnMappingMode(v string) error {
+	switch strings.ToLower(v) {
+	case "none", "name", "id":
+		return nil
+	}
+	return fmt.Errorf("%q: want none, name or id", v)
+}
+
+// ColumnMappingProperty is the property that sets a table's column mapping mode.
+const ColumnMappingProperty = propColumnMappingMode
+
+// ColumnMappingMode is the column mapping mode declared properties set ("" none set).
+func ColumnMappingMode(props map[string]string) string {
+	return strings.ToLower(props[propColumnMappingMode])
 }
 
 // SettableProperties lists the delta.* table properties a declaration may set, sorted.
@@ -86,6 +106,13 @@ func SetIdentity(f *StructField, start, step int64, allowExplicitInsert bool) {
 func checkBoolValue(v string) error {
 	if v != "true" && v != "false" {
 		return fmt.Errorf("expected true or false, got %q", v)
+	}
+	return nil
+}
+
+func checkCheckpointPolicy(v string) error {
+	if v != "classic" && v != CheckpointPolicyV2 {
+		return fmt.Errorf("expected classic or v2, got %q", v)
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // DeleteOptions describe a DELETE FROM table WHERE ...
@@ -400,7 +402,7 @@ func (t *Table) writeUpdated(ctx context.Context, snap *Snapshot, w *rewriter, p
 // columns replaced by their values computed over view (same rows as base).
 func applySet(w *rewriter, schema *StructType, base, view arrow.RecordBatch, set map[string]any) (arrow.RecordBatch, error) {
 	cols := make([]arrow.Array, len(schema.Fields))
-	defer releaseAll(cols)
+	defer arrowx.ReleaseArrays(cols)
 	for i, f := range schema.Fields {
 		v, ok := set[strings.ToLower(f.Name)]
 		if !ok {

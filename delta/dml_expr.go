@@ -7,6 +7,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
 // ColumnRef names a column as the value of an assignment (UPDATE SET x = y, MERGE UPDATE
@@ -71,7 +73,7 @@ func evalAssignment(mem memory.Allocator, view arrow.RecordBatch, f *StructField
 		return b.NewArray(), nil
 	}
 	defer arr.Release()
-	out, err := conformArray(mem, arr, at, f.Name, f.Type)
+	out, err := dschema.ConformArray(mem, arr, at, f.Name, f.Type)
 	if err != nil {
 		return nil, fmt.Errorf("set %s: %w", f.Name, err)
 	}

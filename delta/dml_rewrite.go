@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
 // rewriter streams the new data files and change data files of one DML commit (DELETE,
@@ -140,7 +142,7 @@ func (w *rewriter) writeChanges(ctx context.Context, rec arrow.RecordBatch, typ 
 		return nil
 	}
 	if !rec.Schema().Equal(w.tblSch) {
-		conf, err := conformRecord(w.mem, rec, w.snap.Schema(), w.tblSch)
+		conf, err := dschema.Conform(w.mem, rec, w.snap.Schema(), w.tblSch)
 		if err != nil {
 			return fmt.Errorf("change rows: %w", err)
 		}

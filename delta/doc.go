@@ -60,6 +60,19 @@
 // writes a classic checkpoint and _last_checkpoint; a failure there is logged and reported
 // by Transaction.CheckpointError, never as a failed commit.
 //
+// # Table features (docs/delta-features.md)
+//
+// V2 checkpoints (delta.checkpointPolicy=v2) are read in every layout and written
+// UUID-named with their file actions in sidecars (checkpoint_v2.go); log cleanup deletes
+// sidecars no checkpoint left references. In-commit timestamps
+// (delta.enableInCommitTimestamps) are written first in commitInfo, max(now, previous + 1
+// ms), and are the commit time everywhere from their enablement version on. Clustered
+// tables (CreateOptions.ClusterBy, clustering.go) and every metadata domain are kept as
+// they are; files added need statistics on the clustering columns. Row tracking
+// (rowtracking.go) assigns baseRowId and defaultRowCommitVersion to every file added and
+// records the high-water mark. VARIANT columns are read as Arrow's variant extension
+// type, never written.
+//
 // Table.History lists commitInfo newest first (the DESCRIBE HISTORY equivalent, with
 // orchestrator's Lineage); Table.SetProperties is ALTER TABLE SET/UNSET TBLPROPERTIES.
 // Errors for unsupported protocols are *UnsupportedFeatureError.

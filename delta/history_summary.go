@@ -27,6 +27,9 @@ func (h HistoryEntry) Summary() string {
 	ins, hasIns := num("numTargetRowsInserted", "numOutputRows", "numInsertedRows")
 	upd, hasUpd := num("numTargetRowsUpdated", "numUpdatedRows")
 	del, hasDel := num("numTargetRowsDeleted", "numDeletedRows")
+	if h.Operation == "RESTORE" && !hasUpd && !hasDel {
+		hasIns = false // a RESTORE without row metrics (Spark's) says files, not rows
+	}
 	if hasUpd || hasDel {
 		parts = append(parts, fmt.Sprintf("+%d ~%d -%d rows", ins, upd, del))
 	} else if hasIns {
@@ -47,6 +50,23 @@ func (h HistoryEntry) Summary() string {
 		parts = append(parts, files(n)+" restored")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// RowCounts returns the rows a commit inserted, updated and deleted, from its operation
+// metrics (Spark's, delta-rs's and ours); ok is false when it records none of them.
+func (h HistoryEntry) RowCounts() (inserted, updated, deleted int64, ok bool) {
+	num := func(keys ...string) (int64, bool) {
+		for _, k := range keys {
+			if n, ok := metricInt(h.OperationMetrics[k]); ok {
+				return n, true
+			}
+		}
+		return 0, false
+	}
+	ins, a := num("numTargetRowsInserted", "numOutputRows", "numInsertedRows")
+	upd, b := num("numTargetRowsUpdated", "numUpdatedRows")
+	del, c := num("numTargetRowsDeleted", "numDeletedRows")
+	return ins, upd, del, a || b || c
 }
 
 // metricInt reads an operation metric: Spark writes decimal strings, delta-rs numbers.

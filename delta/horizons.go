@@ -90,7 +90,7 @@ func (t *Table) horizons(ctx context.Context) (*Horizons, error) {
 	h.LogVersion = h.Earliest
 	if snap.ExpiredLogCleanupEnabled() {
 		for _, cp := range idx.checkpoints {
-			if cp.version <= newestExpired && cp.version > h.LogVersion && cp.kind != kindV2Checkpoint {
+			if cp.version <= newestExpired && cp.version > h.LogVersion {
 				h.LogVersion = cp.version
 			}
 		}

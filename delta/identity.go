@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // Field metadata keys of identity columns (DELTA.md §10).
@@ -303,7 +305,7 @@ func (tx *Transaction) assignColumn(rec arrow.RecordBatch, c IdentityColumn) (ar
 			return nil, fmt.Errorf("identity column %s: some rows have values and some are null", c.Name)
 		}
 		if !c.AllowExplicitInsert {
-			get, ok := intGetter(arr)
+			get, ok := arrowx.IntGetter(arr)
 			if !ok {
 				return nil, fmt.Errorf("identity column %s: values of type %s", c.Name, arr.DataType())
 			}

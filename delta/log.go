@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,6 +138,31 @@ type lastCheckpoint struct {
 	Parts         *int   `json:"parts,omitempty"`
 	SizeInBytes   *int64 `json:"sizeInBytes,omitempty"`
 	NumOfAddFiles *int64 `json:"numOfAddFiles,omitempty"`
+	// V2Checkpoint names the UUID-named checkpoint the hint is about (Delta-Spark's
+	// LastCheckpointV2); absent for classic and multi-part checkpoints.
+	V2Checkpoint *lastCheckpointV2 `json:"v2Checkpoint,omitempty"`
+}
+
+// lastCheckpointV2 describes a UUID-named checkpoint in _last_checkpoint. Spark may also
+// embed the checkpoint's non-file actions; this package neither writes nor needs them.
+type lastCheckpointV2 struct {
+	Path             string    `json:"path"`
+	SizeInBytes      int64     `json:"sizeInBytes"`
+	ModificationTime int64     `json:"modificationTime"`
+	SidecarFiles     []Sidecar `json:"sidecarFiles,omitempty"`
+}
+
+// about says whether the hint describes the checkpoint cp: same version, and the same
+// UUID-named file when the hint names one (a classic checkpoint at the same version is a
+// different file, whose size the hint does not give).
+func (lc *lastCheckpoint) about(cp *checkpointRef) bool {
+	if lc == nil || lc.Version != cp.version {
+		return false
+	}
+	if lc.V2Checkpoint != nil {
+		return cp.kind == kindV2Checkpoint && path.Base(cp.files[0].Key) == lc.V2Checkpoint.Path
+	}
+	return cp.kind != kindV2Checkpoint
 }
 
 // readLastCheckpoint reads the _last_checkpoint hint. A missing or unreadable file gives
@@ -157,27 +183,21 @@ func (t *Table) readLastCheckpoint(ctx context.Context) (*lastCheckpoint, error)
 }
 
 // check compares a checkpoint, as read, with what the hint says about it, when the hint
-// is about its version: the total size of its files and its number of add actions. A
+// is about it: the total size of its files and sidecars and its number of add actions. A
 // checkpoint that disagrees was replaced or rewritten since the hint was written, and
 // its content cannot be trusted to be the state of its version.
-func (lc *lastCheckpoint) check(cp *checkpointRef, actions []Action) error {
-	if lc == nil || lc.Version != cp.version {
+func (lc *lastCheckpoint) check(cp *checkpointRef, cd *checkpointData) error {
+	if !lc.about(cp) {
 		return nil
 	}
 	name := cp.files[0].Key
-	if lc.SizeInBytes != nil {
-		var size int64
-		for _, f := range cp.files {
-			size += f.Size
-		}
-		if size != *lc.SizeInBytes {
-			return fmt.Errorf("%s: the checkpoint is %d bytes, but _last_checkpoint records %d", name, size, *lc.SizeInBytes)
-		}
+	if lc.SizeInBytes != nil && cd.size != *lc.SizeInBytes {
+		return fmt.Errorf("%s: the checkpoint (with its sidecars) is %d bytes, but _last_checkpoint records %d", name, cd.size, *lc.SizeInBytes)
 	}
 	if lc.NumOfAddFiles != nil {
 		var adds int64
-		for i := range actions {
-			if actions[i].Add != nil {
+		for i := range cd.actions {
+			if cd.actions[i].Add != nil {
 				adds++
 			}
 		}
@@ -284,6 +304,25 @@ func indexLog(files []logFile) *logIndex {
 		return a.kind < b.kind
 	})
 	return idx
+}
+
+// prefer moves the UUID-named checkpoint the _last_checkpoint hint names ahead of the
+// other checkpoints of its version.
+func (idx *logIndex) prefer(hint *lastCheckpoint) {
+	if hint == nil || hint.V2Checkpoint == nil {
+		return
+	}
+	for i, cp := range idx.checkpoints {
+		if hint.about(cp) {
+			j := i
+			for j > 0 && idx.checkpoints[j-1].version == cp.version {
+				j--
+			}
+			copy(idx.checkpoints[j+1:i+1], idx.checkpoints[j:i])
+			idx.checkpoints[j] = cp
+			return
+		}
+	}
 }
 
 // latestVersion is the newest version the listing shows (commit or checkpoint), or -1.

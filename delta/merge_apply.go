@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // applyRecord writes a changed record's copied rows, updated rows and change rows.
@@ -178,7 +180,7 @@ func (m *merger) insertRows(ctx context.Context, c boundClause, view arrow.Recor
 	n := int(view.NumRows())
 	schema := m.plan.schema
 	cols := make([]arrow.Array, len(schema.Fields))
-	defer releaseAll(cols)
+	defer arrowx.ReleaseArrays(cols)
 	for i, f := range schema.Fields {
 		at := m.w.tblSch.Field(i).Type
 		_, isID, _ := IdentityField(f)

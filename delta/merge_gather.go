@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
@@ -27,7 +28,7 @@ func gatherRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch
 		return rec.NewSlice(int64(rows[0]), int64(rows[0])+int64(n)), nil
 	}
 	cols := make([]arrow.Array, rec.NumCols())
-	defer releaseAll(cols)
+	defer arrowx.ReleaseArrays(cols)
 	if n >= parallelGatherRows && rec.NumCols() > 1 {
 		// A large gather's columns are copied on every core.
 		var g errgroup.Group

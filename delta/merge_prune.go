@@ -146,13 +146,7 @@ func (s *mergeSource) mayHoldKeys(plan *mergePlan, a *Add, isPart map[string]boo
 		f := plan.schema.Fields[plan.keyIdx[k]]
 		kv := s.keyVals[k]
 		if isPart[strings.ToLower(name)] {
-			var raw *string
-			for pk, pv := range a.PartitionValues {
-				if strings.EqualFold(pk, name) {
-					raw = pv
-				}
-			}
-			v, err := parsePartitionValue(f.Type, raw)
+			v, err := parsePartitionValue(f.Type, partitionValue(a, f.Name, physicalName(f)))
 			if err != nil {
 				return false, fmt.Errorf("file %s: %w", a.Path, err)
 			}
@@ -173,7 +167,7 @@ func (s *mergeSource) mayHoldKeys(plan *mergePlan, a *Add, isPart map[string]boo
 		if sv == nil {
 			continue
 		}
-		path := []string{f.Name}
+		path := []string{physicalName(f)}
 		if plan.nullSafe && kv.null {
 			if raw, ok := lookupPath(sv.nulls, path); !ok || fmt.Sprint(raw) != "0" {
 				continue // the file may hold null keys, which match

@@ -12,6 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
+
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // mergeSource is the MERGE source in memory: its rows as one record (columns that the
@@ -72,7 +75,7 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 	if err != nil {
 		return nil, err
 	}
-	defer releaseAll(cols)
+	defer arrowx.ReleaseArrays(cols)
 	var n int64
 	if len(cols) > 0 {
 		n = int64(cols[0].Len())
@@ -123,9 +126,9 @@ func conformSource(batches []arrow.RecordBatch, in *arrow.Schema, schema *Struct
 	for i, f := range schema.Fields {
 		g.Go(func() error {
 			parts := make([]arrow.Array, 0, len(batches))
-			defer func() { releaseAll(parts) }()
+			defer func() { arrowx.ReleaseArrays(parts) }()
 			for _, b := range batches {
-				c, err := conformArray(mem, b.Column(i), outFields[i].Type, f.Name, f.Type)
+				c, err := dschema.ConformArray(mem, b.Column(i), outFields[i].Type, f.Name, f.Type)
 				if err != nil {
 					return fmt.Errorf("source: %w", err)
 				}
@@ -146,7 +149,7 @@ func conformSource(batches []arrow.RecordBatch, in *arrow.Schema, schema *Struct
 		})
 	}
 	if err := g.Wait(); err != nil {
-		releaseAll(cols)
+		arrowx.ReleaseArrays(cols)
 		return nil, err
 	}
 	return cols, nil
@@ -187,7 +190,7 @@ func sourceSchema(in *arrow.Schema, plan *mergePlan) (*StructType, []arrow.Field
 // buildIndex hashes the source keys and collects their distinct values.
 func (s *mergeSource) buildIndex(plan *mergePlan) error {
 	n := int(s.n)
-	if g, ok := intGetter(s.rec.Column(s.keyCols[0])); ok && len(s.keyCols) == 1 && !plan.nullSafe {
+	if g, ok := arrowx.IntGetter(s.rec.Column(s.keyCols[0])); ok && len(s.keyCols) == 1 && !plan.nullSafe {
 		s.ints = newIntKeys(s.rec.Column(s.keyCols[0]), g, n)
 		return s.collectKeyValues(plan)
 	}
@@ -265,7 +268,7 @@ func (e *keyEncoder) keyString(names []string, i int) string {
 }
 
 func keyPart(arr arrow.Array) (func(buf []byte, i int) []byte, error) {
-	if g, ok := intGetter(arr); ok {
+	if g, ok := arrowx.IntGetter(arr); ok {
 		return func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint64(buf, uint64(g(i))) }, nil
 	}
 	switch a := arr.(type) {
@@ -345,7 +348,7 @@ func (s *mergeSource) newProber(rec arrow.RecordBatch, cols []int, nullSafe bool
 	p := &prober{src: s}
 	if s.ints != nil {
 		p.arr = rec.Column(cols[0])
-		g, ok := intGetter(p.arr)
+		g, ok := arrowx.IntGetter(p.arr)
 		if !ok {
 			return nil, fmt.Errorf("key column %s: target type %s differs from the source", rec.ColumnName(cols[0]), p.arr.DataType())
 		}

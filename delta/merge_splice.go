@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
@@ -89,7 +90,7 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 	}
 	defer func() {
 		if patch != nil {
-			releaseAll(patch.vals)
+			arrowx.ReleaseArrays(patch.vals)
 		}
 	}()
 	if len(cols) > 0 { // else every value stays as it was: so does the file
@@ -158,7 +159,7 @@ func (m *merger) patchInFileOrder(ups []spliceUpdate, changed []bool) (_ *splice
 		}
 		all, err := array.Concatenate(parts, m.w.mem)
 		if err != nil {
-			releaseAll(patch.vals)
+			arrowx.ReleaseArrays(patch.vals)
 			return nil, nil, err
 		}
 		cols = append(cols, c)
@@ -273,8 +274,9 @@ func (m *merger) planSplice(a *Add, cols []int) (_ *splice, ok bool, err error) 
 	chFields := make([]arrow.Field, len(cols))
 	for j, c := range cols {
 		s.fields[j] = -1
+		phys := physicalName(snap.Schema().Fields[c]) // column mapping: the file's name for it
 		for i, f := range s.fr.Manifest.Fields {
-			if f.Field.Name == tbl.Field(c).Name {
+			if f.Field.Name == phys {
 				s.fields[j], s.leaf[j] = i, f.ColIndex
 			}
 		}
@@ -287,6 +289,8 @@ func (m *merger) planSplice(a *Add, cols []int) (_ *splice, ok bool, err error) 
 		}
 		s.chST.Fields = append(s.chST.Fields, snap.Schema().Fields[c])
 		chFields[j] = tbl.Field(c)
+		chFields[j].Name = phys // the chunk is written under the file's name of the column
+		chFields[j].Metadata = f.Field.Metadata
 	}
 	s.chSchema = arrow.NewSchema(chFields, nil)
 	if ok, err = s.storedAsWeWrite(); err != nil || !ok {
@@ -456,7 +460,7 @@ func newSpliceGroup(ctx context.Context, n int) *spliceGroup {
 func (g *spliceGroup) start(s *splice, patch *splicePatch) {
 	g.g.Go(func() error {
 		add, err := s.write(g.ctx, patch)
-		releaseAll(patch.vals)
+		arrowx.ReleaseArrays(patch.vals)
 		if err != nil {
 			return err
 		}
@@ -496,7 +500,7 @@ func (s *splice) patchedRowGroup(ctx context.Context, rg int, patch *splicePatch
 		idx[patch.rows[j]-first] = int32(n + j - k)
 	}
 	out := make([]arrow.Array, len(s.fields))
-	defer releaseAll(out)
+	defer arrowx.ReleaseArrays(out)
 	for j := range s.fields {
 		vals := array.NewSlice(patch.vals[j], int64(k), int64(hi))
 		both, err := array.Concatenate([]arrow.Array{old.Column(j), vals}, s.mem)
@@ -526,20 +530,21 @@ func spliceStats(old, fresh string, ch *StructType) string {
 	}
 	nulls, _ := o["nullCount"].(map[string]any)
 	for _, col := range ch.Fields {
-		if _, covered := nulls[col.Name]; !covered {
+		name := physicalName(col) // stats name columns physically (column mapping)
+		if _, covered := nulls[name]; !covered {
 			continue
 		}
 		for _, k := range []string{"minValues", "maxValues", "nullCount"} {
 			om, _ := o[k].(map[string]any)
 			fm, _ := f[k].(map[string]any)
-			if v, ok := fm[col.Name]; ok {
+			if v, ok := fm[name]; ok {
 				if om == nil {
 					om = map[string]any{}
 					o[k] = om
 				}
-				om[col.Name] = v
+				om[name] = v
 			} else if om != nil {
-				delete(om, col.Name)
+				delete(om, name)
 			}
 		}
 	}

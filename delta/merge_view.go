@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // joinedView builds the "target.*" + "source.*" record of matched pairs: target rows
@@ -17,7 +19,7 @@ import (
 func (m *merger) joinedView(ctx context.Context, rec arrow.RecordBatch, tgt, src []int32, pre arrow.RecordBatch, need []string) (arrow.RecordBatch, error) {
 	var fields []arrow.Field
 	var cols []arrow.Array
-	defer func() { releaseAll(cols) }()
+	defer func() { arrowx.ReleaseArrays(cols) }()
 	side := func(view *arrow.Schema, from arrow.RecordBatch, rows []int32, pre arrow.RecordBatch) error {
 		var idx []int
 		for i, f := range view.Fields() {

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
@@ -315,7 +316,7 @@ func (f *partFile) finish(ctx context.Context) (*Add, error) {
 	}
 	pv := make(map[string]*string, len(f.w.partIdx))
 	for i, ci := range f.w.partIdx {
-		pv[f.w.schema.Fields[ci].Name] = f.vals[i]
+		pv[physicalName(f.w.schema.Fields[ci])] = f.vals[i]
 	}
 	return &Add{
 		Path:             encodePath(f.rel),
@@ -369,7 +370,7 @@ func mostlyDistinct(arr arrow.Array) bool {
 		}
 		distinct = len(seen)
 	default:
-		get, ok := intGetter(arr)
+		get, ok := arrowx.IntGetter(arr)
 		if !ok {
 			switch a := arr.(type) {
 			case *array.Float64:

@@ -7,6 +7,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // boundPredicate is a Predicate resolved against a table schema: columns found, literals
@@ -15,10 +17,14 @@ type boundPredicate struct {
 	kind  boundKind
 	terms []*boundPredicate
 	path  []string // resolved field names, top-level first
-	typ   DataType // the column's type
-	op    Op
-	vals  []value
-	not   bool
+	phys  []string // their physical names (column mapping): how stats and partitionValues name them
+	// noStats: the column's type was widened from another kind (typeWidening), so older
+	// files' statistics do not compare with its values: never skip by them.
+	noStats bool
+	typ     DataType // the column's type
+	op      Op
+	vals    []value
+	not     bool
 	// For IN lists of strings or integers, the values as a set, so that testing a row
 	// costs one lookup instead of a pass over the list (a merge filters by thousands of keys).
 	inStrings map[string]struct{}
@@ -153,7 +159,9 @@ func bindColumn(name string, schema *StructType) (*boundPredicate, error) {
 			return nil, fmt.Errorf("column %s is not in the table schema", name)
 		}
 		b.path = append(b.path, f.Name)
+		b.phys = append(b.phys, physicalName(f))
 		b.typ = f.Type
+		b.noStats = !statsComparable(f)
 		st, _ = f.Type.(*StructType)
 	}
 	switch b.typ.(type) {
@@ -410,7 +418,7 @@ func resolveColumn(rec arrow.RecordBatch, path []string) (arrow.Array, []bool, e
 
 // valueGetter reads row values of an array as values.
 func valueGetter(arr arrow.Array) (func(int) value, error) {
-	if g, ok := intGetter(arr); ok {
+	if g, ok := arrowx.IntGetter(arr); ok {
 		return func(i int) value { return value{kind: vInt, i: g(i)} }, nil
 	}
 	switch a := arr.(type) {

@@ -98,13 +98,7 @@ func (b *boundPredicate) mayMatchFile(a *Add, isPart map[string]bool) (bool, err
 			return false, nil
 		}
 		if len(p.path) == 1 && isPart[strings.ToLower(p.path[0])] {
-			var raw *string
-			for k, v := range a.PartitionValues {
-				if strings.EqualFold(k, p.path[0]) {
-					raw = v
-				}
-			}
-			v, err := parsePartitionValue(p.typ, raw)
+			v, err := parsePartitionValue(p.typ, partitionValue(a, p.path[0], p.phys[0]))
 			if err != nil {
 				return false, err
 			}
@@ -119,11 +113,11 @@ func (b *boundPredicate) mayMatchFile(a *Add, isPart map[string]bool) (bool, err
 }
 
 func (b *boundPredicate) mayMatchStats(sv *fileStatsView) bool {
-	if sv == nil {
+	if sv == nil || b.noStats {
 		return true
 	}
 	var nullCount int64 = -1
-	if raw, ok := lookupPath(sv.nulls, b.path); ok {
+	if raw, ok := lookupPath(sv.nulls, b.phys); ok {
 		if n, ok := raw.(json.Number); ok {
 			if x, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
 				nullCount = x
@@ -142,10 +136,10 @@ func (b *boundPredicate) mayMatchStats(sv *fileStatsView) bool {
 	}
 	var mn, mx value
 	hasMin, hasMax := false, false
-	if raw, ok := lookupPath(sv.min, b.path); ok {
+	if raw, ok := lookupPath(sv.min, b.phys); ok {
 		mn, hasMin = statValue(b.typ, raw)
 	}
-	if raw, ok := lookupPath(sv.max, b.path); ok {
+	if raw, ok := lookupPath(sv.max, b.phys); ok {
 		mx, hasMax = statValue(b.typ, raw)
 		if p, ok := b.typ.(*PrimitiveType); ok && hasMax && (p.Name == TypeTimestamp || p.Name == TypeTimestampNTZ) {
 			mx.i += 999 // stats are truncated to milliseconds

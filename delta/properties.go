@@ -25,6 +25,15 @@ const (
 	PropCheckpointWriteStatsAsJSON = "delta.checkpoint.writeStatsAsJson"
 	PropIsolationLevel             = "delta.isolationLevel"
 	PropEnableInCommitTimestamps   = "delta.enableInCommitTimestamps"
+	// PropICTEnablementVersion and PropICTEnablementTimestamp record when in-commit
+	// timestamps were turned on for a table that had commits before (set by the commit
+	// that turns them on; absent when the table was created with them).
+	PropICTEnablementVersion   = "delta.inCommitTimestampEnablementVersion"
+	PropICTEnablementTimestamp = "delta.inCommitTimestampEnablementTimestamp"
+	// PropCheckpointPolicy is "classic" (default) or "v2": V2 spec checkpoints, which
+	// need the v2Checkpoint reader-writer feature.
+	PropCheckpointPolicy = "delta.checkpointPolicy"
+	CheckpointPolicyV2   = "v2"
 
 	DefaultCheckpointInterval   = 10
 	DefaultLogRetention         = 30 * 24 * time.Hour
@@ -150,7 +159,7 @@ func PropertyMatches(config map[string]string, key, want string) bool {
 	}
 	switch key {
 	case PropEnableChangeDataFeed, PropEnableDeletionVectors, PropAppendOnly, PropEnableExpiredLogCleanup,
-		PropCheckpointWriteStatsAsJSON, PropEnableInCommitTimestamps:
+		PropCheckpointWriteStatsAsJSON, PropEnableInCommitTimestamps, PropCheckpointPolicy:
 		return strings.EqualFold(strings.TrimSpace(got), strings.TrimSpace(want))
 	case PropLogRetentionDuration, PropDeletedFileRetentionDur, "delta.checkpointRetentionDuration":
 		a, errA := ParseInterval(got)
@@ -178,6 +187,7 @@ var propertyDefaults = map[string]string{
 	PropEnableInCommitTimestamps:        "false",
 	PropCheckpointInterval:              strconv.Itoa(DefaultCheckpointInterval),
 	PropLogRetentionDuration:            "interval 30 days",
+	PropCheckpointPolicy:                "classic",
 	PropDeletedFileRetentionDur:         "interval 1 week",
 	"delta.checkpointRetentionDuration": "interval 2 days",
 }
@@ -200,13 +210,29 @@ func validateProperties(config map[string]string) error {
 				problems = append(problems, fmt.Sprintf("%s=%q: want true or false", k, v))
 			}
 		case PropEnableInCommitTimestamps:
-			if strings.EqualFold(v, "true") {
-				problems = append(problems, fmt.Sprintf("%s: in-commit timestamps are not written by this engine yet", k))
+			if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
+				problems = append(problems, fmt.Sprintf("%s=%q: want true or false", k, v))
 			}
-		case "delta.columnMapping.mode":
-			if !strings.EqualFold(v, "none") {
-				problems = append(problems, fmt.Sprintf("%s=%q: %v", k, v, &UnsupportedFeatureError{Feature: FeatureColumnMapping}))
+		case PropEnableRowTracking, PropRowTrackingSuspended:
+			if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
+				problems = append(problems, fmt.Sprintf("%s=%q: want true or false", k, v))
 			}
+		case PropMaterializedRowIDColumn, PropMaterializedRowCommitVersionColumn:
+			problems = append(problems, fmt.Sprintf("%s: named by the engine that enables row tracking, not by hand", k))
+		case PropCheckpointPolicy:
+			if !strings.EqualFold(v, "classic") && !strings.EqualFold(v, CheckpointPolicyV2) {
+				problems = append(problems, fmt.Sprintf("%s=%q: want classic or v2", k, v))
+			}
+		case PropICTEnablementVersion, PropICTEnablementTimestamp:
+			problems = append(problems, fmt.Sprintf("%s: set by the commit that enables in-commit timestamps, not by hand", k))
+		case propColumnMappingMode:
+			switch strings.ToLower(v) {
+			case "none", "name", "id":
+			default:
+				problems = append(problems, fmt.Sprintf("%s=%q: want none, name or id", k, v))
+			}
+		case propColumnMappingMaxID:
+			problems = append(problems, fmt.Sprintf("%s: kept by the writer that assigns column ids, not by hand", k))
 		}
 	}
 	if len(problems) > 0 {
@@ -219,7 +245,8 @@ func validateProperties(config map[string]string) error {
 // SetProperties changes table properties: keys in set are added or replaced, keys in
 // unset removed. It commits a new metaData with operation "SET TBLPROPERTIES" (or
 // "UNSET TBLPROPERTIES" when only unsetting), as ALTER TABLE does, and returns the new
-// version. Turning on change data feed upgrades the protocol when needed.
+// version. Turning on change data feed, deletion vectors, in-commit timestamps or V2
+// checkpoints upgrades the protocol when needed.
 func (t *Table) SetProperties(ctx context.Context, set map[string]string, unset []string) (int64, error) {
 	if len(set) == 0 && len(unset) == 0 {
 		return -1, fmt.Errorf("set properties of table %s: nothing to change", t.displayRoot())
@@ -263,6 +290,48 @@ func (t *Table) SetProperties(ctx context.Context, set map[string]string, unset 
 	if strings.EqualFold(config[PropEnableDeletionVectors], "true") && !proto.HasWriterFeature(FeatureDeletionVectors) {
 		proto = withReaderWriterFeature(proto, FeatureDeletionVectors)
 	}
+	if strings.EqualFold(config[PropEnableInCommitTimestamps], "true") && !proto.HasWriterFeature(FeatureInCommitTimestamp) {
+		proto = withWriterFeature(proto, FeatureInCommitTimestamp)
+	}
+	if strings.EqualFold(config[PropCheckpointPolicy], CheckpointPolicyV2) && !proto.HasWriterFeature(FeatureV2Checkpoint) {
+		proto = withReaderWriterFeature(proto, FeatureV2Checkpoint)
+	}
+	if strings.EqualFold(config[PropEnableRowTracking], "true") && !strings.EqualFold(snap.Metadata().Configuration[PropEnableRowTracking], "true") {
+		// Enabling needs every live file to have row ids already: a table that
+		// supported row tracking from its creation, or has no file yet.
+		for _, a := range snap.Files() {
+			if a.BaseRowID == nil || a.DefaultRowCommitVersion == nil {
+				return -1, fmt.Errorf("set properties of table %s: %s: file %s has no row ids (row tracking can be turned on for a table created with it, or with no files)", t.displayRoot(), PropEnableRowTracking, a.Path)
+			}
+		}
+		newRowTrackingConfig(config)
+		if !proto.HasWriterFeature(FeatureRowTracking) {
+			proto = withWriterFeature(withWriterFeature(proto, FeatureDomainMetadata), FeatureRowTracking)
+		}
+	}
+	if mode, ok := set[propColumnMappingMode]; ok {
+		was := columnMappingMode(snap.Metadata())
+		switch now := strings.ToLower(mode); {
+		case now == was:
+		case was != "none":
+			return -1, fmt.Errorf("set properties of table %s: %s is %s and cannot change to %s", t.displayRoot(), propColumnMappingMode, was, now)
+		case now == "name":
+			// The columns keep their names as physical names (the files name them so);
+			// each gets an id.
+			st, err := cloneSchema(snap.Schema())
+			if err != nil {
+				return -1, err
+			}
+			maxID := assignColumnMapping(st, maxColumnID(snap.Metadata(), st), true)
+			if md.SchemaString, err = st.SchemaString(); err != nil {
+				return -1, err
+			}
+			config[propColumnMappingMaxID] = strconv.FormatInt(maxID, 10)
+			proto = withColumnMapping(proto)
+		default:
+			return -1, fmt.Errorf("set properties of table %s: %s can be turned on for an existing table as name only (id needs the ids in every file)", t.displayRoot(), propColumnMappingMode)
+		}
+	}
 	if proto != snap.Protocol() {
 		tx.UpdateProtocol(proto)
 	}
@@ -271,6 +340,20 @@ func (t *Table) SetProperties(ctx context.Context, set map[string]string, unset 
 		return -1, fmt.Errorf("set properties of table %s: %w", t.displayRoot(), err)
 	}
 	return v, nil
+}
+
+// withColumnMapping returns a protocol with the columnMapping feature: a legacy reader
+// of version 2 implies it; version 3 lists it.
+func withColumnMapping(p *Protocol) *Protocol {
+	np := withWriterFeature(p, FeatureColumnMapping)
+	if np.MinReaderVersion >= 3 {
+		if !slices.Contains(np.ReaderFeatures, FeatureColumnMapping) {
+			np.ReaderFeatures = append(np.ReaderFeatures, FeatureColumnMapping)
+		}
+	} else {
+		np.MinReaderVersion = 2
+	}
+	return np
 }
 
 // withReaderWriterFeature returns a protocol at (3,7) that also supports a reader-writer

@@ -22,6 +22,9 @@ const (
 	FeatureInCommitTimestamp   = "inCommitTimestamp"
 	FeatureDomainMetadata      = "domainMetadata"
 	FeatureTypeWidening        = "typeWidening"
+	// FeatureTypeWideningPreview is the name Delta 3.x gave type widening before it was
+	// final; its tables read the same.
+	FeatureTypeWideningPreview = "typeWidening-preview"
 	FeatureVariantType         = "variantType"
 	FeatureCatalogManaged      = "catalogManaged"
 )
@@ -35,21 +38,33 @@ const (
 // readerFeaturesSupported are the reader features a snapshot can be read with. Everything
 // else, unknown names included, is refused.
 var readerFeaturesSupported = map[string]bool{
+	FeatureColumnMapping:       true,
+	FeatureTypeWidening:        true,
+	FeatureTypeWideningPreview: true,
 	FeatureDeletionVectors:     true,
 	FeatureTimestampNTZ:        true,
 	FeatureVacuumProtocolCheck: true,
+	FeatureV2Checkpoint:        true,
+	FeatureVariantType:         true, // read; writes refused (checkWrite)
 }
 
 // writerFeaturesSupported are the writer features this package honours when it commits.
-// inCommitTimestamp is readable (timestamps) but not yet written, so it is refused here.
 var writerFeaturesSupported = map[string]bool{
 	FeatureAppendOnly:          true,
+	FeatureColumnMapping:       true,
+	FeatureTypeWidening:        true,
+	FeatureTypeWideningPreview: true,
 	FeatureInvariants:          true,
 	FeatureChangeDataFeed:      true,
 	FeatureDeletionVectors:     true,
 	FeatureIdentityColumns:     true,
 	FeatureTimestampNTZ:        true,
 	FeatureVacuumProtocolCheck: true,
+	FeatureV2Checkpoint:        true,
+	FeatureInCommitTimestamp:   true,
+	FeatureDomainMetadata:      true, // domains are kept as they are (clustering.go)
+	FeatureClustering:          true,
+	FeatureRowTracking:         true,
 }
 
 // UnsupportedFeatureError reports a table that needs a feature this package does not
@@ -144,8 +159,10 @@ func checkRead(p *Protocol, md *Metadata) error {
 	}
 	switch p.MinReaderVersion {
 	case 2:
-		if mode := columnMappingMode(md); mode != "none" {
-			return &UnsupportedFeatureError{Feature: FeatureColumnMapping}
+		switch columnMappingMode(md) {
+		case "none", "name", "id":
+		default:
+			return &UnsupportedFeatureError{Feature: FeatureColumnMapping + " (mode " + columnMappingMode(md) + ")"}
 		}
 	case 3:
 		for _, f := range p.ReaderFeatures {
@@ -183,6 +200,9 @@ func checkWrite(p *Protocol, md *Metadata) error {
 	}
 	if md != nil {
 		if s, err := md.Schema(); err == nil {
+			if hasType(s, TypeVariant) {
+				return &UnsupportedFeatureError{Feature: FeatureVariantType, Write: true}
+			}
 			if name := fieldWithMetadata(s, "delta.invariants"); name != "" {
 				return &UnsupportedFeatureError{Feature: FeatureInvariants + " (column " + name + " has delta.invariants)", Write: true}
 			}
@@ -265,33 +285,41 @@ func fieldWithMetadata(s *StructType, key string) string {
 }
 
 // hasTimestampNTZ says whether the schema has a timestamp_ntz anywhere.
-func hasTimestampNTZ(t DataType) bool {
+func hasTimestampNTZ(t DataType) bool { return hasType(t, TypeTimestampNTZ) }
+
+// hasType says whether a primitive type of the name occurs anywhere in t.
+func hasType(t DataType, name string) bool {
 	switch v := t.(type) {
 	case *PrimitiveType:
-		return v.Name == TypeTimestampNTZ
+		return v.Name == name
 	case *StructType:
 		for _, f := range v.Fields {
-			if hasTimestampNTZ(f.Type) {
+			if hasType(f.Type, name) {
 				return true
 			}
 		}
 	case *ArrayType:
-		return hasTimestampNTZ(v.ElementType)
+		return hasType(v.ElementType, name)
 	case *MapType:
-		return hasTimestampNTZ(v.KeyType) || hasTimestampNTZ(v.ValueType)
+		return hasType(v.KeyType, name) || hasType(v.ValueType, name)
 	}
 	return false
 }
 
 // newTableProtocol chooses the protocol of a new table (DELTA.md §1): (1,2) unless the
-// table uses change data feed, deletion vectors, identity columns or timestamp_ntz, which
-// take table features at (1,7), or (3,7) with deletionVectors or timestampNtz.
+// table uses change data feed, deletion vectors, identity columns, timestamp_ntz,
+// in-commit timestamps, row tracking or V2 checkpoints, which take table features at (1,7), or (3,7)
+// with the reader-writer features deletionVectors, timestampNtz and v2Checkpoint.
 func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 	cdf := strings.EqualFold(config["delta.enableChangeDataFeed"], "true")
 	dv := strings.EqualFold(config[PropEnableDeletionVectors], "true")
 	identity := fieldWithMetadata(schema, "delta.identity.start") != ""
 	ntz := hasTimestampNTZ(schema)
-	if !cdf && !dv && !identity && !ntz {
+	ict := strings.EqualFold(config[PropEnableInCommitTimestamps], "true")
+	v2cp := strings.EqualFold(config[PropCheckpointPolicy], CheckpointPolicyV2)
+	rows := strings.EqualFold(config[PropEnableRowTracking], "true")
+	cm := columnMappingOn(config)
+	if !cdf && !dv && !identity && !ntz && !ict && !v2cp && !rows && !cm {
 		return &Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
 	}
 	p := &Protocol{MinReaderVersion: 1, MinWriterVersion: 7, WriterFeatures: []string{FeatureAppendOnly, FeatureInvariants}}
@@ -300,6 +328,17 @@ func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 	}
 	if identity {
 		p.WriterFeatures = append(p.WriterFeatures, FeatureIdentityColumns)
+	}
+	if ict {
+		p.WriterFeatures = append(p.WriterFeatures, FeatureInCommitTimestamp)
+	}
+	if rows {
+		p.WriterFeatures = append(p.WriterFeatures, FeatureDomainMetadata, FeatureRowTracking)
+	}
+	if v2cp {
+		p.MinReaderVersion = 3
+		p.ReaderFeatures = append(p.ReaderFeatures, FeatureV2Checkpoint)
+		p.WriterFeatures = append(p.WriterFeatures, FeatureV2Checkpoint)
 	}
 	if dv {
 		p.MinReaderVersion = 3
@@ -311,8 +350,23 @@ func newTableProtocol(schema *StructType, config map[string]string) *Protocol {
 		p.ReaderFeatures = append(p.ReaderFeatures, FeatureTimestampNTZ)
 		p.WriterFeatures = append(p.WriterFeatures, FeatureTimestampNTZ)
 	}
+	if cm {
+		// Reader version 2 implies column mapping; version 3 names it.
+		p.WriterFeatures = append(p.WriterFeatures, FeatureColumnMapping)
+		if p.MinReaderVersion == 3 {
+			p.ReaderFeatures = append(p.ReaderFeatures, FeatureColumnMapping)
+		} else {
+			p.MinReaderVersion = 2
+		}
+	}
 	if p.MinReaderVersion == 3 && p.ReaderFeatures == nil {
 		p.ReaderFeatures = []string{}
 	}
 	return p
+}
+
+// columnMappingOn reports whether a table's configuration turns column mapping on.
+func columnMappingOn(config map[string]string) bool {
+	m := strings.ToLower(config[propColumnMappingMode])
+	return m == "name" || m == "id"
 }

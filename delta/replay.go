@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/objectstore"
@@ -122,6 +124,7 @@ func (t *Table) loadLatest(ctx context.Context) (*Snapshot, error) {
 // itself, is skipped in favour of an older one (or a replay from version 0); when there
 // is none, the error names the checkpoint and why it was refused.
 func (t *Table) loadFromListing(ctx context.Context, idx *logIndex, target int64, full bool, hint *lastCheckpoint) (*Snapshot, error) {
+	idx.prefer(hint)
 	bad := map[*checkpointRef]bool{}
 	var skipped *checkpointLoadError
 	for {
@@ -160,16 +163,31 @@ func (t *Table) loadSegment(ctx context.Context, seg *logSegment, hint *lastChec
 	st := newTableState()
 	cpVersion := int64(-1)
 	if seg.checkpoint != nil {
-		actions, err := t.readCheckpoint(ctx, seg.checkpoint)
+		cd, err := t.readCheckpoint(ctx, seg.checkpoint)
 		if err == nil {
-			err = hint.check(seg.checkpoint, actions)
+			err = hint.check(seg.checkpoint, cd)
 		}
 		if err != nil {
 			return nil, &checkpointLoadError{seg.checkpoint.version, err}
 		}
-		for i := range actions {
-			st.apply(&actions[i])
+		var adds []*Add
+		for i := range cd.actions {
+			if a := cd.actions[i].Add; a != nil {
+				adds = append(adds, a)
+			}
+			st.apply(&cd.actions[i])
 		}
+		if len(adds) != len(st.files) {
+			// A checkpoint holds each logical file once; a repeat means a part or sidecar
+			// holds what another one does, and another file is missing.
+			return nil, &checkpointLoadError{seg.checkpoint.version, fmt.Errorf("%s: %d add actions name %d distinct files", seg.checkpoint.files[0].Key, len(adds), len(st.files))}
+		}
+		// Checkpoints list their adds by path (ours do): then the sorted file list
+		// costs no sort.
+		if !sortedByKey(adds) {
+			slices.SortFunc(adds, func(a, b *Add) int { return compareFileKeys(addKey(a), addKey(b)) })
+		}
+		st.setBase(adds)
 		cpVersion = seg.checkpoint.version
 	}
 	var lastInfo *CommitInfo
@@ -255,6 +273,7 @@ func (t *Table) refresh(ctx context.Context, base *Snapshot) (*Snapshot, error) 
 		return nil, nil
 	}
 	st := base.state.clone()
+	st.setBase(base.Files())
 	var lastInfo *CommitInfo
 	for _, c := range idx.commits {
 		actions, err := t.readCommit(ctx, c.version)
@@ -289,10 +308,10 @@ func findCommitInfo(actions []Action) *CommitInfo {
 
 // ictEnabledAt says whether in-commit timestamps are in force at version.
 func ictEnabledAt(md *Metadata, version int64) bool {
-	if md == nil || md.Configuration["delta.enableInCommitTimestamps"] != "true" {
+	if md == nil || !strings.EqualFold(md.Configuration[PropEnableInCommitTimestamps], "true") {
 		return false
 	}
-	if ev, ok := md.Configuration["delta.inCommitTimestampEnablementVersion"]; ok {
+	if ev, ok := md.Configuration[PropICTEnablementVersion]; ok {
 		if n, err := strconv.ParseInt(ev, 10, 64); err == nil {
 			return version >= n
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -15,6 +16,20 @@ type RestoreOptions struct {
 	Timestamp time.Time
 	// Lineage is recorded in the RESTORE commit.
 	Lineage *Lineage
+	// Keys, when set, name the columns that identify a row: in the change data, a row
+	// the restore removes and one it brings back with the same key are an
+	// update_preimage and update_postimage pair rather than a delete and an insert.
+	Keys []string
+	// ResetTxns commits, with the restore, each txn (an idempotent writer's progress)
+	// whose version differs between the latest and the restored version with its
+	// version in the restored one: the writers' progress goes back with the rows. (A txn
+	// is never removed: an appId the restored version has no txn for keeps its latest
+	// version, and RestoreMetrics.TxnsKept names it.) Without it every txn keeps its
+	// latest version, as Spark's RESTORE does.
+	ResetTxns bool
+	// Txns are txn actions (appId → version) committed with the restore, after those of
+	// ResetTxns: a rollback sets the progress of the stages that write the table.
+	Txns map[string]int64
 }
 
 // RestoreMetrics are the operationMetrics of a RESTORE commit (Spark's names).
@@ -25,13 +40,27 @@ type RestoreMetrics struct {
 	RemovedFilesSize       int64
 	NumOfFilesAfterRestore int64
 	TableSizeAfterRestore  int64
+	// RowsDeleted, RowsInserted and RowsUpdated count the rows of the restore's change
+	// data (the net difference; see restore_changes.go): all 0 when the change data
+	// feed is off. FileLevelChanges is true when the change feed was left to the files
+	// (the partition columns changed between the two versions).
+	RowsDeleted, RowsInserted, RowsUpdated int64
+	FileLevelChanges                       bool
+	// ChangeData: the table has its change data feed on, and the restore wrote change
+	// data (or found no row changed).
+	ChangeData bool
+	// TxnsReset lists the txns ResetTxns set back (appId → version); TxnsKept the appIds
+	// it could not (the restored version has no txn for them).
+	TxnsReset map[string]int64
+	TxnsKept  []string
 }
 
 // Restore makes the table's content that of an earlier version with one new commit
 // (Spark's RESTORE TABLE … TO VERSION AS OF / TIMESTAMP AS OF): live files that are not
 // in the target version are removed and files of the target version that are not live
-// are added back, all with dataChange=true, so the change data feed shows the restore as
-// deletes and inserts. The target's metadata (schema, properties) comes back too when it
+// are added back. When the change data feed is on, the commit carries change data with
+// the net difference of the rows (restore_changes.go), so the feed shows only the rows
+// that really change, not every row of every file removed or brought back. The target's metadata (schema, properties) comes back too when it
 // differs; the protocol is never downgraded. commitInfo has operation "RESTORE",
 // operationParameters {version, timestamp} and the metrics above. It fails, before
 // committing anything, when a file it needs was already deleted by VACUUM.
@@ -86,16 +115,73 @@ func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *Resto
 			"numOfFilesAfterRestore": m.NumOfFilesAfterRestore,
 			"tableSizeAfterRestore":  m.TableSizeAfterRestore,
 		}})
-	tx.ReadWholeTable()
-	for _, a := range restore {
-		c := *a
-		c.DataChange = true
-		tx.AddFiles(&c)
-	}
-	tx.RemoveAdds(remove...)
 	md, err := keepHighWaterMarks(target.Metadata(), latest.Schema())
 	if err != nil {
 		return -1, nil, err
+	}
+	dataChange := true
+	if cdfEnabled(md) && len(restore)+len(remove) > 0 {
+		recs, n, ok, err := t.restoreChanges(ctx, target, latest, restore, remove, opts.Keys)
+		if err != nil {
+			return -1, nil, err
+		}
+		defer releaseRecords(recs)
+		m.RowsDeleted, m.RowsInserted, m.RowsUpdated, m.FileLevelChanges, m.ChangeData = n.deleted, n.inserted, n.updated, !ok, true
+		switch {
+		case ok && len(recs) > 0:
+			schema, err := md.Schema()
+			if err != nil {
+				return -1, nil, err
+			}
+			cdcs, err := WriteChangeFiles(ctx, t.store, t.root, schema, md.PartitionColumns, recs, WriteOptions{})
+			if err != nil {
+				return -1, nil, err
+			}
+			tx.AddCDC(cdcs...)
+		case ok: // the files differ, the rows do not: a rewrite, no change
+			dataChange = false
+		}
+	}
+	if cdfEnabled(md) && !m.FileLevelChanges { // the rows of its change data, as a MERGE counts them
+		tx.opts.OperationMetrics["numInsertedRows"] = m.RowsInserted
+		tx.opts.OperationMetrics["numUpdatedRows"] = m.RowsUpdated
+		tx.opts.OperationMetrics["numDeletedRows"] = m.RowsDeleted
+	}
+	tx.ReadWholeTable()
+	for _, a := range restore {
+		c := *a
+		c.DataChange = dataChange
+		tx.AddFiles(&c)
+	}
+	if dataChange {
+		tx.RemoveAdds(remove...)
+	} else {
+		for _, a := range remove {
+			sz := a.Size
+			tx.RemoveFiles(&Remove{Path: a.Path, DataChange: false, PartitionValues: a.PartitionValues, Size: &sz, Stats: a.Stats, Tags: a.Tags, DeletionVector: a.DeletionVector})
+		}
+	}
+	if opts.ResetTxns {
+		m.TxnsReset = map[string]int64{}
+		for app, old := range target.state.txns {
+			if now, ok := latest.state.txns[app]; !ok || now.Version != old.Version {
+				m.TxnsReset[app] = old.Version
+			}
+		}
+		for app := range latest.state.txns {
+			if _, ok := target.state.txns[app]; !ok {
+				m.TxnsKept = append(m.TxnsKept, app)
+			}
+		}
+		slices.Sort(m.TxnsKept)
+	}
+	for app, v := range m.TxnsReset {
+		if _, override := opts.Txns[app]; !override {
+			tx.SetTxn(app, v)
+		}
+	}
+	for app, v := range opts.Txns {
+		tx.SetTxn(app, v)
 	}
 	if !sameMetadata(md, latest.Metadata()) {
 		tx.UpdateMetadata(md)

@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -72,6 +74,7 @@ type Scanner struct {
 	mem    memory.Allocator
 	schema *StructType
 	isPart map[string]bool // lower-case partition column names
+	mapped bool            // schema has column mapping: files name columns physically
 
 	out       *arrow.Schema   // the records returned
 	work      []*StructField  // out's fields plus filter-only columns
@@ -135,7 +138,7 @@ func Scan(ctx context.Context, store objectstore.Store, root string, schema *Str
 		opts.Allocator = memory.DefaultAllocator
 	}
 	s := &Scanner{ctx: ctx, store: store, root: strings.Trim(root, "/"), opts: opts, mem: opts.Allocator,
-		schema: schema, isPart: map[string]bool{}}
+		schema: schema, isPart: map[string]bool{}, mapped: schemaMapped(schema)}
 	s.refs.Store(1)
 	for _, pc := range partitionColumns {
 		if schema.Field(pc) == nil {
@@ -394,7 +397,7 @@ func (s *Scanner) resolvePath(p string) (string, error) {
 func (s *Scanner) finishBatch(ctx context.Context, raw arrow.RecordBatch, file *Add) (arrow.RecordBatch, error) {
 	n := raw.NumRows()
 	cols := make([]arrow.Array, len(s.work))
-	defer releaseAll(cols)
+	defer arrowx.ReleaseArrays(cols)
 	for i, f := range s.work {
 		tf := s.workArrow.Field(i)
 		if s.isPart[strings.ToLower(f.Name)] {
@@ -416,7 +419,7 @@ func (s *Scanner) finishBatch(ctx context.Context, raw arrow.RecordBatch, file *
 			cols[i] = array.MakeArrayOfNull(s.mem, tf.Type, int(n))
 			continue
 		}
-		c, err := castToTable(s.mem, raw.Column(idx), tf.Type)
+		c, err := dschema.Cast(s.mem, raw.Column(idx), tf.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", f.Name, err)
 		}

@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
@@ -25,6 +27,11 @@ type fileScan struct {
 	sel     bool              // dv holds the rows to keep instead (change feed of a DV update)
 	kept    int64             // rows returned so far (the next row's logical index)
 	stats   ScanStats         // what reading the file added, not yet counted by the scan
+	// want is, with column mapping, the field each column read holds (the file's
+	// columns are renamed to their names, nested ones too); logical is the schema they
+	// read as, made from the first record.
+	want    []*StructField
+	logical *arrow.Schema
 }
 
 // read returns the file's next non-empty record and its position, or nil at its end.
@@ -40,6 +47,9 @@ func (f *fileScan) read(ctx context.Context, s *Scanner) (arrow.RecordBatch, pos
 		}
 		if raw == nil {
 			return nil, position{}, nil
+		}
+		if f.want != nil {
+			raw = f.toLogical(raw)
 		}
 		phys := f.next
 		f.next += raw.NumRows()
@@ -112,11 +122,17 @@ func (s *Scanner) open(ctx context.Context, f *fileScan) error {
 		if s.isPart[strings.ToLower(wf.Name)] {
 			continue
 		}
-		for i, ff := range fileSchema.Fields() {
-			if strings.EqualFold(ff.Name, wf.Name) {
-				fields = append(fields, i)
-				break
+		if i := fileField(fileSchema.Fields(), wf); i >= 0 {
+			fields = append(fields, i)
+			if s.mapped {
+				f.want = append(f.want, wf)
 			}
+		}
+	}
+	if s.mapped && len(fields) == 0 {
+		if err := checkMappedFile(fileSchema, s.schema); err != nil {
+			closeFn()
+			return err
 		}
 	}
 	if len(fields) == 0 {
@@ -187,4 +203,27 @@ func (f *fileScan) close() {
 		f.closeFn = nil
 	}
 	f.rows = 0
+}
+
+// toLogical renames a record of the file's columns (physical names) to the fields they
+// hold (column mapping), nested fields too, without copying.
+func (f *fileScan) toLogical(raw arrow.RecordBatch) arrow.RecordBatch {
+	if f.logical == nil {
+		fields := make([]arrow.Field, len(f.want))
+		for j, wf := range f.want {
+			rf := raw.Schema().Field(j)
+			rf.Type, _ = logicalType(wf.Type, rf.Type)
+			rf.Name, rf.Metadata = wf.Name, arrow.Metadata{}
+			fields[j] = rf
+		}
+		f.logical = arrow.NewSchema(fields, nil)
+	}
+	cols := make([]arrow.Array, len(f.want))
+	for j := range cols {
+		cols[j] = dschema.Relabel(raw.Column(j), f.logical.Field(j).Type)
+	}
+	out := array.NewRecordBatch(f.logical, cols, raw.NumRows())
+	arrowx.ReleaseArrays(cols)
+	raw.Release()
+	return out
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
@@ -33,10 +34,7 @@ func goldenTables(t *testing.T) string {
 
 // goldenRefusals are the tables the log side refuses; their row tests assert the error
 // names the feature instead of comparing rows.
-var goldenRefusals = map[string]string{
-	"table-with-columnmapping-mode-name": "columnMapping",
-	"v2-checkpoint-parquet":              "v2Checkpoint",
-}
+var goldenRefusals = map[string]string{}
 
 // goldenSkipColumns are compared loosely (golden README caveat 3: the expected
 // as_timestamp was produced in the generator's local zone).
@@ -169,7 +167,7 @@ func readExpected(t *testing.T, dir string, _ []arrow.RecordBatch, snap *Snapsho
 					cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, tf.Type, int(rec.NumRows()))
 					continue
 				}
-				c, err := castToTable(memory.DefaultAllocator, rec.Column(idx), tf.Type)
+				c, err := dschema.Cast(memory.DefaultAllocator, rec.Column(idx), tf.Type)
 				if err != nil {
 					t.Fatalf("%s column %s: %v", p, tf.Name, err)
 				}

@@ -202,14 +202,7 @@ func parseTimestamp(s string) (time.Time, error) {
 // partitionColumn builds the constant column of n rows holding a file's partition value
 // for field f (Arrow type at).
 func partitionColumn(mem memory.Allocator, f *StructField, at arrow.DataType, a *Add, n int) (arrow.Array, error) {
-	var raw *string
-	for k, v := range a.PartitionValues {
-		if strings.EqualFold(k, f.Name) {
-			raw = v
-			break
-		}
-	}
-	v, err := parsePartitionValue(f.Type, raw)
+	v, err := parsePartitionValue(f.Type, partitionValue(a, f.Name, physicalName(f)))
 	if err != nil {
 		return nil, fmt.Errorf("partition column %s: %w", f.Name, err)
 	}

@@ -53,7 +53,7 @@ func (s *Scanner) keptRowGroups(fr *pqarrow.FileReader, fileSchema *arrow.Schema
 
 // statsColumn is a filter column whose row group statistics can prune.
 type statsColumn struct {
-	name  string // as the table schema spells it
+	name  string // its physical name, as stats name it
 	leaf  int
 	scale int32
 	isDec bool
@@ -69,11 +69,14 @@ func (s *Scanner) statsColumns(fr *pqarrow.FileReader, fileSchema *arrow.Schema)
 		if s.isPart[strings.ToLower(name)] {
 			continue
 		}
-		for i, f := range fileSchema.Fields() {
-			if !strings.EqualFold(f.Name, name) || !fr.Manifest.Fields[i].IsLeaf() {
-				continue
-			}
-			c := statsColumn{name: s.schema.Field(name).Name, leaf: fr.Manifest.Fields[i].ColIndex}
+		sf := s.schema.Field(name)
+		if sf == nil {
+			continue
+		}
+		if i := fileField(fileSchema.Fields(), sf); i >= 0 && fr.Manifest.Fields[i].IsLeaf() {
+			f := fileSchema.Field(i)
+			// Keyed as file stats are: by physical name (column mapping).
+			c := statsColumn{name: physicalName(sf), leaf: fr.Manifest.Fields[i].ColIndex}
 			usable := false
 			switch t := f.Type.(type) {
 			case *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Int64Type, *arrow.Date32Type:

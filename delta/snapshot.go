@@ -1,7 +1,9 @@
 package delta
 
 import (
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,6 +22,16 @@ type tableState struct {
 	tombstones map[fileKey]*Remove
 	txns       map[string]*Txn
 	domains    map[string]*DomainMetadata
+
+	// base, when tracked, is a list of adds sorted by (path, DV id) that were live at an
+	// earlier point (a checkpoint, an earlier snapshot's Files), and added the keys of
+	// the adds applied since: the sorted live files are then base's still-live entries
+	// merged with the added ones, in linear time instead of a sort of every file.
+	base    []*Add
+	added   []fileKey
+	tracked bool
+	// removed says whether a file was removed since the base was set.
+	removed bool
 }
 
 func newTableState() *tableState {
@@ -40,6 +52,10 @@ func (s *tableState) clone() *tableState {
 		tombstones: make(map[fileKey]*Remove, len(s.tombstones)),
 		txns:       make(map[string]*Txn, len(s.txns)),
 		domains:    make(map[string]*DomainMetadata, len(s.domains)),
+		base:       s.base,
+		added:      append([]fileKey(nil), s.added...),
+		tracked:    s.tracked,
+		removed:    s.removed,
 	}
 	for k, v := range s.files {
 		c.files[k] = v
@@ -63,9 +79,13 @@ func (s *tableState) apply(a *Action) {
 		k := fileKey{a.Add.Path, a.Add.DeletionVector.UniqueID()}
 		s.files[k] = a.Add
 		delete(s.tombstones, k)
+		if s.tracked {
+			s.added = append(s.added, k)
+		}
 	case a.Remove != nil:
 		k := fileKey{a.Remove.Path, a.Remove.DeletionVector.UniqueID()}
 		delete(s.files, k)
+		s.removed = true
 		s.tombstones[k] = a.Remove
 	case a.MetaData != nil:
 		s.metadata = a.MetaData
@@ -130,10 +150,77 @@ func (s *Snapshot) Properties() map[string]string {
 func (s *Snapshot) Files() []*Add {
 	s.filesOnce.Do(func() {
 		if s.files == nil {
-			s.files = sortAdds(s.state.files)
+			s.files = s.state.sortedFiles()
 		}
 	})
 	return s.files
+}
+
+// setBase makes sorted (adds sorted by key, each live in the state) the base of the
+// state's sorted files, with nothing added since.
+func (s *tableState) setBase(sorted []*Add) {
+	s.base, s.added, s.tracked, s.removed = sorted, nil, true, false
+}
+
+// sortedFiles returns the live adds sorted by (path, DV id): from the base and the adds
+// applied since when tracked, else by sorting them all.
+func (s *tableState) sortedFiles() []*Add {
+	if !s.tracked {
+		return sortAdds(s.files)
+	}
+	if len(s.added) == 0 && !s.removed {
+		return s.base // nothing applied since: the base is the live set
+	}
+	out := make([]*Add, 0, len(s.files))
+	var extra []*Add
+	if len(s.added) > 0 {
+		keys := slices.Clone(s.added)
+		slices.SortFunc(keys, compareFileKeys)
+		keys = slices.Compact(keys)
+		for _, k := range keys {
+			if a, ok := s.files[k]; ok {
+				extra = append(extra, a)
+			}
+		}
+	}
+	// A base entry stays when it is still the live add of its key; an add applied since
+	// for the same key is in extra instead.
+	j := 0
+	for _, a := range s.base {
+		k := fileKey{a.Path, a.DeletionVector.UniqueID()}
+		if s.files[k] != a {
+			continue
+		}
+		for j < len(extra) && compareFileKeys(addKey(extra[j]), k) < 0 {
+			out = append(out, extra[j])
+			j++
+		}
+		if j < len(extra) && extra[j] == a {
+			j++ // re-applied unchanged: once
+		}
+		out = append(out, a)
+	}
+	out = append(out, extra[j:]...)
+	return out
+}
+
+func addKey(a *Add) fileKey { return fileKey{a.Path, a.DeletionVector.UniqueID()} }
+
+func compareFileKeys(a, b fileKey) int {
+	if c := strings.Compare(a.path, b.path); c != 0 {
+		return c
+	}
+	return strings.Compare(a.dv, b.dv)
+}
+
+// sortedByKey says whether adds are in strictly increasing key order.
+func sortedByKey(adds []*Add) bool {
+	for i := 1; i < len(adds); i++ {
+		if compareFileKeys(addKey(adds[i-1]), addKey(adds[i])) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // NumRecords sums stats.numRecords over the live files; ok is false when a file has no

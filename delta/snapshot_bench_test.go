@@ -153,3 +153,95 @@ func BenchmarkSnapshotLoadFullListing(b *testing.B) {
 		}
 	}
 }
+
+const benchV2Files = 100_000
+
+// buildWideLog writes, into a mem store, a table whose version 1 adds benchV2Files files
+// (with stats) and a checkpoint of version 1 in the given layout: "classic" (V1 spec, a
+// table without the v2Checkpoint feature), "v2-inline" (a classic-named V2 spec
+// checkpoint), or "v2-sidecars-N" (UUID-named, N file actions per sidecar).
+func buildWideLog(layout string) (*mem.Store, error) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	st := mem.New(mem.Config{})
+	t, err := newTable(st, "", Options{Now: func() time.Time { return base }, UserName: "bench"})
+	if err != nil {
+		return nil, err
+	}
+	proto := &Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
+	config := map[string]string{}
+	if layout != "classic" {
+		proto = &Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{FeatureV2Checkpoint},
+			WriterFeatures: []string{FeatureAppendOnly, FeatureInvariants, FeatureV2Checkpoint}}
+		config[PropCheckpointPolicy] = CheckpointPolicyV2
+	}
+	created := base.UnixMilli()
+	schema := `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"day","type":"date","nullable":true,"metadata":{}}]}`
+	commits := [][]Action{
+		{{CommitInfo: &CommitInfo{Timestamp: created, Operation: "CREATE TABLE"}}, {Protocol: proto},
+			{MetaData: &Metadata{ID: "bench", Format: Format{Provider: "parquet", Options: map[string]string{}},
+				SchemaString: schema, PartitionColumns: []string{"day"}, Configuration: config, CreatedTime: &created}}},
+		{{CommitInfo: &CommitInfo{Timestamp: created + 1000, Operation: "WRITE"}}},
+	}
+	for i := 0; i < benchV2Files; i++ {
+		day := base.AddDate(0, 0, i/1000).Format("2006-01-02")
+		commits[1] = append(commits[1], Action{Add: &Add{
+			Path:            fmt.Sprintf("day=%s/part-%05d-8f0c5a1e-6f8d-4b7e-9a51-3d2f1c0b9e7a.c000.snappy.parquet", day, i),
+			PartitionValues: map[string]*string{"day": &day}, Size: 4096 + int64(i%997), ModificationTime: created + int64(i), DataChange: true,
+			Stats: fmt.Sprintf(`{"numRecords":1000,"minValues":{"id":%d},"maxValues":{"id":%d},"nullCount":{"id":0}}`, i*1000, i*1000+999)}})
+	}
+	state := newTableState()
+	for v, acts := range commits {
+		body, err := EncodeActions(acts)
+		if err != nil {
+			return nil, err
+		}
+		if err := st.PutIfAbsent(ctx, t.commitKey(int64(v)), bytes.NewReader(body), int64(len(body))); err != nil {
+			return nil, err
+		}
+		for i := range acts {
+			state.apply(&acts[i])
+		}
+	}
+	snap := &Snapshot{table: t, version: 1, state: state}
+	var per int
+	switch {
+	case layout == "classic":
+		return st, t.writeCheckpoint(ctx, snap)
+	case layout == "v2-inline":
+		per = 0
+	default:
+		if _, err := fmt.Sscanf(layout, "v2-sidecars-%d", &per); err != nil {
+			return nil, fmt.Errorf("layout %q: %w", layout, err)
+		}
+	}
+	return st, t.writeV2Checkpoint(ctx, snap, per)
+}
+
+// BenchmarkSnapshotLoadV2Checkpoint loads, from local disk, the latest snapshot of a
+// table of 100,000 files from its checkpoint in each layout a table may have: the
+// layout V2 tables get is chosen by it (v2SidecarActions).
+func BenchmarkSnapshotLoadV2Checkpoint(b *testing.B) {
+	for _, layout := range []string{"classic", "v2-inline", "v2-sidecars-10000", "v2-sidecars-25000", "v2-sidecars-50000"} {
+		b.Run(layout, func(b *testing.B) {
+			src, err := buildWideLog(layout)
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := copyToDir(b, src, b.TempDir())
+			defer st.Close()
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				tbl, err := Open(ctx, st, "", Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				snap, _ := tbl.Snapshot(ctx)
+				if snap.CheckpointVersion() != 1 || len(snap.Files()) != benchV2Files {
+					b.Fatalf("snapshot from checkpoint %d with %d files", snap.CheckpointVersion(), len(snap.Files()))
+				}
+			}
+		})
+	}
+}

@@ -85,7 +85,8 @@ func buildStatsNode(name string, t DataType, budget *int) *statsNode {
 	n := &statsNode{name: name}
 	if st, ok := t.(*StructType); ok {
 		for _, f := range st.Fields {
-			n.children = append(n.children, buildStatsNode(f.Name, f.Type, budget))
+			// Stats name a column as its file does: by physical name (column mapping).
+			n.children = append(n.children, buildStatsNode(physicalName(f), f.Type, budget))
 		}
 		return n
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/user"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -131,6 +132,10 @@ func (t *Table) displayRoot() string {
 type CreateOptions struct {
 	Schema           *StructType
 	PartitionColumns []string
+	// ClusterBy makes the table clustered (liquid clustering) on these columns, named
+	// as in the schema (nested fields dotted): the clustering writer feature and the
+	// delta.clustering domain. A table is partitioned or clustered, not both.
+	ClusterBy []string
 	// Properties become metaData.configuration (e.g. delta.enableChangeDataFeed,
 	// delta.checkpointInterval, delta.logRetentionDuration).
 	Properties  map[string]string
@@ -163,7 +168,14 @@ func Create(ctx context.Context, store objectstore.Store, root string, co Create
 		return nil, fmt.Errorf("create table %s: %w", t.displayRoot(), ErrTableExists)
 	}
 	schema, _ := md.Schema()
+	clustering, err := clusteringDomainOf(schema, co.ClusterBy, co.PartitionColumns, md.Configuration)
+	if err != nil {
+		return nil, fmt.Errorf("create table %s: %w", t.displayRoot(), err)
+	}
 	proto := newTableProtocol(schema, md.Configuration)
+	if clustering != nil {
+		proto = withWriterFeature(withWriterFeature(proto, FeatureDomainMetadata), FeatureClustering)
+	}
 	partBy, _ := json.Marshal(md.PartitionColumns)
 	props, _ := json.Marshal(md.Configuration)
 	params := map[string]any{
@@ -175,6 +187,10 @@ func Create(ctx context.Context, store objectstore.Store, root string, co Create
 	tx := t.NewTransaction(nil, TxOptions{Operation: "CREATE TABLE", OperationParameters: params, Lineage: co.Lineage})
 	tx.UpdateProtocol(proto)
 	tx.UpdateMetadata(md)
+	if clustering != nil {
+		tx.setSystemDomain(clustering)
+		params["clusterBy"] = clusterByParam(co.ClusterBy)
+	}
 	if _, err := tx.Commit(ctx); err != nil {
 		if errors.Is(err, objectstore.ErrExist) {
 			err = ErrTableExists
@@ -195,6 +211,16 @@ func nilIfEmpty(s string) any {
 func newMetadata(co CreateOptions, now time.Time) (*Metadata, error) {
 	if co.Schema == nil || len(co.Schema.Fields) == 0 {
 		return nil, errors.New("schema has no columns")
+	}
+	var maxID int64
+	if columnMappingOn(co.Properties) {
+		// Every column gets an id and a physical name of its own (as Spark names them).
+		st, err := cloneSchema(co.Schema)
+		if err != nil {
+			return nil, err
+		}
+		maxID = assignColumnMapping(st, maxColumnID(&Metadata{}, st), false)
+		co.Schema = st
 	}
 	ss, err := co.Schema.SchemaString()
 	if err != nil {
@@ -231,6 +257,10 @@ func newMetadata(co CreateOptions, now time.Time) (*Metadata, error) {
 	}
 	if err := validateProperties(config); err != nil {
 		return nil, err
+	}
+	newRowTrackingConfig(config)
+	if maxID > 0 {
+		config[propColumnMappingMaxID] = strconv.FormatInt(maxID, 10)
 	}
 	created := now.UnixMilli()
 	return &Metadata{

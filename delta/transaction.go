@@ -2,6 +2,7 @@ package delta
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,9 +73,22 @@ type Transaction struct {
 
 	ident *identityState // identity values this transaction allocated (identity.go)
 
-	committed     bool
-	version       int64
-	commitTS      int64 // commitInfo.timestamp of the last attempt, ms
+	committed bool
+	version   int64
+	commitTS  int64 // commitInfo.timestamp of the last attempt, ms
+	// prevTS is the commit timestamp of the version before the one being attempted (its
+	// in-commit timestamp, else its time), which an in-commit timestamp must exceed.
+	prevTS int64
+	// rowHWM is the row id high-water mark the next attempt starts from (row tracking:
+	// the snapshot's, raised by concurrent commits); rowErr a failure to read it.
+	rowHWM int64
+	rowErr error
+	// built are the actions of the last attempt after tx.actions (with row ids, the
+	// high-water mark's domain), which the committed snapshot applies.
+	built []Action
+	// sysDomains are system-controlled domains this package writes (a new clustered
+	// table's delta.clustering); users' actions may not carry such domains.
+	sysDomains    []*DomainMetadata
 	checkpointErr error
 }
 
@@ -92,8 +106,11 @@ func (t *Table) NewTransaction(snap *Snapshot, opts TxOptions) *Transaction {
 		readFiles:   map[string]bool{},
 		version:     -1,
 	}
+	tx.rowHWM = -1
 	if snap != nil {
 		tx.readVersion = snap.version
+		tx.prevTS = snap.ts.UnixMilli()
+		tx.rowHWM, tx.rowErr = snap.RowIDHighWaterMark()
 	}
 	if tx.isolation == "" && snap != nil {
 		// The table's delta.isolationLevel, when it names a level we implement.
@@ -150,6 +167,12 @@ func (tx *Transaction) RemoveFiles(removes ...*Remove) {
 				}
 			}
 		}
+		if tx.snap != nil && r.BaseRowID == nil && r.DefaultRowCommitVersion == nil {
+			// Row tracking: a remove carries the row ids of the add it deletes.
+			if a, ok := tx.snap.state.files[fileKey{r.Path, r.DeletionVector.UniqueID()}]; ok {
+				r.BaseRowID, r.DefaultRowCommitVersion = a.BaseRowID, a.DefaultRowCommitVersion
+			}
+		}
 		if r.PartitionValues == nil {
 			r.PartitionValues = map[string]*string{}
 		}
@@ -165,7 +188,8 @@ func (tx *Transaction) RemoveAdds(adds ...*Add) {
 	rs := make([]*Remove, len(adds))
 	for i, a := range adds {
 		sz := a.Size
-		rs[i] = &Remove{Path: a.Path, DataChange: true, PartitionValues: a.PartitionValues, Size: &sz, Stats: a.Stats, Tags: a.Tags, DeletionVector: a.DeletionVector}
+		rs[i] = &Remove{Path: a.Path, DataChange: true, PartitionValues: a.PartitionValues, Size: &sz, Stats: a.Stats, Tags: a.Tags, DeletionVector: a.DeletionVector,
+			BaseRowID: a.BaseRowID, DefaultRowCommitVersion: a.DefaultRowCommitVersion}
 	}
 	tx.RemoveFiles(rs...)
 }
@@ -217,6 +241,13 @@ func (tx *Transaction) AddActions(actions ...Action) {
 	}
 }
 
+// setSystemDomain writes a system-controlled metadata domain in the commit; a concurrent
+// commit of the same domain conflicts.
+func (tx *Transaction) setSystemDomain(d *DomainMetadata) {
+	tx.sysDomains = append(tx.sysDomains, d)
+	tx.domains[d.Domain] = true
+}
+
 // ReadWholeTable declares that the transaction depends on the whole table (an overwrite, a
 // DELETE without partition filter): any concurrent add or remove conflicts.
 func (tx *Transaction) ReadWholeTable() { tx.readWhole = true }
@@ -261,6 +292,16 @@ func (tx *Transaction) CheckpointError() error { return tx.checkpointErr }
 
 func (tx *Transaction) dependsOnFiles() bool {
 	return tx.readWhole || len(tx.readFiles) > 0 || len(tx.readPredicates) > 0
+}
+
+// ictOn says whether the commit writes an in-commit timestamp: the table's metadata after
+// the commit enables them (DELTA.md §6).
+func (tx *Transaction) ictOn() bool {
+	md := tx.md
+	if md == nil && tx.snap != nil {
+		md = tx.snap.Metadata()
+	}
+	return md != nil && strings.EqualFold(md.Configuration[PropEnableInCommitTimestamps], "true")
 }
 
 // isBlindAppend: only adds (no removes, no cdc files) and nothing read.
@@ -318,6 +359,12 @@ func (tx *Transaction) validate() error {
 	if tx.snap != nil && tx.snap.AppendOnly() {
 		appendOnly = true
 	}
+	var clustering []string
+	if tx.snap != nil && proto.HasWriterFeature(FeatureClustering) {
+		if clustering, err = tx.snap.ClusteringColumns(); err != nil {
+			return err
+		}
+	}
 	for i := range tx.actions {
 		a := &tx.actions[i]
 		switch {
@@ -326,8 +373,17 @@ func (tx *Transaction) validate() error {
 				return errors.New("add action without a path")
 			}
 			for _, c := range md.PartitionColumns {
-				if _, ok := a.Add.PartitionValues[c]; !ok {
+				key := c
+				if f := schema.Field(c); f != nil {
+					key = physicalName(f) // column mapping: partitionValues name it physically
+				}
+				if _, ok := a.Add.PartitionValues[key]; !ok {
 					return fmt.Errorf("add %s: partitionValues lacks partition column %q", a.Add.Path, c)
+				}
+			}
+			if a.Add.DataChange {
+				if err := checkClusteringStats(a.Add, clustering); err != nil {
+					return err
 				}
 			}
 		case a.Remove != nil:
@@ -339,7 +395,8 @@ func (tx *Transaction) validate() error {
 				return fmt.Errorf("cdc file %s: the table does not enable the change data feed (%s)", a.CDC.Path, PropEnableChangeDataFeed)
 			}
 		case a.DomainMetadata != nil:
-			return &UnsupportedFeatureError{Feature: FeatureDomainMetadata, Write: true}
+			// Domains are kept as they are; this package writes none of its own yet.
+			return &UnsupportedFeatureError{Feature: FeatureDomainMetadata + " (writing a domain)", Write: true}
 		}
 	}
 	_ = schema
@@ -347,11 +404,30 @@ func (tx *Transaction) validate() error {
 }
 
 // buildCommit encodes commitInfo first, then protocol, metaData, txns and the other
-// actions.
+// actions. On a table with in-commit timestamps enabled, commitInfo carries
+// inCommitTimestamp = max(now, previous commit's + 1 ms), and the commit that turns them
+// on for a table with earlier commits records its version and timestamp in the
+// metadata (PROTOCOL.md, In-Commit Timestamps).
 func (tx *Transaction) buildCommit(readVersion int64) ([]byte, error) {
 	blind := tx.isBlindAppend()
 	tx.commitTS = tx.table.opts.Now().UnixMilli()
+	var ict *int64
+	if tx.ictOn() {
+		ts := max(tx.commitTS, tx.prevTS+1)
+		tx.commitTS, ict = ts, &ts
+		if tx.snap != nil && !ictEnabledAt(tx.snap.Metadata(), tx.snap.version) && tx.md != nil {
+			md := *tx.md
+			md.Configuration = make(map[string]string, len(tx.md.Configuration)+2)
+			for k, v := range tx.md.Configuration {
+				md.Configuration[k] = v
+			}
+			md.Configuration[PropICTEnablementVersion] = strconv.FormatInt(readVersion+1, 10)
+			md.Configuration[PropICTEnablementTimestamp] = strconv.FormatInt(ts, 10)
+			tx.md = &md
+		}
+	}
 	info := &CommitInfo{
+		InCommitTimestamp:   ict,
 		Timestamp:           tx.commitTS,
 		UserName:            tx.table.opts.UserName,
 		Operation:           tx.opts.Operation,
@@ -377,7 +453,28 @@ func (tx *Transaction) buildCommit(readVersion int64) ([]byte, error) {
 		rv := readVersion
 		info.ReadVersion = &rv
 	}
-	acts := make([]Action, 0, len(tx.actions)+3+len(tx.txns))
+	tx.built = tx.actions
+	proto, md := tx.proto, tx.md
+	if tx.snap != nil {
+		proto, md = cmp.Or(proto, tx.snap.Protocol()), cmp.Or(md, tx.snap.Metadata())
+	}
+	if rowTrackingOn(proto, md) {
+		if tx.rowErr != nil {
+			return nil, tx.rowErr
+		}
+		built, dm, preserved, err := tx.assignRowIDs(readVersion+1, tx.rowHWM)
+		if err != nil {
+			return nil, err
+		}
+		if dm != nil {
+			built = append(built, Action{DomainMetadata: dm})
+		}
+		tx.built = built
+		if strings.EqualFold(md.Configuration[PropEnableRowTracking], "true") {
+			info.Tags = map[string]string{commitTagRowTrackingPreserved: strconv.FormatBool(preserved)}
+		}
+	}
+	acts := make([]Action, 0, len(tx.built)+3+len(tx.txns))
 	acts = append(acts, Action{CommitInfo: info})
 	if tx.proto != nil {
 		acts = append(acts, Action{Protocol: tx.proto})
@@ -388,7 +485,10 @@ func (tx *Transaction) buildCommit(readVersion int64) ([]byte, error) {
 	for _, id := range sortedTxnIDs(tx.txns) {
 		acts = append(acts, Action{Txn: tx.txns[id]})
 	}
-	acts = append(acts, tx.actions...)
+	acts = append(acts, tx.built...)
+	for _, d := range tx.sysDomains {
+		acts = append(acts, Action{DomainMetadata: d})
+	}
 	return EncodeActions(acts)
 }
 
@@ -446,6 +546,21 @@ func (tx *Transaction) Commit(ctx context.Context) (int64, error) {
 			if c := tx.checkWinner(version, acts); c != nil {
 				return -1, c
 			}
+			for i := range acts {
+				if d := acts[i].DomainMetadata; d != nil && d.Domain == rowTrackingDomain && !d.Removed {
+					if hwm, err := parseRowIDHighWaterMark(d.Configuration); err == nil && hwm > tx.rowHWM {
+						tx.rowHWM = hwm // a concurrent commit assigned row ids: ours follow
+					}
+				}
+			}
+			if ci := findCommitInfo(acts); ci != nil {
+				switch {
+				case ci.InCommitTimestamp != nil:
+					tx.prevTS = *ci.InCommitTimestamp
+				case ci.Timestamp > tx.prevTS:
+					tx.prevTS = ci.Timestamp
+				}
+			}
 			version++
 		}
 		if attempt >= tx.opts.MaxAttempts {
@@ -467,6 +582,7 @@ func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 	var post *Snapshot
 	if tx.snap != nil && version == tx.readVersion+1 {
 		st := tx.snap.state.clone()
+		st.setBase(tx.snap.Files())
 		if tx.proto != nil {
 			st.protocol = tx.proto
 		}
@@ -476,8 +592,11 @@ func (tx *Transaction) afterCommit(ctx context.Context, version int64) {
 		for _, x := range tx.txns {
 			st.txns[x.AppID] = x
 		}
-		for i := range tx.actions {
-			st.apply(&tx.actions[i])
+		for i := range tx.built {
+			st.apply(&tx.built[i])
+		}
+		for _, d := range tx.sysDomains {
+			st.apply(&Action{DomainMetadata: d})
 		}
 		schema, err := st.metadata.Schema()
 		if err == nil {

@@ -334,11 +334,20 @@ func TestVacuumLite(t *testing.T) {
 	}
 }
 
-// The writer gate runs before anything is listed or deleted: a table with in-commit
-// timestamps (which this writer does not implement) is refused.
+// The writer gate runs before anything is listed or deleted: a table with a writer
+// feature this writer does not implement is refused.
 func TestVacuumWriterGate(t *testing.T) {
 	dir := goldenDir(t)
 	root := copyDir(t, filepath.Join(dir, "delta-rs", "cdc_ict_table"))
+	v0 := filepath.Join(root, "_delta_log", "00000000000000000000.json")
+	b, err := os.ReadFile(v0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), `"writerFeatures":["`, `"writerFeatures":["fancyNewWriterThing","`, 1))
+	if err := os.WriteFile(v0, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	putFile(t, fsStoreAt(t, root), "orphan.parquet", "junk")
 	tbl, err := openDir(t, root)
 	if err != nil {
@@ -346,8 +355,8 @@ func TestVacuumWriterGate(t *testing.T) {
 	}
 	zero := time.Duration(0)
 	_, err = tbl.Vacuum(context.Background(), delta.VacuumOptions{Retain: &zero, Force: true})
-	if err == nil || !strings.Contains(err.Error(), "unsupported table feature: inCommitTimestamp") {
-		t.Fatalf("vacuum error = %v; want the writer gate to refuse inCommitTimestamp", err)
+	if err == nil || !strings.Contains(err.Error(), "unsupported table feature: fancyNewWriterThing") {
+		t.Fatalf("vacuum error = %v; want the writer gate to refuse fancyNewWriterThing", err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "orphan.parquet")); err != nil {
 		t.Errorf("refused vacuum deleted a file: %v", err)

@@ -14,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -125,7 +127,8 @@ type DataWriter struct {
 	partIdx   []int         // index of each partition column in schema
 	dataIdx   []int         // indexes of the data (non-partition) columns in schema
 	dataST    *StructType   // schema of what the files hold
-	dataArrow *arrow.Schema // its Arrow form
+	dataArrow *arrow.Schema // its Arrow form, physical names with column mapping
+	mapped    bool          // column mapping: records are relabelled to dataArrow
 	opts      WriteOptions
 
 	open   map[string]*partFile // by partition dir
@@ -169,9 +172,10 @@ func NewDataWriter(store objectstore.Store, root string, schema *StructType, par
 			w.dataST.Fields = append(w.dataST.Fields, f)
 		}
 	}
-	if w.dataArrow, err = ArrowSchema(w.dataST); err != nil {
+	if w.dataArrow, err = physicalArrow(w.dataST); err != nil {
 		return nil, err
 	}
+	w.mapped = schemaMapped(schema)
 	return w, nil
 }
 
@@ -184,7 +188,7 @@ func (w *DataWriter) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	if rec.NumRows() == 0 {
 		return nil
 	}
-	conf, err := conformRecord(w.opts.Allocator, rec, w.schema, w.target)
+	conf, err := dschema.Conform(w.opts.Allocator, rec, w.schema, w.target)
 	if err != nil {
 		return fmt.Errorf("write data: %w", err)
 	}
@@ -203,6 +207,10 @@ func (w *DataWriter) project(rec arrow.RecordBatch) arrow.RecordBatch {
 	cols := make([]arrow.Array, len(w.dataIdx))
 	for i, j := range w.dataIdx {
 		cols[i] = rec.Column(j)
+		if w.mapped { // nested fields named physically too
+			cols[i] = dschema.Relabel(cols[i], w.dataArrow.Field(i).Type)
+			defer cols[i].Release()
+		}
 	}
 	return array.NewRecordBatch(w.dataArrow, cols, rec.NumRows())
 }
@@ -283,7 +291,7 @@ func (w *DataWriter) partitionValues(rec arrow.RecordBatch, r int) []*string {
 func (w *DataWriter) partColNames() []string {
 	names := make([]string, len(w.partIdx))
 	for i, ci := range w.partIdx {
-		names[i] = w.schema.Fields[ci].Name
+		names[i] = physicalName(w.schema.Fields[ci]) // a later rename leaves the directory right
 	}
 	return names
 }
@@ -297,7 +305,7 @@ func takeRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, 
 	defer idx.Release()
 	ctx = compute.WithAllocator(ctx, mem)
 	cols := make([]arrow.Array, rec.NumCols())
-	defer releaseAll(cols)
+	defer arrowx.ReleaseArrays(cols)
 	for i := range cols {
 		c, err := compute.TakeArray(ctx, rec.Column(i), idx)
 		if err != nil {

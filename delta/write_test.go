@@ -435,53 +435,6 @@ func TestRollsFilesAtTargetSize(t *testing.T) {
 	diffRows(t, rowSet(t, got), rowSet(t, want))
 }
 
-func TestMergeSchema(t *testing.T) {
-	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":false,"metadata":{}},{"name":"st","type":{"type":"struct","fields":[{"name":"a","type":"integer","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}}]}`)
-	in := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, arrow.Field{Name: "b", Type: arrow.BinaryTypes.String})},
-		{Name: "extra", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}},
-	}, nil)
-	merged, changed, err := MergeSchema(sch, in)
-	if err != nil || !changed {
-		t.Fatalf("merge: %v changed=%v", err, changed)
-	}
-	got, _ := merged.SchemaString()
-	want := `{"type":"struct","fields":[{"name":"id","type":"long","nullable":false,"metadata":{}},{"name":"st","type":{"type":"struct","fields":[{"name":"a","type":"integer","nullable":true,"metadata":{}},{"name":"b","type":"string","nullable":true,"metadata":{}}]},"nullable":true,"metadata":{}},{"name":"extra","type":"decimal(10,2)","nullable":true,"metadata":{}}]}`
-	if got != want {
-		t.Errorf("merged:\n got  %s\n want %s", got, want)
-	}
-	_, _, err = MergeSchema(sch, arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}}, nil))
-	if err == nil || !strings.Contains(err.Error(), "column id: table type long, incoming type string") {
-		t.Errorf("conflicting merge error %v", err)
-	}
-}
-
-func TestArrowSchemaRoundTrip(t *testing.T) {
-	sch := mustSchema(t, allTypesSchema)
-	as, err := ArrowSchema(sch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := SchemaFromArrow(as)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := sch.SchemaString()
-	b, _ := back.SchemaString()
-	if a != b {
-		t.Errorf("round trip:\n got  %s\n want %s", b, a)
-	}
-	for name, want := range map[string]string{
-		"ts": "timestamp[us, tz=UTC]", "ntz": "timestamp[us]", "dec38": "decimal(38, 10)", "dt": "date32",
-	} {
-		f, _ := as.FieldsByName(name)
-		if got := f[0].Type.String(); got != want {
-			t.Errorf("%s: arrow type %s, want %s", name, got, want)
-		}
-	}
-}
-
 func TestWriteManyPartitionsBoundedOpenFiles(t *testing.T) {
 	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"p","type":"integer","nullable":true,"metadata":{}},{"name":"at","type":"timestamp","nullable":true,"metadata":{}}]}`)
 	// Rows arrive interleaved across 5 partitions, in millisecond timestamps (converted

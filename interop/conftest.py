@@ -26,6 +26,9 @@ Layout:
                                 delta.enableDeletionVectors read by Spark and delta-rs
                                 (rows per version, change feed, our checkpoint, RESTORE,
                                 VACUUM, MinIO); Spark's vectors read by ours
+    test_table_features.py      V2 checkpoints, in-commit timestamps, clustering, row
+                                tracking: Spark's tables written by us, ours read by Spark
+                                and delta-rs
 
 Environment: DELTATOOL (a prebuilt helper), ORCH_IVY_DIR (the Ivy cache for Spark's Delta
 jar, default ~/.cache/orchestrator-ivy), ORCH_TEST_S3_* (MinIO, from scripts/test.sh; the

@@ -202,7 +202,7 @@ class DeltaTool:
             out.unlink(missing_ok=True)
 
     def write(self, table: str, data: pa.Table, *, mode: str = "append", partition_by=(), properties=None,
-              row_group_bytes: int | None = None) -> int:
+              row_group_bytes: int | None = None, cluster_by=()) -> int:
         """Commits data; returns the version the commit created. With row_group_bytes a row
         group closes past that many bytes, checked between data's record batches."""
         src = write_ipc(data, self._tmp(".arrow"))
@@ -211,6 +211,8 @@ class DeltaTool:
             args += ["--row-group-bytes", str(row_group_bytes)]
         if partition_by:
             args += ["--partition-by", ",".join(partition_by)]
+        if cluster_by:
+            args += ["--cluster-by", ",".join(cluster_by)]
         for k, v in (properties or {}).items():
             args += ["--property", f"{k}={v}"]
         try:

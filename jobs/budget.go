@@ -92,7 +92,9 @@ func (e *Env) budget(own ByteSize) int64 {
 func (e *Env) keyedRun(own ByteSize) (run *keyed.Run, end func()) {
 	budget := e.budget(own)
 	release := keyed.HoldBudget(budget)
-	run = &keyed.Run{Limit: keyed.WorkingSet(budget), SpillDir: e.SpillDir}
+	run = &keyed.Run{Limit: keyed.WorkingSet(budget), SpillDir: e.SpillDir,
+		OnPass: func(pass, passes int) { reportPass(e, pass, passes) },
+		OnPart: func(parts int) { reportPart(e, parts) }}
 	return run, func() {
 		run.Close()
 		release()

@@ -115,6 +115,7 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 	if err := checkNotEmpty(todo); err != nil {
 		return res, err
 	}
+	reportFiles(env, todo)
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
 	// An append's rows count as written as they are decoded, a keyed ingest's when its
 	// MERGE writes them; a failed run reports only what it committed: the files before
@@ -274,6 +275,7 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	if err != nil {
 		return nil, err
 	}
+	opts.AddedLater = addedAfter(snap.Schema(), f.Version)
 	rd, err := decode.NewReader(ctx, r, f.Name, opts)
 	if err != nil {
 		return nil, err
@@ -302,14 +304,31 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 		return nil, err
 	}
 	if missing := rd.MissingColumns(); len(missing) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s lacks the columns %s: filled with NULL (allow_missing_columns)", f.Name, strings.Join(missing, ", ")))
+		why := "allow_missing_columns"
+		if !s.cfg.AllowMissingColumns {
+			why = "added to the table after the file was written"
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("%s lacks the columns %s: filled with NULL (%s)", f.Name, strings.Join(missing, ", "), why))
 	}
 	res.FilesRead++
 	res.BytesRead += f.Size
+	reportRead(env, res)
 	// Bad records were read too: rows read counts every record of the file.
 	res.RowsRead += int64(len(bad))
 	res.RowsSkipped += int64(len(bad))
 	return bad, nil
+}
+
+// addedAfter names the columns of a table's schema that an evolution added after
+// modMillis, a source file's modification time: the file may lack them.
+func addedAfter(table *delta.StructType, modMillis int64) []string {
+	var out []string
+	for _, f := range table.Fields {
+		if at, ok := delta.ColumnAddedAt(f); ok && at.UnixMilli() > modMillis {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // openSourceFile opens a source file to decode: a Parquet file for random access, any

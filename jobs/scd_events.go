@@ -117,7 +117,7 @@ func (l *eventLog) derivedWatermark(watermark int64, has bool) (int64, bool, boo
 // openEventLog opens the event log of a stage (appID names it: kind, target and source),
 // creating it when absent.
 func openEventLog(ctx context.Context, env *Env, kind Kind, target, source, appID string) (*eventLog, error) {
-	p := eventLogRoot + "/" + string(kind) + "/" + target + "/" + source
+	p := EventLogPath(kind, target, source)
 	exists, err := delta.Exists(ctx, env.Warehouse, p)
 	if err != nil {
 		return nil, fmt.Errorf("event log %s: %w", p, err)

@@ -55,10 +55,20 @@ func (e *Env) Log() *slog.Logger {
 	return slog.Default()
 }
 
-// Progress is a running count reported while a stage works.
+// Progress is a running count reported while a stage works (progress.go): a report
+// carries the fields it knows; zero fields are not news.
 type Progress struct {
 	RowsRead    int64
 	RowsWritten int64
+	// FilesDone and BytesRead count the source files decoded and their bytes, of
+	// FilesTotal and BytesTotal (ingest).
+	FilesDone, FilesTotal int
+	BytesRead, BytesTotal int64
+	// Pass is the pass over spill files under way, of Passes (a stage over its memory
+	// budget); Parts the parts of a MERGE in parts done.
+	Pass, Passes, Parts int
+	// Phase says what the stage does now.
+	Phase string
 }
 
 // TableVersion names a version of a table that a stage read or committed.

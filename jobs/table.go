@@ -13,11 +13,16 @@ type Table struct {
 	Description string
 	Schema      *delta.StructType
 	PartitionBy []string
-	Properties  map[string]string
+	// ClusterBy are the clustering columns a new table gets (delta.CreateOptions).
+	ClusterBy  []string
+	Properties map[string]string
 	// SchemaEvolution says a stage may add nullable columns to the table (the target of
 	// a capture_history with schema_evolution), so such columns are no difference from
 	// the declaration (see CheckTable).
 	SchemaEvolution bool
+	// RenamedFrom maps a declared column to the name it had in the table (renamed_from:
+	// the table's column is renamed to it, which needs column mapping).
+	RenamedFrom map[string]string
 }
 
 // ChangeDataFeed reports whether the table declares its change data feed on.

@@ -31,45 +31,37 @@ func (e *DifferenceError) Error() string {
 	return "the tables differ from the pipeline's declarations:\n  " + strings.Join(lines, "\n  ")
 }
 
-// CheckTable compares the latest snapshot of an existing table with its declaration:
-// every column (name, type, nullability, identity), the partition columns and every
-// declared property. Columns only the table has are differences too, except nullable
-// ones in a table whose schema a stage may widen (SchemaEvolution). pipelineFile names
-// the pipeline in the commands the differences suggest.
-func CheckTable(decl *Table, snap *delta.Snapshot, pipelineFile string) []Difference {
+// CheckTable compares the latest snapshot of an existing table with its declaration.
+// Safe schema changes (delta.PlanEvolution: nullable columns added, types widened, NOT
+// NULL dropped, columns renamed with renamed_from, column mapping turned on) come back
+// as the evolution that converges them in one metadata-only commit (nil when the schema
+// is as declared); everything else is a difference, with what converges it: a column
+// change no metadata commit makes, identity, the partition columns, a declared property.
+// Nullable columns only the table has are no difference in a table whose schema a
+// stage may widen (SchemaEvolution). pipelineFile names the pipeline in the commands
+// the differences suggest.
+func CheckTable(decl *Table, snap *delta.Snapshot, pipelineFile string) (*delta.Evolution, []Difference) {
 	var out []Difference
 	add := func(what, fix string, args ...any) {
 		out = append(out, Difference{Table: decl.Name, What: what, Fix: fmt.Sprintf(fix, args...)})
 	}
-	have := map[string]*delta.StructField{}
-	for _, f := range snap.Schema().Fields {
-		have[strings.ToLower(f.Name)] = f
-	}
-	declared := map[string]bool{}
-	for _, d := range decl.Schema.Fields {
-		declared[strings.ToLower(d.Name)] = true
-		f := have[strings.ToLower(d.Name)]
-		switch {
-		case f == nil:
-			add(fmt.Sprintf("column %s is declared, but the table has no such column", d.Name),
-				"remove it from the declaration (orchestrator adds no columns to an existing table)")
-		case f.Type.String() != d.Type.String():
-			add(fmt.Sprintf("column %s: %s in the table, %s in the pipeline", d.Name, typeName(f.Type), typeName(d.Type)),
-				"declare it as it is: %s", columnYAML(f))
-		case f.Nullable != d.Nullable:
-			add(fmt.Sprintf("column %s: %s in the table, %s in the pipeline", d.Name, nullability(f.Nullable), nullability(d.Nullable)),
-				"declare it as it is: %s", columnYAML(f))
-		case identityOf(f) != identityOf(d):
-			add(fmt.Sprintf("column %s: %s in the table, %s in the pipeline", d.Name, identityOf(f), identityOf(d)),
-				"declare it as it is: %s", columnYAML(f))
+	ev, problems := delta.PlanEvolution(snap, decl.Schema, delta.EvolutionOptions{
+		RenamedFrom:    decl.RenamedFrom,
+		KeepUndeclared: decl.SchemaEvolution,
+		ColumnMapping:  delta.ColumnMappingMode(decl.Properties),
+	})
+	for _, p := range problems {
+		fix := p.How
+		if f := snap.Schema().Field(p.Column); f != nil && strings.HasPrefix(fix, "declare it") && !strings.Contains(fix, "drop it") && !strings.Contains(fix, "declare it as ") {
+			fix += " (the table has " + columnYAML(f) + ")"
 		}
-	}
-	for _, f := range snap.Schema().Fields {
-		if declared[strings.ToLower(f.Name)] || decl.SchemaEvolution && f.Nullable {
-			continue
+		if strings.Contains(fix, "TABLE --drop-column") {
+			fix = strings.Replace(fix, "TABLE --drop-column", decl.Name+" --pipeline "+shellWord(pipelineFile)+" --drop-column", 1)
 		}
-		add(fmt.Sprintf("column %s (%s) is in the table but not declared", f.Name, typeName(f.Type)),
-			"declare it: %s", columnYAML(f))
+		add("column "+p.Column+": "+p.What, "%s", fix)
+	}
+	if len(ev.Steps) == 0 {
+		ev = nil
 	}
 	if got := snap.PartitionColumns(); !slices.EqualFunc(got, decl.PartitionBy, strings.EqualFold) {
 		add(fmt.Sprintf("partitioned by %s in the table, by %s in the pipeline", columnList(got), columnList(decl.PartitionBy)),
@@ -78,8 +70,8 @@ func CheckTable(decl *Table, snap *delta.Snapshot, pipelineFile string) []Differ
 	config := snap.Properties()
 	for _, k := range sortedKeys(decl.Properties) {
 		want := decl.Properties[k]
-		if delta.PropertyMatches(config, k, want) {
-			continue
+		if delta.PropertyMatches(config, k, want) || k == delta.ColumnMappingProperty {
+			continue // (column mapping is the evolution's)
 		}
 		got, ok := config[k]
 		what := fmt.Sprintf("property %s is %q in the table, %q in the pipeline", k, got, want)
@@ -91,7 +83,7 @@ func CheckTable(decl *Table, snap *delta.Snapshot, pipelineFile string) []Differ
 		add(what, "run orchestrator table properties %s --pipeline %s --set %s, or %s",
 			decl.Name, shellWord(pipelineFile), shellWord(k+"="+want), declare)
 	}
-	return out
+	return ev, out
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -103,34 +95,11 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-func nullability(nullable bool) string {
-	if nullable {
-		return "nullable"
-	}
-	return "NOT NULL"
-}
-
 func columnList(cols []string) string {
 	if len(cols) == 0 {
 		return "nothing"
 	}
 	return strings.Join(cols, ", ")
-}
-
-// identityOf describes a column's identity generation, "" for none.
-func identityOf(f *delta.StructField) string {
-	c, ok, err := delta.IdentityField(f)
-	switch {
-	case err != nil:
-		return "an unreadable identity (" + err.Error() + ")"
-	case !ok:
-		return "no identity"
-	}
-	s := fmt.Sprintf("identity (start %d, step %d", c.Start, c.Step)
-	if c.AllowExplicitInsert {
-		s += ", explicit inserts allowed"
-	}
-	return s + ")"
 }
 
 // typeName spells a type as a pipeline declares it.

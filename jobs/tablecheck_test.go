@@ -44,21 +44,34 @@ func TestCheckTable(t *testing.T) {
 			`table s.t: property delta.deletedFileRetentionDuration is "interval 7 days" in the table, "interval 30 days" in the pipeline; to converge, run orchestrator table properties s.t --pipeline p.yaml --set 'delta.deletedFileRetentionDuration=interval 30 days', or declare delta.deletedFileRetentionDuration: interval 7 days`}},
 		{"a property the table lacks", func(d *Table) { d.Properties["delta.appendOnly"] = "true" }, []string{
 			`table s.t: property delta.appendOnly is not set in the table, "true" in the pipeline; to converge, run orchestrator table properties s.t --pipeline p.yaml --set delta.appendOnly=true, or remove it from the declaration`}},
-		{"type, nullability, identity", func(d *Table) {
+		{"a type widened and NOT NULL dropped converge; identity does not", func(d *Table) {
 			d.Schema.Fields[0].Nullable = true
 			d.Schema.Fields[2].Type = &delta.DecimalType{Precision: 12, Scale: 2}
 			d.Schema.Fields[3].Metadata = map[string]any{}
 		}, []string{
-			"table s.t: column id: NOT NULL in the table, nullable in the pipeline; to converge, declare it as it is: {name: id, type: bigint, nullable: false}",
-			`table s.t: column amount: decimal(10,2) in the table, decimal(12,2) in the pipeline; to converge, declare it as it is: {name: amount, type: "decimal(10,2)", nullable: true}`,
-			"table s.t: column sk: identity (start 1, step 1) in the table, no identity in the pipeline; to converge, declare it as it is: {name: sk, type: bigint, nullable: true, identity: {start: 1, step: 1}}",
+			"table s.t: column sk: identity differs between the table and the declaration; to converge, declare it with the table's identity (the table has {name: sk, type: bigint, nullable: true, identity: {start: 1, step: 1}})",
 		}},
-		{"columns missing on either side", func(d *Table) {
-			d.Schema.Fields = append(d.Schema.Fields[:2], &delta.StructField{Name: "extra", Type: &delta.PrimitiveType{Name: delta.TypeString}, Nullable: true})
+		{"a narrower type, NOT NULL added, an undeclared column", func(d *Table) {
+			d.Schema.Fields[2].Type = &delta.DecimalType{Precision: 8, Scale: 2}
+			d.Schema.Fields[1].Nullable = false
+			d.Schema.Fields = d.Schema.Fields[:3]
 		}, []string{
-			"table s.t: column extra is declared, but the table has no such column; to converge, remove it from the declaration (orchestrator adds no columns to an existing table)",
-			"table s.t: column amount (decimal(10,2)) is in the table but not declared; to converge, declare it: {name: amount, type: \"decimal(10,2)\", nullable: true}",
-			"table s.t: column sk (bigint) is in the table but not declared; to converge, declare it: {name: sk, type: bigint, nullable: true, identity: {start: 1, step: 1}}",
+			"table s.t: column day: nullable in the table, NOT NULL declared (its rows may hold NULLs); to converge, declare it nullable: true (the table has {name: day, type: date, nullable: true})",
+			"table s.t: column amount: decimal(10,2) in the table, decimal(8,2) declared: not a widening Delta makes without rewriting the table; to converge, declare it as decimal(10,2) (widenings: byte, short, integer, long each to a wider one; float to double; integers to double or a decimal with their digits; a decimal to more digits; date to timestamp_ntz)",
+			"table s.t: column sk: is in the table but not declared; to converge, declare it (dropping a column needs column mapping: delta.columnMapping.mode: name) (the table has {name: sk, type: bigint, nullable: true, identity: {start: 1, step: 1}})",
+		}},
+		{"a new nullable column converges; a new NOT NULL one does not", func(d *Table) {
+			d.Schema.Fields = append(d.Schema.Fields, &delta.StructField{Name: "extra", Type: &delta.PrimitiveType{Name: delta.TypeString}, Nullable: true},
+				&delta.StructField{Name: "must", Type: &delta.PrimitiveType{Name: delta.TypeString}})
+		}, []string{
+			"table s.t: column must: a new NOT NULL column (the table's rows have no value for it); to converge, declare it nullable: true",
+		}},
+		{"a rename without column mapping", func(d *Table) {
+			d.Schema.Fields[2].Name = "total"
+			d.RenamedFrom = map[string]string{"total": "amount"}
+		}, []string{
+			"table s.t: column total: a rename needs column mapping (renaming rewrites no file then); to converge, declare delta.columnMapping.mode: name in the table's properties",
+			"table s.t: column amount: is in the table but not declared; to converge, declare it (dropping a column needs column mapping: delta.columnMapping.mode: name) (the table has {name: amount, type: \"decimal(10,2)\", nullable: true})",
 		}},
 		{"nullable extra columns of a table a stage widens", func(d *Table) {
 			d.Schema.Fields = d.Schema.Fields[:2]
@@ -72,12 +85,53 @@ func TestCheckTable(t *testing.T) {
 			d := existing()
 			c.change(d)
 			var got []string
-			for _, diff := range CheckTable(d, snap, "p.yaml") {
+			_, diffs := CheckTable(d, snap, "p.yaml")
+			for _, diff := range diffs {
 				got = append(got, diff.String())
 			}
 			if !slices.Equal(got, c.want) {
 				t.Fatalf("differences:\n%s", diff(got, c.want))
 			}
 		})
+	}
+}
+
+// The safe changes of a declaration converge in one metadata-only commit, with the
+// run's lineage and Spark's operation names, when a stage opens the table; a second
+// open finds nothing to do; with column mapping declared, a rename converges too.
+func TestDeclaredChangesConverge(t *testing.T) {
+	ctx := context.Background()
+	st := mem.New(mem.Config{})
+	decl := &Table{Name: "s.t", Path: "s/t", Schema: schemaOf(t, "id int", "name string")}
+	env := newTestEnv(st, &testClock{t: t0}, decl)
+	if _, err := env.openOrCreate(ctx, decl); err != nil {
+		t.Fatal(err)
+	}
+	decl.Schema = schemaOf(t, "id bigint", "full_name string", "channel string")
+	decl.RenamedFrom = map[string]string{"full_name": "name"}
+	decl.Properties = map[string]string{"delta.columnMapping.mode": "name"}
+	tbl, err := env.openDeclared(ctx, decl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.Schema().String(); got != "struct<id:long,full_name:string,channel:string>" {
+		t.Fatalf("schema %s", got)
+	}
+	h, err := tbl.History(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h[0].Version != 1 || h[0].Operation != "CHANGE COLUMNS" || h[0].Lineage == nil || h[0].Lineage.RunID != "run-1" {
+		t.Fatalf("history %+v, want version 1, CHANGE COLUMNS with the run's lineage", h[0])
+	}
+	if _, err := env.openDeclared(ctx, decl); err != nil {
+		t.Fatal(err)
+	}
+	if snap, _ = tbl.Snapshot(ctx); snap.Version() != 1 {
+		t.Fatalf("a second open committed version %d", snap.Version())
 	}
 }

@@ -45,14 +45,31 @@ func (e *Env) openDeclared(ctx context.Context, t *Table) (*delta.Table, error) 
 	if err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.Name, err)
 	}
-	snap, err := dt.Snapshot(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("table %s: %w", t.Name, err)
+	// The declaration is the truth: safe schema changes converge here, in one
+	// metadata-only commit with the run's lineage, before any stage writes; a concurrent
+	// run doing the same wins or loses the commit, and the loser finds nothing to do.
+	for attempt := 1; ; attempt++ {
+		snap, err := dt.Snapshot(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+		}
+		ev, diffs := CheckTable(t, snap, e.pipelineFile())
+		if len(diffs) > 0 {
+			return nil, &DifferenceError{Differences: diffs}
+		}
+		if ev == nil {
+			return dt, nil
+		}
+		v, err := dt.Evolve(ctx, ev, e.lineage())
+		var ce *delta.ConflictError
+		if errors.As(err, &ce) && attempt < conflictAttempts {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+		}
+		e.Log().Info("table schema converged to its declaration", "table", t.Name, "version", v, "changes", fmt.Sprint(ev.Steps))
 	}
-	if diffs := CheckTable(t, snap, e.pipelineFile()); len(diffs) > 0 {
-		return nil, &DifferenceError{Differences: diffs}
-	}
-	return dt, nil
 }
 
 func (e *Env) pipelineFile() string {
@@ -74,6 +91,7 @@ func (e *Env) openOrCreate(ctx context.Context, t *Table) (*delta.Table, error) 
 		_, err := delta.Create(ctx, e.Warehouse, t.Path, delta.CreateOptions{
 			Schema:           t.Schema,
 			PartitionColumns: t.PartitionBy,
+			ClusterBy:        t.ClusterBy,
 			Properties:       t.Properties,
 			Name:             t.Name,
 			Description:      t.Description,

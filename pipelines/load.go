@@ -55,6 +55,7 @@ type tableSpec struct {
 	Description string            `yaml:"description"`
 	Columns     []yaml.Node       `yaml:"columns"`
 	PartitionBy []string          `yaml:"partition_by"`
+	ClusterBy   []string          `yaml:"cluster_by"`
 	Properties  map[string]string `yaml:"properties"`
 }
 
@@ -64,6 +65,8 @@ type columnSpec struct {
 	Nullable *bool         `yaml:"nullable"`
 	Comment  string        `yaml:"comment"`
 	Identity *identitySpec `yaml:"identity"`
+	// RenamedFrom is the name the column has in an existing table: the run renames it.
+	RenamedFrom string `yaml:"renamed_from"`
 }
 
 type identitySpec struct {
@@ -259,6 +262,7 @@ func decodeTables(ps *problems, root *yaml.Node, fs *fileSpec, spec *Spec) map[s
 			Path:        ts.Path,
 			Description: ts.Description,
 			PartitionBy: ts.PartitionBy,
+			ClusterBy:   ts.ClusterBy,
 			Properties:  ts.Properties,
 		}
 		if t.Properties == nil {
@@ -274,13 +278,18 @@ func decodeTables(ps *problems, root *yaml.Node, fs *fileSpec, spec *Spec) map[s
 			ps.at(lookup(v, "path"), "table %s: path %q is already used by table %s", name, t.Path, other)
 		}
 		paths[t.Path] = name
-		t.Schema = decodeColumns(ps, v, ts.Columns, name)
+		t.Schema, t.RenamedFrom = decodeColumns(ps, v, ts.Columns, name)
 		for j, pc := range t.PartitionBy {
 			if t.Schema != nil && t.Schema.Field(pc) == nil {
 				ps.at(lookup(v, fmt.Sprintf("partition_by[%d]", j)), "table %s: partition column %q is not a declared column", name, pc)
 			}
 		}
 		checkProperties(ps, v, t)
+		if len(t.ClusterBy) > 0 && t.Schema != nil {
+			if err := delta.CheckClusterBy(t.Schema, t.ClusterBy, t.PartitionBy, t.Properties); err != nil {
+				ps.at(lookup(v, "cluster_by"), "table %s: %v", name, err)
+			}
+		}
 		spec.Tables = append(spec.Tables, t)
 	}
 	return nodes
@@ -298,11 +307,15 @@ func validTablePath(p string) error {
 	return nil
 }
 
-func decodeColumns(ps *problems, tableNode *yaml.Node, cols []yaml.Node, table string) *delta.StructType {
+// decodeColumns decodes a table's columns, and the names of those renamed_from says were
+// renamed (declared name -> name in the table).
+func decodeColumns(ps *problems, tableNode *yaml.Node, cols []yaml.Node, table string) (*delta.StructType, map[string]string) {
 	if len(cols) == 0 {
 		ps.at(tableNode, "table %s: missing columns: expected a list of {name, type}", table)
-		return nil
+		return nil, nil
 	}
+	var renamed map[string]string
+	renamedAt := map[string]*yaml.Node{}
 	st := &delta.StructType{}
 	seen := map[string]bool{}
 	identities := 0
@@ -354,9 +367,27 @@ func decodeColumns(ps *problems, tableNode *yaml.Node, cols []yaml.Node, table s
 			}
 			delta.SetIdentity(f, start, step, id.AllowExplicitInsert)
 		}
+		if from := cs.RenamedFrom; from != "" {
+			switch {
+			case !columnRE.MatchString(from):
+				ps.at(lookup(cn, "renamed_from"), "table %s: column %s: invalid renamed_from %q: expected letters, digits and '_'", table, cs.Name, from)
+			case strings.EqualFold(from, cs.Name):
+				ps.at(lookup(cn, "renamed_from"), "table %s: column %s: renamed_from names the column itself", table, cs.Name)
+			default:
+				if renamed == nil {
+					renamed = map[string]string{}
+				}
+				renamed[cs.Name], renamedAt[cs.Name] = from, lookup(cn, "renamed_from")
+			}
+		}
 		st.Fields = append(st.Fields, f)
 	}
-	return st
+	for _, name := range sortedKeys(renamed) {
+		if from := renamed[name]; seen[strings.ToLower(from)] {
+			ps.at(renamedAt[name], "table %s: column %s is renamed_from %s, which is declared too (a column renamed is no longer declared under its old name)", table, name, from)
+		}
+	}
+	return st, renamed
 }
 
 func checkProperties(ps *problems, tableNode *yaml.Node, t *jobs.Table) {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +188,18 @@ stages:
 	got := []jobs.ByteSize{spec.Stages[0].Config.(*jobs.IngestConfig).MemoryBudget, spec.Stages[1].Config.(*jobs.SCD1Config).MemoryBudget}
 	if want := []jobs.ByteSize{512 << 20, 1 << 20}; got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("memory_budget = %v, want %v", got, want)
+	}
+}
+
+// cluster_by declares a new table's clustering columns.
+func TestClusterByDeclared(t *testing.T) {
+	src := "pipeline: p\ntables:\n  raw.t:\n    columns:\n      - {name: id, type: string}\n      - {name: n, type: long}\n    cluster_by: [n, id]\nstages:\n  - name: v\n    kind: vacuum\n    tables: [raw.t]\n"
+	spec, err := Parse("p.yaml", []byte(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := spec.Tables[0].ClusterBy; !slices.Equal(got, []string{"n", "id"}) {
+		t.Errorf("ClusterBy = %v, want [n id]", got)
 	}
 }
 

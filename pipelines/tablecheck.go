@@ -21,28 +21,40 @@ func markSchemaEvolution(spec *Spec) {
 	}
 }
 
+// TablePlan is the schema change a run will make to a declared table that exists, in
+// one metadata-only commit, before a stage writes to it.
+type TablePlan struct {
+	Table string
+	Steps []delta.SchemaStep
+}
+
 // CheckTables compares every declared table that exists in the warehouse with its
-// declaration (jobs.CheckTable); tables not created yet are skipped. A run refuses the
-// tables this reports.
-func CheckTables(ctx context.Context, spec *Spec, warehouse objectstore.Store, opts delta.Options) ([]jobs.Difference, error) {
+// declaration (jobs.CheckTable); tables not created yet are skipped. A run converges
+// the tables of plans and refuses those of differences.
+func CheckTables(ctx context.Context, spec *Spec, warehouse objectstore.Store, opts delta.Options) ([]TablePlan, []jobs.Difference, error) {
+	var plans []TablePlan
 	var out []jobs.Difference
 	for _, t := range spec.Tables {
 		ok, err := delta.Exists(ctx, warehouse, t.Path)
 		if err != nil {
-			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+			return nil, nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
 		if !ok {
 			continue
 		}
 		tbl, err := delta.Open(ctx, warehouse, t.Path, opts)
 		if err != nil {
-			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+			return nil, nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
 		snap, err := tbl.Snapshot(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("table %s: %w", t.Name, err)
+			return nil, nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
-		out = append(out, jobs.CheckTable(t, snap, spec.File)...)
+		ev, diffs := jobs.CheckTable(t, snap, spec.File)
+		if ev != nil {
+			plans = append(plans, TablePlan{Table: t.Name, Steps: ev.Steps})
+		}
+		out = append(out, diffs...)
 	}
-	return out, nil
+	return plans, out, nil
 }

@@ -152,24 +152,23 @@ func (s *Scheduler) Retry(ctx context.Context, id, by string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	trig, err := RetryTrigger(old, spec, by)
+	rec, err := s.runner.PrepareRetry(ctx, ps.store, old, spec, by)
 	if err != nil {
-		return nil, err
-	}
-	rec, err := s.runner.Prepare(spec, trig, "")
-	if err != nil {
-		return nil, err
-	}
-	if err := ps.store.Link(ctx, old.ID, Retry, rec.ID); err != nil {
 		return nil, err
 	}
 	if lease := s.handOffTo(ctx, ps.store, pipeline); lease != nil {
-		return rec, s.handOff(ctx, ps.store, rec, by)
+		if err := s.handOff(ctx, ps.store, rec, by); err != nil {
+			return nil, RetryConflict(ctx, ps.store, rec, err)
+		}
+		return rec, ps.store.Link(ctx, old.ID, Retry, rec.ID, Queued)
 	}
 	if err := s.runner.Create(ctx, spec, ps.store, rec); err != nil {
-		return nil, err
+		return nil, RetryConflict(ctx, ps.store, rec, err)
 	}
 	out := cloneRecord(rec) // rec is the run's own from now on
+	if err := ps.store.Link(ctx, old.ID, Retry, rec.ID, Queued); err != nil {
+		s.log.Warn("link a run to its retry", "run", old.ID, "retry", rec.ID, "err", err)
+	}
 	s.enqueue(ps, rec.ID)
 	return out, nil
 }
@@ -212,6 +211,7 @@ func (s *Scheduler) CancelRun(ctx context.Context, id, by string) (string, error
 	if err := st.Save(ctx, rec); err != nil {
 		return "", err
 	}
+	_ = st.noteRetry(ctx, rec)
 	return "cancelled", nil
 }
 

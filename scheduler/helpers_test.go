@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/dag"
 	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/jobs/decode"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 	"github.com/orchestrator-io/orchestrator/pipelines"
@@ -75,6 +76,8 @@ type stages struct {
 	released map[string]bool          // runs let go
 	hold     bool                     // new runs are held
 	fail     map[string]int           // stage name → attempts that fail
+	badInput bool                     // failing stages fail on a bad record of a file (a permanent error)
+	progress bool                     // stages report progress as they start
 	started  chan string              // "run id/stage#attempt"
 }
 
@@ -116,6 +119,11 @@ func (f *stages) compile(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph
 			Backoff: dag.Backoff{Initial: time.Millisecond, Max: time.Millisecond},
 			Task: dag.TaskFunc(func(ctx context.Context, attempt int) error {
 				f.started <- fmt.Sprintf("%s/%s#%d", rt.RunID, name, attempt)
+				if f.progress && rt.Progress != nil { // a long stage reports as it goes
+					rt.Progress(name, jobs.Progress{FilesTotal: 4, BytesTotal: 4 << 20, Phase: "reading the source files"})
+					rt.Progress(name, jobs.Progress{RowsRead: 1234567, FilesDone: 1, BytesRead: 1 << 20})
+					rt.Progress(name, jobs.Progress{Pass: 2, Passes: 3})
+				}
 				if ch := f.gate(rt.RunID); ch != nil {
 					select {
 					case <-ch:
@@ -132,6 +140,9 @@ func (f *stages) compile(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph
 				if failing {
 					res = jobs.Result{}
 					err = fmt.Errorf("%s broke on attempt %d", name, attempt)
+					if f.badInput {
+						err = fmt.Errorf("ingest %s: %w", name, &decode.Error{File: "landing/1.csv", Line: 3, Column: "amount", Msg: `column amount (2): "x" is not a decimal(10,2)`})
+					}
 				}
 				if rt.StageLogger != nil {
 					rt.StageLogger(name).Info("working", "attempt", attempt)

@@ -63,6 +63,9 @@ func (s *Scheduler) checkLiveness(ctx context.Context, st *Store, now time.Time)
 			continue
 		}
 		s.log.Info("run interrupted", "run", id, "reason", reason)
+		if err := st.noteRetry(ctx, rec); err != nil {
+			s.log.Warn("note a retry's state on the run it retries", "run", id, "err", err)
+		}
 		if (rec.Trigger.Kind == Scheduled || rec.Trigger.Kind == Catchup) && rec.Attempt < maxSlotAttempts {
 			s.mu.Lock()
 			if ps := s.pipes[rec.Pipeline]; ps != nil && !ps.removed && ps.store == st {

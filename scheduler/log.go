@@ -19,9 +19,10 @@ const (
 
 // stageLog collects one stage's lines. It is guarded by its run's mutex.
 type stageLog struct {
-	all     bytes.Buffer // every line up to maxLogBytes
-	full    bool         // all stopped at maxLogBytes
-	written bool         // the log object is up to date
+	all          bytes.Buffer // every line up to maxLogBytes
+	full         bool         // all stopped at maxLogBytes
+	written      bool         // the log object is up to date
+	lastProgress time.Time    // when a progress line was logged last
 }
 
 // logLine appends a line to a stage's log (st.mu held).
@@ -48,6 +49,7 @@ func (st *runState) logLine(stage string, t time.Time, format string, args ...an
 		s.Log = s.Log[len(s.Log)-maxLogLines:]
 		s.LogDropped++
 	}
+	st.touch() // the line reaches the pages within seconds
 }
 
 // logHandler is the slog handler of one stage: lines go to the stage's log, and to next

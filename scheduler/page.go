@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
@@ -30,6 +31,29 @@ func (s *Store) Span(ctx context.Context, pipeline string) (low, latest int64, e
 // rare status never reads a 100,000-run index at once. next is the number to pass as
 // before for the following page (0: the oldest kept entry was examined).
 func (s *Store) Page(ctx context.Context, pipeline string, before int64, limit, scan int, filter Filter) (out []Entry, next int64, err error) {
+	return s.PageWith(ctx, pipeline, PageOptions{Before: before, Limit: limit, Scan: scan, Filter: filter})
+}
+
+// PageOptions select a page of a pipeline's runs for PageWith.
+type PageOptions struct {
+	Before      int64
+	Limit, Scan int
+	Filter      Filter
+	// Since, when set, ends the listing once timeSlack entries in a row were created
+	// before it: entries are numbered in about the order of their creation (a run is
+	// numbered when it starts, runs are claimed concurrently), so a time range reads its
+	// own entries and a few around them, not the older ones.
+	Since time.Time
+}
+
+// timeSlack is how far, in index entries, the numbering may stray from the order of
+// creation for a time range to be exact: a run claimed and then queued behind more
+// than this many others may be missed by a listing by time.
+const timeSlack = 256
+
+// PageWith is Page with the options of o.
+func (s *Store) PageWith(ctx context.Context, pipeline string, o PageOptions) (out []Entry, next int64, err error) {
+	limit, scan := o.Limit, o.Scan
 	if limit <= 0 {
 		limit = 50
 	}
@@ -41,10 +65,10 @@ func (s *Store) Page(ctx context.Context, pipeline string, before int64, limit, 
 		return nil, 0, err
 	}
 	hi := latest
-	if before > 0 && before-1 < hi {
-		hi = before - 1
+	if o.Before > 0 && o.Before-1 < hi {
+		hi = o.Before - 1
 	}
-	examined := 0
+	examined, older := 0, 0
 	batch := int64(min(limit, scan))
 	for hi > low {
 		lo := max(hi-batch+1, low+1)
@@ -55,7 +79,15 @@ func (s *Store) Page(ctx context.Context, pipeline string, before int64, limit, 
 		for i := len(entries) - 1; i >= 0; i-- {
 			seq := lo + int64(i)
 			examined++
-			if e := entries[i]; e != nil && (filter == nil || filter(*e)) {
+			e := entries[i]
+			if e != nil && !o.Since.IsZero() {
+				if !e.Created.Before(o.Since) {
+					older = 0
+				} else if older++; older >= timeSlack {
+					return out, 0, nil // past the range: done
+				}
+			}
+			if e != nil && (o.Filter == nil || o.Filter(*e)) {
 				out = append(out, *e)
 			}
 			if len(out) == limit || examined >= scan {
@@ -69,6 +101,52 @@ func (s *Store) Page(ctx context.Context, pipeline string, before int64, limit, 
 		batch = min(batch*2, 1000, int64(scan-examined))
 	}
 	return out, 0, nil
+}
+
+// SeqAfter returns an index number to list a pipeline's runs created at or before t
+// from (PageOptions.Before): a binary search over the index, a few dozen reads whatever
+// its length. Entries are numbered in about the order of their creation; the number
+// leaves room for the few that are not, which a filter on the creation time drops.
+// 0 means from the newest.
+func (s *Store) SeqAfter(ctx context.Context, pipeline string, t time.Time) (int64, error) {
+	low, latest, err := s.Span(ctx, pipeline)
+	if err != nil {
+		return 0, err
+	}
+	created := func(seq int64) (time.Time, bool, error) {
+		for k := seq; k > low && k > seq-16; k-- { // a removed entry: its neighbour
+			var e Entry
+			err := s.getJSON(ctx, indexKey(pipeline, k), &e)
+			if errors.Is(err, objectstore.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return time.Time{}, false, err
+			}
+			return e.Created, true, nil
+		}
+		return time.Time{}, false, nil
+	}
+	lo, hi := low+1, latest // find the first entry created after t
+	if c, ok, err := created(hi); err != nil || !ok || !c.After(t) {
+		return 0, err
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		c, ok, err := created(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok && c.After(t) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo+timeSlack > latest {
+		return 0, nil
+	}
+	return lo + timeSlack, nil
 }
 
 // Log opens the whole log of a stage of a run, stored when the record keeps only its

@@ -134,11 +134,17 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) (pip
 	p := pipePlan{ps: ps}
 	s.mu.Lock()
 	spec, st, loaded, wm := ps.spec, ps.store, ps.loaded, ps.watermark
+	pause, paused := s.pausedIn[ps.store][ps.spec.Name]
 	reruns := ps.reruns
-	ps.reruns = nil
+	if !paused {
+		ps.reruns = nil // a paused pipeline's interrupted slots wait for the resume
+	}
 	s.mu.Unlock()
 	if spec.Cron == nil {
 		return p, nil
+	}
+	if paused {
+		reruns = nil
 	}
 	if !loaded {
 		w, err := s.loadSchedule(ctx, ps, spec, st, now)
@@ -173,6 +179,9 @@ func (s *Scheduler) plan(ctx context.Context, ps *pipeState, now time.Time) (pip
 		newest := i == len(items)-1 && !more
 		onTime := newest && it.rerun == nil && now.Sub(it.slot) <= s.cfg.Late
 		run, reason := slotFate(spec.Catchup, onTime, newest, more, items[len(items)-1].slot)
+		if paused {
+			run, reason = false, "the schedule is "+pause.Text()
+		}
 		kind := Catchup
 		if onTime {
 			kind = Scheduled
@@ -354,9 +363,10 @@ func (s *Scheduler) dispatch(ctx context.Context, ps *pipeState, trig Trigger) {
 
 // rerun runs an interrupted slot again, as its next attempt.
 func (s *Scheduler) rerun(ctx context.Context, ps *pipeState, rec *Record) {
-	rec.Attempt++
-	rec.Status, rec.End, rec.Error = Queued, time.Time{}, ""
-	rec.Reason = fmt.Sprintf("attempt %d: attempt %d was interrupted (%s)", rec.Attempt, rec.Attempt-1, rec.Reason)
+	why := rec.Reason
+	rec.startNewAttempt()
+	rec.Status = Queued
+	rec.Reason = fmt.Sprintf("attempt %d: attempt %d was interrupted (%s)", rec.Attempt, rec.Attempt-1, why)
 	rec.Trigger.Kind = Catchup
 	if err := s.runner.Adopt(ctx, ps.spec, ps.store, rec); err != nil {
 		s.log.Warn("run an interrupted slot again", "run", rec.ID, "err", err)
@@ -383,9 +393,7 @@ func (s *Scheduler) pump(ps *pipeState) {
 		ps.running[id] = true
 		s.runner.dispatched(id)
 		s.wg.Go(func() {
-			if _, err := s.runner.Execute(s.base, id, Hooks{}); err != nil {
-				s.log.Info("run ended", "run", id, "err", err)
-			}
+			s.runner.Execute(s.base, id, Hooks{}) // the runner logs its end
 			s.mu.Lock()
 			delete(ps.running, id)
 			s.mu.Unlock()

@@ -104,9 +104,74 @@ type Record struct {
 	SkippedCount   int       `json:"skipped_count,omitempty"`
 
 	// RetriedBy and RolledBackBy link to the runs that retried or rolled back this one
-	// (they name this run in Trigger.Of).
+	// (they name this run in Trigger.Of); RetryStatus is the state of the newest retry,
+	// kept up to date as it runs and ends.
 	RetriedBy    []string `json:"retried_by,omitempty"`
+	RetryStatus  Status   `json:"retry_status,omitempty"`
 	RolledBackBy string   `json:"rolled_back_by,omitempty"`
+
+	// Attempts are the earlier attempts of this id (a slot run again after an
+	// interruption, a backfill's rerun), oldest first; the record's own fields are the
+	// newest attempt's.
+	Attempts []RunAttempt `json:"attempts,omitempty"`
+	// Notes are remarks on the run as a whole (what a rollback did with each table and
+	// reader).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// RunAttempt is an earlier attempt of a run: when it ran, how it ended and why, its
+// process and what its stages did.
+type RunAttempt struct {
+	N         int           `json:"n"`
+	Trigger   TriggerKind   `json:"trigger"`
+	Status    Status        `json:"status"`
+	Reason    string        `json:"reason,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	Start     time.Time     `json:"start,omitzero"`
+	End       time.Time     `json:"end,omitzero"`
+	Heartbeat *Heartbeat    `json:"heartbeat,omitempty"`
+	Stages    []StageRecord `json:"stages,omitempty"`
+}
+
+// startNewAttempt keeps the record's current attempt in Attempts (its stages without
+// their log lines, which the stage log objects keep) and clears what the next attempt
+// sets.
+func (r *Record) startNewAttempt() {
+	a := RunAttempt{N: r.Attempt, Trigger: r.Trigger.Kind, Status: r.Status, Reason: r.Reason, Error: r.Error,
+		Start: r.Start, End: r.End, Heartbeat: r.Heartbeat}
+	for _, s := range r.Stages {
+		s.Log, s.Operations = nil, nil
+		a.Stages = append(a.Stages, s)
+	}
+	r.Attempts = append(r.Attempts, a)
+	r.Attempt++
+	r.Stages, r.Error, r.End, r.Start = nil, "", time.Time{}, time.Time{}
+}
+
+// Interrupted reports whether the run, or one of its earlier attempts, was interrupted.
+func (r *Record) Interrupted() bool {
+	if r.Status == Interrupted {
+		return true
+	}
+	for _, a := range r.Attempts {
+		if a.Status == Interrupted {
+			return true
+		}
+	}
+	return false
+}
+
+// Outcome is the state of a run as a person should read it: its status, unless it
+// was rolled back ("rolled back") or, having failed, retried ("retried: succeeded",
+// "retried: running"...).
+func Outcome(status Status, retry Status, rolledBack bool) string {
+	switch {
+	case rolledBack:
+		return "rolled back"
+	case retry != "" && status != Succeeded && !status.Active():
+		return "retried: " + string(retry)
+	}
+	return string(status)
 }
 
 // Stage returns the stage called name, or nil.
@@ -128,8 +193,10 @@ type StageRecord struct {
 	Attempts  []Attempt `json:"attempts,omitempty"`
 	Start     time.Time `json:"start,omitzero"`
 	End       time.Time `json:"end,omitzero"`
-	// Error is the last attempt's error, or why the stage did not run.
+	// Error is the last attempt's error, or why the stage did not run. Reason says why a
+	// stage was cancelled or skipped (that is no error).
 	Error       string `json:"error,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 	RowsIn      int64  `json:"rows_in"`
 	RowsOut     int64  `json:"rows_out"`
 	RowsSkipped int64  `json:"rows_skipped,omitempty"`
@@ -146,6 +213,9 @@ type StageRecord struct {
 	Log        []string `json:"log,omitempty"`
 	LogDropped int      `json:"log_dropped,omitempty"`
 	LogObject  string   `json:"log_object,omitempty"`
+	// Progress is what the stage reported last while it ran (rows and bytes read, files,
+	// passes over its memory budget, MERGE parts).
+	Progress *StageProgress `json:"progress,omitempty"`
 	// Engine is where the stage ran ("local" or "spark"; empty in records made before
 	// engines existed), and Operations the statements it sent there.
 	Engine     string      `json:"engine,omitempty"`
@@ -170,6 +240,8 @@ type Attempt struct {
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end,omitzero"`
 	Error string    `json:"error,omitempty"`
+	// Cancelled: the attempt was stopped by a cancel (Error is then empty).
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // TableVersion is a version of a declared table.
@@ -197,10 +269,11 @@ type Delivery struct {
 }
 
 // Run ids. A slot's id is its pipeline and the slot's instant in UTC; any other run's id
-// adds a random suffix to its creation time.
+// adds a random suffix to its creation time; a retry's is the id of the run it retries
+// with -rN (its Nth retry), so that of two requests for one retry only one claims it.
 const idTime = "20060102T150405Z"
 
-var idRE = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9_.-]*)@(\d{8}T\d{6}Z)(-[a-z0-9]{6})?$`)
+var idRE = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9_.-]*)@(\d{8}T\d{6}Z)(-[a-z0-9]{6})?((?:-r[1-9][0-9]{0,3})*)$`)
 
 // SlotID is the run id of a pipeline's slot.
 func SlotID(pipeline string, slot time.Time) string {
@@ -218,8 +291,11 @@ func ParseID(id string) (pipeline string, slot bool, err error) {
 	if m == nil {
 		return "", false, fmt.Errorf("invalid run id %q: expected PIPELINE@20060102T150405Z (a slot) or PIPELINE@20060102T150405Z-abc123", id)
 	}
-	return m[1], m[3] == "", nil
+	return m[1], m[3] == "" && m[4] == "", nil
 }
+
+// RetryID is the id of the nth retry of run id.
+func RetryID(id string, n int) string { return fmt.Sprintf("%s-r%d", id, n) }
 
 // cloneRecord returns a deep copy of r.
 func cloneRecord(r *Record) *Record {

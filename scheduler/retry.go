@@ -21,6 +21,9 @@ func RetryTrigger(rec *Record, spec *pipelines.Spec, by string) (Trigger, error)
 	if rec.Status.Active() {
 		return Trigger{}, fmt.Errorf("run %s is %s: wait for it to end, or cancel it", rec.ID, rec.Status)
 	}
+	if rec.RolledBackBy != "" {
+		return Trigger{}, fmt.Errorf("run %s was rolled back by run %s: a retry would not undo the rollback; trigger a new run", rec.ID, rec.RolledBackBy)
+	}
 	var failed, had []string
 	for _, s := range rec.Stages {
 		had = append(had, s.Name)
@@ -56,8 +59,9 @@ func RetryTrigger(rec *Record, spec *pipelines.Spec, by string) (Trigger, error)
 }
 
 // Link records on an ended run that another run retried or rolled it back (kind Retry or
-// Rollback), so the two records name each other.
-func (s *Store) Link(ctx context.Context, of string, kind TriggerKind, by string) error {
+// Rollback), so the two records name each other, and the state of that run (a retry's
+// as it changes: its record and index entry show "retried: succeeded").
+func (s *Store) Link(ctx context.Context, of string, kind TriggerKind, by string, status Status) error {
 	rec, err := s.Get(ctx, of)
 	if err != nil {
 		return err
@@ -67,10 +71,82 @@ func (s *Store) Link(ctx context.Context, of string, kind TriggerKind, by string
 		if !slices.Contains(rec.RetriedBy, by) {
 			rec.RetriedBy = append(rec.RetriedBy, by)
 		}
+		if rec.RetriedBy[len(rec.RetriedBy)-1] != by {
+			return nil // an older retry: the newest one's state is shown
+		}
+		if rec.RetryStatus == status {
+			return nil
+		}
+		rec.RetryStatus = status
 	case Rollback:
 		rec.RolledBackBy = by
 	}
 	return s.Save(ctx, rec)
+}
+
+// noteRetry tells the run a retry is of that the retry's state changed.
+func (s *Store) noteRetry(ctx context.Context, rec *Record) error {
+	if rec.Trigger.Kind != Retry || rec.Trigger.Of == "" {
+		return nil
+	}
+	return s.Link(ctx, rec.Trigger.Of, Retry, rec.ID, rec.Status)
+}
+
+// RetryConflictError is the error of a retry asked for while another retry of the run
+// is active or has succeeded: one retry per run at a time.
+type RetryConflictError struct {
+	Of, Retry string
+	Status    Status
+}
+
+func (e *RetryConflictError) Error() string {
+	if e.Status == Succeeded {
+		return fmt.Sprintf("run %s was retried by run %s, which succeeded: nothing to retry", e.Of, e.Retry)
+	}
+	return fmt.Sprintf("run %s is being retried by run %s (%s): one retry at a time", e.Of, e.Retry, e.Status)
+}
+
+// PrepareRetry makes the queued record of a retry of ended run old (RetryTrigger), whose
+// definition is spec, as its next retry: its id is RetryID(old, n) for the first n
+// without a record. A retry of old that is active or succeeded gives a
+// *RetryConflictError naming it. Two requests at once make the same id: the first to
+// create it (Create, put-if-absent) runs it, the other gets objectstore.ErrExist, which
+// RetryConflict turns into the conflict.
+func (r *Runner) PrepareRetry(ctx context.Context, store *Store, old *Record, spec *pipelines.Spec, by string) (*Record, error) {
+	trig, err := RetryTrigger(old, spec, by)
+	if err != nil {
+		return nil, err
+	}
+	for n := 1; ; n++ {
+		id := RetryID(old.ID, n)
+		ex, err := store.Get(ctx, id)
+		if errors.Is(err, objectstore.ErrNotExist) {
+			return r.Prepare(spec, trig, id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ex.Status.Active() || ex.Status == Succeeded {
+			return nil, &RetryConflictError{Of: old.ID, Retry: ex.ID, Status: ex.Status}
+		}
+		if n >= 999 {
+			return nil, fmt.Errorf("run %s was retried %d times: trigger a new run", old.ID, n)
+		}
+	}
+}
+
+// RetryConflict turns the error of creating a retry's record that another request
+// created first into the *RetryConflictError that names it; other errors are returned
+// as they are.
+func RetryConflict(ctx context.Context, store *Store, rec *Record, err error) error {
+	if rec.Trigger.Kind != Retry || !errors.Is(err, objectstore.ErrExist) {
+		return err
+	}
+	status := Queued
+	if ex, gerr := store.Get(ctx, rec.ID); gerr == nil {
+		status = ex.Status
+	}
+	return &RetryConflictError{Of: rec.Trigger.Of, Retry: rec.ID, Status: status}
 }
 
 // Backfill actions of a slot.
@@ -86,6 +162,7 @@ type BackfillSlot struct {
 	ID       string
 	Action   string
 	Existing Status // of the slot's record, if it has one
+	Outcome  string // of the slot's record as a person reads it (Outcome): "retried: succeeded"
 	Attempt  int    // the attempt the backfill would make
 }
 
@@ -127,10 +204,12 @@ func PlanBackfill(ctx context.Context, store *Store, spec *pipelines.Spec, from,
 		case err != nil:
 			return nil, err
 		default:
-			b.Existing, b.Attempt = rec.Status, rec.Attempt+1
+			b.Existing, b.Attempt, b.Outcome = rec.Status, rec.Attempt+1, Outcome(rec.Status, rec.RetryStatus, rec.RolledBackBy != "")
 			switch {
-			case rec.Status.Active(), rec.Status == Succeeded && !rerun:
+			case rec.Status.Active(), rec.RetryStatus.Active():
 				b.Action, b.Attempt = BackfillSkip, rec.Attempt
+			case (rec.Status == Succeeded || rec.RetryStatus == Succeeded) && !rerun:
+				b.Action, b.Attempt = BackfillSkip, rec.Attempt // its retry succeeded: done
 			default:
 				b.Action = BackfillRerun
 			}
@@ -153,6 +232,8 @@ func (r *Runner) PrepareBackfill(ctx context.Context, store *Store, spec *pipeli
 	if err != nil {
 		return nil, false, err
 	}
-	rec.Seq, rec.Attempt, rec.Created = old.Seq, old.Attempt+1, old.Created
+	old.startNewAttempt() // the earlier attempts stay in the record
+	rec.Seq, rec.Attempt, rec.Created, rec.Attempts = old.Seq, old.Attempt, old.Created, old.Attempts
+	rec.RetriedBy, rec.RetryStatus = old.RetriedBy, old.RetryStatus
 	return rec, true, nil
 }

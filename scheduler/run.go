@@ -138,6 +138,7 @@ func (r *Runner) Store(ctx context.Context, spec *pipelines.Spec) (*Store, error
 	s := r.stores[wh]
 	if s == nil {
 		s = NewStoreIn(wh, records)
+		s.location = spec.Warehouse
 		r.stores[wh] = s
 	}
 	return s, nil
@@ -305,7 +306,9 @@ func (r *Runner) Finish(ctx context.Context, id string, status Status, reason st
 	}
 	st.mu.Unlock()
 	err := st.save(ctx)
-	return st.snapshot(), err
+	rec := st.snapshot()
+	r.ended(rec, st.store)
+	return rec, err
 }
 
 // Cancel cancels a run in charge here: queued stages do not start and running stages
@@ -399,8 +402,35 @@ func (r *Runner) Execute(ctx context.Context, id string, hooks Hooks) (*Record, 
 	return rec, runErr
 }
 
+// ended tells the run a retry is of how the retry ended, and logs the run's end: one
+// line per run.
+func (r *Runner) ended(rec *Record, store *Store) {
+	if err := store.noteRetry(context.Background(), rec); err != nil {
+		r.log.Warn("note a retry's state on the run it retries", "run", rec.ID, "of", rec.Trigger.Of, "err", err)
+	}
+	r.logEnd(rec)
+}
+
+// logEnd logs a run's end: its pipeline, trigger, status, duration and why.
+func (r *Runner) logEnd(rec *Record) {
+	args := []any{"run", rec.ID, "pipeline", rec.Pipeline, "trigger", string(rec.Trigger.Kind), "status", string(rec.Status)}
+	if !rec.Start.IsZero() && !rec.End.IsZero() {
+		args = append(args, "duration", rec.End.Sub(rec.Start).Round(time.Millisecond).String())
+	}
+	if rec.Attempt > 1 {
+		args = append(args, "attempt", rec.Attempt)
+	}
+	if rec.Error != "" {
+		args = append(args, "error", rec.Error)
+	} else if rec.Reason != "" {
+		args = append(args, "reason", rec.Reason)
+	}
+	r.log.Info("run ended", args...)
+}
+
 // afterRun sends the notifications and applies the history retention of an ended run.
 func (r *Runner) afterRun(st *runState, rec *Record) {
+	r.ended(rec, st.store)
 	if r.cfg.Notifier != nil {
 		hooks := st.spec.Notify.OnFailure
 		event := "failure"

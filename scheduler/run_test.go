@@ -55,11 +55,11 @@ func TestRunRecord(t *testing.T) {
 		rowsIn       int64
 		versions     []TableVersion
 		notes, log   []string
-		err          string
+		err, reason  string
 	}
 	var views []view
 	for _, s := range rec.Stages {
-		v := view{name: s.Name, status: string(s.Status), rowsIn: s.RowsIn, versions: s.VersionsWritten, notes: s.Notes, err: s.Error}
+		v := view{name: s.Name, status: string(s.Status), rowsIn: s.RowsIn, versions: s.VersionsWritten, notes: s.Notes, err: s.Error, reason: s.Reason}
 		for _, a := range s.Attempts {
 			v.attempts = append(v.attempts, fmt.Sprintf("%d:%s", a.N, a.Error))
 		}
@@ -70,10 +70,11 @@ func TestRunRecord(t *testing.T) {
 	}
 	wantViews := []view{
 		{"a", "succeeded", []string{"1:"}, 3, []TableVersion{{"raw.t", 1}}, []string{"fake a"},
-			[]string{"attempt 1 started", "INFO working attempt=1", "attempt 1 succeeded"}, ""},
+			[]string{"attempt 1 started", "INFO working attempt=1", "attempt 1 succeeded"}, "", ""},
 		{"b", "failed", []string{"1:b broke on attempt 1", "2:b broke on attempt 2"}, 0, nil, nil,
-			[]string{"attempt 1 started", "INFO working attempt=1", "attempt 1 failed: b broke on attempt 1", "attempt 2 started", "INFO working attempt=2", "attempt 2 failed: b broke on attempt 2"}, "b broke on attempt 2"},
-		{"c", "skipped", nil, 0, nil, nil, []string{`skipped: skipped: upstream "b" failed`}, `skipped: upstream "b" failed`},
+			[]string{"attempt 1 started", "INFO working attempt=1", "attempt 1 failed: b broke on attempt 1", "attempt 2 started", "INFO working attempt=2", "attempt 2 failed: b broke on attempt 2"}, "b broke on attempt 2", ""},
+		// A skipped stage has no error of its own: the reason says why it did not run.
+		{"c", "skipped", nil, 0, nil, nil, []string{`skipped: upstream "b" failed`}, "", `skipped: upstream "b" failed`},
 	}
 	for i := range wantViews {
 		if i >= len(views) || fmt.Sprint(views[i]) != fmt.Sprint(wantViews[i]) {

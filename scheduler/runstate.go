@@ -26,12 +26,15 @@ type runState struct {
 	hard, soft             context.Context
 	cancelHard, cancelSoft context.CancelCauseFunc
 
-	mu      sync.Mutex // guards rec, logs, lost, unsaved and writing
-	rec     *Record
-	logs    map[string]*stageLog
-	lost    bool // another process took the run over: write nothing more
-	unsaved bool // rec changed since the last write of it began
-	writing bool // saveSoon's writer is on
+	mu         sync.Mutex // guards rec, logs, lost, unsaved, writing, touching, touchTimer and ended
+	rec        *Record
+	logs       map[string]*stageLog
+	lost       bool // another process took the run over: write nothing more
+	unsaved    bool // rec changed since the last write of it began
+	writing    bool // saveSoon's writer is on
+	touching   bool // a save is due within progressSaveEvery (touch)
+	touchTimer *time.Timer
+	ended      bool // finish has begun: no more touches
 
 	saveMu sync.Mutex // serialises writes, so the last state written is the newest
 }
@@ -258,6 +261,10 @@ func (st *runState) queueStages(spec *pipelines.Spec, g *dag.Graph) []string {
 // cancel's cause) or failed (naming each failed stage's error), and saves it.
 func (st *runState) finish(status dag.State) {
 	st.mu.Lock()
+	st.ended = true
+	if st.touchTimer != nil {
+		st.touchTimer.Stop()
+	}
 	rec := st.rec
 	rec.End = st.r.now().UTC()
 	switch status {
@@ -305,8 +312,13 @@ func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, erro
 			}
 			return slog.New(&logHandler{st: st, stage: stage, next: next})
 		},
-		Progress: hooks.Progress,
-		Execute:  r.cfg.Execute,
+		Progress: func(stage string, p jobs.Progress) {
+			st.progress(stage, p)
+			if hooks.Progress != nil {
+				hooks.Progress(stage, p)
+			}
+		},
+		Execute: r.cfg.Execute,
 		Done: func(stage string, attempt int, res jobs.Result, err error) {
 			st.done(stage, res)
 			if hooks.Done != nil {
@@ -349,11 +361,18 @@ func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, erro
 				defer c()
 			}
 			err := task.Run(actx, attempt)
+			if err != nil && jobs.Permanent(err) {
+				// Bad input or a table unlike its declaration: a retry would meet it again.
+				err = dag.Permanent(err)
+			}
 			st.mu.Lock()
-			if err != nil {
-				st.logLine(name, r.now(), "attempt %d failed: %v", attempt, err)
-			} else {
+			switch {
+			case err == nil:
 				st.logLine(name, r.now(), "attempt %d succeeded", attempt)
+			case st.hard.Err() != nil:
+				st.logLine(name, r.now(), "attempt %d cancelled: %v", attempt, context.Cause(st.hard))
+			default:
+				st.logLine(name, r.now(), "attempt %d failed: %v", attempt, err)
 			}
 			st.mu.Unlock()
 			return err
@@ -372,10 +391,14 @@ func (st *runState) event(ev dag.Event) {
 		return
 	}
 	t := ev.Time.UTC()
+	cancelled := ev.State == dag.Cancelled
 	endAttempt := func() {
 		if n := len(s.Attempts); n > 0 && s.Attempts[n-1].End.IsZero() {
 			s.Attempts[n-1].End = t
-			if ev.Err != nil {
+			switch {
+			case cancelled:
+				s.Attempts[n-1].Cancelled = true
+			case ev.Err != nil:
 				s.Attempts[n-1].Error = ev.Err.Error()
 			}
 		}
@@ -392,11 +415,26 @@ func (st *runState) event(ev dag.Event) {
 	default: // terminal
 		endAttempt()
 		s.Status, s.End = Status(ev.State), t
-		if ev.Err != nil {
+		switch {
+		case cancelled:
+			// A cancel is no error: the reason is the cancel's cause.
+			s.Reason = "cancelled"
+			if cause := context.Cause(st.hard); cause != nil {
+				s.Reason = cause.Error()
+			} else if ev.Err != nil {
+				s.Reason = ev.Err.Error()
+			}
+		case ev.State == dag.Skipped && ev.Err != nil:
+			s.Reason = ev.Err.Error()
+		case ev.Err != nil:
 			s.Error = ev.Err.Error()
 		}
 		if ev.Attempt == 0 && ev.Err != nil { // it never ran: its attempts logged nothing
-			st.logLine(s.Name, t, "%s: %v", ev.State, ev.Err)
+			msg := or(s.Reason, s.Error)
+			if !strings.HasPrefix(msg, string(ev.State)) {
+				msg = string(ev.State) + ": " + msg
+			}
+			st.logLine(s.Name, t, "%s", msg)
 		}
 	}
 }

@@ -86,7 +86,8 @@ type Scheduler struct {
 	mu       sync.Mutex            // guards the fields below and every pipeState
 	pipes    map[string]*pipeState // by pipeline name
 	leases   map[*Store]*lease
-	marks    map[*Store]*marks // watermarks of the stores whose lease this scheduler holds
+	marks    map[*Store]*marks           // watermarks of the stores whose lease this scheduler holds
+	pausedIn map[*Store]map[string]Pause // the paused pipelines of each store, read at each tick
 	stopping bool
 	lastBeat time.Time
 
@@ -135,7 +136,7 @@ func New(cfg Config) *Scheduler {
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Scheduler{cfg: cfg, runner: cfg.Runner, log: cfg.Logger, base: base, stop: stop,
-		pipes: map[string]*pipeState{}, leases: map[*Store]*lease{}, marks: map[*Store]*marks{}}
+		pipes: map[string]*pipeState{}, leases: map[*Store]*lease{}, marks: map[*Store]*marks{}, pausedIn: map[*Store]map[string]Pause{}}
 }
 
 // processAlive reports whether a process of this host runs (signal 0).
@@ -237,9 +238,18 @@ func (s *Scheduler) Tick(ctx context.Context) {
 		s.runner.Heartbeat(ctx)
 	}
 	for st, l := range leases {
+		// Paused pipelines: one listing a tick, so that a pause from any process holds
+		// at the next slot (and every serve's pages show it).
+		if paused, err := st.PausedPipelines(ctx); err != nil {
+			s.log.Warn("read paused pipelines", "warehouse", st.Location(), "err", err)
+		} else {
+			s.mu.Lock()
+			s.pausedIn[st] = paused
+			s.mu.Unlock()
+		}
 		held, err := l.step(ctx, now, s.leaseConfig(st))
 		if err != nil {
-			s.log.Warn("scheduler lease", "warehouse", st.Objects(), "err", err)
+			s.log.Warn("scheduler lease", "warehouse", st.Location(), "err", err)
 		}
 		if !held {
 			continue
@@ -316,7 +326,7 @@ func (s *Scheduler) Leases() []LeaseState {
 	var out []LeaseState
 	for st, l := range s.leases {
 		l.mu.Lock()
-		ls := LeaseState{Warehouse: fmt.Sprint(st.Objects()), Held: l.held, Gen: l.body.Gen, Renewed: l.body.Renewed}
+		ls := LeaseState{Warehouse: st.Location(), Held: l.held, Gen: l.body.Gen, Renewed: l.body.Renewed}
 		if l.body.Holder.Host != "" {
 			ls.Holder = fmt.Sprintf("%s pid %d", l.body.Holder.Host, l.body.Holder.PID)
 		}

@@ -57,8 +57,14 @@ func TestShutdownCancelsAfterGrace(t *testing.T) {
 	e.stages.waitStarted(t, 1)
 	e.sched.Shutdown(context.Background(), time.Millisecond, "serve shut down")
 	r := e.record(t, slot(1))
-	if r.Status != Cancelled || r.Stages[0].Status != Cancelled || !strings.Contains(r.Stages[0].Error, "context canceled") {
-		t.Errorf("after the grace: %s, stage a %s %q; want both cancelled", r.Status, r.Stages[0].Status, r.Stages[0].Error)
+	// A cancel is no error: the stage says why it was cancelled, and its attempt too.
+	if s := r.Stages[0]; r.Status != Cancelled || s.Status != Cancelled || s.Error != "" ||
+		!strings.Contains(s.Reason, "stages still running after the grace period were cancelled") ||
+		len(s.Attempts) != 1 || !s.Attempts[0].Cancelled || s.Attempts[0].Error != "" {
+		t.Errorf("after the grace: %s, stage a %s error %q reason %q attempts %+v; want both cancelled, with the reason and no error", r.Status, s.Status, s.Error, s.Reason, s.Attempts)
+	}
+	if lines := r.Stages[0].Log; len(lines) == 0 || !strings.Contains(lines[len(lines)-1], "attempt 1 cancelled: serve shut down") {
+		t.Errorf("stage log %q: want its last line to say the attempt was cancelled, and why", lines)
 	}
 }
 

@@ -49,8 +49,9 @@ const hintEvery = 64
 // Store is the run store of one warehouse. It is safe for concurrent use, and any number
 // of processes may share one warehouse: ids are claimed with put-if-absent.
 type Store struct {
-	st objectstore.Store // where the records are: the warehouse, or the same place without fsync
-	wh objectstore.Store // the warehouse, for the tables
+	st       objectstore.Store // where the records are: the warehouse, or the same place without fsync
+	wh       objectstore.Store // the warehouse, for the tables
+	location string            // the warehouse as the pipelines name it (Runner.Store sets it)
 
 	mu      sync.Mutex       // guards the maps below
 	known   map[string]bool  // pipelines whose "known" object this Store has written
@@ -71,6 +72,10 @@ func NewStoreIn(wh, records objectstore.Store) *Store {
 // Objects returns the warehouse store, which holds the tables.
 func (s *Store) Objects() objectstore.Store { return s.wh }
 
+// Location is the warehouse as its pipelines name it (./wh, s3://bucket/prefix), for
+// people and metric labels; "" for a store made without a pipeline.
+func (s *Store) Location() string { return s.location }
+
 // Entry is a run's line in its pipeline's index: enough to list runs without reading
 // their records.
 type Entry struct {
@@ -86,11 +91,29 @@ type Entry struct {
 	Created  time.Time   `json:"created"`
 	Start    time.Time   `json:"start,omitzero"`
 	End      time.Time   `json:"end,omitzero"`
+	// Of is the run a retry or rollback is of; RetriedBy the newest retry of this run and
+	// RetryStatus its state; RolledBackBy the rollback of this run.
+	Of           string `json:"of,omitempty"`
+	RetriedBy    string `json:"retried_by,omitempty"`
+	RetryStatus  Status `json:"retry_status,omitempty"`
+	RolledBackBy string `json:"rolled_back_by,omitempty"`
+	// WasInterrupted: an earlier attempt (or this one) was interrupted.
+	WasInterrupted bool `json:"was_interrupted,omitempty"`
 }
+
+// Outcome is the entry's state as a person should read it (see Outcome).
+func (e Entry) Outcome() string { return Outcome(e.Status, e.RetryStatus, e.RolledBackBy != "") }
+
+// Entry returns the run's index entry as it would be written now.
+func (r *Record) Entry() Entry { return entryOf(r) }
 
 func entryOf(r *Record) Entry {
 	e := Entry{Seq: r.Seq, ID: r.ID, Pipeline: r.Pipeline, Trigger: r.Trigger.Kind, Slot: r.Trigger.Slot,
-		Attempt: r.Attempt, Status: r.Status, Reason: r.Reason, Created: r.Created, Start: r.Start, End: r.End}
+		Attempt: r.Attempt, Status: r.Status, Reason: r.Reason, Created: r.Created, Start: r.Start, End: r.End,
+		Of: r.Trigger.Of, RetryStatus: r.RetryStatus, RolledBackBy: r.RolledBackBy, WasInterrupted: r.Interrupted()}
+	if n := len(r.RetriedBy); n > 0 {
+		e.RetriedBy = r.RetriedBy[n-1]
+	}
 	if len(r.Error) > 200 {
 		e.Error = r.Error[:200] + "…"
 	} else {
@@ -153,6 +176,13 @@ func (s *Store) putJSON(ctx context.Context, key string, v any, ifAbsent bool) e
 	return s.st.Put(ctx, key, bytes.NewReader(b), int64(len(b)))
 }
 
+// notFound is an error that says what is missing in the user's terms and wraps
+// objectstore.ErrNotExist.
+type notFound string
+
+func (e notFound) Error() string { return string(e) }
+func (e notFound) Unwrap() error { return objectstore.ErrNotExist }
+
 // Get reads the record of run id.
 func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 	key, err := recordKey(id)
@@ -161,8 +191,8 @@ func (s *Store) Get(ctx context.Context, id string) (*Record, error) {
 	}
 	var r Record
 	if err := s.getJSON(ctx, key, &r); err != nil {
-		if errors.Is(err, objectstore.ErrNotExist) {
-			return nil, fmt.Errorf("run %s: no such run in the run store: %w", id, err)
+		if errors.Is(err, objectstore.ErrNotExist) { // the store's key is no business of the user's
+			return nil, notFound(fmt.Sprintf("run %s: no such run", id))
 		}
 		return nil, fmt.Errorf("run %s: %w", id, err)
 	}

@@ -18,15 +18,22 @@ func (s *Server) register() {
 	s.handle("GET", "/pipelines", view, s.pagePipelines)
 	s.handle("GET", "/pipelines/{name}", view, s.pagePipeline)
 	s.handle("POST", "/pipelines/{name}/run", change, s.formTrigger)
+	s.handle("GET", "/runs", view, s.pageRuns)
 	s.handle("GET", "/runs/{id}", view, s.cached(s.pageRun))
+	s.handle("GET", "/runs/{id}/rollback", view, s.pageRollback)
+	s.handle("POST", "/runs/{id}/rollback", change, s.formRollback)
+	s.handle("GET", "/pipelines/{name}/backfill", view, s.pageBackfill)
+	s.handle("POST", "/pipelines/{name}/backfill", change, s.formBackfill)
+	s.handle("POST", "/pipelines/{name}/pause", change, s.formPause(true))
+	s.handle("POST", "/pipelines/{name}/resume", change, s.formPause(false))
 	s.handle("POST", "/runs/{id}/cancel", change, s.formCancel)
 	s.handle("POST", "/runs/{id}/retry", change, s.formRetry)
 	s.handle("GET", "/tables", view, s.pageTables)
 	s.handle("GET", "/tables/{name}", view, s.pageTable)
 	s.handle("GET", "/tables/{name}/history", view, s.pageHistory)
-	s.handle("GET", "/tables/{name}/rows", view, s.pageRows)
-	s.handle("GET", "/tables/{name}/changes", view, s.pageChanges)
-	s.handle("GET", "/tables/{name}/diff", view, s.pageDiff)
+	s.handle("GET", "/tables/{name}/rows", view, s.heavy(sorted, s.pageRows))
+	s.handle("GET", "/tables/{name}/changes", view, s.heavy(nil, s.pageChanges))
+	s.handle("GET", "/tables/{name}/diff", view, s.heavy(nil, s.pageDiff))
 	s.handle("GET", "/login", public, s.pageLogin)
 	s.handle("POST", "/login", public, s.postLogin)
 	s.handle("POST", "/logout", public, s.postLogout)
@@ -45,16 +52,47 @@ func (s *Server) register() {
 	s.handle("POST", "/api/v1/runs/{id}/cancel", change, s.apiCancel)
 	s.handle("POST", "/api/v1/runs/{id}/retry", change, s.apiRetry)
 	s.handle("GET", "/api/v1/runs/{id}/events", view, s.apiEvents)
+	s.handle("GET", "/api/v1/runs/{id}/rollback", view, s.apiRollbackPlan)
+	s.handle("POST", "/api/v1/runs/{id}/rollback", change, s.apiRollback)
+	s.handle("GET", "/api/v1/pipelines/{name}/backfill", view, s.apiBackfillPlan)
+	s.handle("POST", "/api/v1/pipelines/{name}/backfill", change, s.apiBackfill)
+	s.handle("POST", "/api/v1/pipelines/{name}/pause", change, s.apiPause(true))
+	s.handle("POST", "/api/v1/pipelines/{name}/resume", change, s.apiPause(false))
 	s.handle("GET", "/api/v1/runs/{id}/stages/{stage}/log", view, s.apiStageLog)
 	s.handle("GET", "/api/v1/tables", view, s.apiTables)
 	s.handle("GET", "/api/v1/tables/{name}", view, s.apiTable)
 	s.handle("GET", "/api/v1/tables/{name}/history", view, s.apiHistory)
-	s.handle("GET", "/api/v1/tables/{name}/rows", view, s.apiRows)
-	s.handle("GET", "/api/v1/tables/{name}/changes", view, s.apiChanges)
-	s.handle("GET", "/api/v1/tables/{name}/diff", view, s.apiDiff)
+	s.handle("GET", "/api/v1/tables/{name}/rows", view, s.heavy(sorted, s.apiRows))
+	s.handle("GET", "/api/v1/tables/{name}/changes", view, s.heavy(nil, s.apiChanges))
+	s.handle("GET", "/api/v1/tables/{name}/diff", view, s.heavy(nil, s.apiDiff))
 	s.mux.Handle("/", s.guard(view, func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			s.fail(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: this path answers %s only", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
 		s.fail(w, r, http.StatusNotFound, "no such page: "+r.URL.Path)
 	}))
+}
+
+// allowed lists the methods a registered route answers at the request's path (none: the
+// path is no route's, a 404).
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+			if m == http.MethodGet {
+				out = append(out, http.MethodHead)
+			}
+		}
+	}
+	return out
 }
 
 func (s *Server) apiPipelines(w http.ResponseWriter, r *http.Request) {
@@ -103,12 +141,12 @@ func readParams(r *http.Request) (map[string]string, error) {
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&b); err != nil && !errors.Is(err, io.EOF) {
-			return nil, badRequestf("body: %v: want {\"params\": {\"NAME\": \"VALUE\"}}", err)
+			return nil, bodyError(err, `{"params": {"NAME": "VALUE"}}`)
 		}
 		return b.Params, nil
 	case "application/x-www-form-urlencoded", "multipart/form-data", "":
 		if err := r.ParseForm(); err != nil {
-			return nil, badRequestf("form: %v", err)
+			return nil, bodyError(err, "a form")
 		}
 		params := map[string]string{}
 		for k, vs := range r.PostForm {
@@ -150,14 +188,37 @@ func (s *Server) trigger(r *http.Request) (*scheduler.Record, error) {
 	return rec, err
 }
 
+// runAnswer is the answer to a request that starts a run (trigger, retry, rollback): the
+// run's id and state and where to follow it, not its whole record.
+type runAnswer struct {
+	ID       string                `json:"id"`
+	Pipeline string                `json:"pipeline"`
+	Status   scheduler.Status      `json:"status"`
+	Trigger  scheduler.TriggerKind `json:"trigger"`
+	Of       string                `json:"of,omitempty"`
+	Stages   []string              `json:"stages,omitempty"`
+	Links    map[string]string     `json:"links"`
+}
+
+func answerOf(rec *scheduler.Record) runAnswer {
+	id := pathEscape(rec.ID)
+	return runAnswer{ID: rec.ID, Pipeline: rec.Pipeline, Status: rec.Status, Trigger: rec.Trigger.Kind, Of: rec.Trigger.Of, Stages: rec.Trigger.Stages,
+		Links: map[string]string{"self": "/api/v1/runs/" + id, "page": "/runs/" + id, "events": "/api/v1/runs/" + id + "/events"}}
+}
+
+// started answers 202 with a run just started.
+func started(w http.ResponseWriter, rec *scheduler.Record) {
+	w.Header().Set("Location", "/api/v1/runs/"+pathEscape(rec.ID))
+	writeJSON(w, http.StatusAccepted, answerOf(rec))
+}
+
 func (s *Server) apiTrigger(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.trigger(r)
 	if err != nil {
 		s.apiError(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/api/v1/runs/"+rec.ID)
-	writeJSON(w, http.StatusAccepted, rec)
+	started(w, rec)
 }
 
 func (s *Server) apiGrid(w http.ResponseWriter, r *http.Request) {
@@ -220,7 +281,10 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request) {
 		s.apiError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, struct {
+		*scheduler.Record
+		Outcome string `json:"outcome"`
+	}{rec, rec.Entry().Outcome()})
 }
 
 func (s *Server) cancel(r *http.Request) (*scheduler.Record, string, error) {
@@ -254,9 +318,10 @@ func (s *Server) retry(r *http.Request) (*scheduler.Record, error) {
 	}
 	rec, err := s.sched.Retry(r.Context(), old.ID, who(r))
 	if err != nil {
-		return nil, conflictf("%v", err)
+		return nil, conflictf("%v", err) // one retry at a time: the error names the active one
 	}
 	s.forget(old.Pipeline)
+	s.obs.changed(old.ID)
 	return rec, nil
 }
 
@@ -266,8 +331,7 @@ func (s *Server) apiRetry(w http.ResponseWriter, r *http.Request) {
 		s.apiError(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/api/v1/runs/"+rec.ID)
-	writeJSON(w, http.StatusAccepted, rec)
+	started(w, rec)
 }
 
 // apiStageLog answers a stage's whole log (the record keeps its last lines).

@@ -2,8 +2,10 @@ package web
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -150,13 +152,15 @@ func TestAPITriggerCancelRetry(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("trigger: %d %s", resp.StatusCode, body)
 	}
-	var rec scheduler.Record
+	// The answer is compact: the run's id, state and links, not its definition.
+	var rec runAnswer
 	json.Unmarshal([]byte(body), &rec)
-	if rec.Params["region"] != "us" || rec.Trigger.Kind != scheduler.Manual || resp.Header.Get("Location") != "/api/v1/runs/"+rec.ID {
-		t.Errorf("triggered %+v (Location %q), want a manual run with region=us", rec, resp.Header.Get("Location"))
+	if rec.Trigger != scheduler.Manual || rec.Status != scheduler.Queued || resp.Header.Get("Location") != "/api/v1/runs/"+rec.ID ||
+		rec.Links["page"] != "/runs/"+rec.ID || rec.Links["events"] != "/api/v1/runs/"+rec.ID+"/events" || len(body) > 600 || strings.Contains(body, "definition") {
+		t.Errorf("trigger answer %s (Location %q), want a compact manual run with its links", body, resp.Header.Get("Location"))
 	}
-	if got := e.waitEnd(rec.ID); got.Status != scheduler.Succeeded {
-		t.Fatalf("run %s: %s %s", got.ID, got.Status, got.Error)
+	if got := e.waitEnd(rec.ID); got.Status != scheduler.Succeeded || got.Params["region"] != "us" {
+		t.Fatalf("run %s: %s %s, params %v (want region=us)", got.ID, got.Status, got.Error, got.Params)
 	}
 	for _, bad := range []struct{ body, want string }{
 		{`{"params":{"nope":"1"}}`, "nope"},
@@ -185,7 +189,7 @@ func TestAPITriggerCancelRetry(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the run never reached its source")
 	}
-	if _, page := e.do(req{path: "/runs/" + rec.ID}); !strings.Contains(page, ">Cancel</button>") || !strings.Contains(page, `id="run-status">running`) {
+	if _, page := e.do(req{path: "/runs/" + rec.ID}); !strings.Contains(page, ">Cancel</button>") || !strings.Contains(page, `id="run-status" data-status="running">`) {
 		t.Error("the page of a running run has no Cancel button")
 	}
 	resp, body = e.do(req{method: "POST", path: "/api/v1/runs/" + rec.ID + "/cancel"})
@@ -208,25 +212,66 @@ func TestAPITriggerCancelRetry(t *testing.T) {
 		!strings.Contains(page, "giving up after 1 attempt") || !strings.Contains(page, "Log of fetch (last") {
 		t.Error("the page of a failed run lacks Retry failed, its error or its log, or offers Cancel")
 	}
+	// Two retry requests at once give one retry: the other gets 409 naming it.
+	e.src.hold()
+	type answer struct {
+		code int
+		body string
+	}
+	answers := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			resp, err := http.Post(e.srv.URL+"/api/v1/runs/"+failed.ID+"/retry", "application/json", nil)
+			if err != nil {
+				answers <- answer{0, err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			answers <- answer{resp.StatusCode, string(b)}
+		}()
+	}
+	a, b := <-answers, <-answers
+	if a.code != http.StatusAccepted {
+		a, b = b, a
+	}
+	var retry runAnswer
+	json.Unmarshal([]byte(a.body), &retry)
+	if a.code != http.StatusAccepted || b.code != http.StatusConflict || !strings.Contains(b.body, "is being retried by run "+retry.ID) || !strings.Contains(b.body, "one retry at a time") {
+		t.Fatalf("two retries at once: %d %s and %d %s; want one 202 and one 409 naming the retry", a.code, a.body, b.code, b.body)
+	}
+	if retry.Trigger != scheduler.Retry || retry.Of != failed.ID || retry.ID != failed.ID+"-r1" {
+		t.Errorf("retry %+v, want %s-r1, a retry of %s", retry, failed.ID, failed.ID)
+	}
+	// While the retry runs, the failed run says so and offers no retry.
+	if _, page := e.do(req{path: "/runs/" + failed.ID}); strings.Contains(page, "Retry failed</button>") || !regexp.MustCompile(`retried: (queued|running)`).MatchString(page) {
+		t.Errorf("the page of a run being retried offers a retry or hides the retry's state")
+	}
 	resp, body = e.do(req{method: "POST", path: "/api/v1/runs/" + failed.ID + "/retry"})
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("retry: %d %s", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(body, retry.ID) {
+		t.Errorf("a third retry while the first runs: %d %s, want 409 naming %s", resp.StatusCode, body, retry.ID)
 	}
-	var retry scheduler.Record
-	json.Unmarshal([]byte(body), &retry)
-	if retry.Trigger.Kind != scheduler.Retry || retry.Trigger.Of != failed.ID {
-		t.Errorf("retry %+v, want a retry of %s", retry.Trigger, failed.ID)
-	}
+	e.src.release()
 	if got := e.waitEnd(retry.ID); got.Status != scheduler.Succeeded {
 		t.Errorf("retry: %s %s", got.Status, got.Error)
 	}
 	old, _ := e.sched.Record(t.Context(), failed.ID)
-	if !slices.Contains(old.RetriedBy, retry.ID) {
-		t.Errorf("failed run retried by %v, want %s", old.RetriedBy, retry.ID)
+	if !slices.Equal(old.RetriedBy, []string{retry.ID}) || old.RetryStatus != scheduler.Succeeded {
+		t.Errorf("failed run retried by %v (%s), want %s, succeeded", old.RetriedBy, old.RetryStatus, retry.ID)
 	}
-	resp, _ = e.do(req{method: "POST", path: "/api/v1/runs/" + retry.ID + "/retry"})
-	if resp.StatusCode != http.StatusConflict {
-		t.Errorf("retry a succeeded run: %d, want 409", resp.StatusCode)
+	if _, page := e.do(req{path: "/runs/" + failed.ID}); strings.Contains(page, "Retry failed</button>") || !strings.Contains(page, "retried: succeeded") {
+		t.Errorf("the page of a run whose retry succeeded offers a retry or hides it")
+	}
+	var list struct{ Runs []runEntry }
+	e.getJSON("/api/v1/runs?pipeline=slow&status=failed", &list)
+	if len(list.Runs) == 0 || list.Runs[0].ID != failed.ID || list.Runs[0].Outcome != "retried: succeeded" || list.Runs[0].RetriedBy != retry.ID {
+		t.Errorf("runs list %+v, want the failed run first with outcome retried: succeeded", list.Runs)
+	}
+	for _, id := range []string{failed.ID, retry.ID} {
+		resp, body = e.do(req{method: "POST", path: "/api/v1/runs/" + id + "/retry"})
+		if resp.StatusCode != http.StatusConflict {
+			t.Errorf("retry of %s (its retry succeeded, or it succeeded): %d %s, want 409", id, resp.StatusCode, body)
+		}
 	}
 }
 

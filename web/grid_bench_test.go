@@ -45,7 +45,8 @@ func (o oneStore) Location(context.Context, *pipelines.Spec, string) (objectstor
 // BenchmarkGrid100k: the runs grid and the runs list of a pipeline with 100,000 runs
 // (go test ./web -run '^$' -bench Grid100k -benchtime 20x): the first page (25 runs, each
 // with its stages' states), a page of a rare status (1 run in 1,000 failed; a page
-// examines at most 1,000 index entries), the pipeline's page and the newest 50 runs, on
+// examines at most 1,000 index entries), the pipeline's page, the newest 50 runs, the
+// runs page, and the runs page of an hour in the middle of the history, on
 // a local warehouse whose records are written without fsync (as serve keeps them).
 func BenchmarkGrid100k(b *testing.B) {
 	n := gridRuns
@@ -117,13 +118,18 @@ func BenchmarkGrid100k(b *testing.B) {
 		}
 		return took
 	}
-	var grid, failed, page, list []time.Duration
+	var grid, failed, page, list, runs, hour []time.Duration
+	// An hour in the middle of the history: the runs page of a time range.
+	mid := base.Add(time.Duration(n/2) * time.Minute)
+	rangeQ := "/runs?from=" + mid.Format("2006-01-02T15:04") + "&to=" + mid.Add(59*time.Minute).Format("2006-01-02T15:04")
 	b.ResetTimer()
 	for b.Loop() {
 		grid = append(grid, get("/api/v1/pipelines/big/grid", fmt.Sprintf(`"seq":%d`, n)))
 		failed = append(failed, get("/api/v1/pipelines/big/grid?status=failed", `"status":"failed"`))
 		page = append(page, get("/pipelines/big", fmt.Sprintf("%d runs recorded", n)))
 		list = append(list, get("/api/v1/runs?limit=50", fmt.Sprintf(`"seq":%d`, n-49)))
+		runs = append(runs, get("/runs", scheduler.SlotID("big", base.Add(time.Duration(n-1)*time.Minute))))
+		hour = append(hour, get(rangeQ, scheduler.SlotID("big", mid.Add(59*time.Minute))))
 	}
 	p50 := func(ds []time.Duration) float64 {
 		slices.Sort(ds)
@@ -133,4 +139,6 @@ func BenchmarkGrid100k(b *testing.B) {
 	b.ReportMetric(p50(failed), "failed-p50-ms")
 	b.ReportMetric(p50(page), "page-p50-ms")
 	b.ReportMetric(p50(list), "list50-p50-ms")
+	b.ReportMetric(p50(runs), "runs-page-p50-ms")
+	b.ReportMetric(p50(hour), "runs-hour-p50-ms")
 }

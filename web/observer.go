@@ -56,8 +56,19 @@ func (o *Observer) RunChanged(rec *scheduler.Record) {
 		clear(o.revs)
 	}
 	o.revs[rec.ID]++
+	if rec.Trigger.Of != "" { // a retry's or rollback's state shows on the run it is of
+		o.revs[rec.Trigger.Of]++
+	}
 	o.count(rec)
 	o.wake(rec)
+	o.mu.Unlock()
+}
+
+// changed notes a change to a run's record that was not a save of the runner (a link
+// to its retry or rollback): its cached page and JSON are rendered again.
+func (o *Observer) changed(id string) {
+	o.mu.Lock()
+	o.revs[id]++
 	o.mu.Unlock()
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/scheduler"
 )
 
@@ -127,13 +128,18 @@ func (s *Server) formRetry(w http.ResponseWriter, r *http.Request) {
 // runPage is the body of a run's page.
 type runPage struct {
 	Rec      *scheduler.Record
+	State    runEntry // the run as its pipeline's list shows it (its outcome)
 	Duration time.Duration
 	Graph    template.HTML
 	Gantt    template.HTML
 	Stages   []stageView
 	Params   []paramValue
-	CanRetry bool
-	Loaded   bool // its pipeline is loaded (the buttons need it)
+	// CanRetry: it ended without succeeding and no retry of it is active or succeeded;
+	// CanRollback: it ended having committed to a table, and is not rolled back.
+	CanRetry, CanRollback bool
+	Loaded                bool // its pipeline is loaded (the buttons need it)
+	// Open is the stage whose log is shown open (?stage=, a grid cell's link).
+	Open string
 }
 
 type paramValue struct{ Name, Value string }
@@ -159,7 +165,7 @@ func (s *Server) pageRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.cfg.Now()
-	p := runPage{Rec: rec, Gantt: ganttSVG(rec, now), Loaded: true}
+	p := runPage{Rec: rec, State: entryView(rec.Entry(), now), Gantt: ganttSVG(rec, now), Loaded: true, Open: r.URL.Query().Get("stage")}
 	switch {
 	case !rec.Start.IsZero() && !rec.End.IsZero():
 		p.Duration = rec.End.Sub(rec.Start)
@@ -182,18 +188,23 @@ func (s *Server) pageRun(w http.ResponseWriter, r *http.Request) {
 		// The tail of the log is on the page where something went wrong; every log is a
 		// link away (the page of a 100-stage run stays light).
 		sv.LogLines = len(sr.Log) + sr.LogDropped
-		if sr.Status != scheduler.Succeeded && sr.Status != scheduler.Skipped && sr.Status != scheduler.Queued {
+		if (sr.Status != scheduler.Succeeded && sr.Status != scheduler.Skipped && sr.Status != scheduler.Queued) || sr.Name == p.Open {
 			sv.Log = sr.Log[max(len(sr.Log)-inlineLogLines, 0):]
 		}
 		p.Stages = append(p.Stages, sv)
 		if sr.Status != scheduler.Succeeded {
 			p.CanRetry = true
 		}
+		if len(sr.VersionsWritten) > 0 && sr.Kind != string(jobs.KindVacuum) {
+			p.CanRollback = true
+		}
 	}
 	if len(rec.Stages) == 0 && rec.Status != scheduler.Succeeded {
 		p.CanRetry = true
 	}
-	p.CanRetry = p.CanRetry && !rec.Status.Active()
+	ended := !rec.Status.Active() && rec.Status != scheduler.Skipped
+	p.CanRetry = p.CanRetry && ended && !rec.RetryStatus.Active() && rec.RetryStatus != scheduler.Succeeded && rec.RolledBackBy == "" && rec.Trigger.Kind != scheduler.Rollback
+	p.CanRollback = p.CanRollback && ended && rec.RolledBackBy == "" && rec.Trigger.Kind != scheduler.Rollback
 	p.Graph = dagSVG(nodes)
 	if r.URL.Query().Get("partial") == "1" {
 		s.renderTemplate(w, r, http.StatusOK, "run", "live", "", "", p)

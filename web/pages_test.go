@@ -53,9 +53,9 @@ func TestPages(t *testing.T) {
 		want []string
 	}{
 		{"/pipelines", []string{"at 02:00 every day", "<code>0 2 * * *</code> · Europe/Berlin", "Run now", `name="param.region" value="eu"`, `class="strip"`, "st-succeeded", "on demand only"}},
-		{"/pipelines/shop", []string{`<table class="grid">`, `title="dim: succeeded"`, "2 runs recorded", "Definition", `class="dag"`, "raw.customers"}},
+		{"/pipelines/shop", []string{`<table class="grid">`, `title="dim: succeeded — open the stage and its log"`, "2 runs recorded", "Definition", `class="dag"`, "raw.customers"}},
 		{"/pipelines/shop?status=failed", []string{"No run matches the filter"}},
-		{run, []string{`id="run-status">succeeded`, `class="dag"`, `class="gantt"`, `href="/tables/raw.customers/rows?version=2">raw.customers@v2`, "Log of load", "Definition as run"}},
+		{run, []string{`id="run-status" data-status="succeeded">`, `class="dag"`, `class="gantt"`, `href="/tables/raw.customers/rows?version=2">raw.customers@v2`, "Log of load", "Definition as run"}},
 		{"/tables", []string{"audit.customers_history", "dim.customer"}},
 		{"/tables/raw.customers", []string{"customer_id", "delta.enableChangeDataFeed", "Change feed readers", `class="horizons"`, "shop</a> / history", "safe"}},
 		{"/tables/dim.customer", []string{"identity: start 1, step 1"}},
@@ -69,8 +69,11 @@ func TestPages(t *testing.T) {
 	} {
 		resp, body := e.do(req{path: tc.path})
 		wantCode := 200
-		if tc.path == "/nope" {
+		switch {
+		case tc.path == "/nope":
 			wantCode = 404
+		case strings.HasSuffix(tc.path, "where=city+%3D"): // the form and the error, with the error's status
+			wantCode = 400
 		}
 		if resp.StatusCode != wantCode {
 			t.Errorf("%s: %d, want %d", tc.path, resp.StatusCode, wantCode)

@@ -33,6 +33,9 @@ type pipelineView struct {
 	Recent  []runEntry `json:"recent"`
 	// Active counts queued and running runs among Recent.
 	Active int `json:"active"`
+	// Paused is the pause of its schedule, if it is paused (its slots are recorded
+	// skipped until it is resumed).
+	Paused *scheduler.Pause `json:"paused,omitempty"`
 }
 
 type paramView struct {
@@ -48,20 +51,24 @@ type stageDecl struct {
 	DependsOn []string `json:"depends_on,omitempty"`
 }
 
-// runEntry is a run as the run store's index lists it, with its duration.
+// runEntry is a run as the run store's index lists it, with its duration and its
+// outcome: its status as a person reads it ("rolled back", "retried: succeeded").
 type runEntry struct {
 	scheduler.Entry
-	DurationMS int64 `json:"duration_ms,omitempty"`
+	Outcome    string        `json:"outcome"`
+	DurationMS float64       `json:"duration_ms,omitempty"`
+	Duration   time.Duration `json:"-"`
 }
 
 func entryView(e scheduler.Entry, now time.Time) runEntry {
-	re := runEntry{Entry: e}
+	re := runEntry{Entry: e, Outcome: e.Outcome()}
 	switch {
 	case !e.Start.IsZero() && !e.End.IsZero():
-		re.DurationMS = e.End.Sub(e.Start).Milliseconds()
+		re.Duration = e.End.Sub(e.Start)
 	case !e.Start.IsZero() && e.Status == scheduler.Running:
-		re.DurationMS = now.Sub(e.Start).Milliseconds()
+		re.Duration = now.Sub(e.Start)
 	}
+	re.DurationMS = float64(re.Duration.Microseconds()) / 1000
 	return re
 }
 
@@ -94,6 +101,9 @@ func (s *Server) pipelineView(ctx context.Context, spec *pipelines.Spec) pipelin
 	if spec.Cron != nil {
 		v.ScheduleWords = spec.Cron.Describe()
 		v.NextSlot = s.sched.NextSlot(spec.Name, now)
+	}
+	if p, ok := s.sched.Paused(spec.Name); ok {
+		v.Paused = &p
 	}
 	for _, p := range spec.Params {
 		v.Params = append(v.Params, paramView{Name: p.Name, Type: p.Type, Default: p.Default, Description: p.Description})

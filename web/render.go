@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +28,7 @@ var staticFS embed.FS
 var openAPIDoc []byte
 
 // page names a template of templates/ (each defines "content"; layout.html wraps it).
-var pageNames = []string{"pipelines", "pipeline", "run", "tables", "table", "history", "rows", "changes", "diff", "login", "error"}
+var pageNames = []string{"pipelines", "pipeline", "run", "runs", "rollback", "backfill", "tables", "table", "history", "rows", "changes", "diff", "login", "error"}
 
 type pageSet map[string]*template.Template
 
@@ -143,15 +144,17 @@ var funcs = template.FuncMap{
 		}
 		return t.In(loc).Format("Mon 2006-01-02 15:04 MST")
 	},
-	"ms":    func(ms int64) string { return durationWords(time.Duration(ms) * time.Millisecond) },
-	"dur":   durationWords,
-	"bytes": bytesText,
-	"join":  strings.Join,
-	"lines": textLines,
-	"query": url.QueryEscape,
-	"path":  url.PathEscape,
-	"add":   func(a, b int64) int64 { return a + b },
-	"sub":   func(a, b int64) int64 { return a - b },
+	"ms":        func(ms float64) string { return durationWords(time.Duration(ms * float64(time.Millisecond))) },
+	"count":     countText,
+	"hasPrefix": strings.HasPrefix,
+	"dur":       durationWords,
+	"bytes":     bytesText,
+	"join":      strings.Join,
+	"lines":     textLines,
+	"query":     url.QueryEscape,
+	"path":      url.PathEscape,
+	"add":       func(a, b int64) int64 { return a + b },
+	"sub":       func(a, b int64) int64 { return a - b },
 	"seq": func(n int) []int {
 		out := make([]int, n)
 		for i := range out {
@@ -198,11 +201,16 @@ func utcText(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05 UTC")
 }
 
-// durationWords renders a duration for people: "850 ms", "12.4 s", "3 min 05 s", "2 h 10 min".
+// durationWords renders a duration for people: "40 µs", "0.9 ms", "850 ms", "12.4 s",
+// "3 min 05 s", "2 h 10 min"; "" for none.
 func durationWords(d time.Duration) string {
 	switch {
-	case d < 0:
+	case d <= 0:
 		return ""
+	case d < 100*time.Microsecond:
+		return fmt.Sprintf("%d µs", max(d.Microseconds(), 1))
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
 	case d < time.Second:
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	case d < time.Minute:
@@ -211,6 +219,24 @@ func durationWords(d time.Duration) string {
 		return fmt.Sprintf("%d min %02d s", int(d.Minutes()), int(d.Seconds())%60)
 	}
 	return fmt.Sprintf("%d h %02d min", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// countText writes a count with thousands separators: 10,000,024.
+func countText(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 func bytesText(n int64) string {

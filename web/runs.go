@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -24,6 +25,8 @@ type runsQuery struct {
 	limit     int
 	cursor    map[string]int64 // per pipeline, list below this index number (0: from the newest); absent: done
 	hasCursor bool
+	// from and to bound the runs' creation times (zero: open).
+	from, to time.Time
 }
 
 // maxListLimit caps a page of runs.
@@ -71,23 +74,66 @@ func (s *Server) parseRunsQuery(q url.Values, defaultLimit int) (*runsQuery, err
 		}
 		rq.limit = n
 	}
+	for _, b := range []struct {
+		name string
+		t    *time.Time
+		end  bool
+	}{{"from", &rq.from, false}, {"to", &rq.to, true}} {
+		if v := strings.TrimSpace(q.Get(b.name)); v != "" {
+			t, err := parseWhen(v, b.end)
+			if err != nil {
+				return nil, badRequestf("%s %q: %v", b.name, v, err)
+			}
+			*b.t = t
+		}
+	}
+	if !rq.from.IsZero() && !rq.to.IsZero() && rq.to.Before(rq.from) {
+		return nil, badRequestf("to %s is before from %s", rq.to.Format(time.RFC3339), rq.from.Format(time.RFC3339))
+	}
 	if c := q.Get("cursor"); c != "" {
 		m, err := decodeCursor(c)
 		if err != nil {
 			return nil, badRequestf("cursor: %v", err)
+		}
+		for p := range m {
+			if !slices.Contains(rq.pipelines, p) {
+				return nil, badRequestf("cursor: not one this listing gave (it goes on with pipeline %q, which the listing does not have)", p)
+			}
 		}
 		rq.cursor, rq.hasCursor = m, true
 	}
 	return rq, nil
 }
 
+// parseWhen reads a time of a range: RFC 3339, or a date and time without a zone (UTC),
+// or a date (its start; its end when end is set, so that to=2026-01-14 takes the day).
+func parseWhen(v string, end bool) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC(), nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, nil
+		}
+	}
+	if t, err := time.Parse("2006-01-02", v); err == nil {
+		if end {
+			return t.Add(24*time.Hour - time.Nanosecond), nil
+		}
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("want a time such as 2026-01-14, 2026-01-14T09:30 (UTC) or 2026-01-14T09:30:00+01:00")
+}
+
 func (rq *runsQuery) filter() scheduler.Filter {
-	if len(rq.status) == 0 && len(rq.trigger) == 0 {
+	if len(rq.status) == 0 && len(rq.trigger) == 0 && rq.from.IsZero() && rq.to.IsZero() {
 		return nil
 	}
 	return func(e scheduler.Entry) bool {
-		return (len(rq.status) == 0 || slices.Contains(rq.status, e.Status)) &&
-			(len(rq.trigger) == 0 || slices.Contains(rq.trigger, e.Trigger))
+		return (len(rq.status) == 0 || slices.Contains(rq.status, e.Status) ||
+			e.WasInterrupted && slices.Contains(rq.status, scheduler.Interrupted)) &&
+			(len(rq.trigger) == 0 || slices.Contains(rq.trigger, e.Trigger)) &&
+			(rq.from.IsZero() || !e.Created.Before(rq.from)) && (rq.to.IsZero() || !e.Created.After(rq.to))
 	}
 }
 
@@ -143,8 +189,14 @@ func (s *Server) listRuns(ctx context.Context, rq *runsQuery) ([]scheduler.Entry
 			if st == nil {
 				return nil
 			}
-			before := rq.cursor[p]
-			es, next, err := st.Page(gctx, p, before, rq.limit, 0, rq.filter())
+			before, ok := rq.cursor[p]
+			if !ok && !rq.to.IsZero() { // a range that ends in the past: start there
+				var err error
+				if before, err = st.SeqAfter(gctx, p, rq.to); err != nil {
+					return err
+				}
+			}
+			es, next, err := st.PageWith(gctx, p, scheduler.PageOptions{Before: before, Limit: rq.limit, Filter: rq.filter(), Since: rq.from})
 			if err != nil {
 				return err
 			}
@@ -206,8 +258,8 @@ func (s *Server) grid(ctx context.Context, name string, rq *runsQuery) ([]string
 	now := s.cfg.Now()
 	for i, e := range entries {
 		rows[i] = gridRow{runEntry: entryView(s.fresh(e), now), Stages: map[string]scheduler.Status{}}
-		if e.Status == scheduler.Skipped {
-			continue
+		if e.Status == scheduler.Skipped || e.Trigger == scheduler.Rollback {
+			continue // a rollback's steps are no stages of the pipeline: its row shows its state
 		}
 		g.Go(func() error {
 			rec, ok := s.sched.Runner().Record(e.ID)

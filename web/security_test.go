@@ -48,7 +48,7 @@ func TestAuth(t *testing.T) {
 		{"read token retry", req{method: "POST", path: "/api/v1/runs/shop@20260101T000000Z/retry", header: bearer(readToken)}, 403, ""},
 		{"cross-origin trigger", req{method: "POST", path: trigger, header: map[string]string{"Authorization": "Bearer " + fullToken, "Origin": "http://evil.example"}}, 403, "cross-origin"},
 		{"cross-site fetch trigger", req{method: "POST", path: trigger, header: map[string]string{"Authorization": "Bearer " + fullToken, "Sec-Fetch-Site": "cross-site"}}, 403, ""},
-		{"full token trigger", req{method: "POST", path: trigger, header: bearer(fullToken)}, 202, `"kind":"manual"`},
+		{"full token trigger", req{method: "POST", path: trigger, header: bearer(fullToken)}, 202, `"trigger":"manual"`},
 		{"pages send to the login", req{path: "/pipelines"}, 303, ""},
 		{"page with the read token", req{path: "/pipelines", header: bearer(readToken)}, 200, "read-only"},
 	} {
@@ -200,7 +200,7 @@ func TestEscaping(t *testing.T) {
 		"/tables/raw.signals", "/tables/raw.signals/rows", "/tables/raw.signals/history", "/tables/raw.customers/diff?from=0&to=1",
 		"/tables/raw.customers/rows?where=" + url.QueryEscape("name = '<script>x</script>")} {
 		resp, body := e.do(req{path: path})
-		if resp.StatusCode != 200 {
+		if want := 200; resp.StatusCode != want && !(strings.Contains(path, "where=") && resp.StatusCode == 400) { // an unterminated quote: 400, the form kept
 			t.Errorf("%s: %d", path, resp.StatusCode)
 		}
 		if strings.Contains(body, "<script>alert") || strings.Contains(body, "<img src=x") || strings.Contains(body, "</td><script>") {
@@ -265,10 +265,10 @@ func TestBoundedRequests(t *testing.T) {
 	big := `{"params":{"p":"` + strings.Repeat("x", maxBodyBytes) + `"}}`
 	resp, body := e.do(req{method: "POST", path: "/api/v1/pipelines/shop/runs", body: big,
 		header: map[string]string{"Authorization": "Bearer " + fullToken, "Content-Type": "application/json"}})
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "request body too large") {
-		t.Errorf("a %d-byte body: %d %.200s; want 400 saying the body is too large", len(big), resp.StatusCode, body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, "the request body is larger than 65536 bytes") {
+		t.Errorf("a %d-byte body: %d %.200s; want 413 saying the body is too large", len(big), resp.StatusCode, body)
 	}
-	if runs, list := e.do(req{path: "/api/v1/runs?pipeline=shop", header: bearer(fullToken)}); runs.StatusCode != 200 || strings.Contains(list, `"kind":"manual"`) {
+	if runs, list := e.do(req{path: "/api/v1/runs?pipeline=shop", header: bearer(fullToken)}); runs.StatusCode != 200 || strings.Contains(list, `"trigger":"manual"`) {
 		t.Errorf("runs after the oversized trigger: %d\n%.300s; want none started", runs.StatusCode, list)
 	}
 	resp, body = e.do(req{path: "/api/v1/runs?limit=100000", header: bearer(fullToken)})

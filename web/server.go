@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -36,6 +37,10 @@ type Config struct {
 	EngineInfo string
 	// MaxRows caps the rows one request returns (default 1000).
 	MaxRows int
+	// HeavyPerClient caps the heavy table reads (sorted rows, diffs, change feeds) of
+	// one client at once (default 2); HeavyTotal those of all clients (default twice
+	// the CPUs). Past either, 429 with Retry-After.
+	HeavyPerClient, HeavyTotal int
 }
 
 // LoadError is a pipeline file that failed to load.
@@ -65,10 +70,11 @@ type Server struct {
 	tables *tableCache
 	cop    *http.CrossOriginProtection
 
-	summaries summaryCache
-	cache     responseCache
-	closing   closer
-	stop      <-chan struct{} // closed by Close
+	summaries  summaryCache
+	cache      responseCache
+	heavyReads *heavyLimit
+	closing    closer
+	stop       <-chan struct{} // closed by Close
 }
 
 // route is one registered handler; the OpenAPI document lists the API ones.
@@ -103,6 +109,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRows <= 0 {
 		cfg.MaxRows = defaultMaxRows
 	}
+	if cfg.HeavyPerClient <= 0 {
+		cfg.HeavyPerClient = defaultHeavyPerClient
+	}
+	if cfg.HeavyTotal <= 0 {
+		cfg.HeavyTotal = 2 * runtime.NumCPU()
+	}
 	if cfg.LoadErrors == nil {
 		cfg.LoadErrors = func() []LoadError { return nil }
 	}
@@ -118,6 +130,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, sched: cfg.Scheduler, obs: cfg.Observer, log: cfg.Logger, mux: http.NewServeMux(),
 		pages: pages, tables: newTableCache(cfg.Scheduler, cfg.Now), cop: http.NewCrossOriginProtection()}
+	s.heavyReads = newHeavyLimit(cfg.HeavyPerClient, cfg.HeavyTotal)
 	s.closing.ch = make(chan struct{})
 	s.stop = s.closing.ch
 	s.obs.attach(cfg.Scheduler)

@@ -205,7 +205,10 @@ func ganttSVG(rec *scheduler.Record, now time.Time) template.HTML {
 				ae = end
 			}
 			cls := string(s.Status)
-			if j < len(s.Attempts)-1 || (a.Error != "" && s.Status != scheduler.Running) {
+			switch {
+			case a.Cancelled:
+				cls = "cancelled" // a cancel is no failure
+			case j < len(s.Attempts)-1 || (a.Error != "" && s.Status != scheduler.Running):
 				cls = "failed"
 			}
 			x1, x2 := xt(a.Start), xt(ae)
@@ -218,12 +221,13 @@ func ganttSVG(rec *scheduler.Record, now time.Time) template.HTML {
 }
 
 // stripSVG draws the recent runs as bars, oldest left: height by duration, colour by
-// state, each a link to its run.
+// outcome (a failed run whose retry succeeded is the retry's colour over a red foot; a
+// rolled-back run is grey), each a link to its run.
 func stripSVG(runs []runEntry) template.HTML {
 	const bw, gap, h = 9, 3, 26
-	var longest int64 = 1
+	var longest time.Duration = 1
 	for _, r := range runs {
-		longest = max(longest, r.DurationMS)
+		longest = max(longest, r.Duration)
 	}
 	w := recentRuns * (bw + gap)
 	var b strings.Builder
@@ -235,22 +239,34 @@ func stripSVG(runs []runEntry) template.HTML {
 		fmt.Fprintf(&b, `<rect class="slot" x="%d" y="%d" width="%d" height="3" rx="1"/>`, i*(bw+gap), h-3, bw)
 	}
 	for i, r := range rs {
-		bh := 4 + int(float64(h-4)*float64(r.DurationMS)/float64(longest))
-		if r.Status == scheduler.Skipped || r.DurationMS == 0 {
+		bh := 4 + int(float64(h-4)*float64(r.Duration)/float64(longest))
+		if r.Status == scheduler.Skipped || r.Duration <= 0 {
 			bh = 4
 		}
-		fmt.Fprintf(&b, `<a href="/runs/%s"><rect class="st-%s" x="%d" y="%d" width="%d" height="%d" rx="1"><title>%s: %s%s</title></rect></a>`,
-			esc(pathEscape(r.ID)), esc(string(r.Status)), off+i*(bw+gap), h-bh, bw, bh, esc(r.ID), esc(string(r.Status)), esc(durSuffix(r.DurationMS)))
+		cls, foot := string(r.Status), ""
+		switch {
+		case r.RolledBackBy != "":
+			cls = "rolledback"
+		case r.Outcome != string(r.Status): // retried
+			cls, foot = string(r.RetryStatus), string(r.Status)
+		}
+		x := off + i*(bw+gap)
+		fmt.Fprintf(&b, `<a href="/runs/%s"><rect class="st-%s" x="%d" y="%d" width="%d" height="%d" rx="1"><title>%s: %s%s</title></rect>`,
+			esc(pathEscape(r.ID)), esc(cls), x, h-bh, bw, bh, esc(r.ID), esc(r.Outcome), esc(durSuffix(r.Duration)))
+		if foot != "" {
+			fmt.Fprintf(&b, `<rect class="st-%s" x="%d" y="%d" width="%d" height="3"><title>%s: %s</title></rect>`, esc(foot), x, h-3, bw, esc(r.ID), esc(r.Outcome))
+		}
+		b.WriteString(`</a>`)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }
 
-func durSuffix(ms int64) string {
-	if ms <= 0 {
+func durSuffix(d time.Duration) string {
+	if d <= 0 {
 		return ""
 	}
-	return ", " + durationWords(time.Duration(ms)*time.Millisecond)
+	return ", " + durationWords(d)
 }
 
 // horizonSVG draws a table's versions, the part of them a vacuum or a log cleanup run

@@ -35,9 +35,13 @@ type changesResult struct {
 	Rows    [][]cell  `json:"rows"`
 	// Types are the rows' change types, in order (the pages colour rows by them).
 	Types []string `json:"-"`
-	// Counts cover the whole range, also past the limit.
-	Counts    []versionCounts `json:"counts"`
-	Truncated bool            `json:"truncated"`
+	// Counts cover the whole range, also past the limit: counted from the rows when the
+	// page read them all, else taken from each commit's operation metrics
+	// (CountsFromMetrics; a version whose commit has none has no counts). The page
+	// reads only the rows it shows.
+	Counts            []versionCounts `json:"counts"`
+	CountsFromMetrics bool            `json:"counts_from_metrics,omitempty"`
+	Truncated         bool            `json:"truncated"`
 }
 
 type changesQuery struct {
@@ -111,6 +115,7 @@ func (s *Server) changes(ctx context.Context, ref *tableRef, cq *changesQuery) (
 	verCol := slices.IndexFunc(fields, func(f arrow.Field) bool { return f.Name == delta.CommitVersionColumn })
 	tsCol := slices.IndexFunc(fields, func(f arrow.Field) bool { return f.Name == delta.CommitTimestampColumn })
 	counts := map[int64]*versionCounts{}
+read:
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
 		types, _ := rec.Column(typeCol).(*array.String)
@@ -134,22 +139,56 @@ func (s *Server) changes(ctx context.Context, ref *tableRef, cq *changesQuery) (
 				}
 				vc.Counts[ct]++
 			}
-			if len(res.Rows) < cq.limit {
-				res.Rows = append(res.Rows, rowCells(rec, r, len(res.Columns)))
-				res.Types = append(res.Types, ct)
-			} else {
-				res.Truncated = true
+			if len(res.Rows) == cq.limit {
+				res.Truncated = true // one row past the page: the rest is not read
+				break read
 			}
+			res.Rows = append(res.Rows, rowCells(rec, r, len(res.Columns)))
+			res.Types = append(res.Types, ct)
 		}
 	}
 	if err := rdr.Err(); err != nil {
 		return nil, err
+	}
+	if res.Truncated {
+		counts, err = countsFromMetrics(ctx, t, res.From, res.To)
+		if err != nil {
+			return nil, err
+		}
+		res.CountsFromMetrics = true
 	}
 	for _, vc := range counts {
 		res.Counts = append(res.Counts, *vc)
 	}
 	slices.SortFunc(res.Counts, func(a, b versionCounts) int { return int(a.Version - b.Version) })
 	return res, nil
+}
+
+// countsFromMetrics counts the changes of versions from..to by type from their commits'
+// operation metrics (rows inserted, updated, deleted), reading the log only. A version
+// whose commit has no such metrics has no counts.
+func countsFromMetrics(ctx context.Context, t *delta.Table, from, to int64) (map[int64]*versionCounts, error) {
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := t.History(ctx, int(snap.Version()-from+1))
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]*versionCounts{}
+	for _, h := range hist {
+		if h.Version < from || h.Version > to {
+			continue
+		}
+		ins, upd, del, ok := h.RowCounts()
+		if !ok {
+			continue
+		}
+		out[h.Version] = &versionCounts{Version: h.Version, Timestamp: h.Timestamp, Counts: map[string]int64{
+			delta.ChangeInsert: ins, delta.ChangeUpdatePreimage: upd, delta.ChangeUpdatePostimage: upd, delta.ChangeDelete: del}}
+	}
+	return out, nil
 }
 
 // diffResult is the difference of two versions by key.

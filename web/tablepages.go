@@ -34,18 +34,19 @@ func (s *Server) tableTab(w http.ResponseWriter, r *http.Request, tab, tmpl stri
 		return
 	}
 	p := tablePage{Ref: ref, Tab: tab, Info: ti}
+	code := http.StatusOK
 	if ti.Exists {
 		b, err := body(ref, ti)
 		if err != nil {
-			if statusOf(err) == http.StatusInternalServerError {
+			if code = statusOf(err); code == http.StatusInternalServerError {
 				s.pageError(w, r, err)
 				return
 			}
-			p.Err = err.Error()
+			p.Err = err.Error() // the page answers with the error's status, the form kept
 		}
 		p.Body = b
 	}
-	s.render(w, r, http.StatusOK, tmpl, "Table "+ref.Name, "tables", p)
+	s.render(w, r, code, tmpl, "Table "+ref.Name, "tables", p)
 }
 
 // overview is the table page's first tab.

@@ -247,6 +247,43 @@ func (s *Server) tableInfo(ctx context.Context, ref *tableRef) (*tableInfo, erro
 	return ti, nil
 }
 
+// WhereHint is an example predicate over the table's own columns, for the Where field:
+// a key (or the first string column) equal to a value, and a number or time column
+// compared, e.g. "customer_id = 'C-1' AND amount >= 10".
+func (ti *tableInfo) WhereHint() string {
+	var str, num, ts string
+	pick := func(c columnView) {
+		t := strings.ToLower(c.Type)
+		switch {
+		case str == "" && t == "string":
+			str = fmt.Sprintf("%s = '…'", c.Name)
+		case num == "" && c.Identity == "" && (t == "integer" || t == "long" || t == "short" || t == "double" || t == "float" || strings.HasPrefix(t, "decimal")):
+			num = c.Name + " >= 10"
+		case ts == "" && (t == "timestamp" || t == "timestamp_ntz" || t == "date"):
+			ts = c.Name + " >= '2026-01-01'"
+		}
+	}
+	for _, k := range ti.Keys {
+		for _, c := range ti.Schema {
+			if c.Name == k {
+				pick(c)
+			}
+		}
+	}
+	for _, c := range ti.Schema {
+		if !strings.HasPrefix(c.Name, "_") {
+			pick(c)
+		}
+	}
+	var terms []string
+	for _, t := range []string{str, num, ts} {
+		if t != "" && len(terms) < 2 {
+			terms = append(terms, t)
+		}
+	}
+	return strings.Join(terms, " AND ")
+}
+
 func columnOf(f *delta.StructField, partitions []string) columnView {
 	c := columnView{Name: f.Name, Type: f.Type.String(), Nullable: f.Nullable,
 		Partition: slices.ContainsFunc(partitions, func(p string) bool { return strings.EqualFold(p, f.Name) })}

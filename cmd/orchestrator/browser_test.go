@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
@@ -89,6 +90,9 @@ func TestBrowser(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "pipes", "broken.yaml"), []byte("pipeline: broken\nschedul: daily\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A pipeline whose one stage loads 2 M rows in passes under a small memory budget:
+	// long enough to follow its progress, and to cancel it.
+	writeBigPipeline(t, filepath.Join(dir, "pipes"))
 	srv := startServe(t, bin, filepath.Join(dir, "pipes"), nil)
 	base := "http://" + srv.addr
 	shots := screenshotDir(t)
@@ -175,7 +179,7 @@ func TestBrowser(t *testing.T) {
 	status := ""
 	for time.Now().Before(deadline) {
 		// Read in one step: the live part is replaced as the run goes on.
-		status = strings.TrimSpace(fmt.Sprint(eval("read the run's status", `(document.getElementById('run-status') || {}).textContent || ''`)))
+		status = strings.TrimSpace(fmt.Sprint(eval("read the run's status", `((document.getElementById('run-status') || {}).dataset || {}).status || ''`)))
 		if status != "queued" && status != "running" {
 			break
 		}
@@ -218,7 +222,7 @@ func TestBrowser(t *testing.T) {
 	wantText("rows", "table.data", "T-1002", "149.00", "grinder")
 	run("filter the rows", chromedp.SetValue(chromedp.CSS(`input[name="where"]`), "customer_id = 'C-1'"),
 		chromedp.Click(chromedp.CSS(`form.query button`)))
-	waitURL := func(part string) {
+	waitRows := func(part string) {
 		t.Helper()
 		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 			if u, err := chromedp.Run(ctx, chromedp.Location()); err == nil && strings.Contains(u, part) {
@@ -228,7 +232,7 @@ func TestBrowser(t *testing.T) {
 		}
 		t.Fatalf("the page never went to a URL with %q", part)
 	}
-	waitURL("where=")
+	waitRows("where=")
 	wantText("rows", "#asof", "2 rows")
 	wantText("rows", "table.data", "T-1001", "T-1003")
 	shot("05-rows.png")
@@ -248,8 +252,162 @@ func TestBrowser(t *testing.T) {
 	run("open the runs grid", chromedp.Navigate(base+"/pipelines/sales"), chromedp.WaitVisible(chromedp.CSS(`table.grid`)))
 	wantText("grid", "table.grid", "manual", "succeeded")
 	shot("08-pipeline.png")
+
+	// The confirmations of Cancel, Roll back and Run slots are accepted, as a person would.
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	waitStatus := func(want string) {
+		t.Helper()
+		got := ""
+		for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			got = fmt.Sprint(eval("read the run's status", `((document.getElementById('run-status') || {}).dataset || {}).status || ''`))
+			if got == want {
+				return
+			}
+		}
+		t.Fatalf("run status %q, want %q", got, want)
+	}
+
+	// 8. Roll the run back: its plan first, then the confirmation; the run then shows it.
+	run("open the run", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`a[href$="/rollback"]`)))
+	run("ask for a rollback", chromedp.Click(chromedp.CSS(`a[href$="/rollback"]`)), chromedp.WaitVisible(chromedp.CSS(`table.plan`)))
+	wantText("rollback plan", "main", "bronze.sales_transactions", "restored to v0", "audit.sales_transactions_history", "kept",
+		"capture_sales_history", "records the reversal", "I read the plan")
+	shot("09-rollback-plan.png")
+	run("confirm the rollback", chromedp.Click(chromedp.CSS(`input[name="confirm"]`)), chromedp.Click(chromedp.CSS(`form.confirm button.danger`)))
+	waitURLFunc := func(what string, ok func(u string) bool) {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			if u, err := chromedp.Run(ctx, chromedp.Location()); err == nil && ok(u) {
+				return
+			}
+		}
+		t.Fatalf("the page never went to %s", what)
+	}
+	waitURL := func(part string) {
+		t.Helper()
+		waitURLFunc("a URL with "+part, func(u string) bool { return strings.Contains(u, part) })
+	}
+	waitURLFunc("the rollback's run", func(u string) bool {
+		return strings.Contains(u, "/runs/sales@") && !strings.HasSuffix(u, "/rollback") && u != url
+	})
+	waitStatus("succeeded")
+	wantText("rollback run", "main", "rollback of", "restore bronze.sales_transactions", "net changes")
+	shot("10-rollback-run.png")
+	run("back to the rolled back run", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`#run-status`)))
+	wantText("rolled back run", "#run-status", "rolled back")
+	shot("11-rolled-back.png")
+
+	// 9. The runs of every pipeline, filtered.
+	run("open the runs page", chromedp.Navigate(base+"/runs"), chromedp.WaitVisible(chromedp.CSS(`table.runs`)))
+	wantText("runs", "table.runs", "sales@", "manual", "rollback", "rolled back")
+	shot("12-runs.png")
+	run("filter by trigger", chromedp.SetValue(chromedp.CSS(`select[name="trigger"]`), "rollback"), chromedp.Click(chromedp.CSS(`form.filters button`)))
+	waitURL("trigger=rollback")
+	run("wait for the filtered list", chromedp.WaitVisible(chromedp.CSS(`table.runs`)))
+	if n := eval("count the rows", `document.querySelectorAll('table.runs tbody tr').length`); n != 1.0 {
+		t.Errorf("runs with trigger rollback: %v rows, want 1", n)
+	}
+	shot("12-runs-filtered.png")
+	run("filter by a time range without runs", chromedp.Navigate(base+"/runs?from=2001-01-01&to=2001-01-02"), chromedp.WaitVisible(chromedp.CSS(`p.empty`)))
+	wantText("runs", "p.empty", "No run matches the filter")
+
+	// 10. Pause the schedule, see it everywhere, resume it.
+	run("open the pipeline", chromedp.Navigate(base+"/pipelines/sales"), chromedp.WaitVisible(chromedp.CSS(`form.pause`)))
+	run("pause it", chromedp.SetValue(chromedp.CSS(`form.pause input[name="reason"]`), "source system migration"),
+		chromedp.Click(chromedp.CSS(`form.pause button`)), chromedp.WaitVisible(chromedp.CSS(`p.paused`)))
+	wantText("paused pipeline", "p.paused", "paused by web@127.0.0.1", "source system migration")
+	shot("13-paused.png")
+	run("see it on the pipelines page", chromedp.Navigate(base+"/pipelines"), chromedp.WaitVisible(chromedp.CSS(`.tag.paused`)))
+	run("resume it", chromedp.Navigate(base+"/pipelines/sales"), chromedp.Click(chromedp.CSS(`form[action$="/resume"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.pause`)))
+
+	// 11. A backfill lists its slots first, then runs them.
+	run("open the backfill", chromedp.Click(chromedp.CSS(`a[href$="/backfill"]`)), chromedp.WaitVisible(chromedp.CSS(`input[name="from"]`)))
+	day := time.Now().UTC().AddDate(0, 0, -3).Format("2006-01-02")
+	day2 := time.Now().UTC().AddDate(0, 0, -2).Format("2006-01-02")
+	run("list the slots", chromedp.SetValue(chromedp.CSS(`input[name="from"]`), day), chromedp.SetValue(chromedp.CSS(`input[name="to"]`), day2),
+		chromedp.Click(chromedp.CSS(`form.filters button`)), chromedp.WaitVisible(chromedp.CSS(`table.slots`)))
+	wantText("backfill", "main", "2 slots, 2 to run", "Run 2 slots")
+	shot("14-backfill.png")
+	run("run them", chromedp.Click(chromedp.CSS(`form.confirm button`)))
+	waitURL("trigger=backfill")
+	run("see them", chromedp.WaitVisible(chromedp.CSS(`table.runs`)))
+	if n := eval("count the backfill runs", `document.querySelectorAll('table.runs tbody tr').length`); n != 2.0 {
+		t.Errorf("backfill runs listed: %v, want 2", n)
+	}
+
+	// 12. A long run's progress moves on its page without a reload; cancelled, it shows
+	// as cancelled, not as an error.
+	run("start the long run", chromedp.Navigate(base+"/pipelines/big"), chromedp.Click(chromedp.CSS(`button[data-run-now="big"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status`)))
+	eval("mark the page", `window.__sameDocument = true`)
+	seen := map[string]bool{}
+	for end := time.Now().Add(90 * time.Second); time.Now().Before(end) && len(seen) < 3; time.Sleep(150 * time.Millisecond) {
+		if p := fmt.Sprint(eval("read the progress", `(document.querySelector('#detail-load .progress') || {}).innerText || ''`)); p != "" {
+			if !seen[p] && len(seen) == 1 {
+				shot("15-progress.png")
+			}
+			seen[p] = true
+		}
+	}
+	if len(seen) < 2 {
+		t.Errorf("the long run's progress: %v; want it to change on the page", seen)
+	}
+	if same := eval("check the page was not reloaded", `window.__sameDocument === true`); same != true {
+		t.Error("the run page reloaded to show progress; want it updated in place")
+	}
+	run("cancel it", chromedp.Click(chromedp.CSS(`button.danger`)))
+	waitStatus("cancelled")
+	run("wait for the stage to end", chromedp.WaitVisible(chromedp.CSS(`#stage-load .badge.st-cancelled`)))
+	if n := eval("count errors", `document.querySelectorAll('tr.detail .error, p.error').length`); n != 0.0 {
+		t.Errorf("a cancelled run shows %v error boxes, want none", n)
+	}
+	if n := eval("count red bars", `document.querySelectorAll('svg.gantt rect.st-failed').length`); n != 0.0 {
+		t.Errorf("a cancelled run's timeline has %v failed bars, want none", n)
+	}
+	wantText("cancelled run", "#stage-load", "cancelled")
+	wantText("cancelled run", "#detail-load", "cancelled by web@127.0.0.1")
+	shot("16-cancelled.png")
 	t.Logf("screenshots in %s", shots)
 	srv.term(t)
+}
+
+// writeBigPipeline writes the pipeline "big" into dir: ten CSV files of 200,000 rows
+// loaded by key under a 16 MiB memory budget.
+func writeBigPipeline(t *testing.T, dir string) {
+	t.Helper()
+	for f := range 10 {
+		var b strings.Builder
+		b.WriteString("id,name,city\n")
+		for i := range 200_000 {
+			fmt.Fprintf(&b, "k%02d%07d,name %d,city %d\n", f, i, i, i%97)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "big"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "big", fmt.Sprintf("%02d.csv", f)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	yaml := `pipeline: big
+description: Two million rows by key, under a small memory budget.
+tables:
+  raw.big:
+    columns: [{name: id, type: string}, {name: name, type: string}, {name: city, type: string}, {name: source_file, type: string}, {name: load_timestamp, type: timestamp}]
+stages:
+  - {name: load, kind: ingest, source: big/*.csv, target: raw.big, mode: upsert, keys: [id], memory_budget: 16MiB}
+`
+	if err := os.WriteFile(filepath.Join(dir, "big.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func clipText(s string) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,10 +42,58 @@ func newPipelineDir(dir string) (*pipelineDir, error) {
 	return &pipelineDir{dir: dir, files: map[string]*pipelineFile{}}, nil
 }
 
-// scan reads the files that are new or changed since the last scan and reports, one
-// line each, what it loaded and what it skipped. changed says whether the set of valid
-// pipelines changed.
-func (d *pipelineDir) scan(e *env) (changed bool, report []string) {
+// scanNote is one thing a scan found: a file loaded, reloaded, removed or invalid.
+type scanNote struct {
+	warn     bool   // a problem (an invalid file)
+	msg      string // what happened, e.g. "pipeline file invalid, skipped"
+	file     string
+	pipeline string
+	schedule string // of a pipeline loaded
+	problem  string // of an invalid file: its problems, one per line
+}
+
+// text is the note as one line of text (and the problems below it), as the runs
+// commands print it.
+func (n scanNote) text() string {
+	t := n.file + ": " + n.msg
+	if n.pipeline != "" {
+		t += ", pipeline " + n.pipeline
+	}
+	if n.schedule != "" {
+		t += " (" + n.schedule + ")"
+	}
+	if n.problem != "" {
+		t += ":\n" + n.problem
+	}
+	return t
+}
+
+// log writes the note to a structured log (serve's).
+func (n scanNote) log(l *slog.Logger) {
+	args := []any{"file", n.file}
+	if n.pipeline != "" {
+		args = append(args, "pipeline", n.pipeline)
+	}
+	if n.schedule != "" {
+		args = append(args, "schedule", n.schedule)
+	}
+	if n.problem != "" {
+		lines := strings.Split(n.problem, "\n")
+		for i := range lines {
+			lines[i] = strings.TrimSpace(lines[i])
+		}
+		args = append(args, "problems", strings.Join(lines, "; "))
+	}
+	if n.warn {
+		l.Warn(n.msg, args...)
+	} else {
+		l.Info(n.msg, args...)
+	}
+}
+
+// scan reads the files that are new or changed since the last scan and says what it
+// loaded and what it skipped. changed says whether the set of valid pipelines changed.
+func (d *pipelineDir) scan(e *env) (changed bool, report []scanNote) {
 	var paths []string
 	for _, pat := range []string{"*.yaml", "*.yml"} {
 		m, _ := filepath.Glob(filepath.Join(d.dir, pat))
@@ -71,25 +120,25 @@ func (d *pipelineDir) scan(e *env) (changed bool, report []string) {
 		if err != nil {
 			f.problem = problemText(err)
 			if f.spec != nil {
-				report = append(report, fmt.Sprintf("%s: invalid change, pipeline %s goes on with its previous version:\n%s", path, f.spec.Name, f.problem))
+				report = append(report, scanNote{warn: true, msg: "invalid change: its previous version goes on", file: path, pipeline: f.spec.Name, problem: f.problem})
 			} else {
-				report = append(report, fmt.Sprintf("%s: invalid, skipped:\n%s", path, f.problem))
+				report = append(report, scanNote{warn: true, msg: "invalid, skipped", file: path, problem: f.problem})
 			}
 			continue
 		}
-		verb := "loaded"
+		msg := "loaded"
 		if f.spec != nil {
-			verb = "reloaded"
+			msg = "reloaded"
 		}
 		f.spec, f.problem, changed = spec, "", true
-		report = append(report, fmt.Sprintf("%s: %s pipeline %s (%s)", path, verb, spec.Name, scheduleText(spec)))
+		report = append(report, scanNote{msg: msg, file: path, pipeline: spec.Name, schedule: scheduleText(spec)})
 	}
 	for path, f := range d.files {
 		if !seen[path] {
 			delete(d.files, path)
 			if f.spec != nil {
 				changed = true
-				report = append(report, fmt.Sprintf("%s: removed, pipeline %s is no longer scheduled", path, f.spec.Name))
+				report = append(report, scanNote{msg: "removed: no longer scheduled", file: path, pipeline: f.spec.Name})
 			}
 		}
 	}

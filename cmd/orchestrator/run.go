@@ -94,6 +94,7 @@ func runPipeline(ctx context.Context, e *env, file string, only []string, params
 // from starting).
 func runWithDisplay(e *env, stores scheduler.Opener, so stageOptions, spec *pipelines.Spec, format string, start func(*scheduler.Runner, scheduler.Hooks) (*scheduler.Record, error)) error {
 	disp := newRunDisplay(e.stderr, e.now)
+	sweepSpill(so, slog.New(slog.NewTextHandler(disp, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	logger := slog.New(slog.NewTextHandler(disp, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	runner := newRunner(e, stores, so, logger, nil)
 	rec, err := start(runner, scheduler.Hooks{

@@ -133,9 +133,9 @@ func (d *runDisplay) event(ev dag.Event) {
 			line += fmt.Sprintf(" (attempt %d)", ev.Attempt)
 		}
 	case dag.Retrying:
-		line += fmt.Sprintf(" in %s after attempt %d failed: %v", ev.Delay.Round(time.Millisecond), ev.Attempt, ev.Err)
+		line += fmt.Sprintf(" in %s after attempt %d failed: %v", durationText(ev.Delay), ev.Attempt, ev.Err)
 	case dag.Succeeded:
-		line += fmt.Sprintf(" in %s: %s", s.end.Sub(s.start).Round(time.Millisecond), rowsText(s.result))
+		line += fmt.Sprintf(" in %s: %s", durationText(s.end.Sub(s.start)), rowsText(s.result))
 		for _, n := range s.result.Notes {
 			line += "\n  " + n
 		}
@@ -220,7 +220,7 @@ func (d *runDisplay) redraw() {
 }
 
 func rowsText(r jobs.Result) string {
-	t := fmt.Sprintf("%d rows read, %d written", r.RowsRead, r.RowsWritten)
+	t := fmt.Sprintf("%s rows read, %s written", countText(r.RowsRead), countText(r.RowsWritten))
 	if len(r.VersionsWritten) > 0 {
 		t += ", committed " + versionsText(r.VersionsWritten)
 	}
@@ -265,11 +265,10 @@ func writeRunSummary(e *env, format string, rec *scheduler.Record) error {
 	for _, s := range rec.Stages {
 		r := []cell{textCell(s.Name), textCell(string(s.Status)), intCell(int64(len(s.Attempts))), nullCell, nullCell, nullCell, nullCell, nullCell}
 		if !s.Start.IsZero() {
-			dur := s.End.Sub(s.Start).Round(time.Millisecond)
-			r[3] = cell{text: dur.String(), json: dur.Seconds()}
+			r[3] = durationCell(s.End.Sub(s.Start))
 		}
 		if len(s.Attempts) > 0 {
-			r[4], r[5] = intCell(s.RowsIn), intCell(s.RowsOut)
+			r[4], r[5] = countCell(s.RowsIn), countCell(s.RowsOut)
 			// A stage that ran and committed nothing says so, rather than NULL.
 			r[6] = cell{text: "none", json: []any{}}
 			if vs := s.VersionsWritten; len(vs) > 0 {
@@ -285,6 +284,9 @@ func writeRunSummary(e *env, format string, rec *scheduler.Record) error {
 		notes := append([]string(nil), s.Notes...)
 		if s.Error != "" && s.Status != scheduler.Succeeded {
 			notes = append(notes, s.Error)
+		}
+		if s.Reason != "" {
+			notes = append(notes, string(s.Status)+": "+s.Reason)
 		}
 		if len(notes) > 0 {
 			r[7] = cell{text: strings.Join(notes, "; "), json: notes}

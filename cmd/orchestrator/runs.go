@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +26,7 @@ const runsStoreHelp = "Runs are recorded in the run store of each pipeline's war
 func runsCommand() *command {
 	return &command{
 		name:    "runs",
-		summary: "list, show, trigger, cancel, retry, backfill and roll back recorded runs",
+		summary: "list, show, trigger, cancel, retry, backfill and roll back runs; pause and resume schedules",
 		help:    "Every run is recorded: its trigger, definition, status and per stage its attempts,\nrows, table versions and log.\n\n" + runsStoreHelp,
 		subs: []*command{
 			runsListCommand(),
@@ -35,6 +36,8 @@ func runsCommand() *command {
 			runsRetryCommand(),
 			runsBackfillCommand(),
 			runsRollbackCommand(),
+			runsPauseCommand(true),
+			runsPauseCommand(false),
 		},
 	}
 }
@@ -46,13 +49,18 @@ type runsFlags struct {
 	stage             stageOptions
 }
 
-func addRunsFlags(fs *flag.FlagSet) *runsFlags {
+// addRunsFlags declares the flags of a runs command; runsStages adds those of the
+// commands that run stages here (trigger, retry, backfill): help lists only flags that
+// act.
+func addRunsFlags(fs *flag.FlagSet, runsStages bool) *runsFlags {
 	f := &runsFlags{}
 	fs.StringVar(&f.dir, "pipelines", "", "the `dir`ectory of pipeline files (as serve takes it)")
 	fs.StringVar(&f.file, "pipeline", "", "a pipeline `file`")
 	fs.StringVar(&f.format, "format", formatText, "output format, `text|json`")
 	addS3Flags(fs, &f.s3)
-	addStageFlags(fs, &f.stage)
+	if runsStages {
+		addStageFlags(fs, &f.stage)
+	}
 	return f
 }
 
@@ -66,8 +74,10 @@ type runsEnv struct {
 	format string
 }
 
-// open loads the pipelines; extra are pipeline files given as arguments.
-func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
+// open loads the pipelines; extra are pipeline files given as arguments. A file that
+// is invalid (an edit in progress, while serve goes on with its previous version) is
+// taken as its last valid definition, which its newest run recorded, saying so.
+func (f *runsFlags) open(ctx context.Context, e *env, extra ...string) (*runsEnv, error) {
 	if f.format != formatText && f.format != formatJSON {
 		return nil, usagef("unknown format %q: want text or json", f.format)
 	}
@@ -77,10 +87,18 @@ func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
 	if f.file != "" {
 		files = append(files, f.file)
 	}
+	var invalid []string
 	for _, file := range files {
-		spec, err := loadPipeline(e, file)
+		spec, err := pipelines.Load(file, pipelines.Options{LookupEnv: e.lookupEnv})
 		if err != nil {
-			return nil, err
+			var perr *pipelines.Error
+			if !errors.As(err, &perr) {
+				return nil, err
+			}
+			if spec, err = re.lastValid(ctx, file); err != nil {
+				fmt.Fprintln(e.stderr, problemText(perr))
+				return nil, fmt.Errorf("%s is invalid, and %v", file, err)
+			}
 		}
 		re.specs = append(re.specs, spec)
 	}
@@ -90,13 +108,23 @@ func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
 			return nil, err
 		}
 		_, report := dir.scan(e)
-		for _, line := range report {
-			if strings.Contains(line, ": invalid") {
-				fmt.Fprintln(e.stderr, line)
+		for _, n := range report {
+			if n.warn {
+				invalid = append(invalid, n.file)
 			}
 		}
 		specs, _ := dir.specs()
 		re.specs = append(re.specs, specs...)
+		for _, file := range invalid {
+			spec, err := re.lastValid(ctx, file)
+			if err != nil {
+				fmt.Fprintf(e.stderr, "%s: invalid, skipped (%v)\n", file, err)
+				continue
+			}
+			if re.spec(spec.Name) == nil {
+				re.specs = append(re.specs, spec)
+			}
+		}
 	}
 	if len(re.specs) == 0 {
 		if f.dir == "" && len(files) == 0 {
@@ -105,6 +133,38 @@ func (f *runsFlags) open(e *env, extra ...string) (*runsEnv, error) {
 		return nil, fmt.Errorf("no valid pipeline in %s", f.dir)
 	}
 	return re, nil
+}
+
+// lastValid is the last valid definition of the pipeline of an invalid file: the one
+// its newest run recorded (found through the file's name and warehouse, which are read
+// even when the rest is invalid). It says so on stderr.
+func (re *runsEnv) lastValid(ctx context.Context, file string) (*pipelines.Spec, error) {
+	opts := pipelines.Options{LookupEnv: re.e.lookupEnv}
+	head, err := pipelines.ReadHeader(file, opts)
+	if err != nil {
+		return nil, fmt.Errorf("its run store cannot be found: %v", err)
+	}
+	store, err := re.runner.Store(ctx, head)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := store.List(ctx, head.Name, 20, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, en := range entries {
+		rec, err := store.Get(ctx, en.ID)
+		if err != nil || rec.Definition == "" {
+			continue
+		}
+		spec, err := scheduler.SpecOf(rec, opts)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(re.e.stderr, "%s is invalid: pipeline %s is taken as its last valid definition, as run %s ran it\n", file, head.Name, rec.ID)
+		return spec, nil
+	}
+	return nil, fmt.Errorf("pipeline %s has no run that recorded a valid definition", head.Name)
 }
 
 // spec returns the loaded pipeline called name, or nil.
@@ -170,7 +230,7 @@ func runsListCommand() *command {
 		help: "List runs newest first: of one pipeline (--name), or of every pipeline with runs in\n" +
 			"the run stores found. Skipped slots are runs too, with their reason.\n\n" + runsStoreHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
-			f := addRunsFlags(fs)
+			f := addRunsFlags(fs, false)
 			name := fs.String("name", "", "only the runs of this `pipeline`")
 			status := fs.String("status", "", "only runs in this `status` (queued, running, succeeded, failed, cancelled, skipped, interrupted)")
 			limit := fs.Int("limit", 50, "at most `n` runs")
@@ -186,7 +246,7 @@ func runsListCommand() *command {
 				default:
 					return usagef("unknown --status %q: want queued, running, succeeded, failed, cancelled, skipped or interrupted", *status)
 				}
-				re, err := f.open(e)
+				re, err := f.open(ctx, e)
 				if err != nil {
 					return err
 				}
@@ -203,8 +263,10 @@ func runsListCommand() *command {
 // list returns the newest runs of one pipeline, or of every pipeline in the stores.
 func (re *runsEnv) list(ctx context.Context, name string, status scheduler.Status, limit int) ([]scheduler.Entry, error) {
 	var filter scheduler.Filter
-	if status != "" {
-		filter = func(en scheduler.Entry) bool { return en.Status == status }
+	if status != "" { // interrupted: also the runs an interruption cut before their last attempt
+		filter = func(en scheduler.Entry) bool {
+			return en.Status == status || status == scheduler.Interrupted && en.WasInterrupted
+		}
 	}
 	type source struct {
 		store    *scheduler.Store
@@ -256,6 +318,19 @@ var entryColumns = []column{
 	{name: "start"}, {name: "duration", numeric: true}, {name: "attempt", numeric: true}, {name: "reason"},
 }
 
+// statusCell is a run's status as a person reads it: "failed → retried: succeeded",
+// "succeeded → rolled back" (JSON has the status; the outcome is its own field).
+func statusCell(en scheduler.Entry) cell {
+	text := string(en.Status)
+	switch {
+	case en.RolledBackBy != "":
+		text += " → rolled back"
+	case en.Outcome() != string(en.Status):
+		text += " → " + en.Outcome()
+	}
+	return cell{text: text, json: string(en.Status)}
+}
+
 func timeText(t time.Time) cell {
 	if t.IsZero() {
 		return nullCell
@@ -265,20 +340,27 @@ func timeText(t time.Time) cell {
 
 func writeEntries(e *env, format string, entries []scheduler.Entry) error {
 	rows := make([][]cell, 0, len(entries))
+	cols := entryColumns
+	if format == formatJSON {
+		cols = append(slices.Clone(cols), column{name: "outcome"})
+	}
 	for _, en := range entries {
 		dur := nullCell
 		if !en.Start.IsZero() && !en.End.IsZero() {
-			d := en.End.Sub(en.Start).Round(time.Millisecond)
-			dur = cell{text: d.String(), json: d.Seconds()}
+			dur = durationCell(en.End.Sub(en.Start))
 		}
 		reason := optText(en.Reason)
 		if en.Error != "" {
 			reason = textCell(en.Error)
 		}
-		rows = append(rows, []cell{textCell(en.ID), textCell(en.Pipeline), textCell(string(en.Trigger)), textCell(string(en.Status)),
-			timeText(en.Slot), timeText(en.Start), dur, intCell(int64(en.Attempt)), reason})
+		row := []cell{textCell(en.ID), textCell(en.Pipeline), textCell(string(en.Trigger)), statusCell(en),
+			timeText(en.Slot), timeText(en.Start), dur, intCell(int64(en.Attempt)), reason}
+		if format == formatJSON {
+			row = append(row, textCell(en.Outcome()))
+		}
+		rows = append(rows, row)
 	}
-	return writeRows(e, format, entryColumns, rows)
+	return writeRows(e, format, cols, rows)
 }
 
 func runsShowCommand() *command {
@@ -291,12 +373,12 @@ func runsShowCommand() *command {
 			"versions read and written, change feed ranges, notes and last log lines. With\n" +
 			"--format json, the record itself.\n\n" + runsStoreHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
-			f := addRunsFlags(fs)
+			f := addRunsFlags(fs, false)
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) != 1 {
 					return usagef("want one RUN_ID")
 				}
-				re, err := f.open(e)
+				re, err := f.open(ctx, e)
 				if err != nil {
 					return err
 				}
@@ -335,7 +417,7 @@ func showRecord(e *env, rec *scheduler.Record) error {
 		}
 		line("params", "%s", strings.Join(ps, " "))
 	}
-	line("status", "%s", rec.Status)
+	line("status", "%s", statusCell(rec.Entry()).text)
 	if rec.Reason != "" {
 		line("reason", "%s", rec.Reason)
 	}
@@ -355,14 +437,34 @@ func showRecord(e *env, rec *scheduler.Record) error {
 	if hb := rec.Heartbeat; hb != nil {
 		line("heartbeat", "%s by %s pid %d", hb.Time.Format(time.RFC3339), hb.Host, hb.PID)
 	}
-	for _, id := range rec.RetriedBy {
-		line("retried by", "%s", id)
+	for i, id := range rec.RetriedBy {
+		if i == len(rec.RetriedBy)-1 && rec.RetryStatus != "" {
+			line("retried by", "%s (%s)", id, rec.RetryStatus)
+		} else {
+			line("retried by", "%s", id)
+		}
 	}
 	if rec.RolledBackBy != "" {
 		line("rolled back", "by run %s", rec.RolledBackBy)
 	}
 	for _, d := range rec.Notifications {
 		line("notified", "%s", deliveryText(d))
+	}
+	for _, a := range rec.Attempts {
+		text := fmt.Sprintf("%d (%s) %s", a.N, a.Trigger, a.Status)
+		if !a.Start.IsZero() {
+			text += " from " + a.Start.Format(time.RFC3339)
+		}
+		if !a.End.IsZero() {
+			text += " to " + a.End.Format(time.RFC3339)
+		}
+		if why := a.Error + a.Reason; why != "" {
+			text += ": " + why
+		}
+		line("attempt", "%s", text)
+	}
+	for _, n := range rec.Notes {
+		line("note", "%s", n)
 	}
 	if len(rec.Stages) == 0 {
 		return nil
@@ -421,6 +523,12 @@ func writeStageDetail(w io.Writer, s *scheduler.StageRecord) {
 	detail = append(detail, s.Notes...)
 	if s.Error != "" && s.Status != scheduler.Succeeded {
 		detail = append(detail, "error: "+s.Error)
+	}
+	if s.Reason != "" {
+		detail = append(detail, string(s.Status)+": "+s.Reason)
+	}
+	if p := s.Progress; p != nil && s.Status.Active() {
+		detail = append(detail, fmt.Sprintf("progress: %s (reported %s)", p.Text(), p.Updated.Format(time.RFC3339)))
 	}
 	if s.LogDropped > 0 {
 		detail = append(detail, fmt.Sprintf("log: the last %d lines; all in %s", len(s.Log), s.LogObject))

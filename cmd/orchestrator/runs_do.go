@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 	"github.com/orchestrator-io/orchestrator/scheduler"
 )
@@ -31,7 +30,7 @@ func (re *runsEnv) servedBy(ctx context.Context, store *scheduler.Store, spec *p
 // handOff gives a queued record to the serve holding lease: created (new) or saved as
 // its next attempt, with a run request. With wait it waits for the run to end and prints
 // its summary.
-func (re *runsEnv) handOff(ctx context.Context, store *scheduler.Store, rec *scheduler.Record, existing bool, lease *scheduler.LeaseBody, wait bool) error {
+func (re *runsEnv) handOff(ctx context.Context, store *scheduler.Store, rec *scheduler.Record, existing bool, lease *scheduler.LeaseBody, wait bool, created ...func() error) error {
 	rec.Heartbeat = nil // no one runs it until the serve takes it
 	var err error
 	if existing {
@@ -40,7 +39,12 @@ func (re *runsEnv) handOff(ctx context.Context, store *scheduler.Store, rec *sch
 		err = store.Create(ctx, rec)
 	}
 	if err != nil {
-		return err
+		return scheduler.RetryConflict(ctx, store, rec, err)
+	}
+	for _, f := range created {
+		if err := f(); err != nil {
+			return err
+		}
 	}
 	if err := store.Request(ctx, rec.ID, scheduler.RequestRun, re.e.who(), re.e.now()); err != nil {
 		return err
@@ -77,7 +81,7 @@ func runsTriggerCommand() *command {
 		summary: "run a pipeline now, in the serve that schedules it or here",
 		help:    "Start a manual run of the pipeline, with --param values for its parameters.\n\n" + handOffHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
-			f := addRunsFlags(fs)
+			f := addRunsFlags(fs, true)
 			params := paramFlag{}
 			fs.Var(params, "param", "set a pipeline parameter: `name=value` (repeatable)")
 			wait := fs.Bool("wait", false, "wait for a run handed to a serve to end")
@@ -85,7 +89,7 @@ func runsTriggerCommand() *command {
 				if len(args) != 1 {
 					return usagef("want one PIPELINE.yaml")
 				}
-				re, err := f.open(e, args[0])
+				re, err := f.open(ctx, e, args[0])
 				if err != nil {
 					return err
 				}
@@ -123,12 +127,12 @@ func runsCancelCommand() *command {
 			"serve is cancelled through the run store; a run whose process is gone is marked\n" +
 			"cancelled here.\n\n" + runsStoreHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
-			f := addRunsFlags(fs)
+			f := addRunsFlags(fs, false)
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) != 1 {
 					return usagef("want one RUN_ID")
 				}
-				re, err := f.open(e)
+				re, err := f.open(ctx, e)
 				if err != nil {
 					return err
 				}
@@ -177,13 +181,13 @@ func runsRetryCommand() *command {
 			"not repeated. It runs the definition the run ran, with its slot and parameters.\n" +
 			"The two records link each other.\n\n" + handOffHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
-			f := addRunsFlags(fs)
+			f := addRunsFlags(fs, true)
 			wait := fs.Bool("wait", false, "wait for a run handed to a serve to end")
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) != 1 {
 					return usagef("want one RUN_ID")
 				}
-				re, err := f.open(e)
+				re, err := f.open(ctx, e)
 				if err != nil {
 					return err
 				}
@@ -195,24 +199,22 @@ func runsRetryCommand() *command {
 				if err != nil {
 					return err
 				}
-				trig, err := scheduler.RetryTrigger(old, spec, e.who())
+				rec, err := re.runner.PrepareRetry(ctx, store, old, spec, e.who())
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stderr, "retry of run %s: stages %v\n", old.ID, trig.Stages)
-				rec, err := re.runner.Prepare(spec, trig, "")
-				if err != nil {
-					return err
-				}
-				if err := store.Link(ctx, old.ID, scheduler.Retry, rec.ID); err != nil {
-					return err
-				}
+				fmt.Fprintf(e.stderr, "retry of run %s: run %s, stages %s\n", old.ID, rec.ID, strings.Join(rec.Trigger.Stages, ", "))
 				if lease := re.servedBy(ctx, store, spec); lease != nil {
-					return re.handOff(ctx, store, rec, false, lease, *wait)
+					return re.handOff(ctx, store, rec, false, lease, *wait, func() error {
+						return store.Link(ctx, old.ID, scheduler.Retry, rec.ID, scheduler.Queued)
+					})
 				}
 				return runWithDisplay(e, re.stores, re.stage, spec, re.format, func(r *scheduler.Runner, h scheduler.Hooks) (*scheduler.Record, error) {
 					if err := r.Create(ctx, spec, store, rec); err != nil {
-						return nil, err
+						return nil, scheduler.RetryConflict(ctx, store, rec, err)
+					}
+					if err := store.Link(ctx, old.ID, scheduler.Retry, rec.ID, scheduler.Queued); err != nil {
+						fmt.Fprintf(e.stderr, "link run %s to its retry: %v\n", old.ID, err)
 					}
 					return r.Execute(ctx, rec.ID, h)
 				})
@@ -232,7 +234,7 @@ func runsBackfillCommand() *command {
 			"unless --rerun (then it is the slot's next attempt); one that failed or was\n" +
 			"skipped runs again. The slots are listed first; --dry-run stops there.\n\n" + handOffHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
-			f := addRunsFlags(fs)
+			f := addRunsFlags(fs, true)
 			from := fs.String("from", "", "the first `time` of the range")
 			to := fs.String("to", "", "the last `time` of the range")
 			dry := fs.Bool("dry-run", false, "list the slots and what would be done, and stop")
@@ -254,7 +256,7 @@ func runsBackfillCommand() *command {
 				if err != nil {
 					return usagef("--to: %v", err)
 				}
-				re, err := f.open(e, args[0])
+				re, err := f.open(ctx, e, args[0])
 				if err != nil {
 					return err
 				}
@@ -353,23 +355,30 @@ func runsRollbackCommand() *command {
 	return &command{
 		name:    "rollback",
 		args:    "RUN_ID",
-		summary: "restore every table a run committed to as it was before the run",
-		help: "Undo a run: each table it committed to is restored (Delta RESTORE) to its version\n" +
-			"before the run's first commit to it, in reverse stage order, as a run of its own\n" +
-			"(trigger rollback) whose id every RESTORE commit carries; the two records link\n" +
-			"each other. It refuses when a later commit touched one of the tables (the restore\n" +
-			"would undo it too) unless --force, and names the change feed readers\n" +
-			"(capture_history, source_changes merges) that already read the run's versions:\n" +
-			"the restore does not undo what they wrote. --dry-run shows the plan.\n\n" + runsStoreHelp,
+		summary: "undo a run's changes to its tables, keeping histories and readers true",
+		help: "Undo a run, as a run of its own (trigger rollback) whose id every commit carries;\n" +
+			"the two records link each other. Each table the run committed to is restored\n" +
+			"(Delta RESTORE) to its version before the run; its RESTORE commit's change feed\n" +
+			"holds only the net changes (the reversal of the run). An append-only history (a\n" +
+			"capture_history target) is kept: its capture records the reversal at its next\n" +
+			"run. A merge that reads a restored table's change feed (scd1/scd2 with\n" +
+			"source_changes, in any pipeline given) goes back with it: its target and event\n" +
+			"log are restored to before it read the run's versions, and its progress moves\n" +
+			"past them, so it never sees the run nor its reversal. The files the run loaded\n" +
+			"stay loaded (put a corrected file under a new name).\n\n" +
+			"The plan is printed first: each table and reader and what happens to it. It\n" +
+			"refuses when a later commit touched a table (the restore would undo it too) or\n" +
+			"a reader cannot be kept exact, unless --force. --dry-run stops after the plan.\n" +
+			"See docs/operations.md.\n\n" + runsStoreHelp,
 		setup: func(fs *flag.FlagSet) runFunc {
-			f := addRunsFlags(fs)
-			dry := fs.Bool("dry-run", false, "show what would be restored, and stop")
-			force := fs.Bool("force", false, "roll back even when later commits touched the tables")
+			f := addRunsFlags(fs, false)
+			dry := fs.Bool("dry-run", false, "show what would be done, and stop")
+			force := fs.Bool("force", false, "roll back even when the plan lists problems")
 			return func(ctx context.Context, e *env, args []string) error {
 				if len(args) != 1 {
 					return usagef("want one RUN_ID")
 				}
-				re, err := f.open(e)
+				re, err := f.open(ctx, e)
 				if err != nil {
 					return err
 				}
@@ -381,11 +390,7 @@ func runsRollbackCommand() *command {
 				if err != nil {
 					return err
 				}
-				var consumers []jobs.Consumer
-				for _, s := range re.specs {
-					consumers = append(consumers, s.Consumers()...)
-				}
-				plan, err := re.runner.PlanRollback(ctx, spec, old, consumers)
+				plan, err := re.runner.PlanRollback(ctx, spec, old, re.specs)
 				if err != nil {
 					return err
 				}
@@ -395,7 +400,7 @@ func runsRollbackCommand() *command {
 				if *dry {
 					return nil
 				}
-				rec, err := re.runner.Rollback(ctx, spec, plan, *force, e.who())
+				rec, err := re.runner.Rollback(ctx, spec, plan, *force, e.who(), nil)
 				if err != nil {
 					return err
 				}
@@ -408,25 +413,53 @@ func runsRollbackCommand() *command {
 
 func writeRollbackPlan(e *env, format string, plan *scheduler.RollbackPlan) error {
 	if format == formatJSON {
-		b, err := json.Marshal(plan)
+		b, err := json.Marshal(struct {
+			*scheduler.RollbackPlan
+			Run      string   `json:"run"`
+			Problems []string `json:"problems"`
+		}{plan, plan.Run.ID, plan.Problems()})
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
 		return err
 	}
-	cols := []column{{name: "table"}, {name: "stage"}, {name: "run_versions"}, {name: "restore_to", numeric: true}, {name: "latest", numeric: true}, {name: "later_commits"}, {name: "already_read_by"}}
+	cols := []column{{name: "table"}, {name: "action"}, {name: "undoes"}, {name: "restore_to", numeric: true}, {name: "latest", numeric: true}, {name: "why"}}
 	var rows [][]cell
 	for _, t := range plan.Tables {
-		rows = append(rows, []cell{textCell(t.Table), textCell(t.Stage), textCell(fmt.Sprintf("%d..%d", t.First, t.Last)),
-			intCell(t.RestoreTo), intCell(t.Latest), listCell(t.Later), listCell(t.Readers)})
+		undoes, to := nullCell, nullCell
+		if t.Action == scheduler.RollbackRestore {
+			undoes, to = textCell(fmt.Sprintf("versions %d..%d", t.First, t.Latest)), intCell(t.RestoreTo)
+		}
+		why := t.Why
+		if len(t.Progress) > 0 {
+			var rs []string
+			for _, p := range t.Progress {
+				rs = append(rs, p.Reader)
+			}
+			why += "; progress of " + strings.Join(rs, ", ") + " set to the RESTORE of what it reads"
+		}
+		rows = append(rows, []cell{textCell(t.Table), textCell(t.Action), undoes, to, intCell(t.Latest), textCell(why)})
 	}
-	return writeRows(e, format, cols, rows)
-}
-
-func listCell(items []string) cell {
-	if len(items) == 0 {
-		return textCell("none")
+	if err := writeRows(e, format, cols, rows); err != nil {
+		return err
 	}
-	return textCell(strings.Join(items, "; "))
+	if len(plan.Readers) > 0 {
+		fmt.Fprintln(e.stdout)
+		rcols := []column{{name: "reader"}, {name: "reads"}, {name: "into"}, {name: "action"}, {name: "detail"}}
+		var rrows [][]cell
+		for _, rd := range plan.Readers {
+			rrows = append(rrows, []cell{textCell(fmt.Sprintf("%s (%s, pipeline %s)", rd.Stage, rd.Kind, rd.Pipeline)), textCell(rd.Source), textCell(rd.Target), textCell(rd.Action), textCell(rd.Detail)})
+		}
+		if err := writeRows(e, format, rcols, rrows); err != nil {
+			return err
+		}
+	}
+	if problems := plan.Problems(); len(problems) > 0 {
+		fmt.Fprintf(e.stderr, "the rollback would not be exact (--force goes on regardless):\n")
+		for _, p := range problems {
+			fmt.Fprintf(e.stderr, "  %s\n", p)
+		}
+	}
+	return nil
 }

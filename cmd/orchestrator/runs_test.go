@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/orchestrator-io/orchestrator/scheduler"
 )
@@ -143,31 +144,37 @@ stages:
   - {name: capture, kind: capture_history, source: raw.orders, target: audit.orders, depends_on: [load]}
 `
 
-// TestRunsRollback: a run that loaded a bad file is rolled back: each table it wrote is
-// equal (rows and schema) to its version before the run, its history shows RESTORE with
-// the rollback's run id, and the two records link. A run with a later run's commit on
-// top is refused.
+// TestRunsRollback: a run that loaded a bad file is rolled back: the table it loaded is
+// equal (rows and schema) to its version before the run, its history shows a RESTORE
+// with the rollback's run id whose change feed holds only the bad row's delete, and the
+// two records link. The audit history is append-only: kept by the rollback, it records
+// the reversal at the next run, so it holds the bad insert once and its delete once,
+// the delete at the RESTORE's version. A run with a later run's commit on top is
+// refused.
 func TestRunsRollback(t *testing.T) {
 	dir := writeFiles(t, t.TempDir(), map[string]string{"orders.yaml": ordersPipeline, "landing/1.csv": "id,amount\no1,10\no2,20\n"})
 	p := filepath.Join(dir, "orders.yaml")
 	if r := runCLI(t, "run", p); r.code != 0 {
 		t.Fatalf("run 1: %s", r.stderr)
 	}
-	before := map[string]string{"raw.orders": tableRows(t, p, "raw.orders"), "audit.orders": tableRows(t, p, "audit.orders")}
+	before := tableRows(t, p, "raw.orders")
 	schemaBefore := runCLI(t, "table", "properties", "raw.orders", "--pipeline", p).stdout
 	writeFiles(t, dir, map[string]string{"landing/2.csv": "id,amount\no3,-999999\n"})
 	bad := runCLI(t, "run", p)
 	badID := runID(t, bad)
-	if bad.code != 0 || tableRows(t, p, "raw.orders") == before["raw.orders"] {
+	if bad.code != 0 || tableRows(t, p, "raw.orders") == before {
 		t.Fatalf("run 2 did not load the bad file: %s", bad.stderr)
 	}
+	auditCols := []string{"--columns", "id,_change_type,_commit_version"}
+	auditBefore := tableRows(t, p, "audit.orders", auditCols...)
 
 	dry := runCLI(t, "runs", "rollback", badID, "--pipeline", p, "--dry-run")
-	if dry.code != 0 || !strings.Contains(dry.stdout, "audit.orders  capture  2..2") || !strings.Contains(dry.stdout, "raw.orders    load     2..2") ||
-		!strings.Contains(dry.stdout, `stage "capture" of pipeline "orders" read raw.orders through version 2 into audit.orders`) {
-		t.Errorf("dry run: exit %d\n%s%s\nwant audit.orders then raw.orders (reverse stage order) restored to version 1, and the capture named as a reader", dry.code, dry.stdout, dry.stderr)
+	for _, want := range []string{"audit.orders  keep", "raw.orders    restore  versions 2..2", "capture (capture_history, pipeline orders)  raw.orders  audit.orders  records the reversal"} {
+		if dry.code != 0 || !strings.Contains(dry.stdout, want) {
+			t.Errorf("dry run: exit %d\n%s%s\nwant a line with %q", dry.code, dry.stdout, dry.stderr, want)
+		}
 	}
-	if tableRows(t, p, "raw.orders") == before["raw.orders"] {
+	if tableRows(t, p, "raw.orders") == before {
 		t.Fatal("the dry run changed the table")
 	}
 
@@ -180,24 +187,38 @@ func TestRunsRollback(t *testing.T) {
 		t.Fatalf("rollback stderr:\n%s", rb.stderr)
 	}
 	rbID := m[1]
-	for table, want := range before {
-		if got := tableRows(t, p, table); got != want {
-			t.Errorf("%s after the rollback:\n%s\nwant as before the bad run:\n%s", table, got, want)
-		}
-		hist := runCLI(t, "table", "history", table, "--pipeline", p, "--format", "csv", "--limit", "1")
-		if !strings.Contains(hist.stdout, ",RESTORE,") || !strings.Contains(hist.stdout, ",orders,rollback,"+rbID+",") {
-			t.Errorf("%s history:\n%s\nwant a RESTORE by run %s", table, hist.stdout, rbID)
-		}
+	if got := tableRows(t, p, "raw.orders"); got != before {
+		t.Errorf("raw.orders after the rollback:\n%s\nwant as before the bad run:\n%s", got, before)
+	}
+	hist := runCLI(t, "table", "history", "raw.orders", "--pipeline", p, "--format", "csv", "--limit", "1")
+	if !strings.Contains(hist.stdout, ",RESTORE,") || !strings.Contains(hist.stdout, ",orders,rollback,"+rbID+",") {
+		t.Errorf("raw.orders history:\n%s\nwant a RESTORE by run %s", hist.stdout, rbID)
+	}
+	if got := runCLI(t, "table", "changes", "raw.orders", "--pipeline", p, "--from", "3", "--columns", "id,amount", "--format", "csv").stdout; strings.Count(got, "\n") != 2 || !strings.Contains(got, "\no3,-999999,delete,3,") {
+		t.Errorf("change feed of the RESTORE:\n%s\nwant the delete of o3 alone", got)
 	}
 	if got := runCLI(t, "table", "properties", "raw.orders", "--pipeline", p).stdout; got != schemaBefore {
 		t.Errorf("raw.orders properties after the rollback:\n%s\nwant\n%s", got, schemaBefore)
+	}
+	if got := tableRows(t, p, "audit.orders", auditCols...); got != auditBefore {
+		t.Errorf("audit.orders after the rollback:\n%s\nwant it kept:\n%s", got, auditBefore)
 	}
 	old, rec := showJSON(t, badID, "--pipeline", p), showJSON(t, rbID, "--pipeline", p)
 	if old.RolledBackBy != rbID || rec.Trigger.Kind != scheduler.Rollback || rec.Trigger.Of != badID || rec.Status != scheduler.Succeeded {
 		t.Errorf("links: bad run rolled back by %q; rollback %s of %s, %s", old.RolledBackBy, rec.Trigger.Kind, rec.Trigger.Of, rec.Status)
 	}
-	if names := []string{rec.Stages[0].Name, rec.Stages[1].Name}; !slices.Equal(names, []string{"restore audit.orders", "restore raw.orders"}) {
-		t.Errorf("rollback stages %v", names)
+	if len(rec.Stages) != 1 || rec.Stages[0].Name != "restore raw.orders" {
+		t.Errorf("rollback stages %+v, want one: restore raw.orders", rec.Stages)
+	}
+	// The next run records the reversal in the history, once: nothing else is new.
+	if r := runCLI(t, "run", p); r.code != 0 {
+		t.Fatalf("run 3: %s", r.stderr)
+	}
+	if got, want := sortedLines(tableRows(t, p, "audit.orders", auditCols...)), sortedLines(auditBefore+"o3,delete,3\n"); got != want {
+		t.Errorf("audit.orders after the next run:\n%s\nwant the bad insert once and its delete once, at the RESTORE's version 3:\n%s", got, want)
+	}
+	if got := tableRows(t, p, "raw.orders"); got != before {
+		t.Errorf("raw.orders after the next run:\n%s\nwant as before the bad run (its file stays loaded):\n%s", got, before)
 	}
 
 	// A later run's commit on top blocks the rollback of the run before it.
@@ -207,9 +228,8 @@ func TestRunsRollback(t *testing.T) {
 	fourth := runCLI(t, "run", p)
 	thirdID, fourthID := runID(t, third), runID(t, fourth)
 	refused := runCLI(t, "runs", "rollback", thirdID, "--pipeline", p)
-	if refused.code != 1 || !strings.Contains(refused.stderr, "a later commit touched the tables since") ||
-		!strings.Contains(refused.stderr, "raw.orders: version 5 (MERGE by run "+fourthID+", stage load)") &&
-			!strings.Contains(refused.stderr, "raw.orders: version 5 (WRITE by run "+fourthID+", stage load)") {
+	if refused.code != 1 || !strings.Contains(refused.stderr, "the rollback would not be exact") ||
+		!strings.Contains(refused.stderr, "raw.orders: a later commit, version 5 (WRITE by run "+fourthID+", stage load), would be undone too") {
 		t.Errorf("rollback under a later commit: exit %d\n%s", refused.code, refused.stderr)
 	}
 }
@@ -288,7 +308,7 @@ func TestRunsTriggerInProcess(t *testing.T) {
 	dir := writeFiles(t, t.TempDir(), map[string]string{"daily.yaml": dailyPipeline, "landing/us/2026-02-01/a.csv": "id\nus1\n"})
 	p := filepath.Join(dir, "daily.yaml")
 	r := runCLI(t, "runs", "trigger", p, "--param", "region=us")
-	if r.code != 0 || !strings.Contains(r.stdout, "load   succeeded         1        0s        1         1  raw.sales@v1") {
+	if r.code != 0 || !strings.Contains(r.stdout, "load   succeeded         1       0 s        1         1  raw.sales@v1") {
 		t.Fatalf("trigger: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	rec := showJSON(t, runID(t, r), "--pipelines", dir)
@@ -329,4 +349,93 @@ func sortedLines(s string) string {
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 	slices.Sort(lines)
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// TestRunsPauseResume: runs pause records who paused a pipeline and why, in the run
+// store; a second pause names the first; runs resume ends it.
+func TestRunsPauseResume(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{"daily.yaml": dailyPipeline})
+	r := runCLI(t, "runs", "pause", "daily", "--pipelines", dir, "--reason", "source down")
+	if r.code != 0 || !regexp.MustCompile(`^pipeline daily: schedule paused by \S+@\S+ at \S+ \(source down\)\n$`).MatchString(r.stdout) {
+		t.Fatalf("pause: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	again := runCLI(t, "runs", "pause", filepath.Join(dir, "daily.yaml"))
+	if again.code != 1 || !strings.Contains(again.stderr, "is already paused by") || !strings.Contains(again.stderr, "(source down)") {
+		t.Errorf("second pause: exit %d\n%s", again.code, again.stderr)
+	}
+	st := scheduler.NewStore(localWarehouse(t, filepath.Join(dir, "warehouse")).store)
+	if p, err := st.PausedPipelines(t.Context()); err != nil || !p["daily"].Paused || p["daily"].Reason != "source down" {
+		t.Errorf("paused pipelines in the store: %+v %v", p, err)
+	}
+	res := runCLI(t, "runs", "resume", "daily", "--pipelines", dir, "--format", "json")
+	if res.code != 0 || !strings.Contains(res.stdout, `"paused":false`) {
+		t.Errorf("resume: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if p, _ := st.PausedPipelines(t.Context()); len(p) != 0 {
+		t.Errorf("paused after the resume: %+v", p)
+	}
+}
+
+// TestScheduleEveryAsServe: schedule --next shows the @every slots serve runs: from
+// the anchor a serve stored when it first loaded the pipeline, else from now to the
+// second, saying so.
+func TestScheduleEveryAsServe(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{"every.yaml": `pipeline: every
+schedule: "@every 90s"
+tables: {raw.t: {columns: [{name: id, type: string}]}}
+stages: [{name: a, kind: vacuum, tables: [raw.t]}]
+`})
+	p := filepath.Join(dir, "every.yaml")
+	r := runCLI(t, "schedule", p, "--next", "2", "--format", "csv")
+	if r.code != 0 || !strings.Contains(r.stderr, "no serve has loaded it yet") || !strings.Contains(r.stdout, "2026-02-01T12:01:30Z") {
+		t.Errorf("before any serve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A serve loaded it at 11:59:47.
+	st := scheduler.NewStore(localWarehouse(t, filepath.Join(dir, "warehouse")).store)
+	if _, err := st.Anchor(t.Context(), "every", time.Date(2026, 2, 1, 11, 59, 47, 600e6, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, "schedule", p, "--next", "2", "--format", "csv")
+	if r.code != 0 || !strings.Contains(r.stderr, "from 2026-02-01T11:59:47Z, when a serve first loaded it") ||
+		!strings.Contains(r.stdout, "2026-02-01T12:01:17Z,2026-02-01T12:01:17Z") || !strings.Contains(r.stdout, "2026-02-01T12:02:47Z") {
+		t.Errorf("after a serve anchored it: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestRunsWithAnInvalidEdit: while a pipeline's file has an invalid edit (serve goes on
+// with its previous version), the runs commands find its runs through its last valid
+// definition, and say so.
+func TestRunsWithAnInvalidEdit(t *testing.T) {
+	dir := writeFiles(t, t.TempDir(), map[string]string{"orders.yaml": ordersPipeline, "landing/1.csv": "id,amount\no1,10\n"})
+	p := filepath.Join(dir, "orders.yaml")
+	first := runCLI(t, "run", p)
+	id := runID(t, first)
+	writeFiles(t, dir, map[string]string{"orders.yaml": strings.Replace(ordersPipeline, "kind: ingest", "kind: ingestt", 1)})
+	for _, where := range [][]string{{"--pipelines", dir}, {"--pipeline", p}} {
+		r := runCLI(t, append([]string{"runs", "list", "--name", "orders"}, where...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, id) || !strings.Contains(r.stderr, "orders.yaml is invalid: pipeline orders is taken as its last valid definition, as run "+id+" ran it") {
+			t.Errorf("runs list %v with an invalid edit: exit %d\n%s%s", where, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runCLI(t, "runs", "show", id, "--pipelines", dir); r.code != 0 || !strings.Contains(r.stdout, "succeeded") {
+		t.Errorf("runs show with an invalid edit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// A file that never was valid and has no run is still an error, with its problems.
+	writeFiles(t, dir, map[string]string{"new.yaml": "pipeline: new\nstages: []\n"})
+	if r := runCLI(t, "runs", "list", "--pipeline", filepath.Join(dir, "new.yaml")); r.code != 1 || !strings.Contains(r.stderr, "has no run that recorded a valid definition") {
+		t.Errorf("runs list of a new invalid file: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestRunsHelpListsFlagsThatAct: only the runs commands that run stages here list the
+// stages' memory budget and spill directory.
+func TestRunsHelpListsFlagsThatAct(t *testing.T) {
+	for cmd, runsStages := range map[string]bool{"list": false, "show": false, "cancel": false, "rollback": false, "pause": false, "resume": false,
+		"trigger": true, "retry": true, "backfill": true} {
+		r := runCLI(t, "runs", cmd, "--help")
+		has := strings.Contains(r.stdout, "--memory-budget") && strings.Contains(r.stdout, "--spill-dir")
+		if r.code != 0 || has != runsStages || (!runsStages && (strings.Contains(r.stdout, "--memory-budget") || strings.Contains(r.stdout, "--spill-dir"))) {
+			t.Errorf("runs %s --help lists the stage flags: %v, want %v\n%s", cmd, has, runsStages, r.stdout)
+		}
+	}
 }

@@ -56,17 +56,23 @@ func scheduleCommand() *command {
 				fmt.Fprintf(e.stderr, "%s: %q in %s\n", spec.Name, spec.Schedule, spec.Location)
 				sched := spec.Cron
 				if sched.Every() > 0 {
-					anchor := after
+					// As serve anchors it: at the second the first scheduler loaded the
+					// pipeline, kept in the run store.
+					anchor, stored := e.now().UTC().Truncate(time.Second), false
 					dir, local := storeurl.Local(spec.Warehouse)
 					if _, err := os.Stat(dir); !local || err == nil { // a run store to read
 						if st, err := newRunner(e, e.opener(s3), stageOptions{}, nil, nil).Store(ctx, spec); err == nil {
 							if a, ok := st.StoredAnchor(ctx, spec.Name); ok {
-								anchor = a
+								anchor, stored = a, true
 							}
 						}
 					}
 					sched = sched.Anchored(anchor)
-					fmt.Fprintf(e.stderr, "every %s from %s\n", sched.Every(), anchor.UTC().Format(time.RFC3339))
+					if stored {
+						fmt.Fprintf(e.stderr, "every %s from %s, when a serve first loaded it (as every serve of the warehouse plans it)\n", sched.Every(), anchor.Format(time.RFC3339))
+					} else {
+						fmt.Fprintf(e.stderr, "every %s from %s: no serve has loaded it yet; the first one anchors it at the second it loads it, so these slots assume that is now\n", sched.Every(), anchor.Format(time.RFC3339))
+					}
 				}
 				for _, w := range sched.Warnings() {
 					fmt.Fprintf(e.stderr, "warning: %s\n", w)

@@ -111,13 +111,14 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	if o.baseURL == "" {
 		o.baseURL = "http://" + addr
 	}
+	sweepSpill(o.stage, logger)
 	dispatcher := executor.NewDispatcher(0)
 	defer dispatcher.Close()
 	obs := web.NewObserver()
-	s := &server{e: e, o: o}
+	s := &server{e: e, o: o, logger: logger}
 	s.runner, s.sched = newServeScheduler(e, o, addr, logger, dispatcher, obs)
 	bg := context.WithoutCancel(ctx) // the loop's store work is not cut by the signal
-	s.loader = &pipelineLoader{e: e, dir: dir, sched: s.sched}
+	s.loader = &pipelineLoader{e: e, dir: dir, sched: s.sched, log: logger}
 	s.loader.load(bg)
 
 	s.site, err = web.New(web.Config{
@@ -133,7 +134,7 @@ func serve(ctx context.Context, e *env, o serveOptions) error {
 	srv := s.site.HTTPServer()
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ln) }()
-	fmt.Fprintf(e.stderr, "serving %s on http://%s (pid %d)\n", o.dir, addr, s.runner.Identity().PID)
+	logger.Info(fmt.Sprintf("serving %s on http://%s (pid %d)", o.dir, addr, s.runner.Identity().PID), "pipelines", len(s.sched.Pipelines()))
 	return s.loop(ctx, bg, srv, srvDone)
 }
 
@@ -177,6 +178,7 @@ type pipelineLoader struct {
 	e     *env
 	dir   *pipelineDir
 	sched *scheduler.Scheduler
+	log   *slog.Logger
 
 	mu       sync.Mutex // guards loadErrs, which the web server reads
 	loadErrs []web.LoadError
@@ -190,18 +192,18 @@ func (l *pipelineLoader) load(ctx context.Context) {
 	l.mu.Lock()
 	l.loadErrs = errs
 	l.mu.Unlock()
-	for _, line := range report {
-		fmt.Fprintln(l.e.stderr, line)
+	for _, n := range report {
+		n.log(l.log)
 	}
 	if !changed {
 		return
 	}
 	specs, dups := l.dir.specs()
 	for _, d := range dups {
-		fmt.Fprintln(l.e.stderr, d)
+		l.log.Warn(d)
 	}
 	if err := l.sched.Set(ctx, specs); err != nil {
-		fmt.Fprintf(l.e.stderr, "serve: %v\n", err)
+		l.log.Error("load the pipelines", "err", err)
 	}
 }
 
@@ -222,13 +224,14 @@ type server struct {
 	loader   *pipelineLoader
 	site     *web.Server
 	stopping atomic.Bool // a shutdown is in progress: /healthz answers 503
+	logger   *slog.Logger
 }
 
 // loop ticks the scheduler on whole seconds and reloads the pipeline files every
 // reloadEvery until ctx ends (a graceful shutdown) or the HTTP server srv fails (srvDone).
 // bg is the context of the store work, which the signal does not cut.
 func (s *server) loop(ctx, bg context.Context, srv *http.Server, srvDone <-chan error) error {
-	lastLoad := s.e.now()
+	lastLoad, lastSweep := s.e.now(), s.e.now()
 	for {
 		now := s.e.now()
 		wait := now.Truncate(time.Second).Add(time.Second).Sub(now) // ticks on whole seconds, when slots fall
@@ -251,6 +254,10 @@ func (s *server) loop(ctx, bg context.Context, srv *http.Server, srvDone <-chan 
 			s.loader.load(bg)
 			lastLoad = s.e.now()
 		}
+		if s.e.now().Sub(lastSweep) >= spillSweepEvery {
+			sweepSpill(s.o.stage, s.logger)
+			lastSweep = s.e.now()
+		}
 		s.sched.Tick(bg)
 	}
 }
@@ -259,14 +266,14 @@ func (s *server) loop(ctx, bg context.Context, srv *http.Server, srvDone <-chan 
 // finish, notifications get sent, then the web site and the HTTP server close.
 func (s *server) shutdown(bg context.Context, srv *http.Server, cause error) {
 	s.stopping.Store(true)
-	fmt.Fprintf(s.e.stderr, "serve: stopping (%v): no new runs; running stages get up to %s to finish\n", cause, s.o.grace)
+	s.logger.Info("stopping: no new runs; running stages get the grace period to finish", "cause", cause.Error(), "grace", s.o.grace.String())
 	s.sched.Shutdown(bg, s.o.grace, "serve shut down")
 	waitNotifications(s.runner, 10*time.Second)
 	sctx, cancel := context.WithTimeout(bg, 5*time.Second)
 	defer cancel()
 	s.site.Close()
 	srv.Shutdown(sctx)
-	fmt.Fprintln(s.e.stderr, "serve: stopped; every run's record is final")
+	s.logger.Info("stopped: every run's record is final")
 }
 
 // serveAuth reads the tokens: --auth-token-file or ORCH_AUTH_TOKEN, --read-token-file

@@ -236,7 +236,7 @@ func TestServeTriggerCancelReload(t *testing.T) {
 	if strings.Join(h.Pipelines, ",") != "ondemand" || len(h.Invalid) != 1 || !strings.HasSuffix(h.Invalid[0], "broken.yaml") || h.Status != "ok" {
 		t.Errorf("healthz %+v: want ondemand served and broken.yaml skipped", h)
 	}
-	if !strings.Contains(s.stderr.String(), "broken.yaml: invalid, skipped:") {
+	if !strings.Contains(s.stderr.String(), `msg="invalid, skipped" file=`) || !strings.Contains(s.stderr.String(), `broken.yaml problems=`) {
 		t.Errorf("serve stderr:\n%s\nwant broken.yaml reported", s.stderr)
 	}
 	waitFor(t, 10*time.Second, "the lease", func() bool { return s.health(t).Leases[0].Held })
@@ -274,7 +274,7 @@ func TestServeTriggerCancelReload(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // a new modification time
 	writeFiles(t, dir, map[string]string{"pipes/ondemand.yaml": string(old) + "bogus: 1\n"})
 	waitFor(t, 10*time.Second, "the invalid change to be reported", func() bool {
-		return strings.Contains(s.stderr.String(), "invalid change, pipeline ondemand goes on with its previous version")
+		return strings.Contains(s.stderr.String(), `msg="invalid change: its previous version goes on"`) && strings.Contains(s.stderr.String(), "pipeline=ondemand")
 	})
 	if h := s.health(t); strings.Join(h.Pipelines, ",") != "ondemand" || len(h.Invalid) != 2 {
 		t.Errorf("healthz after an invalid change %+v: want ondemand still served, both files invalid", h)

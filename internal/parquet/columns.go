@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // OpenColumns reads top-level fields fields of fr over rowGroups (nil: all) in batches
@@ -124,7 +126,7 @@ func (c *Columns) Next() bool {
 		}
 		err = g.Wait()
 	}
-	defer releaseAll(arrs)
+	defer arrowx.ReleaseArrays(arrs)
 	if err != nil {
 		c.err = err
 		return false
@@ -207,12 +209,4 @@ func leafIndices(fr *pqarrow.FileReader, i int) []int {
 	}
 	walk(&fr.Manifest.Fields[i])
 	return out
-}
-
-func releaseAll(arrs []arrow.Array) {
-	for _, a := range arrs {
-		if a != nil {
-			a.Release()
-		}
-	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 )
 
 // Layouts of times.
@@ -54,6 +55,9 @@ func Numeric(t arrow.DataType) bool {
 
 // At renders row i of arr.
 func At(arr arrow.Array, i int) Value {
+	if v, ok := arr.(*extensions.VariantArray); ok {
+		return variantValue(v, i)
+	}
 	if arr.IsNull(i) {
 		return Null
 	}
@@ -227,4 +231,22 @@ func (o Object) MarshalJSON() ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// variantValue is a VARIANT as its JSON text (and value): SQL NULL when the row has no
+// variant, JSON null for a variant holding null (Arrow's VariantArray.IsNull reports
+// both as null; Spark tells them apart).
+func variantValue(v *extensions.VariantArray, i int) Value {
+	if v.Storage().IsNull(i) {
+		return Null
+	}
+	if v.IsNull(i) {
+		return Value{Text: "null", JSON: nil}
+	}
+	val, err := v.Value(i)
+	if err != nil {
+		return Text("error: " + err.Error())
+	}
+	text := val.String()
+	return Value{Text: text, JSON: json.RawMessage(text)}
 }

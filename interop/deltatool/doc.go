@@ -8,7 +8,7 @@
 //
 //	deltatool read --table TABLE [--version N | --timestamp RFC3339] --out FILE.arrow
 //	deltatool write --table TABLE --in FILE.arrow [--mode append|overwrite]
-//	          [--partition-by a,b] [--property k=v ...] [--row-group-bytes N]
+//	          [--partition-by a,b | --cluster-by a,b] [--property k=v ...] [--row-group-bytes N]
 //	deltatool create --table TABLE --schema-from FILE.arrow [--identity name[:start[:step]]]
 //	          [--partition-by a,b] [--property k=v ...]
 //	deltatool append --table TABLE --in FILE.arrow

@@ -91,6 +91,7 @@ func commandFor(name string, fs *flag.FlagSet) (c command, ok bool) {
 		fs.StringVar(&w.in, "in", "", "Arrow IPC file with the records to commit")
 		fs.StringVar(&w.mode, "mode", "append", "append or overwrite")
 		fs.StringVar(&w.partitionBy, "partition-by", "", "comma-separated partition columns (new tables only)")
+		fs.StringVar(&w.clusterBy, "cluster-by", "", "comma-separated clustering columns (new tables only)")
 		fs.Var(propFlag(w.props), "property", "table property k=v for a new table (repeatable)")
 		fs.Int64Var(&w.rowGroupBytes, "row-group-bytes", 0, "close a row group past this many bytes of Arrow data, checked between the file's record batches (0: default)")
 		c = w
@@ -225,6 +226,7 @@ func (c *readCmd) run(ctx context.Context, e *env) error {
 
 type writeCmd struct {
 	in, mode, partitionBy string
+	clusterBy             string
 	props                 map[string]string
 	rowGroupBytes         int64
 }
@@ -251,8 +253,8 @@ func (c *writeCmd) run(ctx context.Context, e *env) error {
 	}
 	var t *delta.Table
 	if exists {
-		if c.partitionBy != "" || len(c.props) > 0 {
-			return usageError{"write: --partition-by and --property apply to new tables only (use set-property)"}
+		if c.partitionBy != "" || c.clusterBy != "" || len(c.props) > 0 {
+			return usageError{"write: --partition-by, --cluster-by and --property apply to new tables only (use set-property)"}
 		}
 		if t, err = e.open(ctx); err != nil {
 			return err
@@ -267,6 +269,9 @@ func (c *writeCmd) run(ctx context.Context, e *env) error {
 			parts = strings.Split(c.partitionBy, ",")
 		}
 		co := delta.CreateOptions{Schema: st, PartitionColumns: parts, Properties: c.props}
+		if c.clusterBy != "" {
+			co.ClusterBy = strings.Split(c.clusterBy, ",")
+		}
 		if t, err = delta.Create(ctx, e.store, "", co, delta.Options{}); err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
 // column accumulates the values of one declared column for the batch being decoded, in
@@ -358,39 +358,39 @@ func jsonList(v []byte) []byte {
 
 // newColumn returns the accumulator for a declared column. layout is the CSV
 // timestamp_format ("" for the built-in formats).
-func newColumn(f *delta.StructField, typ arrow.DataType, mem memory.Allocator, loc *time.Location, layout string, nested bool) (column, error) {
+func newColumn(f *dschema.StructField, typ arrow.DataType, mem memory.Allocator, loc *time.Location, layout string, nested bool) (column, error) {
 	switch t := f.Type.(type) {
-	case *delta.DecimalType:
+	case *dschema.DecimalType:
 		return &decimalColumn{fixed: fixed[decimal128.Num]{typ: typ}, prec: t.Precision, scale: t.Scale}, nil
-	case *delta.PrimitiveType:
+	case *dschema.PrimitiveType:
 		switch t.Name {
-		case delta.TypeString:
+		case dschema.TypeString:
 			return newStringColumn(typ, false), nil
-		case delta.TypeBinary:
+		case dschema.TypeBinary:
 			return newStringColumn(typ, true), nil
-		case delta.TypeLong:
+		case dschema.TypeLong:
 			return &intColumn[int64]{fixed[int64]{typ: typ}, 64}, nil
-		case delta.TypeInteger:
+		case dschema.TypeInteger:
 			return &intColumn[int32]{fixed[int32]{typ: typ}, 32}, nil
-		case delta.TypeShort:
+		case dschema.TypeShort:
 			return &intColumn[int16]{fixed[int16]{typ: typ}, 16}, nil
-		case delta.TypeByte:
+		case dschema.TypeByte:
 			return &intColumn[int8]{fixed[int8]{typ: typ}, 8}, nil
-		case delta.TypeDouble:
+		case dschema.TypeDouble:
 			return &floatColumn[float64]{fixed[float64]{typ: typ}, 64}, nil
-		case delta.TypeFloat:
+		case dschema.TypeFloat:
 			return &floatColumn[float32]{fixed[float32]{typ: typ}, 32}, nil
-		case delta.TypeBoolean:
+		case dschema.TypeBoolean:
 			return &boolColumn{fixed[bool]{typ: typ}}, nil
-		case delta.TypeDate:
+		case dschema.TypeDate:
 			return &dateColumn{fixed[int32]{typ: typ}}, nil
-		case delta.TypeTimestamp, delta.TypeTimestampNTZ:
+		case dschema.TypeTimestamp, dschema.TypeTimestampNTZ:
 			if fastLayouts[layout] {
 				layout = ""
 			}
-			return &timestampColumn{fixed: fixed[int64]{typ: typ}, loc: loc, ntz: t.Name == delta.TypeTimestampNTZ, layout: layout}, nil
+			return &timestampColumn{fixed: fixed[int64]{typ: typ}, loc: loc, ntz: t.Name == dschema.TypeTimestampNTZ, layout: layout}, nil
 		}
-	case *delta.StructType, *delta.ArrayType, *delta.MapType:
+	case *dschema.StructType, *dschema.ArrayType, *dschema.MapType:
 		if nested {
 			return &nestedColumn{typ: typ, scratch: array.NewBuilder(mem, typ)}, nil
 		}

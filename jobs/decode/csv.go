@@ -11,7 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
 // csvSource decodes CSV: a splitter cuts the input into chunks of whole records, a
@@ -47,7 +47,7 @@ func newCSVSource(ctx context.Context, r io.Reader, file string, opts *Options, 
 	}
 	for _, f := range opts.Schema.Fields {
 		switch f.Type.(type) {
-		case *delta.StructType, *delta.ArrayType, *delta.MapType:
+		case *dschema.StructType, *dschema.ArrayType, *dschema.MapType:
 			return nil, fmt.Errorf("decode %s: column %s: type %s cannot be read from CSV", file, f.Name, f.Type)
 		}
 	}
@@ -99,7 +99,7 @@ func (s *csvSource) readHeader() error {
 		if si < 0 {
 			s.fileCols = append(s.fileCols, -1)
 			if !s.opts.IgnoreExtraColumns {
-				problems = append(problems, fmt.Sprintf("header column %q (%d) is not in the schema", n, i+1))
+				problems = append(problems, fmt.Sprintf("header column %q (%d) is not declared: declare it on the table ({name: %s, type: string}, or its type) or remove it from the file", n, i+1, n))
 			}
 		} else {
 			if prev, dup := seen[si]; dup {
@@ -114,7 +114,7 @@ func (s *csvSource) readHeader() error {
 	for si := range seen {
 		present[si] = true
 	}
-	fill, missing := checkMissing(s.opts.Schema, present, s.opts.AllowMissingColumns, "header")
+	fill, missing := checkMissing(s.opts.Schema, present, s.opts, "header")
 	if len(problems) > 0 {
 		if missing != "" {
 			problems = append(problems, missing)
@@ -190,8 +190,8 @@ func (s *csvSource) newParser() (*csvParser, error) {
 	}
 	for i, f := range s.opts.Schema.Fields {
 		p.nullable = append(p.nullable, f.Nullable)
-		pt, ok := f.Type.(*delta.PrimitiveType)
-		p.isString = append(p.isString, ok && (pt.Name == delta.TypeString || pt.Name == delta.TypeBinary))
+		pt, ok := f.Type.(*dschema.PrimitiveType)
+		p.isString = append(p.isString, ok && (pt.Name == dschema.TypeString || pt.Name == dschema.TypeBinary))
 		if !present[i] {
 			continue
 		}

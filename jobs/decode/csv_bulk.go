@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // The bulk path of CSV parsing. A chunk without a quote byte (most files) is parsed a
@@ -196,7 +198,7 @@ func (p *csvParser) parseBulk(c chunk) (arrow.RecordBatch, bool) {
 	}
 	done = true
 	arrs := make([]arrow.Array, len(p.cols), s.schema.NumFields())
-	defer func() { releaseAll(arrs) }() // NewRecordBatch retains what it keeps
+	defer func() { arrowx.ReleaseArrays(arrs) }() // NewRecordBatch retains what it keeps
 	for k, si := range s.fileCols {
 		if si >= 0 {
 			arrs[si] = outs[k].array(rows)
@@ -213,14 +215,6 @@ func (p *csvParser) parseBulk(c chunk) (arrow.RecordBatch, bool) {
 		arrs = append(arrs, makeArray(arrow.PrimitiveTypes.Int64, rows, 0, nil, memory.NewBufferWithAllocator(vb, mem)))
 	}
 	return array.NewRecordBatch(s.schema, arrs, int64(rows)), true
-}
-
-func releaseAll(arrs []arrow.Array) {
-	for _, a := range arrs {
-		if a != nil {
-			a.Release()
-		}
-	}
 }
 
 // bulkValidity is a validity bitmap made on the first null.

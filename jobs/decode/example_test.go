@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 	"github.com/orchestrator-io/orchestrator/jobs/decode"
 )
 
 func ExampleNewReader() {
-	schema := &delta.StructType{Fields: []*delta.StructField{
-		{Name: "id", Type: &delta.PrimitiveType{Name: delta.TypeString}},
-		{Name: "amount", Type: &delta.DecimalType{Precision: 10, Scale: 2}, Nullable: true},
+	schema := &dschema.StructType{Fields: []*dschema.StructField{
+		{Name: "id", Type: &dschema.PrimitiveType{Name: dschema.TypeString}},
+		{Name: "amount", Type: &dschema.DecimalType{Precision: 10, Scale: 2}, Nullable: true},
 	}}
 	in := "amount,id\n12.50,a\n\"12,50\",b\n7,c\n"
 	r, err := decode.NewReader(context.Background(), strings.NewReader(in), "sales/2026-01-14.csv", decode.Options{

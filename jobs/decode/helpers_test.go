@@ -11,22 +11,22 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
 // schema builds a declared schema from "name type" pairs; a trailing "!" on the type
 // makes the column not nullable: schema("id string!", "amount decimal(10,2)").
-func schema(t testing.TB, cols ...string) *delta.StructType {
+func schema(t testing.TB, cols ...string) *dschema.StructType {
 	t.Helper()
-	st := &delta.StructType{}
+	st := &dschema.StructType{}
 	for _, c := range cols {
 		name, typ, _ := strings.Cut(c, " ")
 		nullable := !strings.HasSuffix(typ, "!")
-		dt, err := delta.ParsePrimitive(strings.TrimSuffix(typ, "!"))
+		dt, err := dschema.ParsePrimitive(strings.TrimSuffix(typ, "!"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.Fields = append(st.Fields, &delta.StructField{Name: name, Type: dt, Nullable: nullable})
+		st.Fields = append(st.Fields, &dschema.StructField{Name: name, Type: dt, Nullable: nullable})
 	}
 	return st
 }

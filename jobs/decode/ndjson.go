@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
 // ndjsonSource decodes newline-delimited JSON: one object per line, keys matched to
@@ -59,15 +59,15 @@ func newNDJSONSource(r io.Reader, file string, opts *Options, schema *arrow.Sche
 		s.byName[f.Name] = i
 		k := jsString
 		switch t := f.Type.(type) {
-		case *delta.DecimalType:
+		case *dschema.DecimalType:
 			k = jsNumOrStr
-		case *delta.PrimitiveType:
+		case *dschema.PrimitiveType:
 			switch t.Name {
-			case delta.TypeLong, delta.TypeInteger, delta.TypeShort, delta.TypeByte, delta.TypeDouble, delta.TypeFloat:
+			case dschema.TypeLong, dschema.TypeInteger, dschema.TypeShort, dschema.TypeByte, dschema.TypeDouble, dschema.TypeFloat:
 				k = jsNumber
-			case delta.TypeBoolean:
+			case dschema.TypeBoolean:
 				k = jsBool
-			case delta.TypeBinary:
+			case dschema.TypeBinary:
 				k = jsBinary
 			}
 		default:

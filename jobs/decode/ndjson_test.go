@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
 func TestNDJSON(t *testing.T) {
@@ -95,12 +95,12 @@ func TestNDJSONSkipAndBatches(t *testing.T) {
 }
 
 func TestNDJSONNested(t *testing.T) {
-	st := &delta.StructType{Fields: []*delta.StructField{
-		{Name: "id", Type: &delta.PrimitiveType{Name: "string"}, Nullable: true},
-		{Name: "tags", Type: &delta.ArrayType{ElementType: &delta.PrimitiveType{Name: "string"}, ContainsNull: true}, Nullable: true},
-		{Name: "addr", Type: &delta.StructType{Fields: []*delta.StructField{
-			{Name: "city", Type: &delta.PrimitiveType{Name: "string"}, Nullable: true},
-			{Name: "zip", Type: &delta.PrimitiveType{Name: "integer"}, Nullable: true},
+	st := &dschema.StructType{Fields: []*dschema.StructField{
+		{Name: "id", Type: &dschema.PrimitiveType{Name: "string"}, Nullable: true},
+		{Name: "tags", Type: &dschema.ArrayType{ElementType: &dschema.PrimitiveType{Name: "string"}, ContainsNull: true}, Nullable: true},
+		{Name: "addr", Type: &dschema.StructType{Fields: []*dschema.StructField{
+			{Name: "city", Type: &dschema.PrimitiveType{Name: "string"}, Nullable: true},
+			{Name: "zip", Type: &dschema.PrimitiveType{Name: "integer"}, Nullable: true},
 		}}, Nullable: true},
 	}}
 	in := `{"id":"a","tags":["x","y"],"addr":{"city":"Seattle","zip":98101}}` + "\n" +

@@ -17,7 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
 // Format names a source file format.
@@ -76,9 +76,13 @@ type Options struct {
 	// error). CSV without a header maps columns by position, and every record must have
 	// all of them. NDJSON decides per line: a key absent from a line is null there (an
 	// error if the column is not nullable), as JSON writers routinely omit null keys.
-	Schema              *delta.StructType
+	Schema              *dschema.StructType
 	IgnoreExtraColumns  bool
 	AllowMissingColumns bool
+	// AddedLater names declared nullable columns the table gained after the file was
+	// written: a file lacking one is read with it all null, as AllowMissingColumns does
+	// for every nullable column.
+	AddedLater []string
 	// LineColumn, if set, names one more column at the end of every batch, after the
 	// declared ones: int64, not nullable, where each row comes from. For CSV and NDJSON
 	// it is the 1-based physical line of the file where the record starts, counting the
@@ -141,14 +145,14 @@ func (e *Error) Error() string {
 
 // valueError builds the error for a bad value: val is its text as written (a CSV field
 // without its quotes, a JSON string's content), shown quoted once.
-func valueError(file string, line int64, col string, num int, val []byte, typ delta.DataType, why string) *Error {
+func valueError(file string, line int64, col string, num int, val []byte, typ dschema.DataType, why string) *Error {
 	return badValue(file, line, col, num, string(val), strconv.Quote(clip(string(val))), typ, why)
 }
 
 // literalError is valueError for a JSON literal (a number, true, false, an object or
 // array): it is shown as written, without quotes, so that 5 reads apart from "5" (quoted
 // only if it has control characters or is not UTF-8).
-func literalError(file string, line int64, col string, num int, val []byte, typ delta.DataType, why string) *Error {
+func literalError(file string, line int64, col string, num int, val []byte, typ dschema.DataType, why string) *Error {
 	shown := clip(string(val))
 	if !printable(shown) {
 		shown = strconv.Quote(shown)
@@ -156,7 +160,7 @@ func literalError(file string, line int64, col string, num int, val []byte, typ 
 	return badValue(file, line, col, num, string(val), shown, typ, why)
 }
 
-func badValue(file string, line int64, col string, num int, val, shown string, typ delta.DataType, why string) *Error {
+func badValue(file string, line int64, col string, num int, val, shown string, typ dschema.DataType, why string) *Error {
 	ts := typ.String()
 	article := "a"
 	if strings.IndexByte("aeiou", ts[0]) >= 0 {
@@ -283,7 +287,7 @@ func NewReader(ctx context.Context, r io.Reader, fileName string, opts Options) 
 }
 
 // Schema is the Arrow schema of the batches: the declared schema mapped as
-// delta.ArrowSchema maps it, then the LineColumn (int64, not nullable) if it is set.
+// dschema.ArrowSchema maps it, then the LineColumn (int64, not nullable) if it is set.
 func (r *Reader) Schema() *arrow.Schema { return r.schema }
 
 // MissingColumns lists the declared columns the file lacks (by their declared names, in

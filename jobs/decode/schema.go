@@ -2,16 +2,17 @@ package decode
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
-// arrowSchema maps the declared schema to Arrow with delta.ArrowSchema (the types the
+// arrowSchema maps the declared schema to Arrow with dschema.ArrowSchema (the types the
 // table's writer takes), after checking that column names are unique ignoring case.
-func arrowSchema(st *delta.StructType) (*arrow.Schema, error) {
+func arrowSchema(st *dschema.StructType) (*arrow.Schema, error) {
 	seen := map[string]bool{}
 	for _, f := range st.Fields {
 		k := strings.ToLower(f.Name)
@@ -20,21 +21,21 @@ func arrowSchema(st *delta.StructType) (*arrow.Schema, error) {
 		}
 		seen[k] = true
 	}
-	return delta.ArrowSchema(st)
+	return dschema.ArrowSchema(st)
 }
 
 // checkMissing applies the missing-column rule to the declared columns a file lacks
 // (present[i] false; what says where they are missing from: "header", "file"). It returns
 // the columns to fill with nulls, and a problem naming every column that makes the file
 // an error: all missing ones, or with allow only those that are not nullable.
-func checkMissing(st *delta.StructType, present []bool, allow bool, what string) (fill []string, problem string) {
+func checkMissing(st *dschema.StructType, present []bool, opts *Options, what string) (fill []string, problem string) {
 	var names []string
 	required := false
 	for i, f := range st.Fields {
 		if present[i] {
 			continue
 		}
-		if allow && f.Nullable {
+		if f.Nullable && (opts.AllowMissingColumns || slices.ContainsFunc(opts.AddedLater, func(c string) bool { return strings.EqualFold(c, f.Name) })) {
 			fill = append(fill, f.Name)
 			continue
 		}

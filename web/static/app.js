@@ -32,7 +32,7 @@
 
   function runStatus() {
     var b = document.getElementById("run-status");
-    return b ? b.textContent.trim() : "";
+    return b ? b.dataset.status : "";
   }
   function ended() { var s = runStatus(); return s !== "queued" && s !== "running"; }
 

@@ -73,6 +73,8 @@ var workers = map[string]func(ctx context.Context, args []string) (measurement, 
 	"snapshot-ours":  snapshotOurs,
 	"extract-setup":  extractSetup,
 	"extract-merge":  extractMerge,
+	"logload-setup":  logloadSetup,
+	"logload-ours":   logloadOurs,
 	// gen-cdf tableDir rows writes the change feed case's table, to profile it alone.
 	"gen-cdf": func(ctx context.Context, args []string) (measurement, error) {
 		n, err := strconv.Atoi(args[1])

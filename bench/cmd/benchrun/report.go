@@ -154,6 +154,7 @@ func (d *driver) targets() []target {
 	d.changeFeedTargets(&ts)
 	d.scd2Targets(&ts)
 	d.snapshotTargets(&ts)
+	d.logloadTargets(&ts)
 	ts = append(ts, d.extractTargets()...)
 	d.goTestTargets(&ts)
 	d.baselineTargets(&ts)
@@ -365,6 +366,22 @@ func (d *driver) snapshotTargets(ts *targetList) {
 		ratio := over.Seconds / mem.Seconds
 		ts.add("snapshot ingest over its budget ≤ 1.5× its time in memory", passes && ratio <= 1.5, true,
 			fmt.Sprintf("over spill files: %v; %.2f× (%.2fs vs %.2fs; CPU %.1fs vs %.1fs; peak RSS %.0f vs %.0f MB)", passes, ratio, over.Seconds, mem.Seconds, over.CPUSeconds, mem.CPUSeconds, over.PeakRSSMB, mem.PeakRSSMB))
+	}
+}
+
+// logloadTargets checks the snapshot load of a wide table against delta-rs, per layout.
+func (d *driver) logloadTargets(ts *targetList) {
+	for _, l := range []string{"v2 checkpoint with sidecars", "classic checkpoint"} {
+		ours, drs := d.find("snapshot load", "ours: Open (latest snapshot), "+l), d.find("snapshot load", "delta-rs DeltaTable + file_uris, "+l)
+		if ours == nil && drs == nil {
+			continue
+		}
+		known := ours != nil && drs != nil
+		got := ""
+		if known {
+			got = fmt.Sprintf("ours %.3fs vs delta-rs %.3fs; by CPU seconds %s; peak RSS %.0f vs %.0f MB", ours.Seconds, drs.Seconds, cpuRatio(drs, ours), ours.PeakRSSMB, drs.PeakRSSMB)
+		}
+		ts.add("snapshot load ("+l+") not slower than delta-rs", known && ours.Seconds <= drs.Seconds, known, got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/spilldir"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -446,5 +448,28 @@ func TestOwn(t *testing.T) {
 	defer same.Release()
 	if same != whole {
 		t.Error("a record owning its buffers was copied")
+	}
+}
+
+// A run's spill directory names its owner: a sweep leaves it while this process runs.
+func TestDirHasAnOwner(t *testing.T) {
+	base := t.TempDir()
+	d, err := NewDir(base, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Remove()
+	if !strings.HasPrefix(filepath.Base(d.path), spilldir.Prefix) {
+		t.Errorf("spill directory %s", d.path)
+	}
+	removed, err := spilldir.Sweep(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) > 0 {
+		t.Fatalf("a sweep removed the live run's spill directory: %v", removed)
+	}
+	if _, err := os.Stat(d.path); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -217,9 +217,6 @@ func (s *Sink) mergeDirect(ctx context.Context) error {
 		}
 		pos.Files[s.files[f].Path] = m
 	}
-	if s.onPart != nil {
-		s.onPart(1)
-	}
 	return s.mp.Merge(ctx, source, pos)
 }
 

@@ -15,12 +15,15 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/spilldir"
 )
 
 // Spill files: the rows a stage over its memory budget sets aside on local disk (Arrow
 // IPC streams, uncompressed: the page cache holds them while they are fresh), each
 // written once and read back in passes. They live in a private directory that the run
-// removes with everything in it on every way out (success, failure, cancellation).
+// removes with everything in it on every way out (success, failure, cancellation); the
+// directory names its owner (internal/spilldir), so that one a killed process left is
+// swept when run or serve starts.
 
 // Dir is a run's private directory of spill files.
 type Dir struct {
@@ -35,10 +38,7 @@ func NewDir(base string, limit int64) (*Dir, error) {
 	if base == "" {
 		base = os.TempDir()
 	}
-	if err := os.MkdirAll(base, 0o777); err != nil {
-		return nil, fmt.Errorf("spill directory: %w", err)
-	}
-	p, err := os.MkdirTemp(base, "orchestrator-spill-")
+	p, err := spilldir.Create(base) // marked with its owner: a killed process's is swept
 	if err != nil {
 		return nil, fmt.Errorf("spill directory: %w", err)
 	}

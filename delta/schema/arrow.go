@@ -1,17 +1,18 @@
-package delta
+package schema
 
 import (
 	"fmt"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 )
 
 // Arrow types used for Delta primitives. Timestamps are microseconds, as Delta stores them;
 // "timestamp" is an instant (zone UTC), "timestamp_ntz" a wall-clock time (no zone).
 var (
-	arrowTimestampUTC = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
-	arrowTimestampNTZ = &arrow.TimestampType{Unit: arrow.Microsecond}
+	TimestampUTC = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+	TimestampNTZ = &arrow.TimestampType{Unit: arrow.Microsecond}
 )
 
 // ArrowSchema maps a Delta table schema to the Arrow schema of the records that the scan
@@ -20,18 +21,19 @@ var (
 //	string→utf8, long→int64, integer→int32, short→int16, byte→int8, double→float64,
 //	float→float32, boolean→bool, binary→binary, date→date32,
 //	timestamp→timestamp[us, UTC], timestamp_ntz→timestamp[us], decimal(p,s)→decimal128(p,s),
-//	struct→struct, array→list (element field "element"), map→map (fields "key"/"value").
+//	struct→struct, array→list (element field "element"), map→map (fields "key"/"value"),
+//	variant→Arrow's variant extension type (arrow.parquet.variant; read only).
 //
 // Field nullability, containsNull and valueContainsNull carry over.
 func ArrowSchema(st *StructType) (*arrow.Schema, error) {
-	fields, err := arrowFields(st)
+	fields, err := ArrowFields(st)
 	if err != nil {
 		return nil, err
 	}
 	return arrow.NewSchema(fields, nil), nil
 }
 
-func arrowFields(st *StructType) ([]arrow.Field, error) {
+func ArrowFields(st *StructType) ([]arrow.Field, error) {
 	fields := make([]arrow.Field, len(st.Fields))
 	for i, f := range st.Fields {
 		t, err := ArrowType(f.Type)
@@ -69,9 +71,13 @@ func ArrowType(t DataType) (arrow.DataType, error) {
 		case TypeDate:
 			return arrow.FixedWidthTypes.Date32, nil
 		case TypeTimestamp:
-			return arrowTimestampUTC, nil
+			return TimestampUTC, nil
 		case TypeTimestampNTZ:
-			return arrowTimestampNTZ, nil
+			return TimestampNTZ, nil
+		case TypeVariant:
+			// Arrow's variant extension type (arrow.parquet.variant) over the
+			// unshredded struct<metadata: binary, value: binary>.
+			return extensions.NewDefaultVariantType(), nil
 		}
 		return nil, fmt.Errorf("unsupported data type %q", v.Name)
 	case *DecimalType:
@@ -80,7 +86,7 @@ func ArrowType(t DataType) (arrow.DataType, error) {
 		}
 		return &arrow.Decimal128Type{Precision: int32(v.Precision), Scale: int32(v.Scale)}, nil
 	case *StructType:
-		fields, err := arrowFields(v)
+		fields, err := ArrowFields(v)
 		if err != nil {
 			return nil, err
 		}
@@ -109,11 +115,11 @@ func ArrowType(t DataType) (arrow.DataType, error) {
 	return nil, fmt.Errorf("unsupported data type %T", t)
 }
 
-// SchemaFromArrow maps an Arrow schema back to a Delta schema (the inverse of ArrowSchema).
+// FromArrow maps an Arrow schema back to a Delta schema (the inverse of ArrowSchema).
 // Besides the types ArrowSchema produces it accepts the common Arrow equivalents: large and
 // view strings/binaries, timestamps of any unit (a zone makes it "timestamp", none
 // "timestamp_ntz"), large and fixed-size lists, and dictionary-encoded values.
-func SchemaFromArrow(s *arrow.Schema) (*StructType, error) {
+func FromArrow(s *arrow.Schema) (*StructType, error) {
 	st := &StructType{Fields: make([]*StructField, 0, s.NumFields())}
 	seen := map[string]bool{}
 	for _, f := range s.Fields() {
@@ -131,7 +137,7 @@ func SchemaFromArrow(s *arrow.Schema) (*StructType, error) {
 	return st, nil
 }
 
-// DataTypeFromArrow maps one Arrow type to a Delta data type (see SchemaFromArrow).
+// DataTypeFromArrow maps one Arrow type to a Delta data type (see FromArrow).
 func DataTypeFromArrow(t arrow.DataType) (DataType, error) {
 	prim := func(n string) (DataType, error) { return &PrimitiveType{Name: n}, nil }
 	switch v := t.(type) {
@@ -169,8 +175,10 @@ func DataTypeFromArrow(t arrow.DataType) (DataType, error) {
 		return &DecimalType{Precision: int(v.Precision), Scale: int(v.Scale)}, nil
 	case *arrow.DictionaryType:
 		return DataTypeFromArrow(v.ValueType)
+	case *extensions.VariantType:
+		return prim(TypeVariant)
 	case *arrow.StructType:
-		inner, err := SchemaFromArrow(arrow.NewSchema(v.Fields(), nil))
+		inner, err := FromArrow(arrow.NewSchema(v.Fields(), nil))
 		if err != nil {
 			return nil, err
 		}
@@ -196,13 +204,13 @@ func DataTypeFromArrow(t arrow.DataType) (DataType, error) {
 	return nil, fmt.Errorf("arrow type %s has no Delta equivalent", t)
 }
 
-// MergeSchema implements opt-in schema evolution: it returns the table schema with every
+// Merge implements opt-in schema evolution: it returns the table schema with every
 // column of incoming that the table lacks appended, as nullable, in incoming's order
 // (nested struct fields are merged the same way). Columns present in both must have the
 // same type. The table schema is not modified. The caller commits the result as new
 // metaData; changed reports whether anything was added.
-func MergeSchema(table *StructType, incoming *arrow.Schema) (merged *StructType, changed bool, err error) {
-	in, err := SchemaFromArrow(incoming)
+func Merge(table *StructType, incoming *arrow.Schema) (merged *StructType, changed bool, err error) {
+	in, err := FromArrow(incoming)
 	if err != nil {
 		return nil, false, err
 	}

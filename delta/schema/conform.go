@@ -1,4 +1,4 @@
-package delta
+package schema
 
 import (
 	"fmt"
@@ -7,12 +7,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
-// conformRecord enforces the table schema on an incoming record and returns a record whose
+// Conform enforces the table schema on an incoming record and returns a record whose
 // schema is exactly target (the table's Arrow schema), column for column:
 //   - columns are matched by name ignoring case; order does not matter;
-//   - a column the table lacks is an error (schema evolution is opt-in: MergeSchema first);
+//   - a column the table lacks is an error (schema evolution is opt-in: Merge first);
 //   - a missing nullable column is filled with nulls; a missing non-nullable one is an error;
 //   - types must match (nested field names and nullability flags may differ; timestamps of
 //     any unit or zone are converted to microseconds); otherwise the error names the column
@@ -20,7 +22,7 @@ import (
 //   - a non-nullable column (or nested field) holding nulls is an error naming it.
 //
 // The caller releases the result.
-func conformRecord(mem memory.Allocator, rec arrow.RecordBatch, table *StructType, target *arrow.Schema) (arrow.RecordBatch, error) {
+func Conform(mem memory.Allocator, rec arrow.RecordBatch, table *StructType, target *arrow.Schema) (arrow.RecordBatch, error) {
 	in := rec.Schema()
 	used := make([]bool, in.NumFields())
 	cols := make([]arrow.Array, len(table.Fields))
@@ -48,7 +50,7 @@ func conformRecord(mem memory.Allocator, rec arrow.RecordBatch, table *StructTyp
 			continue
 		}
 		used[idx] = true
-		c, err := conformArray(mem, rec.Column(idx), tf.Type, f.Name, f.Type)
+		c, err := ConformArray(mem, rec.Column(idx), tf.Type, f.Name, f.Type)
 		if err != nil {
 			return nil, err
 		}
@@ -71,9 +73,9 @@ func conformRecord(mem memory.Allocator, rec arrow.RecordBatch, table *StructTyp
 	return array.NewRecordBatch(target, cols, rec.NumRows()), nil
 }
 
-// conformArray relabels or converts arr to the target Arrow type; column and dt name the
+// ConformArray relabels or converts arr to the target Arrow type; column and dt name the
 // column and its Delta type for errors.
-func conformArray(mem memory.Allocator, arr arrow.Array, target arrow.DataType, column string, dt DataType) (arrow.Array, error) {
+func ConformArray(mem memory.Allocator, arr arrow.Array, target arrow.DataType, column string, dt DataType) (arrow.Array, error) {
 	src := arr.DataType()
 	if arrow.TypeEqual(src, target) {
 		arr.Retain()
@@ -121,7 +123,7 @@ func conformArray(mem memory.Allocator, arr arrow.Array, target arrow.DataType, 
 // data lacks is all nulls; a field the table lacks is an error.
 func conformStruct(mem memory.Allocator, sa *array.Struct, s, target *arrow.StructType, column string, dt *StructType) (arrow.Array, error) {
 	children := make([]arrow.Array, target.NumFields())
-	defer releaseAll(children)
+	defer arrowx.ReleaseArrays(children)
 	used := make([]bool, s.NumFields())
 	for i, tf := range target.Fields() {
 		idx := -1
@@ -139,7 +141,7 @@ func conformStruct(mem memory.Allocator, sa *array.Struct, s, target *arrow.Stru
 			continue
 		}
 		used[idx] = true
-		c, err := conformArray(mem, sa.Field(idx), tf.Type, sub, dt.Fields[i].Type)
+		c, err := ConformArray(mem, sa.Field(idx), tf.Type, sub, dt.Fields[i].Type)
 		if err != nil {
 			return nil, err
 		}
@@ -155,12 +157,12 @@ func conformStruct(mem memory.Allocator, sa *array.Struct, s, target *arrow.Stru
 
 // conformMap conforms a map's keys and values to the table's map type.
 func conformMap(mem memory.Allocator, m *array.Map, target *arrow.MapType, column string, dt *MapType) (arrow.Array, error) {
-	k, err := conformArray(mem, m.Keys(), target.KeyType(), column+".key", dt.KeyType)
+	k, err := ConformArray(mem, m.Keys(), target.KeyType(), column+".key", dt.KeyType)
 	if err != nil {
 		return nil, err
 	}
 	defer k.Release()
-	v, err := conformArray(mem, m.Items(), target.ItemType(), column+".value", dt.ValueType)
+	v, err := ConformArray(mem, m.Items(), target.ItemType(), column+".value", dt.ValueType)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +172,7 @@ func conformMap(mem memory.Allocator, m *array.Map, target *arrow.MapType, colum
 
 // conformList conforms a list's elements to the table's array type.
 func conformList(mem memory.Allocator, l *array.List, target *arrow.ListType, column string, dt *ArrayType) (arrow.Array, error) {
-	vals, err := conformArray(mem, l.ListValues(), target.Elem(), column+".element", dt.ElementType)
+	vals, err := ConformArray(mem, l.ListValues(), target.Elem(), column+".element", dt.ElementType)
 	if err != nil {
 		return nil, err
 	}
@@ -267,14 +269,6 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
-}
-
-func releaseAll(arrs []arrow.Array) {
-	for _, a := range arrs {
-		if a != nil {
-			a.Release()
-		}
-	}
 }
 
 // checkNotNull rejects nulls in a non-nullable column or nested struct field. parentValid,

@@ -1,6 +1,7 @@
-package delta
+package schema
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -8,16 +9,19 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
-// castToTable converts an array read from a data file to the table's Arrow type. It is
+// Cast converts an array read from a data file to the table's Arrow type. It is
 // lenient where files written by other engines differ from the table schema in ways the
 // protocol allows: INT96 (nanosecond) and millisecond timestamps, zone labels, widened
 // integers and floats, decimals stored with another precision or scale, strings read as
 // binary, struct fields in another order or missing (schema evolution: nulls), list and
 // map field names of legacy encodings, nullability flags, and all-null columns.
-func castToTable(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (arrow.Array, error) {
+func Cast(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (arrow.Array, error) {
 	src := arr.DataType()
 	if arrow.TypeEqual(src, target) {
 		arr.Retain()
@@ -30,7 +34,12 @@ func castToTable(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (
 		return nil, fmt.Errorf("cannot read %s as %s", src, target)
 	}
 	switch t := target.(type) {
+	case *extensions.VariantType:
+		return castVariant(mem, arr, t)
 	case *arrow.TimestampType:
+		if d, ok := arr.(*array.Date32); ok && t.TimeZone == "" {
+			return widenDate(mem, d, t), nil // a date column widened to timestamp_ntz
+		}
 		s, ok := src.(*arrow.TimestampType)
 		if !ok {
 			return fail()
@@ -80,7 +89,7 @@ func relabel(arr arrow.Array, target arrow.DataType) arrow.Array {
 // castInts widens integers (files written before a type change, or with a narrower
 // physical type) to the target integer or float type.
 func castInts(mem memory.Allocator, arr arrow.Array, target arrow.DataType) (arrow.Array, error) {
-	get, ok := intGetter(arr)
+	get, ok := arrowx.IntGetter(arr)
 	if !ok {
 		return nil, fmt.Errorf("cannot read %s as %s", arr.DataType(), target)
 	}
@@ -129,7 +138,7 @@ func widenFloat32(mem memory.Allocator, a *array.Float32) arrow.Array {
 func castStruct(mem memory.Allocator, s *array.Struct, target *arrow.StructType) (arrow.Array, error) {
 	st := s.DataType().(*arrow.StructType)
 	children := make([]arrow.Array, target.NumFields())
-	defer releaseAll(children)
+	defer arrowx.ReleaseArrays(children)
 	for i, tf := range target.Fields() {
 		idx := -1
 		for j, sf := range st.Fields() {
@@ -142,7 +151,7 @@ func castStruct(mem memory.Allocator, s *array.Struct, target *arrow.StructType)
 			children[i] = array.MakeArrayOfNull(mem, tf.Type, s.Len())
 			continue
 		}
-		c, err := castToTable(mem, s.Field(idx), tf.Type)
+		c, err := Cast(mem, s.Field(idx), tf.Type)
 		if err != nil {
 			return nil, fmt.Errorf("field %s: %w", tf.Name, err)
 		}
@@ -153,12 +162,12 @@ func castStruct(mem memory.Allocator, s *array.Struct, target *arrow.StructType)
 
 // castMap casts a map's keys and values to target's.
 func castMap(mem memory.Allocator, m *array.Map, target *arrow.MapType) (arrow.Array, error) {
-	k, err := castToTable(mem, m.Keys(), target.KeyType())
+	k, err := Cast(mem, m.Keys(), target.KeyType())
 	if err != nil {
 		return nil, fmt.Errorf("map key: %w", err)
 	}
 	defer k.Release()
-	v, err := castToTable(mem, m.Items(), target.ItemType())
+	v, err := Cast(mem, m.Items(), target.ItemType())
 	if err != nil {
 		return nil, fmt.Errorf("map value: %w", err)
 	}
@@ -168,32 +177,12 @@ func castMap(mem memory.Allocator, m *array.Map, target *arrow.MapType) (arrow.A
 
 // castList casts a list's elements to target's.
 func castList(mem memory.Allocator, l *array.List, target *arrow.ListType) (arrow.Array, error) {
-	vals, err := castToTable(mem, l.ListValues(), target.Elem())
+	vals, err := Cast(mem, l.ListValues(), target.Elem())
 	if err != nil {
 		return nil, fmt.Errorf("array element: %w", err)
 	}
 	defer vals.Release()
 	return rebuild(l, target, []arrow.Array{vals}), nil
-}
-
-func intGetter(arr arrow.Array) (func(int) int64, bool) {
-	switch a := arr.(type) {
-	case *array.Int64:
-		return func(i int) int64 { return a.Value(i) }, true
-	case *array.Int32:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	case *array.Int16:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	case *array.Int8:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	case *array.Uint32:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	case *array.Uint16:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	case *array.Uint8:
-		return func(i int) int64 { return int64(a.Value(i)) }, true
-	}
-	return nil, false
 }
 
 // castDecimal reads decimals stored with another precision or scale (or as a plain
@@ -212,7 +201,7 @@ func castDecimal(mem memory.Allocator, arr arrow.Array, t *arrow.Decimal128Type)
 		srcScale = a.DataType().(*arrow.Decimal256Type).Scale
 		get = func(i int) *big.Int { return a.Value(i).BigInt() }
 	default:
-		g, ok := intGetter(arr)
+		g, ok := arrowx.IntGetter(arr)
 		if !ok {
 			return nil, fmt.Errorf("cannot read %s as %s", arr.DataType(), t)
 		}
@@ -236,4 +225,88 @@ func castDecimal(mem memory.Allocator, arr arrow.Array, t *arrow.Decimal128Type)
 		b.Append(decimal128.FromBigInt(v))
 	}
 	return b.NewArray(), nil
+}
+
+// castVariant reads a variant column (the Parquet Variant logical type, which Arrow
+// reads as its variant extension type) as the table's: the same unshredded storage up to
+// nullability. A shredded variant (a typed_value field) is refused rather than read
+// without the values shredded out of it.
+func castVariant(mem memory.Allocator, arr arrow.Array, t *extensions.VariantType) (arrow.Array, error) {
+	ext, ok := arr.(array.ExtensionArray)
+	if !ok || !extensions.IsVariantExtensionName(ext.ExtensionType().ExtensionName()) {
+		return nil, fmt.Errorf("cannot read %s as variant: the file does not annotate it as a Variant", arr.DataType())
+	}
+	st, ok := ext.Storage().(*array.Struct)
+	if !ok {
+		return nil, fmt.Errorf("cannot read variant stored as %s", ext.Storage().DataType())
+	}
+	if _, shredded := st.DataType().(*arrow.StructType).FieldIdx("typed_value"); shredded {
+		return nil, errors.New("unsupported table feature: variantShredding (a shredded variant)")
+	}
+	storage, err := Cast(mem, st, t.StorageType())
+	if err != nil {
+		return nil, fmt.Errorf("variant: %w", err)
+	}
+	defer storage.Release()
+	return array.NewExtensionArrayWithStorage(t, storage), nil
+}
+
+// Relabel reuses arr's buffers under target, a type of the same layout whose names may
+// differ at any depth (struct field names, a list's element name): nothing is copied.
+func Relabel(arr arrow.Array, target arrow.DataType) arrow.Array {
+	if arrow.TypeEqual(arr.DataType(), target, arrow.CheckMetadata()) {
+		arr.Retain()
+		return arr
+	}
+	d := relabelData(arr.Data(), target)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+func relabelData(d arrow.ArrayData, target arrow.DataType) arrow.ArrayData {
+	children := d.Children()
+	var sub []arrow.ArrayData
+	switch t := target.(type) {
+	case *arrow.StructType:
+		sub = make([]arrow.ArrayData, len(children))
+		for i, c := range children {
+			sub[i] = relabelData(c, t.Field(i).Type)
+		}
+	case *arrow.MapType:
+		sub = []arrow.ArrayData{relabelData(children[0], t.Elem())}
+	case *arrow.ListType:
+		sub = []arrow.ArrayData{relabelData(children[0], t.Elem())}
+	default:
+		return array.NewData(target, d.Len(), d.Buffers(), children, d.NullN(), d.Offset())
+	}
+	out := array.NewData(target, d.Len(), d.Buffers(), sub, d.NullN(), d.Offset())
+	for _, c := range sub {
+		c.Release()
+	}
+	return out
+}
+
+// widenDate reads dates as timestamps without a zone (midnight of each date), as a
+// column widened from date to timestamp_ntz reads its older files.
+func widenDate(mem memory.Allocator, a *array.Date32, t *arrow.TimestampType) arrow.Array {
+	per := int64(86400)
+	switch t.Unit {
+	case arrow.Millisecond:
+		per *= 1e3
+	case arrow.Microsecond:
+		per *= 1e6
+	case arrow.Nanosecond:
+		per *= 1e9
+	}
+	b := array.NewTimestampBuilder(mem, t)
+	defer b.Release()
+	b.Reserve(a.Len())
+	for i := 0; i < a.Len(); i++ {
+		if a.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		b.Append(arrow.Timestamp(int64(a.Value(i)) * per))
+	}
+	return b.NewArray()
 }

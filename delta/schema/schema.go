@@ -1,4 +1,4 @@
-package delta
+package schema
 
 import (
 	"bytes"
@@ -32,12 +32,14 @@ const (
 	TypeDate         = "date"
 	TypeTimestamp    = "timestamp"
 	TypeTimestampNTZ = "timestamp_ntz"
+	// TypeVariant is semi-structured data (variantType feature): read, never written.
+	TypeVariant = "variant"
 )
 
 var primitiveNames = map[string]bool{
 	TypeString: true, TypeLong: true, TypeInteger: true, TypeShort: true, TypeByte: true,
 	TypeFloat: true, TypeDouble: true, TypeBoolean: true, TypeBinary: true, TypeDate: true,
-	TypeTimestamp: true, TypeTimestampNTZ: true,
+	TypeTimestamp: true, TypeTimestampNTZ: true, TypeVariant: true,
 }
 
 // PrimitiveType is one of the Type* names.
@@ -150,8 +152,8 @@ func ParsePrimitive(name string) (DataType, error) {
 	return nil, fmt.Errorf("unknown data type %q", name)
 }
 
-// ParseSchema parses a schemaString.
-func ParseSchema(s string) (*StructType, error) {
+// Parse parses a schemaString.
+func Parse(s string) (*StructType, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	var raw any

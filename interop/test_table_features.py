@@ -1,0 +1,289 @@
+"""The table features Databricks puts on tables: V2 checkpoints, in-commit timestamps,
+clustering (domain metadata) and row tracking.
+
+Theirs → ours: Spark (Delta 4.4) creates a table with delta.checkpointPolicy=v2 and
+delta.enableInCommitTimestamps=true and writes to it (its checkpoints are UUID-named
+V2 checkpoints); our reader returns Spark's rows at every version and Spark's history
+timestamps (the in-commit timestamps). Then we append, DELETE, MERGE and checkpoint
+(our V2 checkpoint with sidecars) on Spark's table: Spark and delta-rs read our
+versions with our rows, Spark's history shows our in-commit timestamps, and time travel
+by timestamp agrees between Spark and us, also after every commit file's modification
+time was reset to one instant (as a copy does).
+
+Ours → theirs: a table we create with both properties, written and checkpointed by us
+only, read by Spark and delta-rs at every version; Spark then writes on top of our V2
+checkpoint and we read its commit.
+
+Clustering: Spark's CLUSTER BY table takes our writes with its domain intact. Row
+tracking: our appends give the row ids Spark's give (Spark's _metadata.row_id).
+
+delta-rs: deltalake 1.6.6's to_pyarrow_table() refuses the v2Checkpoint reader feature
+("not yet supported by the deltalake reader"); its DataFusion engine (QueryBuilder)
+reads these tables, V2 checkpoints and sidecars included, so rows are read through it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from support import assert_same_rows, spark_frame, spark_history, spark_read
+from test_dv import rs_sql_read
+
+FEATURES = {"delta.checkpointPolicy": "v2", "delta.enableInCommitTimestamps": "true", "delta.checkpointInterval": "2"}
+
+
+def rows(ids, tag: str) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "name": pa.array([f"{tag}{i}" for i in ids], pa.string())})
+
+
+def commit_lines(table_dir: Path, version: int) -> list[dict]:
+    with open(table_dir / "_delta_log" / f"{version:020d}.json") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def ict(table_dir: Path, version: int) -> int:
+    """The in-commit timestamp of a version; its commitInfo must be the first action."""
+    first = commit_lines(table_dir, version)[0]
+    assert "commitInfo" in first, f"v{version} starts with {list(first)}, not commitInfo"
+    ts = first["commitInfo"].get("inCommitTimestamp")
+    assert isinstance(ts, int), f"v{version} commitInfo has no inCommitTimestamp: {first['commitInfo']}"
+    return ts
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def log_names(table_dir: Path) -> list[str]:
+    log = table_dir / "_delta_log"
+    names = sorted(os.listdir(log))
+    if (log / "_sidecars").is_dir():
+        names += [f"_sidecars/{n}" for n in sorted(os.listdir(log / "_sidecars"))]
+    return names
+
+
+def v2_checkpoints(table_dir: Path) -> list[str]:
+    return [n for n in log_names(table_dir) if ".checkpoint." in n and not n.startswith("_")
+            and n.count(".") == 3 and n.split(".")[2] not in ("parquet",)]
+
+
+def assert_history_is_ict(spark, deltatool, path: str, table_dir: Path, latest: int):
+    """Spark's DESCRIBE HISTORY and ours give every version its in-commit timestamp."""
+    theirs = {h["version"]: h["timestamp"].replace(tzinfo=timezone.utc) for h in spark_history(spark, path)}
+    ours = {h["version"]: h["timestamp"] for h in deltatool.history(path)}
+    for v in range(latest + 1):
+        want = ict(table_dir, v)
+        got_spark = int(theirs[v].timestamp() * 1000)
+        assert got_spark == want, f"Spark history v{v}: {theirs[v]}, want the ICT {iso(want)}"
+        assert ours[v] == iso(want), f"our history v{v}: {ours[v]}, want the ICT {iso(want)}"
+
+
+def assert_time_travel_agrees(spark, deltatool, path: str, table_dir: Path, latest: int):
+    """As of each version's ICT (and 1 ms before the next), Spark and we read that version."""
+    for v in range(latest + 1):
+        at = [ict(table_dir, v)]
+        if v < latest:
+            at.append(ict(table_dir, v + 1) - 1)
+        for ms in at:
+            want = spark_read(spark, path, version=v)
+            assert_same_rows(spark_read(spark, path, timestamp=iso(ms)), want, what=f"Spark as of {iso(ms)} (v{v})")
+            assert_same_rows(deltatool.read(path, timestamp=iso(ms)), want, what=f"ours as of {iso(ms)} (v{v})")
+
+
+def reset_commit_mtimes(table_dir: Path):
+    """Every commit file gets one modification time, as after a copy."""
+    instant = datetime(2031, 1, 1, tzinfo=timezone.utc).timestamp()
+    for n in os.listdir(table_dir / "_delta_log"):
+        if n.endswith(".json"):
+            os.utime(table_dir / "_delta_log" / n, (instant, instant))
+
+
+def test_spark_v2_checkpoint_ict_table_both_ways(spark, deltatool, table_dir):
+    path = str(table_dir)
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in FEATURES.items())
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, name STRING) USING delta TBLPROPERTIES ({props})")
+    for i in range(4):
+        spark.sql(f"INSERT INTO delta.`{path}` VALUES ({i * 10}, 's{i * 10}'), ({i * 10 + 1}, 's{i * 10 + 1}')")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 11")
+    spark_latest = deltatool.version(path)
+    assert spark_latest == 5
+    assert v2_checkpoints(table_dir), f"Spark wrote no UUID-named V2 checkpoint: {log_names(table_dir)}"
+    protocol = next(a["protocol"] for a in commit_lines(table_dir, 0) if "protocol" in a)
+    assert "v2Checkpoint" in protocol.get("readerFeatures", []) and "inCommitTimestamp" in protocol["writerFeatures"], protocol
+
+    # Spark's versions, read by us (from Spark's V2 checkpoints where they exist).
+    for v in range(spark_latest + 1):
+        assert_same_rows(deltatool.read(path, version=v), spark_read(spark, path, version=v), what=f"Spark's v{v} read by us")
+
+    # Our writes on Spark's table.
+    ours = [
+        deltatool.write(path, rows([100, 101], "o")),
+        deltatool.delete(path, "id = 100"),
+        deltatool.merge(path, rows([0, 200], "m"), "id"),
+    ]
+    ours.append(deltatool.write(path, rows([300], "o")))
+    assert ours == list(range(spark_latest + 1, spark_latest + 5)), ours
+    latest = ours[-1]
+    for v in ours:
+        ts = ict(table_dir, v)
+        assert ts > ict(table_dir, v - 1), f"our v{v} ICT {ts} is not after v{v - 1}'s"
+    assert deltatool.checkpoint(path) == latest
+    lc = json.loads((table_dir / "_delta_log" / "_last_checkpoint").read_text())
+    assert lc["version"] == latest and lc.get("v2Checkpoint"), lc
+    ours_cp = lc["v2Checkpoint"]["path"]
+    assert ours_cp.startswith(f"{latest:020d}.checkpoint.") and ours_cp.endswith(".parquet"), ours_cp
+    for sc in lc["v2Checkpoint"]["sidecarFiles"]:
+        assert (table_dir / "_delta_log" / "_sidecars" / sc["path"]).is_file(), sc
+
+    for v in range(latest + 1):
+        want = deltatool.read(path, version=v)
+        assert_same_rows(spark_read(spark, path, version=v), want, what=f"v{v} read by Spark")
+    want = deltatool.read(path)
+    assert sorted(want.column("id").to_pylist()) == [0, 1, 10, 20, 21, 30, 31, 101, 200, 300]
+    assert_same_rows(rs_sql_read(path), want, what="latest read by delta-rs")
+    assert_history_is_ict(spark, deltatool, path, table_dir, latest)
+    assert_time_travel_agrees(spark, deltatool, path, table_dir, latest)
+
+    # A copy loses the commit files' times: timestamps still resolve by ICT.
+    copy = table_dir.parent / "copy"
+    shutil.copytree(table_dir, copy)
+    reset_commit_mtimes(copy)
+    assert_time_travel_agrees(spark, deltatool, str(copy), copy, latest)
+
+    # Only our checkpoint: the JSON commits before it gone, every reader rebuilds the table.
+    for v in range(latest):
+        (copy / "_delta_log" / f"{v:020d}.json").unlink()
+    for n in v2_checkpoints(copy):
+        if not n.startswith(f"{latest:020d}."):
+            (copy / "_delta_log" / n).unlink()
+    assert_same_rows(spark_read(spark, str(copy)), want, what="Spark from our checkpoint alone")
+    assert_same_rows(deltatool.read(str(copy)), want, what="ours from our checkpoint alone")
+    assert_same_rows(rs_sql_read(str(copy)), want, what="delta-rs from our checkpoint alone")
+
+
+def test_ours_v2_checkpoint_ict_table_read_by_spark_and_delta_rs(spark, deltatool, table_dir):
+    path = str(table_dir)
+    first = deltatool.write(path, rows(range(0, 5), "a"), properties=FEATURES)
+    assert first == 1
+    for start in (5, 10, 15):
+        deltatool.write(path, rows(range(start, start + 5), "a"))
+    deltatool.delete(path, "id < 3")
+    latest = deltatool.version(path)
+    assert latest == 5
+    names = log_names(table_dir)
+    assert v2_checkpoints(table_dir) and any(n.startswith("_sidecars/") for n in names), names
+    assert not any(n.endswith(".checkpoint.parquet") for n in names), f"a classic checkpoint beside the V2 ones: {names}"
+    for v in range(latest + 1):
+        want = deltatool.read(path, version=v)
+        assert_same_rows(spark_read(spark, path, version=v), want, what=f"our v{v} read by Spark")
+        assert_same_rows(rs_sql_read(path, version=v), want, what=f"our v{v} read by delta-rs")
+    assert_history_is_ict(spark, deltatool, path, table_dir, latest)
+
+    # Spark writes on top of our V2 checkpoint; we read its commit and its ICT.
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (99, 'spark')")
+    assert deltatool.version(path) == latest + 1
+    assert ict(table_dir, latest + 1) > ict(table_dir, latest)
+    assert_same_rows(deltatool.read(path), spark_read(spark, path), what="Spark's write on our table, read by us")
+    assert_history_is_ict(spark, deltatool, path, table_dir, latest + 1)
+
+
+def test_spark_clustered_table_written_by_us(spark, deltatool, table_dir):
+    """Spark's CLUSTER BY table takes our append, DELETE, MERGE and checkpoint: Spark reads
+    our rows, still reports its clustering columns (the delta.clustering domain is intact)
+    and clusters our files with OPTIMIZE afterwards."""
+    path = str(table_dir)
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, name STRING) USING delta CLUSTER BY (id) "
+              "TBLPROPERTIES ('delta.checkpointInterval' = '3')")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (1, 'a'), (2, 'b')")
+    protocol = next(a["protocol"] for a in commit_lines(table_dir, 0) if "protocol" in a)
+    assert {"clustering", "domainMetadata"} <= set(protocol["writerFeatures"]), protocol
+    deltatool.write(path, rows([3, 4], "o"))
+    deltatool.delete(path, "id = 1")
+    deltatool.merge(path, rows([2, 5], "m"), "id")
+    latest = deltatool.version(path)
+    assert (table_dir / "_delta_log" / f"{3:020d}.checkpoint.parquet").is_file(), log_names(table_dir)
+    for v in range(latest + 1):
+        want = deltatool.read(path, version=v)
+        assert_same_rows(spark_read(spark, path, version=v), want, what=f"v{v} read by Spark")
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0].asDict()
+    assert detail["clusteringColumns"] == ["id"], detail
+    for v in range(2, latest + 1):
+        for a in commit_lines(table_dir, v):
+            assert "domainMetadata" not in a, f"our v{v} wrote a domain: {a}"
+            if "add" in a and a["add"]["dataChange"]:
+                stats = json.loads(a["add"]["stats"])
+                assert "id" in stats["minValues"] and "id" in stats["nullCount"], a["add"]
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    assert_same_rows(deltatool.read(path), spark_read(spark, path), what="after Spark's OPTIMIZE, read by us")
+    assert sorted(deltatool.read(path).column("id").to_pylist()) == [2, 3, 4, 5]
+
+
+def row_ids(spark, path: str) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.sql(
+        f"SELECT id, _metadata.row_id, _metadata.row_commit_version FROM delta.`{path}`").collect())
+
+
+def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
+    """On twin row-tracking tables, our append gives the rows the row ids and row commit
+    versions Spark's own append gives (Spark's _metadata.row_id and row_commit_version);
+    our copy-on-write DELETE keeps the ids unique, says it did not preserve them, and
+    Spark's next insert continues past our high-water mark. A table we create with
+    delta.enableRowTracking is read the same way."""
+    theirs, ours = tmp_path / "spark", tmp_path / "ours"
+    for p in (theirs, ours):
+        spark.sql(f"CREATE TABLE delta.`{p}` (id BIGINT, name STRING) USING delta TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+        spark.sql(f"INSERT INTO delta.`{p}` VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    batch = rows([10, 11, 12], "x")
+    spark_frame(spark, batch).coalesce(1).write.format("delta").mode("append").save(str(theirs))
+    v = deltatool.write(str(ours), batch)
+    assert v == 2
+    assert row_ids(spark, str(ours)) == row_ids(spark, str(theirs))
+    assert [r[1:] for r in row_ids(spark, str(ours)) if r[0] >= 10] == [(3, 2), (4, 2), (5, 2)]
+    hwm = next(a["domainMetadata"] for a in commit_lines(ours, 2) if "domainMetadata" in a)
+    assert hwm["domain"] == "delta.rowTracking" and json.loads(hwm["configuration"])["rowIdHighWaterMark"] == 5
+
+    deltatool.delete(str(ours), "id = 11")
+    info = commit_lines(ours, 3)[0]["commitInfo"]
+    assert info["tags"] == {"delta.rowTracking.preserved": "false"}, info
+    ids = row_ids(spark, str(ours))
+    assert [r[0] for r in ids] == [1, 2, 3, 10, 12]
+    assert len({r[1] for r in ids}) == len(ids), f"row ids not unique: {ids}"
+    spark.sql(f"INSERT INTO delta.`{ours}` VALUES (20, 'spark')")
+    after = dict((r[0], r[1]) for r in row_ids(spark, str(ours)))
+    assert after[20] > max(r[1] for r in ids), after
+    v = deltatool.merge(str(ours), rows([2, 30], "merged"), "id")
+    info = commit_lines(ours, v)[0]["commitInfo"]
+    assert info["tags"] == {"delta.rowTracking.preserved": "false"}, info
+    merged = row_ids(spark, str(ours))
+    assert [r[0] for r in merged] == [1, 2, 3, 10, 12, 20, 30]
+    assert len({r[1] for r in merged}) == len(merged), f"row ids not unique after our MERGE: {merged}"
+    assert dict((r[0], r[2]) for r in merged)[30] == v, merged
+    assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(ours)), what="row-tracking table")
+    assert_same_rows(rs_sql_read(str(ours)), spark_read(spark, str(ours)), what="row-tracking table read by delta-rs")
+
+    mine = tmp_path / "mine"
+    deltatool.write(str(mine), rows([1, 2, 3], "m"), properties={"delta.enableRowTracking": "true"})
+    deltatool.write(str(mine), rows([4], "m"))
+    assert row_ids(spark, str(mine)) == [(1, 0, 1), (2, 1, 1), (3, 2, 1), (4, 3, 2)]
+
+
+def test_our_clustered_table_read_and_optimized_by_spark(spark, deltatool, table_dir):
+    """A table we create clustered is a clustered table to Spark: it reports our
+    clustering columns, reads our rows, OPTIMIZEs (clusters) our files and inserts."""
+    path = str(table_dir)
+    deltatool.write(path, rows([5, 1, 3], "a"), cluster_by=["id"])
+    deltatool.write(path, rows([4, 2], "b"))
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()[0].asDict()
+    assert detail["clusteringColumns"] == ["id"], detail
+    assert_same_rows(spark_read(spark, path), deltatool.read(path), what="our clustered table read by Spark")
+    assert_same_rows(rs_sql_read(path), deltatool.read(path), what="our clustered table read by delta-rs")
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (6, 'spark')")
+    assert sorted(deltatool.read(path).column("id").to_pylist()) == [1, 2, 3, 4, 5, 6]
+    assert_same_rows(deltatool.read(path), spark_read(spark, path), what="after Spark's OPTIMIZE and INSERT")
