@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/jobs/decode"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -239,14 +240,8 @@ func withRunColumns(marked arrow.RecordBatch, schema *arrow.Schema, fi int, ord 
 		fis[i], ords[i] = int64(fi), ord+int64(i)
 	}
 	extra := []arrow.Array{keyed.Int64s(fis), keyed.Int64s(ords)}
-	defer releaseAll(extra)
+	defer arrowx.ReleaseArrays(extra)
 	return array.NewRecordBatch(schema, append(slices.Clone(marked.Columns()), extra...), int64(n))
-}
-
-func releaseAll(arrs []arrow.Array) {
-	for _, a := range arrs {
-		a.Release()
-	}
 }
 
 // fileOf is the file (its index in the run) of a batch-form record's rows.

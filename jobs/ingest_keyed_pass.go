@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -53,7 +54,7 @@ func (h *recordHolder) HandOver(ctx context.Context, b *keyed.Batch) error {
 }
 
 func (h *recordHolder) release() {
-	keyed.Release(h.recs)
+	arrowx.ReleaseRecords(h.recs)
 	h.recs = nil
 }
 
@@ -88,7 +89,7 @@ func passRecords(ctx context.Context, p *keyed.Pass, g int, grouped bool, run *k
 		return nil
 	})
 	if err != nil {
-		keyed.Release(recs)
+		arrowx.ReleaseRecords(recs)
 		return nil, err
 	}
 	return recs, nil
@@ -106,7 +107,7 @@ func (s *Ingest) checkKeyed(ctx context.Context, batch *keyed.Batch, g int, run 
 		if err != nil {
 			return err
 		}
-		defer keyed.Release(recs)
+		defer arrowx.ReleaseRecords(recs)
 		_, _, err = run.fold(recs, nil)
 		if pr, ok := err.(*rowProblem); ok {
 			if pr.before(problem) {
@@ -211,7 +212,7 @@ func (r *keyedRun) pass(ctx context.Context, p *keyed.Pass, g int, grouped bool,
 	if err != nil {
 		return nil, err
 	}
-	defer keyed.Release(recs)
+	defer arrowx.ReleaseRecords(recs)
 	index, win, err := r.fold(recs, seqText)
 	if pr, ok := err.(*rowProblem); ok {
 		return pr, nil
@@ -244,7 +245,7 @@ func (r *keyedRun) pass(ctx context.Context, p *keyed.Pass, g int, grouped bool,
 	for i, rec := range recs {
 		src[i] = array.NewRecordBatch(sink.Source(), rec.Columns()[:r.nsource], rec.NumRows())
 	}
-	defer keyed.Release(src)
+	defer arrowx.ReleaseRecords(src)
 	// Matched rows once per place of their key; inserts in the order they came.
 	var matched, inserts []keyed.Ref
 	var at []keyed.Place

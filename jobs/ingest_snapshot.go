@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
@@ -93,7 +94,7 @@ func (f *snapForm) toSpill(_ context.Context, rec arrow.RecordBatch) (arrow.Reco
 	cols = append(cols, seq.NewArray())
 	seq.Release()
 	out := array.NewRecordBatch(f.spill, cols, rec.NumRows())
-	releaseAll(cols[len(rec.Columns()):])
+	arrowx.ReleaseArrays(cols[len(rec.Columns()):])
 	return out, nil
 }
 
@@ -355,12 +356,12 @@ func (s *Ingest) snapshotPass(ctx context.Context, p *keyed.Pass, f *snapForm, f
 		}
 		st = newSnapState(f, files, t)
 		if err := p.EachBatch(ctx, st.addSpilled); err != nil {
-			keyed.Release(st.kept)
+			arrowx.ReleaseRecords(st.kept)
 			return nil, err
 		}
 	}
 	defer func() {
-		keyed.Release(st.kept)
+		arrowx.ReleaseRecords(st.kept)
 		st.kept = nil
 	}()
 	if st.firstErr != nil {

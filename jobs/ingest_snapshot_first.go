@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -161,7 +162,7 @@ func (l *firstSnapshot) record(ctx context.Context, batch *keyed.Batch, fi int, 
 		cols = append(cols, rec.Column(c))
 	}
 	form := array.NewRecordBatch(l.form, cols, int64(n))
-	releaseAll(cols)
+	arrowx.ReleaseArrays(cols)
 	err = batch.Add(ctx, form)
 	form.Release()
 	if err != nil {
@@ -284,7 +285,7 @@ func (k *firstKeys) HandOver(ctx context.Context, b *keyed.Batch) error {
 			cols = append(cols, array.MakeArrayOfNull(mem, f.Type, hi-lo))
 		}
 		rec := array.NewRecordBatch(k.l.form, cols, int64(hi-lo))
-		releaseAll(cols)
+		arrowx.ReleaseArrays(cols)
 		err := b.Spill(ctx, rec)
 		rec.Release()
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -356,7 +357,7 @@ func (sd *snapSide) set(id int32, r snapRow) {
 // only, which a pass weighs as it was weighed: its table row stands, or it deletes).
 func (st *snapState) handOver(ctx context.Context, b *keyed.Batch) error {
 	defer func() {
-		keyed.Release(st.kept)
+		arrowx.ReleaseRecords(st.kept)
 		st.kept = nil
 	}()
 	for _, side := range []struct {
@@ -408,7 +409,7 @@ func (st *snapState) standing(ctx context.Context, sd *snapSide, index *keyindex
 	}
 	mem := memory.DefaultAllocator
 	cols := make([]arrow.Array, 0, len(f.spill.Fields()))
-	defer func() { releaseAll(cols) }()
+	defer func() { arrowx.ReleaseArrays(cols) }()
 	var kept arrow.RecordBatch
 	if len(refs) > 0 {
 		var err error

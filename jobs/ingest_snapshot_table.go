@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -251,7 +252,7 @@ func (t *snapTable) handOver(ctx context.Context, target *keyed.Target, dir *key
 		lb.Release()
 		hb.Release()
 		rec := array.NewRecordBatch(arrow.NewSchema(tableFields, nil), cols, int64(hi-lo))
-		releaseAll(cols)
+		arrowx.ReleaseArrays(cols)
 		err := target.WriteSpilled(ctx, dir, rec, places, ranges)
 		rec.Release()
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
@@ -33,7 +34,7 @@ func (s *SCD1Merge) pass(ctx context.Context, p *keyed.Pass, l *scdLayout, log *
 	}
 	b.Release() // (the events hold their rows)
 	stored := &scd1Rows{byKey: map[string][]any{}, all: map[string][]any{}, places: map[string][]storedPlace{}}
-	defer func() { keyed.Release(stored.recs) }()
+	defer func() { arrowx.ReleaseRecords(stored.recs) }()
 	if len(evs.order) > 0 || wantAll {
 		if err := p.EachTarget(ctx, func(tr keyed.TargetRecord) error { return stored.add(tr, l, evs, wantAll) }); err != nil {
 			return err

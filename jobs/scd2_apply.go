@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
@@ -183,7 +184,7 @@ func (s *SCD2Merge) emit(ctx context.Context, sink *keyed.Sink, b *scdBatch, l *
 		wg.Go(func() { recs[k], errs[k] = scdSourceRecord(schema, l, b, part) })
 	}
 	wg.Wait()
-	defer keyed.Release(recs[:])
+	defer arrowx.ReleaseRecords(recs[:])
 	if err := errors.Join(errs[0], errs[1]); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -137,8 +138,8 @@ func (b *scdBatch) HandOver(ctx context.Context, to *keyed.Batch) error {
 
 // Release frees the records the batch holds.
 func (b *scdBatch) Release() {
-	keyed.Release(b.recs)
-	keyed.Release(b.dimRows)
+	arrowx.ReleaseRecords(b.recs)
+	arrowx.ReleaseRecords(b.dimRows)
 	b.recs, b.dimRows, b.cols = nil, nil, nil
 	b.dropIndex()
 	b.evRec, b.evRow, b.keyOrd = nil, nil, nil

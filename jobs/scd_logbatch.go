@@ -13,6 +13,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
@@ -237,7 +238,7 @@ func (w *logBuilder) flush(write func(arrow.RecordBatch) error) error {
 		w.rowHash.NewArray(), w.commit.NewArray(), w.rowSeq.NewArray(), w.type1.NewArray()}
 	schema, _ := delta.ArrowSchema(eventLogSchema)
 	rec := array.NewRecordBatch(schema, cols, int64(w.rows))
-	releaseAll(cols)
+	arrowx.ReleaseArrays(cols)
 	w.rows = 0
 	w.reserve()
 	err := write(rec)

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // Ref names a row among several records (of one schema): row Row of record Rec.
@@ -28,7 +29,7 @@ func Gather(ctx context.Context, recs []arrow.RecordBatch, refs []Ref, max int) 
 		}
 		g, err := delta.GatherRows(ctx, recs[r], rows)
 		if err != nil {
-			Release(out)
+			arrowx.ReleaseRecords(out)
 			return nil, err
 		}
 		out = append(out, g)
@@ -46,50 +47,8 @@ func GatherOne(ctx context.Context, recs []arrow.RecordBatch, refs []Ref) (arrow
 	if err != nil {
 		return nil, err
 	}
-	defer Release(parts)
-	return Concat(parts)
-}
-
-// Concat is the rows of recs (one schema) as one record.
-func Concat(recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if len(recs) == 1 {
-		recs[0].Retain()
-		return recs[0], nil
-	}
-	schema := recs[0].Schema()
-	cols := make([]arrow.Array, schema.NumFields())
-	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
-	}
-	for i := range cols {
-		parts := make([]arrow.Array, len(recs))
-		for j, r := range recs {
-			parts[j] = r.Column(i)
-		}
-		c, err := array.Concatenate(parts, memory.DefaultAllocator)
-		if err != nil {
-			for _, c := range cols[:i] {
-				c.Release()
-			}
-			return nil, err
-		}
-		cols[i] = c
-	}
-	rec := array.NewRecordBatch(schema, cols, n)
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec, nil
-}
-
-// Release releases every record of recs (nil ones skipped).
-func Release(recs []arrow.RecordBatch) {
-	for _, r := range recs {
-		if r != nil {
-			r.Release()
-		}
-	}
+	defer arrowx.ReleaseRecords(parts)
+	return arrowx.Concat(memory.DefaultAllocator, parts)
 }
 
 // Int64s is v as an Arrow array.

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/spilldir"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -66,7 +67,7 @@ func (h *holder) HandOver(ctx context.Context, b *Batch) error {
 			return err
 		}
 	}
-	Release(h.recs)
+	arrowx.ReleaseRecords(h.recs)
 	h.recs, h.released = nil, true
 	return nil
 }

@@ -9,8 +9,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // parted is the MERGE source of a run worked in passes, set aside in spill files and
@@ -183,7 +185,7 @@ func (m *parted) run(ctx context.Context, mp *delta.MergeInParts, onPart func(in
 		}
 		defer func() {
 			for _, fm := range pos.Files {
-				Release(fm.Rows)
+				arrowx.ReleaseRecords(fm.Rows)
 			}
 		}()
 		parts++
@@ -346,8 +348,8 @@ func (km *kmerge) flush(ctx context.Context, part func(arrow.RecordBatch) error)
 			off += hi - lo
 		}
 	}
-	defer Release(parts)
-	all, err := Concat(parts)
+	defer arrowx.ReleaseRecords(parts)
+	all, err := arrowx.Concat(memory.DefaultAllocator, parts)
 	if err != nil {
 		return err
 	}
@@ -367,7 +369,7 @@ func (km *kmerge) flush(ctx context.Context, part func(arrow.RecordBatch) error)
 			continue
 		}
 		keep := c.recs[len(c.recs)-1]
-		Release(c.recs[:len(c.recs)-1])
+		arrowx.ReleaseRecords(c.recs[:len(c.recs)-1])
 		c.recs = append(c.recs[:0], keep)
 		c.first = c.row
 		if c.done {
@@ -380,7 +382,7 @@ func (km *kmerge) flush(ctx context.Context, part func(arrow.RecordBatch) error)
 
 func (km *kmerge) close() {
 	for _, c := range km.all {
-		Release(c.recs)
+		arrowx.ReleaseRecords(c.recs)
 		c.recs = nil
 		c.r.Close()
 	}

@@ -8,8 +8,10 @@ import (
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // Place is a target row: its file (an index into the target snapshot's Files) and its
@@ -174,7 +176,7 @@ func (s *Sink) mergeDirect(ctx context.Context) error {
 	}
 	source := slices.Clone(s.src)
 	if len(s.ins) > 0 {
-		all, err := Concat(s.ins)
+		all, err := arrowx.Concat(memory.DefaultAllocator, s.ins)
 		if err != nil {
 			return err
 		}
@@ -192,7 +194,7 @@ func (s *Sink) mergeDirect(ctx context.Context) error {
 	}
 	pos := &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
 	var kept []arrow.RecordBatch
-	defer func() { Release(kept) }()
+	defer func() { arrowx.ReleaseRecords(kept) }()
 	for f, fm := range s.matches {
 		perm := make([]int32, len(fm.target))
 		for i := range perm {
@@ -222,9 +224,9 @@ func (s *Sink) mergeDirect(ctx context.Context) error {
 
 // Release frees what a sink holds.
 func (s *Sink) Release() {
-	Release(s.src)
-	Release(s.ins)
-	Release(s.kept)
+	arrowx.ReleaseRecords(s.src)
+	arrowx.ReleaseRecords(s.ins)
+	arrowx.ReleaseRecords(s.kept)
 	s.src, s.ins, s.kept, s.matches = nil, nil, nil, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 var sinkSource = arrow.NewSchema([]arrow.Field{
@@ -198,7 +199,7 @@ func TestSinkDirectAndPartedCommitTheSame(t *testing.T) {
 					t.Fatal(err)
 				}
 				s.Release()
-				Release(rows)
+				arrowx.ReleaseRecords(rows)
 				dir.Remove()
 				if len(passes) > 1 && parts < 3 {
 					t.Errorf("a parted sink of a 40-byte limit merged in %d parts", parts)
