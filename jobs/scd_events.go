@@ -500,8 +500,10 @@ func loggedRecord(evs []loggedEvent) arrow.RecordBatch {
 
 // encodeValues encodes Go row values (as colValue returns them) losslessly, for the
 // log's type1 column; decodeValues reads them back.
-func encodeValues(vals []any) []byte {
-	var b []byte
+func encodeValues(vals []any) []byte { return appendValues(nil, vals) }
+
+// appendValues appends the encoding of vals (encodeValues) to b.
+func appendValues(b []byte, vals []any) []byte {
 	for _, v := range vals {
 		switch v := v.(type) {
 		case nil:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cespare/xxhash/v2"
 
@@ -79,8 +80,7 @@ func (b *scdBatch) logRecords(chunk int, skip func(commit int64) bool, write fun
 		}
 		return bytes.Compare(b.keys.Key(x.id), b.keys.Key(y.id))
 	})
-	w := newLogBuilder(chunk)
-	defer w.release()
+	w := &logBuilder{chunk: chunk}
 	if n := len(b.head); n > 0 {
 		sample := min(n, 1024)
 		keyBytes := 0
@@ -88,8 +88,8 @@ func (b *scdBatch) logRecords(chunk int, skip func(commit int64) bool, write fun
 			keyBytes += len(b.keys.Key(int32(id)))
 		}
 		w.keyBytes, w.type1Bytes = keyBytes/sample+1, len(t1)/max(len(b.evSeq), 1)+1
-		w.reserve()
 	}
+	w.reserve()
 	var evs []int32
 	var many []loggedEvent
 	fact := func(ev int32) eventFact {
@@ -158,6 +158,7 @@ func (b *scdBatch) eventDigests() (hashes []uint64, t1 []byte, at []int32) {
 	n := len(b.evSeq)
 	hashes, at = make([]uint64, n), make([]int32, n+1)
 	var buf []byte
+	vals := make([]any, len(b.l.spec.type1))
 	for ev := range n {
 		at[ev+1] = at[ev]
 		if b.evDel[ev] {
@@ -168,64 +169,63 @@ func (b *scdBatch) eventDigests() (hashes []uint64, t1 []byte, at []int32) {
 		if buf, err = keyed.AppendKey(buf[:0], b.recs[r], b.cols[r], row); err == nil {
 			hashes[ev] = xxhash.Sum64(buf)
 		}
-		if s, err := recordType1(b.l, b.recs[r], b.cols[r], row); err == nil {
-			t1 = append(t1, s...)
+		if t1 == nil && len(b.l.spec.type1) > 0 {
+			// (room for every event's, by the first event's)
+			if first, _ := appendType1(nil, vals, b.l, b.recs[r], b.cols[r], row); len(first) > 0 {
+				t1 = make([]byte, 0, n*(len(first)+len(first)/4+1))
+			}
 		}
+		t1, _ = appendType1(t1, vals, b.l, b.recs[r], b.cols[r], row)
 		at[ev+1] = int32(len(t1))
 	}
 	return hashes, t1, at
 }
 
-// logBuilder builds log records (loggedRecord's columns) row by row.
+// logBuilder builds log records (loggedRecord's columns) row by row, into Go slices made
+// afresh for each record, which the record's arrays then use as they are (an append per
+// value to an Arrow builder costs a call per value).
 type logBuilder struct {
-	hash, seq, rowHash, commit, rowSeq *array.Int64Builder
-	key, type1                         *array.BinaryBuilder
-	del, phys                          *array.BooleanBuilder
+	hash, seq, rowHash, commit, rowSeq []int64
+	del, phys, rowHashOK, rowSeqOK     []bool
+	key, type1                         []byte
+	keyEnd, type1End                   []int32
+	type1OK                            []bool
 	rows, chunk                        int
 	keyBytes, type1Bytes               int // a row's, about (to make room for a chunk's)
 }
 
-func newLogBuilder(chunk int) *logBuilder {
-	mem := memory.DefaultAllocator
-	w := &logBuilder{hash: array.NewInt64Builder(mem), seq: array.NewInt64Builder(mem), rowHash: array.NewInt64Builder(mem),
-		commit: array.NewInt64Builder(mem), rowSeq: array.NewInt64Builder(mem),
-		key: array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary), type1: array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary),
-		del: array.NewBooleanBuilder(mem), phys: array.NewBooleanBuilder(mem), chunk: chunk}
-	w.reserve()
-	return w
-}
-
+// reserve makes the slices of the next record, with room for a chunk's rows.
 func (w *logBuilder) reserve() {
-	for _, b := range []array.Builder{w.hash, w.seq, w.rowHash, w.commit, w.rowSeq, w.key, w.type1, w.del, w.phys} {
-		b.Reserve(w.chunk + 16)
+	n := w.chunk + 16
+	for _, v := range []*[]int64{&w.hash, &w.seq, &w.rowHash, &w.commit, &w.rowSeq} {
+		*v = make([]int64, 0, n)
 	}
-	w.key.ReserveData((w.chunk + 16) * w.keyBytes)
-	w.type1.ReserveData((w.chunk + 16) * w.type1Bytes)
+	for _, v := range []*[]bool{&w.del, &w.phys, &w.rowHashOK, &w.rowSeqOK, &w.type1OK} {
+		*v = make([]bool, 0, n)
+	}
+	w.keyEnd, w.type1End = make([]int32, 1, n+1), make([]int32, 1, n+1)
+	w.key, w.type1 = make([]byte, 0, n*w.keyBytes), make([]byte, 0, n*w.type1Bytes)
 }
 
 // add appends an event (type1 empty: none).
 func (w *logBuilder) add(keyHash int64, key []byte, seq int64, del, phys bool, hash uint64, commit, rowSeq int64, type1 []byte) {
-	w.hash.Append(keyHash)
-	w.key.Append(key)
-	w.seq.Append(seq)
-	w.del.Append(del)
-	w.phys.Append(phys)
-	if del {
-		w.rowHash.AppendNull()
-	} else {
-		w.rowHash.Append(int64(hash))
+	w.hash = append(w.hash, keyHash)
+	w.key = append(w.key, key...)
+	w.keyEnd = append(w.keyEnd, int32(len(w.key)))
+	w.seq = append(w.seq, seq)
+	w.del = append(w.del, del)
+	w.phys = append(w.phys, phys)
+	w.rowHash = append(w.rowHash, int64(hash))
+	w.rowHashOK = append(w.rowHashOK, !del)
+	w.commit = append(w.commit, commit)
+	w.rowSeq = append(w.rowSeq, rowSeq)
+	w.rowSeqOK = append(w.rowSeqOK, phys)
+	t1 := !del && len(type1) > 0
+	if t1 {
+		w.type1 = append(w.type1, type1...)
 	}
-	w.commit.Append(commit)
-	if phys {
-		w.rowSeq.Append(rowSeq)
-	} else {
-		w.rowSeq.AppendNull()
-	}
-	if del || len(type1) == 0 {
-		w.type1.AppendNull()
-	} else {
-		w.type1.Append(type1)
-	}
+	w.type1End = append(w.type1End, int32(len(w.type1)))
+	w.type1OK = append(w.type1OK, t1)
 	w.rows++
 }
 
@@ -234,10 +234,25 @@ func (w *logBuilder) flush(write func(arrow.RecordBatch) error) error {
 	if w.rows == 0 {
 		return nil
 	}
-	cols := []arrow.Array{w.hash.NewArray(), w.key.NewArray(), w.seq.NewArray(), w.del.NewArray(), w.phys.NewArray(),
-		w.rowHash.NewArray(), w.commit.NewArray(), w.rowSeq.NewArray(), w.type1.NewArray()}
+	n := w.rows
+	ints := func(v []int64, valid []bool) arrow.Array {
+		bm, nulls := bitmap(valid)
+		return array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, n,
+			[]*memory.Buffer{bm, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(v))}, nil, nulls, 0))
+	}
+	bools := func(v []bool) arrow.Array {
+		bm, _ := bitmap(v)
+		return array.NewBooleanData(array.NewData(arrow.FixedWidthTypes.Boolean, n, []*memory.Buffer{nil, bm}, nil, 0, 0))
+	}
+	binary := func(data []byte, ends []int32, valid []bool) arrow.Array {
+		bm, nulls := bitmap(valid)
+		return array.NewBinaryData(array.NewData(arrow.BinaryTypes.Binary, n,
+			[]*memory.Buffer{bm, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(ends)), memory.NewBufferBytes(data)}, nil, nulls, 0))
+	}
+	cols := []arrow.Array{ints(w.hash, nil), binary(w.key, w.keyEnd, nil), ints(w.seq, nil), bools(w.del), bools(w.phys),
+		ints(w.rowHash, w.rowHashOK), ints(w.commit, nil), ints(w.rowSeq, w.rowSeqOK), binary(w.type1, w.type1End, w.type1OK)}
 	schema, _ := delta.ArrowSchema(eventLogSchema)
-	rec := array.NewRecordBatch(schema, cols, int64(w.rows))
+	rec := array.NewRecordBatch(schema, cols, int64(n))
 	arrowx.ReleaseArrays(cols)
 	w.rows = 0
 	w.reserve()
@@ -246,8 +261,20 @@ func (w *logBuilder) flush(write func(arrow.RecordBatch) error) error {
 	return err
 }
 
-func (w *logBuilder) release() {
-	for _, b := range []array.Builder{w.hash, w.seq, w.rowHash, w.commit, w.rowSeq, w.key, w.type1, w.del, w.phys} {
-		b.Release()
+// bitmap is v as an Arrow bitmap with the number of its unset bits (nil v: none, no
+// bitmap).
+func bitmap(v []bool) (*memory.Buffer, int) {
+	if v == nil {
+		return nil, 0
 	}
+	bm := make([]byte, bitutil.BytesForBits(int64(len(v))))
+	unset := 0
+	for i, ok := range v {
+		if ok {
+			bitutil.SetBit(bm, i)
+		} else {
+			unset++
+		}
+	}
+	return memory.NewBufferBytes(bm), unset
 }

@@ -297,18 +297,24 @@ func (b *scdBatch) logged() []loggedEvent {
 // recordType1 encodes the type 1 values of row i of a source record (cols maps the
 // layout's data columns to it) for the event log.
 func recordType1(l *scdLayout, rec arrow.RecordBatch, cols []int, i int) (string, error) {
+	b, err := appendType1(nil, make([]any, len(l.spec.type1)), l, rec, cols, i)
+	return string(b), err
+}
+
+// appendType1 appends row i's type 1 values as recordType1 encodes them to dst (vals:
+// room for them); on an error dst is returned as it was.
+func appendType1(dst []byte, vals []any, l *scdLayout, rec arrow.RecordBatch, cols []int, i int) ([]byte, error) {
 	if len(l.spec.type1) == 0 {
-		return "", nil
+		return dst, nil
 	}
-	vals := make([]any, len(l.spec.type1))
 	for j, c := range l.spec.type1 {
 		v, err := keyed.Value(rec.Column(cols[c]), i)
 		if err != nil {
-			return "", err
+			return dst, err
 		}
 		vals[j] = v
 	}
-	return string(encodeValues(vals)), nil
+	return appendValues(dst, vals), nil
 }
 
 func allColumns(n int) []int {
