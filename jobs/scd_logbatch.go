@@ -80,7 +80,7 @@ func (b *scdBatch) logRecords(chunk int, skip func(commit int64) bool, write fun
 		}
 		return bytes.Compare(b.keys.Key(x.id), b.keys.Key(y.id))
 	})
-	w := &logBuilder{chunk: chunk}
+	w := &logBuilder{chunk: chunk, room: min(chunk, len(b.evSeq))}
 	if n := len(b.head); n > 0 {
 		sample := min(n, 1024)
 		keyBytes := 0
@@ -191,12 +191,13 @@ type logBuilder struct {
 	keyEnd, type1End                   []int32
 	type1OK                            []bool
 	rows, chunk                        int
+	room                               int // rows a record is made with room for (up to a chunk and a key's events)
 	keyBytes, type1Bytes               int // a row's, about (to make room for a chunk's)
 }
 
-// reserve makes the slices of the next record, with room for a chunk's rows.
+// reserve makes the slices of the next record, with room for its rows.
 func (w *logBuilder) reserve() {
-	n := w.chunk + 16
+	n := w.room + 16
 	for _, v := range []*[]int64{&w.hash, &w.seq, &w.rowHash, &w.commit, &w.rowSeq} {
 		*v = make([]int64, 0, n)
 	}
