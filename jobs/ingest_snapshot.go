@@ -117,6 +117,10 @@ type snapHolder struct {
 	run    *keyed.Run
 	pass1  *tablePass
 	st     *snapState
+	// keptShare is the share of the rows weighed before the hand-over that changed
+	// (and so were kept), when enough were weighed to tell (shareKnown).
+	keptShare  float64
+	shareKnown bool
 }
 
 var _ keyed.Holder = (*snapHolder)(nil)
@@ -166,6 +170,9 @@ func (h *snapHolder) HandOver(ctx context.Context, b *keyed.Batch) error {
 	}
 	if err := st.table.handOver(ctx, h.target, dir); err != nil {
 		return err
+	}
+	if st.weighed >= 1<<12 {
+		h.keptShare, h.shareKnown = float64(st.keptRows)/float64(st.weighed), true
 	}
 	err = st.handOver(ctx, b)
 	h.st = nil
@@ -244,9 +251,17 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	var problemOrd, absent, tableKeys, top int64
 	hasTop := false
 	// A pass holds the table's keys of its ranges (their index, hashes and places), and
-	// of the files' rows only those that change (about a tenth, say a quarter) with
-	// their new keys' state; the rest it reads and lets go.
-	passes, err := batch.Passes(ctx, 0, target, func(bb, br, tb, tr int64) int64 { return tr*snapKeyCost + tb/3 + bb/4 + br*16 },
+	// of the files' rows only those that change, with their new keys' state; the rest
+	// it reads and lets go. The share that changes is twice what the rows weighed
+	// before the hand-over say (at least an eighth), else a quarter (a daily extract
+	// changes about a tenth).
+	share := 0.25
+	if live.shareKnown {
+		share = min(max(2*live.keptShare, 0.125), 1)
+	}
+	passes, err := batch.Passes(ctx, 0, target, func(bb, br, tb, tr int64) int64 {
+		return tr*snapKeyCost + tb/3 + int64(float64(bb)*share) + br*16
+	},
 		func(ctx context.Context, p *keyed.Pass) error {
 			st, err := s.snapshotPass(ctx, p, form, files, sink)
 			if err != nil {

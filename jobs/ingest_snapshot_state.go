@@ -124,6 +124,7 @@ type snapState struct {
 	kept       []arrow.RecordBatch
 	keptRows   int32
 	keptBytes  int64
+	weighed    int64     // rows weighed
 	rows       rowHashes // the record at hand's, looked up in the table's index
 	miss       keyindex.Block
 	// In passes over spill files, a row's problem (a key twice, a null sequence) does
@@ -210,6 +211,7 @@ func (st *snapState) addSpilled(ctx context.Context, rec arrow.RecordBatch) erro
 // that stands and differs from the table's row, or of a new key, is kept.
 func (st *snapState) weigh(ctx context.Context, rec arrow.RecordBatch, w weighedRows, spilled bool) error {
 	f, table, fresh := st.f, st.table, st.fresh
+	st.weighed += rec.NumRows()
 	lines := rec.Column(f.lineCol).(*array.Int64)
 	dels := rec.Column(f.delCol).(*array.Boolean)
 	files := rec.Column(f.fileCol).(*array.Int64)
