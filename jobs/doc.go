@@ -36,6 +36,12 @@
 // and are merged in parts (the matched rows file by file, then the inserts in the
 // order one MERGE of the batch inserts them), so identity values, rows, the change
 // feed and the event log are the in-memory ones, and exactly-once holds as it does
-// there. No stage reads its input twice. The first snapshot into an empty table checks
-// its keys on the same loop and appends its rows as they are decoded.
+// there. No stage reads its input twice. The run reports each pass over spill files and
+// each MERGE part as progress (Env.Progress); its spill directory names its owner
+// (internal/spilldir), so one a killed process left is swept. The first snapshot into
+// an empty table checks its keys on the same loop and appends its rows as they are
+// decoded. A budget is spent only as the batch needs it: the stages' estimates of what
+// a held row costs are measured (BenchmarkHeldRowCost), and a pass plans to hold three
+// quarters of the budget, the process's memory limit keeping the garbage within the
+// rest.
 package jobs
