@@ -374,11 +374,12 @@ ensure_chromium() {
 
 run_go_tests() {
   # -timeout: the Spark engine's tests wait on a one-core cluster (about 8 minutes in
-  # all with -race); go test's default of 10 minutes per package is too close.
-  log "go test -race -count=1 -timeout 30m ${GO_TEST_ARGS[*]}"
+  # all with -race); go test's default of 10 minutes per package is too close, and jobs
+  # under -race on a busy host takes near half an hour.
+  log "go test -race -count=1 -timeout 45m ${GO_TEST_ARGS[*]}"
   export ORCH_TEST_S3_USAGE_LOG="$WORK_DIR/s3-usage.log"
   local status=0
-  run_in_group go test -race -count=1 -timeout 30m "${GO_TEST_ARGS[@]}" || status=$?
+  run_in_group go test -race -count=1 -timeout 45m "${GO_TEST_ARGS[@]}" || status=$?
   report_s3_usage
   return "$status"
 }
