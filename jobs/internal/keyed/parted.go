@@ -1,4 +1,4 @@
-package jobs
+package keyed
 
 import (
 	"cmp"
@@ -12,29 +12,29 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
-// partedMerge is the MERGE of a batch worked in passes (over the memory budget), made as
-// ONE commit (delta.MergeInParts). Each pass adds its MERGE source rows to spill files:
-// the rows that match a target row sorted by that row's place (with the target row
-// itself when the pass kept it, so the MERGE need not read it again), the rows to insert
-// by their order. run reads them back, the passes' files merged, in parts that fit the
-// budget: first the matched rows, file by file (all of a target file's rows in one
-// part), then the inserts in their order, so that identity values are generated as a
-// MERGE of the whole batch generates them.
-type partedMerge struct {
-	dir     *spillDir
-	files   []*delta.Add // the target snapshot's files, by index
-	fileIdx map[string]int64
+// parted is the MERGE source of a run worked in passes, set aside in spill files and
+// merged as ONE commit (delta.MergeInParts) at the end. Each pass adds its rows: those
+// that match a target row sorted by that row's place (with the target row itself when
+// the stage kept it, so the MERGE need not read it again), those to insert by their
+// order. run reads them back, the passes' files merged, in parts that fit the limit:
+// first the matched rows, file by file (all of a target file's rows in one part), then
+// the inserts in their order, so that identity values are generated as a MERGE of the
+// whole batch generates them.
+type parted struct {
+	dir     *Dir
+	files   []*delta.Add  // the target snapshot's files, by index
 	source  *arrow.Schema // MERGE source rows
 	table   *arrow.Schema // target rows (nil: not kept)
 	limit   int64         // spilled bytes per part
-	matched []*spillFile
-	inserts []*spillFile
+	matched []*File
+	inserts []*File
 }
 
 // Spilled MERGE source rows carry two order columns: (target file index, row) for
-// matched rows, (order, 0) for inserts.
+// matched rows, (order, order2) for inserts.
 const (
 	orderColumn1 = "_orchestrator_k1"
 	orderColumn2 = "_orchestrator_k2"
@@ -43,107 +43,107 @@ const (
 // spillChunk is the most rows of one spilled record (a reader holds one per file).
 const spillChunk = 16 << 10
 
-func newPartedMerge(dir *spillDir, snap *delta.Snapshot, source *arrow.Schema, keepRows bool, limit int64) (*partedMerge, error) {
-	m := &partedMerge{dir: dir, files: snap.Files(), fileIdx: map[string]int64{}, source: source, limit: limit}
-	for i, a := range m.files {
-		m.fileIdx[a.Path] = int64(i)
+// addMatched adds a pass's rows that match target rows: src (MERGE source rows), the
+// target rows (rows; zero: not kept) and each one's place.
+func (m *parted) addMatched(ctx context.Context, src arrow.RecordBatch, rows Rows, places []Place) error {
+	perm := placeOrder(places)
+	k1, k2 := make([]int64, len(perm)), make([]int64, len(perm))
+	for i, p := range perm {
+		k1[i], k2[i] = int64(places[p].File), places[p].Row
 	}
-	if keepRows {
-		t, err := delta.ArrowSchema(snap.Schema())
-		if err != nil {
-			return nil, err
+	sorted, err := delta.GatherRows(ctx, src, perm)
+	if err != nil {
+		return err
+	}
+	defer sorted.Release()
+	cols := slices.Clone(sorted.Columns())
+	fields := slices.Clone(sorted.Schema().Fields())
+	if m.table != nil {
+		refs := make([]Ref, len(perm))
+		for i, p := range perm {
+			refs[i] = rows.At[p]
 		}
-		m.table = t
-	}
-	return m, nil
-}
-
-// place is a target row: its file (Add.Path) and its index there.
-func (m *partedMerge) place(file string, row int64) (int64, error) {
-	i, ok := m.fileIdx[file]
-	if !ok {
-		return 0, fmt.Errorf("internal error: target file %s is not in the snapshot", file)
-	}
-	return i, nil
-}
-
-// addMatched adds a pass's rows that match target rows: src (MERGE source rows), rows
-// (the target rows, in the table's schema; nil when not kept) and each one's place.
-func (m *partedMerge) addMatched(ctx context.Context, src, rows arrow.RecordBatch, files []string, at []int64) error {
-	k1 := make([]int64, len(at))
-	for i, f := range files {
-		var err error
-		if k1[i], err = m.place(f, at[i]); err != nil {
+		held, err := GatherOne(ctx, rows.Recs, refs)
+		if err != nil {
 			return err
 		}
-	}
-	perm := make([]int32, len(at))
-	for i := range perm {
-		perm[i] = int32(i)
-	}
-	slices.SortFunc(perm, func(a, b int32) int { return cmp.Or(cmp.Compare(k1[a], k1[b]), cmp.Compare(at[a], at[b])) })
-	cols := slices.Clone(src.Columns())
-	fields := slices.Clone(src.Schema().Fields())
-	if m.table != nil {
-		for i, c := range rows.Columns() {
+		defer held.Release()
+		for i, c := range held.Columns() {
 			cols = append(cols, c)
 			f := m.table.Field(i)
 			f.Name = fmt.Sprintf("_orchestrator_t%d", i)
 			fields = append(fields, f)
 		}
 	}
-	s1, s2 := make([]int64, len(at)), make([]int64, len(at))
-	for i, p := range perm {
-		s1[i], s2[i] = k1[p], at[p]
+	return m.spill(&m.matched, fields, cols, src.NumRows(), k1, k2)
+}
+
+// placeOrder is the order of places by (file, row).
+func placeOrder(places []Place) []int32 {
+	perm := make([]int32, len(places))
+	for i := range perm {
+		perm[i] = int32(i)
 	}
-	return m.spill(ctx, &m.matched, fields, cols, src.NumRows(), perm, s1, s2)
+	slices.SortFunc(perm, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(places[a].File, places[b].File), cmp.Compare(places[a].Row, places[b].Row))
+	})
+	return perm
 }
 
 // addInserts adds a pass's rows to insert (MERGE source rows), with their order, by
 // (ord, ord2) (rows of one order keep theirs).
-func (m *partedMerge) addInserts(ctx context.Context, src arrow.RecordBatch, ord, ord2 []int64) error {
-	perm := make([]int32, len(ord))
-	for i := range perm {
-		perm[i] = int32(i)
-	}
-	slices.SortStableFunc(perm, func(a, b int32) int { return cmp.Or(cmp.Compare(ord[a], ord[b]), cmp.Compare(ord2[a], ord2[b])) })
+func (m *parted) addInserts(ctx context.Context, src arrow.RecordBatch, ord, ord2 []int64) error {
+	perm := insertOrder(ord, ord2)
 	s1, s2 := make([]int64, len(ord)), make([]int64, len(ord))
 	for i, p := range perm {
 		s1[i], s2[i] = ord[p], ord2[p]
 	}
-	return m.spill(ctx, &m.inserts, slices.Clone(src.Schema().Fields()), slices.Clone(src.Columns()), src.NumRows(), perm, s1, s2)
+	sorted, err := delta.GatherRows(ctx, src, perm)
+	if err != nil {
+		return err
+	}
+	defer sorted.Release()
+	return m.spill(&m.inserts, slices.Clone(sorted.Schema().Fields()), slices.Clone(sorted.Columns()), sorted.NumRows(), s1, s2)
 }
 
-// spill writes the rows perm (nil: all, in order) of cols to a new spill file of list,
-// with the order columns k1, k2 (already in perm's order), in chunks.
-func (m *partedMerge) spill(ctx context.Context, list *[]*spillFile, fields []arrow.Field, cols []arrow.Array, n int64, perm []int32, k1, k2 []int64) error {
+// insertOrder is the stable order of rows by (ord, ord2) (ord2 nil: zeros).
+func insertOrder(ord, ord2 []int64) []int32 {
+	perm := make([]int32, len(ord))
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	second := func(i int32) int64 {
+		if ord2 == nil {
+			return 0
+		}
+		return ord2[i]
+	}
+	slices.SortStableFunc(perm, func(a, b int32) int { return cmp.Or(cmp.Compare(ord[a], ord[b]), cmp.Compare(second(a), second(b))) })
+	return perm
+}
+
+// spill writes the n rows of cols (in order) to a new spill file of list, with the
+// order columns k1, k2, in chunks.
+func (m *parted) spill(list *[]*File, fields []arrow.Field, cols []arrow.Array, n int64, k1, k2 []int64) error {
 	if n == 0 {
 		return nil
 	}
 	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, n)
 	defer rec.Release()
-	if perm != nil {
-		sorted, err := delta.GatherRows(ctx, rec, perm)
-		if err != nil {
-			return err
-		}
-		defer sorted.Release()
-		rec = sorted
-	}
 	fields = append(fields, arrow.Field{Name: orderColumn1, Type: arrow.PrimitiveTypes.Int64}, arrow.Field{Name: orderColumn2, Type: arrow.PrimitiveTypes.Int64})
 	schema := arrow.NewSchema(fields, nil)
-	f, err := m.dir.create(schema)
+	f, err := m.dir.Create(schema)
 	if err != nil {
 		return err
 	}
 	*list = append(*list, f)
-	per := float64(recordBytes(rec)) / float64(n)
+	per := float64(RecordBytes(rec)) / float64(n)
 	for lo := int64(0); lo < n; lo += spillChunk {
 		hi := min(lo+spillChunk, n)
 		part := rec.NewSlice(lo, hi)
-		c := append(slices.Clone(part.Columns()), int64Array(k1[lo:hi]), int64Array(k2[lo:hi]))
+		c := append(slices.Clone(part.Columns()), Int64s(k1[lo:hi]), Int64s(k2[lo:hi]))
 		chunk := array.NewRecordBatch(schema, c, hi-lo)
-		err := f.write(chunk, int64(per*float64(hi-lo))+16*(hi-lo))
+		err := f.Write(chunk, int64(per*float64(hi-lo))+16*(hi-lo))
 		chunk.Release()
 		c[len(c)-1].Release()
 		c[len(c)-2].Release()
@@ -152,18 +152,12 @@ func (m *partedMerge) spill(ctx context.Context, list *[]*spillFile, fields []ar
 			return err
 		}
 	}
-	return f.finish()
+	return f.Finish()
 }
 
-func int64Array(v []int64) arrow.Array {
-	b := array.NewInt64Builder(memory.DefaultAllocator)
-	defer b.Release()
-	b.AppendValues(v, nil)
-	return b.NewArray()
-}
-
-// run merges what the passes added, in parts, through mp (which the caller commits).
-func (m *partedMerge) run(ctx context.Context, mp *delta.MergeInParts) error {
+// run merges what the passes added, in parts, through mp (which the caller commits);
+// onPart is told of each part merged.
+func (m *parted) run(ctx context.Context, mp *delta.MergeInParts, onPart func(int)) error {
 	nsrc := len(m.source.Fields())
 	parts := 0
 	err := m.mergeSpills(ctx, m.matched, true, func(rec arrow.RecordBatch) error {
@@ -191,11 +185,13 @@ func (m *partedMerge) run(ctx context.Context, mp *delta.MergeInParts) error {
 		}
 		defer func() {
 			for _, fm := range pos.Files {
-				releaseRecords(fm.Rows)
+				arrowx.ReleaseRecords(fm.Rows)
 			}
 		}()
 		parts++
-		reportPart(m.dir.env, parts)
+		if onPart != nil {
+			onPart(parts)
+		}
 		return mp.Merge(ctx, []arrow.RecordBatch{src}, pos)
 	})
 	if err != nil {
@@ -205,7 +201,9 @@ func (m *partedMerge) run(ctx context.Context, mp *delta.MergeInParts) error {
 		src := array.NewRecordBatch(m.source, rec.Columns()[:nsrc], rec.NumRows())
 		defer src.Release()
 		parts++
-		reportPart(m.dir.env, parts)
+		if onPart != nil {
+			onPart(parts)
+		}
 		return mp.Merge(ctx, []arrow.RecordBatch{src}, nil)
 	})
 }
@@ -218,7 +216,7 @@ func orderColumns(rec arrow.RecordBatch) (k1, k2 *array.Int64) {
 // mergeSpills reads the rows of files merged in (k1, k2) order, and hands them to part
 // in records of about m.limit bytes; byFile: a run of rows with one k1 (a target file)
 // is never cut.
-func (m *partedMerge) mergeSpills(ctx context.Context, files []*spillFile, byFile bool, part func(arrow.RecordBatch) error) error {
+func (m *parted) mergeSpills(ctx context.Context, files []*File, byFile bool, part func(arrow.RecordBatch) error) error {
 	var rows, bytes int64
 	for _, f := range files {
 		rows, bytes = rows+f.rows, bytes+f.bytes
@@ -230,7 +228,7 @@ func (m *partedMerge) mergeSpills(ctx context.Context, files []*spillFile, byFil
 	km := &kmerge{}
 	defer km.close()
 	for i, f := range files {
-		r, err := f.open()
+		r, err := f.Open()
 		if err != nil {
 			return err
 		}
@@ -276,7 +274,7 @@ func (m *partedMerge) mergeSpills(ctx context.Context, files []*spillFile, byFil
 // cursor reads one spill file for kmerge: the records read since the last part (the
 // last is the current one) and the current row.
 type cursor struct {
-	r      *spillReader
+	r      *Reader
 	id     int
 	recs   []arrow.RecordBatch
 	first  int // the first row of recs[0] not yet handed out
@@ -350,8 +348,8 @@ func (km *kmerge) flush(ctx context.Context, part func(arrow.RecordBatch) error)
 			off += hi - lo
 		}
 	}
-	defer releaseRecords(parts)
-	all, err := concatRecords(parts)
+	defer arrowx.ReleaseRecords(parts)
+	all, err := arrowx.Concat(memory.DefaultAllocator, parts)
 	if err != nil {
 		return err
 	}
@@ -371,7 +369,7 @@ func (km *kmerge) flush(ctx context.Context, part func(arrow.RecordBatch) error)
 			continue
 		}
 		keep := c.recs[len(c.recs)-1]
-		releaseRecords(c.recs[:len(c.recs)-1])
+		arrowx.ReleaseRecords(c.recs[:len(c.recs)-1])
 		c.recs = append(c.recs[:0], keep)
 		c.first = c.row
 		if c.done {
@@ -384,43 +382,10 @@ func (km *kmerge) flush(ctx context.Context, part func(arrow.RecordBatch) error)
 
 func (km *kmerge) close() {
 	for _, c := range km.all {
-		releaseRecords(c.recs)
+		arrowx.ReleaseRecords(c.recs)
 		c.recs = nil
 		c.r.Close()
 	}
-}
-
-// concatRecords is the rows of recs (one schema) as one record.
-func concatRecords(recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if len(recs) == 1 {
-		recs[0].Retain()
-		return recs[0], nil
-	}
-	schema := recs[0].Schema()
-	cols := make([]arrow.Array, schema.NumFields())
-	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
-	}
-	for i := range cols {
-		parts := make([]arrow.Array, len(recs))
-		for j, r := range recs {
-			parts[j] = r.Column(i)
-		}
-		c, err := array.Concatenate(parts, memory.DefaultAllocator)
-		if err != nil {
-			for _, c := range cols[:i] {
-				c.Release()
-			}
-			return nil, err
-		}
-		cols[i] = c
-	}
-	rec := array.NewRecordBatch(schema, cols, n)
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec, nil
 }
 
 // cursorHeap orders cursors by their current row's (k1, k2), then by cursor.

@@ -1,4 +1,4 @@
-package jobs
+package keyed
 
 import (
 	"testing"
@@ -8,11 +8,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// A string colValue returns is the stage's own: the dimension scan keeps the rows of a
+// A string Value returns is the stage's own: the dimension scan keeps the rows of a
 // few keys per record, and a string pointing into the record's data buffer would keep
 // every record's buffer (the whole dimension) alive, or change when a pooled allocator
 // reuses it.
-func TestColValueStringOwnsItsBytes(t *testing.T) {
+func TestValueStringOwnsItsBytes(t *testing.T) {
 	vals := []string{"Seattle", "Portland"}
 	for _, dt := range []arrow.DataType{arrow.BinaryTypes.String, arrow.BinaryTypes.LargeString} {
 		t.Run(dt.String(), func(t *testing.T) {
@@ -23,7 +23,7 @@ func TestColValueStringOwnsItsBytes(t *testing.T) {
 			arr := b.NewArray()
 			b.Release()
 			defer arr.Release()
-			got, err := colValue(arr, 1)
+			got, err := Value(arr, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // A slice counts the bytes its rows span, as a copy of them would take; an array that
@@ -51,7 +53,7 @@ func TestArrayBytesOfSlices(t *testing.T) {
 		return n
 	}
 	for _, a := range []arrow.Array{strs, ints, bools} {
-		if got, want := arrayBytes(a.Data()), whole(a); got > want {
+		if got, want := keyed.ArrayBytes(a.Data()), whole(a); got > want {
 			t.Errorf("%s: %d bytes, more than its buffers' %d", a.DataType(), got, want)
 		}
 	}
@@ -75,13 +77,13 @@ func TestArrayBytesOfSlices(t *testing.T) {
 		{ints, 0, 0, 0, "an empty slice"},
 	} {
 		s := array.NewSlice(c.a, c.lo, c.hi)
-		if got := arrayBytes(s.Data()); got != c.want {
+		if got := keyed.ArrayBytes(s.Data()); got != c.want {
 			t.Errorf("%s: %d bytes, want %d", c.describe, got, c.want)
 		}
 		s.Release()
 	}
 	// A dictionary array counts its indices and its dictionary.
-	if got, want := arrayBytes(dict.Data()), whole(dict)+arrayBytes(dict.(*array.Dictionary).Dictionary().Data()); got != want {
+	if got, want := keyed.ArrayBytes(dict.Data()), whole(dict)+keyed.ArrayBytes(dict.(*array.Dictionary).Dictionary().Data()); got != want {
 		t.Errorf("dictionary: %d bytes, want %d", got, want)
 	}
 	// A record of slices of one long lineage column counts each slice's rows once.
@@ -92,7 +94,7 @@ func TestArrayBytesOfSlices(t *testing.T) {
 		src := l.sourceFile(1000)
 		part := array.NewSlice(src, 0, 100)
 		rec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "source_file", Type: arrow.BinaryTypes.String}}, nil), []arrow.Array{part}, 100)
-		total += recordBytes(rec)
+		total += keyed.RecordBytes(rec)
 		rec.Release()
 		part.Release()
 		src.Release()

@@ -1,4 +1,4 @@
-package jobs
+package keyed
 
 import (
 	"math"
@@ -7,8 +7,8 @@ import (
 	"sync"
 )
 
-// A stage plans its live data within half its memory budget; the garbage between two
-// collections is the other half. While stages with budgets run, the process's soft
+// A stage plans its live data within three quarters of its memory budget (WorkingSet);
+// the garbage between two collections is kept within the rest. While stages with budgets run, the process's soft
 // memory limit (runtime/debug.SetMemoryLimit) is the sum of their budgets over the live
 // heap the process had when the first of them started, so that the collector runs
 // before the heap outgrows them instead of at twice the live data. A limit the
@@ -25,9 +25,9 @@ var memLimit struct {
 // time for nothing (a tiny budget's stage works over spill files anyway).
 const minMemLimit = 32 << 20
 
-// holdBudget counts a running stage's budget in the process's memory limit until the
+// HoldBudget counts a running stage's budget in the process's memory limit until the
 // returned func is called.
-func holdBudget(budget int64) (release func()) {
+func HoldBudget(budget int64) (release func()) {
 	m := &memLimit
 	m.Lock()
 	defer m.Unlock()
@@ -57,3 +57,11 @@ func holdBudget(budget int64) (release func()) {
 		}
 	}
 }
+
+// WorkingSet is how much live data a run plans to hold under budget (its stage's
+// estimates of what it holds, measured: BenchmarkHeldRowCost in package jobs): three
+// quarters. While it runs, the process's soft memory limit is its budget (HoldBudget),
+// so the collector keeps the garbage within the rest instead of letting the heap grow to
+// twice the live data; the last quarter is room for it and for what a run holds besides
+// its batch (a MERGE's row groups, the decoder's and the writers' buffers).
+func WorkingSet(budget int64) int64 { return budget / 4 * 3 }
