@@ -36,8 +36,12 @@ type Metadata struct {
 	CreatedTime      *int64            `json:"createdTime,omitempty"`
 }
 
-// Schema parses SchemaString.
+// Schema parses SchemaString. A metaData without one (some hand-made test logs) has an
+// empty schema, as Delta-Spark reads it.
 func (m *Metadata) Schema() (*StructType, error) {
+	if m.SchemaString == "" {
+		return &StructType{}, nil
+	}
 	return ParseSchema(m.SchemaString)
 }
 

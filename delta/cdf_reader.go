@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync/atomic"
 
@@ -304,11 +303,11 @@ func (r *ChangesReader) earliestReadable() int64 {
 	for i := len(r.plan.units) - 1; i >= 0; i-- {
 		u := &r.plan.units[i]
 		for _, f := range u.files {
-			rel, err := url.PathUnescape(f.Path)
-			if err != nil {
+			rel, ok := r.table.relPath(f.Path)
+			if !ok {
 				continue
 			}
-			if _, err := r.table.store.Stat(r.ctx, r.table.key(strings.TrimPrefix(rel, "/"))); isNotExist(err) {
+			if _, err := r.table.store.Stat(r.ctx, r.table.key(rel)); isNotExist(err) {
 				if u.version >= r.plan.end {
 					return -1
 				}

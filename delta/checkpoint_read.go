@@ -111,6 +111,7 @@ func (t *Table) readCheckpoint(ctx context.Context, cp *checkpointRef) (*checkpo
 			ordered = append(ordered, a)
 		}
 	}
+	t.canonicalizePaths(ordered)
 	cd.actions = ordered
 	return cd, nil
 }

@@ -33,6 +33,10 @@ const (
 	parquetFieldID         = "PARQUET:field_id" // Arrow field metadata of a Parquet field id
 )
 
+// PropColumnMappingMode is the table property that turns column mapping on (name or
+// id), for commands that tell the user to set it.
+const PropColumnMappingMode = propColumnMappingMode
+
 // physicalName is the name f's column has in data files, partitionValues and stats.
 func physicalName(f *StructField) string {
 	if p, ok := f.Metadata[metaPhysicalName].(string); ok && p != "" {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
 // DiffOptions control Diff.
@@ -53,8 +56,9 @@ type RowDiff struct {
 type Diff struct {
 	From, To int64
 	Keys     []string
-	// Before and After hold the rows the differences name, in each version's Arrow
-	// schema (nil when no row of that side differs). The caller releases them.
+	// Before and After hold the rows the differences name, each read in its version's
+	// schema (nil when no row of that side differs), except that a column the newer
+	// version renamed is named in Before as in After. The caller releases them.
 	Before, After arrow.RecordBatch
 	// Rows lists the differences: removed and changed keys in the older version's file
 	// order, then added ones in the newer version's.
@@ -64,6 +68,10 @@ type Diff struct {
 	// AddedColumns and DroppedColumns are the columns only the newer (older) version has;
 	// the others are compared.
 	AddedColumns, DroppedColumns []string
+	// RenamedColumns are the columns the older version has under another name (the
+	// same column mapping id), as {older name, newer name}; Before names them as the
+	// newer version does.
+	RenamedColumns [][2]string
 	// FilesRead and RowsRead say what was read: only the files live in one version and
 	// not the other (a file in both holds the same rows in both).
 	FilesRead int
@@ -81,7 +89,9 @@ func (d *Diff) Release() {
 
 // DiffVersions compares version from with version to of the table by key: the rows
 // whose key only one of them has, and, for a key both have, the columns whose values
-// differ. It reads only the data files that are live in one version and not the other
+// differ. Each version is read in its own schema; a column is the same column in both
+// when it has the same column mapping id (a renamed column is compared under its newer
+// name), else the same name, and a widened column's older values are compared widened. It reads only the data files that are live in one version and not the other
 // (with their deletion vectors), so a diff of two neighbouring versions costs what their
 // commits wrote. A key held by several rows of one version pairs them in file order.
 func (t *Table) DiffVersions(ctx context.Context, from, to int64, opts DiffOptions) (*Diff, error) {
@@ -105,26 +115,36 @@ func (t *Table) diffVersions(ctx context.Context, from, to int64, opts DiffOptio
 		return nil, err
 	}
 	d := &Diff{From: from, To: to}
-	keys, err := diffKeys(a.Schema(), b.Schema(), opts.Keys)
+	renames := renamedColumns(a.Schema(), b.Schema())
+	d.RenamedColumns = renames
+	keys, err := diffKeys(b.Schema(), opts.Keys)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := diffKeys(a.Schema(), renamedBack(keys, renames)); err != nil {
 		return nil, err
 	}
 	d.Keys = keys
 	aOnly, bOnly := filesApart(a.Files(), b.Files())
 	d.FilesRead = len(aOnly) + len(bOnly)
-	before, err := readAll(ctx, a, aOnly, opts, &d.RowsRead)
+	read, err := readAll(ctx, a, aOnly, opts, &d.RowsRead)
 	if err != nil {
 		return nil, err
 	}
+	before := renameRecordColumns(read, renames)
+	read.Release()
 	defer before.Release()
 	after, err := readAll(ctx, b, bOnly, opts, &d.RowsRead)
 	if err != nil {
 		return nil, err
 	}
 	defer after.Release()
+	// The older rows as the newer version types them, for comparing; shown as read.
+	cmp := castLike(before, after)
+	defer cmp.Release()
 
-	cols := comparedColumns(before, after, d)
-	matched, added, err := matchByKey(before, after, keys)
+	cols := comparedColumns(cmp, after, d)
+	matched, added, err := matchByKey(cmp, after, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -209,17 +229,86 @@ func (d *Diff) classify(cols *columnPairs, matched, added []int) (pickB, pickA [
 	return pickB, pickA
 }
 
-// diffKeys checks the key columns against both schemas, in the newer one's spelling.
-func diffKeys(a, b *StructType, keys []string) ([]string, error) {
+// diffKeys checks the key columns against a schema, in its spelling.
+func diffKeys(st *StructType, keys []string) ([]string, error) {
 	out := make([]string, len(keys))
 	for i, k := range keys {
-		fb, fa := b.Field(k), a.Field(k)
-		if fb == nil || fa == nil {
+		f := st.Field(k)
+		if f == nil {
 			return nil, fmt.Errorf("key column %q is not in both versions", k)
 		}
-		out[i] = fb.Name
+		out[i] = f.Name
 	}
 	return out, nil
+}
+
+// renamedColumns are the top-level columns of old that new has under another name
+// (matched as DiffSchemas matches them), {old name, new name}.
+func renamedColumns(old, new *StructType) [][2]string {
+	var out [][2]string
+	for i, j := range matchFields(old, new) {
+		if j >= 0 && old.Fields[j].Name != new.Fields[i].Name {
+			out = append(out, [2]string{old.Fields[j].Name, new.Fields[i].Name})
+		}
+	}
+	return out
+}
+
+// renamedBack names columns (newer names) as the older version does.
+func renamedBack(cols []string, renames [][2]string) []string {
+	out := slices.Clone(cols)
+	for i, c := range out {
+		for _, r := range renames {
+			if strings.EqualFold(r[1], c) {
+				out[i] = r[0]
+			}
+		}
+	}
+	return out
+}
+
+// renameRecordColumns is rec with its columns renamed {old, new} (retained: release it).
+func renameRecordColumns(rec arrow.RecordBatch, renames [][2]string) arrow.RecordBatch {
+	if len(renames) == 0 {
+		rec.Retain()
+		return rec
+	}
+	fields := slices.Clone(rec.Schema().Fields())
+	for i, f := range fields {
+		for _, r := range renames {
+			if f.Name == r[0] {
+				fields[i].Name = r[1]
+			}
+		}
+	}
+	md := rec.Schema().Metadata()
+	return array.NewRecordBatch(arrow.NewSchema(fields, &md), rec.Columns(), rec.NumRows())
+}
+
+// castLike is before with each column that after has in another type (a widened
+// column) cast to after's type, so that equal values compare equal; a column that does
+// not cast is kept as it is (its values then differ). Release it.
+func castLike(before, after arrow.RecordBatch) arrow.RecordBatch {
+	cols := make([]arrow.Array, before.NumCols())
+	fields := slices.Clone(before.Schema().Fields())
+	for i, f := range fields {
+		cols[i] = before.Column(i)
+		cols[i].Retain()
+		j := fieldIndex(after.Schema(), f.Name)
+		if j < 0 || arrow.TypeEqual(f.Type, after.Schema().Field(j).Type) {
+			continue
+		}
+		if c, err := dschema.Cast(memory.DefaultAllocator, cols[i], after.Schema().Field(j).Type); err == nil {
+			cols[i].Release()
+			cols[i], fields[i].Type = c, c.DataType()
+		}
+	}
+	md := before.Schema().Metadata()
+	out := array.NewRecordBatch(arrow.NewSchema(fields, &md), cols, before.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return out
 }
 
 // filesApart returns the files live in only one of two file lists, by path and

@@ -17,6 +17,12 @@
 //     number of adds, is skipped for an older one or the JSON commits when they exist.
 //     A writer's commit needs the versions before it read, so nothing lands on top of a
 //     version nobody can read.
+//   - File paths read from the log or committed are canonical (paths.go): percent-decoded
+//     and re-encoded one way, file: forms equal, an absolute URI under the table's location
+//     (objectstore.Locator) relative; every comparison of files uses that one spelling. An
+//     absolute path is read only from the store that holds its location.
+//   - Statistics prune only what they prove (predicate_stats.go statBounds): they are read
+//     in the column's own type as bounds, widened where writers round or truncate them.
 //   - Every operation that depends on time takes its clock from the table's options, so
 //     retention and timestamp travel are testable without sleeping.
 //
@@ -71,10 +77,12 @@
 // they are; files added need statistics on the clustering columns. Row tracking
 // (rowtracking.go) assigns baseRowId and defaultRowCommitVersion to every file added and
 // records the high-water mark. VARIANT columns are read as Arrow's variant extension
-// type, never written.
+// type, never written. VOID (NullType) columns read as Arrow nulls and are left out of
+// the data files written, as Spark does.
 //
 // Table.History lists commitInfo newest first (the DESCRIBE HISTORY equivalent, with
-// orchestrator's Lineage); Table.SetProperties is ALTER TABLE SET/UNSET TBLPROPERTIES.
+// orchestrator's Lineage; a version's time is its in-commit timestamp only where the
+// table enables them, else its commit file's time made monotonic); Table.SetProperties is ALTER TABLE SET/UNSET TBLPROPERTIES.
 // Errors for unsupported protocols are *UnsupportedFeatureError.
 //
 // # Changing rows

@@ -3,9 +3,11 @@ package delta
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Schema evolution: the metadata-only changes that turn a table's schema into a declared
@@ -124,6 +126,9 @@ func (p *evolver) structs(prefix string, have, want *StructType) *StructType {
 	for _, d := range want.Fields {
 		path := prefix + d.Name
 		i := have.FieldIndex(d.Name)
+		if i < 0 && p.opts.KeepUndeclared {
+			i = formerlyNamed(have, d.Name) // a follower's column renamed since it was declared
+		}
 		if old, ok := p.opts.RenamedFrom[path]; ok && i < 0 {
 			if i = have.FieldIndex(old); i < 0 {
 				p.problem(path, fmt.Sprintf("declared renamed_from %s, but the table has no column %s", old, prefix+old), "remove renamed_from (the rename is done) or name the column it had")
@@ -141,6 +146,7 @@ func (p *evolver) structs(prefix string, have, want *StructType) *StructType {
 				continue
 			}
 			nf := &StructField{Name: d.Name, Type: d.Type, Nullable: true, Metadata: copyMetadata(d.Metadata)}
+			nf.Metadata[metaColumnAddedAt] = int64(0) // the commit's time, set by Evolve
 			added = append(added, nf)
 			p.step(OpAddColumns, path, d.Type.String())
 			continue
@@ -171,7 +177,14 @@ func (p *evolver) structs(prefix string, have, want *StructType) *StructType {
 func (p *evolver) field(prefix string, f, d *StructField) *StructField {
 	path := prefix + d.Name
 	nf := *f
-	nf.Name = d.Name
+	switch {
+	case strings.EqualFold(f.Name, d.Name):
+		nf.Name = d.Name
+	case p.opts.RenamedFrom[path] != "":
+		nf.Metadata = copyMetadata(f.Metadata)
+		nf.Metadata[metaFormerNames] = append(formerNames(f), f.Name)
+		nf.Name = d.Name
+	}
 	switch {
 	case f.Nullable && !d.Nullable:
 		p.problem(path, "nullable in the table, NOT NULL declared (its rows may hold NULLs)", "declare it nullable: true")
@@ -205,6 +218,8 @@ func (p *evolver) field(prefix string, f, d *StructField) *StructField {
 	switch {
 	case isPart:
 		p.problem(path, fmt.Sprintf("%s in the table, %s declared: a partition column's type cannot change", f.Type, d.Type), "declare it as %s", f.Type)
+	case p.opts.KeepUndeclared && CanWiden(d.Type, f.Type):
+		// A follower's column widened since it was declared: the table's type stays.
 	case CanWiden(f.Type, d.Type):
 		recordTypeChange(&nf, f.Type, d.Type)
 		nf.Type = d.Type
@@ -215,6 +230,60 @@ func (p *evolver) field(prefix string, f, d *StructField) *StructField {
 			"declare it as %s (widenings: byte, short, integer, long each to a wider one; float to double; integers to double or a decimal with their digits; a decimal to more digits; date to timestamp_ntz)", f.Type)
 	}
 	return &nf
+}
+
+// metaColumnAddedAt, in a column's metadata, is when an evolution added the column to
+// the table (Unix milliseconds): files written before it may lack it.
+const metaColumnAddedAt = "orchestrator.addedAt"
+
+// metaFormerNames, in a column's metadata, lists the names an evolution renamed it from,
+// oldest first.
+const metaFormerNames = "orchestrator.formerNames"
+
+func formerNames(f *StructField) []any {
+	names, _ := f.Metadata[metaFormerNames].([]any)
+	return slices.Clone(names)
+}
+
+// formerlyNamed is the index of the column of st that was once called name (-1: none).
+func formerlyNamed(st *StructType, name string) int {
+	for i, f := range st.Fields {
+		for _, n := range formerNames(f) {
+			if s, ok := n.(string); ok && strings.EqualFold(s, name) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// stampAdded sets the time of the columns an evolution adds (their placeholder 0).
+func stampAdded(st *StructType, ms int64) {
+	for _, f := range st.Fields {
+		if v, ok := f.Metadata[metaColumnAddedAt]; ok {
+			if n, err := metaInt(v); err == nil && n == 0 {
+				f.Metadata[metaColumnAddedAt] = ms
+			}
+		}
+		switch t := f.Type.(type) {
+		case *StructType:
+			stampAdded(t, ms)
+		case *ArrayType:
+			if e, ok := t.ElementType.(*StructType); ok {
+				stampAdded(e, ms)
+			}
+		}
+	}
+}
+
+// ColumnAddedAt is when an evolution (Table.Evolve) added top-level column f to its
+// table; false for a column the table was created with or another writer added.
+func ColumnAddedAt(f *StructField) (time.Time, bool) {
+	ms, err := metaInt(f.Metadata[metaColumnAddedAt])
+	if err != nil || ms <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
 }
 
 func copyMetadata(md map[string]any) map[string]any {
@@ -243,6 +312,7 @@ func (t *Table) Evolve(ctx context.Context, ev *Evolution, lineage *Lineage) (in
 	if err != nil {
 		return -1, err
 	}
+	stampAdded(st, t.opts.Now().UnixMilli())
 	proto := snap.Protocol()
 	if ev.mapOn {
 		md.Configuration[propColumnMappingMode] = "name"
@@ -285,29 +355,96 @@ func (t *Table) Evolve(ctx context.Context, ev *Evolution, lineage *Lineage) (in
 	return v, nil
 }
 
-// DropColumns removes top-level columns from the schema in one metadata-only commit
-// (DROP COLUMNS); with column mapping only, so that no file is rewritten and a later
-// column of the same name is another column. Partition columns cannot be dropped.
-func (t *Table) DropColumns(ctx context.Context, snap *Snapshot, columns []string, lineage *Lineage) (int64, error) {
+// SchemaVersions lists the versions in (start, end] whose commit changed the table's
+// metadata (its schema, among others): a change feed read across one sees every version
+// in the schema of its end.
+func (t *Table) SchemaVersions(ctx context.Context, start, end int64) ([]int64, error) {
+	var out []int64
+	if start >= end {
+		return nil, nil
+	}
+	err := t.forEachCommit(ctx, start+1, end, func(v int64, acts []Action) error {
+		for i := range acts {
+			if acts[i].MetaData != nil {
+				out = append(out, v)
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// RenamesByID maps the top-level columns of older that newer has under another name
+// (older name -> newer name), matched as DiffSchemas matches them: by column-mapping id,
+// or, for a column of a table that turned column mapping on (in the same commit as the
+// rename, too), by the physical name it kept. Nothing for schemas without column
+// mapping, whose columns cannot be renamed.
+func RenamesByID(older, newer *StructType) map[string]string {
+	out := map[string]string{}
+	for _, r := range renamedColumns(older, newer) {
+		out[r[0]] = r[1]
+	}
+	return out
+}
+
+// ColumnMappingMode is the table's delta.columnMapping.mode: "none", "name" or "id".
+func (s *Snapshot) ColumnMappingMode() string { return columnMappingMode(s.Metadata()) }
+
+// PlanDropColumns checks that snap's table can drop the top-level columns (each named
+// once, case-insensitively) in one metadata-only commit, and returns the schema it would
+// have then. Refused, naming the column and what to do: a table without column mapping
+// (dropping would have to rewrite every file, or a later column of the name would read
+// the old values), a column the table lacks, a partition column, the last data column.
+func PlanDropColumns(snap *Snapshot, columns []string) (*StructType, error) {
+	if len(columns) == 0 {
+		return nil, errors.New("no column to drop")
+	}
 	if columnMappingMode(snap.Metadata()) == "none" {
-		return -1, fmt.Errorf("drop columns of table %s: dropping a column needs column mapping (set %s: name first)", t.displayRoot(), propColumnMappingMode)
+		return nil, fmt.Errorf("dropping a column needs column mapping, which the table does not have (its files name their columns by their names): set %s: name first (declare it in the table's properties, or run orchestrator table properties TABLE --set %s=name), then drop", propColumnMappingMode, propColumnMappingMode)
 	}
 	st, err := cloneSchema(snap.Schema())
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	for _, c := range columns {
 		i := st.FieldIndex(c)
 		if i < 0 {
-			return -1, fmt.Errorf("drop columns of table %s: no column %s", t.displayRoot(), c)
+			if strings.Contains(c, ".") && snap.Schema().FieldIndex(c) < 0 {
+				return nil, fmt.Errorf("no column %s: only top-level columns can be dropped", c)
+			}
+			if snap.Schema().FieldIndex(c) >= 0 {
+				return nil, fmt.Errorf("column %s is named twice", c)
+			}
+			return nil, fmt.Errorf("no column %s (the table has %s)", c, fieldNames(snap.Schema()))
 		}
 		if slices.ContainsFunc(snap.PartitionColumns(), func(p string) bool { return strings.EqualFold(p, c) }) {
-			return -1, fmt.Errorf("drop columns of table %s: %s is a partition column", t.displayRoot(), c)
+			return nil, fmt.Errorf("column %s is a partition column: dropping it would change where every row lives (rewrite the table instead)", st.Fields[i].Name)
 		}
 		st.Fields = slices.Delete(st.Fields, i, i+1)
 	}
 	if len(st.Fields) == len(snap.PartitionColumns()) {
-		return -1, fmt.Errorf("drop columns of table %s: a table keeps at least one data column", t.displayRoot())
+		return nil, fmt.Errorf("dropping %s would leave the table without a data column", strings.Join(columns, ", "))
+	}
+	return st, nil
+}
+
+func fieldNames(st *StructType) string {
+	names := make([]string, len(st.Fields))
+	for i, f := range st.Fields {
+		names[i] = f.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// DropColumns removes top-level columns from the schema in one metadata-only commit
+// (DROP COLUMNS), as PlanDropColumns allows: with column mapping only, so that no file
+// is rewritten (the values stay in the files, unread) and a later column of the same
+// name is another column.
+func (t *Table) DropColumns(ctx context.Context, snap *Snapshot, columns []string, lineage *Lineage) (int64, error) {
+	st, err := PlanDropColumns(snap, columns)
+	if err != nil {
+		return -1, fmt.Errorf("drop columns of table %s: %w", t.displayRoot(), err)
 	}
 	md := *snap.Metadata()
 	if md.SchemaString, err = st.SchemaString(); err != nil {

@@ -41,6 +41,15 @@ func (t *Table) History(ctx context.Context, limit int) ([]HistoryEntry, error) 
 		return nil, fmt.Errorf("history of table %s: %w", t.displayRoot(), errNoLog)
 	}
 	mtimes := monotonicMtimes(idx.commits)
+	// A version's time is its in-commit timestamp only where the table enables them (as
+	// of its latest metadata); a commitInfo.inCommitTimestamp elsewhere is not the commit
+	// time. A table whose snapshot cannot be loaded (an unsupported feature) uses one
+	// wherever a commit has it.
+	useICT := func(int64) bool { return true }
+	if latest, err := t.Snapshot(ctx); err == nil {
+		md := latest.Metadata()
+		useICT = func(v int64) bool { return ictEnabledAt(md, v) }
+	}
 	n := len(idx.commits)
 	if limit > 0 && limit < n {
 		n = limit
@@ -55,7 +64,7 @@ func (t *Table) History(ctx context.Context, limit int) ([]HistoryEntry, error) 
 		e := HistoryEntry{Version: c.version, Timestamp: time.UnixMilli(mtimes[i])}
 		if ci := findCommitInfo(acts); ci != nil {
 			e.CommitInfo = ci
-			if ci.InCommitTimestamp != nil {
+			if ci.InCommitTimestamp != nil && useICT(c.version) {
 				e.Timestamp = time.UnixMilli(*ci.InCommitTimestamp)
 			}
 			e.Operation = ci.Operation

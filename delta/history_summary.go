@@ -49,7 +49,35 @@ func (h HistoryEntry) Summary() string {
 	if n, ok := num("numRestoredFiles"); ok {
 		parts = append(parts, files(n)+" restored")
 	}
+	if len(parts) == 0 {
+		return h.schemaSummary()
+	}
 	return strings.Join(parts, ", ")
+}
+
+// schemaSummary says what a schema change commit changed: each step of ours ("schema:
+// add channel string; rename total from amount"), or "schema changed" for another
+// writer's; "" for any other commit.
+func (h HistoryEntry) schemaSummary() string {
+	switch h.Operation {
+	case OpAddColumns, OpChangeColumn, OpRenameColumn, OpDropColumns, "CHANGE COLUMNS", "REPLACE COLUMNS":
+	default:
+		return ""
+	}
+	raw, _ := h.OperationParameters["columns"].(string)
+	var steps []map[string]string
+	if json.Unmarshal([]byte(raw), &steps) != nil || len(steps) == 0 || steps[0]["operation"] == "" {
+		if h.Operation == OpDropColumns && raw != "" {
+			return "schema: drop " + strings.Trim(strings.ReplaceAll(raw, `"`, ""), "[]")
+		}
+		return "schema changed"
+	}
+	var out []string
+	for _, s := range steps {
+		verb := strings.ToLower(strings.Fields(s["operation"])[0])
+		out = append(out, strings.TrimSpace(verb+" "+s["column"]+" "+s["change"]))
+	}
+	return "schema: " + strings.Join(out, "; ")
 }
 
 // RowCounts returns the rows a commit inserted, updated and deleted, from its operation

@@ -235,6 +235,7 @@ func (t *Table) readCommit(ctx context.Context, v int64) ([]Action, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read version %d: corrupt commit file %s: %w", v, key, err)
 	}
+	t.canonicalizePaths(acts)
 	return acts, nil
 }
 

@@ -179,18 +179,14 @@ func (s *mergeSource) mayHoldKeys(plan *mergePlan, a *Add, isPart map[string]boo
 			}
 		}
 		var mn, mx *value
-		if raw, ok := lookupPath(sv.min, path); ok {
-			if v, ok := statValue(f.Type, raw); ok {
-				mn = &v
-			}
+		rawMin, _ := lookupPath(sv.min, path)
+		rawMax, _ := lookupPath(sv.max, path)
+		lo, hi, hasLo, hasHi := statBounds(f.Type, rawMin, rawMax)
+		if hasLo {
+			mn = &lo
 		}
-		if raw, ok := lookupPath(sv.max, path); ok {
-			if v, ok := statValue(f.Type, raw); ok {
-				if p, isP := f.Type.(*PrimitiveType); isP && (p.Name == TypeTimestamp || p.Name == TypeTimestampNTZ) {
-					v.i += 999 // stats are truncated to milliseconds
-				}
-				mx = &v
-			}
+		if hasHi {
+			mx = &hi
 		}
 		if !kv.anyIn(mn, mx) {
 			return false, nil

@@ -422,6 +422,8 @@ func valueGetter(arr arrow.Array) (func(int) value, error) {
 		return func(i int) value { return value{kind: vInt, i: g(i)} }, nil
 	}
 	switch a := arr.(type) {
+	case *array.Null: // a void column: every value is null
+		return func(int) value { return value{} }, nil
 	case *array.String:
 		return func(i int) value { return value{kind: vString, s: a.Value(i)} }, nil
 	case *array.Binary:

@@ -3,6 +3,8 @@ package delta
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -56,7 +58,8 @@ func lookupPath(m map[string]any, path []string) (any, bool) {
 	return cur, cur != nil
 }
 
-// statValue converts a min/max stat to a value of the column's type.
+// statValue converts a min/max stat to a value of the column's type, as written (a
+// float column's as the float32 it prints).
 func statValue(dt DataType, raw any) (value, bool) {
 	var s string
 	switch x := raw.(type) {
@@ -71,6 +74,90 @@ func statValue(dt DataType, raw any) (value, bool) {
 	}
 	v, err := parseTyped(dt, s, false)
 	return v, err == nil
+}
+
+// statBounds reads a column's min and max statistics as bounds that hold for every
+// non-null value in the file, whatever rounding or truncation the writer's JSON applied
+// (PROTOCOL.md §Per-file Statistics lets statistics be wider than the data): a float
+// column's stats are float32 values, widened by one float32 step each way, and a double's
+// by one float64 step (a writer that prints them short of round-trip precision); a decimal
+// of more than 15 digits may have gone through a double, so it is widened by a double's
+// relative precision; timestamps are kept to milliseconds (truncated either way), so
+// they are widened by 999µs; strings are prefix-truncated, so the max stands for every
+// string it is a prefix of: the bound is the smallest string above them all (none when
+// the max is empty or all 0xFF bytes). Integers, dates and booleans are exact.
+func statBounds(dt DataType, rawMin, rawMax any) (mn, mx value, hasMin, hasMax bool) {
+	if rawMin != nil {
+		mn, hasMin = statValue(dt, rawMin)
+	}
+	if rawMax != nil {
+		mx, hasMax = statValue(dt, rawMax)
+	}
+	switch t := dt.(type) {
+	case *DecimalType:
+		if t.Precision > 15 {
+			if hasMin {
+				mn.r = widenRat(mn.r, -1)
+			}
+			if hasMax {
+				mx.r = widenRat(mx.r, 1)
+			}
+		}
+	case *PrimitiveType:
+		switch t.Name {
+		case TypeFloat:
+			if hasMin {
+				mn.f = float64(math.Nextafter32(float32(mn.f), float32(math.Inf(-1))))
+			}
+			if hasMax {
+				mx.f = float64(math.Nextafter32(float32(mx.f), float32(math.Inf(1))))
+			}
+		case TypeDouble:
+			if hasMin {
+				mn.f = math.Nextafter(mn.f, math.Inf(-1))
+			}
+			if hasMax {
+				mx.f = math.Nextafter(mx.f, math.Inf(1))
+			}
+		case TypeTimestamp, TypeTimestampNTZ:
+			if hasMin && mn.i > math.MinInt64+999 {
+				mn.i -= 999
+			}
+			if hasMax && mx.i < math.MaxInt64-999 {
+				mx.i += 999
+			}
+		case TypeString:
+			if hasMax {
+				mx.s, hasMax = prefixUpperBound(mx.s)
+			}
+		}
+	}
+	return mn, mx, hasMin, hasMax
+}
+
+// widenRat moves r away by |r|·2⁻⁵⁰ in direction dir (a double's rounding error, with
+// room to spare).
+func widenRat(r *big.Rat, dir int) *big.Rat {
+	d := new(big.Rat).Abs(r)
+	d.Mul(d, new(big.Rat).SetFrac(big.NewInt(1), new(big.Int).Lsh(big.NewInt(1), 50)))
+	if dir < 0 {
+		return d.Sub(r, d)
+	}
+	return d.Add(r, d)
+}
+
+// prefixUpperBound returns the smallest byte string greater than every string that
+// starts with p (ok false when there is none: p empty or all 0xFF bytes).
+func prefixUpperBound(p string) (string, bool) {
+	b := []byte(p)
+	for len(b) > 0 && b[len(b)-1] == 0xFF {
+		b = b[:len(b)-1]
+	}
+	if len(b) == 0 {
+		return "", false
+	}
+	b[len(b)-1]++
+	return string(b), true
 }
 
 // mayMatchFile reports whether a file can hold a row for which the predicate is true:
@@ -134,17 +221,9 @@ func (b *boundPredicate) mayMatchStats(sv *fileStatsView) bool {
 	if allNull {
 		return false // every comparison with null is null
 	}
-	var mn, mx value
-	hasMin, hasMax := false, false
-	if raw, ok := lookupPath(sv.min, b.phys); ok {
-		mn, hasMin = statValue(b.typ, raw)
-	}
-	if raw, ok := lookupPath(sv.max, b.phys); ok {
-		mx, hasMax = statValue(b.typ, raw)
-		if p, ok := b.typ.(*PrimitiveType); ok && hasMax && (p.Name == TypeTimestamp || p.Name == TypeTimestampNTZ) {
-			mx.i += 999 // stats are truncated to milliseconds
-		}
-	}
+	rawMin, _ := lookupPath(sv.min, b.phys)
+	rawMax, _ := lookupPath(sv.max, b.phys)
+	mn, mx, hasMin, hasMax := statBounds(b.typ, rawMin, rawMax)
 	inRange := func(v value) bool {
 		if hasMin && compareValues(v, mn) < 0 {
 			return false

@@ -3,7 +3,6 @@ package delta
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync/atomic"
 
@@ -367,29 +366,6 @@ func (s *Scanner) dvChangeRows(ctx context.Context, c *dvChange) (*roaring64.Bit
 	}
 	in.AndNot(notIn)
 	return in, nil
-}
-
-// resolvePath turns an add path into a key relative to the table root: URL-decoded, and
-// for absolute URIs made relative to TableURI.
-func (s *Scanner) resolvePath(p string) (string, error) {
-	u, err := url.Parse(p)
-	if err != nil {
-		return "", fmt.Errorf("bad path %q: %w", p, err)
-	}
-	if u.Scheme == "" {
-		dec, err := url.PathUnescape(p)
-		if err != nil {
-			return "", fmt.Errorf("bad path %q: %w", p, err)
-		}
-		return strings.TrimPrefix(dec, "/"), nil
-	}
-	if s.opts.TableURI != "" {
-		base, err := url.Parse(strings.TrimSuffix(s.opts.TableURI, "/"))
-		if err == nil && base.Scheme == u.Scheme && base.Host == u.Host && strings.HasPrefix(u.Path, base.Path+"/") {
-			return strings.TrimPrefix(u.Path, base.Path+"/"), nil
-		}
-	}
-	return "", fmt.Errorf("absolute path %s is outside the table (set ScanOptions.TableURI)", p)
 }
 
 // finishBatch builds the work record from a file batch (casting to the table types,

@@ -92,7 +92,7 @@ func (s *Scanner) openFile(ctx context.Context, a *Add) (*fileScan, error) {
 
 func (s *Scanner) open(ctx context.Context, f *fileScan) error {
 	a := f.add
-	rel, err := s.resolvePath(a.Path)
+	key, err := resolveFileKey(s.store, s.root, s.opts.TableURI, a.Path)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (s *Scanner) open(ctx context.Context, f *fileScan) error {
 			return err
 		}
 	}
-	fr, closeFn, err := openParquet(ctx, s.store, joinKey(s.root, rel), a.Size, s.mem)
+	fr, closeFn, err := openParquet(ctx, s.store, key, a.Size, s.mem)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func (s *Scanner) open(ctx context.Context, f *fileScan) error {
 		closeFn()
 		return nil
 	}
-	rr, err := pqfile.OpenColumns(ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, rel)
+	rr, err := pqfile.OpenColumns(ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, key)
 	if err != nil {
 		closeFn()
 		return err

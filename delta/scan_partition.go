@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"strconv"
@@ -144,8 +145,14 @@ func parseTyped(dt DataType, s string, partition bool) (value, error) {
 			}
 			return value{kind: vInt, i: i}, nil
 		case TypeDouble, TypeFloat:
-			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			if err != nil {
+			// A float is the float32 nearest the text, as Spark casts it (a partition
+			// value, a stat, a quoted literal), so it equals the column's values.
+			bits := 64
+			if t.Name == TypeFloat {
+				bits = 32
+			}
+			f, err := strconv.ParseFloat(strings.TrimSpace(s), bits)
+			if err != nil && !errors.Is(err, strconv.ErrRange) {
 				return bad(err)
 			}
 			return value{kind: vFloat, f: f}, nil

@@ -274,3 +274,54 @@ func newMetadata(co CreateOptions, now time.Time) (*Metadata, error) {
 		CreatedTime:      &created,
 	}, nil
 }
+
+// RemoveUnusedCreate removes the table at root when all it holds is the CREATE TABLE
+// version 0 that lineage's run and attempt committed: what a first run that failed before
+// its first write leaves, an empty table that never held data. It deletes the commit
+// first (the table then no longer exists), then whatever else the failed writer left
+// below root (data files no commit names). It reports whether it removed the table; any
+// other log file (a version 1, a checkpoint) or another creator keeps it. The caller
+// must keep other writers of this process from the table meanwhile (its lease).
+func RemoveUnusedCreate(ctx context.Context, store objectstore.Store, root string, lineage Lineage) (bool, error) {
+	t, err := newTable(store, root, Options{})
+	if err != nil {
+		return false, err
+	}
+	files, err := t.store.List(ctx, t.logPrefix(), "")
+	if err != nil {
+		return false, fmt.Errorf("list %s: %w", t.logPrefix(), err)
+	}
+	if len(files) != 1 || files[0].Key != t.commitKey(0) {
+		return false, nil
+	}
+	acts, err := t.readCommit(ctx, 0)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range acts {
+		switch {
+		case a.CommitInfo != nil:
+			ci := a.CommitInfo
+			if l := ci.Orchestrator; ci.Operation != "CREATE TABLE" || l == nil || l.RunID != lineage.RunID ||
+				l.Stage != lineage.Stage || l.Attempt != lineage.Attempt {
+				return false, nil
+			}
+		case a.Add != nil, a.Remove != nil, a.CDC != nil, a.Txn != nil:
+			return false, nil
+		}
+	}
+	if err := t.store.Delete(ctx, t.commitKey(0)); err != nil {
+		return false, fmt.Errorf("remove the empty table %s: %w", t.displayRoot(), err)
+	}
+	if t.root == "" {
+		return true, nil // the store is the table's: nothing else below it is ours to remove
+	}
+	rest, err := t.store.List(ctx, t.root+"/", "")
+	if err != nil {
+		return true, nil // the table is gone; what is left is unreferenced
+	}
+	for _, o := range rest {
+		_ = t.store.Delete(ctx, o.Key)
+	}
+	return true, nil
+}

@@ -479,6 +479,7 @@ func (tx *Transaction) buildCommit(readVersion int64) ([]byte, error) {
 			info.Tags = map[string]string{commitTagRowTrackingPreserved: strconv.FormatBool(preserved)}
 		}
 	}
+	tx.built = tx.table.canonicalCopies(tx.built)
 	acts := make([]Action, 0, len(tx.built)+3+len(tx.txns))
 	acts = append(acts, Action{CommitInfo: info})
 	if tx.proto != nil {

@@ -34,6 +34,7 @@ const (
 	TypeTimestamp    = schema.TypeTimestamp
 	TypeTimestampNTZ = schema.TypeTimestampNTZ
 	TypeVariant      = schema.TypeVariant
+	TypeVoid         = schema.TypeVoid
 )
 
 // ParsePrimitive is schema.ParsePrimitive.

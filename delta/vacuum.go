@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -358,20 +357,6 @@ func (t *Table) filesNeededFrom(ctx context.Context, latest *Snapshot, opts Vacu
 	return keep, nil
 }
 
-// relPath turns a path of an action into a key relative to the table root (URL-decoded).
-// Absolute URIs are not resolved (ok false): vacuum leaves such files alone.
-func (t *Table) relPath(p string) (string, bool) {
-	u, err := url.Parse(p)
-	if err != nil || u.Scheme != "" {
-		return "", false
-	}
-	dec, err := url.PathUnescape(p)
-	if err != nil {
-		return "", false
-	}
-	return strings.TrimPrefix(dec, "/"), true
-}
-
 // markPath adds an action's path, relative to the table root, to set. An absolute URI is
 // made relative with tableURI; one outside the table is skipped, and one that cannot be
 // placed (no tableURI) is an error.
@@ -392,19 +377,17 @@ func (t *Table) markPath(set map[string]bool, p, tableURI string) error {
 		set[rel] = true
 		return nil
 	}
-	u, err := url.Parse(p)
-	if err != nil {
-		return fmt.Errorf("bad file path %q in the log: %w", p, err)
+	loc := t.location()
+	if tableURI != "" {
+		if u := parseFilePath(strings.TrimSuffix(tableURI, "/")); u.abs {
+			loc = &u
+		}
 	}
-	if tableURI == "" {
-		return fmt.Errorf("the log names file %s by absolute URI; set VacuumOptions.TableURI to the table's location so vacuum can tell which files are referenced", p)
+	if loc == nil {
+		return fmt.Errorf("the log names file %s by absolute URI and the table's location is not known, so vacuum cannot tell whether that file is one it would delete", p)
 	}
-	base, err := url.Parse(strings.TrimSuffix(tableURI, "/"))
-	if err != nil {
-		return fmt.Errorf("bad TableURI %q: %w", tableURI, err)
-	}
-	if base.Scheme == u.Scheme && base.Host == u.Host && strings.HasPrefix(u.Path, base.Path+"/") {
-		set[strings.TrimPrefix(u.Path, base.Path+"/")] = true
+	if rel, ok := parseFilePath(p).qualify(loc).under(*loc); ok {
+		set[rel] = true
 	}
 	return nil
 }

@@ -167,6 +167,12 @@ func NewDataWriter(store objectstore.Store, root string, schema *StructType, par
 	}
 	w.dataST = &StructType{}
 	for i, f := range schema.Fields {
+		if p, ok := f.Type.(*PrimitiveType); ok && p.Name == TypeVoid {
+			if isPart[i] {
+				return nil, fmt.Errorf("partition column %s has type void, which cannot be a partition column", f.Name)
+			}
+			continue // always null: not stored, as Spark writes it
+		}
 		if !isPart[i] {
 			w.dataIdx = append(w.dataIdx, i)
 			w.dataST.Fields = append(w.dataST.Fields, f)

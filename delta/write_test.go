@@ -297,8 +297,8 @@ func TestSchemaEnforcement(t *testing.T) {
 		rows    string
 		wantErr string
 	}{
-		{"type mismatch", []arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int32}}, `[{"id":1}]`,
-			"column id: table type long, written type integer"},
+		{"type mismatch", []arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Float64}}, `[{"id":1}]`,
+			"column id: table type long, written type double"},
 		{"extra column", []arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "extra", Type: arrow.BinaryTypes.String, Nullable: true}}, `[{"id":1}]`,
 			"column extra (string) is not in the table schema"},
 		{"missing non-nullable", []arrow.Field{{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}}, `[{"name":"x"}]`,

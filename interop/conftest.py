@@ -33,6 +33,8 @@ Layout:
     test_table_features.py      V2 checkpoints, in-commit timestamps, clustering, row
                                 tracking: Spark's tables written by us, ours read by Spark
                                 and delta-rs
+    test_openlineage.py         our OpenLineage events (the sales example sent to a
+                                loopback consumer) parsed by openlineage-python's models
 
 Environment: DELTATOOL (a prebuilt helper), ORCH_IVY_DIR (the Ivy cache for Spark's Delta
 jar, default ~/.cache/orchestrator-ivy), ORCH_TEST_S3_* (MinIO, from scripts/test.sh; the

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 )
@@ -46,7 +50,7 @@ func (s *CaptureHistory) AppID() string { return "capture_history:" + s.cfg.Sour
 
 // Run implements Stage.
 func (s *CaptureHistory) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
 func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
@@ -67,29 +71,41 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 	}
 
 	res.ChangesRead = []ChangeRange{{Table: srcDecl.Name, After: from - 1, Through: latest}}
-	opts := delta.ChangesOptions{StartVersion: &from, EndVersion: &latest}
-	if s.cfg.IgnoreDeletes {
-		opts.Types = []string{delta.ChangeInsert, delta.ChangeUpdatePreimage, delta.ChangeUpdatePostimage}
-	}
-	changes, err := src.Changes(ctx, opts)
+	segs, err := captureSegments(ctx, src, from, latest, f.srcSnap.Schema())
 	if err != nil {
 		return res, err
 	}
-	defer changes.Release()
-	changeCols, err := delta.SchemaFromArrow(changes.Schema())
-	if err != nil {
-		return res, err
+	// Renames since the previous capture's last version, when the log still has it.
+	prior := map[string]string{}
+	if from > 0 {
+		if snap, err := src.SnapshotAt(ctx, from-1); err == nil {
+			prior = delta.RenamesByID(snap.Schema(), f.srcSnap.Schema())
+		}
 	}
-	merged, added, err := fitHistorySchema(dstSnap.Schema(), changeCols, s.cfg.SchemaEvolution)
-	if err != nil {
+	if dstSnap, err = s.followSource(ctx, env, f, segs, prior, &res); err != nil {
 		return res, fmt.Errorf("history table %s does not fit source %s: %w", dstDecl.Name, srcDecl.Name, err)
 	}
-
-	adds, err := writeHistory(ctx, env, dst, dstSnap, merged, changes, &res)
+	f.dstSnap = dstSnap
+	writer, err := delta.NewDataWriter(dst.Store(), dst.Root(), dstSnap.Schema(), dstSnap.PartitionColumns(), delta.WriteOptions{})
 	if err != nil {
 		return res, err
 	}
-	v, err := s.commitHistory(ctx, env, f, merged, added, adds, latest, &res)
+	for _, seg := range segs {
+		if err := s.writeSegment(ctx, env, src, seg, writer, &res); err != nil {
+			writer.Abort()
+			return res, err
+		}
+	}
+	adds, err := writer.Close(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.RowsWritten = res.RowsRead
+	res.FilesWritten = int64(len(adds))
+	for _, a := range adds {
+		res.BytesWritten += a.Size
+	}
+	v, err := s.commitHistory(ctx, env, f, adds, latest, &res)
 	if err != nil {
 		return res, err
 	}
@@ -98,42 +114,182 @@ func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 	return res, nil
 }
 
-// writeHistory writes the change rows into data files of the history table (schema:
-// its schema with the columns the changes add) and counts them in res.
-func writeHistory(ctx context.Context, env *Env, dst *delta.Table, dstSnap *delta.Snapshot, schema *delta.StructType, changes *delta.ChangesReader, res *Result) ([]*delta.Add, error) {
-	writer, err := delta.NewDataWriter(dst.Store(), dst.Root(), schema, dstSnap.PartitionColumns(), delta.WriteOptions{})
+// A segment is a stretch of the captured versions with one source schema: the change
+// feed reads each version in the schema of its range's end, so the range is cut where
+// the schema changed, and a column dropped later keeps its values before the drop.
+type segment struct {
+	from, to int64
+	schema   *delta.StructType // the source's at to, its columns named as in the latest
+	renames  map[string]string // a column's name at to -> its name in the latest schema
+}
+
+// captureSegments cuts from..latest where the source's metadata changed.
+func captureSegments(ctx context.Context, src *delta.Table, from, latest int64, latestSchema *delta.StructType) ([]segment, error) {
+	cuts, err := src.SchemaVersions(ctx, from, latest)
 	if err != nil {
 		return nil, err
 	}
+	var segs []segment
+	lo := from
+	for _, c := range append(cuts, latest+1) {
+		if c <= lo {
+			continue
+		}
+		seg := segment{from: lo, to: c - 1, schema: latestSchema}
+		if seg.to != latest {
+			snap, err := src.SnapshotAt(ctx, seg.to)
+			if err != nil {
+				return nil, err
+			}
+			seg.renames = delta.RenamesByID(snap.Schema(), latestSchema)
+			seg.schema = &delta.StructType{}
+			for _, f := range snap.Schema().Fields {
+				nf := *f
+				if n, ok := seg.renames[f.Name]; ok {
+					nf.Name = n
+				}
+				seg.schema.Fields = append(seg.schema.Fields, &nf)
+			}
+		}
+		seg.schema = withChangeColumns(seg.schema)
+		segs = append(segs, seg)
+		lo = c
+	}
+	return segs, nil
+}
+
+// withChangeColumns is st with the columns a change feed adds to each row.
+func withChangeColumns(st *delta.StructType) *delta.StructType {
+	out := &delta.StructType{Fields: slices.Clone(st.Fields)}
+	for _, c := range [][2]string{{delta.ChangeTypeColumn, delta.TypeString}, {delta.CommitVersionColumn, delta.TypeLong}, {delta.CommitTimestampColumn, delta.TypeTimestamp}} {
+		out.Fields = append(out.Fields, &delta.StructField{Name: c[0], Type: &delta.PrimitiveType{Name: c[1]}, Nullable: true, Metadata: map[string]any{}})
+	}
+	return out
+}
+
+// followSource makes the history table hold every column the segments have: with
+// schema_evolution a new source column is added, a widened one widened and a renamed
+// one renamed (turning column mapping on if needed), in one metadata-only commit before
+// the rows are written (a rerun after a crash finds it made); a dropped source column
+// stays, NULL from then on. prior holds the source's renames since the versions
+// captured before. Without schema_evolution a column the table lacks or holds
+// narrower is an error naming the declaration to make. It returns the table's snapshot
+// to write to.
+func (s *CaptureHistory) followSource(ctx context.Context, env *Env, f *flow, segs []segment, prior map[string]string, res *Result) (*delta.Snapshot, error) {
+	have := f.dstSnap.Schema()
+	want := &delta.StructType{Fields: slices.Clone(have.Fields)}
+	renamed := map[string]string{}
+	var problems []string
+	for _, seg := range segs {
+		for _, c := range seg.schema.Fields {
+			h := want.Field(c.Name)
+			old := ""
+			for _, renames := range []map[string]string{prior, seg.renames} {
+				for o, n := range renames {
+					if n == c.Name && want.Field(o) != nil {
+						old = o
+					}
+				}
+			}
+			switch {
+			case h == nil && old != "" && s.cfg.SchemaEvolution:
+				renamed[c.Name] = old
+				i := want.FieldIndex(old)
+				nf := *want.Fields[i]
+				nf.Name = c.Name
+				want.Fields[i] = &nf
+				h = &nf
+			case h == nil && old != "":
+				problems = append(problems, fmt.Sprintf("source column %s was renamed %s (declare {name: %s, ..., renamed_from: %s} on the history table, or set schema_evolution: true)", old, c.Name, c.Name, old))
+				continue
+			case h == nil && s.cfg.SchemaEvolution:
+				want.Fields = append(want.Fields, &delta.StructField{Name: c.Name, Type: c.Type, Nullable: true, Metadata: map[string]any{}})
+				continue
+			case h == nil:
+				problems = append(problems, fmt.Sprintf("source column %s (%s) is missing from the history table (declare it, or set schema_evolution: true)", c.Name, c.Type))
+				continue
+			}
+			switch {
+			case h.Type.String() == c.Type.String() || delta.CanWiden(c.Type, h.Type):
+			case delta.CanWiden(h.Type, c.Type) && s.cfg.SchemaEvolution:
+				nf := *h
+				nf.Type = c.Type
+				want.Fields[want.FieldIndex(c.Name)] = &nf
+			case delta.CanWiden(h.Type, c.Type):
+				problems = append(problems, fmt.Sprintf("column %s is %s in the source but %s in the history table (declare it as %s, or set schema_evolution: true)", c.Name, c.Type, h.Type, c.Type))
+			default:
+				problems = append(problems, fmt.Sprintf("column %s is %s in the source but %s in the history table", c.Name, c.Type, h.Type))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	opts := delta.EvolutionOptions{RenamedFrom: renamed, KeepUndeclared: true}
+	if len(renamed) > 0 {
+		opts.ColumnMapping = "name"
+	}
+	ev, planProblems := delta.PlanEvolution(f.dstSnap, want, opts)
+	for _, p := range planProblems {
+		problems = append(problems, "column "+p.Column+": "+p.What)
+	}
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
+	}
+	if len(ev.Steps) == 0 {
+		return f.dstSnap, nil
+	}
+	if _, err := f.dst.Evolve(ctx, ev, env.lineage()); err != nil {
+		return nil, err
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("schema evolution: %v", ev.Steps))
+	return f.dst.Snapshot(ctx)
+}
+
+// writeSegment writes the change rows of one segment, its columns named as the history
+// table names them.
+func (s *CaptureHistory) writeSegment(ctx context.Context, env *Env, src *delta.Table, seg segment, writer *delta.DataWriter, res *Result) error {
+	from, to := seg.from, seg.to
+	opts := delta.ChangesOptions{StartVersion: &from, EndVersion: &to}
+	if s.cfg.IgnoreDeletes {
+		opts.Types = []string{delta.ChangeInsert, delta.ChangeUpdatePreimage, delta.ChangeUpdatePostimage}
+	}
+	changes, err := src.Changes(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer changes.Release()
+	out := changes.Schema()
+	if len(seg.renames) > 0 {
+		fields := slices.Clone(out.Fields())
+		for i := range fields {
+			if n, ok := seg.renames[fields[i].Name]; ok {
+				fields[i].Name = n
+			}
+		}
+		out = arrow.NewSchema(fields, nil)
+	}
 	for changes.Next() {
 		rec := changes.RecordBatch()
-		if err := writer.Write(ctx, rec); err != nil {
-			writer.Abort()
-			return nil, fmt.Errorf("write history rows: %w", err)
+		if len(seg.renames) > 0 {
+			rec = array.NewRecordBatch(out, rec.Columns(), rec.NumRows())
+			err = writer.Write(ctx, rec)
+			rec.Release()
+		} else {
+			err = writer.Write(ctx, rec)
+		}
+		if err != nil {
+			return fmt.Errorf("write history rows: %w", err)
 		}
 		res.RowsRead += rec.NumRows()
 		report(env, res.RowsRead, res.RowsRead)
 	}
-	if err := changes.Err(); err != nil {
-		writer.Abort()
-		return nil, err
-	}
-	adds, err := writer.Close(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res.RowsWritten = res.RowsRead
-	res.FilesWritten = int64(len(adds))
-	for _, a := range adds {
-		res.BytesWritten += a.Size
-	}
-	return adds, nil
+	return changes.Err()
 }
 
 // commitHistory commits the history files adds as an append with the capture's txn
-// (through source version latest), and the schema with the added columns when there
-// are any.
-func (s *CaptureHistory) commitHistory(ctx context.Context, env *Env, f *flow, schema *delta.StructType, added []string, adds []*delta.Add, latest int64, res *Result) (int64, error) {
+// (through source version latest).
+func (s *CaptureHistory) commitHistory(ctx context.Context, env *Env, f *flow, adds []*delta.Add, latest int64, res *Result) (int64, error) {
 	tx := f.dst.NewTransaction(f.dstSnap, delta.TxOptions{
 		Operation: "WRITE",
 		OperationParameters: map[string]any{
@@ -147,15 +303,6 @@ func (s *CaptureHistory) commitHistory(ctx context.Context, env *Env, f *flow, s
 		},
 		Lineage: env.lineage(),
 	})
-	if len(added) > 0 {
-		newMD := *f.dstSnap.Metadata()
-		var err error
-		if newMD.SchemaString, err = schema.SchemaString(); err != nil {
-			return 0, err
-		}
-		tx.UpdateMetadata(&newMD)
-		res.Notes = append(res.Notes, "schema evolution: added "+strings.Join(added, ", "))
-	}
 	tx.AddFiles(adds...)
 	tx.SetTxn(s.AppID(), latest)
 	v, err := tx.Commit(ctx)
@@ -166,29 +313,6 @@ func (s *CaptureHistory) commitHistory(ctx context.Context, env *Env, f *flow, s
 }
 
 func feedOn(s *delta.Snapshot) bool { return s.ChangeDataFeedEnabled() }
-
-// fitHistorySchema checks that every change-feed column exists in the history schema with
-// the same type; with evolve, missing columns are appended as nullable.
-func fitHistorySchema(history, changes *delta.StructType, evolve bool) (*delta.StructType, []string, error) {
-	merged := &delta.StructType{Fields: append([]*delta.StructField(nil), history.Fields...)}
-	var added, problems []string
-	for _, f := range changes.Fields {
-		h := history.Field(f.Name)
-		switch {
-		case h == nil && evolve:
-			merged.Fields = append(merged.Fields, &delta.StructField{Name: f.Name, Type: f.Type, Nullable: true, Metadata: map[string]any{}})
-			added = append(added, f.Name+" "+f.Type.String())
-		case h == nil:
-			problems = append(problems, fmt.Sprintf("source column %s (%s) is missing from the history table (declare it, or set schema_evolution: true)", f.Name, f.Type))
-		case h.Type.String() != f.Type.String():
-			problems = append(problems, fmt.Sprintf("column %s is %s in the source but %s in the history table", f.Name, f.Type, h.Type))
-		}
-	}
-	if len(problems) > 0 {
-		return nil, nil, errors.New(strings.Join(problems, "; "))
-	}
-	return merged, added, nil
-}
 
 // report passes progress to the environment's display, if any.
 func report(env *Env, read, written int64) {

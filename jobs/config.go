@@ -339,6 +339,11 @@ type SCD2Config struct {
 	// with a NULL key, which are otherwise refused.
 	Where   string     `yaml:"where"`
 	Columns SCDColumns `yaml:"columns"`
+	// NewColumns says what a tracked column the dimension gained does: "version"
+	// (default) opens a new version of each key at its first value, as any change does;
+	// "fill" fills the open versions in place from the source's newest row of each key,
+	// in one commit before the merge.
+	NewColumns string `yaml:"new_columns"`
 	// MemoryBudget bounds the stage's memory (default: the environment's, else
 	// DefaultMemoryBudget); a larger batch works in passes over spill files.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
@@ -382,6 +387,11 @@ func (c *SCD2Config) Validate() []FieldError {
 	case "", "ignore", "close", "tombstone":
 	default:
 		add("deletes", "unknown value %q; expected ignore, close or tombstone", c.Deletes)
+	}
+	switch c.NewColumns {
+	case "", "version", "fill":
+	default:
+		add("new_columns", "unknown value %q; expected version or fill", c.NewColumns)
 	}
 	for _, p := range [][2]string{{"delete_when", c.DeleteWhen}, {"where", c.Where}} {
 		if e, ok := checkPredicate(p[0], p[1]); !ok {

@@ -204,8 +204,15 @@ func appendRendered(out []string, rec arrow.RecordBatch) []string {
 	return out
 }
 
+// tableVersion is a declared table's latest version, -1 when it does not exist (a
+// failed first run leaves none).
 func tableVersion(t *testing.T, env *Env, decl *Table) int64 {
 	t.Helper()
+	if ok, err := delta.Exists(context.Background(), env.Warehouse, decl.Path); err != nil {
+		t.Fatal(err)
+	} else if !ok {
+		return -1
+	}
 	tbl, err := env.openTable(context.Background(), decl)
 	if err != nil {
 		t.Fatal(err)

@@ -49,8 +49,11 @@ func (s *Ingest) Kind() Kind { return KindIngest }
 
 // Run implements Stage.
 func (s *Ingest) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
+
+// keyed reports whether the stage holds its rows by key (upsert and snapshot modes).
+func (s *Ingest) keyed() bool { return s.cfg.Mode == "upsert" || s.cfg.Mode == "snapshot" }
 
 func (s *Ingest) sourceFileColumn() string { return or(s.cfg.SourceFileColumn, "source_file") }
 func (s *Ingest) loadTimeColumn() string   { return or(s.cfg.LoadTimestampColumn, "load_timestamp") }
@@ -114,11 +117,9 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	reportFiles(env, todo)
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
-	// Rows count as written as they are decoded; a failed run reports only what it
-	// committed: the files before the failing one of an upsert, nothing of an append.
-	if s.cfg.Mode == "snapshot" || s.cfg.Mode == "upsert" {
-		defer holdBudget(env.budget(s.cfg.MemoryBudget))()
-	}
+	// An append's rows count as written as they are decoded, a keyed ingest's when its
+	// MERGE writes them; a failed run reports only what it committed: the files before
+	// the failing one of an upsert, nothing of an append.
 	if s.cfg.Mode == "snapshot" {
 		err = s.loadSnapshot(ctx, env, decl, tbl, todo, loadTime, &res)
 	} else if s.cfg.Mode == "upsert" {
@@ -266,6 +267,7 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 		return nil, err
 	}
 	defer done()
+	openedSource(f.Name)
 	var bad []*badRecord
 	opts, target, err := s.decodeOptions(snap.Schema(), format, extras, func(e *decode.Error) {
 		bad = append(bad, &badRecord{file: f.Name, err: e})
@@ -273,6 +275,7 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	if err != nil {
 		return nil, err
 	}
+	opts.AddedLater = addedAfter(snap.Schema(), f.Version)
 	rd, err := decode.NewReader(ctx, r, f.Name, opts)
 	if err != nil {
 		return nil, err
@@ -292,14 +295,20 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 			return nil, err // emit's errors name the file
 		}
 		res.RowsRead += n
-		res.RowsWritten += n
+		if !s.keyed() { // (a keyed ingest's rows count as written when its MERGE writes them)
+			res.RowsWritten += n
+		}
 		report(env, res.RowsRead, res.RowsWritten)
 	}
 	if err := rd.Err(); err != nil {
 		return nil, err
 	}
 	if missing := rd.MissingColumns(); len(missing) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%s lacks the columns %s: filled with NULL (allow_missing_columns)", f.Name, strings.Join(missing, ", ")))
+		why := "allow_missing_columns"
+		if !s.cfg.AllowMissingColumns {
+			why = "added to the table after the file was written"
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("%s lacks the columns %s: filled with NULL (%s)", f.Name, strings.Join(missing, ", "), why))
 	}
 	res.FilesRead++
 	res.BytesRead += f.Size
@@ -308,6 +317,18 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	res.RowsRead += int64(len(bad))
 	res.RowsSkipped += int64(len(bad))
 	return bad, nil
+}
+
+// addedAfter names the columns of a table's schema that an evolution added after
+// modMillis, a source file's modification time: the file may lack them.
+func addedAfter(table *delta.StructType, modMillis int64) []string {
+	var out []string
+	for _, f := range table.Fields {
+		if at, ok := delta.ColumnAddedAt(f); ok && at.UnixMilli() > modMillis {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // openSourceFile opens a source file to decode: a Parquet file for random access, any

@@ -148,6 +148,9 @@ func (s *SCD2Merge) Plan(ctx context.Context, env *Env) (*Plan, error) {
 		return nil, fmt.Errorf("dimension %s: %w", f.dstDecl.Name, err)
 	}
 	p := &Plan{Stage: s.name, Kind: s.Kind(), Writes: []string{s.cfg.Target}}
+	if s.cfg.NewColumns == "fill" {
+		return nil, fmt.Errorf("new_columns: fill runs on the local engine only (set engine: local on the stage)")
+	}
 	mp, err := planMerge(ctx, p, f, s.AppID(), s.watermarkID(), s.cfg.SourceChanges, s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, l)
 	if err != nil || mp == nil {
 		return p, err

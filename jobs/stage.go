@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
@@ -37,6 +38,9 @@ type Env struct {
 	MemoryBudget ByteSize
 	// SpillDir is where such stages write their spill files ("": os.TempDir()).
 	SpillDir string
+
+	createdMu sync.Mutex
+	created   []*Table // the tables this environment's stage created (openOrCreate)
 }
 
 // Now returns the environment's clock reading.
@@ -136,14 +140,39 @@ type Stage interface {
 
 // timed runs a stage body (again after a conflict: runAgainOnConflict), records its
 // duration in the result and prefixes an error with the stage's kind and name.
-func timed(ctx context.Context, kind Kind, name string, run func() (Result, error)) (Result, error) {
+func timed(ctx context.Context, env *Env, kind Kind, name string, run func() (Result, error)) (Result, error) {
 	start := time.Now()
 	res, err := runAgainOnConflict(ctx, run)
 	res.Duration = time.Since(start)
 	if err != nil {
+		env.removeUnusedCreates(ctx)
 		return res, fmt.Errorf("%s %s: %w", kind, name, err)
 	}
 	return res, nil
+}
+
+// removeUnusedCreates removes the tables the failed stage created and never wrote to
+// (delta.RemoveUnusedCreate), so that a first run that fails leaves no empty table
+// behind; the stage holds their leases when it runs under an executor.
+func (e *Env) removeUnusedCreates(ctx context.Context) {
+	e.createdMu.Lock()
+	created := e.created
+	e.created = nil
+	e.createdMu.Unlock()
+	if len(created) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for _, t := range created {
+		removed, err := delta.RemoveUnusedCreate(ctx, e.Warehouse, t.Path, e.Lineage)
+		switch {
+		case err != nil:
+			e.Log().Warn("could not remove the empty table the failed stage created", "table", t.Name, "err", err)
+		case removed:
+			e.Log().Info("removed the empty table the failed stage created", "table", t.Name)
+		}
+	}
 }
 
 // conflictAttempts bounds the runs of a stage whose commit keeps losing to concurrent

@@ -100,6 +100,11 @@ func (e *Env) openOrCreate(ctx context.Context, t *Table) (*delta.Table, error) 
 		if err != nil && !errors.Is(err, delta.ErrTableExists) {
 			return nil, fmt.Errorf("create table %s: %w", t.Name, err)
 		}
+		if err == nil {
+			e.createdMu.Lock()
+			e.created = append(e.created, t)
+			e.createdMu.Unlock()
+		}
 	}
 	return e.openDeclared(ctx, t)
 }

@@ -74,6 +74,15 @@ type ReaderAtOpener interface {
 	OpenReaderAt(ctx context.Context, key string) (ReaderAtCloser, int64, error)
 }
 
+// Locator is an optional extension for stores whose keys have a place outside the
+// process: URI returns the absolute URI of a key ("" is the store's own root), with its
+// path percent-encoded: file:///abs/dir/key for a local directory, s3://bucket/prefix/key
+// for S3. Delta logs name files by such URIs; a reader uses URI to tell which of them
+// the store holds.
+type Locator interface {
+	URI(key string) string
+}
+
 // ReaderAtCloser is an object opened by ReaderAtOpener.
 type ReaderAtCloser interface {
 	io.ReaderAt

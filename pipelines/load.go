@@ -48,6 +48,8 @@ type fileSpec struct {
 	Notify        notifySpec     `yaml:"notify"`
 	Engine        string         `yaml:"engine"`
 	Spark         SparkSettings  `yaml:"spark"`
+	Deadline      *jobs.Duration `yaml:"deadline"`
+	Lineage       lineageSpec    `yaml:"lineage"`
 }
 
 type tableSpec struct {
@@ -57,6 +59,7 @@ type tableSpec struct {
 	PartitionBy []string          `yaml:"partition_by"`
 	ClusterBy   []string          `yaml:"cluster_by"`
 	Properties  map[string]string `yaml:"properties"`
+	Freshness   *jobs.Duration    `yaml:"freshness"`
 }
 
 type columnSpec struct {
@@ -169,6 +172,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 	}
 	checkTop(ps, root, spec, &fs)
 	checkRunPolicies(ps, root, spec, &fs, raw)
+	checkTrust(ps, root, spec, &fs, raw, getenv)
 	checkRunRefs(ps, root, spec)
 	tableNodes := decodeTables(ps, root, &fs, spec)
 	stageNodes := decodeStages(ps, root, &fs, spec)
@@ -285,6 +289,7 @@ func decodeTables(ps *problems, root *yaml.Node, fs *fileSpec, spec *Spec) map[s
 			}
 		}
 		checkProperties(ps, v, t)
+		checkFreshness(ps, v, spec, name, ts.Freshness)
 		if len(t.ClusterBy) > 0 && t.Schema != nil {
 			if err := delta.CheckClusterBy(t.Schema, t.ClusterBy, t.PartitionBy, t.Properties); err != nil {
 				ps.at(lookup(v, "cluster_by"), "table %s: %v", name, err)

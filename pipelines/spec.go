@@ -32,6 +32,13 @@ type Spec struct {
 	Params  []Param
 	History History
 	Notify  Notify
+	// Deadline is how long after its slot a scheduled run must have ended (0: none);
+	// Freshness the longest a declared table may go without a commit that changed its
+	// data, by table name (trust.go).
+	Deadline  time.Duration
+	Freshness map[string]time.Duration
+	// Lineage is where OpenLineage events of the runs go (URL "": none).
+	Lineage Lineage
 	// Warehouse is where tables live: an absolute directory, file:// URL, s3://bucket/prefix
 	// or mem:// URL. Default: the directory "warehouse" next to the pipeline file.
 	Warehouse string

@@ -77,17 +77,20 @@ func NewNotifier(cfg NotifierConfig) *Notifier {
 
 // Message is the JSON body of a notification.
 type Message struct {
-	Event       string    `json:"event"` // success or failure
-	RunID       string    `json:"run_id"`
+	Event       string    `json:"event"` // success, failure, or a watch's (deadline_missed...)
+	RunID       string    `json:"run_id,omitempty"`
 	Pipeline    string    `json:"pipeline"`
-	Status      Status    `json:"status"`
-	Trigger     string    `json:"trigger"`
+	Status      Status    `json:"status,omitempty"`
+	Trigger     string    `json:"trigger,omitempty"`
 	Slot        time.Time `json:"slot,omitzero"`
 	Start       time.Time `json:"start,omitzero"`
 	End         time.Time `json:"end,omitzero"`
 	FailedStage string    `json:"failed_stage,omitempty"`
-	Error       string    `json:"error,omitempty"`
-	Link        string    `json:"link,omitempty"`
+	// Table and Detail are set by the freshness and deadline watches' events.
+	Table  string `json:"table,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Link   string `json:"link,omitempty"`
 }
 
 // MessageOf is the notification of an ended run.
@@ -111,7 +114,32 @@ func (n *Notifier) MessageOf(rec *Record, event string) Message {
 
 // Send posts the run's notification to each webhook and returns the outcomes.
 func (n *Notifier) Send(ctx context.Context, rec *Record, event string, hooks []pipelines.Webhook) []Delivery {
-	body, _ := json.Marshal(n.MessageOf(rec, event))
+	return n.post(ctx, rec.ID, n.MessageOf(rec, event), hooks)
+}
+
+// WatchMessage is the notification of a deadline or freshness breach or recovery.
+func (n *Notifier) WatchMessage(w Watch, event string) Message {
+	m := Message{Event: event, Pipeline: w.Pipeline, Table: w.Table, Detail: w.Text()}
+	if w.Kind == WatchDeadline {
+		m.RunID, m.Slot, m.Status = w.Run, w.Slot, w.RunStatus
+		if n.cfg.BaseURL != "" && w.Run != "" {
+			m.Link = strings.TrimRight(n.cfg.BaseURL, "/") + "/runs/" + w.Run
+		}
+	} else if n.cfg.BaseURL != "" {
+		m.Link = strings.TrimRight(n.cfg.BaseURL, "/") + "/tables/" + w.Table
+	}
+	return m
+}
+
+// SendWatch posts a watch's breach or recovery to each webhook and returns the outcomes.
+func (n *Notifier) SendWatch(ctx context.Context, w Watch, event string, hooks []pipelines.Webhook) []Delivery {
+	return n.post(ctx, w.Pipeline, n.WatchMessage(w, event), hooks)
+}
+
+// post sends one message to each webhook; about names it in the log.
+func (n *Notifier) post(ctx context.Context, about string, msg Message, hooks []pipelines.Webhook) []Delivery {
+	body, _ := json.Marshal(msg)
+	event := msg.Event
 	out := make([]Delivery, 0, len(hooks))
 	for _, h := range hooks {
 		d := Delivery{URL: h.Display, Event: event}
@@ -135,7 +163,7 @@ func (n *Notifier) Send(ctx context.Context, rec *Record, event string, hooks []
 		d.Time = n.cfg.Now().UTC()
 		if err != nil {
 			d.Error = redact(err, h)
-			n.cfg.Logger.Warn("notification not delivered", "run", rec.ID, "url", h.Display, "err", d.Error)
+			n.cfg.Logger.Warn("notification not delivered", "about", about, "url", h.Display, "err", d.Error)
 		}
 		out = append(out, d)
 	}

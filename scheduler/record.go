@@ -97,6 +97,8 @@ type Record struct {
 
 	Stages        []StageRecord `json:"stages,omitempty"`
 	Notifications []Delivery    `json:"notifications,omitempty"`
+	// Lineage is the delivery of the run's OpenLineage events (pipelines with lineage).
+	Lineage *LineageDelivery `json:"lineage,omitempty"`
 
 	// SkippedThrough, on a skipped slot's record, is the last of a range of slots skipped
 	// with it for the same reason (only slots beyond maxSkipRecords are folded so).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/dag"
 	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/lineage"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 )
@@ -77,13 +78,17 @@ type RunnerConfig struct {
 	// MemoryBudget and SpillDir are the stages' defaults (see jobs.Env).
 	MemoryBudget jobs.ByteSize
 	SpillDir     string
+	// Lineage sends the OpenLineage events of pipelines with lineage; nil means a
+	// client with the default retries.
+	Lineage *lineage.Client
 }
 
 // Runner runs pipelines and records every run. It is safe for concurrent use.
 type Runner struct {
-	cfg RunnerConfig
-	now func() time.Time
-	log *slog.Logger
+	cfg     RunnerConfig
+	now     func() time.Time
+	log     *slog.Logger
+	lineage *lineage.Client
 
 	mu     sync.Mutex // guards owned and stores
 	owned  map[string]*runState
@@ -100,7 +105,10 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Compile == nil {
 		cfg.Compile = pipelines.Compile
 	}
-	r := &Runner{cfg: cfg, now: cfg.Now, log: cfg.Logger, owned: map[string]*runState{}, stores: map[objectstore.Store]*Store{}}
+	if cfg.Lineage == nil {
+		cfg.Lineage = lineage.NewClient(lineage.ClientConfig{})
+	}
+	r := &Runner{cfg: cfg, now: cfg.Now, log: cfg.Logger, lineage: cfg.Lineage, owned: map[string]*runState{}, stores: map[objectstore.Store]*Store{}}
 	if r.now == nil {
 		r.now = time.Now
 	}

@@ -26,7 +26,7 @@ type runState struct {
 	hard, soft             context.Context
 	cancelHard, cancelSoft context.CancelCauseFunc
 
-	mu         sync.Mutex // guards rec, logs, lost, unsaved, writing, touching, touchTimer and ended
+	mu         sync.Mutex // guards rec, logs, lost, unsaved, writing, touching, touchTimer, ended and lin
 	rec        *Record
 	logs       map[string]*stageLog
 	lost       bool // another process took the run over: write nothing more
@@ -34,7 +34,8 @@ type runState struct {
 	writing    bool // saveSoon's writer is on
 	touching   bool // a save is due within progressSaveEvery (touch)
 	touchTimer *time.Timer
-	ended      bool // finish has begun: no more touches
+	ended      bool        // finish has begun: no more touches
+	lin        *lineageRun // the run's OpenLineage events, when its pipeline has lineage
 
 	saveMu sync.Mutex // serialises writes, so the last state written is the newest
 }
@@ -217,6 +218,10 @@ func (st *runState) execute(hooks Hooks) error {
 		return fail(err)
 	}
 	names := st.queueStages(spec, g)
+	st.mu.Lock()
+	st.startLineage(spec)
+	st.lineageRunEvent(lineageStart)
+	st.mu.Unlock()
 	st.saveSoon(st.hard)
 	if hooks.Started != nil {
 		hooks.Started(rec.ID, names)
@@ -283,6 +288,7 @@ func (st *runState) finish(status dag.State) {
 		}
 		rec.Error = strings.Join(failed, "; ")
 	}
+	st.lineageRunEvent(lineageEnd(rec.Status))
 	st.mu.Unlock()
 	st.save(st.hard)
 }
@@ -437,6 +443,7 @@ func (st *runState) event(ev dag.Event) {
 			st.logLine(s.Name, t, "%s", msg)
 		}
 	}
+	st.lineageStageEvent(ev)
 }
 
 // done records an attempt's result (the last one is the stage's).

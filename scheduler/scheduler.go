@@ -41,6 +41,9 @@ type Config struct {
 	// OnSlot, when set, is told how each due slot was handled (run or skipped, on time
 	// or missed, how late); it must not block (the web's metrics).
 	OnSlot func(SlotEvent)
+	// WatchEvery is how often a table's freshness is read from its log (default
+	// DefaultWatchEvery); deadlines are judged at every tick.
+	WatchEvery time.Duration
 	// OnTick, when set, is told how long each pass over a warehouse's pipelines took,
 	// by phase; it must not block (the web's metrics).
 	OnTick func(TickTimes)
@@ -90,6 +93,9 @@ type Scheduler struct {
 	pausedIn map[*Store]map[string]Pause // the paused pipelines of each store, read at each tick
 	stopping bool
 	lastBeat time.Time
+	watches  map[string]*pipeWatches // by pipeline: the deadline and freshness watches
+
+	watchMu sync.Mutex // serialises the checks of watches and the writes of their state
 
 	wg sync.WaitGroup // runs started by the scheduler
 }
@@ -134,9 +140,12 @@ func New(cfg Config) *Scheduler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.WatchEvery <= 0 {
+		cfg.WatchEvery = DefaultWatchEvery
+	}
 	base, stop := context.WithCancel(context.Background())
 	return &Scheduler{cfg: cfg, runner: cfg.Runner, log: cfg.Logger, base: base, stop: stop,
-		pipes: map[string]*pipeState{}, leases: map[*Store]*lease{}, marks: map[*Store]*marks{}, pausedIn: map[*Store]map[string]Pause{}}
+		pipes: map[string]*pipeState{}, leases: map[*Store]*lease{}, marks: map[*Store]*marks{}, pausedIn: map[*Store]map[string]Pause{}, watches: map[string]*pipeWatches{}}
 }
 
 // processAlive reports whether a process of this host runs (signal 0).
@@ -262,6 +271,7 @@ func (s *Scheduler) Tick(ctx context.Context) {
 		}
 		s.takeRequests(ctx, st, now)
 		s.planStore(ctx, st, now)
+		s.checkWatches(ctx, st, now)
 	}
 }
 
@@ -290,9 +300,10 @@ func (s *Scheduler) reload(st *Store) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.marks, st)
-	for _, ps := range s.pipes {
+	for name, ps := range s.pipes {
 		if ps.store == st {
 			ps.loaded = false
+			delete(s.watches, name) // another holder may have judged them meanwhile
 		}
 	}
 }

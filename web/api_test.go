@@ -356,7 +356,7 @@ func TestAPITables(t *testing.T) {
 
 	var ch changesResult
 	e.getJSON("/api/v1/tables/raw.customers/changes?from=2&to=2", &ch)
-	if ch.From != 2 || ch.To != 2 || len(ch.Counts) != 1 || ch.Counts[0].Counts["update_postimage"] != 1 || ch.Counts[0].Counts["insert"] != 1 || len(ch.Rows) != 3 {
+	if ch.From != 2 || ch.To != 2 || len(ch.Counts) != 1 || ch.Counts[0].Counts["update_postimage"] != 1 || ch.Counts[0].Counts["insert"] != 1 || ch.Rows() != 3 {
 		t.Errorf("changes of v2: %+v, want C-1 updated and C-3 inserted", ch)
 	}
 	var all changesResult

@@ -28,12 +28,14 @@ const shopPipeline = `pipeline: shop
 description: "Orders <script>alert('desc')</script> and customers."
 schedule: "0 2 * * *"
 timezone: Europe/Berlin
+deadline: 45m
 params:
   - {name: region, type: string, default: eu}
 warehouse: ./warehouse
 tables:
   raw.customers:
     description: Customers as loaded.
+    freshness: 26h
     columns:
       - {name: customer_id, type: string, nullable: false}
       - {name: name, type: string}
@@ -155,7 +157,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 	}
 	obs := NewObserver()
 	runner := scheduler.NewRunner(scheduler.RunnerConfig{Opener: &testOpener{stores: map[string]objectstore.Store{}}, Logger: quiet, OnChange: obs.RunChanged, EngineInfo: "orchestrator/test"})
-	e.sched = scheduler.New(scheduler.Config{Runner: runner, Logger: quiet, OnSlot: obs.SlotHandled})
+	e.sched = scheduler.New(scheduler.Config{Runner: runner, Logger: quiet, OnSlot: obs.SlotHandled, WatchEvery: time.Nanosecond})
 	ctx := context.Background()
 	if err := e.sched.Set(ctx, specs); err != nil {
 		t.Fatal(err)

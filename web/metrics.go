@@ -101,12 +101,20 @@ var (
 	activeDesc    = prometheus.NewDesc("orchestrator_active_runs", "Runs this process has queued or running, by pipeline and state.", []string{"pipeline", "status"}, nil)
 	pipelinesDesc = prometheus.NewDesc("orchestrator_pipelines_loaded", "Pipelines loaded and scheduled.", nil, nil)
 	leaseDesc     = prometheus.NewDesc("orchestrator_lease_held", "1 when this process holds the scheduler lease of the warehouse.", []string{"warehouse"}, nil)
+	ageDesc       = prometheus.NewDesc("orchestrator_table_data_age_seconds", "Age of the newest commit that changed a table's data (tables with freshness:), when last checked.", []string{"pipeline", "table"}, nil)
+	freshDesc     = prometheus.NewDesc("orchestrator_table_freshness_seconds", "The freshness a pipeline declares for a table.", []string{"pipeline", "table"}, nil)
+	staleDesc     = prometheus.NewDesc("orchestrator_table_stale", "1 while a table's newest data change is older than its freshness.", []string{"pipeline", "table"}, nil)
+	deadlineDesc  = prometheus.NewDesc("orchestrator_pipeline_deadline_seconds", "The deadline a pipeline declares for its scheduled runs.", []string{"pipeline"}, nil)
+	lateDesc      = prometheus.NewDesc("orchestrator_pipeline_late", "1 while a scheduled run has not ended its deadline after its slot.", []string{"pipeline"}, nil)
 )
 
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- activeDesc
 	ch <- pipelinesDesc
 	ch <- leaseDesc
+	for _, d := range []*prometheus.Desc{ageDesc, freshDesc, staleDesc, deadlineDesc, lateDesc} {
+		ch <- d
+	}
 }
 
 func (g *gauges) Collect(ch chan<- prometheus.Metric) {
@@ -136,6 +144,25 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(leaseDesc, prometheus.GaugeValue, v, l.Warehouse)
+	}
+	flag := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	for _, w := range s.Watches("") {
+		if w.Checked.IsZero() {
+			continue // never checked here: no value to tell
+		}
+		if w.Kind == scheduler.WatchDeadline {
+			ch <- prometheus.MustNewConstMetric(deadlineDesc, prometheus.GaugeValue, w.Limit.Seconds(), w.Pipeline)
+			ch <- prometheus.MustNewConstMetric(lateDesc, prometheus.GaugeValue, flag(w.Breached), w.Pipeline)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, w.Age.Seconds(), w.Pipeline, w.Table)
+		ch <- prometheus.MustNewConstMetric(freshDesc, prometheus.GaugeValue, w.Limit.Seconds(), w.Pipeline, w.Table)
+		ch <- prometheus.MustNewConstMetric(staleDesc, prometheus.GaugeValue, flag(w.Breached), w.Pipeline, w.Table)
 	}
 }
 

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"testing"
@@ -127,5 +128,43 @@ func TestLoadProblemsOnePerLine(t *testing.T) {
 	want := `<div class="lines code"><div>/p/bad.yaml:1:1: missing key &#34;stages&#34;</div><div>/p/bad.yaml:2:1: unknown key &#34;schedul&#34;</div></div>`
 	if !strings.Contains(body, want) {
 		t.Errorf("/pipelines lacks the problems one per line:\n%s", body)
+	}
+}
+
+// TestWatchesShown: a table's freshness and a pipeline's deadline show on the pipelines
+// page, the table page, the JSON API and /metrics.
+func TestWatchesShown(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	_, body := e.do(req{path: "/tables/raw.customers"})
+	if !strings.Contains(body, `id="freshness"`) || !strings.Contains(body, "no data written yet (freshness 26h)") {
+		t.Errorf("table page before any run: no freshness shown")
+	}
+	e.run("shop")
+	e.sched.Tick(context.Background())
+	_, body = e.do(req{path: "/pipelines"})
+	for _, want := range []string{`data-watch="deadline"`, "deadline 45m<", "no slot judged yet", `data-watch="raw.customers"`, `class="tag w-ok">fresh</span>`, "last data change v1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/pipelines lacks %q", want)
+		}
+	}
+	_, body = e.do(req{path: "/tables/raw.customers"})
+	if !regexp.MustCompile(`fresh</span> last data change v1 \d+s ago, within 26h`).MatchString(body) {
+		t.Errorf("table page: freshness not shown as fresh at v1")
+	}
+	_, body = e.do(req{path: "/api/v1/pipelines"})
+	if !strings.Contains(body, `"freshness":[{"kind":"freshness","pipeline":"shop","table":"raw.customers"`) || !strings.Contains(body, `"state":"ok"`) {
+		t.Errorf("API: %s", body)
+	}
+	_, body = e.do(req{path: "/metrics"})
+	for _, want := range []string{
+		`orchestrator_table_stale{pipeline="shop",table="raw.customers"} 0`,
+		`orchestrator_table_freshness_seconds{pipeline="shop",table="raw.customers"} 93600`,
+		`orchestrator_table_data_age_seconds{pipeline="shop",table="raw.customers"}`,
+		`orchestrator_pipeline_deadline_seconds{pipeline="shop"} 2700`,
+		`orchestrator_pipeline_late{pipeline="shop"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

@@ -36,6 +36,41 @@ type pipelineView struct {
 	// Paused is the pause of its schedule, if it is paused (its slots are recorded
 	// skipped until it is resumed).
 	Paused *scheduler.Pause `json:"paused,omitempty"`
+	// Deadline is the watch of its deadline (deadline: in its file), if it has one;
+	// Freshness the watches of its tables' freshness.
+	Deadline  *watchView  `json:"deadline,omitempty"`
+	Freshness []watchView `json:"freshness"`
+}
+
+// watchView is a deadline or freshness watch with its state in words.
+type watchView struct {
+	scheduler.Watch
+	Limit string `json:"limit"`
+	State string `json:"state"` // ok, breached, unknown
+	Text  string `json:"text"`
+	// Detail is Text without the state word its tag shows on the pages.
+	Detail string `json:"-"`
+}
+
+func viewOfWatch(w scheduler.Watch) *watchView {
+	v := &watchView{Watch: w, Limit: durationText(w.Limit), State: "ok", Text: w.Text()}
+	if w.Limit%time.Hour != 0 {
+		v.Limit = strings.TrimSuffix(strings.TrimSuffix(v.Limit, "0s"), "0m") // 45m, 1h30m
+	}
+	switch {
+	case w.Breached:
+		v.State = "breached"
+	case w.Checked.IsZero() || w.Error != "" || (w.Kind == scheduler.WatchDeadline && w.Slot.IsZero()):
+		v.State = "unknown"
+	}
+	if w.Error != "" {
+		v.Text += " (last check failed: " + w.Error + ")"
+	}
+	v.Detail = v.Text
+	if _, rest, ok := strings.Cut(v.Text, ": "); ok {
+		v.Detail = rest // "fresh: ...", "late: ...", "deadline 45m: ..."
+	}
+	return v
 }
 
 type paramView struct {
@@ -96,7 +131,14 @@ func (s *Server) pipelineView(ctx context.Context, spec *pipelines.Spec) pipelin
 	v := pipelineView{
 		Name: spec.Name, Description: spec.Description, File: spec.File, Schedule: spec.Schedule,
 		Timezone: spec.Location.String(), Catchup: spec.Catchup, Overlap: spec.Overlap, MaxActiveRuns: spec.MaxActiveRuns,
-		ScheduleWords: "on demand only", Params: []paramView{}, Recent: []runEntry{},
+		ScheduleWords: "on demand only", Params: []paramView{}, Recent: []runEntry{}, Freshness: []watchView{},
+	}
+	for _, w := range s.sched.Watches(spec.Name) {
+		if w.Kind == scheduler.WatchDeadline {
+			v.Deadline = viewOfWatch(w)
+		} else {
+			v.Freshness = append(v.Freshness, *viewOfWatch(w))
+		}
 	}
 	if spec.Cron != nil {
 		v.ScheduleWords = spec.Cron.Describe()

@@ -28,7 +28,7 @@ var staticFS embed.FS
 var openAPIDoc []byte
 
 // page names a template of templates/ (each defines "content"; layout.html wraps it).
-var pageNames = []string{"pipelines", "pipeline", "run", "runs", "rollback", "backfill", "tables", "table", "history", "rows", "changes", "diff", "login", "error"}
+var pageNames = []string{"pipelines", "pipeline", "run", "runs", "rollback", "backfill", "tables", "table", "schema", "history", "rows", "changes", "diff", "login", "error"}
 
 type pageSet map[string]*template.Template
 

@@ -29,12 +29,12 @@ type versionCounts struct {
 
 // changesResult is a table's change feed between two versions.
 type changesResult struct {
-	From    int64     `json:"from"`
-	To      int64     `json:"to"`
-	Columns []colType `json:"columns"`
-	Rows    [][]cell  `json:"rows"`
-	// Types are the rows' change types, in order (the pages colour rows by them).
-	Types []string `json:"-"`
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+	// Parts split the range where the table's schema changed: each part's rows are read
+	// in the schema of its versions (a renamed column under its name then, a dropped one
+	// still there). One part when the schema did not change within the range.
+	Parts []changesPart `json:"parts"`
 	// Counts cover the whole range, also past the limit: counted from the rows when the
 	// page read them all, else taken from each commit's operation metrics
 	// (CountsFromMetrics; a version whose commit has none has no counts). The page
@@ -42,6 +42,29 @@ type changesResult struct {
 	Counts            []versionCounts `json:"counts"`
 	CountsFromMetrics bool            `json:"counts_from_metrics,omitempty"`
 	Truncated         bool            `json:"truncated"`
+}
+
+// changesPart is the change feed of versions From to To, which share one schema.
+type changesPart struct {
+	From    int64     `json:"from"`
+	To      int64     `json:"to"`
+	Columns []colType `json:"columns"`
+	Rows    [][]cell  `json:"rows"`
+	// Types are the rows' change types, in order (the pages colour rows by them).
+	Types []string `json:"-"`
+	// Operation and SchemaChanges say how version From changed the schema (none for the
+	// first part).
+	Operation     string             `json:"operation,omitempty"`
+	SchemaChanges []schemaChangeView `json:"schema_changes,omitempty"`
+}
+
+// Rows counts the rows of every part.
+func (r *changesResult) Rows() int {
+	n := 0
+	for _, p := range r.Parts {
+		n += len(p.Rows)
+	}
+	return n
 }
 
 type changesQuery struct {
@@ -108,14 +131,86 @@ func (s *Server) changes(ctx context.Context, ref *tableRef, cq *changesQuery) (
 	if err != nil {
 		return nil, badRequestf("%v", err)
 	}
-	defer rdr.Release()
-	res := &changesResult{From: rdr.StartVersion(), To: rdr.EndVersion(), Columns: columnsOf(rdr.Schema(), nil), Rows: [][]cell{}, Counts: []versionCounts{}}
+	res := &changesResult{From: rdr.StartVersion(), To: rdr.EndVersion(), Counts: []versionCounts{}}
+	// Each version is read in its own schema: the range is split where the schema changed.
+	var schemas []delta.SchemaVersion
+	if res.From < res.To {
+		if schemas, err = t.SchemaHistoryBetween(ctx, res.From, res.To); err != nil {
+			rdr.Release()
+			return nil, err
+		}
+	}
+	counts := map[int64]*versionCounts{}
+	if len(schemas) <= 1 {
+		err = readChanges(rdr, res, changesPart{From: res.From, To: res.To}, counts, cq.limit)
+		rdr.Release()
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		rdr.Release()
+		for i, sv := range schemas {
+			part := changesPart{From: sv.Version, To: res.To}
+			if i+1 < len(schemas) {
+				part.To = schemas[i+1].Version - 1
+			}
+			if !sv.First {
+				part.Operation = sv.Operation
+				part.SchemaChanges = schemaChangeViews(sv.Changes)
+			}
+			if res.Truncated || part.To < part.From {
+				continue
+			}
+			po := opts
+			po.StartVersion, po.EndVersion, po.StartTime, po.EndTime = &part.From, &part.To, time.Time{}, time.Time{}
+			po.Columns = columnsIn(cq.columns, sv.Schema)
+			prdr, err := t.Changes(ctx, po)
+			if err != nil {
+				return nil, badRequestf("%v", err)
+			}
+			err = readChanges(prdr, res, part, counts, cq.limit)
+			prdr.Release()
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if res.Truncated {
+		counts, err = countsFromMetrics(ctx, t, res.From, res.To)
+		if err != nil {
+			return nil, err
+		}
+		res.CountsFromMetrics = true
+	}
+	for _, vc := range counts {
+		res.Counts = append(res.Counts, *vc)
+	}
+	slices.SortFunc(res.Counts, func(a, b versionCounts) int { return int(a.Version - b.Version) })
+	return res, nil
+}
+
+// columnsIn keeps the asked-for columns that schema has (all of them when none is
+// asked for, or none of them is in it).
+func columnsIn(cols []string, schema *delta.StructType) []string {
+	var out []string
+	for _, c := range cols {
+		if f := schema.Field(c); f != nil {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// readChanges reads a reader's rows into a new part of res (up to the limit of rows
+// of the whole result; then res is Truncated) and counts them by version and type.
+func readChanges(rdr *delta.ChangesReader, res *changesResult, part changesPart, counts map[int64]*versionCounts, limit int) error {
+	part.Columns, part.Rows = columnsOf(rdr.Schema(), nil), [][]cell{}
 	fields := rdr.Schema().Fields()
 	typeCol := slices.IndexFunc(fields, func(f arrow.Field) bool { return f.Name == changeTypeColumn })
 	verCol := slices.IndexFunc(fields, func(f arrow.Field) bool { return f.Name == delta.CommitVersionColumn })
 	tsCol := slices.IndexFunc(fields, func(f arrow.Field) bool { return f.Name == delta.CommitTimestampColumn })
-	counts := map[int64]*versionCounts{}
-read:
+	shown := res.Rows()
+	defer func() { res.Parts = append(res.Parts, part) }()
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
 		types, _ := rec.Column(typeCol).(*array.String)
@@ -139,29 +234,16 @@ read:
 				}
 				vc.Counts[ct]++
 			}
-			if len(res.Rows) == cq.limit {
+			if shown == limit {
 				res.Truncated = true // one row past the page: the rest is not read
-				break read
+				return nil
 			}
-			res.Rows = append(res.Rows, rowCells(rec, r, len(res.Columns)))
-			res.Types = append(res.Types, ct)
+			part.Rows = append(part.Rows, rowCells(rec, r, len(part.Columns)))
+			part.Types = append(part.Types, ct)
+			shown++
 		}
 	}
-	if err := rdr.Err(); err != nil {
-		return nil, err
-	}
-	if res.Truncated {
-		counts, err = countsFromMetrics(ctx, t, res.From, res.To)
-		if err != nil {
-			return nil, err
-		}
-		res.CountsFromMetrics = true
-	}
-	for _, vc := range counts {
-		res.Counts = append(res.Counts, *vc)
-	}
-	slices.SortFunc(res.Counts, func(a, b versionCounts) int { return int(a.Version - b.Version) })
-	return res, nil
+	return rdr.Err()
 }
 
 // countsFromMetrics counts the changes of versions from..to by type from their commits'
@@ -193,19 +275,27 @@ func countsFromMetrics(ctx context.Context, t *delta.Table, from, to int64) (map
 
 // diffResult is the difference of two versions by key.
 type diffResult struct {
-	From           int64     `json:"from"`
-	To             int64     `json:"to"`
-	Keys           []string  `json:"keys"`
-	Added          int       `json:"added"`
-	Removed        int       `json:"removed"`
-	Changed        int       `json:"changed"`
-	ColumnsAdded   []string  `json:"columns_added"`
-	ColumnsDropped []string  `json:"columns_dropped"`
-	Columns        []colType `json:"columns"`
-	Rows           []diffRow `json:"rows"`
-	Truncated      bool      `json:"truncated"`
-	FilesRead      int       `json:"files_read"`
-	RowsRead       int64     `json:"rows_read"`
+	From           int64    `json:"from"`
+	To             int64    `json:"to"`
+	Keys           []string `json:"keys"`
+	Added          int      `json:"added"`
+	Removed        int      `json:"removed"`
+	Changed        int      `json:"changed"`
+	ColumnsAdded   []string `json:"columns_added"`
+	ColumnsDropped []string `json:"columns_dropped"`
+	// ColumnsRenamed are the columns the older version has under another name (the same
+	// column mapping id): compared as one column, shown under the newer name.
+	ColumnsRenamed []renamedColumn `json:"columns_renamed"`
+	Columns        []colType       `json:"columns"`
+	Rows           []diffRow       `json:"rows"`
+	Truncated      bool            `json:"truncated"`
+	FilesRead      int             `json:"files_read"`
+	RowsRead       int64           `json:"rows_read"`
+}
+
+type renamedColumn struct {
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // diffRow is one key that differs: its row before and after, aligned with Columns
@@ -291,7 +381,11 @@ func (s *Server) diff(ctx context.Context, ref *tableRef, dq *diffQuery) (*diffR
 // columns (the dropped ones last), at most limit rows with their cells and keys.
 func diffView(d *delta.Diff, from, to int64, limit int) *diffResult {
 	res := &diffResult{From: from, To: to, Keys: d.Keys, Added: d.Added, Removed: d.Removed, Changed: d.Changed,
-		ColumnsAdded: nonNil(d.AddedColumns), ColumnsDropped: nonNil(d.DroppedColumns), FilesRead: d.FilesRead, RowsRead: d.RowsRead, Rows: []diffRow{}}
+		ColumnsAdded: nonNil(d.AddedColumns), ColumnsDropped: nonNil(d.DroppedColumns), ColumnsRenamed: []renamedColumn{},
+		FilesRead: d.FilesRead, RowsRead: d.RowsRead, Rows: []diffRow{}}
+	for _, r := range d.RenamedColumns {
+		res.ColumnsRenamed = append(res.ColumnsRenamed, renamedColumn{From: r[0], To: r[1]})
+	}
 	if res.Keys == nil {
 		res.Keys = []string{}
 	}

@@ -174,6 +174,9 @@ type rowsResult struct {
 	Rows      [][]cell  `json:"rows"`
 	// Truncated: more rows matched than the limit.
 	Truncated bool `json:"truncated"`
+	// SchemaChangedSince says how the schema changed from this version to the latest
+	// (none: it is the latest's): the rows are shown in this version's own schema.
+	SchemaChangedSince []string `json:"schema_changed_since,omitempty"`
 }
 
 func (s *Server) rows(ctx context.Context, ref *tableRef, rq *rowsQuery) (*rowsResult, error) {
@@ -211,6 +214,11 @@ func (s *Server) rows(ctx context.Context, ref *tableRef, rq *rowsQuery) (*rowsR
 	}
 	defer sc.Release()
 	res := &rowsResult{Version: snap.Version(), Timestamp: snap.Timestamp().UTC(), Columns: columnsOf(sc.Schema(), snap.Schema()), Rows: [][]cell{}}
+	if latest, err := t.Snapshot(ctx); err == nil && latest.Version() != snap.Version() {
+		for _, c := range delta.DiffSchemas(snap.Schema(), latest.Schema()) {
+			res.SchemaChangedSince = append(res.SchemaChangedSince, c.String())
+		}
+	}
 	shown := len(res.Columns)
 	if hidden {
 		shown--

@@ -75,8 +75,17 @@ type tableCache struct {
 	sched *scheduler.Scheduler
 	now   func() time.Time
 
-	mu     sync.Mutex // guards tables
-	tables map[tableKey]*delta.Table
+	mu      sync.Mutex // guards tables and schemas
+	tables  map[tableKey]*delta.Table
+	schemas map[tableKey]*schemaMemo
+}
+
+// schemaMemo is a table's schema history read so far: reading it means reading every
+// commit, so later reads read only the commits since.
+type schemaMemo struct {
+	mu   sync.Mutex // guards upTo and hist
+	upTo int64      // the last version read
+	hist []delta.SchemaVersion
 }
 
 type tableKey struct {
@@ -85,7 +94,7 @@ type tableKey struct {
 }
 
 func newTableCache(sched *scheduler.Scheduler, now func() time.Time) *tableCache {
-	return &tableCache{sched: sched, now: now, tables: map[tableKey]*delta.Table{}}
+	return &tableCache{sched: sched, now: now, tables: map[tableKey]*delta.Table{}, schemas: map[tableKey]*schemaMemo{}}
 }
 
 // quietLog drops delta's warnings about tables read by the pages.
@@ -117,6 +126,45 @@ func (c *tableCache) open(ctx context.Context, ref *tableRef) (*delta.Table, boo
 	c.tables[k] = t
 	c.mu.Unlock()
 	return t, true, nil
+}
+
+// schemaHistory is the schema history of table t (opened for ref) up to version latest:
+// what earlier calls read, and the commits after it.
+func (c *tableCache) schemaHistory(ctx context.Context, ref *tableRef, t *delta.Table, latest int64) ([]delta.SchemaVersion, error) {
+	k := tableKey{t.Store(), ref.decl.Path}
+	c.mu.Lock()
+	m := c.schemas[k]
+	if m == nil {
+		m = &schemaMemo{}
+		c.schemas[k] = m
+	}
+	c.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.hist != nil && latest <= m.upTo:
+	case m.hist != nil:
+		more, err := t.SchemaHistoryBetween(ctx, m.upTo, latest)
+		if err == nil {
+			m.hist, m.upTo = append(m.hist, more[1:]...), latest
+			break
+		}
+		m.hist = nil // the log no longer holds the version read up to: read it all again
+		fallthrough
+	default:
+		hist, err := t.SchemaHistoryBetween(ctx, -1, latest)
+		if err != nil {
+			return nil, err
+		}
+		m.hist, m.upTo = hist, latest
+	}
+	var out []delta.SchemaVersion
+	for _, h := range m.hist {
+		if h.Version <= latest {
+			out = append(out, h)
+		}
+	}
+	return out, nil
 }
 
 // mustOpen opens a declared table that must exist.
@@ -159,6 +207,8 @@ type tableInfo struct {
 	Writers   []string       `json:"writers"`
 	Horizons  *horizonsView  `json:"horizons,omitempty"`
 	Consumers []consumerView `json:"consumers"`
+	// Freshness is the table's freshness watch, when a pipeline declares one.
+	Freshness *watchView `json:"freshness,omitempty"`
 }
 
 type columnView struct {
@@ -202,6 +252,12 @@ func (s *Server) tableInfo(ctx context.Context, ref *tableRef) (*tableInfo, erro
 	for _, st := range ref.spec.Stages {
 		if _, writes := st.Config.Tables(); slices.Contains(writes, ref.Name) {
 			ti.Writers = append(ti.Writers, st.Name)
+		}
+	}
+	for _, w := range s.sched.Watches("") {
+		if w.Kind == scheduler.WatchFreshness && w.Table == ref.Name && slices.Contains(ref.Pipelines, w.Pipeline) {
+			ti.Freshness = viewOfWatch(w)
+			break
 		}
 	}
 	t, ok, err := s.tables.open(ctx, ref)

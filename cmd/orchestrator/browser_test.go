@@ -81,22 +81,17 @@ func copyDir(t *testing.T, from, to string) {
 	}
 }
 
-func TestBrowser(t *testing.T) {
-	chromium := findChromium(t)
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	copyDir(t, filepath.Join("..", "..", "examples", "pipelines", "sales"), filepath.Join(dir, "pipes"))
-	// A file that does not validate shows on the pipelines page with its problem.
-	if err := os.WriteFile(filepath.Join(dir, "pipes", "broken.yaml"), []byte("pipeline: broken\nschedul: daily\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A pipeline whose one stage loads 2 M rows in passes under a small memory budget:
-	// long enough to follow its progress, and to cancel it.
-	writeBigPipeline(t, filepath.Join(dir, "pipes"))
-	srv := startServe(t, bin, filepath.Join(dir, "pipes"), nil)
-	base := "http://" + srv.addr
-	shots := screenshotDir(t)
+// browser is a headless Chromium driven by a test, with the steps the tests take: run
+// actions, evaluate JavaScript, read an element's text, save a screenshot.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+}
 
+// newBrowser starts a headless Chromium for the test, stopped when it ends.
+func newBrowser(t *testing.T, chromium string, timeout time.Duration) *browser {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
@@ -109,55 +104,78 @@ func TestBrowser(t *testing.T) {
 		chromedp.WindowSize(1440, 900),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 4*time.Minute)
-	defer cancelTimeout()
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return &browser{t: t, ctx: ctx, shots: screenshotDir(t)}
+}
 
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
+func (b *browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (b *browser) eval(what, js string) any {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[any](js))
+	if err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// shot saves a screenshot of the whole page in the screenshot folder.
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(b.shots, name), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// text reads what an element shows, in one step (a live part may be replaced between
+// finding a node and reading it).
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function(){ const e = document.querySelector(%q); return e ? e.innerText : "(no element " + %q + ")"; })()`, sel, sel)))
+	if err != nil {
+		b.t.Fatalf("read %s: %v", sel, err)
+	}
+	return v
+}
+
+// wantText checks that an element shows each of wants.
+func (b *browser) wantText(page, sel string, wants ...string) {
+	b.t.Helper()
+	got := b.text(sel)
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			b.t.Errorf("%s: %s shows %q; want %q in it", page, sel, clipText(got), w)
 		}
 	}
-	eval := func(what, js string) any {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
+}
+
+func TestBrowser(t *testing.T) {
+	chromium := findChromium(t)
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	copyDir(t, filepath.Join("..", "..", "examples", "pipelines", "sales"), filepath.Join(dir, "pipes"))
+	// A file that does not validate shows on the pipelines page with its problem.
+	if err := os.WriteFile(filepath.Join(dir, "pipes", "broken.yaml"), []byte("pipeline: broken\nschedul: daily\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(shots, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// text reads what an element shows, in one step (a live part may be replaced
-	// between finding a node and reading it).
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(function(){ const e = document.querySelector(%q); return e ? e.innerText : "(no element " + %q + ")"; })()`, sel, sel)))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return v
-	}
-	wantText := func(page, sel string, wants ...string) {
-		t.Helper()
-		got := text(sel)
-		for _, w := range wants {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: %s shows %q; want %q in it", page, sel, clipText(got), w)
-			}
-		}
-	}
+	// A pipeline whose one stage loads 2 M rows in passes under a small memory budget:
+	// long enough to follow its progress, and to cancel it.
+	writeBigPipeline(t, filepath.Join(dir, "pipes"))
+	srv := startServe(t, bin, filepath.Join(dir, "pipes"), nil, "--watch-every", "1s")
+	base := "http://" + srv.addr
+	b := newBrowser(t, chromium, 4*time.Minute)
+	ctx, run, eval, shot, wantText := b.ctx, b.run, b.eval, b.shot, b.wantText
 
 	// 1. The pipelines page: the schedule in words, no run yet, a Run now button.
 	run("open the pipelines page", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`button[data-run-now="sales"]`)))
@@ -197,8 +215,17 @@ func TestBrowser(t *testing.T) {
 	}
 	wantText("run", "table.stages", "ingest_sales", "merge_customers", "vacuum", "bronze.sales_transactions@v1", "sales.customer@v")
 	shot("02-run.png")
+	// The tables' freshness (read every second here) and the deadline show with the
+	// runs: the sales tables fresh; big's table, never written, stale after its 2s.
+	time.Sleep(2500 * time.Millisecond)
 	run("back to the pipelines", chromedp.Navigate(base+"/pipelines"), chromedp.WaitVisible(chromedp.CSS(`svg.strip rect.st-succeeded`)))
 	wantText("pipelines", "table.pipelines", "succeeded", "manual")
+	wantText("pipelines", `tr[data-pipeline="sales"] [data-watch="bronze.sales_transactions"]`, "fresh", "last data change v", "within 26h")
+	wantText("pipelines", `tr[data-pipeline="sales"] [data-watch="deadline"]`, "deadline 45m")
+	wantText("pipelines", `tr[data-pipeline="big"] [data-watch="raw.big"]`, "stale", "no data written since the watch began")
+	if n := eval("count stale tags", `document.querySelectorAll('tr[data-pipeline="big"] .tag.w-breached').length`); n != 1.0 {
+		t.Errorf("big's stale table: %v red tags, want 1", n)
+	}
 	shot("01-pipelines-after-a-run.png")
 	run("back to the run", chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`svg.gantt`)))
 	if g := eval("read the timeline", `document.querySelector('svg.gantt').textContent`); !strings.Contains(fmt.Sprint(g), "ingest_sales") {
@@ -208,6 +235,7 @@ func TestBrowser(t *testing.T) {
 	// 3. A table: its schema, properties and change feed readers against retention.
 	run("open the table page", chromedp.Navigate(base+"/tables/bronze.sales_transactions"), chromedp.WaitVisible(chromedp.CSS(`table.schema`)))
 	wantText("table", "main", "transaction_id", "decimal(10,2)", "delta.enableChangeDataFeed", "Change feed readers", "capture_sales_history", "safe")
+	wantText("table", "#freshness", "fresh", "last data change v", "within 26h")
 	shot("03-table.png")
 
 	// 4. Its history: every version with the run that wrote it.
@@ -376,7 +404,7 @@ func TestBrowser(t *testing.T) {
 	wantText("cancelled run", "#stage-load", "cancelled")
 	wantText("cancelled run", "#detail-load", "cancelled by web@127.0.0.1")
 	shot("16-cancelled.png")
-	t.Logf("screenshots in %s", shots)
+	t.Logf("screenshots in %s", b.shots)
 	srv.term(t)
 }
 
@@ -401,6 +429,7 @@ func writeBigPipeline(t *testing.T, dir string) {
 description: Two million rows by key, under a small memory budget.
 tables:
   raw.big:
+    freshness: 2s
     columns: [{name: id, type: string}, {name: name, type: string}, {name: city, type: string}, {name: source_file, type: string}, {name: load_timestamp, type: timestamp}]
 stages:
   - {name: load, kind: ingest, source: big/*.csv, target: raw.big, mode: upsert, keys: [id], memory_budget: 16MiB}

@@ -66,6 +66,9 @@ func diffCommand() *command {
 				}
 				defer d.Release()
 				fmt.Fprintf(e.stderr, "table %s v%d → v%d by %s: %d added, %d removed, %d changed\n", t.name, v1, v2, keyText(d.Keys), d.Added, d.Removed, d.Changed)
+				for _, r := range d.RenamedColumns {
+					fmt.Fprintf(e.stderr, "column %s of v%d is %s in v%d (renamed): compared as one column\n", r[0], v1, r[1], v2)
+				}
 				return writeDiff(e, tf.format, d)
 			}
 		},

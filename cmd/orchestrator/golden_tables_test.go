@@ -42,3 +42,18 @@ func TestChangesForeignTables(t *testing.T) {
 		{"foreign_changes_postimages", []string{"table", "changes", filepath.Join(dir, "delta-rs", "cdf-table"), "--from", "0", "--types", "update_postimage", "--format", "json"}, 0},
 	}, scrub)
 }
+
+// TestShowForeignReadTables: `table show --where` on a float column whose stats Spark
+// wrote as float32 text returns the rows Spark returns (f < 0.234 holds for the float
+// 0.234, f = 0.234 for none), a void column shows as null, a partition directory with
+// an unescaped ':' reads (testdata/golden/foreign-read).
+func TestShowForeignReadTables(t *testing.T) {
+	dir := filepath.Join(sharedGoldenDir(t), "foreign-read")
+	inexact := filepath.Join(dir, "data-skipping-inexact-stats")
+	runCases(t, []cliCase{
+		{"foreign_float_lt", []string{"table", "show", inexact, "--where", "as_float < 0.234", "--columns", "id,as_float", "--order-by", "id"}, 0},
+		{"foreign_float_eq", []string{"table", "show", inexact, "--where", "as_float = 0.234 OR as_float = 0.23399999737739563", "--columns", "id,as_float", "--order-by", "id"}, 0},
+		{"foreign_void", []string{"table", "show", filepath.Join(dir, "void-column"), "--order-by", "id"}, 0},
+		{"foreign_colon_partition", []string{"table", "show", filepath.Join(dir, "timestamp-partitioned-table")}, 0},
+	}, scrubDir(dir, "$GOLDEN"))
+}

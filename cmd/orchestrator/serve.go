@@ -54,6 +54,7 @@ func serveCommand() *command {
 			fs.DurationVar(&o.grace, "shutdown-grace", 30*time.Second, "how long running stages get to finish on shutdown")
 			fs.DurationVar(&o.heartbeatTimeout, "heartbeat-timeout", scheduler.DefaultHeartbeatTimeout, "a run whose heartbeat is older is marked interrupted")
 			fs.DurationVar(&o.leaseTTL, "lease-ttl", scheduler.DefaultLeaseTTL, "a silent lease holder loses the lease after this long")
+			fs.DurationVar(&o.watchEvery, "watch-every", scheduler.DefaultWatchEvery, "how often the freshness of tables (freshness: in a pipeline) is read from their logs")
 			fs.StringVar(&o.baseURL, "base-url", "", "the `URL` notifications link runs to (default http://ADDR)")
 			fs.StringVar(&o.tokenFile, "auth-token-file", "", "a `file` holding the token that may view and trigger (else ORCH_AUTH_TOKEN)")
 			fs.StringVar(&o.readTokenFile, "read-token-file", "", "a `file` holding a token that may only view (else ORCH_READ_TOKEN)")
@@ -83,6 +84,7 @@ type serveOptions struct {
 	grace              time.Duration
 	heartbeatTimeout   time.Duration
 	leaseTTL           time.Duration
+	watchEvery         time.Duration
 	s3                 storeurl.Options
 	stage              stageOptions
 }
@@ -167,7 +169,7 @@ func newServeScheduler(e *env, o serveOptions, addr string, logger *slog.Logger,
 	})
 	sched = scheduler.New(scheduler.Config{
 		Runner: runner, Now: e.now, HeartbeatTimeout: o.heartbeatTimeout, LeaseTTL: o.leaseTTL,
-		Addr: addr, Logger: logger, OnSlot: obs.SlotHandled, OnTick: obs.TickDone,
+		Addr: addr, Logger: logger, OnSlot: obs.SlotHandled, OnTick: obs.TickDone, WatchEvery: o.watchEvery,
 	})
 	return runner, sched
 }

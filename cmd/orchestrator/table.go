@@ -28,7 +28,7 @@ const tableArgHelp = "TABLE is a table name declared in the pipeline given with 
 func tableCommand() *command {
 	return &command{
 		name:    "table",
-		summary: "ask a Delta table about its history, rows, changes and properties; vacuum, restore",
+		summary: "ask a Delta table about its history, rows, changes, properties and schema; alter, vacuum, restore",
 		help:    "Inspect and maintain Delta tables.\n\n" + tableArgHelp,
 		subs: []*command{
 			historyCommand(),
@@ -36,6 +36,8 @@ func tableCommand() *command {
 			changesCommand(),
 			diffCommand(),
 			propertiesCommand(),
+			schemaCommand(),
+			alterCommand(),
 			vacuumCommand(),
 			restoreCommand(),
 		},

@@ -74,6 +74,8 @@ func ArrowType(t DataType) (arrow.DataType, error) {
 			return TimestampUTC, nil
 		case TypeTimestampNTZ:
 			return TimestampNTZ, nil
+		case TypeVoid:
+			return arrow.Null, nil
 		case TypeVariant:
 			// Arrow's variant extension type (arrow.parquet.variant) over the
 			// unshredded struct<metadata: binary, value: binary>.
@@ -159,6 +161,8 @@ func DataTypeFromArrow(t arrow.DataType) (DataType, error) {
 		return prim(TypeFloat)
 	case *arrow.BooleanType:
 		return prim(TypeBoolean)
+	case *arrow.NullType:
+		return prim(TypeVoid)
 	case *arrow.Date32Type, *arrow.Date64Type:
 		return prim(TypeDate)
 	case *arrow.TimestampType:

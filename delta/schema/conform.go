@@ -17,8 +17,8 @@ import (
 //   - a column the table lacks is an error (schema evolution is opt-in: Merge first);
 //   - a missing nullable column is filled with nulls; a missing non-nullable one is an error;
 //   - types must match (nested field names and nullability flags may differ; timestamps of
-//     any unit or zone are converted to microseconds); otherwise the error names the column
-//     and both types;
+//     any unit or zone are converted to microseconds; a type the column's widens, as
+//     CanWiden says, is cast); otherwise the error names the column and both types;
 //   - a non-nullable column (or nested field) holding nulls is an error naming it.
 //
 // The caller releases the result.
@@ -87,6 +87,9 @@ func ConformArray(mem memory.Allocator, arr arrow.Array, target arrow.DataType, 
 			got = d.String()
 		}
 		return fmt.Errorf("column %s: table type %s, written type %s", column, dt, got)
+	}
+	if from, err := DataTypeFromArrow(src); err == nil && CanWiden(from, dt) {
+		return Cast(mem, arr, target) // data of a column's type before it was widened
 	}
 	switch t := target.(type) {
 	case *arrow.TimestampType:

@@ -34,12 +34,15 @@ const (
 	TypeTimestampNTZ = "timestamp_ntz"
 	// TypeVariant is semi-structured data (variantType feature): read, never written.
 	TypeVariant = "variant"
+	// TypeVoid is Spark's NullType: a column that is always null. Spark keeps it in the
+	// schema and leaves it out of the data files; so do readers and writers here.
+	TypeVoid = "void"
 )
 
 var primitiveNames = map[string]bool{
 	TypeString: true, TypeLong: true, TypeInteger: true, TypeShort: true, TypeByte: true,
 	TypeFloat: true, TypeDouble: true, TypeBoolean: true, TypeBinary: true, TypeDate: true,
-	TypeTimestamp: true, TypeTimestampNTZ: true, TypeVariant: true,
+	TypeTimestamp: true, TypeTimestampNTZ: true, TypeVariant: true, TypeVoid: true,
 }
 
 // PrimitiveType is one of the Type* names.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -152,5 +153,49 @@ func TestRelabelDeep(t *testing.T) {
 	v := got.(*array.List).ListValues().(*array.Struct).Field(0).(*array.Int64).Value(0)
 	if v != 7 {
 		t.Fatalf("value %d, want 7", v)
+	}
+}
+
+// Data of a type a column was widened from (an older schema's rows written into the
+// widened table) is cast exactly; a narrowing is still refused.
+func TestConformWidens(t *testing.T) {
+	table := &StructType{Fields: []*StructField{
+		{Name: "qty", Type: &PrimitiveType{Name: TypeLong}, Nullable: true},
+		{Name: "amount", Type: &DecimalType{Precision: 14, Scale: 2}, Nullable: true},
+	}}
+	target, err := ArrowSchema(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb := array.NewInt32Builder(memory.DefaultAllocator)
+	qb.AppendValues([]int32{7, -2147483648}, nil)
+	q := qb.NewArray()
+	defer q.Release()
+	db := array.NewDecimal128Builder(memory.DefaultAllocator, &arrow.Decimal128Type{Precision: 10, Scale: 2})
+	db.Append(decimal128.FromI64(12345))
+	db.Append(decimal128.FromI64(-99999999))
+	d := db.NewArray()
+	defer d.Release()
+	in := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{
+		{Name: "qty", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true},
+	}, nil), []arrow.Array{q, d}, 2)
+	defer in.Release()
+	out, err := Conform(memory.DefaultAllocator, in, table, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Release()
+	qs := out.Column(0).(*array.Int64)
+	ds := out.Column(1).(*array.Decimal128)
+	if qs.Value(0) != 7 || qs.Value(1) != -2147483648 || ds.ValueStr(0) != "123.45" || ds.ValueStr(1) != "-999999.99" {
+		t.Fatalf("widened %v %v", qs, ds)
+	}
+	narrow := &StructType{Fields: []*StructField{{Name: "qty", Type: &PrimitiveType{Name: TypeShort}, Nullable: true}}}
+	nt, _ := ArrowSchema(narrow)
+	in2 := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "qty", Type: arrow.PrimitiveTypes.Int32, Nullable: true}}, nil), []arrow.Array{q}, 2)
+	defer in2.Release()
+	if _, err := Conform(memory.DefaultAllocator, in2, narrow, nt); err == nil {
+		t.Fatal("an int written into a short column was accepted")
 	}
 }

@@ -99,7 +99,7 @@ func (s *csvSource) readHeader() error {
 		if si < 0 {
 			s.fileCols = append(s.fileCols, -1)
 			if !s.opts.IgnoreExtraColumns {
-				problems = append(problems, fmt.Sprintf("header column %q (%d) is not in the schema", n, i+1))
+				problems = append(problems, fmt.Sprintf("header column %q (%d) is not declared: declare it on the table ({name: %s, type: string}, or its type) or remove it from the file", n, i+1, n))
 			}
 		} else {
 			if prev, dup := seen[si]; dup {
@@ -114,7 +114,7 @@ func (s *csvSource) readHeader() error {
 	for si := range seen {
 		present[si] = true
 	}
-	fill, missing := checkMissing(s.opts.Schema, present, s.opts.AllowMissingColumns, "header")
+	fill, missing := checkMissing(s.opts.Schema, present, s.opts, "header")
 	if len(problems) > 0 {
 		if missing != "" {
 			problems = append(problems, missing)

@@ -157,7 +157,7 @@ func TestCSVErrors(t *testing.T) {
 		{"junk after quote", []string{"a string", "b string"}, nil, "a,b\n\"x\"y,1\n", `f.csv:2: field 1: 'y' after the closing quote`},
 		{"bare quote", []string{"a string"}, nil, "a\nx\"y\n", `f.csv:2: field 1: quote inside an unquoted field (quote the whole field and double the quote)`},
 		{"invalid utf8", []string{"a string"}, nil, "a\n\xff\n", `f.csv:2: column a (1): "\xff" is not a string: invalid UTF-8`},
-		{"unknown column", []string{"a string"}, nil, "a,b\nx,y\n", `decode f.csv:1: header column "b" (2) is not in the schema`},
+		{"unknown column", []string{"a string"}, nil, "a,b\nx,y\n", `decode f.csv:1: header column "b" (2) is not declared: declare it on the table ({name: b, type: string}, or its type) or remove it from the file`},
 		{"missing required column", []string{"a string", "id long!"}, func(o *Options) { o.AllowMissingColumns = true }, "a\nx\n",
 			`decode f.csv: header lacks the declared column id (long, not nullable); add it to the file (allow_missing_columns fills only nullable columns with NULL)`},
 		{"duplicate header", []string{"a string"}, nil, "a,A\nx,y\n", `decode f.csv:1: header columns "a" and "A" (2) both name column a`},

@@ -37,7 +37,7 @@ func TestCSVMissingColumns(t *testing.T) {
 			`decode f.csv: header lacks the declared column id (long, not nullable); add it to the file (allow_missing_columns fills only nullable columns with NULL)`,
 			nil, nil},
 		{"with other header problems", []string{"id long", "email string"}, nil, "id,e_mail\n1,x\n",
-			`decode f.csv:1: header column "e_mail" (2) is not in the schema; header lacks the declared column email (string); add it to the file, or set allow_missing_columns: true on the stage to fill it with NULL`,
+			`decode f.csv:1: header column "e_mail" (2) is not declared: declare it on the table ({name: e_mail, type: string}, or its type) or remove it from the file; header lacks the declared column email (string); add it to the file, or set allow_missing_columns: true on the stage to fill it with NULL`,
 			nil, nil},
 		{"allowed", []string{"id long", "email string", "n long", "city string"}, allow, "CITY,id\nParis,1\nRome,2\n",
 			"", []string{"1|∅|∅|Paris", "2|∅|∅|Rome"}, []string{"email", "n"}},

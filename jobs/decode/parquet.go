@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
@@ -67,7 +68,7 @@ func (s *parquetSource) open(ctx context.Context) error {
 	for di, fi := range fileIdx {
 		present[di] = fi >= 0
 	}
-	fill, missing := checkMissing(s.opts.Schema, present, s.opts.AllowMissingColumns, "file")
+	fill, missing := checkMissing(s.opts.Schema, present, s.opts, "file")
 	if missing != "" {
 		problems = append(problems, missing)
 	}
@@ -124,7 +125,11 @@ func (s *parquetSource) matchColumns(fr *pqarrow.FileReader) (fileIdx, leaves []
 		di := s.opts.Schema.FieldIndex(name)
 		if di < 0 {
 			if !s.opts.IgnoreExtraColumns {
-				problems = append(problems, fmt.Sprintf("file column %s is not in the schema", name))
+				typ := "its type"
+				if dt, err := dschema.DataTypeFromArrow(mf.Field.Type); err == nil {
+					typ = dt.String()
+				}
+				problems = append(problems, fmt.Sprintf("file column %s is not declared: declare it on the table ({name: %s, type: %s}) or remove it from the file", name, name, typ))
 			}
 			continue
 		}

@@ -115,7 +115,7 @@ func TestParquetErrors(t *testing.T) {
 		want string
 	}{
 		{"extra column", data, []string{"a long", "d decimal(10,3)", "ts timestamp", "s string"},
-			"decode f.csv: file column extra is not in the schema"},
+			"decode f.csv: file column extra is not declared: declare it on the table ({name: extra, type: "},
 		{"narrowing", data, []string{"a short", "d decimal(4,2)", "ts timestamp_ntz", "s long", "extra long", "req string!"},
 			"decode f.csv: column a (1): file type int32 cannot be read as short (int16): narrower integer; " +
 				"column d (2): file type decimal(5, 2) cannot be read as decimal(4,2) (decimal(4, 2)): 3 integer digits do not fit in 2; " +

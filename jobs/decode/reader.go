@@ -79,6 +79,10 @@ type Options struct {
 	Schema              *dschema.StructType
 	IgnoreExtraColumns  bool
 	AllowMissingColumns bool
+	// AddedLater names declared nullable columns the table gained after the file was
+	// written: a file lacking one is read with it all null, as AllowMissingColumns does
+	// for every nullable column.
+	AddedLater []string
 	// LineColumn, if set, names one more column at the end of every batch, after the
 	// declared ones: int64, not nullable, where each row comes from. For CSV and NDJSON
 	// it is the 1-based physical line of the file where the record starts, counting the

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -27,14 +28,14 @@ func arrowSchema(st *dschema.StructType) (*arrow.Schema, error) {
 // (present[i] false; what says where they are missing from: "header", "file"). It returns
 // the columns to fill with nulls, and a problem naming every column that makes the file
 // an error: all missing ones, or with allow only those that are not nullable.
-func checkMissing(st *dschema.StructType, present []bool, allow bool, what string) (fill []string, problem string) {
+func checkMissing(st *dschema.StructType, present []bool, opts *Options, what string) (fill []string, problem string) {
 	var names []string
 	required := false
 	for i, f := range st.Fields {
 		if present[i] {
 			continue
 		}
-		if allow && f.Nullable {
+		if f.Nullable && (opts.AllowMissingColumns || slices.ContainsFunc(opts.AddedLater, func(c string) bool { return strings.EqualFold(c, f.Name) })) {
 			fill = append(fill, f.Name)
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -67,6 +68,17 @@ func New(cfg Config) (*Store, error) {
 
 // Dir returns the absolute root directory.
 func (s *Store) Dir() string { return s.dir }
+
+// URI returns file:///dir/key (objectstore.Locator).
+func (s *Store) URI(key string) string {
+	p := filepath.ToSlash(s.dir)
+	if key != "" {
+		p = strings.TrimSuffix(p, "/") + "/" + key
+	}
+	return (&url.URL{Scheme: "file", Path: p}).String()
+}
+
+var _ objectstore.Locator = (*Store)(nil)
 
 // Close releases the directory handle. The store must not be used afterwards.
 func (s *Store) Close() error { return s.root.Close() }

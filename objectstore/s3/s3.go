@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -46,6 +47,13 @@ const (
 )
 
 func (s *Store) name(key string) string { return s.prefix + key }
+
+// URI returns s3://bucket/prefix/key (objectstore.Locator).
+func (s *Store) URI(key string) string {
+	return (&url.URL{Scheme: "s3", Host: s.bucket, Path: "/" + strings.TrimSuffix(s.prefix+key, "/")}).String()
+}
+
+var _ objectstore.Locator = (*Store)(nil)
 
 // fail wraps err for op on key, turning "no such key" into objectstore.ErrNotExist.
 func (s *Store) fail(op, key string, err error) error {

@@ -56,3 +56,25 @@ func URI(rawURL string) string {
 	}
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 }
+
+// Parts splits a location into its scheme ("file", "s3" or "mem"), its authority (the
+// bucket, or the in-memory store's name; "" for a directory) and its path (the absolute
+// directory, with slashes, or the key prefix without leading or trailing slash): what a
+// naming convention of datasets (OpenLineage's) is made of.
+func Parts(rawURL string) (scheme, authority, path string, err error) {
+	loc, err := parse(rawURL)
+	if err != nil {
+		return "", "", "", err
+	}
+	switch loc.scheme {
+	case local:
+		abs, err := filepath.Abs(loc.dir)
+		if err != nil {
+			return "", "", "", err
+		}
+		return "file", "", filepath.ToSlash(abs), nil
+	case s3Bucket:
+		return "s3", loc.bucket, loc.path, nil
+	}
+	return "mem", loc.name, loc.path, nil
+}
