@@ -468,57 +468,36 @@ func copyConfig(c map[string]string) map[string]string {
 	return out
 }
 
-// NonAdditiveChanges lists the columns renamed, dropped or given another type by the
-// commits of versions from+1 through to (top-level columns, matched by column mapping
-// id, else by name), each as a SchemaStep (OpRenameColumn, the new name, "from OLD at
-// version V"; OpDropColumns, the dropped name, "at version V"; OpChangeColumn, "integer
-// to long at version V"), oldest first. Spark's table_changes refuses a range with any of
-// them (DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA); ours reads it, matching columns
-// by their ids and widening older files.
-func (t *Table) NonAdditiveChanges(ctx context.Context, from, to int64) ([]SchemaStep, error) {
+// NonAdditiveChanges lists the versions from+1 through to whose commits renamed,
+// dropped or retyped a column (widened or otherwise), each with those changes only
+// (SchemaHistoryBetween's), oldest first. Spark's table_changes refuses a range with any
+// of them (DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA); ours reads it, matching
+// columns by their ids and widening older files. Columns added, NOT NULL dropped and
+// column mapping turned on are not listed.
+func (t *Table) NonAdditiveChanges(ctx context.Context, from, to int64) ([]SchemaVersion, error) {
 	if to <= from {
 		return nil, nil
 	}
-	snap, err := t.SnapshotAt(ctx, from)
+	hist, err := t.SchemaHistoryBetween(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
-	prev := snap.Schema()
-	var out []SchemaStep
-	err = t.forEachCommit(ctx, from+1, to, func(v int64, acts []Action) error {
-		for _, a := range acts {
-			if a.MetaData == nil {
-				continue
-			}
-			next, err := tableSchema(a.MetaData)
-			if err != nil {
-				return fmt.Errorf("version %d: %w", v, err)
-			}
-			for _, f := range prev.Fields {
-				var now *StructField
-				if id, ok := columnID(f); ok {
-					for _, g := range next.Fields {
-						if gid, ok := columnID(g); ok && gid == id {
-							now = g
-						}
-					}
-				} else {
-					now = next.Field(f.Name)
-				}
-				switch {
-				case now == nil:
-					out = append(out, SchemaStep{Op: OpDropColumns, Column: f.Name, Detail: fmt.Sprintf("at version %d", v)})
-					continue
-				case now.Name != f.Name:
-					out = append(out, SchemaStep{Op: OpRenameColumn, Column: now.Name, Detail: fmt.Sprintf("from %s at version %d", f.Name, v)})
-				}
-				if now.Type.String() != f.Type.String() {
-					out = append(out, SchemaStep{Op: OpChangeColumn, Column: now.Name, Detail: fmt.Sprintf("%s to %s at version %d", f.Type, now.Type, v)})
-				}
-			}
-			prev = next
+	var out []SchemaVersion
+	for _, sv := range hist {
+		if sv.First || sv.Version <= from {
+			continue
 		}
-		return nil
-	})
-	return out, err
+		var kept []SchemaChange
+		for _, c := range sv.Changes {
+			switch c.Kind {
+			case ColumnDropped, ColumnRenamed, ColumnWidened, ColumnRetyped:
+				kept = append(kept, c)
+			}
+		}
+		if len(kept) > 0 {
+			sv.Changes = kept
+			out = append(out, sv)
+		}
+	}
+	return out, nil
 }

@@ -58,10 +58,10 @@ func TestSparkRefusesFeedAcrossRename(t *testing.T) {
 		refusal string
 	}{
 		{"capture across the rename", &jobs.Plan{Capture: &jobs.CapturePlan{Source: src, From: 1, Through: 3}},
-			"the change feed of staging.customers versions 1..3 crosses RENAME COLUMN full_name (from name at version 2)"},
+			"the change feed of staging.customers versions 1..3 crosses renamed name to full_name at version 2"},
 		{"capture after it", &jobs.Plan{Capture: &jobs.CapturePlan{Source: src, From: 2, Through: 3}}, ""},
 		{"merge of the feed across it", &jobs.Plan{Merge: &jobs.MergePlan{Source: src, SourceChanges: true, From: 3, Through: 3, PriorFrom: 1}},
-			"versions 1..3 crosses RENAME COLUMN"},
+			"versions 1..3 crosses renamed name to full_name"},
 		{"merge of a snapshot", &jobs.Plan{Merge: &jobs.MergePlan{Source: src, From: 1, Through: 3, PriorFrom: -1}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -254,14 +254,16 @@ func checkFeedRanges(ctx context.Context, p *jobs.Plan, env *jobs.Env) error {
 		if err != nil {
 			return fmt.Errorf("table %s: %w", f.src.Name, err)
 		}
-		steps, err := tbl.NonAdditiveChanges(ctx, f.from, f.until)
+		versions, err := tbl.NonAdditiveChanges(ctx, f.from, f.until)
 		if err != nil {
 			return fmt.Errorf("table %s: %w", f.src.Name, err)
 		}
-		if len(steps) > 0 {
+		if len(versions) > 0 {
 			var what []string
-			for _, s := range steps {
-				what = append(what, s.String())
+			for _, sv := range versions {
+				for _, c := range sv.Changes {
+					what = append(what, fmt.Sprintf("%s at version %d", c, sv.Version))
+				}
 			}
 			return fmt.Errorf("the change feed of %s versions %d..%d crosses %s, which Spark's table_changes cannot read across; run this stage with engine: local (it reads such a feed exactly)",
 				f.src.Name, f.from, f.until, strings.Join(what, ", "))
