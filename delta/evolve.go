@@ -471,7 +471,7 @@ func copyConfig(c map[string]string) map[string]string {
 // NonAdditiveChanges lists the versions from+1 through to whose commits renamed,
 // dropped or retyped a column (widened or otherwise), each with those changes only
 // (SchemaHistoryBetween's), oldest first. Spark's table_changes refuses a range with any
-// of them (DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA); ours reads it, matching
+// of them (DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE or _DATA_SCHEMA); ours reads it, matching
 // columns by their ids and widening older files. Columns added, NOT NULL dropped and
 // column mapping turned on are not listed.
 func (t *Table) NonAdditiveChanges(ctx context.Context, from, to int64) ([]SchemaVersion, error) {

@@ -231,7 +231,7 @@ func (e *SparkExecutor) execute(ctx context.Context, s *sparkconnect.Session, t 
 
 // checkFeedRanges refuses, with its reason, a plan whose SQL reads a change feed across a
 // column renamed, dropped or widened in its range: Spark's table_changes refuses such a
-// range (DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA), while the local engine reads
+// range (DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE or _DATA_SCHEMA), while the local engine reads
 // it exactly, matching columns by their ids and widening older files.
 func checkFeedRanges(ctx context.Context, p *jobs.Plan, env *jobs.Env) error {
 	type feed struct {
