@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/cron"
 	"github.com/orchestrator-io/orchestrator/internal/lease"
 	"github.com/orchestrator-io/orchestrator/pipelines"
-	"github.com/orchestrator-io/orchestrator/scheduler/cron"
 )
 
 // Config configures a Scheduler.
