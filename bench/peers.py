@@ -153,8 +153,8 @@ def scan_deltars(table):
 # Change detection is null-safe (IS DISTINCT FROM).
 SCD2_SQL = """
 COPY (
-WITH c AS (SELECT * FROM read_parquet('{dir}/changes.parquet')),
-d AS (SELECT * FROM read_parquet('{dir}/dim.parquet')),
+WITH c AS (SELECT * FROM read_parquet({changes})),
+d AS (SELECT * FROM read_parquet({dim})),
 cur AS (SELECT customer_sk, customer_id, city, segment FROM d WHERE is_current),
 j AS (
   SELECT c.*, cur.customer_sk AS cur_sk,
@@ -176,8 +176,14 @@ UNION ALL
 SELECT mx.m + row_number() OVER (ORDER BY customer_id), customer_id, name, city, segment, updated_at,
        CAST(TIMESTAMPTZ '9999-12-31 00:00:00+00' AS TIMESTAMPTZ), true
 FROM ins, mx
-) TO '{dir}/duckdb-dim.parquet' (FORMAT parquet)
+) TO '{out}' (FORMAT parquet)
 """
+
+
+def scd2_sql(changes, dim, out):
+    """SCD2_SQL over the given Parquet files (lists of paths or globs)."""
+    lit = lambda paths: "[" + ", ".join("'" + p + "'" for p in paths) + "]"
+    return SCD2_SQL.format(changes=lit(changes), dim=lit(dim), out=out)
 
 
 def scd2_duckdb(d):
@@ -188,10 +194,29 @@ def scd2_duckdb(d):
     con.execute("SET preserve_insertion_order = false")
     changes = con.execute(f"SELECT count(*) FROM '{d}/changes.parquet'").fetchone()[0]
     t0 = start()
-    con.execute(SCD2_SQL.format(dir=d))
+    con.execute(scd2_sql([f"{d}/changes.parquet"], [f"{d}/dim.parquet"], f"{d}/duckdb-dim.parquet"))
     secs, cpu = since(t0)
     total = con.execute(f"SELECT count(*) FROM '{d}/duckdb-dim.parquet'").fetchone()[0]
     emit(secs, changes, f"dimension now {total} rows; read dim+changes Parquet, write the new dimension Parquet", cpu=cpu)
+
+
+def extract_duckdb(d, dim, *changes):
+    """The extract case's merge in SQL: the day's extract (the Parquet files its append
+    added to the staging table, which our stage reads as the change feed) into the
+    dimension (its data files, a glob), written as a new dimension Parquet file."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    con.execute("SET preserve_insertion_order = false")
+    rows = con.execute(f"SELECT count(*) FROM read_parquet({list(changes)!r})").fetchone()[0]
+    out = os.path.join(d, "duckdb-dim.parquet")
+    t0 = start()
+    con.execute(scd2_sql(list(changes), [dim], out))
+    secs, cpu = since(t0)
+    total, current = con.execute(f"SELECT count(*), count(*) FILTER (WHERE is_current) FROM '{out}'").fetchone()
+    os.remove(out)
+    emit(secs, rows, f"dimension now {total} rows ({current} current); read the dimension's and the extract's Parquet, write the new dimension Parquet", cpu=cpu)
 
 
 def scd2_deltars_setup(d):
@@ -314,6 +339,7 @@ CASES = {
     "scan-deltars": scan_deltars,
     "logload-deltars": logload_deltars,
     "scd2-duckdb": scd2_duckdb,
+    "extract-duckdb": extract_duckdb,
     "scd2-deltars-setup": scd2_deltars_setup,
     "scd2-deltars": scd2_deltars,
     "snapshot-duckdb": snapshot_duckdb,

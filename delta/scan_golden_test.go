@@ -127,6 +127,13 @@ func readExpected(t *testing.T, dir string, _ []arrow.RecordBatch, snap *Snapsho
 	if err != nil {
 		t.Fatal(err)
 	}
+	return readExpectedAs(t, dir, target)
+}
+
+// readExpectedAs reads the expected Parquet files in dir and casts their columns, matched
+// by name, to target's (a column the files lack reads as nulls).
+func readExpectedAs(t *testing.T, dir string, target *arrow.Schema) []arrow.RecordBatch {
+	t.Helper()
 	var files []string
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".parquet") {

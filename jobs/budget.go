@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // DefaultMemoryBudget is the memory budget of an ingest in upsert or snapshot mode, an
@@ -84,6 +86,29 @@ func (e *Env) budget(own ByteSize) int64 {
 	return int64(DefaultMemoryBudget)
 }
 
-// workingSet is how much live data a stage plans to hold under budget: a half, since
-// the Go heap grows to about twice its live data before it is collected (GOGC=100).
-func workingSet(budget int64) int64 { return budget / 2 }
+// keyedRun starts the keyed run (jobs/internal/keyed) of a stage whose config's budget
+// is own: its working set, spill directory and progress; the budget counts in the
+// process's memory limit until end is called, which also removes the spill files.
+func (e *Env) keyedRun(own ByteSize) (run *keyed.Run, end func()) {
+	budget := e.budget(own)
+	release := keyed.HoldBudget(budget)
+	run = &keyed.Run{Limit: keyed.WorkingSet(budget), SpillDir: e.SpillDir,
+		OnPass: func(pass, passes int) { reportPass(e, pass, passes) },
+		OnPart: func(parts int) { reportPart(e, parts) }}
+	return run, func() {
+		run.Close()
+		release()
+	}
+}
+
+// heldAfterRead is told, for a keyed run whose batch stayed in memory, what its live pass
+// held by the stage's estimates once the input was read, and its rows (a benchmark
+// compares it with the heap the run took).
+var heldAfterRead = func(kind string, held, rows int64) {}
+
+// noteHeld tells heldAfterRead of batch (nothing when it went to spill files).
+func noteHeld(kind string, batch *keyed.Batch) {
+	if live := batch.Live(); live != nil {
+		heldAfterRead(kind, live.Held(), batch.Rows())
+	}
+}

@@ -60,6 +60,12 @@ func TestBudgetHeapStaysUnderBudget(t *testing.T) {
 	if testing.Short() {
 		testenv.Unavailable(t, "merges 200,000 events twice, which -short leaves out")
 	}
+	if raceEnabled {
+		// The race detector's instrumentation slows the program and the collector
+		// unevenly, so the heap between two collections is no measure of the budget:
+		// scripts/test.sh runs this test without it (run_properties).
+		t.Skip("heap bounds are measured without -race (scripts/test.sh run_properties)")
+	}
 	const n = 200_000
 	const budget = 48 << 20
 	env, stage := extractEnv(t, n)

@@ -20,18 +20,28 @@
 //     difference refuses the table with a *DifferenceError naming each difference and
 //     what converges it, before anything is written.
 //
-// Memory is bounded by a budget, not by the batch (budget.go, spill.go, merge_parts.go).
 // The stages that hold a batch by key (upsert and snapshot ingest, scd1_merge,
-// scd2_merge) work in memory while what they hold stays within half their budget
-// (memory_budget, else Env.MemoryBudget, else 1 GiB; the Go heap grows to twice its live
-// data). A larger batch is set aside as it is read, in local spill files (Arrow IPC, in
-// a private directory under Env.SpillDir removed on every way out), by key hash range;
-// so is what the stage reads of the target. Each pass then takes as many consecutive
-// ranges as fit and runs the in-memory code on them: a key's events and stored rows are
-// all in one range, so each key is decided exactly as in memory. The passes' MERGE
-// source rows go to spill files too, and one MERGE in parts (delta.MergeInParts) applies
-// them in ONE commit with the stage's txn: the matched rows file by file, then the
-// inserts in the order the in-memory MERGE inserts them, so identity values, rows, the
-// change feed and the event log are the in-memory path's, and exactly-once holds as it
-// does there. A batch that fits takes the in-memory path unchanged.
+// scd2_merge) run one loop, the keyed run (package jobs/internal/keyed): the input is
+// read once into a keyed batch, the target side is read, the stage's own pass body
+// decides the keys of each pass and gives its MERGE source to one sink, and ONE commit
+// (delta.MergeInParts, with the stage's txn; an upsert without sequence_by commits
+// each file) ends it. In memory is the ordinary case: one pass over every key range,
+// the batch as it was read and the live scan of the target, one MERGE part. Memory is
+// bounded by a budget (memory_budget, else Env.MemoryBudget, else 1 GiB): a batch that
+// would hold more hands what it holds to local spill files (Arrow IPC, in a private
+// directory under Env.SpillDir removed on every way out) by key hash range and carries
+// on; the target is then set aside once by range, and each pass takes as many
+// consecutive ranges as fit. A key's events and stored rows are all in one range, so
+// each key is decided as in memory; the passes' MERGE source rows go to spill files
+// and are merged in parts (the matched rows file by file, then the inserts in the
+// order one MERGE of the batch inserts them), so identity values, rows, the change
+// feed and the event log are the in-memory ones, and exactly-once holds as it does
+// there. No stage reads its input twice. The run reports each pass over spill files and
+// each MERGE part as progress (Env.Progress); its spill directory names its owner
+// (internal/spilldir), so one a killed process left is swept. The first snapshot into
+// an empty table checks its keys on the same loop and appends its rows as they are
+// decoded. A budget is spent only as the batch needs it: the stages' estimates of what
+// a held row costs are measured (BenchmarkHeldRowCost), and a pass plans to hold three
+// quarters of the budget, the process's memory limit keeping the garbage within the
+// rest.
 package jobs

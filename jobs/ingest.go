@@ -52,6 +52,9 @@ func (s *Ingest) Run(ctx context.Context, env *Env) (Result, error) {
 	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
 }
 
+// keyed reports whether the stage holds its rows by key (upsert and snapshot modes).
+func (s *Ingest) keyed() bool { return s.cfg.Mode == "upsert" || s.cfg.Mode == "snapshot" }
+
 func (s *Ingest) sourceFileColumn() string { return or(s.cfg.SourceFileColumn, "source_file") }
 func (s *Ingest) loadTimeColumn() string   { return or(s.cfg.LoadTimestampColumn, "load_timestamp") }
 
@@ -114,11 +117,9 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	reportFiles(env, todo)
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
-	// Rows count as written as they are decoded; a failed run reports only what it
-	// committed: the files before the failing one of an upsert, nothing of an append.
-	if s.cfg.Mode == "snapshot" || s.cfg.Mode == "upsert" {
-		defer holdBudget(env.budget(s.cfg.MemoryBudget))()
-	}
+	// An append's rows count as written as they are decoded, a keyed ingest's when its
+	// MERGE writes them; a failed run reports only what it committed: the files before
+	// the failing one of an upsert, nothing of an append.
 	if s.cfg.Mode == "snapshot" {
 		err = s.loadSnapshot(ctx, env, decl, tbl, todo, loadTime, &res)
 	} else if s.cfg.Mode == "upsert" {
@@ -266,6 +267,7 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 		return nil, err
 	}
 	defer done()
+	openedSource(f.Name)
 	var bad []*badRecord
 	opts, target, err := s.decodeOptions(snap.Schema(), format, extras, func(e *decode.Error) {
 		bad = append(bad, &badRecord{file: f.Name, err: e})
@@ -293,7 +295,9 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 			return nil, err // emit's errors name the file
 		}
 		res.RowsRead += n
-		res.RowsWritten += n
+		if !s.keyed() { // (a keyed ingest's rows count as written when its MERGE writes them)
+			res.RowsWritten += n
+		}
 		report(env, res.RowsRead, res.RowsWritten)
 	}
 	if err := rd.Err(); err != nil {

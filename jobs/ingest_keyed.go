@@ -1,9 +1,7 @@
 package jobs
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,7 +13,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
-	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
+	"github.com/orchestrator-io/orchestrator/jobs/decode"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // Upsert mode (snapshot mode is ingest_snapshot.go). A run decodes its new files first,
@@ -40,12 +40,12 @@ const (
 	deleteColumn = "_orchestrator_delete"
 )
 
-// keyedFile is one decoded source file of a keyed ingest: the idx-th of the run.
+// keyedFile is one source file of a keyed ingest: the idx-th of the run, and the bad
+// records the decoder skipped in it.
 type keyedFile struct {
-	f    *sourceFile
-	idx  int
-	recs []arrow.RecordBatch
-	bad  []*badRecord
+	f   *sourceFile
+	idx int
+	bad []*badRecord
 }
 
 // rowProblem is what is wrong with a decoded row (its key twice, a null sequence), with
@@ -64,7 +64,15 @@ func (p *rowProblem) before(q *rowProblem) bool {
 	return q == nil || p.file < q.file || p.file == q.file && p.line < q.line
 }
 
-// keyedRun is the decoded files of a keyed run and where their columns are.
+// The columns a keyed ingest adds to a decoded record (the table's columns, the file
+// columns delete_when reads, lineColumn) in its batch form: deleteColumn, then the index
+// of its file in the run and each row's order in the run.
+const (
+	runFileColumn = "_orchestrator_run_file"
+	ordColumn     = "_orchestrator_ord"
+)
+
+// keyedRun is a keyed run's files and where the columns of its batch form are.
 type keyedRun struct {
 	seqName string
 	files   []*keyedFile
@@ -73,119 +81,88 @@ type keyedRun struct {
 	dataCol []int // table columns compared for equality (lineage aside)
 	lineCol int
 	delCol  int
+	fileCol int
+	ordCol  int
+	nsource int // the leading columns that make a MERGE source row (the marked record)
+	schema  *arrow.Schema
 }
 
-func (r *keyedRun) release() {
-	for _, kf := range r.files {
-		releaseRecords(kf.recs)
-	}
-}
-
-// loadKeyed runs an upsert ingest of files.
+// loadKeyed runs an upsert ingest of files: they are decoded once into the keyed batch
+// (jobs/internal/keyed; without sequence_by each file is a group of its own, merged in
+// its own commit), every file is checked before anything is written, then each group is
+// merged: its rows folded by key (without sequence_by: checked), the standing rows
+// matched by place with the table's rows of their keys, ONE commit per group.
 func (s *Ingest) loadKeyed(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, files []*sourceFile, loadTime time.Time, res *Result) error {
 	snap, err := tbl.Snapshot(ctx)
 	if err != nil {
 		return err
 	}
-	committed := res.RowsWritten
-	limit := workingSet(env.budget(s.cfg.MemoryBudget))
-	run, err := s.decodeKeyed(ctx, env, snap, files, loadTime, limit, res)
-	// Rows count as written when a commit writes them (the MERGE's counts).
-	res.RowsWritten = committed
-	if errors.Is(err, errOverBudget) {
-		// Too large for memory: decode again into spill files and work in passes.
-		return s.loadKeyedSpilled(ctx, env, decl, tbl, files, loadTime, limit, res)
-	}
+	kr, end := env.keyedRun(s.cfg.MemoryBudget)
+	defer end()
+	run, schema, err := s.keyedForm(snap)
 	if err != nil {
 		return err
 	}
-	defer run.release()
-	fail := func(err error) error {
-		res.RowsWritten = committed
+	grouped := s.cfg.SequenceBy == ""
+	live := &recordHolder{perRow: keyedRowCost, byteFactor: 3}
+	opts := keyed.BatchOptions{Keys: run.keyCols}
+	if grouped {
+		opts.Groups, opts.Group = len(files), func(rec arrow.RecordBatch) int { return int(fileOf(rec, run)) }
+	}
+	batch := kr.NewBatch(live, opts)
+	if err := s.readKeyed(ctx, env, snap, run, schema, files, batch, loadTime, res); err != nil {
 		return err
 	}
-	if s.cfg.SequenceBy == "" {
-		for _, kf := range run.files {
-			if _, err := run.fold([]*keyedFile{kf}, nil); err != nil {
-				return fail(err)
-			}
-		}
-		for _, kf := range run.files {
-			if err := s.mergeKeyed(ctx, env, decl, tbl, run, []*keyedFile{kf}, kf.recs, loadTime, res); err != nil {
-				return fail(err)
-			}
-		}
-		return nil
+	if err := batch.Finish(); err != nil {
+		return err
 	}
+	noteHeld("upsert", batch)
 	var seqText func(int64) string
 	if s.cfg.SequenceBy != "" {
 		seqText = sequenceText(snap.Schema().Field(s.cfg.SequenceBy).Type)
 	}
-	winners, err := run.fold(run.files, seqText)
-	if err != nil {
-		return fail(err)
+	groups := [][]*keyedFile{run.files}
+	if grouped {
+		groups = groups[:0]
+		for _, kf := range run.files {
+			groups = append(groups, []*keyedFile{kf})
+		}
+		// Every file is checked before anything is written (with sequence_by, by the
+		// fold of the MERGE, which writes nothing before it has folded every range).
+		for g := range groups {
+			if err := s.checkKeyed(ctx, batch, g, run, live); err != nil {
+				return err
+			}
+		}
 	}
-	defer releaseRecords(winners)
-	if err := s.mergeKeyed(ctx, env, decl, tbl, run, run.files, winners, loadTime, res); err != nil {
-		return fail(err)
+	for g, files := range groups {
+		if err := s.mergeKeyed(ctx, env, decl, tbl, batch, g, run, live, files, seqText, loadTime, res); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// decodeKeyed decodes every file of the run with the lines of its rows and the
-// delete_when marks; with limit set, it fails with errOverBudget once they would hold
-// more.
-func (s *Ingest) decodeKeyed(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, limit int64, res *Result) (*keyedRun, error) {
-	var pred delta.Predicate
-	var extra []string
-	if s.cfg.DeleteWhen != "" {
-		p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
-		if err != nil {
-			return nil, fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
-		}
-		pred, extra = p, delta.PredicateColumns(p)
+// keyedForm is the batch form of a keyed ingest into snap's table (its schema) and a run
+// with its columns.
+func (s *Ingest) keyedForm(snap *delta.Snapshot) (*keyedRun, *arrow.Schema, error) {
+	_, target, err := s.decodeOptions(snap.Schema(), decode.CSV, decodeExtras{columns: s.deleteColumns(), lines: true}, nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	run := &keyedRun{seqCol: -1, seqName: s.cfg.SequenceBy}
-	var matcher *delta.Matcher
-	var held int64
-	for i, f := range files {
-		kf := &keyedFile{f: f, idx: i}
-		run.files = append(run.files, kf)
-		bad, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: extra, lines: true}, func(rec arrow.RecordBatch) error {
-			if matcher == nil && pred != nil {
-				var err error
-				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
-					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
-				}
-			}
-			marked, err := withDeleteMarks(rec, matcher)
-			if err != nil {
-				return fmt.Errorf("%s: %w", f.Name, err)
-			}
-			kf.recs = append(kf.recs, marked)
-			// The records, and the standing rows and MERGE source gathered from them.
-			held += 3*recordBytes(marked) + marked.NumRows()*keyedRowCost
-			if limit > 0 && held > limit {
-				return errOverBudget
-			}
-			return nil
-		})
-		kf.bad = bad
-		if err != nil {
-			run.release()
-			return nil, err
-		}
+	fields := append(slices.Clone(target.Fields()), arrow.Field{Name: deleteColumn, Type: arrow.FixedWidthTypes.Boolean})
+	nsource := len(fields)
+	fields = append(fields, arrow.Field{Name: runFileColumn, Type: arrow.PrimitiveTypes.Int64}, arrow.Field{Name: ordColumn, Type: arrow.PrimitiveTypes.Int64})
+	schema := arrow.NewSchema(fields, nil)
+	run := &keyedRun{seqCol: -1, seqName: s.cfg.SequenceBy, nsource: nsource, schema: schema}
+	if err := s.keyedColumns(run, schema, snap); err != nil {
+		return nil, nil, err
 	}
-	var schema *arrow.Schema
-	for _, kf := range run.files {
-		if len(kf.recs) > 0 {
-			schema = kf.recs[0].Schema()
-			break
-		}
-	}
-	if schema == nil {
-		return run, nil
-	}
+	return run, schema, nil
+}
+
+// keyedColumns finds the run's columns in its batch form.
+func (s *Ingest) keyedColumns(run *keyedRun, schema *arrow.Schema, snap *delta.Snapshot) error {
 	idx := func(name string) int {
 		for i, f := range schema.Fields() {
 			if strings.EqualFold(f.Name, name) {
@@ -197,21 +174,79 @@ func (s *Ingest) decodeKeyed(ctx context.Context, env *Env, snap *delta.Snapshot
 	for _, k := range s.cfg.Keys {
 		i := idx(k)
 		if i < 0 {
-			run.release()
-			return nil, fmt.Errorf("key column %s is not a column of %s", k, s.cfg.Target)
+			return fmt.Errorf("key column %s is not a column of %s", k, s.cfg.Target)
 		}
 		run.keyCols = append(run.keyCols, i)
 	}
 	if s.cfg.SequenceBy != "" {
 		run.seqCol = idx(s.cfg.SequenceBy)
 	}
-	run.lineCol, run.delCol = idx(lineColumn), idx(deleteColumn)
+	run.lineCol, run.delCol, run.fileCol, run.ordCol = idx(lineColumn), idx(deleteColumn), idx(runFileColumn), idx(ordColumn)
 	for _, f := range snap.Schema().Fields {
 		if !strings.EqualFold(f.Name, s.sourceFileColumn()) && !strings.EqualFold(f.Name, s.loadTimeColumn()) {
 			run.dataCol = append(run.dataCol, idx(f.Name))
 		}
 	}
-	return run, nil
+	return nil
+}
+
+// readKeyed decodes every file once into the batch, each row with its line, whether
+// delete_when marks it, its file and its order in the run.
+func (s *Ingest) readKeyed(ctx context.Context, env *Env, snap *delta.Snapshot, run *keyedRun, schema *arrow.Schema, files []*sourceFile, batch *keyed.Batch, loadTime time.Time, res *Result) error {
+	var pred delta.Predicate
+	if s.cfg.DeleteWhen != "" {
+		p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
+		if err != nil {
+			return fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
+		}
+		pred = p
+	}
+	var matcher *delta.Matcher
+	var ord int64
+	for i, f := range files {
+		kf := &keyedFile{f: f, idx: i}
+		run.files = append(run.files, kf)
+		bad, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: s.deleteColumns(), lines: true}, func(rec arrow.RecordBatch) error {
+			if matcher == nil && pred != nil {
+				var err error
+				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
+					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
+				}
+			}
+			marked, err := withDeleteMarks(rec, matcher)
+			if err != nil {
+				return fmt.Errorf("%s: %w", f.Name, err)
+			}
+			defer marked.Release()
+			form := withRunColumns(marked, schema, i, ord)
+			defer form.Release()
+			ord += form.NumRows()
+			return batch.Add(ctx, form)
+		})
+		kf.bad = bad
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withRunColumns is a marked record of file fi (of the run) in a batch form of schema:
+// with its file and each row's order (from ord).
+func withRunColumns(marked arrow.RecordBatch, schema *arrow.Schema, fi int, ord int64) arrow.RecordBatch {
+	n := int(marked.NumRows())
+	fis, ords := make([]int64, n), make([]int64, n)
+	for i := range n {
+		fis[i], ords[i] = int64(fi), ord+int64(i)
+	}
+	extra := []arrow.Array{keyed.Int64s(fis), keyed.Int64s(ords)}
+	defer arrowx.ReleaseArrays(extra)
+	return array.NewRecordBatch(schema, append(slices.Clone(marked.Columns()), extra...), int64(n))
+}
+
+// fileOf is the file (its index in the run) of a batch-form record's rows.
+func fileOf(rec arrow.RecordBatch, run *keyedRun) int64 {
+	return rec.Column(run.fileCol).(*array.Int64).Value(0)
 }
 
 // schemaOfRecord is the Delta schema of a decoded record (for binding delete_when).
@@ -251,136 +286,6 @@ func withDeleteMarks(rec arrow.RecordBatch, m *delta.Matcher) (arrow.RecordBatch
 	fields := append(slices.Clone(rec.Schema().Fields()), arrow.Field{Name: deleteColumn, Type: arrow.FixedWidthTypes.Boolean})
 	cols := append(slices.Clone(rec.Columns()), col)
 	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows()), nil
-}
-
-// keyedRow names a decoded row: file, record and row.
-type keyedRow struct {
-	file, rec, row int32
-}
-
-// fold checks the rows of files by key and returns the rows that stand, one per key
-// (in first-seen key order): without seqText (no sequence_by) a key twice is an error;
-// with it the last by sequence wins, a delete wins a tie, exact duplicates are dropped
-// and two different rows at one sequence are an error.
-func (r *keyedRun) fold(files []*keyedFile, seqText func(int64) string) ([]arrow.RecordBatch, error) {
-	index := keyindex.New(1024)
-	var win []keyedRow
-	var block keyindex.Block
-	for fi, kf := range files {
-		for ri, rec := range kf.recs {
-			block.Reset()
-			for i := range int(rec.NumRows()) {
-				var err error
-				if block.Buf, err = appendKey(block.Buf, rec, r.keyCols, allColumns(len(r.keyCols)), i); err != nil {
-					return nil, fmt.Errorf("%s:%d: %w", kf.f.Name, r.line(rec, i), err)
-				}
-				block.End()
-			}
-			index.AddBlock(&block)
-			for i, id := range block.IDs {
-				at := keyedRow{int32(fi), int32(ri), int32(i)}
-				if int(id) == len(win) {
-					win = append(win, at)
-					if r.seqCol >= 0 {
-						if _, ok := seqValue(rec.Column(r.seqCol), i); !ok {
-							return nil, &rowProblem{kf.idx, r.line(rec, i), fmt.Errorf("%s:%d: key %s: sequence_by column %s is null", kf.f.Name, r.line(rec, i), keyText(rec, r.keyCols, i), r.seqName)}
-						}
-					}
-					continue
-				}
-				next, err := r.pick(files, win[id], at, seqText)
-				if err != nil {
-					return nil, &rowProblem{kf.idx, r.line(rec, i), err}
-				}
-				win[id] = next
-			}
-		}
-	}
-	// Gather the standing rows, record by record, in the records' schema, in the order
-	// of the files and their rows.
-	byRec := map[[2]int32][]int32{}
-	var order [][2]int32
-	for _, w := range win {
-		k := [2]int32{w.file, w.rec}
-		if _, ok := byRec[k]; !ok {
-			order = append(order, k)
-		}
-		byRec[k] = append(byRec[k], w.row)
-	}
-	slices.SortFunc(order, func(a, b [2]int32) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-	var out []arrow.RecordBatch
-	for _, k := range order {
-		rows := byRec[k]
-		slices.Sort(rows)
-		g, err := delta.GatherRows(context.Background(), files[k[0]].recs[k[1]], rows)
-		if err != nil {
-			releaseRecords(out)
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, nil
-}
-
-// pick decides between the standing row a of a key and its new row b.
-func (r *keyedRun) pick(files []*keyedFile, a, b keyedRow, seqText func(int64) string) (keyedRow, error) {
-	ra, rb := files[a.file].recs[a.rec], files[b.file].recs[b.rec]
-	ia, ib := int(a.row), int(b.row)
-	where := func(kr keyedRow, rec arrow.RecordBatch, i int) string {
-		return fmt.Sprintf("%s:%d", files[kr.file].f.Name, r.line(rec, i))
-	}
-	if seqText == nil { // (folded file by file)
-		return a, fmt.Errorf("%s: key %s is on lines %d and %d; set sequence_by on the stage to keep the last of a key's rows, or remove the duplicate", files[a.file].f.Name, keyText(ra, r.keyCols, ia), r.line(ra, ia), r.line(rb, ib))
-	}
-	sa, _ := seqValue(ra.Column(r.seqCol), ia)
-	sb, ok := seqValue(rb.Column(r.seqCol), ib)
-	if !ok {
-		return a, fmt.Errorf("%s: key %s: sequence_by column %s is null", where(b, rb, ib), keyText(rb, r.keyCols, ib), r.seqName)
-	}
-	da, db := r.deleted(ra, ia), r.deleted(rb, ib)
-	switch {
-	case sb > sa:
-		return b, nil
-	case sb < sa:
-		return a, nil
-	case da:
-		return a, nil
-	case db:
-		return b, nil
-	}
-	for _, c := range r.dataCol {
-		if c >= 0 && !sameValue(ra.Column(c), ia, rb.Column(c), ib) {
-			return a, fmt.Errorf("key %s has two different rows at the same sequence value %s (%s and %s); make sequence_by unique per key", keyText(ra, r.keyCols, ia), seqText(sa), where(a, ra, ia), where(b, rb, ib))
-		}
-	}
-	return a, nil // an exact duplicate
-}
-
-func (r *keyedRun) line(rec arrow.RecordBatch, i int) int64 {
-	if r.lineCol < 0 {
-		return 0
-	}
-	return rec.Column(r.lineCol).(*array.Int64).Value(i)
-}
-
-func (r *keyedRun) deleted(rec arrow.RecordBatch, i int) bool {
-	return r.delCol >= 0 && rec.Column(r.delCol).(*array.Boolean).Value(i)
-}
-
-// mergeKeyed merges rows (of files, decoded) into the table in one commit with the
-// files' txns: upsert or snapshot, as the stage's mode says.
-func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, run *keyedRun, files []*keyedFile, rows []arrow.RecordBatch, loadTime time.Time, res *Result) error {
-	opts, names, err := s.keyedMerge(ctx, env, tbl, files, loadTime, res)
-	if err != nil || opts == nil {
-		return err
-	}
-	opts.Source = rows
-	mr, err := tbl.Merge(ctx, *opts)
-	if err != nil {
-		return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
-	}
-	countMerge(res, decl, names, mr)
-	return nil
 }
 
 // keyedMerge starts the MERGE of files on the table's current version: it quarantines

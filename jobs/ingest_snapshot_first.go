@@ -6,57 +6,65 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // loadFirstSnapshot loads a snapshot into a table with no rows: every row inserts, so the
-// files are appended as an append ingest does (on every core, streamed), each key
-// checked once in a key index (a key twice is an error before anything commits) and the
-// rows delete_when marks left out.
-func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, limit int64, res *Result) (err error) {
-	committed := res.RowsWritten
-	defer func() {
-		if err != nil {
-			res.RowsWritten = committed // nothing was written
-		}
-	}()
-	l, err := s.newFirstSnapshot(ctx, env, snap, files, limit)
+// files are appended as an append ingest does (on every core, streamed: a MERGE would
+// hold every row), and the keyed run (kr) checks each key once: its batch is the rows'
+// keys and places, held in a key index while they fit (a key twice is an error at once),
+// else set aside by key hash range and checked range by range before the commit. The
+// rows delete_when marks are left out.
+func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, kr *keyed.Run, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) error {
+	l, err := s.newFirstSnapshot(ctx, snap, files)
 	if err != nil {
 		return err
 	}
-	defer func() { l.spilled.remove() }()
+	closed := false
+	defer func() {
+		if !closed {
+			l.writer.abort()
+		}
+	}()
+	batch := kr.NewBatch(l.keys, keyed.BatchOptions{Keys: []int{0}, EncodedKey: true})
 	var bad []*badRecord
 	for fi, f := range files {
 		b, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: l.extra, lines: true}, func(rec arrow.RecordBatch) error {
-			return l.record(ctx, fi, f, rec)
+			return l.record(ctx, batch, fi, f, rec)
 		})
 		bad = append(bad, b...)
 		if err != nil {
-			l.writer.abort()
 			return err
 		}
 	}
-	if l.spilled != nil {
-		if err := l.spilled.checkDuplicates(ctx, files, limit); err != nil {
-			l.writer.abort()
-			return err
-		}
-		res.Notes = append(res.Notes, fmt.Sprintf("%d keys over the memory budget (%s): checked in passes over spill files", l.spilled.out.rows(), ByteSize(limit*2)))
+	if err := batch.Finish(); err != nil {
+		return err
+	}
+	noteHeld("first snapshot", batch)
+	passes, err := l.checkDuplicates(ctx, batch)
+	if err != nil {
+		return err
+	}
+	if batch.Spilled() {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d keys over the memory budget (%s): checked in %d passes over spill files", batch.Rows(), ByteSize(env.budget(s.cfg.MemoryBudget)), passes))
 	}
 	adds, err := l.writer.close()
+	closed = true
 	if err != nil {
 		return err
 	}
 	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
 		return err
 	}
-	res.RowsWritten = committed + l.written
 	asOf, err := s.snapshotTime(snap, files, 0, false)
 	if err != nil {
 		return err
@@ -64,35 +72,30 @@ func (s *Ingest) loadFirstSnapshot(ctx context.Context, env *Env, decl *Table, t
 	if _, err := commitAppend(ctx, env, decl, tbl, snap, files, adds, l.written, asOf, res); err != nil {
 		return err
 	}
+	res.RowsWritten += l.written
 	res.Notes = append(res.Notes, fmt.Sprintf("%s: %d inserted into an empty table", strings.Join(fileNames(files), ", "), l.written))
 	return nil
 }
 
-// firstSnapshot is a first snapshot load under way: its writer, the rows written so far,
-// and each key's first place, in a key index until that outgrows the budget (limit),
-// then set aside in spill files.
+// firstSnapshot is a first snapshot load under way: its writer, the rows written so far
+// and its keys.
 type firstSnapshot struct {
 	cfg         *IngestConfig
-	env         *Env
 	files       []*sourceFile
-	limit       int64
 	writer      *parallelWriter
 	tableSchema *arrow.Schema
 	pred        delta.Predicate // delete_when, nil without it
 	extra       []string        // the file columns delete_when reads
 	matcher     *delta.Matcher  // pred over the decoded records, made from the first
 	written     int64
-
-	seen     *snapSide // nil once spilled
-	index    *keyindex.Index
-	keyBytes int64
-	spilled  *firstSnapshotKeys // nil while the keys fit
-	block    keyindex.Block     // the keys of the record at hand
+	keys        *firstKeys
+	block       keyindex.Block // the keys of the record at hand
+	form        *arrow.Schema  // the batch form: key (encoded), file, line, key columns
 }
 
 // newFirstSnapshot starts a first snapshot load: the writer of the files into snap's
 // table and the delete_when predicate.
-func (s *Ingest) newFirstSnapshot(ctx context.Context, env *Env, snap *delta.Snapshot, files []*sourceFile, limit int64) (*firstSnapshot, error) {
+func (s *Ingest) newFirstSnapshot(ctx context.Context, snap *delta.Snapshot, files []*sourceFile) (*firstSnapshot, error) {
 	var sourceBytes int64
 	for _, f := range files {
 		sourceBytes += f.Size
@@ -107,8 +110,18 @@ func (s *Ingest) newFirstSnapshot(ctx context.Context, env *Env, snap *delta.Sna
 		writer.abort()
 		return nil, err
 	}
-	l := &firstSnapshot{cfg: s.cfg, env: env, files: files, limit: limit, writer: writer, tableSchema: tableSchema,
-		seen: &snapSide{}, index: keyindex.New(1 << 16)}
+	fields := []arrow.Field{
+		{Name: "_orchestrator_key", Type: arrow.BinaryTypes.Binary},
+		{Name: runFileColumn, Type: arrow.PrimitiveTypes.Int64},
+		{Name: lineColumn, Type: arrow.PrimitiveTypes.Int64},
+	}
+	for _, c := range columnsByName(tableSchema, s.cfg.Keys) {
+		f := tableSchema.Field(c)
+		f.Nullable = true // (null in the keys handed over)
+		fields = append(fields, f)
+	}
+	l := &firstSnapshot{cfg: s.cfg, files: files, writer: writer, tableSchema: tableSchema, form: arrow.NewSchema(fields, nil)}
+	l.keys = &firstKeys{l: l, seen: &snapSide{}, index: keyindex.New(1 << 16)}
 	if s.cfg.DeleteWhen != "" {
 		if l.pred, err = delta.ParsePredicate(s.cfg.DeleteWhen); err != nil {
 			writer.abort()
@@ -119,9 +132,9 @@ func (s *Ingest) newFirstSnapshot(ctx context.Context, env *Env, snap *delta.Sna
 	return l, nil
 }
 
-// record loads a decoded record of file f (files[fi]): its keys are checked and its rows
-// that delete_when does not mark are written.
-func (l *firstSnapshot) record(ctx context.Context, fi int, f *sourceFile, rec arrow.RecordBatch) error {
+// record loads a decoded record of file f (files[fi]): its keys go to the batch and its
+// rows that delete_when does not mark are written.
+func (l *firstSnapshot) record(ctx context.Context, batch *keyed.Batch, fi int, f *sourceFile, rec arrow.RecordBatch) error {
 	marks, err := l.deleteMarks(f, rec)
 	if err != nil {
 		return err
@@ -129,21 +142,37 @@ func (l *firstSnapshot) record(ctx context.Context, fi int, f *sourceFile, rec a
 	keyCols := columnsByName(rec.Schema(), l.cfg.Keys)
 	lines := rec.Column(columnsByName(rec.Schema(), []string{lineColumn})[0]).(*array.Int64)
 	l.block.Reset()
-	for i := range int(rec.NumRows()) {
-		var err error
-		if l.block.Buf, err = appendKey(l.block.Buf, rec, keyCols, allColumns(len(keyCols)), i); err != nil {
-			return fmt.Errorf("%s:%d: %w", f.Name, lines.Value(i), err)
-		}
-		l.block.End()
+	if err := keyed.AppendKeys(&l.block, rec, keyCols, 0, int(rec.NumRows())); err != nil {
+		return fmt.Errorf("%s: %w", f.Name, err)
+	}
+	n := int(rec.NumRows())
+	kb := array.NewBinaryBuilder(memory.DefaultAllocator, arrow.BinaryTypes.Binary)
+	kb.ReserveData(len(l.block.Buf))
+	l.block.Each(func(_ int, key []byte) { kb.Append(key) })
+	fis := make([]int64, n)
+	for i := range fis {
+		fis[i] = int64(fi)
+	}
+	cols := []arrow.Array{kb.NewArray(), keyed.Int64s(fis)}
+	kb.Release()
+	lines.Retain()
+	cols = append(cols, lines)
+	for _, c := range keyCols {
+		rec.Column(c).Retain()
+		cols = append(cols, rec.Column(c))
+	}
+	form := array.NewRecordBatch(l.form, cols, int64(n))
+	arrowx.ReleaseArrays(cols)
+	err = batch.Add(ctx, form)
+	form.Release()
+	if err != nil {
+		return err
 	}
 	var keep []int32
-	for i := range int(rec.NumRows()) {
+	for i := range n {
 		if marks == nil || !marks[i] {
 			keep = append(keep, int32(i))
 		}
-	}
-	if err := l.checkKeys(ctx, fi, rec, keyCols, lines); err != nil {
-		return err
 	}
 	return l.write(ctx, f, rec, keep)
 }
@@ -164,35 +193,6 @@ func (l *firstSnapshot) deleteMarks(f *sourceFile, rec arrow.RecordBatch) ([]boo
 		return nil, fmt.Errorf("%s: delete_when: %w", f.Name, err)
 	}
 	return marks, nil
-}
-
-// checkKeys records the keys of rec's rows (encoded in l.block) with their places: in the
-// key index, where a key seen before is an error naming both places, until the index
-// outgrows the budget; from then on in spill files, checked at the end.
-func (l *firstSnapshot) checkKeys(ctx context.Context, fi int, rec arrow.RecordBatch, keyCols []int, lines *array.Int64) error {
-	if l.spilled != nil {
-		return l.spilled.addRows(ctx, rec, keyCols, fi, lines)
-	}
-	l.index.AddBlock(&l.block)
-	l.seen.grow(l.index.Len())
-	l.keyBytes += int64(len(l.block.Buf))
-	for i, id := range l.block.IDs {
-		r := snapRow{file: int32(fi), line: lines.Value(i)}
-		if _, clash := l.seen.offer(id, r); clash {
-			return l.seen.clash(id, r, l.files, keyText(rec, keyCols, i), nil)
-		}
-	}
-	if l.limit > 0 && int64(l.index.Len())*snapKeyCost+l.keyBytes > l.limit {
-		var err error
-		if l.spilled, err = newFirstSnapshotKeys(l.env, l.limit); err != nil {
-			return err
-		}
-		if err := l.spilled.handOver(ctx, l.index, l.seen); err != nil {
-			return err
-		}
-		l.index, l.seen = nil, nil
-	}
-	return nil
 }
 
 // write writes rec's rows at keep (in the table's columns) from file f.
@@ -220,129 +220,103 @@ func projectRecord(rec arrow.RecordBatch, schema *arrow.Schema) arrow.RecordBatc
 	return array.NewRecordBatch(schema, cols, rec.NumRows())
 }
 
-// firstSnapshotKeys sets aside the keys of a first snapshot (loadFirstSnapshot) once the
-// key index outgrows its budget: per row its encoded key, its text (for messages: the
-// keys of the index handed over have none, as a duplicate is named by its later row),
-// its file and line; checkDuplicates then finds a key twice, range by range.
-type firstSnapshotKeys struct {
-	out *fanout
-	dir *spillDir
-	mem memory.Allocator
+// firstKeys checks the keys of a first snapshot: in a key index with each key's first
+// place (the batch's live pass: a key twice is an error at once) while it fits, set
+// aside by range then.
+type firstKeys struct {
+	l     *firstSnapshot
+	index *keyindex.Index
+	seen  *snapSide
+	block keyindex.Block
 }
 
-var firstSnapshotKeySchema = arrow.NewSchema([]arrow.Field{
-	{Name: "key", Type: arrow.BinaryTypes.Binary},
-	{Name: "text", Type: arrow.BinaryTypes.String},
-	{Name: "file", Type: arrow.PrimitiveTypes.Int64},
-	{Name: "line", Type: arrow.PrimitiveTypes.Int64},
-}, nil)
+var _ keyed.Holder = (*firstKeys)(nil)
 
-func newFirstSnapshotKeys(env *Env, limit int64) (*firstSnapshotKeys, error) {
-	dir, err := newSpillDir(env, limit)
-	if err != nil {
-		return nil, err
+// check offers the keys of a batch-form record to index and seen: a key seen before is
+// an error naming both places (the first returned; spilled: every one offered).
+func (k *firstKeys) check(rec arrow.RecordBatch, index *keyindex.Index, seen *snapSide, clash func(err error, file int32, line int64) error) error {
+	keys := rec.Column(0).(*array.Binary)
+	files, lines := rec.Column(1).(*array.Int64), rec.Column(2).(*array.Int64)
+	k.block.Reset()
+	for i := range keys.Len() {
+		k.block.Buf = append(k.block.Buf, keys.Value(i)...)
+		k.block.End()
 	}
-	return &firstSnapshotKeys{dir: dir, out: newFanout(dir, firstSnapshotKeySchema, hashParts), mem: memory.DefaultAllocator}, nil
-}
-
-// add sets aside keys (encoded) with their texts and places.
-func (k *firstSnapshotKeys) add(ctx context.Context, keys [][]byte, texts []string, files, lines []int64) error {
-	kb, tb := array.NewBinaryBuilder(k.mem, arrow.BinaryTypes.Binary), array.NewStringBuilder(k.mem)
-	defer kb.Release()
-	defer tb.Release()
-	parts := make([]uint16, len(keys))
-	for i, key := range keys {
-		kb.Append(key)
-		tb.Append(texts[i])
-		parts[i] = keyRange(key)
-	}
-	cols := []arrow.Array{kb.NewArray(), tb.NewArray(), int64Array(files), int64Array(lines)}
-	defer releaseAll(cols)
-	rec := array.NewRecordBatch(firstSnapshotKeySchema, cols, int64(len(keys)))
-	defer rec.Release()
-	return k.out.write(ctx, rec, parts)
-}
-
-// checkDuplicates finds a key set aside twice, range after range, and names it as the
-// in-memory check does.
-func (k *firstSnapshotKeys) checkDuplicates(ctx context.Context, files []*sourceFile, limit int64) error {
-	if err := k.out.finish(); err != nil {
-		return err
-	}
-	runs := passes(func(p int) int64 { return k.out.partBytes(p) + k.out.partRows(p)*snapKeyCost }, limit)
-	// Every duplicate is found; the one of the earliest row (file, line) is named, as a
-	// check in memory names it.
-	var first error
-	var firstAt [2]int64
-	for _, r := range runs {
-		seen := &snapSide{}
-		index := keyindex.New(1 << 10)
-		var block keyindex.Block
-		err := each(ctx, k.out.files[r[0]:r[1]], func(rec arrow.RecordBatch) error {
-			keys, texts := rec.Column(0).(*array.Binary), rec.Column(1).(*array.String)
-			fis, lines := rec.Column(2).(*array.Int64), rec.Column(3).(*array.Int64)
-			block.Reset()
-			for i := range keys.Len() {
-				block.Buf = append(block.Buf, keys.Value(i)...)
-				block.End()
+	index.AddBlock(&k.block)
+	seen.grow(index.Len())
+	for i, id := range k.block.IDs {
+		r := snapRow{file: int32(files.Value(i)), line: lines.Value(i)}
+		if _, dup := seen.offer(id, r); dup {
+			err := seen.clash(id, r, k.l.files, keyText(rec, allColumns(int(rec.NumCols()))[3:], i), nil)
+			if err := clash(err, r.file, r.line); err != nil {
+				return err
 			}
-			index.AddBlock(&block)
-			seen.grow(index.Len())
-			for i, id := range block.IDs {
-				r := snapRow{file: int32(fis.Value(i)), line: lines.Value(i)}
-				if _, clash := seen.offer(id, r); clash {
-					err := seen.clash(id, r, files, texts.Value(i), nil)
-					if at := [2]int64{fis.Value(i), lines.Value(i)}; first == nil || at[0] < firstAt[0] || at[0] == firstAt[0] && at[1] < firstAt[1] {
-						first, firstAt = err, at
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 	}
-	return first
+	return nil
 }
 
-func (k *firstSnapshotKeys) remove() {
-	if k != nil {
-		k.dir.remove()
-	}
+func (k *firstKeys) Add(_ context.Context, rec arrow.RecordBatch) error {
+	return k.check(rec, k.index, k.seen, func(err error, _ int32, _ int64) error { return err })
 }
 
-// handOver sets aside the keys of the in-memory check so far (index, seen), in the
-// order they came.
-func (k *firstSnapshotKeys) handOver(ctx context.Context, index *keyindex.Index, seen *snapSide) error {
-	for lo := 0; lo < index.Len(); lo += spillChunk {
-		hi := min(lo+spillChunk, index.Len())
-		keys, texts := make([][]byte, 0, hi-lo), make([]string, hi-lo)
+// Held is what the check holds: its key index as allocated (its keys' bytes with it) and
+// each key's first place.
+func (k *firstKeys) Held() int64 {
+	return k.index.Bytes() + int64(cap(k.seen.keys))*int64(unsafe.Sizeof(snapKey{}))
+}
+
+// HandOver sets aside the keys checked so far with their places (no key columns: a
+// duplicate is named by its later row), in the order they came.
+func (k *firstKeys) HandOver(ctx context.Context, b *keyed.Batch) error {
+	defer func() { k.index, k.seen = nil, nil }()
+	mem := memory.DefaultAllocator
+	for lo := 0; lo < k.index.Len(); lo += 1 << 14 {
+		hi := min(lo+1<<14, k.index.Len())
+		kb := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
 		files, lines := make([]int64, 0, hi-lo), make([]int64, 0, hi-lo)
 		for id := lo; id < hi; id++ {
-			keys = append(keys, slices.Clone(index.Key(int32(id))))
-			files, lines = append(files, int64(seen.keys[id].file)), append(lines, int64(seen.keys[id].line))
+			kb.Append(k.index.Key(int32(id)))
+			files, lines = append(files, int64(k.seen.keys[id].file)), append(lines, int64(k.seen.keys[id].line))
 		}
-		if err := k.add(ctx, keys, texts, files, lines); err != nil {
+		cols := []arrow.Array{kb.NewArray(), keyed.Int64s(files), keyed.Int64s(lines)}
+		kb.Release()
+		for _, f := range k.l.form.Fields()[3:] {
+			cols = append(cols, array.MakeArrayOfNull(mem, f.Type, hi-lo))
+		}
+		rec := array.NewRecordBatch(k.l.form, cols, int64(hi-lo))
+		arrowx.ReleaseArrays(cols)
+		err := b.Spill(ctx, rec)
+		rec.Release()
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// addRows sets aside the keys of rec's rows (of file fi).
-func (k *firstSnapshotKeys) addRows(ctx context.Context, rec arrow.RecordBatch, keyCols []int, fi int, lines *array.Int64) error {
-	n := int(rec.NumRows())
-	keys, texts := make([][]byte, 0, n), make([]string, n)
-	files, ls := make([]int64, n), make([]int64, n)
-	var buf []byte
-	for i := range n {
-		var err error
-		if buf, err = appendKey(buf[:0], rec, keyCols, allColumns(len(keyCols)), i); err != nil {
-			return err
+// checkDuplicates checks the keys set aside, range after range: every duplicate is
+// found and the one of the earliest row (file, line) is named, as a check in memory
+// names it. (In memory the keys were checked as they came.) It returns the passes.
+func (l *firstSnapshot) checkDuplicates(ctx context.Context, batch *keyed.Batch) (int, error) {
+	var first error
+	var firstAt [2]int64
+	passes, err := batch.Passes(ctx, 0, nil, func(bb, br, _, _ int64) int64 { return bb + br*snapKeyCost }, func(ctx context.Context, p *keyed.Pass) error {
+		if p.Live != nil {
+			return nil
 		}
-		keys = append(keys, slices.Clone(buf))
-		texts[i], files[i], ls[i] = keyText(rec, keyCols, i), int64(fi), lines.Value(i)
+		index, seen := keyindex.New(1<<10), &snapSide{}
+		return p.EachBatch(ctx, func(_ context.Context, rec arrow.RecordBatch) error {
+			return l.keys.check(rec, index, seen, func(err error, file int32, line int64) error {
+				if at := [2]int64{int64(file), line}; first == nil || slices.Compare(at[:], firstAt[:]) < 0 {
+					first, firstAt = err, at
+				}
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		return 0, err
 	}
-	return k.add(ctx, keys, texts, files, ls)
+	return passes, first
 }

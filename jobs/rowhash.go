@@ -8,6 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/zeebo/xxh3"
+
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // rowHasher hashes the data columns of a record's rows (128 bits a row): each row's
@@ -155,7 +157,7 @@ func putHashValues(buf []byte, arr arrow.Array, from int, at, ends []int) {
 		putFixedValues(buf, a, a.Date32Values(), from, at, nulls, 2, func(v arrow.Date32) uint64 { return uint64(int64(v)) })
 	case *array.Timestamp:
 		unit := a.DataType().(*arrow.TimestampType).Unit
-		putFixedValues(buf, a, a.TimestampValues(), from, at, nulls, 2, func(v arrow.Timestamp) uint64 { return uint64(toMicros(int64(v), unit)) })
+		putFixedValues(buf, a, a.TimestampValues(), from, at, nulls, 2, func(v arrow.Timestamp) uint64 { return uint64(keyed.Micros(int64(v), unit)) })
 	case *array.Float64:
 		putFixedValues(buf, a, a.Float64Values(), from, at, nulls, 3, math.Float64bits)
 	case *array.Float32:
@@ -252,7 +254,7 @@ func appendHashValue(b []byte, arr arrow.Array, i int) []byte {
 	case *array.Date32:
 		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(int64(a.Value(i))))
 	case *array.Timestamp:
-		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(toMicros(int64(a.Value(i)), a.DataType().(*arrow.TimestampType).Unit)))
+		return binary.LittleEndian.AppendUint64(append(b, 2), uint64(keyed.Micros(int64(a.Value(i)), a.DataType().(*arrow.TimestampType).Unit)))
 	case *array.Float64:
 		return binary.LittleEndian.AppendUint64(append(b, 3), math.Float64bits(a.Value(i)))
 	case *array.Float32:

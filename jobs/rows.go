@@ -2,67 +2,17 @@ package jobs
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
-// Row values move between Arrow and the SCD fold as comparable Go values: nil, string,
-// int64 (every integer type, date32 days, timestamp microseconds), float64, bool and
-// decimal128.Num. Binary values are held as strings.
-
-// colValue returns row i of arr as a Go value. A string is a copy: arrow's Value(i)
-// points into the array's data buffer, and a kept row (a dimension version, a history
-// event) would hold that whole buffer, and so every record the rows came from, alive.
-func colValue(arr arrow.Array, i int) (any, error) {
-	if arr.IsNull(i) {
-		return nil, nil
-	}
-	switch a := arr.(type) {
-	case *array.String:
-		return strings.Clone(a.Value(i)), nil
-	case *array.LargeString:
-		return strings.Clone(a.Value(i)), nil
-	case *array.Binary:
-		return string(a.Value(i)), nil
-	case *array.Int8:
-		return int64(a.Value(i)), nil
-	case *array.Int16:
-		return int64(a.Value(i)), nil
-	case *array.Int32:
-		return int64(a.Value(i)), nil
-	case *array.Int64:
-		return a.Value(i), nil
-	case *array.Float32:
-		return float64(a.Value(i)), nil
-	case *array.Float64:
-		return a.Value(i), nil
-	case *array.Boolean:
-		return a.Value(i), nil
-	case *array.Date32:
-		return int64(a.Value(i)), nil
-	case *array.Timestamp:
-		unit := a.DataType().(*arrow.TimestampType).Unit
-		return toMicros(int64(a.Value(i)), unit), nil
-	case *array.Decimal128:
-		return a.Value(i), nil
-	}
-	return nil, fmt.Errorf("column type %s is not supported here", arr.DataType())
-}
-
-func toMicros(v int64, unit arrow.TimeUnit) int64 {
-	switch unit {
-	case arrow.Second:
-		return v * 1_000_000
-	case arrow.Millisecond:
-		return v * 1_000
-	case arrow.Nanosecond:
-		return v / 1_000
-	}
-	return v
-}
+// Row values move between Arrow and the SCD fold as comparable Go values (keyed.Value
+// reads them): nil, string, int64 (every integer type, date32 days, timestamp
+// microseconds), float64, bool and decimal128.Num. Binary values are held as strings.
 
 // appendValue appends a Go value (as colValue returns them) to a builder.
 func appendValue(b array.Builder, v any) error {
@@ -145,7 +95,7 @@ func appendFrom(b array.Builder, arr arrow.Array, i int) error {
 			return nil
 		}
 	}
-	v, err := colValue(arr, i)
+	v, err := keyed.Value(arr, i)
 	if err != nil {
 		return err
 	}

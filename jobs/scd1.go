@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // SCD1Merge keeps a table equal to the latest state of each key (an upsert, no history),
@@ -80,8 +80,8 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	srcDecl, dstDecl, src, dst, srcSnap, dstSnap := f.srcDecl, f.dstDecl, f.src, f.dst, f.srcSnap, f.dstSnap
-	latest := srcSnap.Version()
+	srcDecl, dstDecl, dst, dstSnap := f.srcDecl, f.dstDecl, f.dst, f.dstSnap
+	latest := f.srcSnap.Version()
 	l, err := s.layout(dstSnap.Schema())
 	if err != nil {
 		return res, fmt.Errorf("table %s: %w", dstDecl.Name, err)
@@ -92,120 +92,117 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s merged through version %d", srcDecl.Name, latest))
 		return res, nil
 	}
-	es, err := newEventSource(l, srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, true)
+	es, err := newEventSource(l, f.srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, true)
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
-	budget := env.budget(s.cfg.MemoryBudget)
-	defer holdBudget(budget)()
-	b := newSCD1Batch(l, workingSet(budget), s.cfg.SequenceBy == "")
-	var log *eventLog
-	from := int64(0)
-	if s.cfg.SourceChanges {
-		from = last + 1
-		if !merged {
-			if from, err = src.ChangeDataFeedStart(ctx); err != nil {
-				return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
-			}
-		}
-		res.ChangesRead = []ChangeRange{{Table: srcDecl.Name, After: from - 1, Through: latest}}
-		if log, err = openMergeLog(ctx, env, s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), src, es, merged, last, &res); err != nil {
-			return res, err
-		}
-		err = readChangeEvents(ctx, src, from, latest, es, b.add, &res)
-	} else {
-		err = readSnapshotEvents(ctx, srcSnap, es, b.add, &res)
-	}
-	if errors.Is(err, errOverBudget) {
-		// Too large for memory: read again into spill files and work in passes.
-		return s.runSpilled(ctx, env, f, l, es, log, from, workingSet(budget), res)
-	}
-	if err != nil {
-		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
-	}
-	es.noteSkipped(&res)
-	stored, err := s.storedRows(ctx, dstSnap, l, b.events)
-	if err != nil {
-		return res, fmt.Errorf("table %s: %w", dstDecl.Name, err)
-	}
-	ups, dels, err := s.decide(ctx, l, b, stored, log, dstSnap, &res)
+	// The keyed run, as scd2_merge's: the batch read once, the target, the passes (one
+	// in memory), ONE commit.
+	kr, end := env.keyedRun(s.cfg.MemoryBudget)
+	defer end()
+	live := newSCDBatch(l, s.cfg.SourceChanges)
+	live.cost, live.byteFactor = scd1EventCost, 3
+	batch := kr.NewBatch(live, keyed.BatchOptions{Keys: l.spec.keys})
+	rd := newEventReader(l, s.cfg.SequenceBy == "", batch.Add)
+	log, err := readMergeBatch(ctx, env, mergeOf{s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), s.cfg.SourceChanges}, f, batch, live, rd, es, merged, last, &res)
 	if err != nil {
 		return res, err
 	}
-	if log != nil {
-		if err := log.append(ctx, env, scd1Logged(b.events), latest, nil); err != nil {
+	noteHeld("scd1_merge", batch)
+	wantAll := !s.cfg.SourceChanges && l.spec.deletes != "ignore"
+	spec := keyed.TargetSpec{ReadAhead: true, Select: func(rec arrow.RecordBatch) ([]int, func(int) bool, error) {
+		cols, err := sourceColumns(rec.Schema(), l)
+		if err != nil {
+			return nil, nil, err
+		}
+		if wantAll {
+			return l.keyColumns(cols), func(int) bool { return true }, nil
+		}
+		return l.keyColumns(cols), nil, nil
+	}}
+	if !batch.Spilled() && !wantAll {
+		if spec.Filter, err = live.keyFilter(); err != nil {
 			return res, err
 		}
 	}
-	upserts, deletes := make([][]any, len(ups)), make([][]any, len(dels))
-	for i, c := range ups {
-		upserts[i] = c.row
+	target := keyed.NewTarget(dstSnap, spec)
+	app, err := log.startRun(latest, batch)
+	if err != nil {
+		return res, err
 	}
-	for i, c := range dels {
-		deletes[i] = c.row
-	}
-	mr, err := s.apply(ctx, env, dst, dstSnap, l, upserts, deletes, latest, s.newWatermark(dstSnap, log, b.top, b.hasTop))
+	defer app.abort()
+	mp, err := dst.NewMergeInParts(s.mergeOptions(env, dst, dstSnap, l, latest, s.newWatermark(dstSnap, log, rd.top, rd.hasTop)))
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
+	}
+	srcSchema, err := scd1SourceSchema(l)
+	if err != nil {
+		return res, err
+	}
+	tableSchema, err := delta.ArrowSchema(dstSnap.Schema())
+	if err != nil {
+		return res, err
+	}
+	sink, err := batch.Sink(keyed.SinkOptions{Merge: mp, Snap: dstSnap, Source: srcSchema, Table: tableSchema})
+	if err != nil {
+		return res, err
+	}
+	defer sink.Release()
+	passes, err := batch.Passes(ctx, 0, target, func(bb, br, tb, tr int64) int64 { return 3*bb + br*scd1EventCost + 2*tb + tr*scd1RowCost },
+		func(ctx context.Context, p *keyed.Pass) error {
+			return s.pass(ctx, p, l, log, dstSnap, wantAll, app, sink, &res)
+		})
+	if err != nil {
+		return res, err
+	}
+	if app != nil {
+		if err := app.commit(ctx, env, nil); err != nil {
+			return res, err
+		}
+	}
+	mr, err := sink.Commit(ctx)
+	if err != nil {
+		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
+	}
+	if batch.Spilled() {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d events of %s over the memory budget (%s): worked in %d passes over spill files",
+			batch.Rows(), srcDecl.Name, ByteSize(env.budget(s.cfg.MemoryBudget)), passes))
 	}
 	s.count(&res, dstDecl, mr)
 	return res, nil
 }
 
-// errOverBudget stops reading a batch that would hold more than its memory allows.
-var errOverBudget = errors.New("over the memory budget")
-
-// scd1Batch is a batch's events by key (encoded), and its keys in first-seen order (so
-// that errors do not depend on map order).
+// scd1Batch is a pass's events by key (encoded), its keys in first-seen order (so that
+// errors do not depend on map order) and each one's order in the batch.
 type scd1Batch struct {
-	l      *scdLayout
 	events map[string][]scdEvent
 	order  []string
-	// limit, when positive, is what the batch may hold (held, about scd1EventCost an
-	// event and its values): over it, add fails with errOverBudget.
-	limit, held int64
-	// top is the highest sequence (the deletes of source rows count when withPhys).
-	top      int64
-	hasTop   bool
-	withPhys bool
+	keyOrd map[string]int64
 }
 
-// scd1EventCost is what an event of an scd1_merge in memory costs besides its values:
-// the event, its map entry and key, its stored row, its log row and its MERGE row.
-const scd1EventCost = 600
+// scd1EventCost is what an event of an scd1_merge costs in memory at its peak besides
+// its values (which a pass holds three times: its record, its Go row, its MERGE row):
+// the event, its index and map entries, its stored row, its log row; measured
+// (BenchmarkHeldRowCost): about 1,290 bytes an event with its values. scd1RowCost is
+// what a stored row costs besides its values.
+const (
+	scd1EventCost = 1150
+	scd1RowCost   = 200
+)
 
-func newSCD1Batch(l *scdLayout, limit int64, withPhys bool) *scd1Batch {
-	return &scd1Batch{l: l, events: map[string][]scdEvent{}, limit: limit, withPhys: withPhys}
-}
-
-// add adds an event.
-func (b *scd1Batch) add(e scdEvent) error {
-	k := string(appendRowKey(nil, e.row, b.l.spec.keys))
-	if _, ok := b.events[k]; !ok {
-		b.order = append(b.order, k)
-	}
-	b.events[k] = append(b.events[k], e)
-	if (b.withPhys || !e.phys) && (!b.hasTop || e.seq > b.top) {
-		b.top, b.hasTop = e.seq, true
-	}
-	if b.limit > 0 {
-		b.held += scd1EventCost + 2*rowBytes(e.row)
-		if b.held > b.limit {
-			return errOverBudget
+// scd1Events are the events of a pass's batch by key.
+func scd1Events(b *scdBatch) (*scd1Batch, error) {
+	out := &scd1Batch{events: make(map[string][]scdEvent, len(b.head)), keyOrd: make(map[string]int64, len(b.head))}
+	for id := range b.head {
+		evs, err := b.events(int32(id))
+		if err != nil {
+			return nil, err
 		}
+		k := string(b.keys.Key(int32(id)))
+		out.order = append(out.order, k)
+		out.events[k], out.keyOrd[k] = evs, b.keyOrd[id]
 	}
-	return nil
-}
-
-// rowBytes is about what a Go row's values take.
-func rowBytes(row []any) int64 {
-	n := int64(16 * len(row))
-	for _, v := range row {
-		if s, ok := v.(string); ok {
-			n += int64(len(s)) + 16
-		}
-	}
-	return n
+	return out, nil
 }
 
 // newWatermark is the watermark a batch whose highest sequence is top (ok: it has one)
@@ -322,7 +319,7 @@ func scd1Logged(events map[string][]scdEvent) []loggedEvent {
 	var out []loggedEvent
 	for k, evs := range events {
 		for _, e := range evs {
-			le := loggedEvent{key: []byte(k), eventFact: eventFact{seq: e.seq, del: e.delete, phys: e.phys, commit: e.commit, rowSeq: e.rowSeq}}
+			le := loggedEvent{key: []byte(k), keyHash: keyed.Hash([]byte(k)), eventFact: eventFact{seq: e.seq, del: e.delete, phys: e.phys, commit: e.commit, rowSeq: e.rowSeq}}
 			if !e.delete {
 				le.hash = rowHash(e.row)
 			}
@@ -330,73 +327,6 @@ func scd1Logged(events map[string][]scdEvent) []loggedEvent {
 		}
 	}
 	return out
-}
-
-// scd1Rows are the target's stored rows: for the keys with events, and (snapshot source
-// with deletes) all of them.
-type scd1Rows struct {
-	byKey map[string][]any
-	all   map[string][]any
-}
-
-func (s *SCD1Merge) storedRows(ctx context.Context, snap *delta.Snapshot, l *scdLayout, events map[string][]scdEvent) (*scd1Rows, error) {
-	out := &scd1Rows{byKey: map[string][]any{}, all: map[string][]any{}}
-	opts := delta.ScanOptions{}
-	wantAll := !s.cfg.SourceChanges && l.spec.deletes != "ignore"
-	if !wantAll && len(l.spec.keys) == 1 {
-		if len(events) == 0 {
-			return out, nil
-		}
-		keys := make([]any, 0, len(events))
-		for _, evs := range events {
-			keys = append(keys, evs[0].row[l.spec.keys[0]])
-		}
-		opts.Filter = delta.In(l.data[l.spec.keys[0]].Name, keys...)
-	}
-	sc, err := snap.Scan(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer sc.Release()
-	for sc.Next() {
-		rec := sc.RecordBatch()
-		cols, err := sourceColumns(rec.Schema(), l)
-		if err != nil {
-			return nil, err
-		}
-		for i := range int(rec.NumRows()) {
-			row, err := sourceRow(rec, l, i, cols)
-			if err != nil {
-				return nil, err
-			}
-			k := string(appendRowKey(nil, row, l.spec.keys))
-			if _, ok := events[k]; ok {
-				out.byKey[k] = row
-			}
-			if wantAll {
-				out.all[k] = row
-			}
-		}
-	}
-	return out, sc.Err()
-}
-
-// apply writes the upserts and deletes as one MERGE on the keys with the batch txn.
-// The MERGE reads snap, the version the upserts and deletes were decided on (a commit
-// in between makes it conflict; Run merges again).
-func (s *SCD1Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, upserts, deletes [][]any, sourceVersion int64, watermark *int64) (*delta.MergeResult, error) {
-	schema, err := scd1SourceSchema(l)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := scd1SourceRecord(schema, l, upserts, deletes)
-	if err != nil {
-		return nil, err
-	}
-	defer rec.Release()
-	opts := s.mergeOptions(env, dst, snap, l, sourceVersion, watermark)
-	opts.Source = []arrow.RecordBatch{rec}
-	return dst.Merge(ctx, opts)
 }
 
 // scd1SourceSchema is the schema of the MERGE source rows: the data columns and the

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // SCD2Merge maintains a type 2 slowly changing dimension (STAGES.md, scd2_merge): each
@@ -139,8 +140,8 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	srcDecl, dstDecl, srcSnap, dstSnap := f.srcDecl, f.dstDecl, f.srcSnap, f.dstSnap
-	latest := srcSnap.Version()
+	srcDecl, dstDecl, dstSnap := f.srcDecl, f.dstDecl, f.dstSnap
+	latest := f.srcSnap.Version()
 	l, err := s.layout(dstSnap.Schema())
 	if err != nil {
 		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
@@ -155,108 +156,122 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s merged through version %d", srcDecl.Name, latest))
 		return res, nil
 	}
-	es, err := newEventSource(l, srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, false)
+	es, err := newEventSource(l, f.srcSnap.Schema(), s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, false)
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
-
-	batch := newSCDBatch(l)
-	defer batch.Release()
-	// Over its memory budget the batch goes to spill files, worked in passes (scd2_spill.go).
-	budget := env.budget(s.cfg.MemoryBudget)
-	defer holdBudget(budget)()
-	batch.limit = workingSet(budget)
-	batch.spillTo = func() (*scdSpill, error) { return newSCDSpill(env, l, s.cfg.SequenceBy == "", batch.limit) }
-	defer func() { batch.spill.remove() }()
-	log, err := s.readBatch(ctx, env, f, batch, es, merged, last, &res)
+	// The keyed run (jobs/internal/keyed): the batch is read once, into memory while it
+	// fits the budget, else into spill files by key hash range; then the dimension and
+	// the passes (one in memory), each folding its keys; then ONE commit.
+	kr, end := env.keyedRun(s.cfg.MemoryBudget)
+	defer end()
+	live := newSCDBatch(l, s.cfg.SourceChanges)
+	batch := kr.NewBatch(live, keyed.BatchOptions{Keys: l.spec.keys})
+	rd := newEventReader(l, s.cfg.SequenceBy == "", batch.Add)
+	log, err := readMergeBatch(ctx, env, mergeOf{s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), s.cfg.SourceChanges}, f, batch, live, rd, es, merged, last, &res)
 	if err != nil {
 		return res, err
 	}
+	noteHeld("scd2_merge", batch)
 	// A snapshot source deletes the current keys it no longer has as of the time its
 	// rows are: the newest sequence_by value, else the time its last snapshot load
 	// recorded, else its version's commit time (they carry no sequence of their own).
 	var deleteAt *snapshotDeletes
 	if !s.cfg.SourceChanges && l.spec.deletes != "ignore" {
-		deleteAt = &snapshotDeletes{at: snapshotSourceTime(srcSnap), seen: srcSnap.Timestamp().UnixMicro()}
-		if s.cfg.SequenceBy != "" {
-			top, ok := batch.maxSeq(true)
-			if batch.spill != nil {
-				top, ok = batch.spill.top, batch.spill.hasTop
-			}
-			if ok {
-				deleteAt.at = top
-			}
+		deleteAt = &snapshotDeletes{at: snapshotSourceTime(f.srcSnap), seen: f.srcSnap.Timestamp().UnixMicro()}
+		if s.cfg.SequenceBy != "" && rd.hasTop {
+			deleteAt.at = rd.top
 		}
 	}
-	if batch.spill != nil {
-		return s.runSpilled(ctx, env, f, l, log, batch.spill, deleteAt, res)
+	specOf := live
+	if batch.Spilled() {
+		specOf = newSCDBatch(l, false) // (no keys to prune by)
 	}
-	return s.runInMemory(ctx, env, f, l, log, batch, deleteAt, res)
-}
-
-// readBatch reads the source's events into batch: the change feed after the last
-// version merged (last, when merged) with the event log, or the snapshot. It returns
-// the event log (nil for a snapshot source).
-func (s *SCD2Merge) readBatch(ctx context.Context, env *Env, f *flow, batch *scdBatch, es *eventSource, merged bool, last int64, res *Result) (*eventLog, error) {
-	latest := f.srcSnap.Version()
-	var log *eventLog
-	var err error
-	if s.cfg.SourceChanges {
-		from := last + 1
-		if !merged {
-			if from, err = f.src.ChangeDataFeedStart(ctx); err != nil {
-				return nil, fmt.Errorf("source %s: %w", f.srcDecl.Name, err)
-			}
-		}
-		res.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: from - 1, Through: latest}}
-		if log, err = openMergeLog(ctx, env, s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), f.src, es, merged, last, res); err != nil {
-			return nil, err
-		}
-		err = batch.readChanges(ctx, f.src, from, latest, es, res)
-	} else {
-		err = batch.readSnapshot(ctx, f.srcSnap, es, res)
-	}
+	spec, err := specOf.dimensionSpec(deleteAt)
 	if err != nil {
-		return nil, fmt.Errorf("source %s: %w", f.srcDecl.Name, err)
+		return res, err
 	}
-	es.noteSkipped(res)
-	return log, nil
-}
-
-// runInMemory merges a batch held in memory: it scans the dimension for the batch's
-// keys, folds them, appends the batch's events to the event log (log, nil without one)
-// and commits the changes with the new watermark.
-func (s *SCD2Merge) runInMemory(ctx context.Context, env *Env, f *flow, l *scdLayout, log *eventLog, batch *scdBatch, deleteAt *snapshotDeletes, res Result) (Result, error) {
-	srcDecl, dstDecl, dst, dstSnap := f.srcDecl, f.dstDecl, f.dst, f.dstSnap
-	latest := f.srcSnap.Version()
-	work, missing, err := batch.scanDimension(ctx, dstSnap, deleteAt)
+	target := keyed.NewTarget(dstSnap, spec)
+	// The batch's events go to the log before the dimension commit (a rerun finds them),
+	// in key hash order, pass after pass.
+	app, err := log.startRun(latest, batch)
 	if err != nil {
-		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
+		return res, err
 	}
-	changes, _, err := s.foldChanges(ctx, batch, work, missing, l, log, dstSnap, deleteAt, &res)
-	if err != nil {
-		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
-	}
-	// The watermark moves to the batch's highest sequence (change feed sources); with
-	// sequence_by, the deletes of source rows (dated by their commits) do not count.
-	top, ok := batch.maxSeq(s.cfg.SequenceBy == "")
-	newWatermark := s.newWatermark(dstSnap, log, top, ok)
-	// The batch's events go to the log before the dimension commit (a rerun finds them).
-	if log != nil {
-		if err := log.append(ctx, env, batch.logged(), latest, nil); err != nil {
-			return res, err
-		}
-	}
-	// The index and the scan's findings are not needed by the MERGE; the records stay (the
-	// changes' values may point into them).
-	batch.dropIndex()
-	work, missing = nil, nil
-	mr, err := s.apply(ctx, env, dst, dstSnap, l, batch, changes, latest, newWatermark)
+	defer app.abort()
+	mp, err := f.dst.NewMergeInParts(s.mergeOptions(env, f.dst, dstSnap, l, latest, s.newWatermark(dstSnap, log, rd.top, rd.hasTop)))
 	if err != nil {
 		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
 	}
+	srcSchema, err := mergeSourceSchema(dstSnap, l)
+	if err != nil {
+		return res, err
+	}
+	tableSchema, err := delta.ArrowSchema(dstSnap.Schema())
+	if err != nil {
+		return res, err
+	}
+	sink, err := batch.Sink(keyed.SinkOptions{Merge: mp, Snap: dstSnap, Source: srcSchema, Table: tableSchema})
+	if err != nil {
+		return res, err
+	}
+	defer sink.Release()
+	passes, err := batch.Passes(ctx, 0, target, func(bb, br, tb, _ int64) int64 { return bb + br*live.cost + tb },
+		func(ctx context.Context, p *keyed.Pass) error {
+			return s.pass(ctx, p, l, log, dstSnap, deleteAt, app, sink, &res)
+		})
+	if err != nil {
+		return res, fmt.Errorf("dimension %s: %w", dstDecl.Name, err)
+	}
+	if app != nil {
+		if err := app.commit(ctx, env, nil); err != nil {
+			return res, err
+		}
+	}
+	mr, err := sink.Commit(ctx)
+	if err != nil {
+		return res, fmt.Errorf("merge into %s: %w", dstDecl.Name, err)
+	}
+	if batch.Spilled() {
+		res.Notes = append(res.Notes, fmt.Sprintf("%d events of %s over the memory budget (%s): worked in %d passes over spill files",
+			batch.Rows(), srcDecl.Name, ByteSize(env.budget(s.cfg.MemoryBudget)), passes))
+	}
 	s.count(&res, dstDecl, mr)
 	return res, nil
+}
+
+// pass folds the keys of a pass (keyed.Pass: in memory, the whole batch as it was
+// read): it indexes their events, sorts the dimension's rows against them, folds them
+// (late keys with their logged events) and gives the changes to the sink; meanwhile it
+// writes the events to the event log (app), which only reads the batch.
+func (s *SCD2Merge) pass(ctx context.Context, p *keyed.Pass, l *scdLayout, log *eventLog, dstSnap *delta.Snapshot,
+	deleteAt *snapshotDeletes, app *logAppender, sink *keyed.Sink, res *Result) error {
+	b, _ := p.Live.(*scdBatch)
+	if b == nil {
+		b = newSCDBatch(l, s.cfg.SourceChanges)
+		if err := p.EachBatch(ctx, b.Add); err != nil {
+			b.Release()
+			return err
+		}
+	}
+	defer b.Release()
+	g, gctx := errgroup.WithContext(ctx)
+	if app != nil {
+		g.Go(func() error { return app.addBatch(gctx, b, p.Lo, p.Hi) })
+	}
+	g.Go(func() error {
+		work := newSCDWork(len(b.head))
+		placer := &dimPlacer{b: b, work: work, deleteAt: deleteAt, rows: &sortedRows{}}
+		if err := p.EachTarget(gctx, func(tr keyed.TargetRecord) error { return placer.place(gctx, tr) }); err != nil {
+			return err
+		}
+		changes, late, err := s.foldChanges(gctx, b, work, placer.missing, l, log, dstSnap, deleteAt, res)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", s.cfg.Source, err)
+		}
+		return s.emit(gctx, sink, b, l, changes, late)
+	})
+	return g.Wait()
 }
 
 // count records what the dimension's MERGE did in res.
@@ -461,7 +476,7 @@ func foldKeyRange(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first i
 func sourceRow(rec arrow.RecordBatch, l *scdLayout, i int, cols []int) ([]any, error) {
 	row := make([]any, len(l.data))
 	for j, c := range cols {
-		v, err := colValue(rec.Column(c), i)
+		v, err := keyed.Value(rec.Column(c), i)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", l.data[j].Name, err)
 		}
@@ -512,7 +527,7 @@ func seqValue(arr arrow.Array, i int) (int64, bool) {
 	case *array.Date32:
 		return int64(a.Value(i)) * 86_400_000_000, true
 	case *array.Timestamp:
-		return toMicros(int64(a.Value(i)), a.DataType().(*arrow.TimestampType).Unit), true
+		return keyed.Micros(int64(a.Value(i)), a.DataType().(*arrow.TimestampType).Unit), true
 	case *array.Int64:
 		return a.Value(i), true
 	case *array.Int32:
@@ -523,82 +538,4 @@ func seqValue(arr arrow.Array, i int) (int64, bool) {
 		return int64(a.Value(i)), true
 	}
 	return 0, false
-}
-
-// readChangeEvents turns the source's change feed over [from, to] into events as Go rows
-// (eachChange says which); scd1_merge uses it.
-func readChangeEvents(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, add func(scdEvent) error, res *Result) error {
-	return eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
-		for i := range ev.seqs {
-			row, err := sourceRow(rec, es.l, i, cols)
-			if err != nil {
-				return err
-			}
-			if err := add(scdEvent{seq: ev.seqs[i], delete: ev.dels[i], phys: ev.phys[i], rowSeq: ev.rowSeqs[i], commit: ev.commits[i], row: row}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, res)
-}
-
-// readSnapshotEvents turns every source row into an upsert at its sequence_by value
-// (default: the source's snapshot time, snapshotSourceTime), or a delete where
-// delete_when holds.
-func readSnapshotEvents(ctx context.Context, snap *delta.Snapshot, es *eventSource, add func(scdEvent) error, res *Result) error {
-	sc, err := snap.Scan(ctx, delta.ScanOptions{})
-	if err != nil {
-		return err
-	}
-	defer sc.Release()
-	l := es.l
-	at := snapshotSourceTime(snap)
-	version := snap.Version()
-	record := func(rec arrow.RecordBatch, cols []int) error {
-		seqIdx := -1
-		if es.sequenceBy != "" {
-			var err error
-			if seqIdx, err = seqColumn(rec.Schema(), es.sequenceBy); err != nil {
-				return err
-			}
-		}
-		marked, err := es.deletesMarked(rec)
-		if err != nil {
-			return err
-		}
-		for i := range int(rec.NumRows()) {
-			row, err := sourceRow(rec, l, i, cols)
-			if err != nil {
-				return err
-			}
-			seq := at
-			if seqIdx >= 0 {
-				var ok bool
-				if seq, ok = seqValue(rec.Column(seqIdx), i); !ok {
-					return fmt.Errorf("key %s: sequence_by column %s is null", keyString(row, l.spec.keys), es.sequenceBy)
-				}
-			}
-			if err := add(scdEvent{seq: seq, row: row, delete: marked != nil && marked[i]}); err != nil {
-				return err
-			}
-		}
-		res.RowsRead += rec.NumRows()
-		return nil
-	}
-	for sc.Next() {
-		cols, err := sourceColumns(sc.RecordBatch().Schema(), l)
-		if err != nil {
-			return err
-		}
-		rec, err := es.admit(ctx, sc.RecordBatch(), cols, func(int) int64 { return version })
-		if err != nil {
-			return err
-		}
-		err = record(rec, cols)
-		rec.Release()
-		if err != nil {
-			return err
-		}
-	}
-	return sc.Err()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // scdActionColumn marks each row of the MERGE source with what to do to the dimension.
@@ -24,67 +25,6 @@ func isKeyIndex(keys []int, j int) bool {
 		}
 	}
 	return false
-}
-
-// apply writes the fold's changes as one MERGE with the batch txn. The scan placed every
-// stored version, so the MERGE matches by position instead of joining on (keys,
-// valid_from): each change to a stored version is one source row matched with that
-// version's row; each new version is an unmatched source row, inserted.
-func (s *SCD2Merge) apply(ctx context.Context, env *Env, dst *delta.Table, snap *delta.Snapshot, l *scdLayout, batch *scdBatch, changes []scdChange, sourceVersion int64, watermark *int64) (*delta.MergeResult, error) {
-	sourceSchema, err := mergeSourceSchema(snap, l)
-	if err != nil {
-		return nil, err
-	}
-	// The MERGE source is built in two halves at once while the matches are placed
-	// (its records are read in order: source row i is change i).
-	half := len(changes) / 2
-	var recs [2]arrow.RecordBatch
-	var errs [2]error
-	var wg sync.WaitGroup
-	for k, part := range [][]scdChange{changes[:half], changes[half:]} {
-		wg.Go(func() { recs[k], errs[k] = scdSourceRecord(sourceSchema, l, batch, part) })
-	}
-	defer func() {
-		wg.Wait()
-		releaseRecords([]arrow.RecordBatch{recs[0], recs[1]})
-	}()
-	pos := &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
-	placed := map[string]*placedRows{}
-	for i, c := range changes {
-		if c.Old == nil {
-			continue
-		}
-		if c.Old.at.file == "" {
-			return nil, fmt.Errorf("internal error: a %s of a stored version that the scan did not place", c.Kind)
-		}
-		p := placed[c.Old.at.file]
-		if p == nil {
-			p = &placedRows{FileMatches: &delta.FileMatches{}}
-			pos.Files[c.Old.at.file], placed[c.Old.at.file] = p.FileMatches, p
-		}
-		p.Target, p.Source = append(p.Target, c.Old.at.row), append(p.Source, int32(i))
-		p.at = append(p.at, c.Old.at)
-	}
-	for _, p := range placed {
-		sort.Sort(p)
-		rows, err := batch.heldRows(ctx, p.at)
-		if err != nil {
-			return nil, err
-		}
-		p.Rows = rows
-	}
-	defer func() {
-		for _, p := range placed {
-			releaseRecords(p.Rows)
-		}
-	}()
-	wg.Wait()
-	if err := errors.Join(errs[0], errs[1]); err != nil {
-		return nil, err
-	}
-	opts := s.mergeOptions(env, dst, snap, l, sourceVersion, watermark)
-	opts.Source, opts.Positions = recs[:], pos
-	return dst.Merge(ctx, opts)
 }
 
 // mergeSourceSchema is the schema of the MERGE source rows that scdSourceRecord builds:
@@ -189,63 +129,71 @@ func scdSourceRecord(schema *arrow.Schema, l *scdLayout, batch *scdBatch, change
 	return b.NewRecordBatch(), nil
 }
 
-// placedRows are a file's matches with where the scan placed each target row; they
-// sort by target row.
-type placedRows struct {
-	*delta.FileMatches
-	at []dimRow
-}
+// Insert orders: batch keys (by their first event), then late keys, then keys a
+// snapshot source lost (by key hash), as a MERGE of the whole batch would insert them
+// (its changes in key order).
+const (
+	ordLate    = 1 << 61
+	ordMissing = 2 << 61
+)
 
-func (m *placedRows) Len() int           { return len(m.Target) }
-func (m *placedRows) Less(i, j int) bool { return m.Target[i] < m.Target[j] }
-func (m *placedRows) Swap(i, j int) {
-	m.Target[i], m.Target[j] = m.Target[j], m.Target[i]
-	m.Source[i], m.Source[j] = m.Source[j], m.Source[i]
-	m.at[i], m.at[j] = m.at[j], m.at[i]
-}
-
-// heldRows gathers the kept rows of one file's matched versions, in their order, as
-// records for FileMatches.Rows: nil when some row was not kept. Sorted by target row,
-// a file's versions come in the order the scan kept them.
-func (b *scdBatch) heldRows(ctx context.Context, at []dimRow) ([]arrow.RecordBatch, error) {
-	for _, r := range at {
-		if r.held == 0 {
-			return nil, nil
+// emit gives a pass's changes to the sink: those of stored versions matched with the
+// dimension rows they change (their places, and the rows the scan kept), the new
+// versions with their order in the whole batch. The two halves of the MERGE source are
+// built at once.
+func (s *SCD2Merge) emit(ctx context.Context, sink *keyed.Sink, b *scdBatch, l *scdLayout, changes []scdChange, late []bool) error {
+	var matched, inserts []scdChange
+	var ords, ords2 []int64
+	var key []byte
+	for _, c := range changes {
+		if c.Old != nil {
+			if !c.Old.at.placed {
+				return fmt.Errorf("internal error: a %s of a stored version that the scan did not place", c.Kind)
+			}
+			if c.Old.at.held == 0 {
+				return fmt.Errorf("internal error: a changed row at %v was not kept", c.Old.at.place)
+			}
+			matched = append(matched, c)
+			continue
 		}
-	}
-	var out []arrow.RecordBatch
-	var rows []int32
-	flush := func(held int32) error {
-		if len(rows) == 0 {
-			return nil
+		var err error
+		if c.quick {
+			r := b.evRec[c.ev]
+			key, err = keyed.AppendKey(key[:0], b.recs[r], l.keyColumns(b.cols[r]), int(b.evRow[c.ev]))
+		} else {
+			key = keyed.AppendRowKey(key[:0], c.New.Row, l.spec.keys)
 		}
-		g, err := delta.GatherRows(ctx, b.dimRows[held-1], rows)
 		if err != nil {
 			return err
 		}
-		out, rows = append(out, g), rows[:0]
-		return nil
-	}
-	for i, r := range at {
-		if i > 0 && r.held != at[i-1].held {
-			if err := flush(at[i-1].held); err != nil {
-				releaseRecords(out)
-				return nil, err
+		ord, ord2 := int64(ordMissing), keyed.Hash(key) // a key a snapshot source lost (sortByKeyHash)
+		if id, ok := b.keys.Lookup(key); ok {
+			ord, ord2 = b.keyOrd[id], 0
+			if late[id] {
+				ord |= ordLate
 			}
 		}
-		rows = append(rows, r.hrow)
+		inserts = append(inserts, c)
+		ords, ords2 = append(ords, ord), append(ords2, ord2)
 	}
-	if err := flush(at[len(at)-1].held); err != nil {
-		releaseRecords(out)
-		return nil, err
+	schema := sink.Source()
+	var recs [2]arrow.RecordBatch
+	var errs [2]error
+	var wg sync.WaitGroup
+	for k, part := range [][]scdChange{matched, inserts} {
+		wg.Go(func() { recs[k], errs[k] = scdSourceRecord(schema, l, b, part) })
 	}
-	return out, nil
-}
-
-func releaseRecords(recs []arrow.RecordBatch) {
-	for _, r := range recs {
-		if r != nil {
-			r.Release()
-		}
+	wg.Wait()
+	defer arrowx.ReleaseRecords(recs[:])
+	if err := errors.Join(errs[0], errs[1]); err != nil {
+		return err
 	}
+	places, at := make([]keyed.Place, len(matched)), make([]keyed.Ref, len(matched))
+	for i, c := range matched {
+		places[i], at[i] = c.Old.at.place, keyed.Ref{Rec: c.Old.at.held - 1, Row: c.Old.at.hrow}
+	}
+	if err := sink.Matched(ctx, recs[0], keyed.Rows{Recs: b.dimRows, At: at}, places); err != nil {
+		return err
+	}
+	return sink.Inserts(ctx, recs[1], ords, ords2)
 }

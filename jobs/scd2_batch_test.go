@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -243,7 +244,7 @@ func dimAsModel(t *testing.T, env *Env, dim *Table) *memDim {
 		for i := range int(rec.NumRows()) {
 			vals := make([]any, rec.NumCols())
 			for c := range vals {
-				if vals[c], err = colValue(rec.Column(c), i); err != nil {
+				if vals[c], err = keyed.Value(rec.Column(c), i); err != nil {
 					t.Fatal(err)
 				}
 			}

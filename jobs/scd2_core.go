@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // This file is the heart of scd2_merge: pure logic that folds a batch of change events
@@ -60,14 +62,15 @@ type scdVersion struct {
 	at        dimRow
 }
 
-// dimRow is where a stored version is: its data file and its index there, and, when
-// the scan kept the row (for the MERGE, which then need not read it from the file),
-// where it kept it: row hrow of scdBatch.dimRows[held-1].
+// dimRow is where a stored version is (placed: it was read from the dimension): its
+// data file and its index there, and, when the scan kept the row (for the MERGE, which
+// then need not read it from the file), where it kept it: row hrow of
+// scdBatch.dimRows[held-1].
 type dimRow struct {
-	file string // Add.Path; "" for a version not read from the dimension
-	row  int64
-	held int32 // 0: not kept
-	hrow int32
+	place  keyed.Place
+	placed bool
+	held   int32 // 0: not kept
+	hrow   int32
 }
 
 // scdSpec says which data columns are keys, tracked (a change makes a new version) and

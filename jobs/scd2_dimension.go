@@ -12,6 +12,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // The dimension side of scd2_merge's columnar front (scd2_batch.go has the batch side):
@@ -133,51 +134,59 @@ func (l *scdLayout) tombstoneAt(rec arrow.RecordBatch, d *dimColumns, i int) boo
 	return true
 }
 
-// scanDimension streams the dimension once and sorts its rows against the batch: per
-// batch key its stored versions (or settled), and, when deleteAt is set (a snapshot
-// source that deletes), the current rows of keys the batch does not have, each with a
-// delete event at deleteAt.of(it). A missing key's delete only needs its current row: it
-// closes that row, or changes nothing when its time is before it.
-func (b *scdBatch) scanDimension(ctx context.Context, snap *delta.Snapshot, deleteAt *snapshotDeletes) (work *scdWork, missing []scdVersion, err error) {
+// dimensionSpec is what a pass of scd2_merge reads of the dimension: every column;
+// with deleteAt (a snapshot source that deletes) every current row whatever the batch's
+// keys. A small live batch (at most 10,000 keys, one key column, nothing to delete)
+// reads only the files whose stats may hold its keys (every row of a file read comes
+// back, so each version knows its place: the MERGE matches rows by position).
+func (b *scdBatch) dimensionSpec(deleteAt *snapshotDeletes) (keyed.TargetSpec, error) {
 	l := b.l
-	work = newSCDWork(len(b.head))
-	// FilesOnly: every row of a file read comes back, so each version knows its place
-	// (the MERGE matches rows by position).
-	opts := delta.ScanOptions{ReadAhead: true, FilesOnly: true}
-	if deleteAt == nil && len(l.spec.keys) == 1 && len(b.head) > 0 && len(b.head) <= 10_000 {
-		// A small batch reads only the files whose stats may hold its keys.
-		keys := make([]any, 0, len(b.head))
-		for _, ev := range b.head {
-			r := b.evRec[ev]
-			v, err := colValue(b.recs[r].Column(b.cols[r][l.spec.keys[0]]), int(b.evRow[ev]))
-			if err != nil {
-				return nil, nil, err
-			}
-			keys = append(keys, v)
-		}
-		opts.Filter = delta.In(l.data[l.spec.keys[0]].Name, keys...)
-	}
-	sc, err := snap.Scan(ctx, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer sc.Release()
-	p := &dimPlacer{b: b, work: work, deleteAt: deleteAt, rows: &sortedRows{}}
-	for sc.Next() {
-		rec := sc.RecordBatch()
-		file, first, ok := sc.Position()
-		if !ok {
-			return nil, nil, errors.New("the dimension scan lost the positions of its rows")
-		}
-		if err := p.place(ctx, rec, func(i int) (string, int64) { return file.Path, first + int64(i) }); err != nil {
+	spec := keyed.TargetSpec{ReadAhead: true, Select: func(rec arrow.RecordBatch) ([]int, func(int) bool, error) {
+		d, err := l.dimColumns(rec)
+		if err != nil {
 			return nil, nil, err
 		}
+		var keepAll func(int) bool
+		if deleteAt != nil {
+			keepAll = func(i int) bool { return !d.curr.IsNull(i) && d.curr.Value(i) }
+		}
+		return l.keyColumns(d.data), keepAll, nil
+	}}
+	if deleteAt == nil {
+		var err error
+		if spec.Filter, err = b.keyFilter(); err != nil {
+			return spec, err
+		}
 	}
-	return work, p.missing, sc.Err()
+	return spec, nil
 }
 
-// dimPlacer sorts dimension records against a batch (scanDimension): it fills work, and
-// missing with the current rows of keys the batch lacks when deleteAt is set.
+// keyFilter is a predicate on the batch's keys, for a small batch (at most 10,000 keys,
+// one key column) whose scans of the target read only the files whose stats may hold
+// them; nil for another.
+func (b *scdBatch) keyFilter() (delta.Predicate, error) {
+	l := b.l
+	if len(l.spec.keys) != 1 || len(b.head) == 0 || len(b.head) > 10_000 {
+		return nil, nil
+	}
+	keys := make([]any, 0, len(b.head))
+	for _, ev := range b.head {
+		r := b.evRec[ev]
+		v, err := keyed.Value(b.recs[r].Column(b.cols[r][l.spec.keys[0]]), int(b.evRow[ev]))
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, v)
+	}
+	return delta.In(l.data[l.spec.keys[0]].Name, keys...), nil
+}
+
+// dimPlacer sorts the dimension's records against a batch (one scan of the dimension,
+// or of its rows set aside for a pass): it fills work with, per batch key, its stored
+// versions (or settled), and, when deleteAt is set (a snapshot source that deletes),
+// missing with the current rows of keys the batch does not have, each to be deleted at
+// deleteAt.of(it). A missing key's delete only needs its current row: it closes that
+// row, or changes nothing when its time is before it.
 type dimPlacer struct {
 	b         *scdBatch
 	work      *scdWork
@@ -188,17 +197,15 @@ type dimPlacer struct {
 	rows      *sortedRows
 }
 
-// place sorts the rows of a dimension record (of the table's schema); at says where row
-// i is (its file, Add.Path, and its index there).
-func (p *dimPlacer) place(ctx context.Context, rec arrow.RecordBatch, at func(i int) (string, int64)) error {
-	b, l, work := p.b, p.b.l, p.work
+// place sorts the rows of a dimension record (of the table's schema), with their places.
+func (p *dimPlacer) place(ctx context.Context, tr keyed.TargetRecord) error {
+	b, l, work, rec := p.b, p.b.l, p.work, tr.Rec
 	// The scan keeps the rows that may change, so the MERGE need not read the files
 	// again: with deletion vectors it marks the rows it changes, without them it splices
 	// the new values into copies of the files (delta's spliceGivenRows).
 	p.kept = p.kept[:0]
 	keep := func(i int) dimRow {
-		file, row := at(i)
-		r := dimRow{file: file, row: row, held: int32(len(b.dimRows) + 1), hrow: int32(len(p.kept))}
+		r := dimRow{place: tr.Place(i), placed: true, held: int32(len(b.dimRows) + 1), hrow: int32(len(p.kept))}
 		p.kept = append(p.kept, int32(i))
 		return r
 	}
@@ -278,12 +285,13 @@ func (b *scdBatch) sortRows(rec arrow.RecordBatch, d *dimColumns, out *sortedRow
 	if n < splitSortAt {
 		half = n
 	}
+	keyCols := b.l.keyColumns(d.data)
 	part := func(k, lo, hi int) error {
 		kb := &out.blocks[k]
 		kb.Reset()
 		for i := lo; i < hi; i++ {
 			var err error
-			if kb.Buf, err = appendKey(kb.Buf, rec, d.data, b.l.spec.keys, i); err != nil {
+			if kb.Buf, err = keyed.AppendKey(kb.Buf, rec, keyCols, i); err != nil {
 				return err
 			}
 			kb.End()
@@ -361,7 +369,7 @@ func (b *scdBatch) versionRows(versions []scdVersion) error {
 			continue
 		}
 		if v.at.held == 0 {
-			return fmt.Errorf("internal error: a stored version of %s has neither values nor a kept row", v.at.file)
+			return fmt.Errorf("internal error: a stored version at %v has neither values nor a kept row", v.at.place)
 		}
 		row, err := sourceRow(b.dimRows[v.at.held-1], b.l, int(v.at.hrow), b.heldData)
 		if err != nil {
@@ -404,7 +412,7 @@ func sameValue(a arrow.Array, i int, b arrow.Array, j int) bool {
 			return x.Value(i) == y.Value(j)
 		}
 	}
-	va, errA := colValue(a, i)
-	vb, errB := colValue(b, j)
+	va, errA := keyed.Value(a, i)
+	vb, errB := keyed.Value(b, j)
 	return errA == nil && errB == nil && valuesEqual(va, vb)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // foldChanges folds a batch into the stored versions the dimension scan found for its
@@ -69,8 +70,8 @@ func sortByKeyHash(vs []scdVersion, keys []int) {
 	}
 	tmp := make([]kv, len(vs))
 	for i, v := range vs {
-		k := appendRowKey(nil, v.Row, keys)
-		tmp[i] = kv{keyHash(k), k, v}
+		k := keyed.AppendRowKey(nil, v.Row, keys)
+		tmp[i] = kv{keyed.Hash(k), k, v}
 	}
 	slices.SortFunc(tmp, func(a, b kv) int { return cmp.Or(cmp.Compare(a.h, b.h), bytes.Compare(a.key, b.key)) })
 	for i := range tmp {

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -13,9 +14,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // The event log of a merge from a change feed (scd2_merge and scd1_merge with
@@ -84,9 +85,10 @@ type eventFact struct {
 	type1 string
 }
 
-// loggedEvent is a fact with its key, as written.
+// loggedEvent is a fact with its key (and the key's keyed.Hash), as written.
 type loggedEvent struct {
-	key []byte
+	key     []byte
+	keyHash int64
 	eventFact
 }
 
@@ -111,9 +113,6 @@ func (l *eventLog) derivedWatermark(watermark int64, has bool) (int64, bool, boo
 	}
 	return *l.filledMax, true, true
 }
-
-// keyHash is the hash of an encoded key that the log is sorted and looked up by.
-func keyHash(key []byte) int64 { return int64(xxhash.Sum64(key)) }
 
 // openEventLog opens the event log of a stage (appID names it: kind, target and source),
 // creating it when absent.
@@ -165,7 +164,7 @@ func (l *eventLog) lookup(ctx context.Context, keys [][]byte) (map[int][]eventFa
 	byHash := make(map[int64][]int, len(keys))
 	hashes := make([]any, 0, len(keys))
 	for i, k := range keys {
-		h := keyHash(k)
+		h := keyed.Hash(k)
 		if _, ok := byHash[h]; !ok {
 			hashes = append(hashes, h)
 		}
@@ -236,7 +235,7 @@ func (l *eventLog) append(ctx context.Context, env *Env, events []loggedEvent, s
 		return err
 	}
 	defer a.abort()
-	if err := a.add(ctx, events, 0, hashParts); err != nil {
+	if err := a.add(ctx, events, 0, keyed.Ranges); err != nil {
 		return err
 	}
 	return a.commit(ctx, env, complete)
@@ -256,6 +255,20 @@ type logAppender struct {
 	// from memory when finished; chunk is the most events written at once (0: 65536).
 	stream bool
 	chunk  int
+}
+
+// startRun starts the log commit of a merge's run (nil: nothing to log, a nil log or
+// one holding sourceVersion already): a batch over spill files is logged as it is
+// written, range after range.
+func (l *eventLog) startRun(sourceVersion int64, batch *keyed.Batch) (*logAppender, error) {
+	if l == nil {
+		return nil, nil
+	}
+	a, err := l.startAppend(sourceVersion)
+	if a != nil && batch.Spilled() {
+		a.stream, a.chunk = true, int(min(max(batch.Limit()/2048, 4096), 1<<16))
+	}
+	return a, err
 }
 
 // startAppend starts the log commit with the txn through sourceVersion (none when
@@ -311,9 +324,9 @@ func (a *logAppender) add(ctx context.Context, events []loggedEvent, lo, hi int)
 	return nil
 }
 
-// abort drops what was written (after a failure; after commit, nothing).
+// abort drops what was written (after a failure; after commit or on nil, nothing).
 func (a *logAppender) abort() {
-	if a.w != nil {
+	if a != nil && a.w != nil {
 		a.w.Abort()
 		a.w = nil
 	}
@@ -384,8 +397,8 @@ func (l *eventLog) filesToMerge() []*delta.Add {
 func (l *eventLog) read(ctx context.Context, files []*delta.Add, lo, hi int) ([]loggedEvent, error) {
 	t := l.snap.Table()
 	var opts delta.ScanOptions
-	if lo > 0 || hi < hashParts {
-		first, last := hashBounds(lo, hi)
+	if lo > 0 || hi < keyed.Ranges {
+		first, last := keyed.HashBounds(lo, hi)
 		opts.Filter = delta.And(delta.Ge("key_hash", first), delta.Le("key_hash", last))
 	}
 	sc, err := delta.Scan(ctx, t.Store(), t.Root(), l.snap.Schema(), nil, files, opts)
@@ -398,7 +411,7 @@ func (l *eventLog) read(ctx context.Context, files []*delta.Add, lo, hi int) ([]
 		rec := sc.RecordBatch()
 		c := logColumns(rec)
 		for i := range int(rec.NumRows()) {
-			out = append(out, loggedEvent{key: slices.Clone(c.key.Value(i)), eventFact: c.fact(i)})
+			out = append(out, loggedEvent{key: slices.Clone(c.key.Value(i)), keyHash: c.hash.Value(i), eventFact: c.fact(i)})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -410,13 +423,26 @@ func (l *eventLog) read(ctx context.Context, files []*delta.Add, lo, hi int) ([]
 // sortLogged orders events by key hash, key, sequence and the rest, so that a file's row
 // groups cover narrow key hash ranges and equal events are adjacent.
 func sortLogged(evs []loggedEvent) {
-	slices.SortFunc(evs, func(a, b loggedEvent) int {
-		ha, hb := keyHash(a.key), keyHash(b.key)
-		return cmp.Or(cmp.Compare(ha, hb), cmp.Compare(string(a.key), string(b.key)),
-			cmp.Compare(a.seq, b.seq), cmp.Compare(boolInt(a.del), boolInt(b.del)),
-			cmp.Compare(boolInt(a.phys), boolInt(b.phys)), cmp.Compare(a.hash, b.hash),
-			cmp.Compare(a.commit, b.commit), cmp.Compare(a.rowSeq, b.rowSeq), cmp.Compare(a.type1, b.type1))
-	})
+	if !slices.IsSortedFunc(evs, compareLogged) {
+		slices.SortFunc(evs, compareLogged)
+	}
+}
+
+// compareLogged is the log's order of events.
+func compareLogged(a, b loggedEvent) int {
+	// (Compared field by field: cmp.Or would compare every field of every pair.)
+	if c := cmp.Compare(a.keyHash, b.keyHash); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.seq, b.seq); c != 0 {
+		return c
+	}
+	return cmp.Or(cmp.Compare(boolInt(a.del), boolInt(b.del)),
+		cmp.Compare(boolInt(a.phys), boolInt(b.phys)), cmp.Compare(a.hash, b.hash),
+		cmp.Compare(a.commit, b.commit), cmp.Compare(a.rowSeq, b.rowSeq), cmp.Compare(a.type1, b.type1))
 }
 
 // loggedRecord builds a log record of events.
@@ -425,8 +451,20 @@ func loggedRecord(evs []loggedEvent) arrow.RecordBatch {
 	hash, seq, rowHash, commit, rowSeq := array.NewInt64Builder(mem), array.NewInt64Builder(mem), array.NewInt64Builder(mem), array.NewInt64Builder(mem), array.NewInt64Builder(mem)
 	key, type1 := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary), array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
 	del, phys := array.NewBooleanBuilder(mem), array.NewBooleanBuilder(mem)
+	keyBytes, type1Bytes := 0, 0
 	for _, e := range evs {
-		hash.Append(keyHash(e.key))
+		keyBytes += len(e.key)
+		type1Bytes += len(e.type1)
+	}
+	key.Reserve(len(evs))
+	key.ReserveData(keyBytes)
+	type1.Reserve(len(evs))
+	type1.ReserveData(type1Bytes)
+	for _, b := range []array.Builder{hash, seq, rowHash, commit, rowSeq, del, phys} {
+		b.Reserve(len(evs))
+	}
+	for _, e := range evs {
+		hash.Append(e.keyHash)
 		key.Append(e.key)
 		seq.Append(e.seq)
 		del.Append(e.del)
@@ -462,8 +500,10 @@ func loggedRecord(evs []loggedEvent) arrow.RecordBatch {
 
 // encodeValues encodes Go row values (as colValue returns them) losslessly, for the
 // log's type1 column; decodeValues reads them back.
-func encodeValues(vals []any) []byte {
-	var b []byte
+func encodeValues(vals []any) []byte { return appendValues(nil, vals) }
+
+// appendValues appends the encoding of vals (encodeValues) to b.
+func appendValues(b []byte, vals []any) []byte {
 	for _, v := range vals {
 		switch v := v.(type) {
 		case nil:

@@ -1,15 +1,19 @@
 package jobs
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -215,17 +219,17 @@ func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to
 	var out []loggedEvent
 	var read Result
 	defer func(n int64) { es.skipped = n }(es.skipped) // the batch's count, not the log's
-	all := allColumns(len(es.l.data))
 	var buf []byte
 	err = eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
+		keyCols := es.l.keyColumns(cols)
 		for i := range ev.seqs {
-			key, err := appendKey(nil, rec, cols, es.l.spec.keys, i)
+			key, err := keyed.AppendKey(nil, rec, keyCols, i)
 			if err != nil {
 				return err
 			}
-			e := loggedEvent{key: key, eventFact: eventFact{seq: ev.seqs[i], del: ev.dels[i], phys: ev.phys[i], commit: ev.commits[i], rowSeq: ev.rowSeqs[i]}}
+			e := loggedEvent{key: key, keyHash: keyed.Hash(key), eventFact: eventFact{seq: ev.seqs[i], del: ev.dels[i], phys: ev.phys[i], commit: ev.commits[i], rowSeq: ev.rowSeqs[i]}}
 			if !e.del {
-				if buf, err = appendKey(buf[:0], rec, cols, all, i); err != nil {
+				if buf, err = keyed.AppendKey(buf[:0], rec, cols, i); err != nil {
 					return err
 				}
 				e.hash = xxhash.Sum64(buf)
@@ -240,28 +244,52 @@ func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to
 	return out, err
 }
 
-// logged returns the batch's events as log rows (keys point into the batch's index).
+// logged returns the batch's events as log rows (keys point into the batch's index),
+// in the log's order (sortLogged): keys by hash, each key's events sorted. (The events
+// are read in key id order, the order of the records, then moved in the keys' order.)
 func (b *scdBatch) logged() []loggedEvent {
-	out := make([]loggedEvent, 0, len(b.evSeq))
-	all := allColumns(len(b.l.data))
+	byID := make([]loggedEvent, 0, len(b.evSeq))
+	start := make([]int32, len(b.head)+1)
+	type hashed struct {
+		h  int64
+		id int32
+	}
+	ids := make([]hashed, len(b.head))
 	var buf []byte
 	for id := range b.head {
 		key := b.keys.Key(int32(id))
+		kh := keyed.Hash(key)
+		ids[id] = hashed{kh, int32(id)}
+		first := len(byID)
 		for ev := b.head[id]; ev >= 0; ev = b.evPrev[ev] {
-			e := loggedEvent{key: key, eventFact: eventFact{seq: b.evSeq[ev], del: b.evDel[ev]}}
+			e := loggedEvent{key: key, keyHash: kh, eventFact: eventFact{seq: b.evSeq[ev], del: b.evDel[ev]}}
 			if b.evCommit != nil {
 				e.commit, e.phys, e.rowSeq = b.evCommit[ev], b.evPhys[ev], b.evRowSeq[ev]
 			}
 			if !e.del {
 				r := b.evRec[ev]
 				var err error
-				if buf, err = appendKey(buf[:0], b.recs[r], b.cols[r], all, int(b.evRow[ev])); err == nil {
+				if buf, err = keyed.AppendKey(buf[:0], b.recs[r], b.cols[r], int(b.evRow[ev])); err == nil {
 					e.hash = xxhash.Sum64(buf)
 				}
 				e.type1, _ = recordType1(b.l, b.recs[r], b.cols[r], int(b.evRow[ev]))
 			}
-			out = append(out, e)
+			byID = append(byID, e)
 		}
+		if len(byID)-first > 1 {
+			sortLogged(byID[first:])
+		}
+		start[id+1] = int32(len(byID))
+	}
+	slices.SortFunc(ids, func(x, y hashed) int {
+		if c := cmp.Compare(x.h, y.h); c != 0 {
+			return c
+		}
+		return bytes.Compare(b.keys.Key(x.id), b.keys.Key(y.id))
+	})
+	out := make([]loggedEvent, 0, len(byID))
+	for _, k := range ids {
+		out = append(out, byID[start[k.id]:start[k.id+1]]...)
 	}
 	return out
 }
@@ -269,18 +297,24 @@ func (b *scdBatch) logged() []loggedEvent {
 // recordType1 encodes the type 1 values of row i of a source record (cols maps the
 // layout's data columns to it) for the event log.
 func recordType1(l *scdLayout, rec arrow.RecordBatch, cols []int, i int) (string, error) {
+	b, err := appendType1(nil, make([]any, len(l.spec.type1)), l, rec, cols, i)
+	return string(b), err
+}
+
+// appendType1 appends row i's type 1 values as recordType1 encodes them to dst (vals:
+// room for them); on an error dst is returned as it was.
+func appendType1(dst []byte, vals []any, l *scdLayout, rec arrow.RecordBatch, cols []int, i int) ([]byte, error) {
 	if len(l.spec.type1) == 0 {
-		return "", nil
+		return dst, nil
 	}
-	vals := make([]any, len(l.spec.type1))
 	for j, c := range l.spec.type1 {
-		v, err := colValue(rec.Column(cols[c]), i)
+		v, err := keyed.Value(rec.Column(cols[c]), i)
 		if err != nil {
-			return "", err
+			return dst, err
 		}
 		vals[j] = v
 	}
-	return string(encodeValues(vals)), nil
+	return appendValues(dst, vals), nil
 }
 
 func allColumns(n int) []int {

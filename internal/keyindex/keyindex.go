@@ -49,6 +49,12 @@ func newSlots(n int) []slot {
 // Grow makes room for n more bytes of new keys, so that adding them copies nothing.
 func (x *Index) Grow(n int) { x.arena = slices.Grow(x.arena, n) }
 
+// Bytes is the memory the index holds: its slots, its keys' arena and ends, as
+// allocated.
+func (x *Index) Bytes() int64 {
+	return int64(cap(x.slots))*int64(unsafe.Sizeof(slot{})) + int64(cap(x.arena)) + int64(cap(x.ends))*int64(unsafe.Sizeof(int(0)))
+}
+
 // Len is the number of keys.
 func (x *Index) Len() int { return len(x.ends) }
 
@@ -152,6 +158,16 @@ func (b *Block) Append(o *Block) {
 			e += base
 		}
 		b.ends = append(b.ends, e)
+	}
+}
+
+// Each calls fn with each row's key (nil for a row without one), in order.
+func (b *Block) Each(fn func(i int, key []byte)) {
+	start := 0
+	for i := range b.ends {
+		key, next, _ := b.key(i, start)
+		fn(i, key)
+		start = next
 	}
 }
 

@@ -98,7 +98,7 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	for _, name := range strings.Split(c.cases, ",") {
 		cases[strings.TrimSpace(name)] = true
 	}
-	if !c.oursOnly && (cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"] || cases["snapshot"] || cases["logload"]) {
+	if !c.oursOnly && (cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"] || cases["snapshot"] || cases["extract"] || cases["logload"]) {
 		if d.python, err = d.pythonPath(ctx); err != nil {
 			return err
 		}

@@ -8,7 +8,12 @@ func setBudget(cfg *jobs.SCD2Config, budget int64) {
 	cfg.MemoryBudget = jobs.ByteSize(budget)
 }
 
-// parseBudget reads a -extract-budget value.
+// setIngestBudget sets an ingest's memory budget (0: the default).
+func setIngestBudget(cfg *jobs.IngestConfig, budget int64) {
+	cfg.MemoryBudget = jobs.ByteSize(budget)
+}
+
+// parseBudget reads a -extract-budget or -snapshot-budget value.
 func parseBudget(s string) (int64, error) {
 	b, err := jobs.ParseByteSize(s)
 	return int64(b), err

@@ -55,6 +55,7 @@ type config struct {
 	// benchrun built from another tree to run it too, up to baselineMaxRows.
 	extractRows     []int
 	extractBudget   string
+	snapshotBudget  string
 	baseline        string
 	baselineTree    string
 	baselineName    string
@@ -93,6 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.StringVar(&c.benchtime, "benchtime", "3x", "-benchtime for the go test benchmarks of case gobench")
 	extractRows := fl.String("extract-rows", "", "comma-separated dimension sizes of the extract case (default: -size budget 1000000,4000000,20000000; else 1000000)")
 	fl.StringVar(&c.extractBudget, "extract-budget", "", "memory_budget of our stage in the extract case (default: the stage's, 1GiB)")
+	fl.StringVar(&c.snapshotBudget, "snapshot-budget", "", "also run our snapshot ingest with this memory_budget (e.g. 256MiB: its keys over it, in passes over spill files)")
 	fl.StringVar(&c.baseline, "baseline", "", "a benchrun `binary` built from another tree (e.g. main) that runs each case of ours again, right after ours, on the same data")
 	fl.StringVar(&c.baselineTree, "baseline-tree", "", "a source tree (e.g. a worktree of main) whose go test benchmarks of case gobench run too")
 	fl.StringVar(&c.baselineName, "baseline-name", "main", "what the -baseline rows are called")

@@ -1,0 +1,128 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
+)
+
+// The log records a pass writes straight from its batch (logRecords) are the events the
+// log's general path (logged, sorted and compacted, then loggedRecord) writes: the same
+// rows in the same order, chunk after chunk, without the events of versions already
+// recorded.
+func TestLogRecordsMatchLoggedEvents(t *testing.T) {
+	col := func(name, typ string) *delta.StructField {
+		return &delta.StructField{Name: name, Type: &delta.PrimitiveType{Name: typ}, Nullable: true}
+	}
+	dim := &delta.StructType{Fields: []*delta.StructField{col("id", delta.TypeLong), col("city", delta.TypeString),
+		col("email", delta.TypeString), col("valid_from", delta.TypeTimestamp), col("valid_to", delta.TypeTimestamp),
+		col("is_current", delta.TypeBoolean)}}
+	s := NewSCD2Merge("dim", &SCD2Config{Keys: []string{"id"}, Track: []string{"city"}, Type1: []string{"email"}, Deletes: "close"})
+	l, err := s.layout(dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			b := newSCDBatch(l, true)
+			defer b.Release()
+			ord := int64(0)
+			for range 1 + rng.IntN(4) {
+				rec := randomEventRecord(t, rng, 1+rng.IntN(300), &ord)
+				err := b.Add(context.Background(), rec)
+				rec.Release()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			last := rng.Int64N(4) // versions 1..4 in the batch; those through last are recorded
+			recorded := seed%3 != 0
+			chunk := 1 + rng.IntN(64)
+
+			want := b.logged()
+			if recorded {
+				want = slices.DeleteFunc(want, func(e loggedEvent) bool { return e.commit <= last })
+			}
+			sortLogged(want)
+			want = slices.CompactFunc(want, func(a, b loggedEvent) bool { return string(a.key) == string(b.key) && a.eventFact == b.eventFact })
+			var wantRows []string
+			if len(want) > 0 {
+				rec := loggedRecord(want)
+				wantRows = recordRows(t, rec)
+				rec.Release()
+			}
+
+			var got []string
+			err := b.logRecords(chunk, func(commit int64) bool { return recorded && commit <= last }, func(rec arrow.RecordBatch) error {
+				// A chunk ends after the key that fills it.
+				if most := int64(chunk) + int64(slices.Max(b.count)); rec.NumRows() >= most {
+					return fmt.Errorf("a record of %d rows (chunk %d)", rec.NumRows(), chunk)
+				}
+				got = append(got, recordRows(t, rec)...)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, wantRows) {
+				i := firstDifference(got, wantRows)
+				t.Fatalf("%d rows logged, want %d; first difference at %d:\n got %s\nwant %s", len(got), len(wantRows), i, at(got, i), at(wantRows, i))
+			}
+		})
+	}
+}
+
+// randomEventRecord makes a batch-form record of n change feed events of few keys
+// (repeats, identical events, deletes of source rows, four source versions).
+func randomEventRecord(t *testing.T, rng *rand.Rand, n int, ord *int64) arrow.RecordBatch {
+	t.Helper()
+	mem := memory.DefaultAllocator
+	fields := []arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "city", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "email", Type: arrow.BinaryTypes.String, Nullable: true},
+	}
+	schema := arrow.NewSchema(append(fields, scdEventFields...), nil)
+	rb := array.NewRecordBuilder(mem, schema)
+	defer rb.Release()
+	for range n {
+		del := rng.IntN(6) == 0
+		rb.Field(0).(*array.Int64Builder).Append(rng.Int64N(40))
+		rb.Field(1).(*array.StringBuilder).Append([]string{"Oslo", "Lyon", "Pisa"}[rng.IntN(3)])
+		if rng.IntN(4) == 0 {
+			rb.Field(2).(*array.StringBuilder).AppendNull()
+		} else {
+			rb.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("m%d@x", rng.IntN(3)))
+		}
+		rb.Field(3).(*array.Int64Builder).Append(rng.Int64N(5))
+		rb.Field(4).(*array.BooleanBuilder).Append(del)
+		rb.Field(5).(*array.BooleanBuilder).Append(del && rng.IntN(2) == 0)
+		rb.Field(6).(*array.Int64Builder).Append(rng.Int64N(5))
+		rb.Field(7).(*array.Int64Builder).Append(1 + rng.Int64N(4))
+		rb.Field(8).(*array.Int64Builder).Append(*ord)
+		*ord++
+	}
+	return rb.NewRecordBatch()
+}
+
+// recordRows is each row of rec as text.
+func recordRows(t *testing.T, rec arrow.RecordBatch) []string {
+	t.Helper()
+	out := make([]string, rec.NumRows())
+	for i := range out {
+		for c := range int(rec.NumCols()) {
+			out[i] += rowtext.At(rec.Column(c), i).Text + "|"
+		}
+	}
+	return out
+}
