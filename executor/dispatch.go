@@ -2,15 +2,13 @@ package executor
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/internal/lease"
 	"github.com/orchestrator-io/orchestrator/internal/sparkconnect"
 	"github.com/orchestrator-io/orchestrator/jobs"
 )
@@ -19,7 +17,7 @@ import (
 // of every table it writes.
 type Dispatcher struct {
 	local  *LocalExecutor
-	holder Holder
+	holder lease.Identity
 	ttl    time.Duration
 
 	mu    sync.Mutex // guards spark
@@ -28,10 +26,9 @@ type Dispatcher struct {
 
 // NewDispatcher returns a dispatcher; ttl is the table leases' (0: DefaultLeaseTTL).
 func NewDispatcher(ttl time.Duration) *Dispatcher {
-	host, _ := os.Hostname()
 	return &Dispatcher{
 		local:  NewLocal(),
-		holder: Holder{Host: host, PID: os.Getpid(), Instance: strings.ToLower(rand.Text()[:10])},
+		holder: lease.Local(),
 		ttl:    ttl,
 		spark:  map[string]*SparkExecutor{},
 	}
@@ -82,9 +79,10 @@ func (d *Dispatcher) Executor(engine Engine, spark *SparkConfig) (Executor, erro
 }
 
 // Leases returns the table leases of a task's warehouse, with a stale lease's Spark
-// operation interrupted before it is taken over.
+// operation interrupted before it is taken over. They watch a silent holder by this
+// process's running clock, not the task's (which a test may hold still).
 func (d *Dispatcher) Leases(t Task) *Leases {
-	return &Leases{Store: t.Env.Warehouse, Holder: d.holder, TTL: d.ttl, Now: t.Env.Now, OnStale: d.interruptStale}
+	return &Leases{Store: t.Env.Warehouse, Holder: d.holder, TTL: d.ttl, OnStale: d.interruptStale}
 }
 
 // interruptStale interrupts the Spark operation a stale lease names, so that it cannot

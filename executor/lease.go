@@ -7,12 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/internal/lease"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -22,24 +21,18 @@ const leaseRoot = "_orchestrator/table-leases/"
 // DefaultLeaseTTL is how long a lease may go unrenewed before another process takes it.
 const DefaultLeaseTTL = 30 * time.Second
 
-// Holder names a lease's holding process.
-type Holder struct {
-	Host     string `json:"host"`
-	PID      int    `json:"pid"`
-	Instance string `json:"instance"`
-}
-
 // LeaseBody is the content of a table lease generation.
 type LeaseBody struct {
-	Gen      int64     `json:"gen"`
-	Table    string    `json:"table"`
-	Holder   Holder    `json:"holder"`
-	Task     string    `json:"task"` // the task key
-	Engine   Engine    `json:"engine"`
-	Acquired time.Time `json:"acquired"`
-	Renewed  time.Time `json:"renewed"`
-	TTL      string    `json:"ttl"`
-	Released bool      `json:"released,omitempty"`
+	Gen      int64          `json:"gen"`
+	Seq      int64          `json:"seq"` // writes by its holder (renewals, operations)
+	Table    string         `json:"table"`
+	Holder   lease.Identity `json:"holder"`
+	Task     string         `json:"task"` // the task key
+	Engine   Engine         `json:"engine"`
+	Acquired time.Time      `json:"acquired"` // by the holder's clock: for people only
+	Renewed  time.Time      `json:"renewed"`  // by the holder's clock: for people only
+	TTL      lease.Duration `json:"ttl"`
+	Released bool           `json:"released,omitempty"`
 	// The Spark statement running for the task, so that whoever finds the lease stale
 	// can interrupt it.
 	SparkRemote    string `json:"spark_remote,omitempty"`
@@ -50,12 +43,13 @@ type LeaseBody struct {
 // Leases hands out per-table leases in one warehouse.
 type Leases struct {
 	Store  objectstore.Store
-	Holder Holder
+	Holder lease.Identity
 	TTL    time.Duration
 	// OnStale is called with a stale lease before it is taken over (the dispatcher
 	// interrupts the Spark operation it names); an error keeps it from being taken.
 	OnStale func(ctx context.Context, b *LeaseBody) error
-	// Now is the clock; nil means time.Now.
+	// Now is this process's clock, by which a silent holder is watched and the lease's
+	// times are written; nil means time.Now.
 	Now func() time.Time
 }
 
@@ -93,10 +87,13 @@ func leaseKey(table string, gen int64) string {
 
 // Acquire waits until it holds the lease of the table at path table (below the
 // warehouse), for task on engine, and keeps it renewed until Release. A lease held by
-// a live process is waited for; a released one, one whose holder's process on this
-// host is gone, or one unrenewed for the TTL (by our clock) is taken over.
+// a live process is waited for; a released one, or a stale one by the rule of package
+// internal/lease (its holder's process on this host is gone, or its generation and
+// renewal count stayed the same for its TTL while we watched, by our clock), is taken
+// over.
 func (l *Leases) Acquire(ctx context.Context, table, task string, engine Engine) (*Lease, error) {
 	wait := 50 * time.Millisecond
+	var watch lease.Watch
 	for {
 		cur, err := l.current(ctx, table)
 		if err != nil {
@@ -104,7 +101,7 @@ func (l *Leases) Acquire(ctx context.Context, table, task string, engine Engine)
 		}
 		gen := int64(1)
 		if cur != nil {
-			if !cur.Released && !l.stale(cur) {
+			if !cur.Released && !l.stale(&watch, cur) {
 				select {
 				case <-ctx.Done():
 					return nil, fmt.Errorf("wait for the lease of table %s (held by %s for %s): %w", table, cur.Holder.Host, cur.Task, context.Cause(ctx))
@@ -121,7 +118,7 @@ func (l *Leases) Acquire(ctx context.Context, table, task string, engine Engine)
 			gen = cur.Gen + 1
 		}
 		now := l.now().UTC()
-		body := LeaseBody{Gen: gen, Table: table, Holder: l.Holder, Task: task, Engine: engine, Acquired: now, Renewed: now, TTL: l.ttl().String()}
+		body := LeaseBody{Gen: gen, Table: table, Holder: l.Holder, Task: task, Engine: engine, Acquired: now, Renewed: now, TTL: lease.Duration(l.ttl())}
 		b, _ := json.Marshal(body)
 		err = l.Store.PutIfAbsent(ctx, leaseKey(table, gen), bytes.NewReader(b), int64(len(b)))
 		if errors.Is(err, objectstore.ErrExist) {
@@ -171,21 +168,14 @@ func (l *Leases) current(ctx context.Context, table string) (*LeaseBody, error) 
 }
 
 // stale reports whether a lease's holder is gone: its process on this host has
-// exited, or it has not renewed the lease for a TTL.
-func (l *Leases) stale(b *LeaseBody) bool {
-	if host, _ := os.Hostname(); b.Holder.Host == host && b.Holder.PID > 0 && b.Holder.Instance != l.Holder.Instance && !processAlive(b.Holder.PID) {
-		return true
-	}
-	ttl, err := time.ParseDuration(b.TTL)
-	if err != nil {
+// exited, or the lease has not changed for its TTL while w watched it by our clock.
+func (l *Leases) stale(w *lease.Watch, b *LeaseBody) bool {
+	ttl := time.Duration(b.TTL)
+	if ttl <= 0 {
 		ttl = l.ttl()
 	}
-	return l.now().Sub(b.Renewed) > ttl
-}
-
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	silent := w.Stale(b.Gen, b.Seq, ttl, l.now())
+	return silent || lease.Gone(b.Holder, l.Holder, nil)
 }
 
 // renew rewrites the lease every third of its TTL until Release.
@@ -200,6 +190,7 @@ func (ls *Lease) renew() {
 		case <-t.C:
 			ls.mu.Lock()
 			ls.body.Renewed = ls.l.now().UTC()
+			ls.body.Seq++
 			ls.mu.Unlock()
 			_ = ls.write(context.Background())
 		}
@@ -220,6 +211,7 @@ func (ls *Lease) write(ctx context.Context) error {
 func (ls *Lease) SetOperation(ctx context.Context, remote, session, operation string) error {
 	ls.mu.Lock()
 	ls.body.SparkRemote, ls.body.SparkSession, ls.body.SparkOperation = remote, session, operation
+	ls.body.Seq++
 	ls.mu.Unlock()
 	return ls.write(ctx)
 }

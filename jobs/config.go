@@ -3,6 +3,7 @@ package jobs
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +43,20 @@ type Config interface {
 	Validate() []FieldError
 	// Tables returns the declared table names the config reads and writes.
 	Tables() (reads, writes []string)
+}
+
+// RowKeyed is a config whose stage writes its target by key: RowKeys names the columns
+// that identify a row of the target (nil when the stage only appends).
+type RowKeyed interface {
+	Config
+	RowKeys() []string
+}
+
+// ChangeMerge is the config of a merge that can read its source's change feed
+// (scd1_merge, scd2_merge): EventLog is where it keeps its event log (EventLogPath).
+type ChangeMerge interface {
+	Config
+	EventLog() string
 }
 
 // NewConfig returns an empty config for a kind, or false for an unknown kind.
@@ -147,6 +162,9 @@ func (c *IngestConfig) Tables() (reads, writes []string) {
 	}
 	return nil, writes
 }
+
+// RowKeys implements RowKeyed: an upsert's or snapshot's keys (none for an append).
+func (c *IngestConfig) RowKeys() []string { return c.Keys }
 
 // Validate implements Config.
 func (c *IngestConfig) Validate() []FieldError {
@@ -313,6 +331,28 @@ type SCDColumns struct {
 	IsCurrent    string `yaml:"is_current"`    // default "is_current"
 }
 
+// The default names of a type 2 dimension's columns.
+const (
+	DefaultValidFrom = "valid_from"
+	DefaultValidTo   = "valid_to"
+	DefaultIsCurrent = "is_current"
+)
+
+// WithDefaults returns the columns with every name left empty set to its default (the
+// surrogate key has none).
+func (c SCDColumns) WithDefaults() SCDColumns {
+	if c.ValidFrom == "" {
+		c.ValidFrom = DefaultValidFrom
+	}
+	if c.ValidTo == "" {
+		c.ValidTo = DefaultValidTo
+	}
+	if c.IsCurrent == "" {
+		c.IsCurrent = DefaultIsCurrent
+	}
+	return c
+}
+
 // SCD2Config configures an scd2_merge stage (see STAGES.md for the rules).
 type SCD2Config struct {
 	// Source is a declared table. With SourceChanges the stage reads its change feed since
@@ -355,6 +395,18 @@ func (*SCD2Config) Kind() Kind { return KindSCD2Merge }
 // Tables implements Config.
 func (c *SCD2Config) Tables() (reads, writes []string) {
 	return []string{c.Source}, []string{c.Target}
+}
+
+// EventLog implements ChangeMerge.
+func (c *SCD2Config) EventLog() string { return EventLogPath(KindSCD2Merge, c.Target, c.Source) }
+
+// RowKeys implements RowKeyed: the surrogate key when there is one, else the keys and
+// valid_from (one row per version of a key).
+func (c *SCD2Config) RowKeys() []string {
+	if c.Columns.SurrogateKey != "" {
+		return []string{c.Columns.SurrogateKey}
+	}
+	return append(slices.Clone(c.Keys), c.Columns.WithDefaults().ValidFrom)
 }
 
 // Validate implements Config.
@@ -441,6 +493,12 @@ func (*SCD1Config) Kind() Kind { return KindSCD1Merge }
 func (c *SCD1Config) Tables() (reads, writes []string) {
 	return []string{c.Source}, []string{c.Target}
 }
+
+// RowKeys implements RowKeyed: the merge keys.
+func (c *SCD1Config) RowKeys() []string { return c.Keys }
+
+// EventLog implements ChangeMerge.
+func (c *SCD1Config) EventLog() string { return EventLogPath(KindSCD1Merge, c.Target, c.Source) }
 
 // Validate implements Config.
 func (c *SCD1Config) Validate() []FieldError {

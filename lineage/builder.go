@@ -271,10 +271,11 @@ func (b *Builder) columnLineage(stage *pipelines.Stage, target string, inputs []
 		}
 	case *jobs.SCD2Config:
 		in := sourceCols(c.Source)
-		vf, vt := or(c.Columns.ValidFrom, "valid_from"), or(c.Columns.ValidTo, "valid_to")
+		cols := c.Columns.WithDefaults()
+		vf, vt := cols.ValidFrom, cols.ValidTo
 		for _, f := range decl.Schema.Fields {
 			switch {
-			case f.Name == c.Columns.SurrogateKey || f.Name == or(c.Columns.IsCurrent, "is_current"):
+			case f.Name == cols.SurrogateKey || f.Name == cols.IsCurrent:
 			case (f.Name == vf || f.Name == vt) && c.SequenceBy != "":
 				from(f.Name, c.SequenceBy, []Transformation{{Type: "DIRECT", Subtype: "TRANSFORMATION", Description: "the version's validity interval, from " + c.SequenceBy}})
 			case slices.Contains(in, f.Name):

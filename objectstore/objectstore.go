@@ -119,3 +119,19 @@ func ValidatePrefix(prefix string) error {
 	}
 	return nil
 }
+
+// ContextReader returns a reader of r that fails its reads once ctx is done, so that a
+// long copy (a Put's upload, a Get's body) stops on cancellation. The backends share it.
+func ContextReader(ctx context.Context, r io.Reader) io.Reader { return &ctxReader{ctx: ctx, r: r} }
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -104,9 +104,10 @@ func (c *stageCheck) scd2(cfg *jobs.SCD2Config) {
 	c.needPredicateColumns("where", src, cfg.Where)
 	c.nullableKeys(src, cfg.Keys, cfg.Where)
 
-	c.needColumn("columns.valid_from", dst, or(cfg.Columns.ValidFrom, "valid_from"), "timestamp")
-	c.needColumn("columns.valid_to", dst, or(cfg.Columns.ValidTo, "valid_to"), "timestamp")
-	c.needColumn("columns.is_current", dst, or(cfg.Columns.IsCurrent, "is_current"), "boolean")
+	cols := cfg.Columns.WithDefaults()
+	c.needColumn("columns.valid_from", dst, cols.ValidFrom, "timestamp")
+	c.needColumn("columns.valid_to", dst, cols.ValidTo, "timestamp")
+	c.needColumn("columns.is_current", dst, cols.IsCurrent, "boolean")
 	c.needColumn("columns.surrogate_key", dst, cfg.Columns.SurrogateKey, "bigint")
 }
 

@@ -52,9 +52,10 @@ func (s *Spec) ColumnUses(name string) []ColumnUse {
 			}
 			if c.Target == name {
 				add(st.Name, "columns.surrogate_key", c.Columns.SurrogateKey)
-				add(st.Name, "columns.valid_from", orDefault(c.Columns.ValidFrom, "valid_from"))
-				add(st.Name, "columns.valid_to", orDefault(c.Columns.ValidTo, "valid_to"))
-				add(st.Name, "columns.is_current", orDefault(c.Columns.IsCurrent, "is_current"))
+				cols := c.Columns.WithDefaults()
+				add(st.Name, "columns.valid_from", cols.ValidFrom)
+				add(st.Name, "columns.valid_to", cols.ValidTo)
+				add(st.Name, "columns.is_current", cols.IsCurrent)
 			}
 		case *jobs.CaptureHistoryConfig:
 			if c.Target == name {
@@ -73,11 +74,4 @@ func FindColumnUse(uses []ColumnUse, column string) (ColumnUse, bool) {
 		}
 	}
 	return ColumnUse{}, false
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

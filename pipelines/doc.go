@@ -14,7 +14,7 @@
 //   - ${params.NAME}, ${run.slot} and ${run.slot_date} are run-time references: allowed
 //     in stage values only, checked against the declared params at load, and expanded
 //     when a run binds its values (Spec.Bind reads the definition again with them).
-//   - Schedules are parsed and checked by package scheduler/cron, which the scheduler
+//   - Schedules are parsed and checked by package cron, which the scheduler
 //     plans with too, so validation and planning never disagree; pipelines never
 //     imports scheduler itself.
 //   - Every stage has an engine once loaded (its own engine:, else the pipeline's, else

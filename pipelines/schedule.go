@@ -10,7 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/orchestrator-io/orchestrator/scheduler/cron"
+	"github.com/orchestrator-io/orchestrator/cron"
 )
 
 // This file holds what a pipeline says about its runs rather than its stages: the

@@ -3,8 +3,8 @@ package pipelines
 import (
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/cron"
 	"github.com/orchestrator-io/orchestrator/jobs"
-	"github.com/orchestrator-io/orchestrator/scheduler/cron"
 )
 
 // Spec is a validated pipeline. Build one with Load or Parse; never modify it.

@@ -1,6 +1,8 @@
 package pipelines
 
 import (
+	"slices"
+
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/jobs"
 )
@@ -26,22 +28,13 @@ func (s *Spec) TableKeys(name string) []string {
 		return ids
 	}
 	for _, st := range s.Stages {
-		switch c := st.Config.(type) {
-		case *jobs.IngestConfig:
-			if c.Target == name && len(c.Keys) > 0 {
-				return c.Keys
-			}
-		case *jobs.SCD1Config:
-			if c.Target == name {
-				return c.Keys
-			}
-		case *jobs.SCD2Config:
-			if c.Target == name {
-				from := c.Columns.ValidFrom
-				if from == "" {
-					from = "valid_from"
-				}
-				return append(append([]string(nil), c.Keys...), from)
+		c, ok := st.Config.(jobs.RowKeyed)
+		if !ok {
+			continue
+		}
+		if _, writes := c.Tables(); slices.Contains(writes, name) {
+			if keys := c.RowKeys(); len(keys) > 0 {
+				return keys
 			}
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/orchestrator-io/orchestrator/scheduler/cron"
+	"github.com/orchestrator-io/orchestrator/cron"
 )
 
 // What a serve's other front ends (the web pages and API) ask of the scheduler: the

@@ -1,7 +1,7 @@
 // Package scheduler owns runs: a run is a value (Runner.Run returns its Record), kept in
 // a run store under _orchestrator/ in the pipeline's warehouse; and it owns the
 // scheduling of runs: the slot ledger, cron planning with an injected clock (through
-// package scheduler/cron), the overlap and catch-up policies, the lease that lets one of
+// package cron), the overlap and catch-up policies, the lease that lets one of
 // several serve processes schedule a warehouse, liveness, notifications, retry, backfill
 // and rollback.
 //

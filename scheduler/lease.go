@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/internal/lease"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
@@ -16,17 +17,12 @@ import (
 // It is a sequence of generation objects, lease/<gen>.json, each created with
 // put-if-absent, so exactly one process creates each generation; the newest generation
 // is the lease. Its holder renews it by rewriting its own generation (Seq goes up). A
-// process that sees the newest generation unchanged for a whole TTL by its own clock
-// (no clock is compared with another's), renewed last more than staleLeaseFactor TTLs
-// ago, released, or held by a process of its own host that is gone, creates the next
-// generation, and holds the lease if it wins. A holder
-// that finds a newer generation than its own has lost the lease and stops scheduling;
-// the slot ledger keeps even a brief overlap of two holders from running a slot twice.
-
-// staleLeaseFactor: a lease whose holder's last renewal is this many TTLs old by our
-// clock is taken at once, without watching it for a TTL (a warehouse whose serve has
-// been down for a while); clocks are assumed to agree that well.
-const staleLeaseFactor = 4
+// process that finds the newest generation stale by the rule of package internal/lease
+// (unchanged for a whole TTL by its own clock, or held by a process of its own host that
+// is gone; no clock is compared with another's), or released, creates the next
+// generation, and holds the lease if it wins. A holder that finds a newer generation
+// than its own has lost the lease and stops scheduling; the slot ledger keeps even a
+// brief overlap of two holders from running a slot twice.
 
 // DefaultLeaseTTL is how long a lease holder may go silent before another serve takes
 // over.
@@ -48,17 +44,7 @@ type LeaseBody struct {
 }
 
 // Duration is a time.Duration that reads and writes as text ("15s") in JSON.
-type Duration time.Duration
-
-// MarshalText implements encoding.TextMarshaler.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	*d = Duration(v)
-	return err
-}
+type Duration = lease.Duration
 
 func leaseKey(gen int64) string { return fmt.Sprintf("%s%010d.json", leaseDir, gen) }
 
@@ -94,8 +80,8 @@ func (b *LeaseBody) Schedules(pipeline string) bool {
 	return b != nil && slices.Contains(b.Pipelines, pipeline)
 }
 
-// lease is one process's view of a store's lease.
-type lease struct {
+// serveLease is one process's view of a store's lease.
+type serveLease struct {
 	store *Store
 
 	mu      sync.Mutex // guards the fields below; a step holds it
@@ -104,10 +90,9 @@ type lease struct {
 	gen     int64
 	body    LeaseBody // the newest generation as last read (ours when held)
 
-	seenGen, seenSeq int64     // the newest generation's content last observed...
-	seenAt           time.Time // ...and since when, by our clock
-	renewedOK        time.Time // our last successful renewal
-	lastCheck        time.Time // the last liveness check of the store (Scheduler.Tick)
+	watch     lease.Watch // the newest generation of another holder, by our clock
+	renewedOK time.Time   // our last successful renewal
+	lastCheck time.Time   // the last liveness check of the store (Scheduler.Tick)
 }
 
 // leaseConfig is what a lease step needs to know of its process.
@@ -121,7 +106,7 @@ type leaseConfig struct {
 
 // step acquires, renews or watches the lease at now and reports whether this process
 // holds it.
-func (l *lease) step(ctx context.Context, now time.Time, c leaseConfig) (bool, error) {
+func (l *serveLease) step(ctx context.Context, now time.Time, c leaseConfig) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cur, err := l.store.CurrentLease(ctx)
@@ -138,13 +123,8 @@ func (l *lease) step(ctx context.Context, now time.Time, c leaseConfig) (bool, e
 		l.held = false // a newer generation is someone else's
 	}
 	l.body = *cur
-	if cur.Gen != l.seenGen || cur.Seq != l.seenSeq {
-		l.seenGen, l.seenSeq, l.seenAt = cur.Gen, cur.Seq, now
-	}
-	gone := cur.Holder.Host == c.id.Host && cur.Holder.PID != c.id.PID && c.alive != nil && !c.alive(cur.Holder.Host, cur.Holder.PID)
-	silent := now.Sub(l.seenAt) >= time.Duration(cur.TTL)
-	long := now.Sub(cur.Renewed) >= staleLeaseFactor*time.Duration(cur.TTL) // clocks agree this well
-	if cur.Released || gone || silent || long {
+	silent := l.watch.Stale(cur.Gen, cur.Seq, time.Duration(cur.TTL), now)
+	if cur.Released || silent || lease.Gone(cur.Holder, c.id, c.alive) {
 		return l.claim(ctx, now, c, cur.Gen+1)
 	}
 	return false, nil
@@ -152,14 +132,14 @@ func (l *lease) step(ctx context.Context, now time.Time, c leaseConfig) (bool, e
 
 // stillHeld is whether a holder that cannot reach the store may go on scheduling: only
 // while its last renewal is well within the TTL.
-func (l *lease) stillHeld(now time.Time, c leaseConfig) bool {
+func (l *serveLease) stillHeld(now time.Time, c leaseConfig) bool {
 	if l.held && now.Sub(l.renewedOK) > c.ttl*2/3 {
 		l.held = false
 	}
 	return l.held
 }
 
-func (l *lease) claim(ctx context.Context, now time.Time, c leaseConfig, gen int64) (bool, error) {
+func (l *serveLease) claim(ctx context.Context, now time.Time, c leaseConfig, gen int64) (bool, error) {
 	b := LeaseBody{Gen: gen, Holder: c.id, Addr: c.addr, Acquired: now.UTC(), Renewed: now.UTC(), TTL: Duration(c.ttl), Pipelines: c.pipelines}
 	err := l.store.putJSON(ctx, leaseKey(gen), b, true)
 	if errors.Is(err, objectstore.ErrExist) {
@@ -183,7 +163,7 @@ func (l *lease) claim(ctx context.Context, now time.Time, c leaseConfig, gen int
 
 // renew rewrites our generation, at most every third of the TTL unless the pipelines
 // changed.
-func (l *lease) renew(ctx context.Context, now time.Time, c leaseConfig, cur *LeaseBody) (bool, error) {
+func (l *serveLease) renew(ctx context.Context, now time.Time, c leaseConfig, cur *LeaseBody) (bool, error) {
 	l.held, l.gen = true, cur.Gen
 	if l.renewedOK.IsZero() {
 		l.renewedOK = now
@@ -205,7 +185,7 @@ func (l *lease) renew(ctx context.Context, now time.Time, c leaseConfig, cur *Le
 
 // release gives the lease up at once (a clean shutdown), so a standby takes over
 // without waiting for the TTL.
-func (l *lease) release(ctx context.Context, now time.Time) error {
+func (l *serveLease) release(ctx context.Context, now time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.held {

@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/orchestrator-io/orchestrator/cron"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/pipelines"
-	"github.com/orchestrator-io/orchestrator/scheduler/cron"
 )
 
 // planStore plans the pipelines of one warehouse whose lease this scheduler holds.

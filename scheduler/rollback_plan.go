@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/orchestrator-io/orchestrator/delta"
@@ -211,11 +210,8 @@ func (p *planner) allReaders() []readerRef {
 			ref := readerRef{c: c}
 			if st := s.Stage(c.Stage); st != nil {
 				ref.kind = st.Kind
-				switch cfg := st.Config.(type) {
-				case *jobs.SCD2Config:
-					ref.eventLog = jobs.EventLogPath(st.Kind, cfg.Target, cfg.Source)
-				case *jobs.SCD1Config:
-					ref.eventLog = jobs.EventLogPath(st.Kind, cfg.Target, cfg.Source)
+				if cfg, ok := st.Config.(jobs.ChangeMerge); ok {
+					ref.eventLog = cfg.EventLog()
 				}
 			}
 			out = append(out, ref)
@@ -242,23 +238,15 @@ func (p *planner) declared(path string) (*jobs.Table, string) {
 func (p *planner) keysOf(path string) []string {
 	for _, s := range p.specs {
 		for _, st := range s.Stages {
-			var target string
-			var keys []string
-			switch cfg := st.Config.(type) {
-			case *jobs.IngestConfig:
-				target, keys = cfg.Target, cfg.Keys
-			case *jobs.SCD1Config:
-				target, keys = cfg.Target, cfg.Keys
-			case *jobs.SCD2Config:
-				target = cfg.Target
-				if cfg.Columns.SurrogateKey != "" {
-					keys = []string{cfg.Columns.SurrogateKey}
-				} else {
-					keys = append(slices.Clone(cfg.Keys), or(cfg.Columns.ValidFrom, "valid_from"))
-				}
+			cfg, ok := st.Config.(jobs.RowKeyed)
+			if !ok {
+				continue
 			}
-			if t := s.Table(target); t != nil && t.Path == path && len(keys) > 0 {
-				return keys
+			_, writes := cfg.Tables()
+			for _, target := range writes {
+				if t := s.Table(target); t != nil && t.Path == path && len(cfg.RowKeys()) > 0 {
+					return cfg.RowKeys()
+				}
 			}
 		}
 	}

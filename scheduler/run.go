@@ -2,17 +2,15 @@ package scheduler
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/dag"
+	"github.com/orchestrator-io/orchestrator/internal/lease"
 	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/lineage"
 	"github.com/orchestrator-io/orchestrator/objectstore"
@@ -28,28 +26,16 @@ type Opener interface {
 	Location(ctx context.Context, spec *pipelines.Spec, location string) (objectstore.Store, string, error)
 }
 
-// Identity names the process that runs and heartbeats runs.
-type Identity struct {
-	Host     string `json:"host"`
-	PID      int    `json:"pid"`
-	Instance string `json:"instance"` // random, one per Runner
-}
-
-// LocalIdentity is this process's identity, with a fresh instance name.
-func LocalIdentity() Identity {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown-host"
-	}
-	return Identity{Host: host, PID: os.Getpid(), Instance: strings.ToLower(rand.Text()[:10])}
-}
+// Identity names the process that runs and heartbeats runs and holds leases (its
+// Instance is one per Runner).
+type Identity = lease.Identity
 
 // RunnerConfig configures a Runner.
 type RunnerConfig struct {
 	Opener Opener
 	// Now is the clock of records, heartbeats and commits; nil means time.Now.
 	Now func() time.Time
-	// Identity is who heartbeats; zero means LocalIdentity().
+	// Identity is who heartbeats; zero means lease.Local().
 	Identity Identity
 	// EngineInfo is recorded in every commit (e.g. "orchestrator/v1.2.0").
 	EngineInfo string
@@ -100,7 +86,7 @@ type Runner struct {
 // NewRunner returns a Runner.
 func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Identity == (Identity{}) {
-		cfg.Identity = LocalIdentity()
+		cfg.Identity = lease.Local()
 	}
 	if cfg.Compile == nil {
 		cfg.Compile = pipelines.Compile

@@ -2,17 +2,16 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/cron"
+	"github.com/orchestrator-io/orchestrator/internal/lease"
 	"github.com/orchestrator-io/orchestrator/pipelines"
-	"github.com/orchestrator-io/orchestrator/scheduler/cron"
 )
 
 // Config configures a Scheduler.
@@ -88,7 +87,7 @@ type Scheduler struct {
 
 	mu       sync.Mutex            // guards the fields below and every pipeState
 	pipes    map[string]*pipeState // by pipeline name
-	leases   map[*Store]*lease
+	leases   map[*Store]*serveLease
 	marks    map[*Store]*marks           // watermarks of the stores whose lease this scheduler holds
 	pausedIn map[*Store]map[string]Pause // the paused pipelines of each store, read at each tick
 	stopping bool
@@ -135,7 +134,7 @@ func New(cfg Config) *Scheduler {
 		cfg.Late = DefaultLate
 	}
 	if cfg.Alive == nil {
-		cfg.Alive = processAlive
+		cfg.Alive = lease.ProcessAlive
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -145,13 +144,7 @@ func New(cfg Config) *Scheduler {
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Scheduler{cfg: cfg, runner: cfg.Runner, log: cfg.Logger, base: base, stop: stop,
-		pipes: map[string]*pipeState{}, leases: map[*Store]*lease{}, marks: map[*Store]*marks{}, pausedIn: map[*Store]map[string]Pause{}, watches: map[string]*pipeWatches{}}
-}
-
-// processAlive reports whether a process of this host runs (signal 0).
-func processAlive(_ string, pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+		pipes: map[string]*pipeState{}, leases: map[*Store]*serveLease{}, marks: map[*Store]*marks{}, pausedIn: map[*Store]map[string]Pause{}, watches: map[string]*pipeWatches{}}
 }
 
 // Set makes specs the scheduled pipelines (each once, by name); a pipeline left out is
@@ -181,7 +174,7 @@ func (s *Scheduler) Set(ctx context.Context, specs []*pipelines.Spec) error {
 		}
 		ps.spec, ps.store, ps.removed = spec, stores[i], false
 		if s.leases[stores[i]] == nil {
-			s.leases[stores[i]] = &lease{store: stores[i]}
+			s.leases[stores[i]] = &serveLease{store: stores[i]}
 		}
 	}
 	for name, ps := range s.pipes {
@@ -234,7 +227,7 @@ func (s *Scheduler) Tick(ctx context.Context) {
 		s.mu.Unlock()
 		return
 	}
-	leases := make(map[*Store]*lease, len(s.leases))
+	leases := make(map[*Store]*serveLease, len(s.leases))
 	for st, l := range s.leases {
 		leases[st] = l
 	}
@@ -276,7 +269,7 @@ func (s *Scheduler) Tick(ctx context.Context) {
 }
 
 // checked reports whether the liveness check ran within every, and notes it ran if not.
-func (l *lease) checked(now time.Time, every time.Duration) bool {
+func (l *serveLease) checked(now time.Time, every time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.lastCheck.IsZero() && now.Sub(l.lastCheck) < every {
@@ -287,7 +280,7 @@ func (l *lease) checked(now time.Time, every time.Duration) bool {
 }
 
 // acquired reports whether the lease was taken since the last call.
-func (l *lease) acquired() bool {
+func (l *serveLease) acquired() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	was := l.wasHeld
@@ -355,7 +348,7 @@ func (s *Scheduler) Leases() []LeaseState {
 func (s *Scheduler) Shutdown(ctx context.Context, grace time.Duration, reason string) {
 	s.mu.Lock()
 	s.stopping = true
-	leases := make([]*lease, 0, len(s.leases))
+	leases := make([]*serveLease, 0, len(s.leases))
 	for _, l := range s.leases {
 		leases = append(leases, l)
 	}

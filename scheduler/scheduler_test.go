@@ -116,7 +116,8 @@ func TestMaxActiveRuns(t *testing.T) {
 }
 
 // TestCatchupAfterDowntime: no scheduler ran from 00:30 to 05:10; the hourly slots 01:00
-// to 05:00 were missed. Each policy gives every one of them a record.
+// to 05:00 were missed. Each policy gives every one of them a record once the new
+// scheduler holds the lease.
 func TestCatchupAfterDowntime(t *testing.T) {
 	late := "catchup latest: the later slot 2026-01-01T05:00:00Z runs instead"
 	cases := []struct {
@@ -161,7 +162,11 @@ func TestCatchupAfterDowntime(t *testing.T) {
 			before.tickAt(at(t0)) // the scheduler that then went down
 			after := newEnv(t, hour(5).Add(10*time.Minute), wh, "B")
 			after.load(t, spec)
+			// B, started in another process, takes the silent lease over once it has
+			// watched it unchanged for a TTL by its own clock (A's renewal time, hours
+			// old by the clock A wrote it with, is never compared with B's).
 			after.tickAt(hour(5).Add(10 * time.Minute))
+			after.tickAt(hour(5).Add(10*time.Minute + DefaultLeaseTTL))
 			after.sched.Wait()
 			if got := after.runs(t, "p"); !slices.Equal(got, tc.want) {
 				t.Errorf("runs\n got %q\nwant %q", got, tc.want)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 )
 
@@ -135,7 +136,7 @@ func printDropped(e *env, format string, dropped []delta.ColumnInfo) error {
 	cols := []column{{name: "dropped_column"}, {name: "type"}, {name: "physical_name"}, {name: "id", numeric: true}}
 	rows := make([][]cell, len(dropped))
 	for i, c := range dropped {
-		rows[i] = []cell{textCell(c.Path), textCell(c.Type), optText(c.PhysicalName), intCell(c.ID)}
+		rows[i] = []cell{rowtext.Text(c.Path), rowtext.Text(c.Type), optText(c.PhysicalName), intCell(c.ID)}
 	}
 	return writeRows(e, format, cols, rows)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 )
 
 func diffCommand() *command {
@@ -113,17 +114,17 @@ func writeDiff(e *env, format string, d *delta.Diff) error {
 		if rd.Kind == delta.DiffRemoved {
 			rec, at = d.Before, rd.Before
 		}
-		row := []cell{textCell(rd.Kind)}
+		row := []cell{rowtext.Text(rd.Kind)}
 		for _, f := range schema.Fields() {
 			if i := field(rec, f.Name); i >= 0 {
 				row = append(row, arrowCell(rec.Column(i), at))
 			} else {
-				row = append(row, nullCell)
+				row = append(row, rowtext.Null)
 			}
 		}
 		var changed []string
 		for _, c := range rd.Changed {
-			old, nw := nullCell, nullCell
+			old, nw := rowtext.Null, rowtext.Null
 			if i := field(d.Before, c); i >= 0 {
 				old = arrowCell(d.Before.Column(i), rd.Before)
 			}
@@ -138,8 +139,8 @@ func writeDiff(e *env, format string, d *delta.Diff) error {
 }
 
 func shown(c cell) string {
-	if c.null {
+	if c.Null {
 		return "NULL"
 	}
-	return c.text
+	return c.Text
 }

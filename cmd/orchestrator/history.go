@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 )
 
 func historyCommand() *command {
@@ -65,11 +66,11 @@ func historyRows(entries []delta.HistoryEntry) [][]cell {
 	for i, h := range entries {
 		r := []cell{
 			intCell(h.Version),
-			textCell(formatTime(h.Timestamp)),
+			rowtext.Text(formatTime(h.Timestamp)),
 			optText(h.Operation),
 			optText(h.UserName),
 			optText(h.EngineInfo),
-			nullCell, nullCell, nullCell, nullCell,
+			rowtext.Null, rowtext.Null, rowtext.Null, rowtext.Null,
 			mapCell(h.OperationMetrics),
 			mapCell(h.OperationParameters),
 		}
@@ -99,10 +100,10 @@ var historyTextColumns = []column{
 func historyTextRows(entries []delta.HistoryEntry) [][]cell {
 	rows := make([][]cell, len(entries))
 	for i, h := range entries {
-		r := []cell{intCell(h.Version), textCell(formatTime(h.Timestamp)), optText(h.Operation), optText(h.UserName), nullCell, nullCell, optText(h.Summary())}
+		r := []cell{intCell(h.Version), rowtext.Text(formatTime(h.Timestamp)), optText(h.Operation), optText(h.UserName), rowtext.Null, rowtext.Null, optText(h.Summary())}
 		if l := h.Lineage; l != nil {
 			if l.Pipeline != "" || l.Stage != "" {
-				r[4] = textCell(l.Pipeline + "/" + l.Stage)
+				r[4] = rowtext.Text(l.Pipeline + "/" + l.Stage)
 			}
 			run := l.RunID
 			if l.Attempt > 1 {
@@ -118,16 +119,16 @@ func historyTextRows(entries []delta.HistoryEntry) [][]cell {
 // optText is an empty string as null.
 func optText(s string) cell {
 	if s == "" {
-		return nullCell
+		return rowtext.Null
 	}
-	return textCell(s)
+	return rowtext.Text(s)
 }
 
 // mapCell shows operation parameters or metrics: "k=v, k=v" (sorted keys, strings as
 // they are) in text and CSV, an object in JSON. Empty is null.
 func mapCell(m map[string]any) cell {
 	if len(m) == 0 {
-		return nullCell
+		return rowtext.Null
 	}
 	var b strings.Builder
 	for i, k := range sortedKeys(m) {
@@ -138,7 +139,7 @@ func mapCell(m map[string]any) cell {
 		b.WriteByte('=')
 		b.WriteString(scalarText(m[k]))
 	}
-	return cell{text: b.String(), json: m}
+	return cell{Text: b.String(), JSON: m}
 }
 
 func scalarText(v any) string {
@@ -152,7 +153,7 @@ func scalarText(v any) string {
 	case nil:
 		return "null"
 	}
-	b, err := marshalJSON(v)
+	b, err := rowtext.Marshal(v)
 	if err != nil {
 		return err.Error()
 	}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 )
 
 // Output formats of the table commands (--format).
@@ -34,16 +36,9 @@ type column struct {
 	numeric bool
 }
 
-// cell is one value in every rendering: text (text and CSV) and the JSON value.
-type cell struct {
-	null bool
-	text string
-	json any // marshalled with encoding/json; json.Number keeps a number's digits
-}
-
-func textCell(s string) cell { return cell{text: s, json: s} }
-
-var nullCell = cell{null: true}
+// cell is one value in every rendering: Text (text and CSV) and the JSON value, as
+// package rowtext renders it for the CLI and the web alike.
+type cell = rowtext.Value
 
 // rowWriter renders rows in one format. Text buffers rows in blocks to align the
 // columns; CSV and JSON stream.
@@ -88,10 +83,10 @@ func (t *textWriter) header(cols []column) error {
 func (t *textWriter) row(cells []cell) error {
 	r := make([]string, len(cells))
 	for i, c := range cells {
-		if c.null {
+		if c.Null {
 			r[i] = "NULL"
 		} else {
-			r[i] = escapeControl(c.text)
+			r[i] = escapeControl(c.Text)
 		}
 	}
 	t.rows = append(t.rows, r)
@@ -170,10 +165,10 @@ func (c *csvWriter) header(cols []column) error {
 func (c *csvWriter) row(cells []cell) error {
 	c.buf = c.buf[:0]
 	for _, v := range cells {
-		if v.null {
+		if v.Null {
 			c.buf = append(c.buf, "")
 		} else {
-			c.buf = append(c.buf, v.text)
+			c.buf = append(c.buf, v.Text)
 		}
 	}
 	return c.w.Write(c.buf)
@@ -223,56 +218,14 @@ func (j *jsonWriter) row(cells []cell) error {
 func (j *jsonWriter) flush() error { return nil }
 
 func writeJSONValue(b *bytes.Buffer, c cell) error {
-	if c.null || c.json == nil {
+	if c.Null || c.JSON == nil {
 		b.WriteString("null")
 		return nil
 	}
-	v, err := marshalJSON(c.json)
+	v, err := rowtext.Marshal(c.JSON)
 	if err != nil {
 		return err
 	}
 	b.Write(v)
 	return nil
-}
-
-// marshalJSON encodes without HTML escaping, so "<" and "&" stay readable.
-func marshalJSON(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
-
-// object is a JSON object that keeps its keys in order (struct values, maps).
-type object []member
-
-type member struct {
-	key   string
-	value any
-}
-
-func (o object) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range o {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, err := marshalJSON(m.key)
-		if err != nil {
-			return nil, err
-		}
-		v, err := marshalJSON(m.value)
-		if err != nil {
-			return nil, err
-		}
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(v)
-	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 )
 
 func TestTextWriterBlocks(t *testing.T) {
@@ -17,7 +19,7 @@ func TestTextWriterBlocks(t *testing.T) {
 		if i == textBlock {
 			v = "wider\nvalue" // in the second block; its newline must not break the line
 		}
-		if err := w.row([]cell{intCell(int64(i)), textCell(v)}); err != nil {
+		if err := w.row([]cell{intCell(int64(i)), rowtext.Text(v)}); err != nil {
 			t.Fatal(err)
 		}
 	}

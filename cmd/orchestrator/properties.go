@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 )
 
 func propertiesCommand() *command {
@@ -53,7 +55,7 @@ func propertiesCommand() *command {
 				props := snap.Properties()
 				rows := make([][]cell, 0, len(props))
 				for _, k := range sortedKeys(props) {
-					rows = append(rows, []cell{textCell(k), textCell(props[k])})
+					rows = append(rows, []cell{rowtext.Text(k), rowtext.Text(props[k])})
 				}
 				return writeRows(e, tf.format, []column{{name: "key"}, {name: "value"}}, rows)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/dag"
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/scheduler"
 )
@@ -263,22 +264,22 @@ func writeRunSummary(e *env, format string, rec *scheduler.Record) error {
 	cols := summaryColumns
 	rows := make([][]cell, 0, len(rec.Stages))
 	for _, s := range rec.Stages {
-		r := []cell{textCell(s.Name), textCell(string(s.Status)), intCell(int64(len(s.Attempts))), nullCell, nullCell, nullCell, nullCell, nullCell}
+		r := []cell{rowtext.Text(s.Name), rowtext.Text(string(s.Status)), intCell(int64(len(s.Attempts))), rowtext.Null, rowtext.Null, rowtext.Null, rowtext.Null, rowtext.Null}
 		if !s.Start.IsZero() {
 			r[3] = durationCell(s.End.Sub(s.Start))
 		}
 		if len(s.Attempts) > 0 {
 			r[4], r[5] = countCell(s.RowsIn), countCell(s.RowsOut)
 			// A stage that ran and committed nothing says so, rather than NULL.
-			r[6] = cell{text: "none", json: []any{}}
+			r[6] = cell{Text: "none", JSON: []any{}}
 			if vs := s.VersionsWritten; len(vs) > 0 {
 				list := make([]any, len(vs))
 				tvs := make([]jobs.TableVersion, len(vs))
 				for i, v := range vs {
-					list[i] = object{{"table", v.Table}, {"version", v.Version}}
+					list[i] = rowtext.Object{{Key: "table", Value: v.Table}, {Key: "version", Value: v.Version}}
 					tvs[i] = jobs.TableVersion{Table: v.Table, Version: v.Version}
 				}
-				r[6] = cell{text: versionsText(tvs), json: list}
+				r[6] = cell{Text: versionsText(tvs), JSON: list}
 			}
 		}
 		notes := append([]string(nil), s.Notes...)
@@ -289,7 +290,7 @@ func writeRunSummary(e *env, format string, rec *scheduler.Record) error {
 			notes = append(notes, string(s.Status)+": "+s.Reason)
 		}
 		if len(notes) > 0 {
-			r[7] = cell{text: strings.Join(notes, "; "), json: notes}
+			r[7] = cell{Text: strings.Join(notes, "; "), JSON: notes}
 		}
 		if format == formatText {
 			r = r[:len(r)-1]

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 	"github.com/orchestrator-io/orchestrator/pipelines"
@@ -328,14 +329,14 @@ func statusCell(en scheduler.Entry) cell {
 	case en.Outcome() != string(en.Status):
 		text += " → " + en.Outcome()
 	}
-	return cell{text: text, json: string(en.Status)}
+	return cell{Text: text, JSON: string(en.Status)}
 }
 
 func timeText(t time.Time) cell {
 	if t.IsZero() {
-		return nullCell
+		return rowtext.Null
 	}
-	return textCell(t.UTC().Format(time.RFC3339))
+	return rowtext.Text(t.UTC().Format(time.RFC3339))
 }
 
 func writeEntries(e *env, format string, entries []scheduler.Entry) error {
@@ -345,18 +346,18 @@ func writeEntries(e *env, format string, entries []scheduler.Entry) error {
 		cols = append(slices.Clone(cols), column{name: "outcome"})
 	}
 	for _, en := range entries {
-		dur := nullCell
+		dur := rowtext.Null
 		if !en.Start.IsZero() && !en.End.IsZero() {
 			dur = durationCell(en.End.Sub(en.Start))
 		}
 		reason := optText(en.Reason)
 		if en.Error != "" {
-			reason = textCell(en.Error)
+			reason = rowtext.Text(en.Error)
 		}
-		row := []cell{textCell(en.ID), textCell(en.Pipeline), textCell(string(en.Trigger)), statusCell(en),
+		row := []cell{rowtext.Text(en.ID), rowtext.Text(en.Pipeline), rowtext.Text(string(en.Trigger)), statusCell(en),
 			timeText(en.Slot), timeText(en.Start), dur, intCell(int64(en.Attempt)), reason}
 		if format == formatJSON {
-			row = append(row, textCell(en.Outcome()))
+			row = append(row, rowtext.Text(en.Outcome()))
 		}
 		rows = append(rows, row)
 	}
@@ -417,7 +418,7 @@ func showRecord(e *env, rec *scheduler.Record) error {
 		}
 		line("params", "%s", strings.Join(ps, " "))
 	}
-	line("status", "%s", statusCell(rec.Entry()).text)
+	line("status", "%s", statusCell(rec.Entry()).Text)
 	if rec.Reason != "" {
 		line("reason", "%s", rec.Reason)
 	}

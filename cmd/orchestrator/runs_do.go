@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 	"github.com/orchestrator-io/orchestrator/scheduler"
 )
@@ -283,8 +284,8 @@ func (re *runsEnv) backfill(ctx context.Context, store *scheduler.Store, spec *p
 	cols := []column{{name: "slot"}, {name: "local"}, {name: "run"}, {name: "action"}, {name: "existing"}, {name: "attempt", numeric: true}, {name: "result"}}
 	rows := make([][]cell, len(slots))
 	for i, b := range slots {
-		rows[i] = []cell{timeText(b.Slot), textCell(b.Slot.In(spec.Location).Format(time.RFC3339)), textCell(b.ID), textCell(b.Action),
-			optText(string(b.Existing)), intCell(int64(b.Attempt)), nullCell}
+		rows[i] = []cell{timeText(b.Slot), rowtext.Text(b.Slot.In(spec.Location).Format(time.RFC3339)), rowtext.Text(b.ID), rowtext.Text(b.Action),
+			optText(string(b.Existing)), intCell(int64(b.Attempt)), rowtext.Null}
 	}
 	if dry || len(slots) == 0 {
 		if len(slots) == 0 {
@@ -296,7 +297,7 @@ func (re *runsEnv) backfill(ctx context.Context, store *scheduler.Store, spec *p
 	failed := 0
 	for i, b := range slots {
 		if b.Action == scheduler.BackfillSkip {
-			rows[i][6] = textCell("skipped: " + string(b.Existing))
+			rows[i][6] = rowtext.Text("skipped: " + string(b.Existing))
 			continue
 		}
 		rec, existing, err := re.runner.PrepareBackfill(ctx, store, spec, b, e.who(), params)
@@ -307,7 +308,7 @@ func (re *runsEnv) backfill(ctx context.Context, store *scheduler.Store, spec *p
 			if err := re.handOff(ctx, store, rec, existing, lease, false); err != nil {
 				return err
 			}
-			rows[i][6] = textCell("queued in the serve")
+			rows[i][6] = rowtext.Text("queued in the serve")
 			continue
 		}
 		if existing {
@@ -316,14 +317,14 @@ func (re *runsEnv) backfill(ctx context.Context, store *scheduler.Store, spec *p
 			err = re.runner.Create(ctx, spec, store, rec)
 		}
 		if err != nil {
-			rows[i][6] = textCell(err.Error())
+			rows[i][6] = rowtext.Text(err.Error())
 			failed++
 			continue
 		}
 		fmt.Fprintf(e.stderr, "run %s (slot %s)\n", rec.ID, b.Slot.Format(time.RFC3339))
 		out, err := re.runner.Execute(ctx, rec.ID, scheduler.Hooks{})
 		if out != nil {
-			rows[i][6] = textCell(string(out.Status))
+			rows[i][6] = rowtext.Text(string(out.Status))
 			if out.Status != scheduler.Succeeded {
 				failed++
 			}
@@ -427,9 +428,9 @@ func writeRollbackPlan(e *env, format string, plan *scheduler.RollbackPlan) erro
 	cols := []column{{name: "table"}, {name: "action"}, {name: "undoes"}, {name: "restore_to", numeric: true}, {name: "latest", numeric: true}, {name: "why"}}
 	var rows [][]cell
 	for _, t := range plan.Tables {
-		undoes, to := nullCell, nullCell
+		undoes, to := rowtext.Null, rowtext.Null
 		if t.Action == scheduler.RollbackRestore {
-			undoes, to = textCell(fmt.Sprintf("versions %d..%d", t.First, t.Latest)), intCell(t.RestoreTo)
+			undoes, to = rowtext.Text(fmt.Sprintf("versions %d..%d", t.First, t.Latest)), intCell(t.RestoreTo)
 		}
 		why := t.Why
 		if len(t.Progress) > 0 {
@@ -439,7 +440,7 @@ func writeRollbackPlan(e *env, format string, plan *scheduler.RollbackPlan) erro
 			}
 			why += "; progress of " + strings.Join(rs, ", ") + " set to the RESTORE of what it reads"
 		}
-		rows = append(rows, []cell{textCell(t.Table), textCell(t.Action), undoes, to, intCell(t.Latest), textCell(why)})
+		rows = append(rows, []cell{rowtext.Text(t.Table), rowtext.Text(t.Action), undoes, to, intCell(t.Latest), rowtext.Text(why)})
 	}
 	if err := writeRows(e, format, cols, rows); err != nil {
 		return err
@@ -449,7 +450,7 @@ func writeRollbackPlan(e *env, format string, plan *scheduler.RollbackPlan) erro
 		rcols := []column{{name: "reader"}, {name: "reads"}, {name: "into"}, {name: "action"}, {name: "detail"}}
 		var rrows [][]cell
 		for _, rd := range plan.Readers {
-			rrows = append(rrows, []cell{textCell(fmt.Sprintf("%s (%s, pipeline %s)", rd.Stage, rd.Kind, rd.Pipeline)), textCell(rd.Source), textCell(rd.Target), textCell(rd.Action), textCell(rd.Detail)})
+			rrows = append(rrows, []cell{rowtext.Text(fmt.Sprintf("%s (%s, pipeline %s)", rd.Stage, rd.Kind, rd.Pipeline)), rowtext.Text(rd.Source), rowtext.Text(rd.Target), rowtext.Text(rd.Action), rowtext.Text(rd.Detail)})
 		}
 		if err := writeRows(e, format, rcols, rrows); err != nil {
 			return err

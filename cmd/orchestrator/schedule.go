@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
 )
 
@@ -85,7 +86,7 @@ func scheduleCommand() *command {
 					if sl.Time.IsZero() {
 						break
 					}
-					rows = append(rows, []cell{textCell(sl.Time.In(spec.Location).Format(time.RFC3339)), textCell(sl.Time.UTC().Format(time.RFC3339)), textCell(sl.Note(sched))})
+					rows = append(rows, []cell{rowtext.Text(sl.Time.In(spec.Location).Format(time.RFC3339)), rowtext.Text(sl.Time.UTC().Format(time.RFC3339)), rowtext.Text(sl.Note(sched))})
 					t = sl.Time
 				}
 				return writeRows(e, *format, cols, rows)

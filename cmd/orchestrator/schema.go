@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 )
 
 func schemaCommand() *command {
@@ -86,34 +87,34 @@ func schemaRows(info []delta.ColumnInfo, compact bool) ([]column, [][]cell) {
 		{name: "partition"}, {name: "type_changes"}, {name: "physical_name"}, {name: "id", numeric: true}}
 	rows := make([][]cell, len(info))
 	for i, c := range info {
-		r := []cell{textCell(strings.Repeat("  ", c.Depth) + c.Path), textCell(c.Type), boolCell(c.Nullable, "yes", "no"),
+		r := []cell{rowtext.Text(strings.Repeat("  ", c.Depth) + c.Path), rowtext.Text(c.Type), boolCell(c.Nullable, "yes", "no"),
 			emptyCell, emptyCell, emptyCell, emptyCell, emptyCell, emptyCell}
-		r[0].json = c.Path
+		r[0].JSON = c.Path
 		if c.Comment != "" {
-			r[3] = textCell(c.Comment)
+			r[3] = rowtext.Text(c.Comment)
 		}
 		if id := c.Identity; id != nil {
 			text := fmt.Sprintf("start %d, step %d", id.Start, id.Step)
-			obj := object{{"start", id.Start}, {"step", id.Step}, {"high_water_mark", id.HighWaterMark}}
+			obj := rowtext.Object{{Key: "start", Value: id.Start}, {Key: "step", Value: id.Step}, {Key: "high_water_mark", Value: id.HighWaterMark}}
 			if id.HighWaterMark != nil {
 				text += fmt.Sprintf(", last %d", *id.HighWaterMark)
 			}
-			r[4] = cell{text: text, json: obj}
+			r[4] = cell{Text: text, JSON: obj}
 		}
 		if c.Partition {
 			r[5] = boolCell(true, "yes", "")
 		}
 		if len(c.TypeChanges) > 0 {
 			var parts []string
-			var list []object
+			var list []rowtext.Object
 			for _, tc := range c.TypeChanges {
 				parts = append(parts, tc.From+" to "+tc.To)
-				list = append(list, object{{"from", tc.From}, {"to", tc.To}})
+				list = append(list, rowtext.Object{{Key: "from", Value: tc.From}, {Key: "to", Value: tc.To}})
 			}
-			r[6] = cell{text: strings.Join(parts, ", "), json: list}
+			r[6] = cell{Text: strings.Join(parts, ", "), JSON: list}
 		}
 		if c.PhysicalName != "" {
-			r[7] = textCell(c.PhysicalName)
+			r[7] = rowtext.Text(c.PhysicalName)
 		}
 		if c.ID != 0 {
 			r[8] = intCell(c.ID)
@@ -126,7 +127,7 @@ func schemaRows(info []delta.ColumnInfo, compact bool) ([]column, [][]cell) {
 	keep := []int{0, 1, 2}
 	for j := 3; j < len(cols); j++ {
 		for _, r := range rows {
-			if r[j].text != "" {
+			if r[j].Text != "" {
 				keep = append(keep, j)
 				break
 			}
@@ -150,9 +151,9 @@ var emptyCell = cell{}
 
 func boolCell(b bool, yes, no string) cell {
 	if b {
-		return cell{text: yes, json: true}
+		return cell{Text: yes, JSON: true}
 	}
-	return cell{text: no, json: false}
+	return cell{Text: no, JSON: false}
 }
 
 var schemaHistoryColumns = []column{
@@ -185,9 +186,9 @@ var schemaHistoryTextColumns = []column{
 func schemaHistoryText(rows [][]cell) [][]cell {
 	out := make([][]cell, len(rows))
 	for i, r := range rows {
-		ps := nullCell
-		if !r[8].null || !r[9].null {
-			ps = textCell(r[8].text + "/" + r[9].text)
+		ps := rowtext.Null
+		if !r[8].Null || !r[9].Null {
+			ps = rowtext.Text(r[8].Text + "/" + r[9].Text)
 		}
 		out[i] = []cell{r[0], r[1], r[2], r[3], ps, r[10], r[11]}
 	}
@@ -199,7 +200,7 @@ func schemaHistoryText(rows [][]cell) [][]cell {
 func schemaHistoryRows(hist []delta.SchemaVersion) [][]cell {
 	var rows [][]cell
 	for _, h := range hist {
-		who := []cell{nullCell, nullCell, nullCell, optText(h.UserName)}
+		who := []cell{rowtext.Null, rowtext.Null, rowtext.Null, optText(h.UserName)}
 		if l := h.Lineage; l != nil {
 			run := l.RunID
 			if l.Attempt > 1 {
@@ -207,17 +208,17 @@ func schemaHistoryRows(hist []delta.SchemaVersion) [][]cell {
 			}
 			who = []cell{optText(l.Pipeline), optText(l.Stage), optText(run), optText(h.UserName)}
 		}
-		head := []cell{intCell(h.Version), textCell(formatTime(h.Timestamp)), optText(h.Operation)}
+		head := []cell{intCell(h.Version), rowtext.Text(formatTime(h.Timestamp)), optText(h.Operation)}
 		if h.First {
 			kind, text := "created", fmt.Sprintf("created with %s", columnList(h.Schema))
 			if h.Version > 0 {
 				kind, text = "earliest", fmt.Sprintf("the earliest version in the log has %s", columnList(h.Schema))
 			}
-			rows = append(rows, append(append(head, textCell(text), textCell(kind), nullCell, nullCell, nullCell), who...))
+			rows = append(rows, append(append(head, rowtext.Text(text), rowtext.Text(kind), rowtext.Null, rowtext.Null, rowtext.Null), who...))
 			continue
 		}
 		for _, c := range h.Changes {
-			rows = append(rows, append(append(head, textCell(c.String()), textCell(c.Kind), optText(c.Column), optText(c.From), optText(c.To)), who...))
+			rows = append(rows, append(append(head, rowtext.Text(c.String()), rowtext.Text(c.Kind), optText(c.Column), optText(c.From), optText(c.To)), who...))
 		}
 	}
 	return rows

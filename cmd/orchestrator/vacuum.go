@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 	"github.com/orchestrator-io/orchestrator/jobs"
 )
 
@@ -63,7 +64,7 @@ func vacuumCommand() *command {
 				}
 				rows := make([][]cell, len(res.FilesDeleted))
 				for i, f := range res.FilesDeleted {
-					rows[i] = []cell{textCell(f)}
+					rows[i] = []cell{rowtext.Text(f)}
 				}
 				if err := writeRows(e, tf.format, []column{{name: "file"}}, rows); err != nil {
 					return err

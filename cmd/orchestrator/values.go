@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -24,18 +23,9 @@ const timestampLayout = rowtext.TimestampLayout
 func numericType(t arrow.DataType) bool { return rowtext.Numeric(t) }
 
 // arrowCell renders row i of arr.
-func arrowCell(arr arrow.Array, i int) cell {
-	v := rowtext.At(arr, i)
-	if v.Null {
-		return nullCell
-	}
-	return cell{text: v.Text, json: v.JSON}
-}
+func arrowCell(arr arrow.Array, i int) cell { return rowtext.At(arr, i) }
 
-func intCell(v int64) cell {
-	s := strconv.FormatInt(v, 10)
-	return cell{text: s, json: json.Number(s)}
-}
+func intCell(v int64) cell { return rowtext.Int(v) }
 
 // formatTime renders an instant as RFC 3339 in UTC (history timestamps, --timestamp).
 func formatTime(t time.Time) string {
@@ -45,7 +35,7 @@ func formatTime(t time.Time) string {
 // countCell is a count for people: 10,000,024 in text, the number in JSON.
 func countCell(v int64) cell {
 	c := intCell(v)
-	c.text = countText(v)
+	c.Text = countText(v)
 	return c
 }
 
@@ -89,5 +79,5 @@ func durationText(d time.Duration) string {
 
 // durationCell is a duration for people in text, its seconds in JSON.
 func durationCell(d time.Duration) cell {
-	return cell{text: durationText(d), json: d.Seconds()}
+	return cell{Text: durationText(d), JSON: d.Seconds()}
 }

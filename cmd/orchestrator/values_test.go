@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 )
 
 func TestArrowCell(t *testing.T) {
@@ -65,16 +66,16 @@ func TestArrowCell(t *testing.T) {
 			defer tc.arr.Release()
 			c := arrowCell(tc.arr, 0)
 			var js []byte
-			if c.null {
+			if c.Null {
 				js = []byte("null")
 			} else {
 				var err error
-				if js, err = marshalJSON(c.json); err != nil {
+				if js, err = rowtext.Marshal(c.JSON); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if c.text != tc.wantText || string(js) != tc.wantJSON {
-				t.Errorf("got text %q json %s, want text %q json %s", c.text, js, tc.wantText, tc.wantJSON)
+			if c.Text != tc.wantText || string(js) != tc.wantJSON {
+				t.Errorf("got text %q json %s, want text %q json %s", c.Text, js, tc.wantText, tc.wantJSON)
 			}
 		})
 	}

@@ -153,7 +153,7 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	if length >= 0 {
 		r = io.LimitReader(f, length)
 	}
-	return readCloser{Reader: &ctxReader{ctx: ctx, r: r}, Closer: f}, nil
+	return readCloser{Reader: objectstore.ContextReader(ctx, r), Closer: f}, nil
 }
 
 // OpenReaderAt opens the object's file for reads at any offset (the caller closes it).
@@ -234,7 +234,7 @@ func (s *Store) write(ctx context.Context, op, key string, r io.Reader, size int
 		}
 	}()
 
-	src := io.Reader(&ctxReader{ctx: ctx, r: r})
+	src := objectstore.ContextReader(ctx, r)
 	if size >= 0 {
 		src = io.LimitReader(src, size+1) // one byte more reveals a reader longer than size
 	}
@@ -563,19 +563,6 @@ func (s *Store) readDir(dir string) ([]string, error) {
 		return nil, fmt.Errorf("lock directory %q: %w", dir, err)
 	}
 	return f.Readdirnames(-1)
-}
-
-// ctxReader fails reads once ctx is done, so long copies stop on cancellation.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 type readCloser struct {

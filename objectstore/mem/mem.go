@@ -77,7 +77,7 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 	if length >= 0 && length < int64(len(data)) {
 		data = data[:length]
 	}
-	return &ctxReader{ctx: ctx, r: bytes.NewReader(data)}, nil
+	return io.NopCloser(objectstore.ContextReader(ctx, bytes.NewReader(data))), nil
 }
 
 // Put stores the object, replacing any previous one.
@@ -117,7 +117,7 @@ func (s *Store) read(ctx context.Context, op, key string, r io.Reader, size int6
 		return nil, fmt.Errorf("mem %s %q: %w", op, key, err)
 	}
 	var buf bytes.Buffer
-	src := io.Reader(&ctxReader{ctx: ctx, r: r})
+	src := objectstore.ContextReader(ctx, r)
 	if size >= 0 {
 		buf.Grow(int(size))
 		src = io.LimitReader(src, size+1) // one more byte reveals a reader longer than size
@@ -186,18 +186,3 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	delete(s.objects, key)
 	return nil
 }
-
-// ctxReader fails reads once ctx is done, so long copies stop on cancellation.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
-func (c *ctxReader) Close() error { return nil }

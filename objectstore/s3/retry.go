@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
 // isNotFound reports an S3 "no such key" answer. NoSuchBucket is not one: a missing
@@ -79,7 +80,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // readAll reads r to the end; when size >= 0 it must yield exactly size bytes.
 func readAll(ctx context.Context, r io.Reader, size int64) ([]byte, error) {
 	var buf bytes.Buffer
-	src := io.Reader(&ctxReader{ctx: ctx, r: r})
+	src := objectstore.ContextReader(ctx, r)
 	if size >= 0 {
 		buf.Grow(int(size))
 		src = &exactReader{r: src, left: size}
@@ -94,7 +95,7 @@ func readAll(ctx context.Context, r io.Reader, size int64) ([]byte, error) {
 // stream.
 func readAtMost(ctx context.Context, r io.Reader, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(io.LimitReader(&ctxReader{ctx: ctx, r: r}, limit+1)); err != nil {
+	if _, err := buf.ReadFrom(io.LimitReader(objectstore.ContextReader(ctx, r), limit+1)); err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}
 	return buf.Bytes(), nil
@@ -138,17 +139,4 @@ func (e *exactReader) Read(p []byte) (int, error) {
 		err = nil // the next Read confirms the end
 	}
 	return n, err
-}
-
-// ctxReader fails reads once ctx is done, so a long upload stops reading its source.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

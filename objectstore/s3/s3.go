@@ -115,7 +115,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) er
 		body, n = bytes.NewReader(data), int64(len(data))
 	case size >= 0:
 		// Unseekable and large: stream it in parts, checking it yields exactly size bytes.
-		body = &ctxReader{ctx: ctx, r: &exactReader{r: r, left: size}}
+		body = objectstore.ContextReader(ctx, &exactReader{r: r, left: size})
 		opts.PartSize = partSize
 		if _, optimal, _, err := minio.OptimalPartInfo(size, 0); err == nil && optimal > partSize {
 			opts.PartSize = uint64(optimal)
@@ -128,7 +128,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) er
 		if len(head) <= smallObject {
 			body, n = bytes.NewReader(head), int64(len(head))
 		} else {
-			body = &ctxReader{ctx: ctx, r: io.MultiReader(bytes.NewReader(head), r)}
+			body = objectstore.ContextReader(ctx, io.MultiReader(bytes.NewReader(head), r))
 			opts.PartSize = partSize
 		}
 	}

@@ -1,0 +1,1 @@
+-- refused on spark: ingest into staging.accounts cannot run on spark: mode: snapshot (its deletes of absent keys need the whole run's files at once); run this stage with engine: local

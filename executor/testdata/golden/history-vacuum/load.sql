@@ -1,0 +1,6 @@
+-- statement 1: commits to raw.readings (raw/readings)
+-- txn ingest:raw.readings:/examples/history-vacuum/readings.ndjson = 1796384808204
+-- note: /examples/history-vacuum/readings.ndjson: loaded into raw.readings
+CREATE OR REPLACE TEMPORARY VIEW orchestrator_source_0 (`sensor` STRING, `celsius` DOUBLE, `read_at` TIMESTAMP) USING json OPTIONS (mode 'FAILFAST', path '/examples/history-vacuum/readings.ndjson');
+MERGE INTO `delta`.`/warehouse/raw/readings` t USING (SELECT * FROM (SELECT *, count(*) OVER (PARTITION BY `sensor`) AS __n FROM (SELECT `sensor`, `celsius`, `read_at`, '/examples/history-vacuum/readings.ndjson' AS `source_file`, TIMESTAMP '2026-01-16 06:00:00.000000' AS `load_timestamp` FROM orchestrator_source_0)) WHERE CASE WHEN __n > 1 THEN raise_error(concat('/examples/history-vacuum/readings.ndjson: key ', concat_ws(', ', `sensor`), ' occurs more than once (set sequence_by to order its rows)')) ELSE true END) s ON t.`sensor` <=> s.`sensor` WHEN MATCHED THEN UPDATE SET `sensor` = s.`sensor`, `celsius` = s.`celsius`, `read_at` = s.`read_at`, `source_file` = s.`source_file`, `load_timestamp` = s.`load_timestamp` WHEN NOT MATCHED THEN INSERT (`sensor`, `celsius`, `read_at`, `source_file`, `load_timestamp`) VALUES (s.`sensor`, s.`celsius`, s.`read_at`, s.`source_file`, s.`load_timestamp`);
+

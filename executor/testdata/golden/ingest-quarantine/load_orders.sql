@@ -1,0 +1,1 @@
+-- refused on spark: ingest into bronze.orders cannot run on spark: on_error: quarantine (Spark cannot name the file, line and column of a bad record); run this stage with engine: local

@@ -1,0 +1,1 @@
+-- notes: raw.events: would delete 2 files (2048 bytes), retention 1h30m0s |   part-0001.parquet |   part-0002.parquet | silver.orders: would delete 1 files (512 bytes), retention 200h0m30s; keeps what capture_history orders_history still needs from version 7 |   part-0003.parquet | gold.daily: would delete 0 files (0 bytes), retention 168h0m0s
