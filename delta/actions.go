@@ -159,6 +159,9 @@ type Lineage struct {
 	RunID       string   `json:"runId,omitempty"`
 	Attempt     int      `json:"attempt,omitempty"`
 	SourceFiles []string `json:"sourceFiles,omitempty"`
+	// Expectations are the counts of the stage's row checks over the rows this commit
+	// writes (expectations.go).
+	Expectations []ExpectationMetrics `json:"expectations,omitempty"`
 }
 
 // CommitInfo is the free-form commitInfo action, with the fields Spark and delta-rs write.

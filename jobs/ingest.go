@@ -72,8 +72,7 @@ func (s *Ingest) format(file string) decode.Format {
 	return decode.Format(formatFromName(file))
 }
 
-func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
-	var res Result
+func (s *Ingest) run(ctx context.Context, env *Env) (res Result, err error) {
 	decl, err := env.declared(s.cfg.Target)
 	if err != nil {
 		return res, err
@@ -116,6 +115,10 @@ func (s *Ingest) run(ctx context.Context, env *Env) (Result, error) {
 		return res, err
 	}
 	reportFiles(env, todo)
+	if env.rows, err = newRowChecks(s.name, decl.Name, env.Expectations); err != nil {
+		return res, err
+	}
+	defer func() { res.Expectations = env.rows.results() }()
 	loadTime := env.Now().UTC().Truncate(time.Microsecond)
 	// An append's rows count as written as they are decoded, a keyed ingest's when its
 	// MERGE writes them; a failed run reports only what it committed: the files before
@@ -243,6 +246,8 @@ func fileNames(files []*sourceFile) []string {
 type badRecord struct {
 	file string
 	err  *decode.Error
+	// expectation names the row expectation the record violated ("": it did not decode).
+	expectation string
 }
 
 // decodeFile decodes one source file into batches of the table's schema (lineage
@@ -269,6 +274,10 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	defer done()
 	openedSource(f.Name)
 	var bad []*badRecord
+	checks, strip := env.rows, ""
+	if checks != nil && checks.lines && !extras.lines {
+		extras.lines, strip = true, lineColumn // for the checks only
+	}
 	opts, target, err := s.decodeOptions(snap.Schema(), format, extras, func(e *decode.Error) {
 		bad = append(bad, &badRecord{file: f.Name, err: e})
 	})
@@ -283,10 +292,22 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	defer rd.Release()
 	lin := &lineageColumns{file: f.Name, loadTime: loadTime}
 	defer lin.release()
+	var checkedRows int64 // rows of the file checked so far
 	for rd.Next() {
 		rec, err := s.withLineage(rd.RecordBatch(), target, lin)
 		if err != nil {
 			return nil, err
+		}
+		read := rec.NumRows()
+		if checks != nil {
+			kept, violators, err := checks.check(rec, f.Name, checkedRows, strip)
+			rec.Release()
+			if err != nil {
+				return nil, err
+			}
+			checkedRows += read
+			rec, bad = kept, append(bad, violators...)
+			res.RowsSkipped += read - rec.NumRows()
 		}
 		err = emit(rec)
 		n := rec.NumRows()
@@ -294,7 +315,7 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 		if err != nil {
 			return nil, err // emit's errors name the file
 		}
-		res.RowsRead += n
+		res.RowsRead += read
 		if !s.keyed() { // (a keyed ingest's rows count as written when its MERGE writes them)
 			res.RowsWritten += n
 		}
@@ -313,9 +334,16 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	res.FilesRead++
 	res.BytesRead += f.Size
 	reportRead(env, res)
-	// Bad records were read too: rows read counts every record of the file.
-	res.RowsRead += int64(len(bad))
-	res.RowsSkipped += int64(len(bad))
+	// Bad records were read too: rows read counts every record of the file (rows that
+	// row expectations quarantined were counted above).
+	decoded := 0
+	for _, b := range bad {
+		if b.expectation == "" {
+			decoded++
+		}
+	}
+	res.RowsRead += int64(decoded)
+	res.RowsSkipped += int64(decoded)
 	return bad, nil
 }
 

@@ -13,14 +13,16 @@ import (
 )
 
 // QuarantineColumns are the columns a quarantine table must declare (as strings, except
-// line: bigint and load_timestamp: timestamp).
+// line: bigint and load_timestamp: timestamp). It may also declare expectation (a
+// string): the name of the row expectation a row violated (NULL for a record that did
+// not decode).
 var QuarantineColumns = []string{"source_file", "line", "column", "value", "error", "record", "load_timestamp"}
 
 // quarantine writes the bad records of this run's files to the quarantine table, one txn
 // per source file in the same commit, skipping files whose records it already holds. It
 // runs before the target's commit: a crash between the two reruns the target only.
 func (s *Ingest) quarantine(ctx context.Context, env *Env, files []*sourceFile, bad []*badRecord, loadTime time.Time, res *Result) error {
-	if s.cfg.OnError != "quarantine" {
+	if s.cfg.OnError != "quarantine" && !env.rows.quarantines() {
 		return nil
 	}
 	decl, err := env.declared(s.cfg.QuarantineTable)
@@ -106,6 +108,12 @@ func quarantineRows(schema *arrow.Schema, bad []*badRecord, want map[string]bool
 				fb.(*array.StringBuilder).Append(r.err.Error())
 			case "record":
 				fb.(*array.StringBuilder).Append(r.err.Record)
+			case "expectation":
+				if r.expectation == "" {
+					fb.AppendNull()
+				} else {
+					fb.(*array.StringBuilder).Append(r.expectation)
+				}
 			case "load_timestamp":
 				fb.(*array.TimestampBuilder).Append(arrow.Timestamp(loadTime.UnixMicro()))
 			default:

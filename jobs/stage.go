@@ -38,6 +38,11 @@ type Env struct {
 	MemoryBudget ByteSize
 	// SpillDir is where such stages write their spill files ("": os.TempDir()).
 	SpillDir string
+	// Expectations are the stage's data quality checks (expect.go): the row checks run
+	// as the stage writes, the table checks after it (CheckExpectations).
+	Expectations []Expectation
+
+	rows *rowChecks // the row checks of the stage's current run
 
 	createdMu sync.Mutex
 	created   []*Table // the tables this environment's stage created (openOrCreate)
@@ -116,6 +121,9 @@ type Result struct {
 	// "spark": a Spark cluster), and Operations what it sent there.
 	Engine     string
 	Operations []Operation
+	// Expectations are the results of the stage's expectations: its row checks'
+	// counts, then the table checks (CheckExpectations).
+	Expectations []ExpectationResult
 }
 
 // Operation is one statement a stage sent to another engine (Spark SQL over Spark
@@ -241,4 +249,7 @@ func (res *Result) add(r Result) {
 	res.BytesDeleted += r.BytesDeleted
 	res.VersionsWritten = append(res.VersionsWritten, r.VersionsWritten...)
 	res.Notes = append(res.Notes, r.Notes...)
+	if r.Expectations != nil { // the counts of the last run that checked rows
+		res.Expectations = r.Expectations
+	}
 }

@@ -112,6 +112,7 @@ func (e *Env) openOrCreate(ctx context.Context, t *Table) (*delta.Table, error) 
 // lineage returns a copy of the environment's lineage for one commit.
 func (e *Env) lineage() *delta.Lineage {
 	l := e.Lineage
+	l.Expectations = e.rows.metrics()
 	return &l
 }
 

@@ -90,6 +90,7 @@ func stageTask(spec *Spec, st *Stage, rt Runtime, tables map[string]*jobs.Table,
 			PipelineFile: spec.File,
 			MemoryBudget: rt.MemoryBudget,
 			SpillDir:     rt.SpillDir,
+			Expectations: st.Expectations,
 		}
 		if rt.StageLogger != nil {
 			env.Logger = rt.StageLogger(stage.Name())
@@ -107,11 +108,17 @@ func stageTask(spec *Spec, st *Stage, rt Runtime, tables map[string]*jobs.Table,
 		default:
 			res, err = stage.Run(ctx, env)
 		}
+		if err == nil {
+			err = jobs.CheckExpectations(ctx, env, stage.Name(), st.Config, &res)
+		}
 		if rt.Done != nil {
 			rt.Done(stage.Name(), attempt, res, err)
 		}
 		if diff := (*jobs.DifferenceError)(nil); errors.As(err, &diff) {
 			return dag.Permanent(err) // the tables stay as they are until someone converges them
+		}
+		if exp := (*jobs.ExpectationError)(nil); errors.As(err, &exp) {
+			return dag.Permanent(err) // the same rows fail again
 		}
 		return err
 	})

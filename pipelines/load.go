@@ -89,6 +89,8 @@ type stageCommon struct {
 	MaxRetryDelay *jobs.Duration `yaml:"max_retry_delay"`
 	Timeout       jobs.Duration  `yaml:"timeout"`
 	Engine        string         `yaml:"engine"`
+	// Expectations are the stage's data quality checks (jobs.Expectation).
+	Expectations []jobs.Expectation `yaml:"expectations"`
 }
 
 // Options adjust loading.
@@ -479,6 +481,7 @@ func decodeStage(ps *problems, sn *yaml.Node, common map[string]int, dir string)
 		MaxRetryDelay: DefaultMaxRetryDelay,
 		Timeout:       time.Duration(sc.Timeout),
 		Engine:        sc.Engine,
+		Expectations:  sc.Expectations,
 	}
 	if sc.RetryDelay != nil {
 		st.RetryDelay = time.Duration(*sc.RetryDelay)
@@ -506,12 +509,15 @@ func decodeStage(ps *problems, sn *yaml.Node, common map[string]int, dir string)
 	default:
 		decodeInto(ps, kindNode, cfg, label)
 		for _, fe := range cfg.Validate() {
-			ps.at(lookup(kindNode, fe.Field), "%s: %s: %s", label, fe.Field, fe.Msg)
+			if !quarantineByExpectation(st, cfg, fe) {
+				ps.at(lookup(kindNode, fe.Field), "%s: %s: %s", label, fe.Field, fe.Msg)
+			}
 		}
 		if ic, ok := cfg.(*jobs.IngestConfig); ok && ic.Source != "" && !strings.HasPrefix(ic.Source, "http://") && !strings.HasPrefix(ic.Source, "https://") {
 			ic.Source = storeurl.Anchor(dir, ic.Source)
 		}
 		st.Config = cfg
+		checkExpectations(ps, sn, st, label)
 	}
 	return st
 }
@@ -544,6 +550,7 @@ func checkStages(ps, ws *problems, spec *Spec, nodes []*yaml.Node, tableNodes ma
 			continue
 		}
 		checkStageTables(ps, ws, spec, nodes[i], st)
+		checkExpectationTables(ps, spec, nodes[i], st)
 	}
 }
 

@@ -113,4 +113,6 @@ type Stage struct {
 	// Engine runs the stage: local or spark (engine.go); "" before Parse resolves it
 	// from the pipeline's engine.
 	Engine string
+	// Expectations are the stage's data quality checks, validated.
+	Expectations []jobs.Expectation
 }

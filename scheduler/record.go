@@ -222,6 +222,8 @@ type StageRecord struct {
 	// engines existed), and Operations the statements it sent there.
 	Engine     string      `json:"engine,omitempty"`
 	Operations []Operation `json:"operations,omitempty"`
+	// Checks are the results of the stage's expectations (expect.go).
+	Checks []Check `json:"checks,omitempty"`
 }
 
 // Operation is one statement a stage sent to Spark: the SQL, the session and operation

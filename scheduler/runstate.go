@@ -467,6 +467,7 @@ func (st *runState) done(stage string, res jobs.Result) {
 		s.ChangesRead = append(s.ChangesRead, ChangeRange{Table: c.Table, After: c.After, Through: c.Through})
 	}
 	s.Notes = append([]string(nil), res.Notes...)
+	s.Checks = checksOf(res.Expectations)
 	s.Engine, s.Operations = res.Engine, nil
 	for _, op := range res.Operations {
 		s.Operations = append(s.Operations, Operation{SQL: op.SQL, SessionID: op.SessionID, OperationID: op.OperationID, Table: op.Table, Version: op.Version, Metrics: op.Metrics})

@@ -140,9 +140,15 @@ func (d *runDisplay) event(ev dag.Event) {
 		for _, n := range s.result.Notes {
 			line += "\n  " + n
 		}
+		for _, c := range scheduler.ChecksOf(s.result.Expectations) {
+			line += "\n  " + c.Text()
+		}
 	case dag.Failed, dag.Cancelled:
 		if ev.Err != nil {
 			line += ": " + ev.Err.Error()
+		}
+		for _, c := range scheduler.ChecksOf(s.result.Expectations) {
+			line += "\n  " + c.Text()
 		}
 	case dag.Skipped:
 		var se *dag.SkippedError

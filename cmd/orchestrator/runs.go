@@ -522,6 +522,9 @@ func writeStageDetail(w io.Writer, s *scheduler.StageRecord) {
 		detail = append(detail, fmt.Sprintf("read the change feed of %s, versions (%d, %d]", c.Table, c.After, c.Through))
 	}
 	detail = append(detail, s.Notes...)
+	for _, c := range s.Checks {
+		detail = append(detail, c.Text())
+	}
 	if s.Error != "" && s.Status != scheduler.Succeeded {
 		detail = append(detail, "error: "+s.Error)
 	}

@@ -1,0 +1,274 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/rowtext"
+	"github.com/orchestrator-io/orchestrator/jobs/decode"
+)
+
+// rowChecks evaluates a stage's row expectations on the batches it is about to write
+// (one per stage run): each predicate is evaluated over a whole batch at once
+// (delta.Matcher: typed loops over the common column types), violators are counted,
+// dropped, set aside for the quarantine table or stop the run.
+type rowChecks struct {
+	stage, table string
+	checks       []*rowCheck
+	// lines: a row's file line is needed (a fail names it, quarantine keeps it).
+	lines bool
+
+	mu sync.Mutex // guards the counts, read by commits (Env.lineage)
+}
+
+type rowCheck struct {
+	exp     *Expectation
+	pred    delta.Predicate
+	m       *delta.Matcher
+	schema  *arrow.Schema // the one m was bound to
+	checked int64
+	failed  int64
+	sample  string
+}
+
+// newRowChecks prepares the row expectations of exps (nil when there are none).
+func newRowChecks(stage, table string, exps []Expectation) (*rowChecks, error) {
+	rc := &rowChecks{stage: stage, table: table}
+	for i := range exps {
+		e := &exps[i]
+		if !e.RowLevel() {
+			continue
+		}
+		p, err := delta.ParsePredicate(e.Expect)
+		if err != nil {
+			return nil, fmt.Errorf("expectation %s: %q: %w", e.Name, e.Expect, err)
+		}
+		rc.checks = append(rc.checks, &rowCheck{exp: e, pred: p})
+		if a := e.Action(); a == ActionFail || a == ActionQuarantine {
+			rc.lines = true
+		}
+	}
+	if len(rc.checks) == 0 {
+		return nil, nil
+	}
+	return rc, nil
+}
+
+// metrics are the counts so far, as commits record them.
+func (rc *rowChecks) metrics() []delta.ExpectationMetrics {
+	if rc == nil {
+		return nil
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := make([]delta.ExpectationMetrics, len(rc.checks))
+	for i, c := range rc.checks {
+		out[i] = delta.ExpectationMetrics{Name: c.exp.Name, OnViolation: c.exp.Action(),
+			NumCheckedRows: c.checked, NumPassedRows: c.checked - c.failed, NumFailedRows: c.failed}
+	}
+	return out
+}
+
+// results are the counts so far as stage results.
+func (rc *rowChecks) results() []ExpectationResult {
+	if rc == nil {
+		return nil
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := make([]ExpectationResult, len(rc.checks))
+	for i, c := range rc.checks {
+		out[i] = ExpectationResult{Name: c.exp.Name, Check: CheckExpect, Action: c.exp.Action(), Table: rc.table,
+			Version: -1, Rows: c.checked, Failed: c.failed, Detail: c.sample}
+	}
+	return out
+}
+
+// check evaluates the row checks on rec, rows of file whose first row is the file's row
+// first+1 (1-based; Parquet has no lines). It returns the rows to write (rec itself,
+// retained, when all stay), the violators to quarantine, or the error of a failing
+// check. strip names a column to leave out of the batch returned (the line column the
+// checks asked for).
+func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, strip string) (arrow.RecordBatch, []*badRecord, error) {
+	n := int(rec.NumRows())
+	var keep []bool
+	var bad []*badRecord
+	quarantined := map[int]bool{}
+	lineCol := -1
+	if idx := rec.Schema().FieldIndices(lineColumn); len(idx) == 1 {
+		lineCol = idx[0]
+	}
+	where := func(i int) (line, row int64) {
+		row = first + int64(i) + 1
+		if lineCol >= 0 {
+			if a, ok := rec.Column(lineCol).(*array.Int64); ok && a.IsValid(i) {
+				line = a.Value(i)
+			}
+		}
+		return line, row
+	}
+	for _, c := range rc.checks {
+		if c.m == nil || !c.schema.Equal(rec.Schema()) {
+			m, err := delta.NewMatcher(c.pred, schemaOfRecord(rec))
+			if err != nil {
+				return nil, nil, fmt.Errorf("expectation %s (%s): %w", c.exp.Name, c.exp.Expect, err)
+			}
+			c.m, c.schema = m, rec.Schema()
+		}
+		ok, err := c.m.Match(rec)
+		if err != nil {
+			return nil, nil, fmt.Errorf("expectation %s (%s): %w", c.exp.Name, c.exp.Expect, err)
+		}
+		var failed int64
+		firstBad := -1
+		for i, pass := range ok {
+			if pass {
+				continue
+			}
+			failed++
+			if firstBad < 0 {
+				firstBad = i
+			}
+			switch c.exp.Action() {
+			case ActionDrop, ActionQuarantine:
+				if keep == nil {
+					keep = make([]bool, n)
+					for j := range keep {
+						keep[j] = true
+					}
+				}
+				keep[i] = false
+				if c.exp.Action() == ActionQuarantine && !quarantined[i] {
+					quarantined[i] = true
+					line, row := where(i)
+					bad = append(bad, &badRecord{file: file, expectation: c.exp.Name, err: violation(rec, i, c, file, line, row)})
+				}
+			}
+		}
+		rc.mu.Lock()
+		c.checked += int64(n)
+		c.failed += failed
+		if firstBad >= 0 && c.sample == "" {
+			line, row := where(firstBad)
+			c.sample = fmt.Sprintf("first at %s: %s", position(file, line, row), rowJSON(rec, firstBad))
+		}
+		rc.mu.Unlock()
+		if firstBad >= 0 && c.exp.Action() == ActionFail {
+			line, row := where(firstBad)
+			return nil, nil, &ExpectationError{Stage: rc.stage, Name: c.exp.Name, Table: rc.table,
+				Msg: fmt.Sprintf("%s: row %s is not %s (%d of this batch's %d rows violate it)", position(file, line, row), rowJSON(rec, firstBad), c.exp.Expect, failed, n)}
+		}
+	}
+	out := rec
+	if keep != nil {
+		mask := array.NewBoolean(n, memory.NewBufferBytes(boolBits(keep)), nil, 0)
+		defer mask.Release()
+		filtered, err := compute.FilterRecordBatch(context.Background(), rec, mask, compute.DefaultFilterOptions())
+		if err != nil {
+			return nil, nil, err
+		}
+		out = filtered
+	} else {
+		out.Retain()
+	}
+	if strip != "" {
+		if idx := out.Schema().FieldIndices(strip); len(idx) == 1 {
+			fields := slices.Delete(slices.Clone(out.Schema().Fields()), idx[0], idx[0]+1)
+			cols := slices.Delete(slices.Clone(out.Columns()), idx[0], idx[0]+1)
+			stripped := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, out.NumRows())
+			out.Release()
+			out = stripped
+		}
+	}
+	return out, bad, nil
+}
+
+// violation is a violating row as a quarantine record: where it is, the first column
+// the predicate reads and its value, the row as JSON, and the expectation it broke.
+func violation(rec arrow.RecordBatch, i int, c *rowCheck, file string, line, row int64) *decode.Error {
+	e := &decode.Error{File: file, Line: line, Row: row, Record: rowJSON(rec, i),
+		Msg: fmt.Sprintf("expectation %s violated: %s", c.exp.Name, c.exp.Expect)}
+	if cols := delta.PredicateColumns(c.pred); len(cols) > 0 {
+		e.Column = cols[0]
+		if idx := rec.Schema().FieldIndices(cols[0]); len(idx) == 1 {
+			if v := rowtext.At(rec.Column(idx[0]), i); !v.Null {
+				e.Value = v.Text
+			}
+		}
+	}
+	return e
+}
+
+func position(file string, line, row int64) string {
+	if line > 0 {
+		return fmt.Sprintf("%s:%d", file, line)
+	}
+	return fmt.Sprintf("%s row %d", file, row)
+}
+
+// rowJSON renders row i of rec as a JSON object of its table columns (not the internal
+// ones a keyed ingest adds).
+func rowJSON(rec arrow.RecordBatch, i int) string {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	first := true
+	for j, f := range rec.Schema().Fields() {
+		if strings.HasPrefix(f.Name, "_orchestrator_") {
+			continue
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		k, _ := json.Marshal(f.Name)
+		b.Write(k)
+		b.WriteByte(':')
+		v := rowtext.At(rec.Column(j), i)
+		if v.Null {
+			b.WriteString("null")
+			continue
+		}
+		enc, err := json.Marshal(v.JSON)
+		if err != nil {
+			enc, _ = json.Marshal(v.Text)
+		}
+		b.Write(enc)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// boolBits packs bs as an Arrow bitmap.
+func boolBits(bs []bool) []byte {
+	out := make([]byte, (len(bs)+7)/8)
+	for i, b := range bs {
+		if b {
+			out[i/8] |= 1 << (i % 8)
+		}
+	}
+	return out
+}
+
+// quarantines reports whether a row check quarantines its violators.
+func (rc *rowChecks) quarantines() bool {
+	if rc == nil {
+		return false
+	}
+	for _, c := range rc.checks {
+		if c.exp.Action() == ActionQuarantine {
+			return true
+		}
+	}
+	return false
+}

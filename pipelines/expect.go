@@ -1,0 +1,78 @@
+package pipelines
+
+import (
+	"fmt"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs"
+)
+
+// checkExpectations reports the problems of a stage's expectations (sn is the stage's
+// node): each at its key, naming the stage and the expectation.
+func checkExpectations(ps *problems, sn *yaml.Node, st *Stage, label string) {
+	for _, fe := range jobs.ValidateExpectations(st.Config, st.Expectations) {
+		ps.at(lookup(sn, fe.Field), "%s: %s: %s", label, fe.Field, fe.Msg)
+	}
+}
+
+// quarantineByExpectation reports whether fe is the ingest config's complaint that
+// quarantine_table goes unused, when a row expectation of the stage quarantines into it.
+func quarantineByExpectation(st *Stage, cfg jobs.Config, fe jobs.FieldError) bool {
+	if _, ok := cfg.(*jobs.IngestConfig); !ok || fe.Field != "quarantine_table" {
+		return false
+	}
+	for i := range st.Expectations {
+		if st.Expectations[i].Action() == jobs.ActionQuarantine {
+			return true
+		}
+	}
+	return false
+}
+
+// checkExpectationTables checks the columns a stage's expectations name against the
+// declared target: each must be a column of it, and a predicate's literals must fit
+// their columns' types.
+func checkExpectationTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) {
+	if st.Config == nil || len(st.Expectations) == 0 {
+		return
+	}
+	t := spec.Table(jobs.ExpectationTarget(st.Config))
+	if t == nil || t.Schema == nil {
+		return
+	}
+	for i := range st.Expectations {
+		e := &st.Expectations[i]
+		field := fmt.Sprintf("expectations[%d].%s", i, e.Check())
+		for _, col := range jobs.ExpectationColumns(e) {
+			if t.Schema.Field(col) == nil {
+				ps.at(lookup(sn, field), "stage %s: %s: expectation %s: the target table %s has no column %q (columns: %s)", st.Name, field, e.Name, t.Name, col, columnNames(t))
+			}
+		}
+		if !e.RowLevel() {
+			continue
+		}
+		p, err := delta.ParsePredicate(e.Expect)
+		if err != nil {
+			continue // reported with its position by checkExpectations
+		}
+		for _, col := range delta.PredicateColumns(p) {
+			if t.Schema.Field(col) == nil {
+				return
+			}
+		}
+		if _, err := delta.NewMatcher(p, t.Schema); err != nil {
+			ps.at(lookup(sn, field), "stage %s: %s: expectation %s: %q: %v", st.Name, field, e.Name, e.Expect, err)
+		}
+	}
+}
+
+func columnNames(t *jobs.Table) string {
+	names := make([]string, len(t.Schema.Fields))
+	for i, f := range t.Schema.Fields {
+		names[i] = f.Name
+	}
+	return strings.Join(names, ", ")
+}
