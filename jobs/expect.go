@@ -277,13 +277,18 @@ func (r *ExpectationResult) Passed() bool { return r.Failed == 0 }
 type ExpectationError struct {
 	Stage, Name, Table string
 	Msg                string
-	AfterCommit        bool
-	Rollback           string
+	// AfterCommit: a table check failed; Committed: the stage had committed to the
+	// table (Rollback then says how to undo it).
+	AfterCommit, Committed bool
+	Rollback               string
 }
 
 func (e *ExpectationError) Error() string {
-	if e.AfterCommit {
+	switch {
+	case e.AfterCommit && e.Committed:
 		return fmt.Sprintf("expectation %s failed on %s after the stage's commit: %s; the run is failed, the table keeps the commit: %s", e.Name, e.Table, e.Msg, e.Rollback)
+	case e.AfterCommit:
+		return fmt.Sprintf("expectation %s failed on %s, which the stage did not change: %s; the run is failed: fix the table (orchestrator table history shows who changed it) and run again", e.Name, e.Table, e.Msg)
 	}
 	return fmt.Sprintf("expectation %s failed: %s; nothing was committed, %s is unchanged", e.Name, e.Msg, e.Table)
 }

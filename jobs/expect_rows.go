@@ -26,7 +26,8 @@ import (
 type rowChecks struct {
 	stage, table string
 	checks       []*rowCheck
-	// lines: a row's file line is needed (a fail names it, quarantine keeps it).
+	// lines: the rows' file lines are decoded (a violation names its line, the
+	// quarantine keeps it).
 	lines bool
 
 	mu sync.Mutex // guards the counts, read by commits (Env.lineage)
@@ -55,9 +56,7 @@ func newRowChecks(stage, table string, exps []Expectation) (*rowChecks, error) {
 			return nil, fmt.Errorf("expectation %s: %q: %w", e.Name, e.Expect, err)
 		}
 		rc.checks = append(rc.checks, &rowCheck{exp: e, pred: p})
-		if a := e.Action(); a == ActionFail || a == ActionQuarantine {
-			rc.lines = true
-		}
+		rc.lines = true // a violation names its line
 	}
 	if len(rc.checks) == 0 {
 		return nil, nil

@@ -81,7 +81,7 @@ func CheckExpectations(ctx context.Context, env *Env, stage string, cfg Config, 
 		}
 		env.Log().Warn("expectation failed", "expectation", e.Name, "table", target, "version", r.Version, "on_violation", r.Action, "detail", r.Detail)
 		if e.Action() == ActionFail && failing == nil {
-			failing = &ExpectationError{Stage: stage, Name: e.Name, Table: target, AfterCommit: true,
+			failing = &ExpectationError{Stage: stage, Name: e.Name, Table: target, AfterCommit: true, Committed: first >= 0,
 				Msg: fmt.Sprintf("version %d: %s", r.Version, r.Detail), Rollback: rollbackHint(env, target, first, last)}
 		}
 	}
@@ -93,9 +93,6 @@ func CheckExpectations(ctx context.Context, env *Env, stage string, cfg Config, 
 
 // rollbackHint says how to undo the stage's commits to table (first..last, -1: none).
 func rollbackHint(env *Env, table string, first, last int64) string {
-	if first < 0 {
-		return "the stage committed nothing to it; fix the table and run again"
-	}
 	pipe := ""
 	if env.PipelineFile != "" {
 		pipe = " --pipeline " + env.PipelineFile
