@@ -23,6 +23,7 @@ type metrics struct {
 	skipped       *prometheus.CounterVec
 	tick          *prometheus.HistogramVec
 	gauges        *gauges
+	checks        *checkMetrics
 }
 
 func newMetrics(o *Observer) *metrics {
@@ -51,11 +52,13 @@ func newMetrics(o *Observer) *metrics {
 			Help:    "Time of each scheduler pass over a warehouse's pipelines, by phase: plan (deciding the due slots), record (writing their records), dispatch (starting runs).",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}}, []string{"phase"}),
 		gauges: &gauges{o: o},
+		checks: newCheckMetrics(),
 	}
 }
 
 func (m *metrics) register(reg *prometheus.Registry) {
 	reg.MustRegister(m.runs, m.stageDuration, m.rowsWritten, m.commits, m.conflicts, m.retries, m.slotLag, m.missed, m.skipped, m.tick, m.gauges)
+	reg.MustRegister(m.checks.collectors()...)
 }
 
 // stageEnded counts an ended stage.
@@ -73,6 +76,7 @@ func (m *metrics) stageEnded(pipeline string, sr *scheduler.StageRecord) {
 	if n := len(sr.Attempts); n > 1 {
 		m.retries.WithLabelValues(pipeline, sr.Name).Add(float64(n - 1))
 	}
+	m.checks.stageEnded(pipeline, sr)
 }
 
 func (m *metrics) slotHandled(ev scheduler.SlotEvent) {

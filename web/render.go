@@ -34,7 +34,7 @@ type pageSet map[string]*template.Template
 
 // parsePages parses every page with the layout and the shared parts.
 func parsePages() (pageSet, error) {
-	base, err := template.New("base").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html")
+	base, err := template.New("base").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/checks.html")
 	if err != nil {
 		return nil, fmt.Errorf("web: templates: %w", err)
 	}

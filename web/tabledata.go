@@ -14,6 +14,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/rowtext"
+	"github.com/orchestrator-io/orchestrator/scheduler"
 )
 
 // cell is a value as the API writes it (its JSON value, null for null) and a page
@@ -66,6 +67,8 @@ type historyRow struct {
 	Summary    string         `json:"summary,omitempty"`
 	Metrics    map[string]any `json:"metrics,omitempty"`
 	Parameters map[string]any `json:"parameters,omitempty"`
+	// Checks are the expectations that judged the version (expect_pages.go).
+	Checks []scheduler.Check `json:"checks,omitempty"`
 }
 
 func (s *Server) history(ctx context.Context, ref *tableRef, limit int) ([]historyRow, error) {
@@ -86,6 +89,7 @@ func (s *Server) history(ctx context.Context, ref *tableRef, limit int) ([]histo
 		}
 		out[i] = r
 	}
+	s.addChecks(ctx, ref.Name, entries, out)
 	return out, nil
 }
 
