@@ -266,6 +266,9 @@ func (b *boundPredicate) evalTri(rec arrow.RecordBatch, n int) ([]int8, error) {
 	if out, ok := b.evalFast(arr, valid); ok {
 		return out, nil
 	}
+	if out, ok := b.evalVector(arr, valid); ok {
+		return out, nil
+	}
 	get, err := valueGetter(arr)
 	if err != nil {
 		return nil, fmt.Errorf("column %s: %w", strings.Join(b.path, "."), err)
