@@ -26,8 +26,9 @@ import (
 type rowChecks struct {
 	stage, table string
 	checks       []*rowCheck
-	// lines: the rows' file lines are decoded (a violation names its line, the
-	// quarantine keeps it).
+	// lines: the rows' file lines are decoded, for a fail (its error names the line)
+	// or a quarantine (which keeps it); warn and drop name a row by its record number
+	// in the file, sparing the decoder the line column.
 	lines bool
 
 	mu sync.Mutex // guards the counts, read by commits (Env.lineage)
@@ -56,7 +57,9 @@ func newRowChecks(stage, table string, exps []Expectation) (*rowChecks, error) {
 			return nil, fmt.Errorf("expectation %s: %q: %w", e.Name, e.Expect, err)
 		}
 		rc.checks = append(rc.checks, &rowCheck{exp: e, pred: p})
-		rc.lines = true // a violation names its line
+		if a := e.Action(); a == ActionFail || a == ActionQuarantine {
+			rc.lines = true // the error names the line, the quarantine keeps it
+		}
 	}
 	if len(rc.checks) == 0 {
 		return nil, nil
@@ -96,10 +99,10 @@ func (rc *rowChecks) results() []ExpectationResult {
 
 // check evaluates the row checks on rec, rows of file whose first row is the file's row
 // first+1 (1-based; Parquet has no lines). It returns the rows to write (rec itself,
-// retained, when all stay), the violators to quarantine, or the error of a failing
-// check. strip names a column to leave out of the batch returned (the line column the
+// retained, when all stay; else one or more batches, each to be released), the
+// violators to quarantine, or the error of a failing check. strip names a column to leave out of the batch returned (the line column the
 // checks asked for).
-func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, strip string) (arrow.RecordBatch, []*badRecord, error) {
+func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, strip string) ([]arrow.RecordBatch, []*badRecord, error) {
 	n := int(rec.NumRows())
 	var keep []bool
 	var bad []*badRecord
@@ -170,17 +173,7 @@ func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, stri
 		}
 	}
 	out := rec
-	if keep != nil {
-		mask := array.NewBoolean(n, memory.NewBufferBytes(boolBits(keep)), nil, 0)
-		defer mask.Release()
-		filtered, err := compute.FilterRecordBatch(context.Background(), rec, mask, compute.DefaultFilterOptions())
-		if err != nil {
-			return nil, nil, err
-		}
-		out = filtered
-	} else {
-		out.Retain()
-	}
+	out.Retain()
 	if strip != "" {
 		if idx := out.Schema().FieldIndices(strip); len(idx) == 1 {
 			fields := slices.Delete(slices.Clone(out.Schema().Fields()), idx[0], idx[0]+1)
@@ -190,7 +183,24 @@ func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, stri
 			out = stripped
 		}
 	}
-	return out, bad, nil
+	if keep == nil {
+		return []arrow.RecordBatch{out}, bad, nil
+	}
+	defer out.Release()
+	parts, err := keptParts(out, keep)
+	return parts, bad, err
+}
+
+// keptParts are the rows of rec that keep marks, copied into one batch (zero-copy
+// slices between the rows left out cost the writer more than the copy).
+func keptParts(rec arrow.RecordBatch, keep []bool) ([]arrow.RecordBatch, error) {
+	mask := array.NewBoolean(len(keep), memory.NewBufferBytes(boolBits(keep)), nil, 0)
+	defer mask.Release()
+	filtered, err := compute.FilterRecordBatch(context.Background(), rec, mask, compute.DefaultFilterOptions())
+	if err != nil {
+		return nil, err
+	}
+	return []arrow.RecordBatch{filtered}, nil
 }
 
 // violation is a violating row as a quarantine record: where it is, the first column
@@ -213,7 +223,7 @@ func position(file string, line, row int64) string {
 	if line > 0 {
 		return fmt.Sprintf("%s:%d", file, line)
 	}
-	return fmt.Sprintf("%s row %d", file, row)
+	return fmt.Sprintf("%s record %d", file, row)
 }
 
 // rowJSON renders row i of rec as a JSON object of its table columns (not the internal

@@ -298,7 +298,8 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 		if err != nil {
 			return nil, err
 		}
-		read := rec.NumRows()
+		read, n := rec.NumRows(), int64(0)
+		parts := []arrow.RecordBatch{rec}
 		if checks != nil {
 			kept, violators, err := checks.check(rec, f.Name, checkedRows, strip)
 			rec.Release()
@@ -306,15 +307,20 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 				return nil, err
 			}
 			checkedRows += read
-			rec, bad = kept, append(bad, violators...)
-			res.RowsSkipped += read - rec.NumRows()
+			parts, bad = kept, append(bad, violators...)
 		}
-		err = emit(rec)
-		n := rec.NumRows()
-		rec.Release()
+		for i, part := range parts {
+			if err == nil {
+				err = emit(part)
+				n += part.NumRows()
+			}
+			part.Release()
+			parts[i] = nil
+		}
 		if err != nil {
 			return nil, err // emit's errors name the file
 		}
+		res.RowsSkipped += read - n
 		res.RowsRead += read
 		if !s.keyed() { // (a keyed ingest's rows count as written when its MERGE writes them)
 			res.RowsWritten += n

@@ -182,7 +182,7 @@ func TestBinary(t *testing.T) {
 	}
 
 	r := runCmd(t, repo, bin, "validate", "examples/pipelines/sales/pipeline.yaml")
-	if want := "ok: examples/pipelines/sales/pipeline.yaml (pipeline sales, 4 tables, 5 stages)\n"; r.code != 0 || r.stdout != want || r.stderr != "" {
+	if want := "ok: examples/pipelines/sales/pipeline.yaml (pipeline sales, 5 tables, 5 stages)\n"; r.code != 0 || r.stdout != want || r.stderr != "" {
 		t.Errorf("validate example: exit %d, stdout %q, stderr %q; want exit 0 and stdout %q", r.code, r.stdout, r.stderr, want)
 	}
 
