@@ -35,6 +35,8 @@ type StageInfo struct {
 	Read    []TableVersion // versions read (change feed reads: the last version read)
 	Written []TableVersion
 	Error   string
+	// Checks are the results of the stage's expectations (quality.go).
+	Checks []Check
 }
 
 // Builder makes the events of one pipeline's runs; it reads schemas and commit
@@ -160,6 +162,9 @@ func (b *Builder) StageEvent(ctx context.Context, typ EventType, run RunInfo, st
 		d := b.tableDataset(ctx, t, v, ok)
 		if cl := b.columnLineage(stage, t, ev.Inputs); cl != nil {
 			d.Facets["columnLineage"] = cl
+		}
+		if q, ok := qualityFacet(stage, t, st.Checks); ok && (typ == Complete || typ == Fail) {
+			d.Facets["dataQualityAssertions"] = q
 		}
 		if ok && typ == Complete {
 			if os, ok := b.outputStatistics(ctx, t, st.Written); ok {

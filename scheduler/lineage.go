@@ -120,6 +120,9 @@ func (st *runState) lineageStageEvent(ev dag.Event) {
 	for _, v := range s.VersionsWritten {
 		info.Written = append(info.Written, lineage.TableVersion{Table: v.Table, Version: v.Version})
 	}
+	for _, c := range s.Checks {
+		info.Checks = append(info.Checks, lineage.Check{Name: c.Name, Table: c.Table, Action: c.Action, Failed: c.Failed})
+	}
 	run, at, b := st.runInfo(), ev.Time, st.lin.builder
 	st.enqueueLineage(func(ctx context.Context) lineage.Event { return b.StageEvent(ctx, typ, run, info, at) })
 }

@@ -186,9 +186,25 @@ func TestLineageEventsOfTheSalesExample(t *testing.T) {
 	if fields, _ := get(out, "facets", "schema", "fields").([]any); len(fields) != 8 || get(fields[4], "type") != "decimal(10,2)" {
 		t.Errorf("schema facet %v", fields)
 	}
+	// The expectations' results: one assertion each, on the table they judged.
+	wantAssertions := `[{"assertion":"typical_amount","column":"amount","severity":"warn","success":false},` +
+		`{"assertion":"positive_quantity","column":"quantity","severity":"warn","success":true},` +
+		`{"assertion":"one_row_per_transaction","column":"transaction_id","severity":"error","success":true}]`
+	if got := string(must(json.Marshal(get(out, "facets", "dataQualityAssertions", "assertions")))); got != wantAssertions {
+		t.Errorf("ingest output's dataQualityAssertions %s, want %s", got, wantAssertions)
+	}
+	if got := get(out, "facets", "dataQualityAssertions", "_schemaURL"); got != "https://openlineage.io/spec/facets/1-0-2/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet" {
+		t.Errorf("dataQualityAssertions _schemaURL %v", got)
+	}
+	if got := get(ingest, "outputs", 1, "facets", "dataQualityAssertions"); got != nil {
+		t.Errorf("the quarantine table's dataset carries assertions %v; they judged the target", got)
+	}
 	rec := readRecord(t, whDir, lastRunID(t, pipeline))
 	var rows, size int64
 	for _, tv := range rec.Stage("ingest_sales").VersionsWritten {
+		if tv.Table != "bronze.sales_transactions" {
+			continue // the quarantine table's commits
+		}
 		cs, err := delta.CommitOutput(context.Background(), st, "bronze/sales_transactions", tv.Version)
 		if err != nil {
 			t.Fatal(err)
