@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 	"github.com/orchestrator-io/orchestrator/jobs/decode"
 )
@@ -191,9 +192,54 @@ func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, stri
 	return parts, bad, err
 }
 
-// keptParts are the rows of rec that keep marks, copied into one batch (zero-copy
-// slices between the rows left out cost the writer more than the copy).
+// maxRuns is the most runs of kept rows a batch is concatenated from; beyond it the
+// kept rows are gathered by a filter.
+const maxRuns = 64
+
+// keptParts are the rows of rec that keep marks, in one new batch: with a violation
+// here and there (the common case), each column is concatenated from the runs of kept
+// rows between them (a copy of each run's buffers at once), else filtered row by row.
 func keptParts(rec arrow.RecordBatch, keep []bool) ([]arrow.RecordBatch, error) {
+	var runs [][2]int64
+	start := -1
+	for i, k := range keep {
+		switch {
+		case k && start < 0:
+			start = i
+		case !k && start >= 0:
+			runs = append(runs, [2]int64{int64(start), int64(i)})
+			start = -1
+		}
+	}
+	if start >= 0 {
+		runs = append(runs, [2]int64{int64(start), int64(len(keep))})
+	}
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	if len(runs) <= maxRuns {
+		cols := make([]arrow.Array, rec.NumCols())
+		rows := int64(0)
+		for _, r := range runs {
+			rows += r[1] - r[0]
+		}
+		for j, col := range rec.Columns() {
+			pieces := make([]arrow.Array, len(runs))
+			for k, r := range runs {
+				pieces[k] = array.NewSlice(col, r[0], r[1])
+			}
+			c, err := array.Concatenate(pieces, memory.DefaultAllocator)
+			arrowx.ReleaseArrays(pieces)
+			if err != nil {
+				arrowx.ReleaseArrays(cols[:j])
+				return nil, err
+			}
+			cols[j] = c
+		}
+		out := array.NewRecordBatch(rec.Schema(), cols, rows)
+		arrowx.ReleaseArrays(cols)
+		return []arrow.RecordBatch{out}, nil
+	}
 	mask := array.NewBoolean(len(keep), memory.NewBufferBytes(boolBits(keep)), nil, 0)
 	defer mask.Release()
 	filtered, err := compute.FilterRecordBatch(context.Background(), rec, mask, compute.DefaultFilterOptions())
