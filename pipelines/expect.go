@@ -73,3 +73,19 @@ func columnNames(t *jobs.Table) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// checkExpectationEngines refuses row checks on a stage that runs on Spark: they run in
+// this process over the rows it decodes; on Spark they would not run at all.
+func checkExpectationEngines(ps *problems, spec *Spec, nodes []*yaml.Node) {
+	for i, st := range spec.Stages {
+		if st.Engine != EngineSpark || i >= len(nodes) {
+			continue
+		}
+		for j := range st.Expectations {
+			if e := &st.Expectations[j]; e.RowLevel() {
+				field := fmt.Sprintf("expectations[%d].expect", j)
+				ps.at(lookup(nodes[i], field), "stage %s: %s: expectation %s: row checks run in this process, not on Spark; run the stage with engine: local, or check its target with a table check (unique, not_null, row_count, max_change)", st.Name, field, e.Name)
+			}
+		}
+	}
+}

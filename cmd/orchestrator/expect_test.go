@@ -379,3 +379,20 @@ func TestExpectationValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestExpectationValidateSpark: row checks on a stage that runs on Spark are refused
+// (they would not run there).
+func TestExpectationValidateSpark(t *testing.T) {
+	_, pipeline := expectOrders(t, "      - {name: q, expect: \"quantity > 0\"}\n    engine: spark\n", false)
+	src, err := os.ReadFile(pipeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pipeline, []byte(strings.Replace(string(src), "pipeline: exp\n", "pipeline: exp\nspark: {remote: \"sc://localhost:15002\"}\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "validate", pipeline)
+	if want := "p.yaml:27:27: stage load: expectations[0].expect: expectation q: row checks run in this process, not on Spark"; r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("validate: exit %d\n%s\nwant %s", r.code, r.stderr, want)
+	}
+}
