@@ -168,12 +168,11 @@ func judge(ctx context.Context, tbl *delta.Table, snap *delta.Snapshot, cfg Conf
 				return err
 			}
 		}
-		change := float64(rows - before)
-		if before > 0 {
-			change /= float64(before)
-		} else if rows > 0 {
-			change = 1 // from empty: a 100% change
+		if before == 0 {
+			r.Detail = "no earlier rows to compare"
+			return nil
 		}
+		change := float64(rows-before) / float64(before)
 		if change < 0 {
 			change = -change
 		}

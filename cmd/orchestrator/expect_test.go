@@ -396,3 +396,30 @@ func TestExpectationValidateSpark(t *testing.T) {
 		t.Errorf("validate: exit %d\n%s\nwant %s", r.code, r.stderr, want)
 	}
 }
+
+// TestExpectationMaxChange: max_change compares the row count the stage's commit left
+// with the version before it: a first load (from no rows) passes, a 20% growth passes
+// at 20%, a 50% growth warns.
+func TestExpectationMaxChange(t *testing.T) {
+	dir, pipeline := expectOrders(t, "      - {name: steady, max_change: 20%}\n", false)
+	steady := func(day string) scheduler.Check {
+		t.Helper()
+		r := runCLI(t, "run", pipeline)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s", day, r.code, r.stderr)
+		}
+		return checkNamed(t, runChecks(t, pipeline, runID(t, r), "load"), "steady")
+	}
+	if c := steady("day 1"); c.Failed != 0 || c.Rows != 5 || c.Version != 1 {
+		t.Errorf("day 1 (from no rows) = %+v, want passed on 5 rows at v1", c)
+	}
+	writeFiles(t, dir, map[string]string{"landing/b.csv": "order_id,email,quantity\n6,f@x.com,1\n"})
+	if c := steady("day 2"); c.Failed != 0 || c.Rows != 6 {
+		t.Errorf("day 2 (5 to 6 rows, 20%%) = %+v, want passed", c)
+	}
+	writeFiles(t, dir, map[string]string{"landing/c.csv": "order_id,email,quantity\n7,g@x.com,1\n8,h@x.com,1\n9,i@x.com,1\n"})
+	c := steady("day 3")
+	if c.Failed != 1 || c.Outcome() != "warned" || !strings.Contains(c.Detail, "9 rows at version 3, 6 at version 2 before the stage: a change of 50.0%, above 20%") {
+		t.Errorf("day 3 (6 to 9 rows, 50%%) = %+v, want a warning naming both counts", c)
+	}
+}
