@@ -42,7 +42,9 @@ type Env struct {
 	// as the stage writes, the table checks after it (CheckExpectations).
 	Expectations []Expectation
 
-	rows *rowChecks // the row checks of the stage's current run
+	// rows are the row checks of the stage's current run: an environment with
+	// expectations serves one run at a time (Compile makes one per attempt).
+	rows *rowChecks
 
 	createdMu sync.Mutex
 	created   []*Table // the tables this environment's stage created (openOrCreate)
