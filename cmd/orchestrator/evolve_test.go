@@ -85,7 +85,8 @@ func TestSalesEvolvesThroughTheBinary(t *testing.T) {
 		"      delta.enableChangeDataFeed: true\n      delta.logRetentionDuration",
 		"      delta.enableChangeDataFeed: true\n      delta.columnMapping.mode: name\n      delta.logRetentionDuration",
 		"      - {name: _commit_timestamp, type: timestamp}\n",
-		"      - {name: _commit_timestamp, type: timestamp}\n    properties:\n      delta.columnMapping.mode: name\n")
+		"      - {name: _commit_timestamp, type: timestamp}\n    properties:\n      delta.columnMapping.mode: name\n",
+		`expect: "amount < 100"`, `expect: "total < 100"`) // the example's expectation follows the rename
 	land("sales/2026-01-17.csv", "transaction_id,customer_id,product,quantity,total,sold_at,channel\nT-1007,C-3,beans,2,20.00,2026-01-17T10:00:00Z,web\n")
 	mustRun(t, bin, dir, "run", p)
 	expect("bronze after the rename", show("bronze.sales_transactions", "transaction_id,total", "transaction_id", "--where", "transaction_id IN ('T-1001', 'T-1007')"),
