@@ -22,8 +22,20 @@ var QuarantineColumns = []string{"source_file", "line", "column", "value", "erro
 // per source file in the same commit, skipping files whose records it already holds. It
 // runs before the target's commit: a crash between the two reruns the target only.
 func (s *Ingest) quarantine(ctx context.Context, env *Env, files []*sourceFile, bad []*badRecord, loadTime time.Time, res *Result) error {
-	if s.cfg.OnError != "quarantine" && !env.rows.quarantines() {
-		return nil
+	if s.cfg.OnError != "quarantine" {
+		// Only row expectations quarantine: records that did not decode are skipped
+		// (on_error: skip) or stopped the run, and with no violator there is nothing to
+		// write, nor to guard against writing twice.
+		var violators []*badRecord
+		for _, b := range bad {
+			if b.expectation != "" {
+				violators = append(violators, b)
+			}
+		}
+		if len(violators) == 0 {
+			return nil
+		}
+		bad = violators
 	}
 	decl, err := env.declared(s.cfg.QuarantineTable)
 	if err != nil {
@@ -57,6 +69,7 @@ func (s *Ingest) quarantine(ctx context.Context, env *Env, files []*sourceFile, 
 	}
 	rec, rows := quarantineRows(schema, bad, want, loadTime)
 	defer rec.Release()
+
 	var adds []*delta.Add
 	if rows > 0 {
 		if adds, err = delta.WriteRecords(ctx, tbl.Store(), tbl.Root(), snap.Schema(), snap.PartitionColumns(), []arrow.RecordBatch{rec}, delta.WriteOptions{}); err != nil {
