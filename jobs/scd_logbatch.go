@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -302,14 +304,49 @@ func (b *scdBatch) rowSeqOf(ev int32) int64 {
 
 // eventDigests reads, in the order of the records, what the log keeps of each upsert's
 // row: the hash of its data columns (rowHash) and its type 1 values (recordType1), the
-// latter back to back in t1 (event ev's at t1[at[ev]:at[ev+1]]).
+// latter back to back in t1 (event ev's at t1[at[ev]:at[ev+1]]). A large batch is read
+// in parts, one per core.
 func (b *scdBatch) eventDigests() (hashes []uint64, t1 []byte, at []int32) {
 	n := len(b.evSeq)
 	hashes, at = make([]uint64, n), make([]int32, n+1)
+	parts := min(runtime.GOMAXPROCS(0), max(1, n/digestPartEvents))
+	t1s := make([][]byte, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { t1s[p] = b.digestEvents(p*n/parts, (p+1)*n/parts, hashes, at) })
+	}
+	wg.Wait()
+	if parts == 1 {
+		return hashes, t1s[0], at
+	}
+	// Each part's type 1 values start at 0 in its own buffer: put them back to back.
+	size := 0
+	for _, t := range t1s {
+		size += len(t)
+	}
+	t1 = make([]byte, 0, size)
+	for p, t := range t1s {
+		lo, hi := p*n/parts, (p+1)*n/parts
+		if base := int32(len(t1)); base > 0 {
+			for ev := lo + 1; ev <= hi; ev++ {
+				at[ev] += base
+			}
+		}
+		t1 = append(t1, t...)
+	}
+	return hashes, t1, at
+}
+
+// digestPartEvents is the fewest events of each part of eventDigests (a test lowers it).
+var digestPartEvents = 64 << 10
+
+// digestEvents is eventDigests' work on the events [lo, hi): their hashes, and their
+// type 1 values in a buffer of the part's own (at[ev+1] relative to its start).
+func (b *scdBatch) digestEvents(lo, hi int, hashes []uint64, at []int32) (t1 []byte) {
 	var buf []byte
 	vals := make([]any, len(b.l.spec.type1))
-	for ev := range n {
-		at[ev+1] = at[ev]
+	for ev := lo; ev < hi; ev++ {
+		at[ev+1] = int32(len(t1))
 		if b.evDel[ev] {
 			continue
 		}
@@ -321,13 +358,13 @@ func (b *scdBatch) eventDigests() (hashes []uint64, t1 []byte, at []int32) {
 		if t1 == nil && len(b.l.spec.type1) > 0 {
 			// (room for every event's, by the first event's)
 			if first, _ := appendType1(nil, vals, b.l, b.recs[r], b.cols[r], row); len(first) > 0 {
-				t1 = make([]byte, 0, n*(len(first)+len(first)/4+1))
+				t1 = make([]byte, 0, (hi-lo)*(len(first)+len(first)/4+1))
 			}
 		}
 		t1, _ = appendType1(t1, vals, b.l, b.recs[r], b.cols[r], row)
 		at[ev+1] = int32(len(t1))
 	}
-	return hashes, t1, at
+	return t1
 }
 
 // writeLogRecord hands write a log record (loggedRecord's columns) of n rows made of

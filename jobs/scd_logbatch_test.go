@@ -19,10 +19,10 @@ import (
 // log's general path (logged, sorted and compacted, then loggedRecord) writes: the same
 // rows in the same order, chunk after chunk, without the events of versions already
 // recorded. Seeds from 20 have thousands of keys, placed in the log's order by radix
-// (radixMinKeys lowered).
+// (radixMinKeys lowered), their events digested in parts (digestPartEvents lowered).
 func TestLogRecordsMatchLoggedEvents(t *testing.T) {
-	defer func(n int) { radixMinKeys = n }(radixMinKeys)
-	radixMinKeys = 64
+	defer func(n, m int) { radixMinKeys, digestPartEvents = n, m }(radixMinKeys, digestPartEvents)
+	radixMinKeys, digestPartEvents = 64, 100
 	col := func(name, typ string) *delta.StructField {
 		return &delta.StructField{Name: name, Type: &delta.PrimitiveType{Name: typ}, Nullable: true}
 	}
