@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
@@ -102,6 +103,24 @@ func newChangesReader(ctx context.Context, t *Table, plan *changesPlan, opts Cha
 	)
 	r.out = arrow.NewSchema(af, nil)
 	return r, nil
+}
+
+// RowsHint is about how many change rows the reader will return at most, from the
+// files' stats (a file written without CDC files counts its rows; one with them, every
+// change it records, pre-images included): room a reader can make at once. False when
+// a file's stats do not say.
+func (r *ChangesReader) RowsHint() (int64, bool) {
+	var n int64
+	for _, u := range r.plan.units {
+		for _, f := range u.files {
+			c, ok := f.NumRecords()
+			if !ok {
+				return 0, false
+			}
+			n += c
+		}
+	}
+	return n, true
 }
 
 // Schema is the schema of the returned records: the data columns, then _change_type,
@@ -202,7 +221,7 @@ func (r *ChangesReader) openUnit(u *cdfUnit) error {
 			for _, ty := range r.opts.Types {
 				vals = append(vals, ty)
 			}
-			so.Filter = In(ChangeTypeColumn, vals...)
+			so.Filter = expr.In(ChangeTypeColumn, vals...)
 		}
 	}
 	so.Columns = cols

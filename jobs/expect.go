@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // Expectation is one data quality check declared under a stage's `expectations:`.
@@ -237,11 +237,11 @@ func ValidateExpectations(cfg Config, exps []Expectation) []FieldError {
 func ExpectationColumns(e *Expectation) []string {
 	switch {
 	case e.Expect != "":
-		p, err := delta.ParsePredicate(e.Expect)
+		p, err := expr.Parse(e.Expect)
 		if err != nil {
 			return nil
 		}
-		return delta.PredicateColumns(p)
+		return expr.Columns(p)
 	case len(e.Unique) > 0:
 		return e.Unique
 	case len(e.NotNull) > 0:

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 	"github.com/orchestrator-io/orchestrator/jobs/decode"
@@ -22,7 +23,7 @@ import (
 
 // rowChecks evaluates a stage's row expectations on the batches it is about to write
 // (one per stage run): each predicate is evaluated over a whole batch at once
-// (delta.Matcher: typed loops over the common column types), violators are counted,
+// (expr.Matcher: typed loops over the common column types), violators are counted,
 // dropped, set aside for the quarantine table or stop the run.
 type rowChecks struct {
 	stage, table string
@@ -37,8 +38,8 @@ type rowChecks struct {
 
 type rowCheck struct {
 	exp     *Expectation
-	pred    delta.Predicate
-	m       *delta.Matcher
+	pred    expr.Predicate
+	m       *expr.Matcher
 	schema  *arrow.Schema // the one m was bound to
 	checked int64
 	failed  int64
@@ -53,7 +54,7 @@ func newRowChecks(stage, table string, exps []Expectation) (*rowChecks, error) {
 		if !e.RowLevel() {
 			continue
 		}
-		p, err := delta.ParsePredicate(e.Expect)
+		p, err := expr.Parse(e.Expect)
 		if err != nil {
 			return nil, fmt.Errorf("expectation %s: %q: %w", e.Name, e.Expect, err)
 		}
@@ -123,7 +124,7 @@ func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, stri
 	}
 	for _, c := range rc.checks {
 		if c.m == nil || !c.schema.Equal(rec.Schema()) {
-			m, err := delta.NewMatcher(c.pred, schemaOfRecord(rec))
+			m, err := expr.NewMatcher(c.pred, schemaOfRecord(rec))
 			if err != nil {
 				return nil, nil, fmt.Errorf("expectation %s (%s): %w", c.exp.Name, c.exp.Expect, err)
 			}
@@ -254,7 +255,7 @@ func keptParts(rec arrow.RecordBatch, keep []bool) ([]arrow.RecordBatch, error) 
 func violation(rec arrow.RecordBatch, i int, c *rowCheck, file string, line, row int64) *decode.Error {
 	e := &decode.Error{File: file, Line: line, Row: row, Record: rowJSON(rec, i),
 		Msg: fmt.Sprintf("expectation %s violated: %s", c.exp.Name, c.exp.Expect)}
-	if cols := delta.PredicateColumns(c.pred); len(cols) > 0 {
+	if cols := expr.Columns(c.pred); len(cols) > 0 {
 		e.Column = cols[0]
 		if idx := rec.Schema().FieldIndices(cols[0]); len(idx) == 1 {
 			if v := rowtext.At(rec.Column(idx[0]), i); !v.Null {

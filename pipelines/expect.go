@@ -7,7 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/jobs"
 )
 
@@ -55,12 +55,12 @@ func checkExpectationTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) 
 		if !e.RowLevel() {
 			continue
 		}
-		p, err := delta.ParsePredicate(e.Expect)
+		p, err := expr.Parse(e.Expect)
 		if err != nil {
 			continue // reported with its position by checkExpectations
 		}
-		missing := slices.ContainsFunc(delta.PredicateColumns(p), func(col string) bool { return t.Schema.Field(col) == nil })
-		if _, err := delta.NewMatcher(p, t.Schema); err != nil && !missing {
+		missing := slices.ContainsFunc(expr.Columns(p), func(col string) bool { return t.Schema.Field(col) == nil })
+		if _, err := expr.NewMatcher(p, t.Schema); err != nil && !missing {
 			ps.at(lookup(sn, field), "stage %s: %s: expectation %s: %q: %v", st.Name, field, e.Name, e.Expect, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/orchestrator-io/orchestrator/jobs"
+	"github.com/orchestrator-io/orchestrator/pipelines"
 )
 
 // Check is the result of one expectation of a stage (jobs.ExpectationResult): a row
@@ -73,4 +74,12 @@ func (c Check) Text() string {
 		t += "; " + c.Detail
 	}
 	return t
+}
+
+// stageExpectations are the expectations a pipeline's stage declares.
+func stageExpectations(spec *pipelines.Spec, stage string) []jobs.Expectation {
+	if st := spec.Stage(stage); st != nil {
+		return st.Expectations
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/scheduler"
@@ -331,7 +332,7 @@ stages:
 	if err != nil {
 		t.Fatal(err)
 	}
-	where, err := delta.ParsePredicate("customer_id = 'C1' AND city = 'Berlin'")
+	where, err := expr.Parse("customer_id = 'C1' AND city = 'Berlin'")
 	if err != nil {
 		t.Fatal(err)
 	}

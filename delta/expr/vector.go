@@ -1,4 +1,4 @@
-package delta
+package expr
 
 import (
 	"math/big"
@@ -12,13 +12,13 @@ import (
 // array at once: IS [NOT] NULL from the validity bitmap, and a decimal column compared
 // with a literal its scale holds exactly, as 128-bit integers (no big.Rat per row). ok is
 // false when it does not apply.
-func (b *boundPredicate) evalVector(arr arrow.Array, valid []bool) ([]int8, bool) {
+func (b *Bound) evalVector(arr arrow.Array, valid []bool) ([]Truth, bool) {
 	if valid != nil {
 		return nil, false
 	}
 	switch b.kind {
 	case bNull:
-		out := make([]int8, arr.Len())
+		out := make([]Truth, arr.Len())
 		none := arr.NullN() == 0
 		for i := range out {
 			out[i] = boolTri((!none && arr.IsNull(i)) != b.not)
@@ -33,7 +33,7 @@ func (b *boundPredicate) evalVector(arr arrow.Array, valid []bool) ([]int8, bool
 		if !ok {
 			return nil, false
 		}
-		out := make([]int8, a.Len())
+		out := make([]Truth, a.Len())
 		for i, v := range a.Values() {
 			out[i] = opTri(b.op, v.Cmp(lit))
 		}
@@ -45,7 +45,7 @@ func (b *boundPredicate) evalVector(arr arrow.Array, valid []bool) ([]int8, bool
 
 // decimalLiteral is v as the unscaled 128-bit integer of a decimal of that scale, when it
 // is exactly one.
-func decimalLiteral(v value, scale int32) (decimal128.Num, bool) {
+func decimalLiteral(v Value, scale int32) (decimal128.Num, bool) {
 	var r *big.Rat
 	switch v.kind {
 	case vInt:
