@@ -325,7 +325,7 @@ func (fr *factRun) emit(rec arrow.RecordBatch, cols []int, r int, sks []int64, d
 }
 
 func (fr *factRun) flush() error {
-	if fr.b.Field(0).Len() == 0 {
+	if fr.b.Field(0).Len() == 0 && len(fr.recs) > 0 {
 		return nil
 	}
 	fr.recs = append(fr.recs, fr.b.NewRecordBatch())

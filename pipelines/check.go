@@ -33,6 +33,8 @@ func checkStageTables(ps, ws *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 		}
 	case *jobs.SCD2Config:
 		c.scd2(cfg)
+	case *jobs.FactLoadConfig:
+		c.factLoad(cfg)
 	case *jobs.SCD1Config:
 		src := c.table("source", cfg.Source)
 		dst := c.table("target", cfg.Target)

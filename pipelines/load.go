@@ -179,6 +179,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 	ws := &problems{file: file}
 	checkStages(ps, ws, spec, stageNodes, tableNodes)
 	checkEngines(ps, root, spec, &fs, stageNodes)
+	checkFactEngines(ps, spec, stageNodes)
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
