@@ -332,7 +332,8 @@ func (fr *factRun) flush() error {
 	return nil
 }
 
-// factChange is the newest change of one fact in the source's change feed.
+// factChange is the newest change of one fact in the source's change feed: at one
+// version a row that exists after it wins over one that does not.
 type factChange struct {
 	rec     arrow.RecordBatch
 	r       int
@@ -369,7 +370,7 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 	start, end := lastSrc+1, f.srcSnap.Version()
 	res.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: lastSrc, Through: end}}
 	ch, err := f.src.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end,
-		Types: []string{delta.ChangeInsert, delta.ChangeUpdatePostimage, delta.ChangeDelete}})
+		Types: []string{delta.ChangeInsert, delta.ChangeUpdatePreimage, delta.ChangeUpdatePostimage, delta.ChangeDelete}})
 	if err != nil {
 		return fmt.Errorf("read the change feed of %s: %w", srcName, err)
 	}
@@ -399,10 +400,14 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 			if err != nil {
 				return fmt.Errorf("%s version %d: %w", srcName, cv.Value(r), err)
 			}
-			row := &factChange{rec: rec, r: r, version: cv.Value(r), del: ct.Value(r) == delta.ChangeDelete}
+			// A pre-image deletes its fact unless the same version has it after (its
+			// post-image, or a delete and insert of an overwrite): a changed key leaves
+			// no fact behind.
+			del := ct.Value(r) == delta.ChangeDelete || ct.Value(r) == delta.ChangeUpdatePreimage
+			row := &factChange{rec: rec, r: r, version: cv.Value(r), del: del}
 			if old, ok := newest[key]; !ok {
 				order = append(order, key)
-			} else if old.version > row.version || old.version == row.version && !row.del && old.del {
+			} else if old.version > row.version || old.version == row.version && row.del && !old.del {
 				continue
 			}
 			newest[key] = row

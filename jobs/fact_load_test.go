@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -196,5 +197,40 @@ func TestFactLoadCrashAtEveryOperation(t *testing.T) {
 	want := crashAtEveryOperation(t, load, setup, observe)
 	if w := []string{"S1|Tacoma", "S2|Portland", "S3|Boston", "S4|Tacoma"}; !slices.Equal(want, w) {
 		t.Fatalf("clean run:\n%s", diff(want, w))
+	}
+}
+
+// A change feed source whose facts are updated, re-keyed by their own key, deleted, and
+// overwritten (a delete and an insert of one key in one version): the fact table follows,
+// and a fact whose key changed leaves nothing behind.
+func TestFactLoadSourceChanges(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	load := NewFactLoad("sales", factConfig(true, ""))
+	appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)}, []any{"S3", "C1", 30, day(7)})
+	runStage(t, load, env)
+
+	tbl, _ := latest(t, env, raw)
+	if _, err := tbl.Update(t.Context(), delta.UpdateOptions{Where: delta.Eq("sale_id", "S1"), Set: map[string]any{"sale_id": "S9", "amount": int64(11)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Delete(t.Context(), delta.DeleteOptions{Where: delta.Eq("sale_id", "S2")}); err != nil {
+		t.Fatal(err)
+	}
+	runStage(t, load, env)
+	want := []string{"S3|30|1", "S9|11|1"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("after an update of a key and a delete:\n%s", diff(got, want))
+	}
+
+	writeRows(t, env, raw, true, []any{"S3", "C1", 33, day(7)}, []any{"S4", "C0", 40, day(8)})
+	runStage(t, load, env)
+	want = []string{"S3|33|1", "S4|40|-1"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("after an overwrite of the source:\n%s", diff(got, want))
 	}
 }
