@@ -76,6 +76,8 @@ type factRun struct {
 	rows   int
 	seen   map[string]bool // fact keys already in recs
 	counts [][2]int64      // per lookup: real, unknown keys given
+	lcache map[*arrow.Schema]*lookupCols
+	buf    []byte
 }
 
 func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
@@ -260,27 +262,55 @@ func (fr *factRun) factKey(rec arrow.RecordBatch, cols []int, r int) (string, []
 	return string(k), kc, err
 }
 
-// keysFor looks up every lookup's key for row r of rec (its columns by name in names).
-func (fr *factRun) keysFor(rec arrow.RecordBatch, names map[string]int, kc []int, r int) ([]int64, error) {
-	out := make([]int64, len(fr.dims))
-	var buf []byte
-	for i, d := range fr.dims {
+// lookupCols are the columns of a record's schema each lookup reads: its business key
+// columns and its time.
+type lookupCols struct {
+	key [][]int
+	at  []int
+}
+
+// lookupColsOf finds the lookups' columns in a schema (cached by schema).
+func (fr *factRun) lookupColsOf(s *arrow.Schema) *lookupCols {
+	if lc, ok := fr.lcache[s]; ok {
+		return lc
+	}
+	names := nameIndex(s)
+	lc := &lookupCols{}
+	for _, d := range fr.dims {
 		cols := make([]int, len(d.factCols))
-		null := false
 		for j, c := range d.factCols {
 			cols[j] = names[strings.ToLower(c)]
-			null = null || rec.Column(cols[j]).IsNull(r)
 		}
-		t, ok, err := timeMicros(rec.Column(names[strings.ToLower(d.lookup.At)]), r)
+		lc.key = append(lc.key, cols)
+		lc.at = append(lc.at, names[strings.ToLower(d.lookup.At)])
+	}
+	if fr.lcache == nil {
+		fr.lcache = map[*arrow.Schema]*lookupCols{}
+	}
+	fr.lcache[s] = lc
+	return lc
+}
+
+// keysFor looks up every lookup's key for row r of rec (kc: its fact key columns).
+func (fr *factRun) keysFor(rec arrow.RecordBatch, kc []int, r int) ([]int64, error) {
+	lc := fr.lookupColsOf(rec.Schema())
+	out := make([]int64, len(fr.dims))
+	for i, d := range fr.dims {
+		cols := lc.key[i]
+		null := false
+		for _, c := range cols {
+			null = null || rec.Column(c).IsNull(r)
+		}
+		t, ok, err := timeMicros(rec.Column(lc.at[i]), r)
 		if err != nil {
 			return nil, fmt.Errorf("lookups[%d].at %s: %w", i, d.lookup.At, err)
 		}
 		sk, found := int64(0), false
 		if ok && !null {
-			if buf, err = keyed.AppendKey(buf[:0], rec, cols, r); err != nil {
+			if fr.buf, err = keyed.AppendKey(fr.buf[:0], rec, cols, r); err != nil {
 				return nil, err
 			}
-			sk, found = d.keyAt(string(buf), t)
+			sk, found = d.keyAt(string(fr.buf), t)
 		}
 		switch {
 		case found:
@@ -288,7 +318,7 @@ func (fr *factRun) keysFor(rec arrow.RecordBatch, names map[string]int, kc []int
 		case d.lookup.Missing == MissingFail:
 			at := "NULL"
 			if ok {
-				at = rec.Column(names[strings.ToLower(d.lookup.At)]).ValueStr(r)
+				at = rec.Column(lc.at[i]).ValueStr(r)
 			}
 			return nil, fmt.Errorf("fact %s: dimension %s has no version of %s %s at %s %s (lookups[%d] has missing: fail)",
 				keyText(rec, kc, r), d.decl.Name, strings.Join(d.factCols, ","), keyText(rec, cols, r), d.lookup.At, at, i)
@@ -426,7 +456,7 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 		var sks []int64
 		if !row.del {
 			_, kc, _ := fr.factKey(row.rec, cols, row.r)
-			if sks, err = fr.keysFor(row.rec, nameIndex(row.rec.Schema()), kc, row.r); err != nil {
+			if sks, err = fr.keysFor(row.rec, kc, row.r); err != nil {
 				return fmt.Errorf("%s: %w", srcName, err)
 			}
 		}
@@ -444,7 +474,6 @@ func (fr *factRun) addSource(rec arrow.RecordBatch, what string, res *Result, ta
 	if err != nil {
 		return err
 	}
-	names := nameIndex(rec.Schema())
 	for r := range int(rec.NumRows()) {
 		key, kc, err := fr.factKey(rec, cols, r)
 		if err != nil {
@@ -454,7 +483,7 @@ func (fr *factRun) addSource(rec arrow.RecordBatch, what string, res *Result, ta
 		if err != nil || !ok {
 			return err
 		}
-		sks, err := fr.keysFor(rec, names, kc, r)
+		sks, err := fr.keysFor(rec, kc, r)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -522,18 +551,15 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 				continue
 			}
 			affected := all
-			for i, d := range fr.dims {
+			lc := fr.lookupColsOf(rec.Schema())
+			for i := range fr.dims {
 				if affected || ranges[i] == nil {
 					continue
 				}
-				dc := make([]int, len(d.factCols))
-				for j, c := range d.factCols {
-					dc[j] = names[strings.ToLower(c)]
-				}
-				if buf, err = keyed.AppendKey(buf[:0], rec, dc, r); err != nil {
+				if buf, err = keyed.AppendKey(buf[:0], rec, lc.key[i], r); err != nil {
 					return err
 				}
-				t, ok, err := timeMicros(rec.Column(names[strings.ToLower(d.lookup.At)]), r)
+				t, ok, err := timeMicros(rec.Column(lc.at[i]), r)
 				if err != nil {
 					return err
 				}
@@ -542,7 +568,7 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 			if !affected {
 				continue
 			}
-			sks, err := fr.keysFor(rec, names, kc, r)
+			sks, err := fr.keysFor(rec, kc, r)
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
