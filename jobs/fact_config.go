@@ -22,6 +22,9 @@ type FactLoadConfig struct {
 	Keys []string `yaml:"keys"`
 	// Lookups are the dimensions the facts are keyed by.
 	Lookups []FactLookup `yaml:"lookups"`
+	// QuarantineTable receives the new facts a lookup with missing: quarantine finds no
+	// version for (with QuarantineColumns, as an ingest's quarantine table has).
+	QuarantineTable string `yaml:"quarantine_table"`
 }
 
 // FactLookup keys facts by one type 2 dimension (the target of an scd2_merge).
@@ -35,7 +38,9 @@ type FactLookup struct {
 	// Key is the fact table column (bigint) the version's surrogate key goes to.
 	Key string `yaml:"key"`
 	// Missing says what a fact with no version at its time gets: unknown (default: the
-	// key UnknownKey), or fail (the run fails naming the fact, nothing is written).
+	// key UnknownKey), fail (the run fails naming the fact, nothing is written) or
+	// quarantine (a new fact goes to the stage's quarantine table instead of the fact
+	// table; a loaded fact that loses its version gets UnknownKey).
 	Missing string `yaml:"missing"`
 	// UnknownKey is the key of the unknown member (default -1).
 	UnknownKey *int64 `yaml:"unknown_key"`
@@ -48,8 +53,9 @@ type FactLookup struct {
 
 // The missing policies of a lookup.
 const (
-	MissingUnknown = "unknown"
-	MissingFail    = "fail"
+	MissingUnknown    = "unknown"
+	MissingFail       = "fail"
+	MissingQuarantine = "quarantine"
 )
 
 // DefaultUnknownKey is the surrogate key a fact gets when its dimension has no version
@@ -96,7 +102,11 @@ func (c *FactLoadConfig) Tables() (reads, writes []string) {
 			reads = append(reads, l.Dimension)
 		}
 	}
-	return reads, []string{c.Target}
+	writes = []string{c.Target}
+	if c.QuarantineTable != "" {
+		writes = append(writes, c.QuarantineTable)
+	}
+	return reads, writes
 }
 
 // RowKeys implements RowKeyed: the facts' keys.
@@ -154,16 +164,25 @@ func (c *FactLoadConfig) Validate() []FieldError {
 			}
 		}
 		switch l.Missing {
-		case "", MissingUnknown:
+		case "", MissingUnknown, MissingQuarantine:
 		case MissingFail:
 			if l.UnknownKey != nil {
-				add(f+".unknown_key", "only used with missing: unknown")
+				add(f+".unknown_key", "only used with missing: unknown or quarantine")
 			}
-		case "inferred", "quarantine":
-			add(f+".missing", "%q is not supported yet; expected unknown or fail", l.Missing)
+		case "inferred":
+			add(f+".missing", "%q is not supported yet; expected unknown, fail or quarantine", l.Missing)
 		default:
-			add(f+".missing", "unknown value %q; expected unknown or fail", l.Missing)
+			add(f+".missing", "unknown value %q; expected unknown, fail or quarantine", l.Missing)
 		}
+	}
+	quarantines := slices.ContainsFunc(c.Lookups, func(l FactLookup) bool { return l.Missing == MissingQuarantine })
+	switch {
+	case quarantines && c.QuarantineTable == "":
+		add("quarantine_table", "required when a lookup has missing: quarantine")
+	case !quarantines && c.QuarantineTable != "":
+		add("quarantine_table", "only used when a lookup has missing: quarantine")
+	case c.QuarantineTable != "" && (c.QuarantineTable == c.Target || c.QuarantineTable == c.Source):
+		add("quarantine_table", "must differ from the source and the target")
 	}
 	return errs
 }

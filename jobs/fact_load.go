@@ -75,9 +75,13 @@ type factRun struct {
 	recs   []arrow.RecordBatch
 	rows   int
 	seen   map[string]bool // fact keys already in recs
-	counts [][2]int64      // per lookup: real, unknown keys given
+	counts [][3]int64      // per lookup: facts given a real key, the unknown key, quarantined
 	lcache map[*arrow.Schema]*lookupCols
 	buf    []byte
+	// quarantining: a miss of a missing: quarantine lookup is a *factMiss (new facts),
+	// not the unknown key (re-keyed facts); quarantined holds those facts.
+	quarantining bool
+	quarantined  []quarantinedFact
 }
 
 func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
@@ -134,6 +138,9 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	if err := fr.flush(); err != nil {
 		return res, err
 	}
+	if err := fr.quarantine(ctx, env, srcLatest, &res); err != nil {
+		return res, err
+	}
 	tx := f.dst.NewTransaction(f.dstSnap, delta.TxOptions{})
 	tx.SetTxn(s.AppID(), srcLatest)
 	for _, d := range fr.dims {
@@ -160,14 +167,18 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		return res, fmt.Errorf("write fact table %s: %w", f.dstDecl.Name, err)
 	}
 	if mr.Committed {
-		res.VersionsWritten = []TableVersion{{Table: f.dstDecl.Name, Version: mr.Version}}
+		res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: f.dstDecl.Name, Version: mr.Version})
 	}
 	res.RowsWritten = mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
 	res.FilesWritten = mr.NumTargetFilesAdded
 	res.BytesWritten = mr.NumTargetBytesAdded
 	res.Notes = append(res.Notes, fmt.Sprintf("facts: %d inserted, %d updated (re-keyed or changed), %d deleted", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
 	for i, l := range s.cfg.Lookups {
-		res.Notes = append(res.Notes, fmt.Sprintf("lookup %s (%s): %d facts keyed to a version, %d to the unknown member", l.Key, l.Dimension, fr.counts[i][0], fr.counts[i][1]))
+		note := fmt.Sprintf("lookup %s (%s): %d facts keyed to a version, %d to the unknown member", l.Key, l.Dimension, fr.counts[i][0], fr.counts[i][1])
+		if l.Missing == MissingQuarantine {
+			note += fmt.Sprintf(", %d quarantined", fr.counts[i][2])
+		}
+		res.Notes = append(res.Notes, note)
 	}
 	return res, nil
 }
@@ -213,7 +224,7 @@ func (fr *factRun) layout(target *delta.StructType) error {
 	}
 	fr.b = array.NewRecordBuilder(memory.DefaultAllocator, fr.out)
 	fr.seen = map[string]bool{}
-	fr.counts = make([][2]int64, len(fr.s.cfg.Lookups))
+	fr.counts = make([][3]int64, len(fr.s.cfg.Lookups))
 	return nil
 }
 
@@ -315,13 +326,17 @@ func (fr *factRun) keysFor(rec arrow.RecordBatch, kc []int, r int) ([]int64, err
 		switch {
 		case found:
 			fr.counts[i][0]++
-		case d.lookup.Missing == MissingFail:
+		case d.lookup.Missing == MissingFail || d.lookup.Missing == MissingQuarantine && fr.quarantining:
 			at := "NULL"
 			if ok {
 				at = rec.Column(lc.at[i]).ValueStr(r)
 			}
-			return nil, fmt.Errorf("fact %s: dimension %s has no version of %s %s at %s %s (lookups[%d] has missing: fail)",
-				keyText(rec, kc, r), d.decl.Name, strings.Join(d.factCols, ","), keyText(rec, cols, r), d.lookup.At, at, i)
+			miss := &factMiss{lookup: i, column: strings.Join(d.factCols, ","), value: keyText(rec, cols, r),
+				msg: fmt.Sprintf("dimension %s has no version of %s %s at %s %s", d.decl.Name, strings.Join(d.factCols, ","), keyText(rec, cols, r), d.lookup.At, at)}
+			if d.lookup.Missing == MissingQuarantine {
+				return nil, miss
+			}
+			return nil, fmt.Errorf("fact %s: %s (lookups[%d] has missing: fail)", keyText(rec, kc, r), miss.msg, i)
 		default:
 			sk = d.lookup.unknownKey()
 			fr.counts[i][1]++
@@ -375,6 +390,8 @@ type factChange struct {
 // or a snapshot source) its snapshot.
 func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc int64, res *Result) error {
 	srcName := "source " + f.srcDecl.Name
+	fr.quarantining = true
+	defer func() { fr.quarantining = false }()
 	if !fr.s.cfg.SourceChanges || !loaded {
 		sc, err := f.srcSnap.Scan(ctx, delta.ScanOptions{})
 		if err != nil {
@@ -383,7 +400,7 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 		defer sc.Release()
 		for sc.Next() {
 			rec := sc.RecordBatch()
-			if err := fr.addSource(rec, srcName, res, func(key string, kc []int, r int) (bool, error) {
+			if err := fr.addSource(rec, fmt.Sprintf("%s@v%d", f.srcDecl.Name, f.srcSnap.Version()), res, func(key string, kc []int, r int) (bool, error) {
 				if fr.seen[key] {
 					return false, fmt.Errorf("%s holds two facts with key %s", srcName, keyText(rec, kc, r))
 				}
@@ -454,14 +471,15 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 			return err
 		}
 		var sks []int64
-		if !row.del {
+		del := row.del
+		if !del {
 			_, kc, _ := fr.factKey(row.rec, cols, row.r)
-			if sks, err = fr.keysFor(row.rec, kc, row.r); err != nil {
+			if sks, del, err = fr.newFactKeys(row.rec, kc, row.r, fmt.Sprintf("%s@v%d", f.srcDecl.Name, row.version)); err != nil {
 				return fmt.Errorf("%s: %w", srcName, err)
 			}
 		}
 		fr.seen[key] = true
-		if err := fr.emit(row.rec, cols, row.r, sks, row.del); err != nil {
+		if err := fr.emit(row.rec, cols, row.r, sks, del); err != nil {
 			return err
 		}
 	}
@@ -483,12 +501,12 @@ func (fr *factRun) addSource(rec arrow.RecordBatch, what string, res *Result, ta
 		if err != nil || !ok {
 			return err
 		}
-		sks, err := fr.keysFor(rec, kc, r)
+		sks, del, err := fr.newFactKeys(rec, kc, r, what)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		fr.seen[key] = true
-		if err := fr.emit(rec, cols, r, sks, false); err != nil {
+		if err := fr.emit(rec, cols, r, sks, del); err != nil {
 			return err
 		}
 	}

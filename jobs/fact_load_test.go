@@ -234,3 +234,47 @@ func TestFactLoadSourceChanges(t *testing.T) {
 		t.Fatalf("after an overwrite of the source:\n%s", diff(got, want))
 	}
 }
+
+// missing: quarantine sends a new fact with no version at its time to the quarantine
+// table (naming the fact, the customer and the time) instead of the fact table, once
+// across crashes and reruns; a loaded fact that loses its version later gets the unknown key.
+func TestFactLoadQuarantine(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	quarantine := &Table{Name: "sales.sales_quarantine", Path: "sales/sales_quarantine",
+		Schema: schemaOf(t, "source_file string", "line bigint", "column string", "value string", "error string", "record string", "load_timestamp timestamp")}
+	cfg := factConfig(true, MissingQuarantine)
+	cfg.QuarantineTable = quarantine.Name
+	if errs := cfg.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	load := NewFactLoad("sales", cfg)
+	setup := func() (*faultstore.Store, *Env, *Table) {
+		clock := &testClock{t: d1}
+		fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
+		env := newTestEnv(fs, clock, staging, dim, raw, facts, quarantine)
+		appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(3)})
+		runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+		appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(2)}, []any{"S3", "C7", 30, day(6)})
+		return fs, env, facts
+	}
+	observe := func(env *Env, tbl *Table) []string {
+		out := tableRows(t, env, tbl, "sale_id", "customer_sk")
+		for _, r := range tableRows(t, env, quarantine, "source_file", "column", "value", "error") {
+			out = append(out, "quarantined: "+r)
+		}
+		return out
+	}
+	want := crashAtEveryOperation(t, load, setup, observe)
+	w := []string{
+		"S1|1",
+		"quarantined: staging.sales@v1|customer_id|C1|fact S2: dimension sales.customer has no version of customer_id C1 at sold_at 2026-01-02T12:00:00Z (lookups[0] has missing: quarantine)",
+		"quarantined: staging.sales@v1|customer_id|C7|fact S3: dimension sales.customer has no version of customer_id C7 at sold_at 2026-01-06T12:00:00Z (lookups[0] has missing: quarantine)",
+	}
+	if !slices.Equal(want, w) {
+		t.Fatalf("clean run:\n%s", diff(want, w))
+	}
+	if cfg := factConfig(true, MissingQuarantine); len(cfg.Validate()) != 1 || cfg.Validate()[0].Field != "quarantine_table" {
+		t.Errorf("missing: quarantine without a quarantine_table: %v", cfg.Validate())
+	}
+}

@@ -65,7 +65,18 @@ type stageCheck struct {
 
 func (c *stageCheck) ingest(cfg *jobs.IngestConfig) {
 	t := c.table("target", cfg.Target)
-	if q := c.table("quarantine_table", cfg.QuarantineTable); q != nil {
+	c.quarantineTable(cfg.QuarantineTable)
+	c.needColumn("source_file_column", t, or(cfg.SourceFileColumn, "source_file"), "string")
+	c.needColumn("load_timestamp_column", t, or(cfg.LoadTimestampColumn, "load_timestamp"), "timestamp")
+	for i, k := range cfg.Keys {
+		c.needColumn(fmt.Sprintf("keys[%d]", i), t, k, "")
+	}
+	c.needSequence("sequence_by", t, cfg.SequenceBy, true)
+}
+
+// quarantineTable checks a quarantine table's columns (jobs.QuarantineColumns).
+func (c *stageCheck) quarantineTable(name string) {
+	if q := c.table("quarantine_table", name); q != nil {
 		for _, col := range jobs.QuarantineColumns {
 			want := "string"
 			switch col {
@@ -77,12 +88,6 @@ func (c *stageCheck) ingest(cfg *jobs.IngestConfig) {
 			c.needColumn("quarantine_table", q, col, want)
 		}
 	}
-	c.needColumn("source_file_column", t, or(cfg.SourceFileColumn, "source_file"), "string")
-	c.needColumn("load_timestamp_column", t, or(cfg.LoadTimestampColumn, "load_timestamp"), "timestamp")
-	for i, k := range cfg.Keys {
-		c.needColumn(fmt.Sprintf("keys[%d]", i), t, k, "")
-	}
-	c.needSequence("sequence_by", t, cfg.SequenceBy, true)
 }
 
 func (c *stageCheck) scd2(cfg *jobs.SCD2Config) {

@@ -18,6 +18,7 @@ func (c *stageCheck) factLoad(cfg *jobs.FactLoadConfig) {
 	if cfg.SourceChanges && src != nil && !src.ChangeDataFeed() {
 		c.noChangeFeed("source_changes", src)
 	}
+	c.quarantineTable(cfg.QuarantineTable)
 	for i, k := range cfg.Keys {
 		c.needColumn(fmt.Sprintf("keys[%d]", i), src, k, "")
 		c.needColumn(fmt.Sprintf("keys[%d]", i), dst, k, "")

@@ -19,9 +19,11 @@ func TestFactLoadChecks(t *testing.T) {
 		{"no surrogate key", "    columns: {surrogate_key: customer_sk}\n", "",
 			[]string{"declares no columns.surrogate_key"}},
 		{"missing policy", "        key: customer_sk\n", "        key: customer_sk\n        missing: maybe\n",
-			[]string{`lookups[0].missing: unknown value "maybe"; expected unknown or fail`}},
+			[]string{`lookups[0].missing: unknown value "maybe"; expected unknown, fail or quarantine`}},
 		{"fact table lacks at", "      - {name: sold_at, type: timestamp}\n      - {name: customer_sk", "      - {name: customer_sk",
 			[]string{"lookups[0].at: table fact.sales has no column \"sold_at\""}},
+		{"quarantine table", "        key: customer_sk\n", "        key: customer_sk\n        missing: quarantine\n    quarantine_table: fact.sales_bad\n",
+			[]string{`quarantine_table: table "fact.sales_bad" is not declared under tables`}},
 		{"key column type", "      - {name: customer_sk, type: bigint}\n", "      - {name: customer_sk, type: string}\n",
 			[]string{"column fact.sales.customer_sk is string, expected bigint"}},
 	}
