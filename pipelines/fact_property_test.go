@@ -105,18 +105,21 @@ type sale struct {
 // scd2_merge and fact_load; after every run each loaded sale must carry the key of the
 // dimension version whose city is the city of its customer's latest event at or
 // before the sale (the unknown member, -1, when there is none or it is a delete): the
-// reference replays the events delivered so far, whatever their order.
+// reference replays the events delivered so far, whatever their order. The sales are
+// read from the bronze table's change feed, or from its snapshot.
 func TestFactLoadProperty(t *testing.T) {
 	trials := 12
 	if testing.Short() {
 		trials = 3
 	}
-	for trial := range trials {
-		t.Run(fmt.Sprint(trial), func(t *testing.T) { factProperty(t, uint64(trial)) })
+	for _, changes := range []bool{true, false} {
+		for trial := range trials {
+			t.Run(fmt.Sprintf("source_changes=%v/%d", changes, trial), func(t *testing.T) { factProperty(t, uint64(trial), changes) })
+		}
 	}
 }
 
-func factProperty(t *testing.T, seed uint64) {
+func factProperty(t *testing.T, seed uint64, sourceChanges bool) {
 	rng := rand.New(rand.NewPCG(seed, 37))
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cities := []string{"Seattle", "Portland", "Boston", "Austin"}
@@ -178,7 +181,12 @@ func factProperty(t *testing.T, seed uint64) {
 		}
 	}
 	path := filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(path, []byte(factPipeline), 0o644); err != nil {
+	text := factPipeline
+	if !sourceChanges { // the sales table's snapshot: every fact, each run
+		i := strings.LastIndex(text, "    source_changes: true\n")
+		text = text[:i] + text[i+len("    source_changes: true\n"):]
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	spec, err := Load(path, Options{})
