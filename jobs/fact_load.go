@@ -130,7 +130,8 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 			return res, err
 		}
 	}
-	if anyMoved && len(f.dstSnap.Files()) > 0 {
+	// A snapshot source's facts are all keyed afresh: nothing else to look up again.
+	if anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges) {
 		if err := fr.rekey(ctx, f, moved, lastDim, &res); err != nil {
 			return res, err
 		}
