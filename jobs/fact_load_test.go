@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -71,7 +72,7 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 		[]any{"S3", "C2", 30, day(6)}, []any{"S4", "C1", 40, day(8)})
 	res := runStage(t, load, env)
 	want := map[string]string{"S1": "Seattle", "S2": "Portland", "S3": "unknown", "S4": "Seattle"}
-	if got := city(env); !mapsEqual(got, want) {
+	if got := city(env); !maps.Equal(got, want) {
 		t.Fatalf("first load: got %v, want %v", got, want)
 	}
 	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "3 facts keyed to a version, 1 to the unknown member") }) {
@@ -89,7 +90,7 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 	before := tableRows(t, env, facts)
 	res = runStage(t, load, env)
 	want = map[string]string{"S1": "Seattle", "S2": "Portland", "S3": "Boston", "S4": "Tacoma"}
-	if got := city(env); !mapsEqual(got, want) {
+	if got := city(env); !maps.Equal(got, want) {
 		t.Fatalf("after the late events: got %v, want %v", got, want)
 	}
 	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "0 inserted, 2 updated") }) {
@@ -105,18 +106,6 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 	if changed != 2 {
 		t.Errorf("%d fact rows changed, want 2:\nbefore %v\nafter  %v", changed, before, after)
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // missing: fail stops the run naming the fact, the customer and the time, and writes nothing.

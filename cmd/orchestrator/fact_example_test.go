@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +77,7 @@ func TestExampleSalesFacts(t *testing.T) {
 
 	orch("run", "pipeline.yaml")
 	want := map[string]string{"T-1": "Seattle", "T-2": "Seattle", "T-3": "Seattle", "T-4": "Portland", "T-5": "unknown"}
-	if got := cityOfSale(); !mapsEqual(got, want) {
+	if got := cityOfSale(); !maps.Equal(got, want) {
 		t.Fatalf("first run: got %v, want %v", got, want)
 	}
 
@@ -89,7 +90,7 @@ func TestExampleSalesFacts(t *testing.T) {
 	}
 	orch("run", "pipeline.yaml")
 	want = map[string]string{"T-1": "Seattle", "T-2": "Tacoma", "T-3": "Tacoma", "T-4": "Portland", "T-5": "Boston"}
-	if got := cityOfSale(); !mapsEqual(got, want) {
+	if got := cityOfSale(); !maps.Equal(got, want) {
 		t.Fatalf("after the late events: got %v, want %v", got, want)
 	}
 	changed := map[string]bool{}
@@ -111,16 +112,4 @@ func rows2(t *testing.T, text string) [][]string {
 		t.Fatalf("csv %q: %v", text, err)
 	}
 	return recs[1:]
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
