@@ -406,7 +406,7 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 					return false, fmt.Errorf("%s holds two facts with key %s", srcName, keyText(rec, kc, r))
 				}
 				return true, nil
-			}, nil); err != nil {
+			}); err != nil {
 				return err
 			}
 		}
@@ -488,7 +488,7 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 }
 
 // addSource emits every row of a snapshot record that take accepts.
-func (fr *factRun) addSource(rec arrow.RecordBatch, what string, res *Result, take func(key string, kc []int, r int) (bool, error), _ any) error {
+func (fr *factRun) addSource(rec arrow.RecordBatch, what string, res *Result, take func(key string, kc []int, r int) (bool, error)) error {
 	cols, err := fr.columnsIn(rec.Schema(), what)
 	if err != nil {
 		return err
