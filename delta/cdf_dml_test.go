@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // The change feed's acceptance scenario: a table with the change feed goes through inserts,
@@ -34,14 +35,14 @@ func TestChangeDataFeedAfterDML(t *testing.T) {
 			v := commitChange(t, tbl, "WRITE", nil, []row{r1, r2, r3, r4}, nil, nil)
 			want[v] = []string{change(r1, "insert", v), change(r2, "insert", v), change(r3, "insert", v), change(r4, "insert", v)}
 
-			up, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("id", int64(2)), Set: map[string]any{"name": "B"}})
+			up, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Eq("id", int64(2)), Set: map[string]any{"name": "B"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			r2b := row{2, "B", "x"}
 			want[up.Version] = []string{change(r2, "update_preimage", up.Version), change(r2b, "update_postimage", up.Version)}
 
-			del, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("id", int64(3))})
+			del, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("id", int64(3))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +55,7 @@ func TestChangeDataFeedAfterDML(t *testing.T) {
 			m, err := tbl.Merge(ctx, delta.MergeOptions{Source: []arrow.RecordBatch{src}, On: []string{"id"},
 				WhenMatched:            []delta.MergeClause{{Action: delta.MergeUpdate}},
 				WhenNotMatched:         []delta.MergeClause{{Action: delta.MergeInsert}},
-				WhenNotMatchedBySource: []delta.MergeClause{{Cond: delta.Eq("id", int64(4)), Action: delta.MergeDelete}},
+				WhenNotMatchedBySource: []delta.MergeClause{{Cond: expr.Eq("id", int64(4)), Action: delta.MergeDelete}},
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
@@ -202,7 +203,7 @@ func (r *ChangesReader) openUnit(u *cdfUnit) error {
 			for _, ty := range r.opts.Types {
 				vals = append(vals, ty)
 			}
-			so.Filter = In(ChangeTypeColumn, vals...)
+			so.Filter = expr.In(ChangeTypeColumn, vals...)
 		}
 	}
 	so.Columns = cols

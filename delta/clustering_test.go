@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -57,7 +58,7 @@ func TestClusteredTableWrites(t *testing.T) {
 			t.Fatalf("append %d: %v", i, err)
 		}
 	}
-	where, err := delta.ParsePredicate("id = 1")
+	where, err := expr.Parse("id = 1")
 	if err != nil {
 		t.Fatal(err)
 	}

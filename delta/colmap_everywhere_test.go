@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -114,13 +115,13 @@ func TestColumnMappingChangeFeedAcrossRenameAndDrop(t *testing.T) {
 			appendJSON(t, tbl, latest(t, tbl), `[{"id":1,"a":"x1","c":"c1","part":"p"},{"id":2,"a":"x2","c":"c2","part":"p"},{"id":3,"a":"x3","c":"c3","part":"q"},{"id":5,"a":"x5","c":"c5","part":"p"},{"id":6,"a":"x6","c":"c6","part":"q"}]`) // v1
 			evolveTo(t, tbl, structOf(fieldJSON("id", "long"), fieldJSON("b", "string"), fieldJSON("c", "string"), fieldJSON("part", "string")),
 				delta.EvolutionOptions{RenamedFrom: map[string]string{"b": "a"}}) // v2 a → b
-			if _, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("id", 1), Set: map[string]any{"b": "y1"}}); err != nil { // v3
+			if _, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Eq("id", 1), Set: map[string]any{"b": "y1"}}); err != nil { // v3
 				t.Fatal(err)
 			}
 			if _, err := tbl.DropColumns(ctx, latest(t, tbl), []string{"c"}, nil); err != nil { // v4
 				t.Fatal(err)
 			}
-			if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("id", 2)}); err != nil { // v5
+			if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("id", 2)}); err != nil { // v5
 				t.Fatal(err)
 			}
 			evolveTo(t, tbl, structOf(fieldJSON("id", "long"), fieldJSON("b", "string"), fieldJSON("part", "string"), fieldJSON("c", "string")), delta.EvolutionOptions{}) // v6: another c
@@ -128,7 +129,7 @@ func TestColumnMappingChangeFeedAcrossRenameAndDrop(t *testing.T) {
 			src := recordJSON(t, arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "b", Type: arrow.BinaryTypes.String, Nullable: true}}, nil), `[{"id":3,"b":"m3"}]`)
 			defer src.Release()
 			if _, err := tbl.Merge(ctx, delta.MergeOptions{Source: []arrow.RecordBatch{src}, On: []string{"id"}, // v8
-				WhenMatched: []delta.MergeClause{{Action: delta.MergeUpdate, Set: map[string]any{"b": delta.Col("source.b")}}}}); err != nil {
+				WhenMatched: []delta.MergeClause{{Action: delta.MergeUpdate, Set: map[string]any{"b": expr.Col("source.b")}}}}); err != nil {
 				t.Fatal(err)
 			}
 			wantRows(t, "the whole feed in the newest schema", feedJSON(t, tbl, 0, -1), []string{
@@ -167,7 +168,7 @@ func TestColumnMappingChangeFeedAcrossRenameAndDrop(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := scanRows(t, snap, delta.ScanOptions{Filter: delta.Eq("id", 1)}); len(got) != 1 || got[0] != want {
+				if got := scanRows(t, snap, delta.ScanOptions{Filter: expr.Eq("id", 1)}); len(got) != 1 || got[0] != want {
 					t.Fatalf("version %d: %v, want %s", v, got, want)
 				}
 			}
@@ -194,7 +195,7 @@ func TestColumnMappingVacuum(t *testing.T) {
 	appendJSON(t, tbl, latest(t, tbl), `[{"id":1,"a":"x","part":"p"},{"id":2,"a":"y","part":"q"}]`)
 	evolveTo(t, tbl, structOf(fieldJSON("id", "long"), fieldJSON("b", "string"), fieldJSON("part", "string")), delta.EvolutionOptions{RenamedFrom: map[string]string{"b": "a"}})
 	evolveTo(t, tbl, structOf(fieldJSON("id", "long"), fieldJSON("b", "string"), fieldJSON("part", "string"), fieldJSON("z", "integer")), delta.EvolutionOptions{})
-	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("id", 2)}); err != nil {
+	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("id", 2)}); err != nil {
 		t.Fatal(err)
 	}
 	appendJSON(t, tbl, latest(t, tbl), `[{"id":3,"b":"w","part":"q","z":7}]`)

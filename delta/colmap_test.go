@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -185,10 +186,10 @@ func TestColumnMappingWriteRead(t *testing.T) {
 	if got := scanRows(t, snap, delta.ScanOptions{}); !slices.Equal(got, want) {
 		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if got := scanRows(t, snap, delta.ScanOptions{Filter: delta.And(delta.Eq("part", "p1"), delta.Ge("id", 3))}); !slices.Equal(got, want[2:]) {
+	if got := scanRows(t, snap, delta.ScanOptions{Filter: expr.And(expr.Eq("part", "p1"), expr.Ge("id", 3))}); !slices.Equal(got, want[2:]) {
 		t.Fatalf("filtered rows %v, want %v", got, want[2:])
 	}
-	sc, err := snap.Scan(ctx, delta.ScanOptions{Filter: delta.Gt("id", 5)})
+	sc, err := snap.Scan(ctx, delta.ScanOptions{Filter: expr.Gt("id", 5)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,10 +205,10 @@ func TestColumnMappingWriteRead(t *testing.T) {
 		`[{"id":1,"name":"A"}]`)
 	defer src.Release()
 	if _, err := tbl.Merge(ctx, delta.MergeOptions{Source: []arrow.RecordBatch{src}, On: []string{"id"},
-		WhenMatched: []delta.MergeClause{{Action: delta.MergeUpdate, Set: map[string]any{"name": delta.Col("source.name")}}}}); err != nil {
+		WhenMatched: []delta.MergeClause{{Action: delta.MergeUpdate, Set: map[string]any{"name": expr.Col("source.name")}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("id", 2)}); err != nil {
+	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("id", 2)}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err = tbl.Snapshot(ctx)
@@ -341,7 +342,7 @@ func TestEvolveSchema(t *testing.T) {
 	if got := scanRows(t, snap, delta.ScanOptions{}); !slices.Equal(got, want) {
 		t.Fatalf("after adding and widening:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if got := scanRows(t, snap, delta.ScanOptions{Filter: delta.Gt("id", int64(2000000000))}); !slices.Equal(got, want[1:2]) {
+	if got := scanRows(t, snap, delta.ScanOptions{Filter: expr.Gt("id", int64(2000000000))}); !slices.Equal(got, want[1:2]) {
 		t.Fatalf("id > 2e9: %v", got)
 	}
 	// Rename name → full_name, then drop channel and add a new channel: the new one is
@@ -373,7 +374,7 @@ func TestEvolveSchema(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := scanRows(t, old, delta.ScanOptions{Filter: delta.Eq("id", 1)}); len(got) != 1 || got[0] != w {
+		if got := scanRows(t, old, delta.ScanOptions{Filter: expr.Eq("id", 1)}); len(got) != 1 || got[0] != w {
 			t.Fatalf("version %d: %v, want %s", v, got, w)
 		}
 	}

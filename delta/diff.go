@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
@@ -20,7 +21,7 @@ type DiffOptions struct {
 	// Empty: the whole row is its key, so the diff has added and removed rows only.
 	Keys []string
 	// Filter, when set, keeps only the rows of both versions it is true for.
-	Filter Predicate
+	Filter expr.Predicate
 	// MaxRows bounds the rows read from the files that differ between the two versions
 	// (default DefaultDiffMaxRows); past it Diff fails with ErrDiffTooLarge.
 	MaxRows int64

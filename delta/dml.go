@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
@@ -19,7 +20,7 @@ import (
 type DeleteOptions struct {
 	// Where selects the rows to delete (SQL semantics: rows where it is null stay);
 	// nil deletes every row.
-	Where Predicate
+	Where expr.Predicate
 	// Lineage is recorded in commitInfo.
 	Lineage *Lineage
 	// Txn, when set, is committed in the same commit (exactly-once progress).
@@ -34,7 +35,7 @@ type DeleteOptions struct {
 // UpdateOptions describe an UPDATE table SET ... WHERE ...
 type UpdateOptions struct {
 	// Where selects the rows to update; nil updates every row.
-	Where Predicate
+	Where expr.Predicate
 	// Set maps a column to its new value: a literal (nil for null), Col("other column")
 	// or an ExprFunc over the rows being updated.
 	Set map[string]any
@@ -89,7 +90,7 @@ func (t *Table) Update(ctx context.Context, opts UpdateOptions) (*DMLResult, err
 	return t.runDML(ctx, "UPDATE", opts.Where, opts.Set, opts.Lineage, opts.Txn, opts.UserMetadata, opts.Retries)
 }
 
-func (t *Table) runDML(ctx context.Context, op string, where Predicate, set map[string]any, lin *Lineage, txn *Txn, um string, retries int) (*DMLResult, error) {
+func (t *Table) runDML(ctx context.Context, op string, where expr.Predicate, set map[string]any, lin *Lineage, txn *Txn, um string, retries int) (*DMLResult, error) {
 	for attempt := 0; ; attempt++ {
 		res, err := t.dml(ctx, op, where, set, lin, txn, um)
 		var ce *ConflictError
@@ -103,7 +104,7 @@ func (t *Table) runDML(ctx context.Context, op string, where Predicate, set map[
 	}
 }
 
-func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[string]any, lin *Lineage, txn *Txn, um string) (*DMLResult, error) {
+func (t *Table) dml(ctx context.Context, op string, where expr.Predicate, set map[string]any, lin *Lineage, txn *Txn, um string) (*DMLResult, error) {
 	start := time.Now()
 	snap, err := t.Snapshot(ctx)
 	if err != nil {
@@ -113,14 +114,14 @@ func (t *Table) dml(ctx context.Context, op string, where Predicate, set map[str
 		return nil, err
 	}
 	schema := snap.Schema()
-	var bp *boundPredicate
+	var bp *expr.Bound
 	if where != nil {
 		if bp, err = bindPredicate(where, schema); err != nil {
 			return nil, fmt.Errorf("where: %w", err)
 		}
 	}
 	if set != nil {
-		if set, err = checkSetColumns(set, schema); err != nil {
+		if set, err = expr.CheckSet(set, schema); err != nil {
 			return nil, err
 		}
 		if err := checkIdentityUpdate(schema, set); err != nil {
@@ -189,7 +190,7 @@ type dmlChanges struct {
 // dmlFiles goes through the snapshot's files that bp may match (every file when nil):
 // a DELETE on partition columns alone drops them whole, unread; any other is read and
 // rewritten by rewriteFile into w, counting into res.
-func (t *Table) dmlFiles(ctx context.Context, snap *Snapshot, w *rewriter, op string, bp *boundPredicate, set map[string]any, res *DMLResult) (*dmlChanges, error) {
+func (t *Table) dmlFiles(ctx context.Context, snap *Snapshot, w *rewriter, op string, bp *expr.Bound, set map[string]any, res *DMLResult) (*dmlChanges, error) {
 	isPart := map[string]bool{}
 	for _, c := range snap.PartitionColumns() {
 		isPart[strings.ToLower(c)] = true
@@ -199,7 +200,7 @@ func (t *Table) dmlFiles(ctx context.Context, snap *Snapshot, w *rewriter, op st
 	partOnly := bp == nil || onlyPartitionColumns(bp, snap.PartitionColumns())
 	for _, a := range snap.Files() {
 		if bp != nil {
-			ok, err := bp.mayMatchFile(a, isPart)
+			ok, err := bp.MayMatchFile(fileFacts(a, isPart))
 			if err != nil {
 				return nil, fmt.Errorf("file %s: %w", a.Path, err)
 			}
@@ -278,7 +279,7 @@ func (res *DMLResult) metrics(op string, ch *dmlChanges, dv bool, start time.Tim
 // some row matches, writes its new content and change rows; touched reports that. With
 // deletion vectors on, it writes only the changed rows and returns the file again with
 // a vector marking the old ones (dvAdd; nil when no row is left).
-func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a *Add, bp *boundPredicate, set map[string]any, res *DMLResult) (touched bool, dvAdd *Add, err error) {
+func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a *Add, bp *expr.Bound, set map[string]any, res *DMLResult) (touched bool, dvAdd *Add, err error) {
 	parts, nHits, err := matchFile(ctx, snap, a, bp)
 	defer func() {
 		for _, p := range parts {
@@ -320,19 +321,19 @@ type dmlPart struct {
 
 // matchFile reads a file's records (retained: the caller releases them, also on an
 // error) and the rows of each that bp matches (all without bp); nHits counts them.
-func matchFile(ctx context.Context, snap *Snapshot, a *Add, bp *boundPredicate) (parts []dmlPart, nHits int64, err error) {
+func matchFile(ctx context.Context, snap *Snapshot, a *Add, bp *expr.Bound) (parts []dmlPart, nHits int64, err error) {
 	err = scanFile(ctx, snap, a, func(rec arrow.RecordBatch) error {
 		n := int(rec.NumRows())
 		p := dmlPart{rec: rec}
 		if bp == nil {
 			p.hits = indexRange(n)
 		} else {
-			tri, err := bp.evalTri(rec, n)
+			tri, err := bp.Eval(rec, n)
 			if err != nil {
 				return err
 			}
 			for i, r := range tri {
-				if r == tTrue {
+				if r == expr.True {
 					p.hits = append(p.hits, int32(i))
 				} else {
 					p.rest = append(p.rest, int32(i))
@@ -411,7 +412,7 @@ func applySet(w *rewriter, schema *StructType, base, view arrow.RecordBatch, set
 			cols[i] = c
 			continue
 		}
-		c, err := evalAssignment(w.mem, view, f, w.tblSch.Field(i).Type, v)
+		c, err := expr.Assign(w.mem, view, f, w.tblSch.Field(i).Type, v)
 		if err != nil {
 			return nil, err
 		}
@@ -428,18 +429,18 @@ func (a *Add) NumRecords() (int64, bool) { return fileNumRecords(a) }
 // deletion vector deletes.
 func fileNumRecords(a *Add) (int64, bool) {
 	sv := parseStatsView(a.Stats)
-	if sv == nil || sv.numRecords == nil {
+	if sv == nil || sv.NumRecords == nil {
 		return 0, false
 	}
 	if a.DeletionVector != nil {
-		return *sv.numRecords - a.DeletionVector.Cardinality, true
+		return *sv.NumRecords - a.DeletionVector.Cardinality, true
 	}
-	return *sv.numRecords, true
+	return *sv.NumRecords, true
 }
 
 // predicateParam renders a predicate as Spark's operationParameters.predicate: a JSON
 // array of condition strings.
-func predicateParam(p Predicate) string {
+func predicateParam(p expr.Predicate) string {
 	list := []string{}
 	if p != nil {
 		list = append(list, p.String())
@@ -457,7 +458,7 @@ func setParam(set map[string]any) string {
 	sort.Strings(keys)
 	m := make(map[string]string, len(set))
 	for _, k := range keys {
-		m[k] = assignmentString(set[k])
+		m[k] = expr.AssignmentString(set[k])
 	}
 	b, _ := json.Marshal(m)
 	return string(b)

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 )
 
@@ -227,7 +228,7 @@ func scanFile(ctx context.Context, snap *Snapshot, a *Add, fn func(rec arrow.Rec
 // predicatePartitions turns a predicate into the PartitionPredicate a transaction
 // declares it read: a file's partition values can satisfy it (data columns are unknown
 // and so always may). nil means every partition.
-func predicatePartitions(bp *boundPredicate, partitionColumns []string) PartitionPredicate {
+func predicatePartitions(bp *expr.Bound, partitionColumns []string) PartitionPredicate {
 	isPart := map[string]bool{}
 	for _, c := range partitionColumns {
 		isPart[strings.ToLower(c)] = true
@@ -236,15 +237,15 @@ func predicatePartitions(bp *boundPredicate, partitionColumns []string) Partitio
 		if bp == nil {
 			return true
 		}
-		ok, err := bp.mayMatchFile(&Add{PartitionValues: pv}, isPart)
+		ok, err := bp.MayMatchFile(fileFacts(&Add{PartitionValues: pv}, isPart))
 		return err != nil || ok
 	}
 }
 
 // onlyPartitionColumns says whether every column the predicate reads is a partition
 // column (the predicate then decides whole files from the log alone).
-func onlyPartitionColumns(bp *boundPredicate, partitionColumns []string) bool {
-	for _, c := range bp.columns() {
+func onlyPartitionColumns(bp *expr.Bound, partitionColumns []string) bool {
+	for _, c := range bp.Columns() {
 		found := false
 		for _, p := range partitionColumns {
 			if strings.EqualFold(c, p) {

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // cdfTable creates a change-feed table partitioned by part holding rows in one file per
@@ -63,7 +64,7 @@ func TestDeleteAndUpdate(t *testing.T) {
 	tbl := cdfTable(t, []row{r1, r2}, []row{r3, r4}, []row{r5})
 
 	// UPDATE one row of part a: its file is rewritten, ann copied, pre/post images only for bob.
-	res, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("id", 2), Set: map[string]any{"name": "bo"}})
+	res, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Eq("id", 2), Set: map[string]any{"name": "bo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestDeleteAndUpdate(t *testing.T) {
 	}
 
 	// UPDATE with a column reference.
-	res, err = tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("part", "c"), Set: map[string]any{"name": delta.Col("part")}})
+	res, err = tbl.Update(ctx, delta.UpdateOptions{Where: expr.Eq("part", "c"), Set: map[string]any{"name": expr.Col("part")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestDeleteAndUpdate(t *testing.T) {
 	}
 
 	// DELETE one row of part b: rewrite with dee copied.
-	res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("name", "cy")})
+	res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("name", "cy")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +103,13 @@ func TestDeleteAndUpdate(t *testing.T) {
 	}
 
 	// Nothing matches: no commit.
-	res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("id", 99)})
+	res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("id", 99)})
 	if err != nil || res.Committed {
 		t.Fatalf("no-op delete: %+v %v", res, err)
 	}
 
 	// Partition-only DELETE: plain removes, no change files; the feed shows the deletes.
-	res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("part", "b")})
+	res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("part", "b")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestUpdatePartitionColumnWithoutChangeFeed(t *testing.T) {
 	ctx := context.Background()
 	tbl, _, _ := newTestTable(t, nil)
 	commitChange(t, tbl, "WRITE", nil, []row{{1, "ann", "a"}, {2, "bob", "a"}}, nil, nil)
-	res, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("id", 2), Set: map[string]any{"part": "z"}})
+	res, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Eq("id", 2), Set: map[string]any{"part": "z"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestUpdateRetriesAfterConflict(t *testing.T) {
 	for _, retries := range []int{0, 1} {
 		tbl := cdfTable(t, []row{{1, "ann", "a"}})
 		calls := 0
-		upper := delta.ExprFunc(func(rows arrow.RecordBatch) (arrow.Array, error) {
+		upper := expr.ExprFunc(func(rows arrow.RecordBatch) (arrow.Array, error) {
 			if calls++; calls == 1 {
 				appendRows(t, tbl, row{2, "bob", "a"}) // a concurrent writer commits meanwhile
 			}
@@ -185,7 +186,7 @@ func TestUpdateRetriesAfterConflict(t *testing.T) {
 			}
 			return b.NewArray(), nil
 		})
-		_, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("id", 1), Set: map[string]any{"name": upper}, Retries: retries})
+		_, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Eq("id", 1), Set: map[string]any{"name": upper}, Retries: retries})
 		var ce *delta.ConflictError
 		if retries == 0 {
 			if !errors.As(err, &ce) {

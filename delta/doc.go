@@ -21,7 +21,7 @@
 //     and re-encoded one way, file: forms equal, an absolute URI under the table's location
 //     (objectstore.Locator) relative; every comparison of files uses that one spelling. An
 //     absolute path is read only from the store that holds its location.
-//   - Statistics prune only what they prove (predicate_stats.go statBounds): they are read
+//   - Statistics prune only what they prove (delta/expr StatBounds): they are read
 //     in the column's own type as bounds, widened where writers round or truncate them.
 //   - Every operation that depends on time takes its clock from the table's options, so
 //     retention and timestamp travel are testable without sleeping.

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // dvTable is cdfTable with delta.enableDeletionVectors on.
@@ -246,13 +247,13 @@ func TestDeleteUpdateWithDeletionVectors(t *testing.T) {
 		copied bool
 	}{
 		{"update", func(tb *delta.Table) (*delta.DMLResult, error) {
-			return tb.Update(ctx, delta.UpdateOptions{Where: delta.Eq("id", int64(2)), Set: map[string]any{"name": "bo"}})
+			return tb.Update(ctx, delta.UpdateOptions{Where: expr.Eq("id", int64(2)), Set: map[string]any{"name": "bo"}})
 		}, 1, true},
 		{"delete", func(tb *delta.Table) (*delta.DMLResult, error) {
-			return tb.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("id", int64(3))})
+			return tb.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("id", int64(3))})
 		}, 1, true},
 		{"delete the last row of a file", func(tb *delta.Table) (*delta.DMLResult, error) {
-			return tb.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("name", "dee")})
+			return tb.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("name", "dee")})
 		}, 0, false},
 	}
 	for _, st := range steps {
@@ -420,7 +421,7 @@ func TestConcurrentDeletionVectorWritersConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dvt.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("id", int64(1))}); err != nil {
+	if _, err := dvt.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("id", int64(1))}); err != nil {
 		t.Fatal(err)
 	}
 	src := sourceRecord([]row{{2, "", "a"}}, []string{"D"})

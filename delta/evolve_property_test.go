@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
@@ -321,7 +322,7 @@ func (r *evoRun) deleteRows() {
 	if len(del) == 0 {
 		return
 	}
-	res, err := r.tbl.Delete(r.ctx, delta.DeleteOptions{Where: delta.In("k", del...)})
+	res, err := r.tbl.Delete(r.ctx, delta.DeleteOptions{Where: expr.In("k", del...)})
 	if err != nil {
 		r.fail("delete: %v", err)
 	}

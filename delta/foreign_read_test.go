@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
 
@@ -55,7 +56,7 @@ func foreignRows(t testing.TB, snap *delta.Snapshot, where string) []string {
 	t.Helper()
 	opts := delta.ScanOptions{}
 	if where != "" {
-		p, err := delta.ParsePredicate(where)
+		p, err := expr.Parse(where)
 		if err != nil {
 			t.Fatalf("%q: %v", where, err)
 		}
@@ -301,7 +302,7 @@ func TestForeignDataSkipping(t *testing.T) {
 		t.Fatal("expected.json has no predicates")
 	}
 	for where, want := range exp.Inexact.Where {
-		p, err := delta.ParsePredicate(where)
+		p, err := expr.Parse(where)
 		if err != nil {
 			t.Fatalf("%q: %v", where, err)
 		}

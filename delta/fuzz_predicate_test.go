@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -153,15 +154,15 @@ func FuzzParsePredicate(f *testing.F) {
 			return
 		}
 		testenv.MaxAlloc(t, fuzzAllocLimit, func() {
-			p, err := ParsePredicate(where)
+			p, err := expr.Parse(where)
 			if err != nil {
 				if !strings.HasPrefix(err.Error(), "parse predicate") {
-					t.Fatalf("ParsePredicate(%q): error %q does not say what failed", where, err)
+					t.Fatalf("expr.Parse(%q): error %q does not say what failed", where, err)
 				}
 				return
 			}
 			text := p.String()
-			p2, err := ParsePredicate(text)
+			p2, err := expr.Parse(text)
 			if err != nil {
 				t.Fatalf("%q prints as %q, which does not parse: %v", where, text, err)
 			}
@@ -186,7 +187,7 @@ func FuzzParsePredicate(f *testing.F) {
 			var want []string
 			var evalErr error
 			for _, rec := range every {
-				rows, all, err := bound.keptRows(rec)
+				rows, all, err := bound.KeptRows(rec)
 				if err != nil {
 					evalErr = err
 					break

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // MergeAction is what a MERGE clause does to the rows it applies to.
@@ -43,7 +44,7 @@ type MergeClause struct {
 	// Columns are named "source.<col>" or "target.<col>"; an unprefixed name means the
 	// only side that has it (WHEN NOT MATCHED sees only the source, WHEN NOT MATCHED BY
 	// SOURCE only the target). Rows where it is null do not take the clause.
-	Cond Predicate
+	Cond expr.Predicate
 	// CondFunc, when set, is a further condition computed in Go (for what Predicate cannot
 	// say, such as source.ts > target.ts): given the candidate rows (columns
 	// "source.<col>" and "target.<col>", as in Cond), it returns one bool per row. A row
@@ -435,9 +436,9 @@ type mergePlan struct {
 
 type boundClause struct {
 	MergeClause
-	cond *boundPredicate // over the clause's view
-	tcnd *boundPredicate // not-matched-by-source cond over the table schema (file pruning)
-	set  map[string]any  // lower-case target column -> value; nil for *-forms
+	cond *expr.Bound    // over the clause's view
+	tcnd *expr.Bound    // not-matched-by-source cond over the table schema (file pruning)
+	set  map[string]any // lower-case target column -> value; nil for *-forms
 }
 
 func planMerge(snap *Snapshot, opts MergeOptions) (*mergePlan, error) {
@@ -500,11 +501,11 @@ func (p *mergePlan) bindClauses(opts MergeOptions, srcSchema *StructType) error 
 					return nil, fmt.Errorf("WHEN %s clause %d: %w", strings.ToUpper(kind), i+1, err)
 				}
 				if kind == "not matched by source" {
-					bc.tcnd, _ = bindPredicate(renameColumns(q, func(s string) string { return strings.TrimPrefix(s, "target.") }), p.schema)
+					bc.tcnd, _ = bindPredicate(expr.Rename(q, func(s string) string { return strings.TrimPrefix(s, "target.") }), p.schema)
 				}
 			}
 			if len(c.Set) > 0 && c.Action != MergeDelete {
-				set, err := checkSetColumns(c.Set, p.schema)
+				set, err := expr.CheckSet(c.Set, p.schema)
 				if err != nil {
 					return nil, fmt.Errorf("WHEN %s clause %d: %w", strings.ToUpper(kind), i+1, err)
 				}
@@ -559,9 +560,9 @@ func (p *mergePlan) checkSourceHasAll(form string) error {
 }
 
 // qualify prefixes unprefixed columns with the only side among sides that has them.
-func qualify(p Predicate, sides []string, target, source *StructType) (Predicate, error) {
+func qualify(p expr.Predicate, sides []string, target, source *StructType) (expr.Predicate, error) {
 	var err error
-	out := renameColumns(p, func(c string) string {
+	out := expr.Rename(p, func(c string) string {
 		lc := strings.ToLower(c)
 		if strings.HasPrefix(lc, "source.") || strings.HasPrefix(lc, "target.") {
 			return strings.ToLower(c[:6]) + c[6:]
@@ -587,31 +588,6 @@ func qualify(p Predicate, sides []string, target, source *StructType) (Predicate
 		return c
 	})
 	return out, err
-}
-
-// renameColumns rebuilds a predicate with every column name mapped by f.
-func renameColumns(p Predicate, f func(string) string) Predicate {
-	switch x := p.(type) {
-	case *Comparison:
-		return &Comparison{Column: f(x.Column), Op: x.Op, Value: x.Value}
-	case *InList:
-		return &InList{Column: f(x.Column), Values: x.Values}
-	case *NullCheck:
-		return &NullCheck{Column: f(x.Column), Not: x.Not}
-	case *AndPredicate:
-		ts := make([]Predicate, len(x.Terms))
-		for i, t := range x.Terms {
-			ts[i] = renameColumns(t, f)
-		}
-		return &AndPredicate{ts}
-	case *OrPredicate:
-		ts := make([]Predicate, len(x.Terms))
-		for i, t := range x.Terms {
-			ts[i] = renameColumns(t, f)
-		}
-		return &OrPredicate{ts}
-	}
-	return p
 }
 
 // mergeParams renders Spark's MERGE operationParameters.

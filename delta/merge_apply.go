@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
@@ -123,7 +124,7 @@ func (m *merger) setAll(matched bool) map[string]any {
 			continue
 		}
 		if sf := m.src.schema.Field(f.Name); sf != nil {
-			set[strings.ToLower(f.Name)] = Col("source." + sf.Name)
+			set[strings.ToLower(f.Name)] = expr.Col("source." + sf.Name)
 		}
 	}
 	return set
@@ -188,7 +189,7 @@ func (m *merger) insertRows(ctx context.Context, c boundClause, view arrow.Recor
 		has := false
 		if c.set == nil {
 			if sf := m.src.schema.Field(f.Name); sf != nil {
-				v, has = Col("source."+sf.Name), true
+				v, has = expr.Col("source."+sf.Name), true
 			}
 		} else {
 			v, has = c.set[strings.ToLower(f.Name)]
@@ -206,7 +207,7 @@ func (m *merger) insertRows(ctx context.Context, c boundClause, view arrow.Recor
 			cp.Nullable = true // null means: generate
 			g = &cp
 		}
-		arr, err := evalAssignment(m.w.mem, view, g, at, v)
+		arr, err := expr.Assign(m.w.mem, view, g, at, v)
 		if err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}

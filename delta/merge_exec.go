@@ -225,7 +225,7 @@ func (m *merger) bySourceMayMatch(a *Add, isPart map[string]bool) bool {
 		if c.Cond == nil || c.tcnd == nil {
 			return true // (a CondFunc alone cannot prune files)
 		}
-		if ok, err := c.tcnd.mayMatchFile(a, isPart); err != nil || ok {
+		if ok, err := c.tcnd.MayMatchFile(fileFacts(a, isPart)); err != nil || ok {
 			return true
 		}
 	}

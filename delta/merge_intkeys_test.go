@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // intKeys finds each key's first source row and whether it has more, and answers range
@@ -73,12 +74,12 @@ func TestIntKeys(t *testing.T) {
 			for range 2000 {
 				probe(tc.from - 70 + rnd.Int64N(tc.to-tc.from+140))
 			}
-			get, err := valueGetter(arr)
+			get, err := expr.ValueGetter(arr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			kv := &keyValues{get: get, valid: arr.IsValid, n: arr.Len(), budget: arr.Len(), any: ik.n > 0,
-				null: arr.NullN() > 0, lo: value{kind: vInt, i: ik.min}, hi: value{kind: vInt, i: ik.max}, ints: ik}
+				null: arr.NullN() > 0, lo: expr.IntValue(ik.min), hi: expr.IntValue(ik.max), ints: ik}
 			for q := range 3000 {
 				lo := tc.from - 70 + rnd.Int64N(tc.to-tc.from+140)
 				hi := lo + rnd.Int64N(min(tc.to-tc.from, 1<<20)/8+2) - 1 // sometimes hi < lo
@@ -89,7 +90,8 @@ func TestIntKeys(t *testing.T) {
 				if in, ok := ik.anyIn(lo, hi); ok != tc.wantDense || ok && in != want {
 					t.Fatalf("query %d: anyIn(%d, %d) = %v, %v; want %v (dense %v)", q, lo, hi, in, ok, want, tc.wantDense)
 				}
-				mn, mx := &value{kind: vInt, i: lo}, &value{kind: vInt, i: hi}
+				lv, hv := expr.IntValue(lo), expr.IntValue(hi)
+				mn, mx := &lv, &hv
 				switch q % 5 {
 				case 3:
 					mn, want = nil, false

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -76,7 +77,7 @@ func TestMergeMultiRecordFileFails(t *testing.T) {
 		wantErr error
 	}{
 		{"assignment fails in the second record", []int64{1, delta.DefaultScanBatchSize + 1}, func(calls *int) map[string]any {
-			return map[string]any{"name": delta.ExprFunc(func(rows arrow.RecordBatch) (arrow.Array, error) {
+			return map[string]any{"name": expr.ExprFunc(func(rows arrow.RecordBatch) (arrow.Array, error) {
 				if *calls++; *calls == 2 {
 					return nil, boom
 				}

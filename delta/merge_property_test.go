@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // Random upserts (with and without a not-matched-by-source delete) against a plain map:
@@ -56,7 +57,7 @@ func TestMergeMatchesModel(t *testing.T) {
 				opts := upsertOptions(src)
 				bySource := rng.IntN(2) == 0
 				if bySource {
-					opts.WhenNotMatchedBySource = []delta.MergeClause{{Cond: delta.Eq("part", "b"), Action: delta.MergeDelete}}
+					opts.WhenNotMatchedBySource = []delta.MergeClause{{Cond: expr.Eq("part", "b"), Action: delta.MergeDelete}}
 					keys := map[int64]bool{}
 					for _, r := range rows {
 						keys[r.id] = true

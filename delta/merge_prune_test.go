@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // keyValues.anyIn answers as a scan of every value would, through all three of its ways:
@@ -42,7 +43,7 @@ func TestKeyValuesAnyIn(t *testing.T) {
 			}
 			arr := b.NewArray()
 			defer arr.Release()
-			get, err := valueGetter(arr)
+			get, err := expr.ValueGetter(arr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +55,8 @@ func TestKeyValuesAnyIn(t *testing.T) {
 			for q := 0; q < 400; q++ {
 				lo := rnd.Int64N(tc.span+20) - 10
 				hi := lo + rnd.Int64N(tc.span/4+3)
-				mn, mx := &value{kind: vInt, i: lo}, &value{kind: vInt, i: hi}
+				lv, hv := expr.IntValue(lo), expr.IntValue(hi)
+				mn, mx := &lv, &hv
 				switch q % 5 {
 				case 3:
 					mn = nil
@@ -74,11 +76,12 @@ func TestKeyValuesAnyIn(t *testing.T) {
 	}
 }
 
-func bound(v *value) string {
+func bound(v *expr.Value) string {
 	if v == nil {
 		return "open"
 	}
-	return fmt.Sprint(v.i)
+	i, _ := v.Int()
+	return fmt.Sprint(i)
 }
 
 // keyIndex finds every key added, the first row of each, which keys several rows hold,

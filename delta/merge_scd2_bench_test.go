@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -170,11 +171,11 @@ func BenchmarkMergeSCD2(b *testing.B) {
 			On:       []string{"customer_id", "valid_from"},
 			NullSafe: true,
 			WhenMatched: []delta.MergeClause{
-				{Cond: delta.Eq("source._scd_action", "delete"), Action: delta.MergeDelete},
+				{Cond: expr.Eq("source._scd_action", "delete"), Action: delta.MergeDelete},
 				{Action: delta.MergeUpdate},
 			},
 			WhenNotMatched: []delta.MergeClause{
-				{Cond: delta.Ne("source._scd_action", "delete"), Action: delta.MergeInsert},
+				{Cond: expr.Ne("source._scd_action", "delete"), Action: delta.MergeInsert},
 			},
 		})
 		b.StopTimer()

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -64,7 +65,7 @@ func scd2Apply(t *testing.T, tbl *delta.Table, closeSKs []dimRow, newVersions []
 	defer src.Release()
 	res, err := tbl.Merge(ctx, delta.MergeOptions{
 		Tx: tx, Source: []arrow.RecordBatch{src}, On: []string{"sk"},
-		WhenMatched:    []delta.MergeClause{{Action: delta.MergeUpdate, Set: map[string]any{"is_current": delta.Col("source.is_current")}}},
+		WhenMatched:    []delta.MergeClause{{Action: delta.MergeUpdate, Set: map[string]any{"is_current": expr.Col("source.is_current")}}},
 		WhenNotMatched: []delta.MergeClause{{Action: delta.MergeInsert}},
 		Txn:            &delta.Txn{AppID: "scd2:dim", Version: batch},
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
@@ -108,19 +109,19 @@ func TestDMLChangeFeedScenario(t *testing.T) {
 				with(row{1, "ann", "a"}, row{2, "bob", "a"}, row{3, "cy", "b"}, row{4, "dee", "b"}, row{5, "eve", "c"}))
 			step(appendRows(t, tbl, row{6, "fay", "a"}, row{7, "gus", "c"}), with(row{6, "fay", "a"}, row{7, "gus", "c"}))
 
-			res, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.In("id", 2, 6), Set: map[string]any{"name": "upd"}})
+			res, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.In("id", 2, 6), Set: map[string]any{"name": "upd"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			step(res.Version, with(row{2, "upd", "a"}, row{6, "upd", "a"}))
 
-			res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("name", "cy")})
+			res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("name", "cy")})
 			if err != nil {
 				t.Fatal(err)
 			}
 			step(res.Version, without(cur, 3))
 
-			res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("part", "c")})
+			res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("part", "c")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,8 +133,8 @@ func TestDMLChangeFeedScenario(t *testing.T) {
 			defer src.Release()
 			opts := upsertOptions(src)
 			opts.WhenNotMatchedBySource = []delta.MergeClause{
-				{Cond: delta.Eq("target.part", "b"), Action: delta.MergeDelete},
-				{Action: delta.MergeUpdate, Set: map[string]any{"name": delta.Col("target.part")}},
+				{Cond: expr.Eq("target.part", "b"), Action: delta.MergeDelete},
+				{Action: delta.MergeUpdate, Set: map[string]any{"name": expr.Col("target.part")}},
 			}
 			mres, err := tbl.Merge(ctx, opts)
 			if err != nil {
@@ -280,14 +281,14 @@ func TestDMLFailsAtomically(t *testing.T) {
 			return res.Version, nil
 		},
 		"update": func(ctx context.Context, tbl *delta.Table) (int64, error) {
-			res, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.In("id", 10, 120), Set: map[string]any{"name": "u"}})
+			res, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.In("id", 10, 120), Set: map[string]any{"name": "u"}})
 			if err != nil {
 				return -1, err
 			}
 			return res.Version, nil
 		},
 		"delete": func(ctx context.Context, tbl *delta.Table) (int64, error) {
-			res, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Or(delta.Lt("id", 60), delta.Eq("id", 170))})
+			res, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Or(expr.Lt("id", 60), expr.Eq("id", 170))})
 			if err != nil {
 				return -1, err
 			}

@@ -289,7 +289,7 @@ func keyPart(arr arrow.Array) (func(buf []byte, i int) []byte, error) {
 	case *array.Timestamp:
 		return func(buf []byte, i int) []byte { return binary.LittleEndian.AppendUint64(buf, uint64(a.Value(i))) }, nil
 	case *array.Boolean:
-		return func(buf []byte, i int) []byte { return append(buf, byte(b2i(a.Value(i)))) }, nil
+		return func(buf []byte, i int) []byte { return append(buf, boolByte(a.Value(i))) }, nil
 	case *array.Decimal128:
 		return func(buf []byte, i int) []byte {
 			v := a.Value(i)
@@ -381,4 +381,11 @@ func (p *prober) probe(lo, n int) *keyBatch {
 	b.encode(p.enc, lo, n)
 	p.src.index.lookupBatch(b)
 	return b
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -93,7 +93,7 @@ func (m *merger) spliceGivenRows(ctx context.Context, a *Add, fm *FileMatches, l
 			arrowx.ReleaseArrays(patch.vals)
 		}
 	}()
-	if len(cols) > 0 { // else every value stays as it was: so does the file
+	if len(cols) > 0 { // else every expr.Value stays as it was: so does the file
 		s, ok, err := m.planSplice(a, cols)
 		if err != nil || !ok {
 			return false, false, err

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
@@ -152,7 +153,7 @@ func spliceTableOn(t testing.TB, st objectstore.Store, root string, clock *testC
 }
 
 // allRows is every row of the latest version, all columns, sorted.
-func allRows(t testing.TB, tbl *delta.Table, filter delta.Predicate) []string {
+func allRows(t testing.TB, tbl *delta.Table, filter expr.Predicate) []string {
 	t.Helper()
 	snap, err := tbl.Snapshot(context.Background())
 	if err != nil {
@@ -241,12 +242,12 @@ func TestMergeSpliceMatchesRewrite(t *testing.T) {
 		changed []string // the columns whose chunks are encoded anew
 		delete  bool     // some given rows are deleted: the file is rewritten
 	}{
-		{name: "two columns", set: map[string]any{"city": delta.Col("source.city"), "score": delta.Col("source.score")},
+		{name: "two columns", set: map[string]any{"city": expr.Col("source.city"), "score": expr.Col("source.score")},
 			city: newCity, score: highScoreOf, flag: baseFlag, changed: []string{"city", "score"}},
 		{name: "set all, one column differs", city: baseCity, score: baseScore, flag: func(id int64) bool { return !baseFlag(id) },
 			changed: []string{"flag"}},
 		{name: "set all, nothing differs", city: baseCity, score: baseScore, flag: baseFlag},
-		{name: "with deletes", set: map[string]any{"score": delta.Col("source.score")}, city: baseCity, score: highScoreOf, flag: baseFlag,
+		{name: "with deletes", set: map[string]any{"score": expr.Col("source.score")}, city: baseCity, score: highScoreOf, flag: baseFlag,
 			delete: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,7 +307,7 @@ func TestMergeSpliceMatchesRewrite(t *testing.T) {
 			}
 			// The stats describe the new values: a filter on them does not skip the file.
 			if tc.set != nil {
-				hits := allRows(t, spliced, delta.Gt("score", 4999.0))
+				hits := allRows(t, spliced, expr.Gt("score", 4999.0))
 				if len(hits) != len(ids) {
 					t.Errorf("score > 4999 finds %d rows, want %d", len(hits), len(ids))
 				}
@@ -438,7 +439,7 @@ func TestMergeSpliceForeignFiles(t *testing.T) {
 			defer src.Release()
 			opts := func() delta.MergeOptions {
 				return delta.MergeOptions{Source: []arrow.RecordBatch{src}, On: []string{"id"}, WhenMatched: []delta.MergeClause{
-					{Action: delta.MergeUpdate, Set: map[string]any{tc.column: delta.Col("source." + tc.column)}}}}
+					{Action: delta.MergeUpdate, Set: map[string]any{tc.column: expr.Col("source." + tc.column)}}}}
 			}
 			_, _, old, repl := mergeBothWays(t, spliced, rewritten, src, opts)
 			if repl == nil || repl.Path == old.Path {
@@ -536,7 +537,7 @@ func TestMergeSpliceOnS3(t *testing.T) {
 	defer src.Release()
 	opts := func() delta.MergeOptions {
 		return delta.MergeOptions{Source: []arrow.RecordBatch{src}, On: []string{"id"}, WhenMatched: []delta.MergeClause{
-			{Action: delta.MergeUpdate, Set: map[string]any{"score": delta.Col("source.score")}}}}
+			{Action: delta.MergeUpdate, Set: map[string]any{"score": expr.Col("source.score")}}}}
 	}
 	_, _, old, repl := mergeBothWays(t, spliced, rewritten, src, opts)
 	if repl == nil || repl.Path == old.Path {

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // sourceRecord builds a merge source: id, name, part and op (the change kind).
@@ -40,10 +41,10 @@ func upsertOptions(src arrow.RecordBatch) delta.MergeOptions {
 		Source: []arrow.RecordBatch{src},
 		On:     []string{"id"},
 		WhenMatched: []delta.MergeClause{
-			{Cond: delta.Eq("source.op", "D"), Action: delta.MergeDelete},
+			{Cond: expr.Eq("source.op", "D"), Action: delta.MergeDelete},
 			{Action: delta.MergeUpdate},
 		},
-		WhenNotMatched: []delta.MergeClause{{Cond: delta.Ne("op", "D"), Action: delta.MergeInsert}},
+		WhenNotMatched: []delta.MergeClause{{Cond: expr.Ne("op", "D"), Action: delta.MergeInsert}},
 	}
 }
 
@@ -112,7 +113,7 @@ func TestMergeNotMatchedBySource(t *testing.T) {
 	defer src.Release()
 	res, err := tbl.Merge(ctx, delta.MergeOptions{Source: []arrow.RecordBatch{src}, On: []string{"id"},
 		WhenNotMatchedBySource: []delta.MergeClause{
-			{Cond: delta.Eq("part", "b"), Action: delta.MergeDelete},
+			{Cond: expr.Eq("part", "b"), Action: delta.MergeDelete},
 			{Action: delta.MergeUpdate, Set: map[string]any{"name": "stale"}},
 		}})
 	if err != nil {

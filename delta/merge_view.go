@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
@@ -80,7 +81,7 @@ func condColumns(cs []boundClause) []string {
 			return nil
 		}
 		if c.cond != nil {
-			need = append(need, c.cond.columns()...)
+			need = append(need, c.cond.Columns()...)
 		}
 	}
 	return need
@@ -92,9 +93,9 @@ func setColumns(set map[string]any) []string {
 	need := []string{}
 	for _, v := range set {
 		switch x := v.(type) {
-		case ColumnRef:
+		case expr.ColumnRef:
 			need = append(need, x.Name)
-		case ExprFunc, func(arrow.RecordBatch) (arrow.Array, error):
+		case expr.ExprFunc, func(arrow.RecordBatch) (arrow.Array, error):
 			return nil
 		}
 	}
@@ -122,10 +123,10 @@ func chooseClauses(cs []boundClause, view arrow.RecordBatch) ([]int, error) {
 			}
 			break
 		}
-		var tri []int8
+		var tri []expr.Truth
 		if c.cond != nil {
 			var err error
-			if tri, err = c.cond.evalTri(view, n); err != nil {
+			if tri, err = c.cond.Eval(view, n); err != nil {
 				return nil, err
 			}
 		}
@@ -140,7 +141,7 @@ func chooseClauses(cs []boundClause, view arrow.RecordBatch) ([]int, error) {
 			}
 		}
 		for i := range out {
-			if out[i] < 0 && (tri == nil || tri[i] == tTrue) && (ok == nil || ok[i]) {
+			if out[i] < 0 && (tri == nil || tri[i] == expr.True) && (ok == nil || ok[i]) {
 				out[i] = ci
 				left--
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -54,11 +55,11 @@ func TestScanWithLongInList(t *testing.T) {
 	keys = append(keys, "absent")
 	for _, tc := range []struct {
 		name string
-		pred delta.Predicate
+		pred expr.Predicate
 		want func(i int64) bool
 	}{
-		{"strings", delta.In("k", keys...), func(i int64) bool { return i%10 == 0 }},
-		{"integers", delta.In("n", nums...), func(i int64) bool { return i%10 == 1 }},
+		{"strings", expr.In("k", keys...), func(i int64) bool { return i%10 == 0 }},
+		{"integers", expr.In("n", nums...), func(i int64) bool { return i%10 == 1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc, err := snap.Scan(ctx, delta.ScanOptions{Filter: tc.pred})

@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -162,7 +164,7 @@ func foreignStats(t testing.TB, r *rand.Rand, stats string) string {
 				}
 			case "ts": // milliseconds, truncated toward zero
 				if r.IntN(2) == 0 {
-					ts, err := parseTimestamp(text)
+					ts, err := time.Parse(time.RFC3339Nano, text)
 					if err != nil {
 						t.Fatalf("stat %s: %v", text, err)
 					}
@@ -294,7 +296,7 @@ func pruneLiteral(r *rand.Rand, col string) pruneLit {
 // prunePred is a generated predicate: SQL text and a reference evaluation.
 type prunePred struct {
 	text string
-	eval func(row pruneRow) int8 // tTrue, tFalse, tNull
+	eval func(row pruneRow) expr.Truth // expr.True, expr.False, expr.Unknown
 }
 
 func genPrunePred(r *rand.Rand, depth int) prunePred {
@@ -311,14 +313,14 @@ func genPrunePred(r *rand.Rand, depth int) prunePred {
 		if and {
 			sep = " AND "
 		}
-		k := bOr
+		k := refOr
 		if and {
-			k = bAnd
+			k = refAnd
 		}
-		return prunePred{text: strings.Join(texts, sep), eval: func(row pruneRow) int8 {
+		return prunePred{text: strings.Join(texts, sep), eval: func(row pruneRow) expr.Truth {
 			acc := terms[0].eval(row)
 			for _, t := range terms[1:] {
-				acc = combine(k, acc, t.eval(row))
+				acc = refCombine(k, acc, t.eval(row))
 			}
 			return acc
 		}}
@@ -327,9 +329,9 @@ func genPrunePred(r *rand.Rand, depth int) prunePred {
 	cmp := pruneCompare(col)
 	switch r.IntN(10) {
 	case 0:
-		return prunePred{text: col + " IS NULL", eval: func(row pruneRow) int8 { return boolTri(cmp(row, pruneLit{}) == nil) }}
+		return prunePred{text: col + " IS NULL", eval: func(row pruneRow) expr.Truth { return refTruth(cmp(row, pruneLit{}) == nil) }}
 	case 1:
-		return prunePred{text: col + " IS NOT NULL", eval: func(row pruneRow) int8 { return boolTri(cmp(row, pruneLit{}) != nil) }}
+		return prunePred{text: col + " IS NOT NULL", eval: func(row pruneRow) expr.Truth { return refTruth(cmp(row, pruneLit{}) != nil) }}
 	case 2, 3:
 		lits := make([]pruneLit, 1+r.IntN(3))
 		texts := make([]string, len(lits))
@@ -337,27 +339,27 @@ func genPrunePred(r *rand.Rand, depth int) prunePred {
 			lits[i] = pruneLiteral(r, col)
 			texts[i] = lits[i].text
 		}
-		return prunePred{text: col + " IN (" + strings.Join(texts, ", ") + ")", eval: func(row pruneRow) int8 {
+		return prunePred{text: col + " IN (" + strings.Join(texts, ", ") + ")", eval: func(row pruneRow) expr.Truth {
 			for _, l := range lits {
 				c := cmp(row, l)
 				if c == nil {
-					return tNull
+					return expr.Unknown
 				}
 				if *c == 0 {
-					return tTrue
+					return expr.True
 				}
 			}
-			return tFalse
+			return expr.False
 		}}
 	}
-	op := oneOf(r, []Op{OpEq, OpNe, OpLt, OpLe, OpGt, OpGe})
+	op := oneOf(r, []expr.Op{expr.OpEq, expr.OpNe, expr.OpLt, expr.OpLe, expr.OpGt, expr.OpGe})
 	lit := pruneLiteral(r, col)
-	return prunePred{text: col + " " + string(op) + " " + lit.text, eval: func(row pruneRow) int8 {
+	return prunePred{text: col + " " + string(op) + " " + lit.text, eval: func(row pruneRow) expr.Truth {
 		c := cmp(row, lit)
 		if c == nil {
-			return tNull
+			return expr.Unknown
 		}
-		return opTri(op, *c)
+		return refCompare(op, *c)
 	}}
 }
 
@@ -373,12 +375,12 @@ func pruneCompare(col string) func(row pruneRow, l pruneLit) *int {
 			if row.f == nil {
 				return nil
 			}
-			return res(cmpFloat(float64(*row.f), l.f))
+			return res(refCmpFloat(float64(*row.f), l.f))
 		case "d":
 			if row.d == nil {
 				return nil
 			}
-			return res(cmpFloat(*row.d, l.f))
+			return res(refCmpFloat(*row.d, l.f))
 		case "dec":
 			if row.dec == nil {
 				return nil
@@ -391,7 +393,7 @@ func pruneCompare(col string) func(row pruneRow, l pruneLit) *int {
 			if row.ts == nil {
 				return nil
 			}
-			return res(cmp3(*row.ts, l.ts))
+			return res(cmp.Compare(*row.ts, l.ts))
 		}
 		if row.s == nil {
 			return nil
@@ -401,13 +403,13 @@ func pruneCompare(col string) func(row pruneRow, l pruneLit) *int {
 }
 
 // tableIDs reads the ids (and marks) of the table's rows, optionally filtered.
-func tableIDs(t testing.TB, st objectstore.Store, where Predicate) (ids []int64, marked []int64) {
+func tableIDs(t testing.TB, st objectstore.Store, where expr.Predicate) (ids []int64, marked []int64) {
 	ids, marked, _ = tableScan(t, st, where)
 	return ids, marked
 }
 
 // tableScan also returns how many files (and row groups) the scan skipped.
-func tableScan(t testing.TB, st objectstore.Store, where Predicate) (ids []int64, marked []int64, skipped int) {
+func tableScan(t testing.TB, st objectstore.Store, where expr.Predicate) (ids []int64, marked []int64, skipped int) {
 	ctx := context.Background()
 	tbl, err := Open(ctx, st, "t", quiet)
 	if err != nil {
@@ -505,11 +507,11 @@ func TestPruningMatchesReference(t *testing.T) {
 		st, rows := skipPropTable(t, r)
 		for pi := range predsPerTable {
 			gp := genPrunePred(r, 2)
-			p, err := ParsePredicate(gp.text)
+			p, err := expr.Parse(gp.text)
 			if err != nil {
 				t.Fatalf("table %d: %q does not parse: %v", ti, gp.text, err)
 			}
-			want := idsWhere(rows, func(row pruneRow) bool { return gp.eval(row) == tTrue })
+			want := idsWhere(rows, func(row pruneRow) bool { return gp.eval(row) == expr.True })
 			got, _, skipped := tableScan(t, st, p)
 			scans++
 			pruned += skipped
@@ -520,7 +522,7 @@ func TestPruningMatchesReference(t *testing.T) {
 				continue
 			}
 			// DELETE, UPDATE and MERGE with the same condition, each on a copy.
-			keepWant := idsWhere(rows, func(row pruneRow) bool { return gp.eval(row) != tTrue })
+			keepWant := idsWhere(rows, func(row pruneRow) bool { return gp.eval(row) != expr.True })
 			allIDs := idsWhere(rows, func(pruneRow) bool { return true })
 
 			del := copyStore(t, st)
@@ -547,7 +549,7 @@ func TestPruningMatchesReference(t *testing.T) {
 			}
 
 			// MERGE ... WHEN MATCHED AND target.<cond> THEN DELETE, every row matched.
-			mp, err := ParsePredicate(prefixColumns(gp.text))
+			mp, err := expr.Parse(prefixColumns(gp.text))
 			if err != nil {
 				t.Fatalf("%q: %v", prefixColumns(gp.text), err)
 			}
@@ -679,4 +681,60 @@ func prefixColumns(text string) string {
 
 func isIdentByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.'
+}
+
+// The reference's three-valued logic, written apart from the package's.
+const (
+	refAnd = iota
+	refOr
+)
+
+func refCombine(k int, a, b expr.Truth) expr.Truth {
+	decides, other := expr.False, expr.True // AND
+	if k == refOr {
+		decides, other = expr.True, expr.False
+	}
+	switch {
+	case a == decides || b == decides:
+		return decides
+	case a == other && b == other:
+		return other
+	}
+	return expr.Unknown
+}
+
+func refTruth(b bool) expr.Truth {
+	if b {
+		return expr.True
+	}
+	return expr.False
+}
+
+func refCompare(op expr.Op, c int) expr.Truth {
+	switch op {
+	case expr.OpEq:
+		return refTruth(c == 0)
+	case expr.OpNe:
+		return refTruth(c != 0)
+	case expr.OpLt:
+		return refTruth(c < 0)
+	case expr.OpLe:
+		return refTruth(c <= 0)
+	case expr.OpGt:
+		return refTruth(c > 0)
+	}
+	return refTruth(c >= 0)
+}
+
+// refCmpFloat orders doubles as Spark does: NaN above everything, equal to itself.
+func refCmpFloat(a, b float64) int {
+	switch an, bn := math.IsNaN(a), math.IsNaN(b); {
+	case an && bn:
+		return 0
+	case an:
+		return 1
+	case bn:
+		return -1
+	}
+	return cmp.Compare(a, b)
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // RestoreOptions name the version to restore: Version, or else the version as of
@@ -129,7 +131,7 @@ func (t *Table) restore(ctx context.Context, opts RestoreOptions) (int64, *Resto
 		if err != nil {
 			return -1, nil, err
 		}
-		defer releaseRecords(recs)
+		defer arrowx.ReleaseRecords(recs)
 		m.RowsDeleted, m.RowsInserted, m.RowsUpdated, m.FileLevelChanges, m.ChangeData = n.deleted, n.inserted, n.updated, !ok, true
 		switch {
 		case ok && len(recs) > 0:

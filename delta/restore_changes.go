@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/zeebo/xxh3"
 )
 
@@ -152,12 +153,12 @@ func (t *Table) restoreChanges(ctx context.Context, target *Snapshot, latest *Sn
 	if err != nil {
 		return nil, n, false, fmt.Errorf("read the files the restore removes: %w", err)
 	}
-	defer releaseRecords(gone)
+	defer arrowx.ReleaseRecords(gone)
 	back, err := take(restore, false)
 	if err != nil {
 		return nil, n, false, fmt.Errorf("read the files the restore brings back: %w", err)
 	}
-	defer releaseRecords(back)
+	defer arrowx.ReleaseRecords(back)
 
 	goneTypes, backTypes, err := pairByKey(gone, back, keys)
 	if err != nil {
@@ -166,7 +167,7 @@ func (t *Table) restoreChanges(ctx context.Context, target *Snapshot, latest *Sn
 	for i, r := range gone {
 		c, err := withChangeType(r, goneTypes[i])
 		if err != nil {
-			releaseRecords(recs)
+			arrowx.ReleaseRecords(recs)
 			return nil, n, false, err
 		}
 		recs = append(recs, c)
@@ -174,7 +175,7 @@ func (t *Table) restoreChanges(ctx context.Context, target *Snapshot, latest *Sn
 	for i, r := range back {
 		c, err := withChangeType(r, backTypes[i])
 		if err != nil {
-			releaseRecords(recs)
+			arrowx.ReleaseRecords(recs)
 			return nil, n, false, err
 		}
 		recs = append(recs, c)
@@ -264,12 +265,6 @@ func withChangeType(rec arrow.RecordBatch, types []string) (arrow.RecordBatch, e
 	fields := append(slices.Clone(rec.Schema().Fields()), arrow.Field{Name: ChangeTypeColumn, Type: arrow.BinaryTypes.String})
 	cols := append(slices.Clone(rec.Columns()), ct)
 	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows()), nil
-}
-
-func releaseRecords(recs []arrow.RecordBatch) {
-	for _, r := range recs {
-		r.Release()
-	}
 }
 
 func lowerAll(ss []string) []string {

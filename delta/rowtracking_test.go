@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // rowIDs describes a file's default row ids: "path base..base+n-1 @version".
@@ -184,7 +185,7 @@ func TestRowTrackingWithDeletionVectors(t *testing.T) {
 	commitChange(t, tbl, "WRITE", nil, []row{{1, "a", "p"}, {2, "b", "p"}, {3, "c", "p"}}, nil, nil)
 	s1, _ := tbl.Snapshot(ctx)
 	orig := s1.Files()[0]
-	where, _ := delta.ParsePredicate("id = 3")
+	where, _ := expr.Parse("id = 3")
 	res, err := tbl.Delete(ctx, delta.DeleteOptions{Where: where})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func TestRowTrackingWithDeletionVectors(t *testing.T) {
 	if len(s2.Files()) != 1 || s2.Files()[0].DeletionVector == nil || rowIDs(s2.Files()[0]) != rowIDs(orig) {
 		t.Fatalf("after the DV DELETE: %v, want %s with a vector", s2.Files(), rowIDs(orig))
 	}
-	where, _ = delta.ParsePredicate("id = 2")
+	where, _ = expr.Parse("id = 2")
 	res, err = tbl.Update(ctx, delta.UpdateOptions{Where: where, Set: map[string]any{"name": "B"}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/objectstore"
@@ -28,7 +29,7 @@ type ScanOptions struct {
 	// Filter, when not nil, keeps only the rows for which it is true (SQL semantics: a
 	// comparison with null is not true). Files whose partition values or stats show they
 	// hold no such row are not read.
-	Filter Predicate
+	Filter expr.Predicate
 	// BatchSize caps the rows per record (default DefaultScanBatchSize).
 	BatchSize int64
 	// Allocator for Arrow buffers (default memory.DefaultAllocator).
@@ -75,10 +76,10 @@ type Scanner struct {
 	isPart map[string]bool // lower-case partition column names
 	mapped bool            // schema has column mapping: files name columns physically
 
-	out       *arrow.Schema   // the records returned
-	work      []*StructField  // out's fields plus filter-only columns
-	workArrow *arrow.Schema   // Arrow form of work
-	filter    *boundPredicate // nil: keep all rows
+	out       *arrow.Schema  // the records returned
+	work      []*StructField // out's fields plus filter-only columns
+	workArrow *arrow.Schema  // Arrow form of work
+	filter    *expr.Bound    // nil: keep all rows
 	files     []*Add
 
 	next  int       // index into files
@@ -169,7 +170,7 @@ func Scan(ctx context.Context, store objectstore.Store, root string, schema *Str
 			return nil, fmt.Errorf("scan: filter: %w", err)
 		}
 		s.filter = bp
-		for _, name := range bp.columns() {
+		for _, name := range bp.Columns() {
 			found := false
 			for _, f := range s.work {
 				if strings.EqualFold(f.Name, name) {
@@ -188,7 +189,7 @@ func Scan(ctx context.Context, store objectstore.Store, root string, schema *Str
 	s.stats.FilesTotal = len(files)
 	for _, a := range files {
 		if s.filter != nil {
-			keep, err := s.filter.mayMatchFile(a, s.isPart)
+			keep, err := s.filter.MayMatchFile(fileFacts(a, s.isPart))
 			if err != nil {
 				return nil, fmt.Errorf("scan: file %s: %w", a.Path, err)
 			}
@@ -404,7 +405,7 @@ func (s *Scanner) finishBatch(ctx context.Context, raw arrow.RecordBatch, file *
 	work := array.NewRecordBatch(s.workArrow, cols, n)
 	defer work.Release()
 	if s.filter != nil && !s.opts.FilesOnly {
-		rows, all, err := s.filter.keptRows(work)
+		rows, all, err := s.filter.KeptRows(work)
 		if err != nil {
 			return nil, err
 		}

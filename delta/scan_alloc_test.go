@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -28,7 +29,7 @@ func TestNoLeaks(t *testing.T) {
 	}
 	for _, opts := range []ScanOptions{
 		{Allocator: alloc},
-		{Allocator: alloc, Filter: Or(Eq("id", 1), Eq("id", 4)), Columns: []string{"m", "p_str", "st"}},
+		{Allocator: alloc, Filter: expr.Or(expr.Eq("id", 1), expr.Eq("id", 4)), Columns: []string{"m", "p_str", "st"}},
 		{Allocator: alloc, Columns: []string{"p_int"}, BatchSize: 1},
 	} {
 		sc, err := Scan(ctx, st, "", sch, parts, adds, opts)

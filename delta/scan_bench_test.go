@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
 
@@ -28,11 +29,11 @@ func BenchmarkScan(b *testing.B) {
 	}
 	for _, bc := range []struct {
 		name    string
-		filter  Predicate
+		filter  expr.Predicate
 		columns []string
 	}{
 		{"all", nil, nil},
-		{"filtered", Lt("score", 1.0), nil},
+		{"filtered", expr.Lt("score", 1.0), nil},
 		{"strings", nil, []string{"customer"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

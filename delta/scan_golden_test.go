@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
@@ -246,7 +247,7 @@ func TestGoldenPruning(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pred, err := ParsePredicate(tc.where)
+			pred, err := expr.Parse(tc.where)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,7 +271,7 @@ func TestGoldenPruning(t *testing.T) {
 			}
 			var want []arrow.RecordBatch
 			for _, r := range all {
-				rows, keepAll, err := bp.keptRows(r)
+				rows, keepAll, err := bp.KeptRows(r)
 				if err != nil {
 					t.Fatal(err)
 				}

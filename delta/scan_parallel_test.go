@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
@@ -44,7 +45,7 @@ func TestScanParallelFilesSameRecords(t *testing.T) {
 		t.Run(fmt.Sprint(tc.where, tc.filesOnly, tc.columns), func(t *testing.T) {
 			opts := ScanOptions{BatchSize: 37, FilesOnly: tc.filesOnly, Columns: tc.columns}
 			if tc.where != "" {
-				p, err := ParsePredicate(tc.where)
+				p, err := expr.Parse(tc.where)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -24,7 +25,7 @@ func TestScanReadAheadSameRecords(t *testing.T) {
 		t.Run(where, func(t *testing.T) {
 			opts := ScanOptions{BatchSize: 37}
 			if where != "" {
-				p, err := ParsePredicate(where)
+				p, err := expr.Parse(where)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -117,7 +118,7 @@ func TestScanPositionFilesOnly(t *testing.T) {
 		}
 		adds = append(adds, a...)
 	}
-	p, _ := ParsePredicate("id >= 6000 AND id < 6100")
+	p, _ := expr.Parse("id >= 6000 AND id < 6100")
 	for _, ahead := range []bool{false, true} {
 		sc, err := Scan(ctx, st, "", sch, nil, adds, ScanOptions{Filter: p, FilesOnly: true, BatchSize: 777, ReadAhead: ahead})
 		if err != nil {

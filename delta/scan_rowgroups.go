@@ -38,7 +38,7 @@ func (s *Scanner) keptRowGroups(fr *pqarrow.FileReader, fileSchema *arrow.Schema
 		if err != nil {
 			return nil, err
 		}
-		ok, err := s.filter.mayMatchFile(&Add{PartitionValues: a.PartitionValues, Stats: stats}, s.isPart)
+		ok, err := s.filter.MayMatchFile(fileFacts(&Add{PartitionValues: a.PartitionValues, Stats: stats}, s.isPart))
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +65,7 @@ type statsColumn struct {
 func (s *Scanner) statsColumns(fr *pqarrow.FileReader, fileSchema *arrow.Schema) []statsColumn {
 	md := fr.ParquetReader().MetaData()
 	var cols []statsColumn
-	for _, name := range s.filter.columns() {
+	for _, name := range s.filter.Columns() {
 		if s.isPart[strings.ToLower(name)] {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 )
 
@@ -28,7 +29,7 @@ func TestWriteScanS3(t *testing.T) {
 	got, _ := scanAll(t, st, "tbl", sch, parts, adds, ScanOptions{})
 	diffRows(t, rowSet(t, got), rowSet(t, []arrow.RecordBatch{rec}))
 
-	got, stats := scanAll(t, st, "tbl", sch, parts, adds, ScanOptions{Filter: Eq("p_str", "US")})
+	got, stats := scanAll(t, st, "tbl", sch, parts, adds, ScanOptions{Filter: expr.Eq("p_str", "US")})
 	if stats.FilesRead != 1 || len(rowSet(t, got)) != 2 {
 		t.Errorf("filtered scan read %d files and %d rows, want 1 and 2", stats.FilesRead, len(rowSet(t, got)))
 	}

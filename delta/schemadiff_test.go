@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -249,7 +250,7 @@ func TestDiffVersionsAcrossSchemaChanges(t *testing.T) {
 	if _, err := tbl.Evolve(ctx, ev, nil); err != nil {
 		t.Fatal(err)
 	}
-	res, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("id", int32(2)), Set: map[string]any{"full_name": "B"}})
+	res, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Eq("id", int32(2)), Set: map[string]any{"full_name": "B"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -265,11 +265,11 @@ func (l *leafStats) foldStrings(a *array.String, ok func(int) bool) {
 	// by itself (ids that share a prefix, rising ids); only a key equal to one of theirs
 	// costs a byte comparison (constant columns, runs).
 	offs := a.ValueOffsets()
-	data := a.ValueBytes() // starts at the array's first value
+	data := a.ValueBytes() // starts at the array's first expr.Value
 	base := offs[0]
 	n := a.Len()
 	if ok == nil && pqfile.OneValue(offs, data) {
-		n = 1 // every value is the first
+		n = 1 // every expr.Value is the first
 	}
 	var mn, mx []byte
 	var mnh, mnl, mxh, mxl uint64 // the keys of mn and mx

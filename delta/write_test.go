@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/schema"
 
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -461,7 +462,7 @@ func TestWriteManyPartitionsBoundedOpenFiles(t *testing.T) {
 	if len(adds) <= 5 {
 		t.Errorf("%d files with 5 partitions and MaxOpenFiles 2, want more than 5 (files finished early)", len(adds))
 	}
-	got, _ := scanAll(t, st, "", sch, []string{"p"}, adds, ScanOptions{Filter: Eq("p", 3)})
+	got, _ := scanAll(t, st, "", sch, []string{"p"}, adds, ScanOptions{Filter: expr.Eq("p", 3)})
 	rows := rowSet(t, got)
 	if len(rows) != 200 {
 		t.Fatalf("%d rows in partition 3, want 200", len(rows))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/jobs"
 )
 
@@ -177,11 +178,11 @@ func ingestColumnsOf(ip *jobs.IngestPlan) (ingestColumns, error) {
 		c.file = append(c.file, f)
 	}
 	if ip.DeleteWhen != "" {
-		pred, err := delta.ParsePredicate(ip.DeleteWhen)
+		pred, err := expr.Parse(ip.DeleteWhen)
 		if err != nil {
 			return c, fmt.Errorf("delete_when %q: %w", ip.DeleteWhen, err)
 		}
-		for _, col := range delta.PredicateColumns(pred) {
+		for _, col := range expr.Columns(pred) {
 			if ip.Target.Schema.Field(col) == nil {
 				c.file = append(c.file, &delta.StructField{Name: col, Type: &delta.PrimitiveType{Name: delta.TypeString}, Nullable: true})
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -140,7 +141,7 @@ func scd2FeedScenario(deletes string, seed uint64, dv, everyCommit bool) func(t 
 					t.Fatal(err)
 				}
 				key := fmt.Sprintf("C%d", rng.IntN(12))
-				if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("customer_id", key)}); err != nil {
+				if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("customer_id", key)}); err != nil {
 					t.Fatal(err)
 				}
 			} else {
@@ -386,7 +387,7 @@ func scd1Scenario(changes bool, seed uint64) func(t *testing.T, budget ByteSize,
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("customer_id", fmt.Sprintf("C%02d", rng.IntN(14)))}); err != nil {
+				if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("customer_id", fmt.Sprintf("C%02d", rng.IntN(14)))}); err != nil {
 					t.Fatal(err)
 				}
 			default:

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // Kind names a stage kind as written in a pipeline's `kind:` field.
@@ -525,11 +525,11 @@ func checkPredicate(field, pred string) (FieldError, bool) {
 	if pred == "" {
 		return FieldError{}, true
 	}
-	p, err := delta.ParsePredicate(pred)
+	p, err := expr.Parse(pred)
 	if err != nil {
 		return FieldError{field, fmt.Sprintf("%q: %v", pred, err)}, false
 	}
-	for _, c := range delta.PredicateColumns(p) {
+	for _, c := range expr.Columns(p) {
 		if rest, ok := strings.CutPrefix(strings.ToLower(c), "target."); ok {
 			return FieldError{field, fmt.Sprintf("%q names %s: the predicate reads the source row, so write %s", pred, c, rest)}, false
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
@@ -151,10 +152,10 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		Source: fr.recs,
 		On:     s.cfg.Keys,
 		WhenMatched: []delta.MergeClause{
-			{Cond: delta.Eq(factDeleteColumn, true), Action: delta.MergeDelete},
+			{Cond: expr.Eq(factDeleteColumn, true), Action: delta.MergeDelete},
 			{CondFunc: fr.differs, Action: delta.MergeUpdate},
 		},
-		WhenNotMatched: []delta.MergeClause{{Cond: delta.Eq(factDeleteColumn, false), Action: delta.MergeInsert}},
+		WhenNotMatched: []delta.MergeClause{{Cond: expr.Eq(factDeleteColumn, false), Action: delta.MergeInsert}},
 		Tx:             tx,
 		Lineage:        env.lineage(),
 		Operation:      "MERGE",
@@ -610,8 +611,8 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 
 // rekeyFilter is a scan filter keeping the facts of the changed business keys (nil, no
 // filter, when a lookup has a key of several columns).
-func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) delta.Predicate {
-	var ors []delta.Predicate
+func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) expr.Predicate {
+	var ors []expr.Predicate
 	for i, d := range fr.dims {
 		if ranges[i] == nil {
 			continue
@@ -628,7 +629,7 @@ func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) delta.Predicat
 			vals = append(vals, v)
 		}
 		if len(vals) > 0 {
-			ors = append(ors, delta.In(d.factCols[0], vals...))
+			ors = append(ors, expr.In(d.factCols[0], vals...))
 		}
 	}
 	switch len(ors) {
@@ -637,7 +638,7 @@ func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) delta.Predicat
 	case 1:
 		return ors[0]
 	}
-	return delta.Or(ors...)
+	return expr.Or(ors...)
 }
 
 // decodeKeyValue decodes a one-column key as keyed.AppendKey encodes strings and integers.

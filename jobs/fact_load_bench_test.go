@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
 
@@ -65,7 +66,7 @@ func BenchmarkFactLoadRekey(b *testing.B) {
 			ids = append(ids, fmt.Sprintf("C%07d", i))
 		}
 		mid := time.Date(2026, 1, 11, 0, 0, 0, 0, time.UTC)
-		if _, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.And(delta.In("customer_id", ids...), delta.Eq("city", "city1")), Set: map[string]any{"valid_to": mid}}); err != nil {
+		if _, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.And(expr.In("customer_id", ids...), expr.Eq("city", "city1")), Set: map[string]any{"valid_to": mid}}); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -204,10 +205,10 @@ func TestFactLoadSourceChanges(t *testing.T) {
 	runStage(t, load, env)
 
 	tbl, _ := latest(t, env, raw)
-	if _, err := tbl.Update(t.Context(), delta.UpdateOptions{Where: delta.Eq("sale_id", "S1"), Set: map[string]any{"sale_id": "S9", "amount": int64(11)}}); err != nil {
+	if _, err := tbl.Update(t.Context(), delta.UpdateOptions{Where: expr.Eq("sale_id", "S1"), Set: map[string]any{"sale_id": "S9", "amount": int64(11)}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tbl.Delete(t.Context(), delta.DeleteOptions{Where: delta.Eq("sale_id", "S2")}); err != nil {
+	if _, err := tbl.Delete(t.Context(), delta.DeleteOptions{Where: expr.Eq("sale_id", "S2")}); err != nil {
 		t.Fatal(err)
 	}
 	runStage(t, load, env)

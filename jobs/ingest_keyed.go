@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/jobs/decode"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
@@ -193,15 +194,15 @@ func (s *Ingest) keyedColumns(run *keyedRun, schema *arrow.Schema, snap *delta.S
 // readKeyed decodes every file once into the batch, each row with its line, whether
 // delete_when marks it, its file and its order in the run.
 func (s *Ingest) readKeyed(ctx context.Context, env *Env, snap *delta.Snapshot, run *keyedRun, schema *arrow.Schema, files []*sourceFile, batch *keyed.Batch, loadTime time.Time, res *Result) error {
-	var pred delta.Predicate
+	var pred expr.Predicate
 	if s.cfg.DeleteWhen != "" {
-		p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
+		p, err := expr.Parse(s.cfg.DeleteWhen)
 		if err != nil {
 			return fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
 		}
 		pred = p
 	}
-	var matcher *delta.Matcher
+	var matcher *expr.Matcher
 	var ord int64
 	for i, f := range files {
 		kf := &keyedFile{f: f, idx: i}
@@ -209,7 +210,7 @@ func (s *Ingest) readKeyed(ctx context.Context, env *Env, snap *delta.Snapshot, 
 		bad, err := s.decodeFileWith(ctx, env, snap, f, loadTime, res, decodeExtras{columns: s.deleteColumns(), lines: true}, func(rec arrow.RecordBatch) error {
 			if matcher == nil && pred != nil {
 				var err error
-				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
+				if matcher, err = expr.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
 					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
 				}
 			}
@@ -259,7 +260,7 @@ func schemaOfRecord(rec arrow.RecordBatch) *delta.StructType {
 }
 
 // withDeleteMarks returns rec with a deleteColumn: whether m (nil: none) matches each row.
-func withDeleteMarks(rec arrow.RecordBatch, m *delta.Matcher) (arrow.RecordBatch, error) {
+func withDeleteMarks(rec arrow.RecordBatch, m *expr.Matcher) (arrow.RecordBatch, error) {
 	var marks []bool
 	if m != nil {
 		var err error
@@ -335,8 +336,8 @@ func (s *Ingest) keyedMerge(ctx context.Context, env *Env, tbl *delta.Table, fil
 		Lineage:        lineage,
 	}
 	marks := s.cfg.DeleteWhen != ""
-	isDelete := delta.Eq("source."+deleteColumn, true)
-	notDelete := delta.Eq("source."+deleteColumn, false)
+	isDelete := expr.Eq("source."+deleteColumn, true)
+	notDelete := expr.Eq("source."+deleteColumn, false)
 	if marks {
 		opts.WhenMatched = []delta.MergeClause{{Cond: isDelete, Action: delta.MergeDelete}, {Action: delta.MergeUpdate}}
 		opts.WhenNotMatched = []delta.MergeClause{{Cond: notDelete, Action: delta.MergeInsert}}

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
@@ -182,7 +183,7 @@ func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *del
 // keyFilter is a predicate on the keys of a small batch (at most 10,000 rows, one key
 // column), so that the scan of the table reads only the files whose stats may hold
 // them; nil for another.
-func (r *keyedRun) keyFilter(recs []arrow.RecordBatch, keys []string) delta.Predicate {
+func (r *keyedRun) keyFilter(recs []arrow.RecordBatch, keys []string) expr.Predicate {
 	var n int64
 	for _, rec := range recs {
 		n += rec.NumRows()
@@ -200,7 +201,7 @@ func (r *keyedRun) keyFilter(recs []arrow.RecordBatch, keys []string) delta.Pred
 			vals = append(vals, v)
 		}
 	}
-	return delta.In(keys[0], vals...)
+	return expr.In(keys[0], vals...)
 }
 
 // pass folds the rows of a pass and gives the standing rows to the sink: a row whose

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -232,7 +233,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 		On:       s.cfg.Keys,
 		NullSafe: true,
 		WhenMatched: []delta.MergeClause{
-			{Cond: delta.Eq("source."+deleteColumn, true), Action: delta.MergeDelete},
+			{Cond: expr.Eq("source."+deleteColumn, true), Action: delta.MergeDelete},
 			{Action: delta.MergeUpdate},
 		},
 		WhenNotMatched: []delta.MergeClause{{Action: delta.MergeInsert}},
@@ -308,9 +309,9 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 // readSnapshot decodes the files once into the batch (pass 2 in memory weighs each
 // record as it comes), each row with its delete mark, its file and its order.
 func (s *Ingest) readSnapshot(ctx context.Context, env *Env, snap *delta.Snapshot, f *snapForm, files []*sourceFile, batch *keyed.Batch, pass1 *tablePass, loadTime time.Time, res *Result) ([]*badRecord, error) {
-	var pred delta.Predicate
+	var pred expr.Predicate
 	if s.cfg.DeleteWhen != "" {
-		p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
+		p, err := expr.Parse(s.cfg.DeleteWhen)
 		if err != nil {
 			return nil, fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
 		}
@@ -324,14 +325,14 @@ func (s *Ingest) readSnapshot(ctx context.Context, env *Env, snap *delta.Snapsho
 		case <-pass1.done:
 		}
 	}
-	var matcher *delta.Matcher
+	var matcher *expr.Matcher
 	var bad []*badRecord
 	var ord int64
 	for fi, file := range files {
 		b, err := s.decodeFileWith(ctx, env, snap, file, loadTime, res, decodeExtras{columns: s.deleteColumns(), lines: true}, func(rec arrow.RecordBatch) error {
 			if matcher == nil && pred != nil {
 				var err error
-				if matcher, err = delta.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
+				if matcher, err = expr.NewMatcher(pred, schemaOfRecord(rec)); err != nil {
 					return fmt.Errorf("delete_when %q (a predicate over the source row): %w", s.cfg.DeleteWhen, err)
 				}
 			}
@@ -496,11 +497,11 @@ func (s *Ingest) deleteColumns() []string {
 	if s.cfg.DeleteWhen == "" {
 		return nil
 	}
-	p, err := delta.ParsePredicate(s.cfg.DeleteWhen)
+	p, err := expr.Parse(s.cfg.DeleteWhen)
 	if err != nil {
 		return nil
 	}
-	return delta.PredicateColumns(p)
+	return expr.Columns(p)
 }
 
 // deleteRows is n source rows that only mark deletes: nulls, the delete mark true.

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
@@ -84,9 +85,9 @@ type firstSnapshot struct {
 	files       []*sourceFile
 	writer      *parallelWriter
 	tableSchema *arrow.Schema
-	pred        delta.Predicate // delete_when, nil without it
-	extra       []string        // the file columns delete_when reads
-	matcher     *delta.Matcher  // pred over the decoded records, made from the first
+	pred        expr.Predicate // delete_when, nil without it
+	extra       []string       // the file columns delete_when reads
+	matcher     *expr.Matcher  // pred over the decoded records, made from the first
 	written     int64
 	keys        *firstKeys
 	block       keyindex.Block // the keys of the record at hand
@@ -123,11 +124,11 @@ func (s *Ingest) newFirstSnapshot(ctx context.Context, snap *delta.Snapshot, fil
 	l := &firstSnapshot{cfg: s.cfg, files: files, writer: writer, tableSchema: tableSchema, form: arrow.NewSchema(fields, nil)}
 	l.keys = &firstKeys{l: l, seen: &snapSide{}, index: keyindex.New(1 << 16)}
 	if s.cfg.DeleteWhen != "" {
-		if l.pred, err = delta.ParsePredicate(s.cfg.DeleteWhen); err != nil {
+		if l.pred, err = expr.Parse(s.cfg.DeleteWhen); err != nil {
 			writer.abort()
 			return nil, fmt.Errorf("delete_when %q: %w", s.cfg.DeleteWhen, err)
 		}
-		l.extra = delta.PredicateColumns(l.pred)
+		l.extra = expr.Columns(l.pred)
 	}
 	return l, nil
 }
@@ -181,7 +182,7 @@ func (l *firstSnapshot) record(ctx context.Context, batch *keyed.Batch, fi int, 
 func (l *firstSnapshot) deleteMarks(f *sourceFile, rec arrow.RecordBatch) ([]bool, error) {
 	if l.matcher == nil && l.pred != nil {
 		var err error
-		if l.matcher, err = delta.NewMatcher(l.pred, schemaOfRecord(rec)); err != nil {
+		if l.matcher, err = expr.NewMatcher(l.pred, schemaOfRecord(rec)); err != nil {
 			return nil, fmt.Errorf("delete_when %q (a predicate over the source row): %w", l.cfg.DeleteWhen, err)
 		}
 	}

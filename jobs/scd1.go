@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
@@ -379,11 +380,11 @@ func (s *SCD1Merge) mergeOptions(env *Env, dst *delta.Table, snap *delta.Snapsho
 		On:       on,
 		NullSafe: true,
 		WhenMatched: []delta.MergeClause{
-			{Cond: delta.Eq("source."+scdActionColumn, "delete"), Action: delta.MergeDelete},
+			{Cond: expr.Eq("source."+scdActionColumn, "delete"), Action: delta.MergeDelete},
 			{Action: delta.MergeUpdate},
 		},
 		WhenNotMatched: []delta.MergeClause{
-			{Cond: delta.Ne("source."+scdActionColumn, "delete"), Action: delta.MergeInsert},
+			{Cond: expr.Ne("source."+scdActionColumn, "delete"), Action: delta.MergeInsert},
 		},
 		Txn:     &delta.Txn{AppID: s.AppID(), Version: sourceVersion},
 		Tx:      tx,

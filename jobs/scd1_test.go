@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -39,7 +40,7 @@ func TestSCD1FromChangeFeed(t *testing.T) {
 	clock.Advance(24 * time.Hour)
 	appendRows(t, env, src, []any{"A2", "bobby", d2}, []any{"A3", "cy", d2})
 	tbl, _ := env.openTable(ctx, src)
-	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("id", "A1")}); err != nil {
+	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("id", "A1")}); err != nil {
 		t.Fatal(err)
 	}
 	res := runStage(t, stage, env)

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -67,13 +68,13 @@ func (s *SCD2Merge) mergeOptions(env *Env, dst *delta.Table, snap *delta.Snapsho
 		On:       on,
 		NullSafe: true,
 		WhenMatched: []delta.MergeClause{
-			{Cond: delta.Eq("source."+scdActionColumn, "delete"), Action: delta.MergeDelete},
-			{Cond: delta.Eq("source."+scdActionColumn, "close"), Action: delta.MergeUpdate,
-				Set: map[string]any{l.to: delta.Col("source." + l.to), l.curr: false}},
+			{Cond: expr.Eq("source."+scdActionColumn, "delete"), Action: delta.MergeDelete},
+			{Cond: expr.Eq("source."+scdActionColumn, "close"), Action: delta.MergeUpdate,
+				Set: map[string]any{l.to: expr.Col("source." + l.to), l.curr: false}},
 			{Action: delta.MergeUpdate},
 		},
 		WhenNotMatched: []delta.MergeClause{
-			{Cond: delta.Ne("source."+scdActionColumn, "delete"), Action: delta.MergeInsert},
+			{Cond: expr.Ne("source."+scdActionColumn, "delete"), Action: delta.MergeInsert},
 		},
 		Txn:     &delta.Txn{AppID: s.AppID(), Version: sourceVersion},
 		Tx:      tx,

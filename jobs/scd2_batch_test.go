@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
@@ -181,7 +182,7 @@ func changeFeedMatchesOneBatch(t *testing.T, deletes string, seed uint64) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("customer_id", key)}); err != nil {
+			if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("customer_id", key)}); err != nil {
 				t.Fatal(err)
 			}
 			for _, at := range present[key] {
@@ -304,7 +305,7 @@ func TestSCD2LateEventsAfterVacuum(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Hour)
-	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("customer_id", "C2")}); err != nil {
+	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("customer_id", "C2")}); err != nil {
 		t.Fatal(err)
 	}
 	runStage(t, stage, env)

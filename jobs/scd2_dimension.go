@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -164,7 +165,7 @@ func (b *scdBatch) dimensionSpec(deleteAt *snapshotDeletes) (keyed.TargetSpec, e
 // keyFilter is a predicate on the batch's keys, for a small batch (at most 10,000 keys,
 // one key column) whose scans of the target read only the files whose stats may hold
 // them; nil for another.
-func (b *scdBatch) keyFilter() (delta.Predicate, error) {
+func (b *scdBatch) keyFilter() (expr.Predicate, error) {
 	l := b.l
 	if len(l.spec.keys) != 1 || len(b.head) == 0 || len(b.head) > 10_000 {
 		return nil, nil
@@ -178,7 +179,7 @@ func (b *scdBatch) keyFilter() (delta.Predicate, error) {
 		}
 		keys = append(keys, v)
 	}
-	return delta.In(l.data[l.spec.keys[0]].Name, keys...), nil
+	return expr.In(l.data[l.spec.keys[0]].Name, keys...), nil
 }
 
 // dimPlacer sorts the dimension's records against a batch (one scan of the dimension,

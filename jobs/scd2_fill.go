@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
@@ -101,17 +102,17 @@ func (s *SCD2Merge) fillNewColumns(ctx context.Context, env *Env, f *flow, l *sc
 		}
 		src = append(src, g)
 	}
-	empty := make([]delta.Predicate, len(cols))
+	empty := make([]expr.Predicate, len(cols))
 	set := map[string]any{}
 	for i, c := range cols {
-		empty[i] = delta.IsNull("target." + c)
-		set[c] = delta.Col("source." + c)
+		empty[i] = expr.IsNull("target." + c)
+		set[c] = expr.Col("source." + c)
 	}
 	mr, err := f.dst.Merge(ctx, delta.MergeOptions{
 		Source: src,
 		On:     s.cfg.Keys,
 		WhenMatched: []delta.MergeClause{{
-			Cond:   delta.And(delta.Eq("target."+l.curr, true), delta.Or(empty...)),
+			Cond:   expr.And(expr.Eq("target."+l.curr, true), expr.Or(empty...)),
 			Action: delta.MergeUpdate,
 			Set:    set,
 		}},

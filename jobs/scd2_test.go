@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
@@ -170,7 +171,7 @@ func TestSCD2DeletesAndLateEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Minute)
-	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: delta.Eq("customer_id", "C3")}); err != nil {
+	if _, err := tbl.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("customer_id", "C3")}); err != nil {
 		t.Fatal(err)
 	}
 	runStage(t, stage, env)

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
@@ -170,7 +171,7 @@ func (l *eventLog) lookup(ctx context.Context, keys [][]byte) (map[int][]eventFa
 		}
 		byHash[h] = append(byHash[h], i)
 	}
-	sc, err := l.snap.Scan(ctx, delta.ScanOptions{Filter: delta.In("key_hash", hashes...)})
+	sc, err := l.snap.Scan(ctx, delta.ScanOptions{Filter: expr.In("key_hash", hashes...)})
 	if err != nil {
 		return nil, fmt.Errorf("event log %s: %w", l.path, err)
 	}
@@ -399,7 +400,7 @@ func (l *eventLog) read(ctx context.Context, files []*delta.Add, lo, hi int) ([]
 	var opts delta.ScanOptions
 	if lo > 0 || hi < keyed.Ranges {
 		first, last := keyed.HashBounds(lo, hi)
-		opts.Filter = delta.And(delta.Ge("key_hash", first), delta.Le("key_hash", last))
+		opts.Filter = expr.And(expr.Ge("key_hash", first), expr.Le("key_hash", last))
 	}
 	sc, err := delta.Scan(ctx, t.Store(), t.Root(), l.snap.Schema(), nil, files, opts)
 	if err != nil {

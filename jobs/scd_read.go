@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
@@ -30,11 +31,11 @@ type eventSource struct {
 	// timeSeq: sequences are times (sequence_by is a timestamp or a date, or commit
 	// times), so a snapshot load's recorded time (snapshotAsOfID) is one.
 	timeSeq    bool
-	deleteWhen *delta.Matcher
+	deleteWhen *expr.Matcher
 	// deleteCols are the columns delete_when and where read.
 	deleteCols []string
 	// where, when set, selects the source rows merged (admit); skipped counts the others.
-	where   *delta.Matcher
+	where   *expr.Matcher
 	skipped int64
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
@@ -41,24 +42,24 @@ func newEventSource(l *scdLayout, source *delta.StructType, sequenceBy, deleteWh
 		l.spec.physByCommit = true
 	}
 	if deleteWhen != "" {
-		p, err := delta.ParsePredicate(deleteWhen)
+		p, err := expr.Parse(deleteWhen)
 		if err != nil {
 			return nil, fmt.Errorf("delete_when %q: %w", deleteWhen, err)
 		}
-		if es.deleteWhen, err = delta.NewMatcher(p, source); err != nil {
+		if es.deleteWhen, err = expr.NewMatcher(p, source); err != nil {
 			return nil, fmt.Errorf("delete_when %q (a predicate over the source row): %w", deleteWhen, err)
 		}
-		es.deleteCols = delta.PredicateColumns(p)
+		es.deleteCols = expr.Columns(p)
 	}
 	if where != "" {
-		p, err := delta.ParsePredicate(where)
+		p, err := expr.Parse(where)
 		if err != nil {
 			return nil, fmt.Errorf("where %q: %w", where, err)
 		}
-		if es.where, err = delta.NewMatcher(p, source); err != nil {
+		if es.where, err = expr.NewMatcher(p, source); err != nil {
 			return nil, fmt.Errorf("where %q (a predicate over the source row): %w", where, err)
 		}
-		es.deleteCols = append(es.deleteCols, delta.PredicateColumns(p)...)
+		es.deleteCols = append(es.deleteCols, expr.Columns(p)...)
 	}
 	return es, nil
 }

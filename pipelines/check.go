@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/jobs"
 )
 
@@ -195,11 +196,11 @@ func (c *stageCheck) needPredicateColumns(field string, t *jobs.Table, pred stri
 	if t == nil || t.Schema == nil || pred == "" {
 		return
 	}
-	p, err := delta.ParsePredicate(pred)
+	p, err := expr.Parse(pred)
 	if err != nil {
 		return // the stage config reports it
 	}
-	for _, col := range delta.PredicateColumns(p) {
+	for _, col := range expr.Columns(p) {
 		if lc := strings.ToLower(col); strings.HasPrefix(lc, "target.") || strings.HasPrefix(lc, "source.") {
 			continue // the stage config reports it
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
 
@@ -55,7 +56,7 @@ func TestSchemaTimeline(t *testing.T) {
 	if v, err := tbl.Evolve(ctx, ev, &delta.Lineage{Pipeline: "shop", Stage: "load", RunID: first.ID, Attempt: 1}); err != nil || v != 4 {
 		t.Fatalf("evolve: v%d, %v", v, err)
 	}
-	if res, err := tbl.Update(ctx, delta.UpdateOptions{Where: delta.Eq("customer_id", "C-3"), Set: map[string]any{"town": "Nice"}}); err != nil || res.Version != 5 {
+	if res, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Eq("customer_id", "C-3"), Set: map[string]any{"town": "Nice"}}); err != nil || res.Version != 5 {
 		t.Fatalf("update: %+v, %v", res, err)
 	}
 	// Read once before the drop: the page reads then only the commits since.

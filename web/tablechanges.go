@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 )
 
@@ -314,7 +315,7 @@ func (d diffRow) IsChanged(name string) bool { return slices.Contains(d.Changed,
 type diffQuery struct {
 	from, to *int64
 	keys     []string
-	filter   delta.Predicate
+	filter   expr.Predicate
 	limit    int
 }
 
@@ -332,7 +333,7 @@ func (s *Server) parseDiffQuery(q url.Values) (*diffQuery, error) {
 		if len(w) > 4096 {
 			return nil, badRequestf("where: longer than 4096 bytes")
 		}
-		if dq.filter, err = delta.ParsePredicate(w); err != nil {
+		if dq.filter, err = expr.Parse(w); err != nil {
 			return nil, badRequestf("where: %v", err)
 		}
 	}

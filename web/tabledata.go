@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 )
 
@@ -94,7 +95,7 @@ type rowsQuery struct {
 	version   *int64
 	timestamp time.Time
 	where     string
-	filter    delta.Predicate
+	filter    expr.Predicate
 	columns   []string
 	orderBy   string
 	desc      bool
@@ -119,7 +120,7 @@ func (s *Server) parseRowsQuery(q url.Values) (*rowsQuery, error) {
 		if len(rq.where) > 4096 {
 			return nil, badRequestf("where: longer than 4096 bytes")
 		}
-		if rq.filter, err = delta.ParsePredicate(rq.where); err != nil {
+		if rq.filter, err = expr.Parse(rq.where); err != nil {
 			return nil, badRequestf("where: %v", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/rowtext"
 )
 
@@ -35,7 +36,7 @@ func diffCommand() *command {
 			return func(ctx context.Context, e *env, args []string) error {
 				opts := delta.DiffOptions{Keys: keys.values}
 				if *where != "" {
-					pred, err := delta.ParsePredicate(*where)
+					pred, err := expr.Parse(*where)
 					if err != nil {
 						return usagef("--where: %v", err)
 					}

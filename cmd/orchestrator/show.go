@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 func showCommand() *command {
@@ -78,7 +79,7 @@ func show(ctx context.Context, e *env, o *showOptions, args []string) error {
 	}
 	opts := delta.ScanOptions{Columns: o.columns.values}
 	if o.where != "" {
-		pred, err := delta.ParsePredicate(o.where)
+		pred, err := expr.Parse(o.where)
 		if err != nil {
 			return usagef("--where: %v", err)
 		}

@@ -38,7 +38,7 @@
 // with the Arrow file's schema, plus a GENERATED ALWAYS AS IDENTITY long column in front
 // when --identity names a column the file lacks; append is Table.Append (identity values
 // generated); changes is Table.Changes (table_changes: data columns, _change_type,
-// _commit_version, _commit_timestamp); update and delete take delta.ParsePredicate
+// _commit_version, _commit_timestamp); update and delete take expr.Parse
 // predicates (update's literals: 'text', numbers, true, false, null); merge is UPDATE SET *
 // / INSERT * on the key columns, with an optional WHEN MATCHED AND EXPR THEN DELETE first
 // (EXPR names source.col and target.col); with --by-position it joins the source to the

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/s3"
 	"github.com/orchestrator-io/orchestrator/objectstore/storeurl"
@@ -85,7 +86,7 @@ func commandFor(name string, fs *flag.FlagSet) (c command, ok bool) {
 		fs.StringVar(&r.version, "version", "", "version to read (default latest)")
 		fs.StringVar(&r.timestamp, "timestamp", "", "read the version as of this RFC 3339 time")
 		fs.StringVar(&r.out, "out", "", "Arrow IPC file to write")
-		fs.StringVar(&r.where, "where", "", "only rows where this predicate (delta.ParsePredicate) holds; prints the scan's file counts as JSON")
+		fs.StringVar(&r.where, "where", "", "only rows where this predicate (expr.Parse) holds; prints the scan's file counts as JSON")
 		c = r
 	case "write":
 		w := &writeCmd{props: map[string]string{}}
@@ -115,12 +116,12 @@ func commandFor(name string, fs *flag.FlagSet) (c command, ok bool) {
 		c = ch
 	case "update":
 		u := &updateCmd{set: map[string]string{}}
-		fs.StringVar(&u.where, "where", "", "predicate (delta.ParsePredicate); default every row")
+		fs.StringVar(&u.where, "where", "", "predicate (expr.Parse); default every row")
 		fs.Var(propFlag(u.set), "set", "col=literal ('text', number, true, false, null; repeatable)")
 		c = u
 	case "delete":
 		d := &deleteCmd{}
-		fs.StringVar(&d.where, "where", "", "predicate (delta.ParsePredicate)")
+		fs.StringVar(&d.where, "where", "", "predicate (expr.Parse)")
 		c = d
 	case "merge":
 		m := &mergeCmd{}
@@ -223,7 +224,7 @@ func (c *readCmd) run(ctx context.Context, e *env) error {
 	}
 	so := delta.ScanOptions{TableURI: e.tableURI()}
 	if c.where != "" {
-		if so.Filter, err = delta.ParsePredicate(c.where); err != nil {
+		if so.Filter, err = expr.Parse(c.where); err != nil {
 			return usageError{fmt.Sprintf("read: --where %q: %v", c.where, err)}
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // recordStream is what read and changes write out: a delta.Scanner or a delta.ChangesReader.
@@ -141,7 +143,7 @@ func (c *appendCmd) run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	defer release(recs)
+	defer arrowx.ReleaseRecords(recs)
 	t, err := e.open(ctx)
 	if err != nil {
 		return err
@@ -199,7 +201,7 @@ func (c *updateCmd) run(ctx context.Context, e *env) error {
 		opts.Set[k] = parseLiteral(v)
 	}
 	if c.where != "" {
-		p, err := delta.ParsePredicate(c.where)
+		p, err := expr.Parse(c.where)
 		if err != nil {
 			return usageError{fmt.Sprintf("update: --where: %v", err)}
 		}
@@ -223,7 +225,7 @@ func (c *deleteCmd) run(ctx context.Context, e *env) error {
 	if c.where == "" {
 		return usageError{"delete: --where is required"}
 	}
-	p, err := delta.ParsePredicate(c.where)
+	p, err := expr.Parse(c.where)
 	if err != nil {
 		return usageError{fmt.Sprintf("delete: --where: %v", err)}
 	}
@@ -255,7 +257,7 @@ func (c *mergeCmd) run(ctx context.Context, e *env) error {
 		WhenNotMatched: []delta.MergeClause{{Action: delta.MergeInsert}},
 	}
 	if c.deleteWhen != "" {
-		p, err := delta.ParsePredicate(c.deleteWhen)
+		p, err := expr.Parse(c.deleteWhen)
 		if err != nil {
 			return usageError{fmt.Sprintf("merge: --delete-when: %v", err)}
 		}
@@ -266,7 +268,7 @@ func (c *mergeCmd) run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	defer release(recs)
+	defer arrowx.ReleaseRecords(recs)
 	opts.Source = recs
 	t, err := e.open(ctx)
 	if err != nil {
@@ -283,7 +285,7 @@ func (c *mergeCmd) run(ctx context.Context, e *env) error {
 		}
 		defer func() {
 			for _, fm := range pos.Files {
-				release(fm.Rows)
+				arrowx.ReleaseRecords(fm.Rows)
 			}
 		}()
 		opts.Positions, opts.Tx = pos, t.NewTransaction(snap, delta.TxOptions{})
@@ -431,10 +433,4 @@ func parseLiteral(s string) any {
 		return f
 	}
 	return s
-}
-
-func release(recs []arrow.RecordBatch) {
-	for _, r := range recs {
-		r.Release()
-	}
 }

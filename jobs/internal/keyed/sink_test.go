@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
@@ -170,7 +171,7 @@ func TestSinkDirectAndPartedCommitTheSame(t *testing.T) {
 				tx := tbl.NewTransaction(snap, delta.TxOptions{})
 				mp, err := tbl.NewMergeInParts(delta.MergeOptions{
 					On:             []string{"id"},
-					WhenMatched:    []delta.MergeClause{{Cond: delta.Eq("source.op", "D"), Action: delta.MergeDelete}, {Action: delta.MergeUpdate}},
+					WhenMatched:    []delta.MergeClause{{Cond: expr.Eq("source.op", "D"), Action: delta.MergeDelete}, {Action: delta.MergeUpdate}},
 					WhenNotMatched: []delta.MergeClause{{Action: delta.MergeInsert}},
 					Tx:             tx, Txn: &delta.Txn{AppID: "test", Version: 1},
 				})

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
 // The target side of a run: the rows of the target table its passes need, each with
@@ -30,7 +31,7 @@ type TargetSpec struct {
 	Columns []string
 	// Filter, when set, prunes the live scan's files by their stats (a small batch's
 	// keys); it does not apply to a scan that is set aside.
-	Filter delta.Predicate
+	Filter expr.Predicate
 	// ReadAhead reads the live scan's next file while a record is worked on.
 	ReadAhead bool
 	// Select locates a scanned record's key columns and says which of its rows a pass

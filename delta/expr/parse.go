@@ -1,4 +1,4 @@
-package delta
+package expr
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"unicode"
 )
 
-// ParsePredicate parses the SQL subset the CLI's --where accepts:
+// Parse parses the SQL subset the CLI's --where accepts:
 //
 //	expr    := term { OR term }
 //	term    := factor { AND factor }
@@ -25,7 +25,7 @@ import (
 // timestamp without a zone is read as UTC (for timestamp_ntz, as the wall-clock time).
 // Keywords are case-insensitive. Errors give the 1-based character position, e.g.
 // `parse predicate: position 14: expected a literal, found ")"`.
-func ParsePredicate(s string) (Predicate, error) {
+func Parse(s string) (Predicate, error) {
 	p := &predParser{src: s}
 	if err := p.lex(); err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
-package delta
+package expr
 
 import (
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+
 	"fmt"
 	"math/big"
 	"strings"
@@ -11,19 +13,19 @@ import (
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
-// boundPredicate is a Predicate resolved against a table schema: columns found, literals
+// Bound is a Predicate resolved against a table schema: columns found, literals
 // converted to the columns' types.
-type boundPredicate struct {
+type Bound struct {
 	kind  boundKind
-	terms []*boundPredicate
+	terms []*Bound
 	path  []string // resolved field names, top-level first
 	phys  []string // their physical names (column mapping): how stats and partitionValues name them
 	// noStats: the column's type was widened from another kind (typeWidening), so older
 	// files' statistics do not compare with its values: never skip by them.
 	noStats bool
-	typ     DataType // the column's type
+	typ     dschema.DataType // the column's type
 	op      Op
-	vals    []value
+	vals    []Value
 	not     bool
 	// For IN lists of strings or integers, the values as a set, so that testing a row
 	// costs one lookup instead of a pass over the list (a merge filters by thousands of keys).
@@ -35,7 +37,7 @@ type boundPredicate struct {
 const inSetMin = 8
 
 // buildInSet indexes an IN list whose values are all strings or all integers.
-func (b *boundPredicate) buildInSet() {
+func (b *Bound) buildInSet() {
 	if len(b.vals) < inSetMin {
 		return
 	}
@@ -69,17 +71,27 @@ const (
 	bNull
 )
 
-// tri-state truth (SQL three-valued logic).
+// Truth is a truth value of SQL's three-valued logic: a comparison with null is Unknown.
+type Truth int8
+
+// The truth values.
 const (
-	tFalse int8 = iota
-	tTrue
-	tNull
+	False Truth = iota
+	True
+	Unknown
 )
 
-func bindPredicate(p Predicate, schema *StructType) (*boundPredicate, error) {
+// FieldInfo says how a table stores a field: its physical name (how the files' statistics
+// and partition values name it) and whether the statistics of all its files compare with
+// values of its type. A nil FieldInfo means the field's own name, comparable statistics.
+type FieldInfo func(f *dschema.StructField) (physical string, statsComparable bool)
+
+// Bind resolves p against a table schema: every column it names must be in schema
+// (nested fields with dots) and every literal must fit its column's type.
+func Bind(p Predicate, schema *dschema.StructType, info FieldInfo) (*Bound, error) {
 	switch x := p.(type) {
 	case *AndPredicate, *OrPredicate:
-		b := &boundPredicate{kind: bAnd}
+		b := &Bound{kind: bAnd}
 		terms := []Predicate(nil)
 		if a, ok := x.(*AndPredicate); ok {
 			terms = a.Terms
@@ -91,7 +103,7 @@ func bindPredicate(p Predicate, schema *StructType) (*boundPredicate, error) {
 			return nil, fmt.Errorf("empty %s", map[boundKind]string{bAnd: "AND", bOr: "OR"}[b.kind])
 		}
 		for _, t := range terms {
-			bt, err := bindPredicate(t, schema)
+			bt, err := Bind(t, schema, info)
 			if err != nil {
 				return nil, err
 			}
@@ -99,7 +111,7 @@ func bindPredicate(p Predicate, schema *StructType) (*boundPredicate, error) {
 		}
 		return b, nil
 	case *Comparison:
-		b, err := bindColumn(x.Column, schema)
+		b, err := bindColumn(x.Column, schema, info)
 		if err != nil {
 			return nil, err
 		}
@@ -113,10 +125,10 @@ func bindPredicate(p Predicate, schema *StructType) (*boundPredicate, error) {
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", x.Column, err)
 		}
-		b.vals = []value{v}
+		b.vals = []Value{v}
 		return b, nil
 	case *InList:
-		b, err := bindColumn(x.Column, schema)
+		b, err := bindColumn(x.Column, schema, info)
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +143,7 @@ func bindPredicate(p Predicate, schema *StructType) (*boundPredicate, error) {
 		b.buildInSet()
 		return b, nil
 	case *NullCheck:
-		b, err := bindColumn(x.Column, schema)
+		b, err := bindColumn(x.Column, schema, info)
 		if err != nil {
 			return nil, err
 		}
@@ -143,13 +155,13 @@ func bindPredicate(p Predicate, schema *StructType) (*boundPredicate, error) {
 	return nil, fmt.Errorf("unknown predicate %T", p)
 }
 
-func bindColumn(name string, schema *StructType) (*boundPredicate, error) {
+func bindColumn(name string, schema *dschema.StructType, info FieldInfo) (*Bound, error) {
 	parts := strings.Split(name, ".")
 	if schema.Field(name) != nil {
 		parts = []string{name} // a top-level name containing dots
 	}
 	st := schema
-	b := &boundPredicate{}
+	b := &Bound{}
 	for i, p := range parts {
 		if st == nil {
 			return nil, fmt.Errorf("column %s: %s is not a struct", name, strings.Join(parts[:i], "."))
@@ -159,24 +171,28 @@ func bindColumn(name string, schema *StructType) (*boundPredicate, error) {
 			return nil, fmt.Errorf("column %s is not in the table schema", name)
 		}
 		b.path = append(b.path, f.Name)
-		b.phys = append(b.phys, physicalName(f))
+		phys, comparable := f.Name, true
+		if info != nil {
+			phys, comparable = info(f)
+		}
+		b.phys = append(b.phys, phys)
 		b.typ = f.Type
-		b.noStats = !statsComparable(f)
-		st, _ = f.Type.(*StructType)
+		b.noStats = !comparable
+		st, _ = f.Type.(*dschema.StructType)
 	}
 	switch b.typ.(type) {
-	case *ArrayType, *MapType, *StructType:
+	case *dschema.ArrayType, *dschema.MapType, *dschema.StructType:
 		return nil, fmt.Errorf("column %s has type %s, which predicates cannot compare", name, b.typ)
 	}
 	return b, nil
 }
 
-// columns lists the top-level columns the predicate reads.
-func (b *boundPredicate) columns() []string {
+// Columns lists the top-level columns the predicate reads.
+func (b *Bound) Columns() []string {
 	var out []string
 	seen := map[string]bool{}
-	var walk func(*boundPredicate)
-	walk = func(p *boundPredicate) {
+	var walk func(*Bound)
+	walk = func(p *Bound) {
 		if len(p.path) > 0 && !seen[strings.ToLower(p.path[0])] {
 			seen[strings.ToLower(p.path[0])] = true
 			out = append(out, p.path[0])
@@ -190,12 +206,12 @@ func (b *boundPredicate) columns() []string {
 }
 
 // test applies a leaf predicate to one value (null: vNull kind).
-func (b *boundPredicate) test(v value) int8 {
+func (b *Bound) test(v Value) Truth {
 	if b.kind == bNull {
 		return boolTri((v.kind == vNull) != b.not)
 	}
 	if v.kind == vNull {
-		return tNull
+		return Unknown
 	}
 	if b.kind == bIn {
 		switch {
@@ -207,45 +223,47 @@ func (b *boundPredicate) test(v value) int8 {
 			return boolTri(ok)
 		}
 		for _, w := range b.vals {
-			if compareValues(v, w) == 0 {
-				return tTrue
+			if Compare(v, w) == 0 {
+				return True
 			}
 		}
-		return tFalse
+		return False
 	}
-	return opTri(b.op, compareValues(v, b.vals[0]))
+	return opTri(b.op, Compare(v, b.vals[0]))
 }
 
-func boolTri(b bool) int8 {
+func boolTri(b bool) Truth {
 	if b {
-		return tTrue
+		return True
 	}
-	return tFalse
+	return False
 }
 
-// keptRows evaluates the predicate on every row of rec (whose columns include all the
+// KeptRows evaluates the predicate on every row of rec (whose columns include all the
 // predicate's top-level columns, in the table's Arrow types) and returns the indices of
 // the rows where it is true, or all=true when every row is.
-func (b *boundPredicate) keptRows(rec arrow.RecordBatch) (rows []int32, all bool, err error) {
-	res, err := b.evalTri(rec, int(rec.NumRows()))
+func (b *Bound) KeptRows(rec arrow.RecordBatch) (rows []int32, all bool, err error) {
+	res, err := b.Eval(rec, int(rec.NumRows()))
 	if err != nil {
 		return nil, false, err
 	}
 	rows = make([]int32, 0, len(res))
 	for i, r := range res {
-		if r == tTrue {
+		if r == True {
 			rows = append(rows, int32(i))
 		}
 	}
 	return rows, len(rows) == len(res), nil
 }
 
-func (b *boundPredicate) evalTri(rec arrow.RecordBatch, n int) ([]int8, error) {
+// Eval evaluates the predicate on the first n rows of rec (whose columns include all the
+// predicate's top-level columns, in the table's Arrow types), one truth value per row.
+func (b *Bound) Eval(rec arrow.RecordBatch, n int) ([]Truth, error) {
 	switch b.kind {
 	case bAnd, bOr:
-		var acc []int8
+		var acc []Truth
 		for _, t := range b.terms {
-			r, err := t.evalTri(rec, n)
+			r, err := t.Eval(rec, n)
 			if err != nil {
 				return nil, err
 			}
@@ -266,13 +284,13 @@ func (b *boundPredicate) evalTri(rec arrow.RecordBatch, n int) ([]int8, error) {
 	if out, ok := b.evalFast(arr, valid); ok {
 		return out, nil
 	}
-	get, err := valueGetter(arr)
+	get, err := ValueGetter(arr)
 	if err != nil {
 		return nil, fmt.Errorf("column %s: %w", strings.Join(b.path, "."), err)
 	}
-	out := make([]int8, n)
+	out := make([]Truth, n)
 	for i := range out {
-		v := value{}
+		v := Value{}
 		if arr.IsValid(i) && (valid == nil || valid[i]) {
 			v = get(i)
 		}
@@ -283,7 +301,7 @@ func (b *boundPredicate) evalTri(rec arrow.RecordBatch, n int) ([]int8, error) {
 
 // evalFast evaluates a comparison with one literal directly over the values of the
 // common column types (no per-row boxing); ok is false when it does not apply.
-func (b *boundPredicate) evalFast(arr arrow.Array, valid []bool) ([]int8, bool) {
+func (b *Bound) evalFast(arr arrow.Array, valid []bool) ([]Truth, bool) {
 	if b.kind != bCmp || valid != nil {
 		return nil, false
 	}
@@ -307,7 +325,7 @@ func (b *boundPredicate) evalFast(arr arrow.Array, valid []bool) ([]int8, bool) 
 		}
 	case *array.Float64:
 		if lit.kind == vFloat && lit.f == lit.f {
-			out := make([]int8, a.Len())
+			out := make([]Truth, a.Len())
 			for i, v := range a.Float64Values() {
 				out[i] = opTri(b.op, cmpFloat(v, lit.f))
 			}
@@ -316,7 +334,7 @@ func (b *boundPredicate) evalFast(arr arrow.Array, valid []bool) ([]int8, bool) 
 		}
 	case *array.String:
 		if lit.kind == vString {
-			out := make([]int8, a.Len())
+			out := make([]Truth, a.Len())
 			for i := range out {
 				out[i] = opTri(b.op, strings.Compare(a.Value(i), lit.s))
 			}
@@ -327,8 +345,8 @@ func (b *boundPredicate) evalFast(arr arrow.Array, valid []bool) ([]int8, bool) 
 	return nil, false
 }
 
-func cmpSlice[T ~int32 | ~int64](arr arrow.Array, vals []T, lit int64, op Op) []int8 {
-	out := make([]int8, len(vals))
+func cmpSlice[T ~int32 | ~int64](arr arrow.Array, vals []T, lit int64, op Op) []Truth {
+	out := make([]Truth, len(vals))
 	for i, v := range vals {
 		out[i] = opTri(op, cmp3(int64(v), lit))
 	}
@@ -336,19 +354,19 @@ func cmpSlice[T ~int32 | ~int64](arr arrow.Array, vals []T, lit int64, op Op) []
 	return out
 }
 
-func nullsToTri(arr arrow.Array, out []int8) {
+func nullsToTri(arr arrow.Array, out []Truth) {
 	if arr.NullN() == 0 {
 		return
 	}
 	for i := range out {
 		if arr.IsNull(i) {
-			out[i] = tNull
+			out[i] = Unknown
 		}
 	}
 }
 
 // opTri turns a three-way comparison into the operator's truth value.
-func opTri(op Op, c int) int8 {
+func opTri(op Op, c int) Truth {
 	switch op {
 	case OpEq:
 		return boolTri(c == 0)
@@ -364,23 +382,23 @@ func opTri(op Op, c int) int8 {
 	return boolTri(c >= 0)
 }
 
-func combine(k boundKind, a, b int8) int8 {
+func combine(k boundKind, a, b Truth) Truth {
 	if k == bAnd {
 		switch {
-		case a == tFalse || b == tFalse:
-			return tFalse
-		case a == tTrue && b == tTrue:
-			return tTrue
+		case a == False || b == False:
+			return False
+		case a == True && b == True:
+			return True
 		}
-		return tNull
+		return Unknown
 	}
 	switch {
-	case a == tTrue || b == tTrue:
-		return tTrue
-	case a == tFalse && b == tFalse:
-		return tFalse
+	case a == True || b == True:
+		return True
+	case a == False && b == False:
+		return False
 	}
-	return tNull
+	return Unknown
 }
 
 // resolveColumn finds the array for a (possibly nested) column path in rec, with the
@@ -416,33 +434,33 @@ func resolveColumn(rec arrow.RecordBatch, path []string) (arrow.Array, []bool, e
 	return arr, valid, nil
 }
 
-// valueGetter reads row values of an array as values.
-func valueGetter(arr arrow.Array) (func(int) value, error) {
+// ValueGetter reads the row values of an array.
+func ValueGetter(arr arrow.Array) (func(int) Value, error) {
 	if g, ok := arrowx.IntGetter(arr); ok {
-		return func(i int) value { return value{kind: vInt, i: g(i)} }, nil
+		return func(i int) Value { return Value{kind: vInt, i: g(i)} }, nil
 	}
 	switch a := arr.(type) {
 	case *array.Null: // a void column: every value is null
-		return func(int) value { return value{} }, nil
+		return func(int) Value { return Value{} }, nil
 	case *array.String:
-		return func(i int) value { return value{kind: vString, s: a.Value(i)} }, nil
+		return func(i int) Value { return Value{kind: vString, s: a.Value(i)} }, nil
 	case *array.Binary:
-		return func(i int) value { return value{kind: vString, s: string(a.Value(i))} }, nil
+		return func(i int) Value { return Value{kind: vString, s: string(a.Value(i))} }, nil
 	case *array.Float64:
-		return func(i int) value { return value{kind: vFloat, f: a.Value(i)} }, nil
+		return func(i int) Value { return Value{kind: vFloat, f: a.Value(i)} }, nil
 	case *array.Float32:
-		return func(i int) value { return value{kind: vFloat, f: float64(a.Value(i))} }, nil
+		return func(i int) Value { return Value{kind: vFloat, f: float64(a.Value(i))} }, nil
 	case *array.Boolean:
-		return func(i int) value { return value{kind: vBool, b: a.Value(i)} }, nil
+		return func(i int) Value { return Value{kind: vBool, b: a.Value(i)} }, nil
 	case *array.Date32:
-		return func(i int) value { return value{kind: vInt, i: int64(a.Value(i))} }, nil
+		return func(i int) Value { return Value{kind: vInt, i: int64(a.Value(i))} }, nil
 	case *array.Timestamp:
-		return func(i int) value { return value{kind: vInt, i: int64(a.Value(i))} }, nil
+		return func(i int) Value { return Value{kind: vInt, i: int64(a.Value(i))} }, nil
 	case *array.Decimal128:
 		scale := a.DataType().(*arrow.Decimal128Type).Scale
 		den := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)
-		return func(i int) value {
-			return value{kind: vDecimal, r: new(big.Rat).SetFrac(a.Value(i).BigInt(), den)}
+		return func(i int) Value {
+			return Value{kind: vDecimal, r: new(big.Rat).SetFrac(a.Value(i).BigInt(), den)}
 		}, nil
 	}
 	return nil, fmt.Errorf("cannot compare values of type %s", arr.DataType())

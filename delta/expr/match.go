@@ -1,6 +1,8 @@
-package delta
+package expr
 
 import (
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -8,12 +10,12 @@ import (
 
 // Matcher evaluates a Predicate on record batches, for callers that test rows of their
 // own (a stage deciding which source rows are deletes).
-type Matcher struct{ b *boundPredicate }
+type Matcher struct{ b *Bound }
 
 // NewMatcher binds p to schema: every column it names must be in schema (nested fields
 // with dots), and every literal must fit its column's type.
-func NewMatcher(p Predicate, schema *StructType) (*Matcher, error) {
-	b, err := bindPredicate(p, schema)
+func NewMatcher(p Predicate, schema *dschema.StructType) (*Matcher, error) {
+	b, err := Bind(p, schema, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -25,20 +27,20 @@ func NewMatcher(p Predicate, schema *StructType) (*Matcher, error) {
 // columns, found by name, in the Arrow types of the schema the matcher was bound to.
 func (m *Matcher) Match(rec arrow.RecordBatch) ([]bool, error) {
 	n := int(rec.NumRows())
-	tri, err := m.b.evalTri(rec, n)
+	tri, err := m.b.Eval(rec, n)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]bool, n)
 	for i, t := range tri {
-		out[i] = t == tTrue
+		out[i] = t == True
 	}
 	return out, nil
 }
 
-// PredicateColumns lists the column names a predicate reads, in the order it first
+// Columns lists the column names a predicate reads, in the order it first
 // names them, each once (compared ignoring case).
-func PredicateColumns(p Predicate) []string {
+func Columns(p Predicate) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(c string) {

@@ -1,6 +1,8 @@
-package delta
+package expr
 
 import (
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+
 	"fmt"
 	"math/big"
 	"strconv"
@@ -11,9 +13,9 @@ import (
 // Predicate is a simple row condition: comparisons of a column with literals combined
 // with AND and OR. Scans use it to skip files (by partition values and min/max/nullCount
 // stats) and then apply it to every row, so results are exact. Build one with Eq, Ne, Lt,
-// Le, Gt, Ge, In, IsNull, IsNotNull, And and Or, or parse one with ParsePredicate.
+// Le, Gt, Ge, In, IsNull, IsNotNull, And and Or, or parse one with Parse.
 type Predicate interface {
-	// String renders the predicate in the SQL subset ParsePredicate reads.
+	// String renders the predicate in the SQL subset Parse reads.
 	String() string
 	isPredicate()
 }
@@ -132,7 +134,7 @@ func joinTerms(ts []Predicate, sep string) string {
 	return strings.Join(parts, sep)
 }
 
-// quoteIdent writes a column name as ParsePredicate reads it back: bare when it lexes as
+// quoteIdent writes a column name as Parse reads it back: bare when it lexes as
 // one identifier (a letter or _ first, then letters, digits, _ and .) and is no keyword,
 // else in backquotes.
 func quoteIdent(s string) string {
@@ -148,7 +150,7 @@ func quoteIdent(s string) string {
 	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
 }
 
-// predicateKeywords are the words ParsePredicate gives a meaning.
+// predicateKeywords are the words Parse gives a meaning.
 var predicateKeywords = map[string]bool{
 	"AND": true, "OR": true, "NOT": true, "IS": true, "NULL": true, "IN": true, "BETWEEN": true,
 	"TRUE": true, "FALSE": true, "DATE": true, "TIMESTAMP": true, "TIMESTAMP_NTZ": true,
@@ -170,8 +172,8 @@ func literalSQL(v any) string {
 	return fmt.Sprint(v)
 }
 
-// ratSQL writes a rational as a decimal number ParsePredicate reads back: exactly when
-// its denominator is a product of 2s and 5s (every number ParsePredicate makes), else
+// ratSQL writes a rational as a decimal number Parse reads back: exactly when
+// its denominator is a product of 2s and 5s (every number Parse makes), else
 // rounded to 30 decimal places.
 func ratSQL(r *big.Rat) string {
 	if r.IsInt() {
@@ -196,67 +198,92 @@ func ratSQL(r *big.Rat) string {
 }
 
 // literalValue converts a predicate literal to a value of the column's type.
-func literalValue(dt DataType, v any) (value, error) {
+func literalValue(dt dschema.DataType, v any) (Value, error) {
 	switch x := v.(type) {
 	case nil:
-		return value{}, fmt.Errorf("NULL literal: use IS NULL")
+		return Value{}, fmt.Errorf("NULL literal: use IS NULL")
 	case string:
 		return parseTyped(dt, x, true)
 	case time.Time:
 		switch t := dt.(type) {
-		case *PrimitiveType:
+		case *dschema.PrimitiveType:
 			switch t.Name {
-			case TypeDate:
+			case dschema.TypeDate:
 				y, m, d := x.Date()
-				return value{kind: vInt, i: time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400}, nil
-			case TypeTimestamp:
-				return value{kind: vInt, i: x.UnixMicro()}, nil
-			case TypeTimestampNTZ:
+				return Value{kind: vInt, i: time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400}, nil
+			case dschema.TypeTimestamp:
+				return Value{kind: vInt, i: x.UnixMicro()}, nil
+			case dschema.TypeTimestampNTZ:
 				y, mo, d := x.Date()
 				h, mi, s := x.Clock()
-				return value{kind: vInt, i: time.Date(y, mo, d, h, mi, s, x.Nanosecond(), time.UTC).UnixMicro()}, nil
+				return Value{kind: vInt, i: time.Date(y, mo, d, h, mi, s, x.Nanosecond(), time.UTC).UnixMicro()}, nil
 			}
 		}
 	case bool:
-		if p, ok := dt.(*PrimitiveType); ok && p.Name == TypeBoolean {
-			return value{kind: vBool, b: x}, nil
+		if p, ok := dt.(*dschema.PrimitiveType); ok && p.Name == dschema.TypeBoolean {
+			return Value{kind: vBool, b: x}, nil
 		}
 	case *big.Rat:
-		return numericLiteral(dt, value{kind: vDecimal, r: x})
+		return numericLiteral(dt, Value{kind: vDecimal, r: x})
 	case float64:
-		return numericLiteral(dt, value{kind: vFloat, f: x})
+		return numericLiteral(dt, Value{kind: vFloat, f: x})
 	case float32:
-		return numericLiteral(dt, value{kind: vFloat, f: float64(x)})
+		return numericLiteral(dt, Value{kind: vFloat, f: float64(x)})
 	case int:
-		return numericLiteral(dt, value{kind: vInt, i: int64(x)})
+		return numericLiteral(dt, Value{kind: vInt, i: int64(x)})
 	case int64:
-		return numericLiteral(dt, value{kind: vInt, i: x})
+		return numericLiteral(dt, Value{kind: vInt, i: x})
 	case int32:
-		return numericLiteral(dt, value{kind: vInt, i: int64(x)})
+		return numericLiteral(dt, Value{kind: vInt, i: int64(x)})
 	case int16:
-		return numericLiteral(dt, value{kind: vInt, i: int64(x)})
+		return numericLiteral(dt, Value{kind: vInt, i: int64(x)})
 	case int8:
-		return numericLiteral(dt, value{kind: vInt, i: int64(x)})
+		return numericLiteral(dt, Value{kind: vInt, i: int64(x)})
 	case uint32:
-		return numericLiteral(dt, value{kind: vInt, i: int64(x)})
+		return numericLiteral(dt, Value{kind: vInt, i: int64(x)})
 	}
-	return value{}, fmt.Errorf("literal %v (%T) does not fit type %s", v, v, dt)
+	return Value{}, fmt.Errorf("literal %v (%T) does not fit type %s", v, v, dt)
 }
 
-func numericLiteral(dt DataType, v value) (value, error) {
+func numericLiteral(dt dschema.DataType, v Value) (Value, error) {
 	switch t := dt.(type) {
-	case *DecimalType:
-		return value{kind: vDecimal, r: v.rat()}, nil
-	case *PrimitiveType:
+	case *dschema.DecimalType:
+		return Value{kind: vDecimal, r: v.rat()}, nil
+	case *dschema.PrimitiveType:
 		switch t.Name {
-		case TypeFloat, TypeDouble:
-			return value{kind: vFloat, f: v.num()}, nil
-		case TypeLong, TypeInteger, TypeShort, TypeByte:
+		case dschema.TypeFloat, dschema.TypeDouble:
+			return Value{kind: vFloat, f: v.num()}, nil
+		case dschema.TypeLong, dschema.TypeInteger, dschema.TypeShort, dschema.TypeByte:
 			if v.kind == vDecimal && v.r.IsInt() && v.r.Num().IsInt64() {
-				return value{kind: vInt, i: v.r.Num().Int64()}, nil
+				return Value{kind: vInt, i: v.r.Num().Int64()}, nil
 			}
 			return v, nil
 		}
 	}
-	return value{}, fmt.Errorf("numeric literal %s does not fit type %s", v.rat().RatString(), dt)
+	return Value{}, fmt.Errorf("numeric literal %s does not fit type %s", v.rat().RatString(), dt)
+}
+
+// Rename rebuilds a predicate with every column name mapped by f.
+func Rename(p Predicate, f func(string) string) Predicate {
+	switch x := p.(type) {
+	case *Comparison:
+		return &Comparison{Column: f(x.Column), Op: x.Op, Value: x.Value}
+	case *InList:
+		return &InList{Column: f(x.Column), Values: x.Values}
+	case *NullCheck:
+		return &NullCheck{Column: f(x.Column), Not: x.Not}
+	case *AndPredicate:
+		ts := make([]Predicate, len(x.Terms))
+		for i, t := range x.Terms {
+			ts[i] = Rename(t, f)
+		}
+		return &AndPredicate{ts}
+	case *OrPredicate:
+		ts := make([]Predicate, len(x.Terms))
+		for i, t := range x.Terms {
+			ts[i] = Rename(t, f)
+		}
+		return &OrPredicate{ts}
+	}
+	return p
 }

@@ -1,7 +1,8 @@
-package delta
+package expr
 
 import (
-	"bytes"
+	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+
 	"encoding/json"
 	"math"
 	"math/big"
@@ -9,29 +10,36 @@ import (
 	"strings"
 )
 
-// fileStatsView is a parsed stats string.
-type fileStatsView struct {
-	numRecords *int64
-	min, max   map[string]any
-	nulls      map[string]any
+// Stats are the statistics a data file carries of its columns: its row count, and per
+// column (nested like the schema, by physical name) its least and greatest value and its
+// count of nulls, as the stats JSON holds them (numbers as json.Number). Fields are nil
+// when the file does not say.
+type Stats struct {
+	NumRecords          *int64
+	Min, Max, NullCount map[string]any
 }
 
-func parseStatsView(s string) *fileStatsView {
-	if s == "" {
-		return nil
+// Nulls is the count of nulls of the column at path (physical names); ok is false when
+// the file does not say.
+func (s *Stats) Nulls(path []string) (n int64, ok bool) {
+	raw, ok := lookupPath(s.NullCount, path)
+	if !ok {
+		return 0, false
 	}
-	var raw struct {
-		NumRecords *int64         `json:"numRecords"`
-		MinValues  map[string]any `json:"minValues"`
-		MaxValues  map[string]any `json:"maxValues"`
-		NullCount  map[string]any `json:"nullCount"`
+	num, ok := raw.(json.Number)
+	if !ok {
+		return 0, false
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
-	dec.UseNumber()
-	if dec.Decode(&raw) != nil {
-		return nil // unreadable stats never prune
-	}
-	return &fileStatsView{numRecords: raw.NumRecords, min: raw.MinValues, max: raw.MaxValues, nulls: raw.NullCount}
+	n, err := strconv.ParseInt(num.String(), 10, 64)
+	return n, err == nil
+}
+
+// Bounds are the least and greatest values the file's statistics allow for the column at
+// path (physical names) of type dt, widened as StatBounds says.
+func (s *Stats) Bounds(dt dschema.DataType, path []string) (lo, hi Value, hasLo, hasHi bool) {
+	rawMin, _ := lookupPath(s.Min, path)
+	rawMax, _ := lookupPath(s.Max, path)
+	return StatBounds(dt, rawMin, rawMax)
 }
 
 func lookupPath(m map[string]any, path []string) (any, bool) {
@@ -60,7 +68,7 @@ func lookupPath(m map[string]any, path []string) (any, bool) {
 
 // statValue converts a min/max stat to a value of the column's type, as written (a
 // float column's as the float32 it prints).
-func statValue(dt DataType, raw any) (value, bool) {
+func statValue(dt dschema.DataType, raw any) (Value, bool) {
 	var s string
 	switch x := raw.(type) {
 	case json.Number:
@@ -68,15 +76,15 @@ func statValue(dt DataType, raw any) (value, bool) {
 	case string:
 		s = x
 	case bool:
-		return value{kind: vBool, b: x}, true
+		return Value{kind: vBool, b: x}, true
 	default:
-		return value{}, false
+		return Value{}, false
 	}
 	v, err := parseTyped(dt, s, false)
 	return v, err == nil
 }
 
-// statBounds reads a column's min and max statistics as bounds that hold for every
+// StatBounds reads a column's min and max statistics as bounds that hold for every
 // non-null value in the file, whatever rounding or truncation the writer's JSON applied
 // (PROTOCOL.md §Per-file Statistics lets statistics be wider than the data): a float
 // column's stats are float32 values, widened by one float32 step each way, and a double's
@@ -86,7 +94,7 @@ func statValue(dt DataType, raw any) (value, bool) {
 // they are widened by 999µs; strings are prefix-truncated, so the max stands for every
 // string it is a prefix of: the bound is the smallest string above them all (none when
 // the max is empty or all 0xFF bytes). Integers, dates and booleans are exact.
-func statBounds(dt DataType, rawMin, rawMax any) (mn, mx value, hasMin, hasMax bool) {
+func StatBounds(dt dschema.DataType, rawMin, rawMax any) (mn, mx Value, hasMin, hasMax bool) {
 	if rawMin != nil {
 		mn, hasMin = statValue(dt, rawMin)
 	}
@@ -94,7 +102,7 @@ func statBounds(dt DataType, rawMin, rawMax any) (mn, mx value, hasMin, hasMax b
 		mx, hasMax = statValue(dt, rawMax)
 	}
 	switch t := dt.(type) {
-	case *DecimalType:
+	case *dschema.DecimalType:
 		if t.Precision > 15 {
 			if hasMin {
 				mn.r = widenRat(mn.r, -1)
@@ -103,30 +111,30 @@ func statBounds(dt DataType, rawMin, rawMax any) (mn, mx value, hasMin, hasMax b
 				mx.r = widenRat(mx.r, 1)
 			}
 		}
-	case *PrimitiveType:
+	case *dschema.PrimitiveType:
 		switch t.Name {
-		case TypeFloat:
+		case dschema.TypeFloat:
 			if hasMin {
 				mn.f = float64(math.Nextafter32(float32(mn.f), float32(math.Inf(-1))))
 			}
 			if hasMax {
 				mx.f = float64(math.Nextafter32(float32(mx.f), float32(math.Inf(1))))
 			}
-		case TypeDouble:
+		case dschema.TypeDouble:
 			if hasMin {
 				mn.f = math.Nextafter(mn.f, math.Inf(-1))
 			}
 			if hasMax {
 				mx.f = math.Nextafter(mx.f, math.Inf(1))
 			}
-		case TypeTimestamp, TypeTimestampNTZ:
+		case dschema.TypeTimestamp, dschema.TypeTimestampNTZ:
 			if hasMin && mn.i > math.MinInt64+999 {
 				mn.i -= 999
 			}
 			if hasMax && mx.i < math.MaxInt64-999 {
 				mx.i += 999
 			}
-		case TypeString:
+		case dschema.TypeString:
 			if hasMax {
 				mx.s, hasMax = prefixUpperBound(mx.s)
 			}
@@ -160,14 +168,26 @@ func prefixUpperBound(p string) (string, bool) {
 	return string(b), true
 }
 
-// mayMatchFile reports whether a file can hold a row for which the predicate is true:
+// File is what a data file says of its rows without being read.
+type File struct {
+	// PartitionValues are the file's serialized partition values by column (physical)
+	// name, nil meaning null.
+	PartitionValues map[string]*string
+	// IsPartition holds the lower-case names of the table's partition columns.
+	IsPartition map[string]bool
+	// Stats returns the file's statistics (nil: none, which never prunes). It is called
+	// at most once, and only when a column other than a partition column is tested.
+	Stats func() *Stats
+}
+
+// MayMatchFile reports whether a file can hold a row for which the predicate is true:
 // exactly for partition columns, conservatively from stats for others (a file without
 // stats is never pruned).
-func (b *boundPredicate) mayMatchFile(a *Add, isPart map[string]bool) (bool, error) {
-	var sv *fileStatsView
+func (b *Bound) MayMatchFile(f File) (bool, error) {
+	var sv *Stats
 	parsed := false
-	var rec func(p *boundPredicate) (bool, error)
-	rec = func(p *boundPredicate) (bool, error) {
+	var rec func(p *Bound) (bool, error)
+	rec = func(p *Bound) (bool, error) {
 		switch p.kind {
 		case bAnd:
 			for _, t := range p.terms {
@@ -184,34 +204,47 @@ func (b *boundPredicate) mayMatchFile(a *Add, isPart map[string]bool) (bool, err
 			}
 			return false, nil
 		}
-		if len(p.path) == 1 && isPart[strings.ToLower(p.path[0])] {
-			v, err := parsePartitionValue(p.typ, partitionValue(a, p.path[0], p.phys[0]))
+		if len(p.path) == 1 && f.IsPartition[strings.ToLower(p.path[0])] {
+			v, err := ParsePartitionValue(p.typ, partitionValue(f.PartitionValues, p.path[0], p.phys[0]))
 			if err != nil {
 				return false, err
 			}
-			return p.test(v) == tTrue, nil
+			return p.test(v) == True, nil
 		}
-		if !parsed {
-			sv, parsed = parseStatsView(a.Stats), true
+		if !parsed && f.Stats != nil {
+			sv, parsed = f.Stats(), true
 		}
-		return p.mayMatchStats(sv), nil
+		return p.MayMatchStats(sv), nil
 	}
 	return rec(b)
 }
 
-func (b *boundPredicate) mayMatchStats(sv *fileStatsView) bool {
+// partitionValue is the serialized value of the partition column of logical name name
+// and physical name phys: by its physical name when the column has one of its own, else
+// by its name in any case.
+func partitionValue(pv map[string]*string, name, phys string) *string {
+	if phys != name {
+		return pv[phys]
+	}
+	for k, v := range pv {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return nil
+}
+
+// MayMatchStats reports whether a file of statistics sv (nil: none) can hold a row for
+// which the leaf predicate b is true.
+func (b *Bound) MayMatchStats(sv *Stats) bool {
 	if sv == nil || b.noStats {
 		return true
 	}
 	var nullCount int64 = -1
-	if raw, ok := lookupPath(sv.nulls, b.phys); ok {
-		if n, ok := raw.(json.Number); ok {
-			if x, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
-				nullCount = x
-			}
-		}
+	if n, ok := sv.Nulls(b.phys); ok {
+		nullCount = n
 	}
-	allNull := nullCount >= 0 && sv.numRecords != nil && nullCount == *sv.numRecords
+	allNull := nullCount >= 0 && sv.NumRecords != nil && nullCount == *sv.NumRecords
 	if b.kind == bNull {
 		if b.not {
 			return !allNull
@@ -221,14 +254,12 @@ func (b *boundPredicate) mayMatchStats(sv *fileStatsView) bool {
 	if allNull {
 		return false // every comparison with null is null
 	}
-	rawMin, _ := lookupPath(sv.min, b.phys)
-	rawMax, _ := lookupPath(sv.max, b.phys)
-	mn, mx, hasMin, hasMax := statBounds(b.typ, rawMin, rawMax)
-	inRange := func(v value) bool {
-		if hasMin && compareValues(v, mn) < 0 {
+	mn, mx, hasMin, hasMax := sv.Bounds(b.typ, b.phys)
+	inRange := func(v Value) bool {
+		if hasMin && Compare(v, mn) < 0 {
 			return false
 		}
-		if hasMax && compareValues(v, mx) > 0 {
+		if hasMax && Compare(v, mx) > 0 {
 			return false
 		}
 		return true
@@ -246,26 +277,26 @@ func (b *boundPredicate) mayMatchStats(sv *fileStatsView) bool {
 	case OpEq:
 		return inRange(v)
 	case OpNe:
-		if hasMin && hasMax && exactStats(b.typ) && compareValues(mn, mx) == 0 && compareValues(mn, v) == 0 {
+		if hasMin && hasMax && exactStats(b.typ) && Compare(mn, mx) == 0 && Compare(mn, v) == 0 {
 			return false
 		}
 	case OpLt:
-		return !hasMin || compareValues(mn, v) < 0
+		return !hasMin || Compare(mn, v) < 0
 	case OpLe:
-		return !hasMin || compareValues(mn, v) <= 0
+		return !hasMin || Compare(mn, v) <= 0
 	case OpGt:
-		return !hasMax || compareValues(mx, v) > 0
+		return !hasMax || Compare(mx, v) > 0
 	case OpGe:
-		return !hasMax || compareValues(mx, v) >= 0
+		return !hasMax || Compare(mx, v) >= 0
 	}
 	return true
 }
 
 // exactStats: the type's min/max stats are exact values (not truncated).
-func exactStats(dt DataType) bool {
-	if p, ok := dt.(*PrimitiveType); ok {
+func exactStats(dt dschema.DataType) bool {
+	if p, ok := dt.(*dschema.PrimitiveType); ok {
 		switch p.Name {
-		case TypeString, TypeTimestamp, TypeTimestampNTZ, TypeFloat, TypeDouble:
+		case dschema.TypeString, dschema.TypeTimestamp, dschema.TypeTimestampNTZ, dschema.TypeFloat, dschema.TypeDouble:
 			return false
 		}
 	}

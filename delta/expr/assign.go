@@ -1,4 +1,4 @@
-package delta
+package expr
 
 import (
 	"fmt"
@@ -26,10 +26,10 @@ func Col(name string) ColumnRef { return ColumnRef{Name: name} }
 // releases it.
 type ExprFunc func(rows arrow.RecordBatch) (arrow.Array, error)
 
-// evalAssignment builds the new values of field f (Arrow type at) for the n rows of view
+// Assign builds the new values of field f (Arrow type at) for the n rows of view
 // from an assignment value: a ColumnRef, an ExprFunc, or a literal (nil for null; the
 // literal forms Predicate accepts: Go numbers, strings, bools, time.Time, *big.Rat).
-func evalAssignment(mem memory.Allocator, view arrow.RecordBatch, f *StructField, at arrow.DataType, v any) (arrow.Array, error) {
+func Assign(mem memory.Allocator, view arrow.RecordBatch, f *dschema.StructField, at arrow.DataType, v any) (arrow.Array, error) {
 	n := int(view.NumRows())
 	var arr arrow.Array
 	switch x := v.(type) {
@@ -51,7 +51,7 @@ func evalAssignment(mem memory.Allocator, view arrow.RecordBatch, f *StructField
 		}
 		arr = c
 	case func(arrow.RecordBatch) (arrow.Array, error):
-		return evalAssignment(mem, view, f, at, ExprFunc(x))
+		return Assign(mem, view, f, at, ExprFunc(x))
 	case nil:
 		if !f.Nullable {
 			return nil, fmt.Errorf("set %s = NULL: the column is not nullable", f.Name)
@@ -66,7 +66,7 @@ func evalAssignment(mem memory.Allocator, view arrow.RecordBatch, f *StructField
 		defer b.Release()
 		b.Reserve(n)
 		for i := 0; i < n; i++ {
-			if err := appendValue(b, val); err != nil {
+			if err := AppendValue(b, val); err != nil {
 				return nil, fmt.Errorf("set %s: %w", f.Name, err)
 			}
 		}
@@ -84,8 +84,8 @@ func evalAssignment(mem memory.Allocator, view arrow.RecordBatch, f *StructField
 	return out, nil
 }
 
-// assignmentString renders an assignment for operationParameters.
-func assignmentString(v any) string {
+// AssignmentString renders an assignment for operationParameters.
+func AssignmentString(v any) string {
 	switch x := v.(type) {
 	case ColumnRef:
 		return x.Name
@@ -95,8 +95,8 @@ func assignmentString(v any) string {
 	return literalSQL(v)
 }
 
-// checkSetColumns resolves the columns of a SET map against the table schema.
-func checkSetColumns(set map[string]any, schema *StructType) (map[string]any, error) {
+// CheckSet resolves the columns of a SET map against the table schema.
+func CheckSet(set map[string]any, schema *dschema.StructType) (map[string]any, error) {
 	out := make(map[string]any, len(set))
 	for k, v := range set {
 		f := schema.Field(k)
