@@ -105,6 +105,24 @@ func newChangesReader(ctx context.Context, t *Table, plan *changesPlan, opts Cha
 	return r, nil
 }
 
+// RowsHint is about how many change rows the reader will return at most, from the
+// files' stats (a file written without CDC files counts its rows; one with them, every
+// change it records, pre-images included): room a reader can make at once. False when
+// a file's stats do not say.
+func (r *ChangesReader) RowsHint() (int64, bool) {
+	var n int64
+	for _, u := range r.plan.units {
+		for _, f := range u.files {
+			c, ok := f.NumRecords()
+			if !ok {
+				return 0, false
+			}
+			n += c
+		}
+	}
+	return n, true
+}
+
 // Schema is the schema of the returned records: the data columns, then _change_type,
 // _commit_version and _commit_timestamp.
 func (r *ChangesReader) Schema() *arrow.Schema { return r.out }

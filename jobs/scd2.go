@@ -269,7 +269,12 @@ func (s *SCD2Merge) pass(ctx context.Context, p *keyed.Pass, l *scdLayout, log *
 		if err != nil {
 			return fmt.Errorf("source %s: %w", s.cfg.Source, err)
 		}
-		return s.emit(gctx, sink, b, l, changes, late)
+		if err := s.emit(gctx, sink, b, l, changes, late); err != nil {
+			return err
+		}
+		// In memory (one pass, a direct sink) the dimension's files are written while
+		// the log is: only the commits keep their order.
+		return sink.Flush(gctx)
 	})
 	return g.Wait()
 }

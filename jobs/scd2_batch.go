@@ -220,6 +220,11 @@ func (b *scdBatch) reserve(n int) {
 	b.evPrev = slices.Grow(b.evPrev, n)
 	b.evSeq = slices.Grow(b.evSeq, n)
 	b.evDel = slices.Grow(b.evDel, n)
+	if b.changeFeed {
+		b.evCommit = slices.Grow(b.evCommit, n)
+		b.evRowSeq = slices.Grow(b.evRowSeq, n)
+		b.evPhys = slices.Grow(b.evPhys, n)
+	}
 }
 
 // row returns event ev's data row.

@@ -5,7 +5,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math/bits"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -63,33 +66,15 @@ func (a *logAppender) chunkRows() int {
 
 // logRecords hands write the batch's events as log records of at most chunk rows, in
 // the log's order, without those skip says (by their source version) and without
-// repeats of an event of the same key.
+// repeats of an event of the same key. The keys are put in the log's order (keysByHash)
+// with the only event of each key that has one; a chunk's columns are then gathered
+// column by column from the event arrays (each loop's loads independent of one
+// another, so the processor waits on many cache misses at once).
 func (b *scdBatch) logRecords(chunk int, skip func(commit int64) bool, write func(arrow.RecordBatch) error) error {
 	hashes, t1, t1at := b.eventDigests()
-	type hashed struct {
-		h  int64
-		id int32
-	}
-	ids := make([]hashed, len(b.head))
-	for id := range b.head {
-		ids[id] = hashed{keyed.Hash(b.keys.Key(int32(id))), int32(id)}
-	}
-	slices.SortFunc(ids, func(x, y hashed) int {
-		if c := cmp.Compare(x.h, y.h); c != 0 {
-			return c
-		}
-		return bytes.Compare(b.keys.Key(x.id), b.keys.Key(y.id))
-	})
-	w := &logBuilder{chunk: chunk, room: min(chunk, len(b.evSeq))}
-	if n := len(b.head); n > 0 {
-		sample := min(n, 1024)
-		keyBytes := 0
-		for id := range sample {
-			keyBytes += len(b.keys.Key(int32(id)))
-		}
-		w.keyBytes, w.type1Bytes = keyBytes/sample+1, len(t1)/max(len(b.evSeq), 1)+1
-	}
-	w.reserve()
+	order := b.keysByHash(skip)
+	var rows []logRow
+	var extra []loggedEvent // the events of keys with several, in the log's order
 	var evs []int32
 	var many []loggedEvent
 	fact := func(ev int32) eventFact {
@@ -103,19 +88,16 @@ func (b *scdBatch) logRecords(chunk int, skip func(commit int64) bool, write fun
 		}
 		return f
 	}
-	for _, k := range ids {
-		key := b.keys.Key(k.id)
-		evs = evs[:0]
-		for ev := b.head[k.id]; ev >= 0; ev = b.evPrev[ev] {
-			evs = append(evs, ev)
-		}
-		if len(evs) == 1 {
-			ev := evs[0]
-			if b.evCommit != nil && skip(b.evCommit[ev]) {
-				continue
-			}
-			w.add(k.h, key, b.evSeq[ev], b.evDel[ev], b.evCommit != nil && b.evPhys[ev], hashes[ev], b.commitOf(ev), b.rowSeqOf(ev), t1[t1at[ev]:t1at[ev+1]])
+	g := logGather{b: b, hashes: hashes, t1: t1, t1at: t1at}
+	for _, k := range order {
+		if k.ev >= 0 {
+			rows = append(rows, logRow{h: k.h, id: k.id, ev: k.ev})
 		} else {
+			evs = evs[:0]
+			for ev := b.head[k.id]; ev >= 0; ev = b.evPrev[ev] {
+				evs = append(evs, ev)
+			}
+			key := b.keys.Key(k.id)
 			many = many[:0]
 			for _, ev := range evs {
 				if f := fact(ev); b.evCommit == nil || !skip(f.commit) {
@@ -125,16 +107,185 @@ func (b *scdBatch) logRecords(chunk int, skip func(commit int64) bool, write fun
 			sortLogged(many)
 			many = slices.CompactFunc(many, func(x, y loggedEvent) bool { return x.eventFact == y.eventFact })
 			for _, e := range many {
-				w.add(k.h, key, e.seq, e.del, e.phys, e.hash, e.commit, e.rowSeq, []byte(e.type1))
+				extra = append(extra, e)
+				rows = append(rows, logRow{h: k.h, id: k.id, ev: int32(-len(extra))})
 			}
 		}
-		if w.rows >= chunk {
-			if err := w.flush(write); err != nil {
+		if len(rows) >= chunk {
+			if err := g.write(rows, extra, write); err != nil {
 				return err
+			}
+			rows, extra = rows[:0], extra[:0]
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return g.write(rows, extra, write)
+}
+
+// keyHashed is a key of the batch with its keyed.Hash and its only event (-1: it has
+// several, or none to log).
+type keyHashed struct {
+	h      int64
+	id, ev int32
+}
+
+// keysByHash is the batch's keys in the log's order (keyed.Hash, then the key's bytes),
+// without the keys whose only event skip says (by its source version). The keys are
+// read in id order; a radix pass on the hash's upper bits places them in small buckets
+// that are sorted by the full order.
+func (b *scdBatch) keysByHash(skip func(commit int64) bool) []keyHashed {
+	n := len(b.head)
+	in := make([]keyHashed, 0, n)
+	for id := range n {
+		ev := int32(-1)
+		if b.count[id] == 1 {
+			ev = b.head[id]
+			if b.evCommit != nil && skip(b.evCommit[ev]) {
+				continue
+			}
+		}
+		in = append(in, keyHashed{keyed.Hash(b.keys.Key(int32(id))), int32(id), ev})
+	}
+	compare := func(x, y keyHashed) int {
+		if c := cmp.Compare(x.h, y.h); c != 0 {
+			return c
+		}
+		return bytes.Compare(b.keys.Key(x.id), b.keys.Key(y.id))
+	}
+	if len(in) < radixMinKeys {
+		slices.SortFunc(in, compare)
+		return in
+	}
+	bits := min(bitsFor(len(in))-2, 16) // about four keys a bucket
+	shift := 64 - bits
+	bucket := func(h int64) uint64 { return (uint64(h) ^ 1<<63) >> shift }
+	ends := make([]int32, 1<<bits+1)
+	for _, k := range in {
+		ends[bucket(k.h)+1]++
+	}
+	for i := 1; i < len(ends); i++ {
+		ends[i] += ends[i-1]
+	}
+	out := make([]keyHashed, len(in))
+	next := slices.Clone(ends[:len(ends)-1])
+	for _, k := range in {
+		d := bucket(k.h)
+		out[next[d]] = k
+		next[d]++
+	}
+	for d := range len(ends) - 1 {
+		if lo, hi := ends[d], ends[d+1]; hi-lo > 1 {
+			slices.SortFunc(out[lo:hi], compare)
+		}
+	}
+	return out
+}
+
+// radixMinKeys is the fewest keys keysByHash places by radix (a test lowers it).
+var radixMinKeys = 1 << 12
+
+// bitsFor is the number of bits of n.
+func bitsFor(n int) int { return bits.Len(uint(n)) }
+
+// logRow is a row of a log record: a key (its hash and id) and its event ev, or, when
+// ev < 0, the event extra[-1-ev] (of a key with several).
+type logRow struct {
+	h      int64
+	id, ev int32
+}
+
+// logGather builds log records from logRows.
+type logGather struct {
+	b      *scdBatch
+	hashes []uint64
+	t1     []byte
+	t1at   []int32
+}
+
+// write hands write the rows as one record (loggedRecord's columns), gathered column
+// by column into Go slices that the record's arrays use as they are.
+func (g *logGather) write(rows []logRow, extra []loggedEvent, write func(arrow.RecordBatch) error) error {
+	b := g.b
+	n := len(rows)
+	hash, seq, rowHash, commit, rowSeq := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	del, phys, rowHashOK, type1OK := make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
+	keyEnd, type1End := make([]int32, n+1), make([]int32, n+1)
+	ex := func(r logRow) *loggedEvent { return &extra[-1-r.ev] }
+	for i, r := range rows {
+		hash[i] = r.h
+		if r.ev >= 0 {
+			seq[i] = b.evSeq[r.ev]
+		} else {
+			seq[i] = ex(r).seq
+		}
+	}
+	for i, r := range rows {
+		if r.ev >= 0 {
+			del[i] = b.evDel[r.ev]
+		} else {
+			del[i] = ex(r).del
+		}
+		rowHashOK[i] = !del[i]
+	}
+	for i, r := range rows {
+		if r.ev >= 0 {
+			rowHash[i] = int64(g.hashes[r.ev])
+		} else {
+			rowHash[i] = int64(ex(r).hash)
+		}
+	}
+	if b.evCommit != nil {
+		for i, r := range rows {
+			if r.ev >= 0 {
+				commit[i], phys[i], rowSeq[i] = b.evCommit[r.ev], b.evPhys[r.ev], b.evRowSeq[r.ev]
+			} else {
+				e := ex(r)
+				commit[i], phys[i], rowSeq[i] = e.commit, e.phys, e.rowSeq
+			}
+		}
+	} else {
+		for i, r := range rows {
+			if r.ev < 0 {
+				e := ex(r)
+				commit[i], phys[i], rowSeq[i] = e.commit, e.phys, e.rowSeq
 			}
 		}
 	}
-	return w.flush(write)
+	// Key bytes: their lengths first, then the bytes.
+	for i, r := range rows {
+		keyEnd[i+1] = keyEnd[i] + int32(len(b.keys.Key(r.id)))
+	}
+	key := make([]byte, 0, keyEnd[n])
+	for _, r := range rows {
+		key = append(key, b.keys.Key(r.id)...)
+	}
+	// Type 1 values (of upserts only).
+	for i, r := range rows {
+		l := int32(0)
+		if !del[i] {
+			if r.ev >= 0 {
+				l = g.t1at[r.ev+1] - g.t1at[r.ev]
+			} else {
+				l = int32(len(ex(r).type1))
+			}
+		}
+		type1OK[i] = l > 0
+		type1End[i+1] = type1End[i] + l
+	}
+	type1 := make([]byte, 0, type1End[n])
+	for i, r := range rows {
+		if !type1OK[i] {
+			continue
+		}
+		if r.ev >= 0 {
+			type1 = append(type1, g.t1[g.t1at[r.ev]:g.t1at[r.ev+1]]...)
+		} else {
+			type1 = append(type1, ex(r).type1...)
+		}
+	}
+	return writeLogRecord(n, hash, key, keyEnd, seq, del, phys, rowHash, rowHashOK, commit, rowSeq, phys, type1, type1End, type1OK, write)
 }
 
 func (b *scdBatch) commitOf(ev int32) int64 {
@@ -153,14 +304,49 @@ func (b *scdBatch) rowSeqOf(ev int32) int64 {
 
 // eventDigests reads, in the order of the records, what the log keeps of each upsert's
 // row: the hash of its data columns (rowHash) and its type 1 values (recordType1), the
-// latter back to back in t1 (event ev's at t1[at[ev]:at[ev+1]]).
+// latter back to back in t1 (event ev's at t1[at[ev]:at[ev+1]]). A large batch is read
+// in parts, one per core.
 func (b *scdBatch) eventDigests() (hashes []uint64, t1 []byte, at []int32) {
 	n := len(b.evSeq)
 	hashes, at = make([]uint64, n), make([]int32, n+1)
+	parts := min(runtime.GOMAXPROCS(0), max(1, n/digestPartEvents))
+	t1s := make([][]byte, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { t1s[p] = b.digestEvents(p*n/parts, (p+1)*n/parts, hashes, at) })
+	}
+	wg.Wait()
+	if parts == 1 {
+		return hashes, t1s[0], at
+	}
+	// Each part's type 1 values start at 0 in its own buffer: put them back to back.
+	size := 0
+	for _, t := range t1s {
+		size += len(t)
+	}
+	t1 = make([]byte, 0, size)
+	for p, t := range t1s {
+		lo, hi := p*n/parts, (p+1)*n/parts
+		if base := int32(len(t1)); base > 0 {
+			for ev := lo + 1; ev <= hi; ev++ {
+				at[ev] += base
+			}
+		}
+		t1 = append(t1, t...)
+	}
+	return hashes, t1, at
+}
+
+// digestPartEvents is the fewest events of each part of eventDigests (a test lowers it).
+var digestPartEvents = 64 << 10
+
+// digestEvents is eventDigests' work on the events [lo, hi): their hashes, and their
+// type 1 values in a buffer of the part's own (at[ev+1] relative to its start).
+func (b *scdBatch) digestEvents(lo, hi int, hashes []uint64, at []int32) (t1 []byte) {
 	var buf []byte
 	vals := make([]any, len(b.l.spec.type1))
-	for ev := range n {
-		at[ev+1] = at[ev]
+	for ev := lo; ev < hi; ev++ {
+		at[ev+1] = int32(len(t1))
 		if b.evDel[ev] {
 			continue
 		}
@@ -172,70 +358,19 @@ func (b *scdBatch) eventDigests() (hashes []uint64, t1 []byte, at []int32) {
 		if t1 == nil && len(b.l.spec.type1) > 0 {
 			// (room for every event's, by the first event's)
 			if first, _ := appendType1(nil, vals, b.l, b.recs[r], b.cols[r], row); len(first) > 0 {
-				t1 = make([]byte, 0, n*(len(first)+len(first)/4+1))
+				t1 = make([]byte, 0, (hi-lo)*(len(first)+len(first)/4+1))
 			}
 		}
 		t1, _ = appendType1(t1, vals, b.l, b.recs[r], b.cols[r], row)
 		at[ev+1] = int32(len(t1))
 	}
-	return hashes, t1, at
+	return t1
 }
 
-// logBuilder builds log records (loggedRecord's columns) row by row, into Go slices made
-// afresh for each record, which the record's arrays then use as they are (an append per
-// value to an Arrow builder costs a call per value).
-type logBuilder struct {
-	hash, seq, rowHash, commit, rowSeq []int64
-	del, phys, rowHashOK, rowSeqOK     []bool
-	key, type1                         []byte
-	keyEnd, type1End                   []int32
-	type1OK                            []bool
-	rows, chunk                        int
-	room                               int // rows a record is made with room for (up to a chunk and a key's events)
-	keyBytes, type1Bytes               int // a row's, about (to make room for a chunk's)
-}
-
-// reserve makes the slices of the next record, with room for its rows.
-func (w *logBuilder) reserve() {
-	n := w.room + 16
-	for _, v := range []*[]int64{&w.hash, &w.seq, &w.rowHash, &w.commit, &w.rowSeq} {
-		*v = make([]int64, 0, n)
-	}
-	for _, v := range []*[]bool{&w.del, &w.phys, &w.rowHashOK, &w.rowSeqOK, &w.type1OK} {
-		*v = make([]bool, 0, n)
-	}
-	w.keyEnd, w.type1End = make([]int32, 1, n+1), make([]int32, 1, n+1)
-	w.key, w.type1 = make([]byte, 0, n*w.keyBytes), make([]byte, 0, n*w.type1Bytes)
-}
-
-// add appends an event (type1 empty: none).
-func (w *logBuilder) add(keyHash int64, key []byte, seq int64, del, phys bool, hash uint64, commit, rowSeq int64, type1 []byte) {
-	w.hash = append(w.hash, keyHash)
-	w.key = append(w.key, key...)
-	w.keyEnd = append(w.keyEnd, int32(len(w.key)))
-	w.seq = append(w.seq, seq)
-	w.del = append(w.del, del)
-	w.phys = append(w.phys, phys)
-	w.rowHash = append(w.rowHash, int64(hash))
-	w.rowHashOK = append(w.rowHashOK, !del)
-	w.commit = append(w.commit, commit)
-	w.rowSeq = append(w.rowSeq, rowSeq)
-	w.rowSeqOK = append(w.rowSeqOK, phys)
-	t1 := !del && len(type1) > 0
-	if t1 {
-		w.type1 = append(w.type1, type1...)
-	}
-	w.type1End = append(w.type1End, int32(len(w.type1)))
-	w.type1OK = append(w.type1OK, t1)
-	w.rows++
-}
-
-// flush hands the rows added to write as one record.
-func (w *logBuilder) flush(write func(arrow.RecordBatch) error) error {
-	if w.rows == 0 {
-		return nil
-	}
-	n := w.rows
+// writeLogRecord hands write a log record (loggedRecord's columns) of n rows made of
+// the slices as they are.
+func writeLogRecord(n int, hash []int64, key []byte, keyEnd []int32, seq []int64, del, phys []bool, rowHash []int64, rowHashOK []bool,
+	commit, rowSeq []int64, rowSeqOK []bool, type1 []byte, type1End []int32, type1OK []bool, write func(arrow.RecordBatch) error) error {
 	ints := func(v []int64, valid []bool) arrow.Array {
 		bm, nulls := bitmap(valid)
 		return array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, n,
@@ -250,13 +385,11 @@ func (w *logBuilder) flush(write func(arrow.RecordBatch) error) error {
 		return array.NewBinaryData(array.NewData(arrow.BinaryTypes.Binary, n,
 			[]*memory.Buffer{bm, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(ends)), memory.NewBufferBytes(data)}, nil, nulls, 0))
 	}
-	cols := []arrow.Array{ints(w.hash, nil), binary(w.key, w.keyEnd, nil), ints(w.seq, nil), bools(w.del), bools(w.phys),
-		ints(w.rowHash, w.rowHashOK), ints(w.commit, nil), ints(w.rowSeq, w.rowSeqOK), binary(w.type1, w.type1End, w.type1OK)}
+	cols := []arrow.Array{ints(hash, nil), binary(key, keyEnd, nil), ints(seq, nil), bools(del), bools(phys),
+		ints(rowHash, rowHashOK), ints(commit, nil), ints(rowSeq, rowSeqOK), binary(type1, type1End, type1OK)}
 	schema, _ := delta.ArrowSchema(eventLogSchema)
 	rec := array.NewRecordBatch(schema, cols, int64(n))
 	arrowx.ReleaseArrays(cols)
-	w.rows = 0
-	w.reserve()
 	err := write(rec)
 	rec.Release()
 	return err

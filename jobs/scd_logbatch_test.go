@@ -18,8 +18,11 @@ import (
 // The log records a pass writes straight from its batch (logRecords) are the events the
 // log's general path (logged, sorted and compacted, then loggedRecord) writes: the same
 // rows in the same order, chunk after chunk, without the events of versions already
-// recorded.
+// recorded. Seeds from 20 have thousands of keys, placed in the log's order by radix
+// (radixMinKeys lowered), their events digested in parts (digestPartEvents lowered).
 func TestLogRecordsMatchLoggedEvents(t *testing.T) {
+	defer func(n, m int) { radixMinKeys, digestPartEvents = n, m }(radixMinKeys, digestPartEvents)
+	radixMinKeys, digestPartEvents = 64, 100
 	col := func(name, typ string) *delta.StructField {
 		return &delta.StructField{Name: name, Type: &delta.PrimitiveType{Name: typ}, Nullable: true}
 	}
@@ -31,14 +34,18 @@ func TestLogRecordsMatchLoggedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seed := range uint64(20) {
+	for seed := range uint64(26) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			b := newSCDBatch(l, true)
 			defer b.Release()
 			ord := int64(0)
+			keys, rows := int64(40), 300
+			if seed >= 20 {
+				keys, rows = 5000, 4000
+			}
 			for range 1 + rng.IntN(4) {
-				rec := randomEventRecord(t, rng, 1+rng.IntN(300), &ord)
+				rec := randomEventRecord(t, rng, 1+rng.IntN(rows), keys, &ord)
 				err := b.Add(context.Background(), rec)
 				rec.Release()
 				if err != nil {
@@ -83,8 +90,9 @@ func TestLogRecordsMatchLoggedEvents(t *testing.T) {
 }
 
 // randomEventRecord makes a batch-form record of n change feed events of few keys
-// (repeats, identical events, deletes of source rows, four source versions).
-func randomEventRecord(t *testing.T, rng *rand.Rand, n int, ord *int64) arrow.RecordBatch {
+// (repeats, identical events, deletes of source rows, four source versions) of keys
+// 0 to keys-1.
+func randomEventRecord(t *testing.T, rng *rand.Rand, n int, keys int64, ord *int64) arrow.RecordBatch {
 	t.Helper()
 	mem := memory.DefaultAllocator
 	fields := []arrow.Field{
@@ -97,7 +105,7 @@ func randomEventRecord(t *testing.T, rng *rand.Rand, n int, ord *int64) arrow.Re
 	defer rb.Release()
 	for range n {
 		del := rng.IntN(6) == 0
-		rb.Field(0).(*array.Int64Builder).Append(rng.Int64N(40))
+		rb.Field(0).(*array.Int64Builder).Append(rng.Int64N(keys))
 		rb.Field(1).(*array.StringBuilder).Append([]string{"Oslo", "Lyon", "Pisa"}[rng.IntN(3)])
 		if rng.IntN(4) == 0 {
 			rb.Field(2).(*array.StringBuilder).AppendNull()

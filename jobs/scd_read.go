@@ -182,7 +182,13 @@ func readMergeBatch(ctx context.Context, env *Env, m mergeOf, f *flow, batch *ke
 		if log, err = openMergeLog(ctx, env, m.kind, m.target, m.source, m.appID, f.src, es, merged, last, res); err != nil {
 			return nil, err
 		}
-		err = rd.readChanges(ctx, f.src, from, latest, es, res)
+		// The change feed's files say about how many rows it has: room is made for
+		// them at once (for as many as the budget holds).
+		err = rd.readChanges(ctx, f.src, from, latest, es, func(n int64) {
+			if batch.Live() != nil {
+				live.reserve(int(min(n, batch.Limit()/live.cost)))
+			}
+		}, res)
 	} else {
 		// A snapshot says how many rows it has: room is made for them at once, or, when
 		// they would not fit, the batch goes to spill files from the start.
@@ -316,9 +322,9 @@ func nullSequence(rec arrow.RecordBatch, l *scdLayout, i int, name string) error
 }
 
 // readChanges turns the source's change feed over [from, to] into events (eachChange).
-func (r *eventReader) readChanges(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, res *Result) error {
+func (r *eventReader) readChanges(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, expect func(n int64), res *Result) error {
 	openedSource(src.Root())
-	return eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
+	return eachChange(ctx, src, from, to, es, expect, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
 		return r.take(ctx, rec, cols, ev.seqs, ev.dels, ev)
 	}, res)
 }
@@ -339,8 +345,9 @@ type changeEvents struct {
 // and update post-images are upserts at their sequence_by value (default the commit
 // time), or deletes where delete_when holds; a delete row (the source row deleted) is a
 // delete at its commit time, or at its sequence_by value when later (with sequence_by,
-// placePhysicalDeletes places it by commit order); pre-images are skipped.
-func eachChange(ctx context.Context, src *delta.Table, from, to int64, es *eventSource,
+// placePhysicalDeletes places it by commit order); pre-images are skipped. expect, when
+// set, is told first about how many rows the feed has at most, when its files say.
+func eachChange(ctx context.Context, src *delta.Table, from, to int64, es *eventSource, expect func(n int64),
 	change func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error, res *Result) error {
 	if from > to {
 		return nil
@@ -354,6 +361,9 @@ func eachChange(ctx context.Context, src *delta.Table, from, to int64, es *event
 		return err
 	}
 	defer rd.Release()
+	if n, ok := rd.RowsHint(); ok && expect != nil && n > 0 {
+		expect(n)
+	}
 	seqName := or(es.sequenceBy, delta.CommitTimestampColumn)
 	for rd.Next() {
 		cols, err := sourceColumns(rd.RecordBatch().Schema(), l)

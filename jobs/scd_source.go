@@ -221,7 +221,7 @@ func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to
 	var read Result
 	defer func(n int64) { es.skipped = n }(es.skipped) // the batch's count, not the log's
 	var buf []byte
-	err = eachChange(ctx, src, from, to, es, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
+	err = eachChange(ctx, src, from, to, es, nil, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
 		keyCols := es.l.keyColumns(cols)
 		for i := range ev.seqs {
 			key, err := keyed.AppendKey(nil, rec, keyCols, i)

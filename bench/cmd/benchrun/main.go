@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -192,6 +193,19 @@ func runWorker(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	// BENCHRUN_TRACE=dir writes dir/<case>.trace (runtime/trace), to see what runs
+	// when, on which core.
+	if dir := os.Getenv("BENCHRUN_TRACE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, args[0]+".trace"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	// BENCHRUN_HEAPPROFILE=dir writes dir/<case>.heap.pprof: the heap profile (live
 	// objects as of the last GC) taken when the heap in use was largest, sampled every

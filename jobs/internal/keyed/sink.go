@@ -51,6 +51,7 @@ type Sink struct {
 	kept    []arrow.RecordBatch // target rows kept (retained)
 	ins     []arrow.RecordBatch
 	insOrd  [2][]int64
+	flushed bool // a direct sink's part is merged (Flush)
 	done    bool
 }
 
@@ -104,6 +105,9 @@ func (s *Sink) Matched(ctx context.Context, src arrow.RecordBatch, rows Rows, pl
 	if s.parted != nil {
 		return s.parted.addMatched(ctx, src, rows, places)
 	}
+	if s.flushed {
+		return errors.New("internal error: rows added to a sink after its flush")
+	}
 	src.Retain()
 	s.src = append(s.src, src)
 	base := int32(len(s.kept))
@@ -144,28 +148,47 @@ func (s *Sink) Inserts(ctx context.Context, src arrow.RecordBatch, ord, ord2 []i
 	if s.parted != nil {
 		return s.parted.addInserts(ctx, src, ord, ord2)
 	}
+	if s.flushed {
+		return errors.New("internal error: rows added to a sink after its flush")
+	}
 	src.Retain()
 	s.ins = append(s.ins, src)
 	s.insOrd[0], s.insOrd[1] = append(s.insOrd[0], ord...), append(s.insOrd[1], ord2...)
 	return nil
 }
 
-// Commit merges what the passes gave and commits it, with the MERGE's transaction, as
-// one commit.
+// Flush merges a direct sink's one part now (writing its files), so that the run can
+// do other work before it commits, such as a stage's other table written meanwhile;
+// nothing may be added after it. A parted sink merges its parts at Commit: Flush does
+// nothing.
+func (s *Sink) Flush(ctx context.Context) error {
+	if s.parted != nil || s.flushed {
+		return nil
+	}
+	if s.done {
+		return errors.New("internal error: a sink flushed after its commit")
+	}
+	s.flushed = true
+	return s.mergeDirect(ctx)
+}
+
+// Commit merges what the passes gave (unless Flush did) and commits it, with the
+// MERGE's transaction, as one commit.
 func (s *Sink) Commit(ctx context.Context) (*delta.MergeResult, error) {
 	if s.done {
 		return nil, errors.New("internal error: a sink committed twice")
 	}
-	s.done = true
 	if s.parted != nil {
+		s.done = true
 		if err := s.parted.run(ctx, s.mp, s.onPart); err != nil {
 			return nil, err
 		}
 		return s.mp.Commit(ctx)
 	}
-	if err := s.mergeDirect(ctx); err != nil {
+	if err := s.Flush(ctx); err != nil {
 		return nil, err
 	}
+	s.done = true
 	return s.mp.Commit(ctx)
 }
 

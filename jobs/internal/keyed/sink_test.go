@@ -145,7 +145,8 @@ func TestSinkDirectAndPartedCommitTheSame(t *testing.T) {
 				{id: "f", v: 60, op: "U"},
 			}
 			var results [][]string
-			for _, passes := range [][][]int{{{0, 1, 2, 3, 4, 5, 6}}, {{6, 1}, {0, 4}, {5, 2, 3}}} {
+			// Direct, direct flushed before its commit, parted.
+			for k, passes := range [][][]int{{{0, 1, 2, 3, 4, 5, 6}}, {{0, 1, 2, 3, 4, 5, 6}}, {{6, 1}, {0, 4}, {5, 2, 3}}} {
 				tbl, snap := testTable(t, props, files...)
 				var rows []arrow.RecordBatch
 				at, placeOf := map[Place]Ref{}, map[string]Place{}
@@ -195,6 +196,16 @@ func TestSinkDirectAndPartedCommitTheSame(t *testing.T) {
 					}
 					give(t, s, cs, rows, at)
 				}
+				if k == 1 {
+					if err := s.Flush(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					late := sinkRecord(changes[1:2])
+					if err := s.Inserts(context.Background(), late, []int64{1}, nil); err == nil {
+						t.Error("rows added to a direct sink after its flush were taken")
+					}
+					late.Release()
+				}
 				mr, err := s.Commit(context.Background())
 				if err != nil {
 					t.Fatal(err)
@@ -208,7 +219,10 @@ func TestSinkDirectAndPartedCommitTheSame(t *testing.T) {
 				results = append(results, merged(t, tbl, mr))
 			}
 			if !slices.Equal(results[0], results[1]) {
-				t.Errorf("direct:\n%v\nparted:\n%v", results[0], results[1])
+				t.Errorf("direct:\n%v\nflushed first:\n%v", results[0], results[1])
+			}
+			if !slices.Equal(results[0], results[2]) {
+				t.Errorf("direct:\n%v\nparted:\n%v", results[0], results[2])
 			}
 			want := []string{"a=10 sk=1", "b=20 sk=2", "c=3 sk=3", "d=4 sk=4", "f=60 sk=6", "x=100 sk=3", "y=101 sk=1", "z=102 sk=2"} // (the rows written first gave their sk themselves)
 			if got := results[0][:len(want)]; !slices.Equal(got, want) {
