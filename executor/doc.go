@@ -2,8 +2,11 @@
 // code in this process (jobs.Stage.Run, unchanged), `spark` turns the stage's plan
 // (jobs.Planner) into Delta SQL sent to a Spark cluster over Spark Connect
 // (internal/sparkconnect). Both implement Executor: submit, status, logs and cancel,
-// idempotent on a task key. A Dispatcher picks the engine per stage and holds a lease on
-// every table the stage writes, so that two engines never commit to one table at once.
+// idempotent on a task key. A Dispatcher is the scheduler's engine (RunStage): it picks
+// the engine per stage (a pipeline's cluster, with locations in their Spark form from
+// objectstore/storeurl) and, in a pipeline with any stage on Spark, holds a lease on
+// every table a stage writes, so that two engines never commit to one table at once; an
+// all-local pipeline runs its stages directly.
 //
 // Invariants:
 //   - Submitting a key twice runs it once; Status of a key this process does not know

@@ -13,10 +13,8 @@ import (
 	"time"
 
 	"github.com/orchestrator-io/orchestrator/dag"
-	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/executor"
 	"github.com/orchestrator-io/orchestrator/jobs"
-	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/pipelines"
 )
@@ -80,35 +78,26 @@ func TestSparkSQLGolden(t *testing.T) {
 			defer warehouse.Close()
 			d := executor.NewDispatcher(0)
 			defer d.Close()
-			g, err := pipelines.Compile(spec, pipelines.Runtime{
-				Warehouse: warehouse,
-				OpenLocation: func(ctx context.Context, loc string) (objectstore.Store, string, error) {
-					st, err := fs.New(fs.Config{Dir: loc})
-					return st, "", err
-				},
-				Delta: delta.Options{UserName: "test", Now: now},
-				RunID: "golden",
-				Execute: func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error) {
-					pinCommitTimes(t, wh)
-					if pl, ok := r.Job.(jobs.Planner); ok {
-						p, err := pl.Plan(ctx, r.Env)
+			g, err := pipelineGraph(spec, warehouse, "golden", func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error) {
+				pinCommitTimes(t, wh)
+				if pl, ok := r.Stage.Job.(jobs.Planner); ok {
+					p, err := pl.Plan(ctx, r.Env)
+					if err != nil {
+						t.Errorf("plan %s: %v", r.Stage.Name, err)
+					} else {
+						js, err := json.MarshalIndent(p, "", "  ")
 						if err != nil {
-							t.Errorf("plan %s: %v", r.Stage.Name, err)
-						} else {
-							js, err := json.MarshalIndent(p, "", "  ")
-							if err != nil {
-								t.Fatalf("plan %s as JSON: %v", r.Stage.Name, err)
-							}
-							golden(t, filepath.Join(name, r.Stage.Name+".plan.json"), clean(string(js))+"\n")
-							sql, err := executor.SparkSQL(p, r.Env, wh)
-							if err != nil {
-								sql = "-- refused on spark: " + err.Error() + "\n"
-							}
-							golden(t, filepath.Join(name, r.Stage.Name+".sql"), clean(sql))
+							t.Fatalf("plan %s as JSON: %v", r.Stage.Name, err)
 						}
+						golden(t, filepath.Join(name, r.Stage.Name+".plan.json"), clean(string(js))+"\n")
+						sql, err := executor.SparkSQL(p, r.Env, wh)
+						if err != nil {
+							sql = "-- refused on spark: " + err.Error() + "\n"
+						}
+						golden(t, filepath.Join(name, r.Stage.Name+".sql"), clean(sql))
 					}
-					return d.Run(ctx, executor.Task{Key: r.Key(), Stage: r.Job, Env: r.Env}, executor.Local, nil)
-				},
+				}
+				return d.Run(ctx, executor.Task{Key: r.Key(), Stage: r.Stage.Job, Env: r.Env}, executor.Local, nil)
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -81,6 +81,34 @@ func (r *runResult) written() int {
 	return n
 }
 
+// pipelineGraph compiles a pipeline into a graph whose every attempt runs with run, in an
+// environment as the scheduler's runner gives it: the warehouse, local sources, the
+// commits' lineage and a fixed clock.
+func pipelineGraph(spec *pipelines.Spec, warehouse objectstore.Store, runID string, run func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error)) (*dag.Graph, error) {
+	plan, err := pipelines.Compile(spec, nil)
+	if err != nil {
+		return nil, err
+	}
+	tables := spec.TablesByName()
+	return plan.Graph(func(st *pipelines.StageSpec) dag.Task {
+		return dag.TaskFunc(func(ctx context.Context, attempt int) error {
+			env := &jobs.Env{
+				Warehouse: warehouse,
+				Tables:    tables,
+				OpenLocation: func(ctx context.Context, loc string) (objectstore.Store, string, error) {
+					st, err := fs.New(fs.Config{Dir: loc})
+					return st, "", err
+				},
+				Lineage:      delta.Lineage{Pipeline: spec.Name, Stage: st.Name, RunID: runID, Attempt: attempt},
+				Delta:        delta.Options{UserName: "test", Now: now},
+				PipelineFile: spec.File,
+			}
+			_, err := run(ctx, pipelines.StageRun{Spec: spec, Stage: st, Env: env, Attempt: attempt})
+			return err
+		})
+	})
+}
+
 // runPipeline runs a pipeline once through a dispatcher, as orchestrator run does.
 func runPipeline(ctx context.Context, t *testing.T, d *executor.Dispatcher, spec *pipelines.Spec, wh, remote, runID string) (*runResult, error) {
 	t.Helper()
@@ -91,21 +119,12 @@ func runPipeline(ctx context.Context, t *testing.T, d *executor.Dispatcher, spec
 	defer warehouse.Close()
 	out := &runResult{results: map[string]jobs.Result{}}
 	spark := &executor.SparkConfig{Remote: remote, Warehouse: wh, Locate: func(loc string) (string, error) { return loc, nil }}
-	g, err := pipelines.Compile(spec, pipelines.Runtime{
-		Warehouse: warehouse,
-		OpenLocation: func(ctx context.Context, loc string) (objectstore.Store, string, error) {
-			st, err := fs.New(fs.Config{Dir: loc})
-			return st, "", err
-		},
-		Delta: delta.Options{UserName: "test", Now: now},
-		RunID: runID,
-		Execute: func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error) {
-			res, err := d.Run(ctx, executor.Task{Key: r.Key(), Stage: r.Job, Env: r.Env}, executor.Engine(r.Stage.Engine), spark)
-			out.mu.Lock()
-			out.results[r.Stage.Name] = res
-			out.mu.Unlock()
-			return res, err
-		},
+	g, err := pipelineGraph(spec, warehouse, runID, func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error) {
+		res, err := d.Run(ctx, executor.Task{Key: r.Key(), Stage: r.Stage.Job, Env: r.Env}, executor.Engine(r.Stage.Engine), spark)
+		out.mu.Lock()
+		out.results[r.Stage.Name] = res
+		out.mu.Unlock()
+		return res, err
 	})
 	if err != nil {
 		t.Fatal(err)

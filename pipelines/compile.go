@@ -2,119 +2,78 @@ package pipelines
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/orchestrator-io/orchestrator/dag"
-	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/jobs"
-	"github.com/orchestrator-io/orchestrator/objectstore"
 )
 
-// Runtime is what a compiled pipeline runs with.
-type Runtime struct {
-	// Warehouse holds the pipeline's tables, each under its Path.
-	Warehouse objectstore.Store
-	// OpenLocation opens the store behind a source location (see jobs.Env).
-	OpenLocation func(ctx context.Context, location string) (objectstore.Store, string, error)
-	// Delta carries the clock, engine info and user name for commits.
-	Delta delta.Options
-	// RunID names this run in every commit's lineage.
-	RunID string
-	// Logger receives stage logs; nil means slog.Default(). StageLogger, when set, gives
-	// each stage its own logger instead (a run record keeps each stage's log lines).
-	Logger      *slog.Logger
-	StageLogger func(stage string) *slog.Logger
-	// Consumers are the capture_history stages of every loaded pipeline, which vacuum
-	// stages must not starve; nil means this pipeline's own (Spec.Consumers).
-	Consumers []jobs.Consumer
-	// Progress, when set, receives running row counts per stage.
-	Progress func(stage string, p jobs.Progress)
-	// Done, when set, receives each attempt's result.
-	Done func(stage string, attempt int, res jobs.Result, err error)
-	// Execute, when set, carries out each stage attempt on its engine (the executor's
-	// dispatcher, wired by the command); nil runs every stage here with jobs.Stage.Run,
-	// and refuses spark stages.
-	Execute func(ctx context.Context, r StageRun) (jobs.Result, error)
-	// MemoryBudget and SpillDir are the stages' defaults (see jobs.Env).
-	MemoryBudget jobs.ByteSize
-	SpillDir     string
+// StageSpec is one stage of a compiled pipeline: the validated stage (its name,
+// dependencies, retries, timeout and engine) and the job that carries out its kind.
+type StageSpec struct {
+	*Stage
+	Job jobs.Stage
 }
 
-// Compile turns a validated pipeline into a graph of its stages, each node running the
-// stage's kind with the runtime, its retries (exponential backoff from retry_delay up to
-// max_retry_delay, full jitter) and its per-attempt timeout.
-func Compile(spec *Spec, rt Runtime) (*dag.Graph, error) {
-	consumers := rt.Consumers
+// Plan is a compiled pipeline: its stages, each with its job, in declaration order. It
+// says what runs and in which order, not where: an engine carries out each attempt.
+type Plan struct {
+	Spec   *Spec
+	Stages []*StageSpec
+}
+
+// Compile turns a validated pipeline into its plan. consumers are the change feed
+// readers its vacuum stages must not starve (those of every loaded pipeline); nil means
+// the pipeline's own (Spec.Consumers).
+func Compile(spec *Spec, consumers []jobs.Consumer) (*Plan, error) {
 	if consumers == nil {
 		consumers = spec.Consumers()
 	}
-	tables := make(map[string]*jobs.Table, len(spec.Tables))
-	for _, t := range spec.Tables {
-		tables[t.Name] = t
-	}
-	nodes := make([]dag.Node, 0, len(spec.Stages))
+	p := &Plan{Spec: spec}
 	for _, st := range spec.Stages {
-		stage, err := jobs.New(st.Name, st.Config, consumers)
+		job, err := jobs.New(st.Name, st.Config, consumers)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", spec.Name, err)
 		}
+		p.Stages = append(p.Stages, &StageSpec{Stage: st, Job: job})
+	}
+	idle := dag.TaskFunc(func(context.Context, int) error { return nil })
+	if _, err := p.Graph(func(*StageSpec) dag.Task { return idle }); err != nil { // the graph is sound
+		return nil, err
+	}
+	return p, nil
+}
+
+// Graph is the plan as a graph to run: one node per stage with the stage's retries
+// (exponential backoff from retry_delay up to max_retry_delay, full jitter) and
+// per-attempt timeout, its task made by task.
+func (p *Plan) Graph(task func(*StageSpec) dag.Task) (*dag.Graph, error) {
+	nodes := make([]dag.Node, 0, len(p.Stages))
+	for _, st := range p.Stages {
 		nodes = append(nodes, dag.Node{
 			Name:      st.Name,
 			DependsOn: st.DependsOn,
 			Retries:   st.Retries,
 			Backoff:   dag.Backoff{Initial: st.RetryDelay, Max: st.MaxRetryDelay, Jitter: dag.FullJitter},
 			Timeout:   st.Timeout,
-			Task:      stageTask(spec, st, rt, tables, stage),
+			Task:      task(st),
 		})
 	}
 	g, err := dag.New(nodes)
 	if err != nil {
-		return nil, fmt.Errorf("pipeline %s: %w", spec.Name, err)
+		return nil, fmt.Errorf("pipeline %s: %w", p.Spec.Name, err)
 	}
 	return g, nil
 }
 
-// stageTask adapts a stage to a dag task: each attempt gets its own environment, whose
-// lineage names the pipeline, stage, run and attempt.
-func stageTask(spec *Spec, st *Stage, rt Runtime, tables map[string]*jobs.Table, stage jobs.Stage) dag.Task {
-	return dag.TaskFunc(func(ctx context.Context, attempt int) error {
-		env := &jobs.Env{
-			Warehouse:    rt.Warehouse,
-			Tables:       tables,
-			OpenLocation: rt.OpenLocation,
-			Lineage:      delta.Lineage{Pipeline: spec.Name, Stage: stage.Name(), RunID: rt.RunID, Attempt: attempt},
-			Delta:        rt.Delta,
-			Logger:       rt.Logger,
-			PipelineFile: spec.File,
-			MemoryBudget: rt.MemoryBudget,
-			SpillDir:     rt.SpillDir,
-		}
-		if rt.StageLogger != nil {
-			env.Logger = rt.StageLogger(stage.Name())
-		}
-		if rt.Progress != nil {
-			env.Progress = func(p jobs.Progress) { rt.Progress(stage.Name(), p) }
-		}
-		var res jobs.Result
-		var err error
-		switch {
-		case rt.Execute != nil:
-			res, err = rt.Execute(ctx, StageRun{Spec: spec, Stage: st, Job: stage, Env: env, Attempt: attempt})
-		case st.Engine == EngineSpark:
-			err = dag.Permanent(fmt.Errorf("stage %s: engine spark needs the executor (orchestrator run or serve)", st.Name))
-		default:
-			res, err = stage.Run(ctx, env)
-		}
-		if rt.Done != nil {
-			rt.Done(stage.Name(), attempt, res, err)
-		}
-		if diff := (*jobs.DifferenceError)(nil); errors.As(err, &diff) {
-			return dag.Permanent(err) // the tables stay as they are until someone converges them
-		}
-		return err
-	})
+// TablesByName maps the pipeline's declared tables by name, as a stage's environment holds
+// them (jobs.Env.Tables).
+func (s *Spec) TablesByName() map[string]*jobs.Table {
+	tables := make(map[string]*jobs.Table, len(s.Tables))
+	for _, t := range s.Tables {
+		tables[t.Name] = t
+	}
+	return tables
 }
 
 // Consumers lists the pipeline's change feed consumers: its capture_history stages and

@@ -79,7 +79,7 @@ func TestCompileRunsStagesWithLineage(t *testing.T) {
 	}
 
 	var done []string
-	g, err := Compile(spec, Runtime{
+	g, err := LocalGraph(spec, LocalRuntime{
 		Warehouse: store,
 		Delta:     opts,
 		RunID:     "run-42",

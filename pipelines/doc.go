@@ -1,6 +1,7 @@
 // Package pipelines owns the pipeline file: its YAML schema, strict decoding, validation
 // that reports every problem at once as file:line:col with what was expected, and the
-// compilation of a valid pipeline into a dag.Graph of jobs stages.
+// compilation of a valid pipeline into a Plan: its stages, each with the jobs stage of its
+// kind, its retries, timeout and engine, in a dependency graph (Plan.Graph).
 //
 // Invariants:
 //   - Unknown keys, wrong types, unknown stage kinds or tables, bad cron expressions or time
@@ -19,7 +20,8 @@
 //     imports scheduler itself.
 //   - Every stage has an engine once loaded (its own engine:, else the pipeline's, else
 //     local), and a pipeline with a spark stage names its cluster (spark.remote);
-//     pipelines never imports the executor: a compiled stage hands each attempt to
-//     Runtime.Execute when the command wires one, else runs it here.
+//     a Plan says what runs and in which order, never how: the scheduler's runner builds
+//     each attempt's environment and hands it to its engine (the executor's dispatcher),
+//     and pipelines imports neither.
 //   - A Spec is immutable once returned.
 package pipelines

@@ -87,11 +87,10 @@ func checkEngines(ps *problems, root *yaml.Node, spec *Spec, fs *fileSpec, stage
 	}
 }
 
-// StageRun is one attempt of a compiled stage, handed to Runtime.Execute.
+// StageRun is one attempt of a compiled stage, as an engine carries it out.
 type StageRun struct {
 	Spec    *Spec
-	Stage   *Stage
-	Job     jobs.Stage
+	Stage   *StageSpec
 	Env     *jobs.Env
 	Attempt int
 }

@@ -45,7 +45,7 @@ func TestExamplesRunTwice(t *testing.T) {
 			}
 			run := func() (written int) {
 				var mu sync.Mutex
-				g, err := Compile(spec, Runtime{
+				g, err := LocalGraph(spec, LocalRuntime{
 					Warehouse:    warehouse,
 					OpenLocation: open,
 					Delta:        delta.Options{UserName: "example"},

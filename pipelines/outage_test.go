@@ -144,7 +144,7 @@ func runPipeline(t *testing.T, ctx context.Context, sp *pipelines.Spec, warehous
 	t.Helper()
 	now := func() time.Time { return time.Date(2026, 1, 16, 2, 0, 0, 0, time.UTC) }
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g, err := pipelines.Compile(sp, pipelines.Runtime{
+	g, err := pipelines.LocalGraph(sp, pipelines.LocalRuntime{
 		Warehouse: warehouse,
 		OpenLocation: func(ctx context.Context, location string) (objectstore.Store, string, error) {
 			st, err := fs.New(fs.Config{Dir: location})

@@ -1,5 +1,8 @@
 // Package scheduler owns runs: a run is a value (Runner.Run returns its Record), kept in
-// a run store under _orchestrator/ in the pipeline's warehouse; and it owns the
+// a run store under _orchestrator/ in the pipeline's warehouse. A run compiles its
+// pipeline (pipelines.Compile), builds each stage attempt's environment, and hands the
+// attempt to the runner's Engine (the executor's dispatcher in orchestrator run and
+// serve), recording its result, once per attempt. It also owns the
 // scheduling of runs: the slot ledger, cron planning with an injected clock (through
 // package cron), the overlap and catch-up policies, the lease that lets one of
 // several serve processes schedule a warehouse, liveness, notifications, retry, backfill

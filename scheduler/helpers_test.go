@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orchestrator-io/orchestrator/dag"
 	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/jobs/decode"
 	"github.com/orchestrator-io/orchestrator/objectstore"
@@ -110,49 +109,45 @@ func (f *stages) gate(id string) chan struct{} {
 	return ch
 }
 
-func (f *stages) compile(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph, error) {
-	var nodes []dag.Node
-	for _, st := range spec.Stages {
-		name := st.Name
-		nodes = append(nodes, dag.Node{
-			Name: name, DependsOn: st.DependsOn, Retries: st.Retries,
-			Backoff: dag.Backoff{Initial: time.Millisecond, Max: time.Millisecond},
-			Task: dag.TaskFunc(func(ctx context.Context, attempt int) error {
-				f.started <- fmt.Sprintf("%s/%s#%d", rt.RunID, name, attempt)
-				if f.progress && rt.Progress != nil { // a long stage reports as it goes
-					rt.Progress(name, jobs.Progress{FilesTotal: 4, BytesTotal: 4 << 20, Phase: "reading the source files"})
-					rt.Progress(name, jobs.Progress{RowsRead: 1234567, FilesDone: 1, BytesRead: 1 << 20})
-					rt.Progress(name, jobs.Progress{Pass: 2, Passes: 3})
-				}
-				if ch := f.gate(rt.RunID); ch != nil {
-					select {
-					case <-ch:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-				f.mu.Lock()
-				failing := f.fail[name] >= attempt
-				f.mu.Unlock()
-				res := jobs.Result{RowsRead: 3, RowsWritten: 2, Notes: []string{"fake " + name},
-					VersionsWritten: []jobs.TableVersion{{Table: "raw.t", Version: int64(attempt)}}}
-				var err error
-				if failing {
-					res = jobs.Result{}
-					err = fmt.Errorf("%s broke on attempt %d", name, attempt)
-					if f.badInput {
-						err = fmt.Errorf("ingest %s: %w", name, &decode.Error{File: "landing/1.csv", Line: 3, Column: "amount", Msg: `column amount (2): "x" is not a decimal(10,2)`})
-					}
-				}
-				if rt.StageLogger != nil {
-					rt.StageLogger(name).Info("working", "attempt", attempt)
-				}
-				rt.Done(name, attempt, res, err)
-				return err
-			}),
-		})
+// RunStage is the fake stages' engine: each attempt reports to started, waits while its
+// run is held, and fails when fail says so.
+func (f *stages) RunStage(ctx context.Context, r pipelines.StageRun) (jobs.Result, error) {
+	name, attempt, runID := r.Stage.Name, r.Attempt, r.Env.Lineage.RunID
+	f.started <- fmt.Sprintf("%s/%s#%d", runID, name, attempt)
+	if f.progress && r.Env.Progress != nil { // a long stage reports as it goes
+		r.Env.Progress(jobs.Progress{FilesTotal: 4, BytesTotal: 4 << 20, Phase: "reading the source files"})
+		r.Env.Progress(jobs.Progress{RowsRead: 1234567, FilesDone: 1, BytesRead: 1 << 20})
+		r.Env.Progress(jobs.Progress{Pass: 2, Passes: 3})
 	}
-	return dag.New(nodes)
+	if ch := f.gate(runID); ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return jobs.Result{}, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	failing := f.fail[name] >= attempt
+	f.mu.Unlock()
+	res := jobs.Result{RowsRead: 3, RowsWritten: 2, Notes: []string{"fake " + name},
+		VersionsWritten: []jobs.TableVersion{{Table: "raw.t", Version: int64(attempt)}}}
+	var err error
+	if failing {
+		res = jobs.Result{}
+		err = fmt.Errorf("%s broke on attempt %d", name, attempt)
+		if f.badInput {
+			err = fmt.Errorf("ingest %s: %w", name, &decode.Error{File: "landing/1.csv", Line: 3, Column: "amount", Msg: `column amount (2): "x" is not a decimal(10,2)`})
+		}
+	}
+	r.Env.Logger.Info("working", "attempt", attempt)
+	return res, err
+}
+
+// engineFunc is an engine written as a function.
+type engineFunc func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error)
+
+func (f engineFunc) RunStage(ctx context.Context, r pipelines.StageRun) (jobs.Result, error) {
+	return f(ctx, r)
 }
 
 // waitStarted waits (real time, bounded) for n stage starts and returns them.
@@ -221,7 +216,7 @@ func newEnv(t *testing.T, start time.Time, wh objectstore.Store, id string) *env
 	}
 	e := &env{clock: newClock(start), wh: wh, stages: newStages()}
 	e.runner = NewRunner(RunnerConfig{
-		Opener: opener{wh}, Now: e.clock.Now, Compile: e.stages.compile,
+		Opener: opener{wh}, Now: e.clock.Now, Engine: e.stages,
 		Identity: Identity{Host: "testhost", PID: 1000, Instance: id}, Logger: quiet,
 	})
 	e.sched = New(Config{Runner: e.runner, Now: e.clock.Now, Alive: func(string, int) bool { return true }, Logger: quiet})

@@ -52,11 +52,9 @@ type RunnerConfig struct {
 	// Consumers lists the change feed readers of every loaded pipeline, which vacuum
 	// stages must not starve; nil means each pipeline's own.
 	Consumers func() []jobs.Consumer
-	// Compile builds a run's graph; nil means pipelines.Compile. Tests replace it.
-	Compile func(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph, error)
-	// Execute, when set, carries out each stage attempt on its engine
-	// (pipelines.Runtime.Execute); nil runs every stage in this process.
-	Execute func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error)
+	// Engine carries out each stage attempt (the executor's dispatcher); nil runs every
+	// stage in this process and refuses those on Spark.
+	Engine Engine
 	// OnChange, when set, is given a copy of a run's record in charge each time it is
 	// saved (at state changes, several of which may come in one save, and heartbeats),
 	// in the order of the saves; it must not block (the web's live views and metrics).
@@ -88,8 +86,8 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Identity == (Identity{}) {
 		cfg.Identity = lease.Local()
 	}
-	if cfg.Compile == nil {
-		cfg.Compile = pipelines.Compile
+	if cfg.Engine == nil {
+		cfg.Engine = inProcess{}
 	}
 	if cfg.Lineage == nil {
 		cfg.Lineage = lineage.NewClient(lineage.ClientConfig{})

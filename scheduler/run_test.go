@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orchestrator-io/orchestrator/dag"
+	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 	"github.com/orchestrator-io/orchestrator/pipelines"
@@ -101,10 +101,10 @@ func TestRunParams(t *testing.T) {
 		t.Fatalf("run without a required parameter: %v", err)
 	}
 	var desc string
-	e.runner.cfg.Compile = func(bound *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph, error) {
-		desc = bound.Stage("a").Description
-		return e.stages.compile(bound, rt)
-	}
+	e.runner.cfg.Engine = engineFunc(func(ctx context.Context, r pipelines.StageRun) (jobs.Result, error) {
+		desc = r.Spec.Stage("a").Description
+		return e.stages.RunStage(ctx, r)
+	})
 	rec, err := e.runner.Run(context.Background(), spec, Trigger{Kind: Backfill, Slot: at("2025-12-24T08:00:00Z"), Params: map[string]string{"day": "2025-12-31"}}, Hooks{})
 	if err != nil {
 		t.Fatal(err)

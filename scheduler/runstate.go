@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -294,48 +295,22 @@ func (st *runState) finish(status dag.State) {
 }
 
 // compile builds the run's graph: the stages asked for, each attempt taking a turn of
-// the global limiter and running under the hard context (so a drain lets it finish).
+// the global limiter, running under the hard context (so a drain lets it finish) on the
+// runner's engine with an environment of its own, and recording its result.
 func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, error) {
 	r := st.r
-	dlog := hooks.Logger
-	if dlog == nil {
-		dlog = r.log
-	}
-	rt := pipelines.Runtime{
-		Warehouse: st.store.Objects(),
-		OpenLocation: func(ctx context.Context, location string) (objectstore.Store, string, error) {
-			return r.cfg.Opener.Location(ctx, spec, location)
-		},
-		Delta:        delta.Options{Now: r.now, EngineInfo: r.cfg.EngineInfo, UserName: spec.Identity, Logger: dlog},
-		RunID:        st.rec.ID,
-		Logger:       dlog,
-		MemoryBudget: r.cfg.MemoryBudget,
-		SpillDir:     r.cfg.SpillDir,
-		StageLogger: func(stage string) *slog.Logger {
-			var next slog.Handler
-			if hooks.Logger != nil {
-				next = hooks.Logger.Handler()
-			}
-			return slog.New(&logHandler{st: st, stage: stage, next: next})
-		},
-		Progress: func(stage string, p jobs.Progress) {
-			st.progress(stage, p)
-			if hooks.Progress != nil {
-				hooks.Progress(stage, p)
-			}
-		},
-		Execute: r.cfg.Execute,
-		Done: func(stage string, attempt int, res jobs.Result, err error) {
-			st.done(stage, res)
-			if hooks.Done != nil {
-				hooks.Done(stage, attempt, res, err)
-			}
-		},
-	}
+	var consumers []jobs.Consumer
 	if r.cfg.Consumers != nil {
-		rt.Consumers = r.cfg.Consumers()
+		consumers = r.cfg.Consumers()
 	}
-	g, err := r.cfg.Compile(spec, rt)
+	plan, err := pipelines.Compile(spec, consumers)
+	if err != nil {
+		return nil, err
+	}
+	run := runEnv{spec: spec, tables: spec.TablesByName(), runID: st.rec.ID, hooks: hooks}
+	g, err := plan.Graph(func(s *pipelines.StageSpec) dag.Task {
+		return dag.TaskFunc(func(ctx context.Context, attempt int) error { return st.attempt(ctx, run, s, attempt) })
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -344,48 +319,96 @@ func (st *runState) compile(spec *pipelines.Spec, hooks Hooks) (*dag.Graph, erro
 			return nil, fmt.Errorf("pipeline %s: %w", spec.Name, err)
 		}
 	}
-	nodes := make([]dag.Node, 0, g.Len())
-	for _, name := range g.Names() {
-		n, _ := g.Node(name)
-		task := n.Task
-		n.Task = dag.TaskFunc(func(ctx context.Context, attempt int) error {
-			if r.cfg.Limiter != nil {
-				release, err := r.cfg.Limiter.Acquire(ctx, spec.Name)
-				if err != nil {
-					return err
-				}
-				defer release()
-			}
-			st.mu.Lock()
-			st.logLine(name, r.now(), "attempt %d started", attempt)
-			st.mu.Unlock()
-			actx, cancel := context.WithCancelCause(st.hard)
-			defer cancel(nil)
-			if dl, ok := ctx.Deadline(); ok {
-				var c context.CancelFunc
-				actx, c = context.WithDeadline(actx, dl)
-				defer c()
-			}
-			err := task.Run(actx, attempt)
-			if err != nil && jobs.Permanent(err) {
-				// Bad input or a table unlike its declaration: a retry would meet it again.
-				err = dag.Permanent(err)
-			}
-			st.mu.Lock()
-			switch {
-			case err == nil:
-				st.logLine(name, r.now(), "attempt %d succeeded", attempt)
-			case st.hard.Err() != nil:
-				st.logLine(name, r.now(), "attempt %d cancelled: %v", attempt, context.Cause(st.hard))
-			default:
-				st.logLine(name, r.now(), "attempt %d failed: %v", attempt, err)
-			}
-			st.mu.Unlock()
+	return g, nil
+}
+
+// attempt runs one attempt of a stage on the engine and records how it went. ctx
+// carries the attempt's deadline (the stage's timeout); the attempt runs under the
+// run's hard context, so that a drain lets it finish.
+func (st *runState) attempt(ctx context.Context, run runEnv, s *pipelines.StageSpec, attempt int) error {
+	r, spec, hooks := st.r, run.spec, run.hooks
+	name := s.Name
+	if r.cfg.Limiter != nil {
+		release, err := r.cfg.Limiter.Acquire(ctx, spec.Name)
+		if err != nil {
 			return err
-		})
-		nodes = append(nodes, n)
+		}
+		defer release()
 	}
-	return dag.New(nodes)
+	st.mu.Lock()
+	st.logLine(name, r.now(), "attempt %d started", attempt)
+	st.mu.Unlock()
+	actx, cancel := context.WithCancelCause(st.hard)
+	defer cancel(nil)
+	if dl, ok := ctx.Deadline(); ok {
+		var c context.CancelFunc
+		actx, c = context.WithDeadline(actx, dl)
+		defer c()
+	}
+	res, err := r.cfg.Engine.RunStage(actx, pipelines.StageRun{Spec: spec, Stage: s, Env: st.env(run, name, attempt), Attempt: attempt})
+	st.done(name, res)
+	if hooks.Done != nil {
+		hooks.Done(name, attempt, res, err)
+	}
+	if diff := (*jobs.DifferenceError)(nil); errors.As(err, &diff) {
+		err = dag.Permanent(err) // the tables stay as they are until someone converges them
+	} else if err != nil && jobs.Permanent(err) {
+		// Bad input or a table unlike its declaration: a retry would meet it again.
+		err = dag.Permanent(err)
+	}
+	st.mu.Lock()
+	switch {
+	case err == nil:
+		st.logLine(name, r.now(), "attempt %d succeeded", attempt)
+	case st.hard.Err() != nil:
+		st.logLine(name, r.now(), "attempt %d cancelled: %v", attempt, context.Cause(st.hard))
+	default:
+		st.logLine(name, r.now(), "attempt %d failed: %v", attempt, err)
+	}
+	st.mu.Unlock()
+	return err
+}
+
+// runEnv is what every attempt of a run shares.
+type runEnv struct {
+	spec   *pipelines.Spec
+	tables map[string]*jobs.Table
+	runID  string
+	hooks  Hooks
+}
+
+// env is the environment of one attempt of a stage: the run's warehouse and sources,
+// the pipeline's tables, the commits' lineage (pipeline, stage, run and attempt), the
+// stage's own log (kept by the record, and passed on to hooks.Logger) and progress.
+func (st *runState) env(run runEnv, stage string, attempt int) *jobs.Env {
+	r, spec, hooks := st.r, run.spec, run.hooks
+	dlog := hooks.Logger
+	if dlog == nil {
+		dlog = r.log
+	}
+	var next slog.Handler
+	if hooks.Logger != nil {
+		next = hooks.Logger.Handler()
+	}
+	return &jobs.Env{
+		Warehouse: st.store.Objects(),
+		Tables:    run.tables,
+		OpenLocation: func(ctx context.Context, location string) (objectstore.Store, string, error) {
+			return r.cfg.Opener.Location(ctx, spec, location)
+		},
+		Lineage:      delta.Lineage{Pipeline: spec.Name, Stage: stage, RunID: run.runID, Attempt: attempt},
+		Delta:        delta.Options{Now: r.now, EngineInfo: r.cfg.EngineInfo, UserName: spec.Identity, Logger: dlog},
+		Logger:       slog.New(&logHandler{st: st, stage: stage, next: next}),
+		PipelineFile: spec.File,
+		MemoryBudget: r.cfg.MemoryBudget,
+		SpillDir:     r.cfg.SpillDir,
+		Progress: func(p jobs.Progress) {
+			st.progress(stage, p)
+			if hooks.Progress != nil {
+				hooks.Progress(stage, p)
+			}
+		},
+	}
 }
 
 // event applies a stage state change to the record.

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orchestrator-io/orchestrator/dag"
 	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/pipelines"
@@ -45,30 +44,34 @@ func widePipeline() string {
 	return b.String()
 }
 
-// fakeCompile runs each stage as a wait of d that logs a few lines and reports rows
-// and versions, as a real stage's record would show them.
-func fakeCompile(d time.Duration) func(*pipelines.Spec, pipelines.Runtime) (*dag.Graph, error) {
-	return func(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph, error) {
-		var nodes []dag.Node
-		for n, st := range spec.Stages {
-			name := st.Name
-			nodes = append(nodes, dag.Node{Name: name, DependsOn: st.DependsOn, Task: dag.TaskFunc(func(ctx context.Context, attempt int) error {
-				log := rt.StageLogger(name)
-				log.Info("reading the source", "files", 3)
-				select {
-				case <-time.After(d):
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				log.Info("committed", "rows", 1000+n)
-				rt.Done(name, attempt, jobs.Result{RowsRead: int64(1000 + n), RowsWritten: int64(1000 + n),
-					VersionsRead: []jobs.TableVersion{{Table: "raw.t", Version: int64(n)}}, VersionsWritten: []jobs.TableVersion{{Table: "raw.t", Version: int64(n + 1)}},
-					Notes: []string{fmt.Sprintf("%d rows merged", 1000+n)}}, nil)
-				return nil
-			})})
-		}
-		return dag.New(nodes)
+// waitEngine runs each stage as a wait of d that logs a few lines and reports rows and
+// versions, as a real stage's record would show them.
+type waitEngine struct {
+	d time.Duration
+	n map[string]int // stage name → its place in the pipeline
+}
+
+func newWaitEngine(spec *pipelines.Spec, d time.Duration) waitEngine {
+	e := waitEngine{d: d, n: map[string]int{}}
+	for n, st := range spec.Stages {
+		e.n[st.Name] = n
 	}
+	return e
+}
+
+func (e waitEngine) RunStage(ctx context.Context, r pipelines.StageRun) (jobs.Result, error) {
+	n := e.n[r.Stage.Name]
+	log := r.Env.Logger
+	log.Info("reading the source", "files", 3)
+	select {
+	case <-time.After(e.d):
+	case <-ctx.Done():
+		return jobs.Result{}, ctx.Err()
+	}
+	log.Info("committed", "rows", 1000+n)
+	return jobs.Result{RowsRead: int64(1000 + n), RowsWritten: int64(1000 + n),
+		VersionsRead: []jobs.TableVersion{{Table: "raw.t", Version: int64(n)}}, VersionsWritten: []jobs.TableVersion{{Table: "raw.t", Version: int64(n + 1)}},
+		Notes: []string{fmt.Sprintf("%d rows merged", 1000+n)}}, nil
 }
 
 // wideEnv is a web server on a scheduler with the wide pipeline.
@@ -81,7 +84,7 @@ func wideEnv(b testing.TB, stageWait time.Duration) (*scheduler.Scheduler, *Serv
 	}
 	obs := NewObserver()
 	runner := scheduler.NewRunner(scheduler.RunnerConfig{Opener: &testOpener{stores: map[string]objectstore.Store{}}, Logger: quiet,
-		OnChange: obs.RunChanged, Compile: fakeCompile(stageWait)})
+		OnChange: obs.RunChanged, Engine: newWaitEngine(spec, stageWait)})
 	sched := scheduler.New(scheduler.Config{Runner: runner, Logger: quiet, OnSlot: obs.SlotHandled})
 	if err := sched.Set(context.Background(), []*pipelines.Spec{spec}); err != nil {
 		b.Fatal(err)

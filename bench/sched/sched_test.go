@@ -17,7 +17,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/orchestrator-io/orchestrator/dag"
 	"github.com/orchestrator-io/orchestrator/jobs"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
@@ -58,14 +57,12 @@ func (o opener) Location(context.Context, *pipelines.Spec, string) (objectstore.
 	return nil, "", fmt.Errorf("no sources")
 }
 
-// oneStage runs each pipeline as one stage that does nothing: the benchmark measures the
-// scheduler and its records, not a stage's work.
-func oneStage(spec *pipelines.Spec, rt pipelines.Runtime) (*dag.Graph, error) {
-	name := spec.Stages[0].Name
-	return dag.New([]dag.Node{{Name: name, Task: dag.TaskFunc(func(ctx context.Context, attempt int) error {
-		rt.Done(name, attempt, jobs.Result{}, nil)
-		return nil
-	})}})
+// idle is the engine of the benchmark: every stage does nothing (the benchmark measures
+// the scheduler and its records, not a stage's work).
+type idle struct{}
+
+func (idle) RunStage(context.Context, pipelines.StageRun) (jobs.Result, error) {
+	return jobs.Result{}, nil
 }
 
 // clock runs at real speed from an offset the benchmark moves.
@@ -153,7 +150,7 @@ func serve1000(b *testing.B, fsw, records objectstore.Store) {
 	wh := &counting{Store: records}
 	c := &clock{}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	runner := scheduler.NewRunner(scheduler.RunnerConfig{Opener: opener{fsw, wh}, Now: c.Now, Compile: oneStage, Logger: quiet})
+	runner := scheduler.NewRunner(scheduler.RunnerConfig{Opener: opener{fsw, wh}, Now: c.Now, Engine: idle{}, Logger: quiet})
 	var ticks []scheduler.TickTimes // of the boundaries
 	var tickMu gosync.Mutex
 	sched := scheduler.New(scheduler.Config{Runner: runner, Now: c.Now, Logger: quiet, OnTick: func(t scheduler.TickTimes) {

@@ -155,7 +155,7 @@ const heartbeatEvery = scheduler.DefaultHeartbeatTimeout / 3
 // pipeline's warehouse, and notifications are sent. limiter bounds stages (serve).
 func newRunner(e *env, stores scheduler.Opener, so stageOptions, logger *slog.Logger, limiter *scheduler.Limiter) *scheduler.Runner {
 	return scheduler.NewRunner(scheduler.RunnerConfig{
-		Execute:        stageExecutor(executor.NewDispatcher(0)),
+		Engine:         executor.NewDispatcher(0),
 		MemoryBudget:   so.memoryBudget,
 		SpillDir:       so.spillDir,
 		Opener:         stores,

@@ -149,7 +149,7 @@ func newServeScheduler(e *env, o serveOptions, addr string, logger *slog.Logger,
 	}
 	var sched *scheduler.Scheduler
 	runner := scheduler.NewRunner(scheduler.RunnerConfig{
-		Execute:      stageExecutor(dispatcher),
+		Engine:       dispatcher,
 		OnChange:     obs.RunChanged,
 		MemoryBudget: o.stage.memoryBudget,
 		SpillDir:     o.stage.spillDir,

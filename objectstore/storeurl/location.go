@@ -1,6 +1,7 @@
 package storeurl
 
 import (
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -77,4 +78,20 @@ func Parts(rawURL string) (scheme, authority, path string, err error) {
 		return "s3", loc.bucket, loc.path, nil
 	}
 	return "mem", loc.name, loc.path, nil
+}
+
+// Spark returns a location as a Spark cluster reads it: a local path or file:// URL as
+// the absolute path (a cluster on this machine or a shared file system), s3://bucket/key
+// as s3a://bucket/key (Hadoop's S3 connector). Other locations have no Spark form.
+func Spark(loc string) (string, error) {
+	if rest, ok := strings.CutPrefix(loc, "file://"); ok {
+		loc = rest
+	}
+	if rest, ok := strings.CutPrefix(loc, "s3://"); ok {
+		return "s3a://" + rest, nil
+	}
+	if IsURL(loc) {
+		return "", fmt.Errorf("%s: Spark reads local paths and s3:// (as s3a://) only", loc)
+	}
+	return filepath.Abs(loc)
 }

@@ -156,3 +156,21 @@ func TestOpenS3(t *testing.T) {
 		t.Fatalf("Open of a missing bucket: got err %v, want one saying it does not exist", err)
 	}
 }
+
+// TestSpark: the Spark form of a location is s3a:// for s3://, an absolute path for a
+// local one, and an error naming the location for any other.
+func TestSpark(t *testing.T) {
+	abs, _ := filepath.Abs("wh")
+	for _, tc := range []struct{ in, want, err string }{
+		{"s3://bucket/wh", "s3a://bucket/wh", ""},
+		{"file:///data/wh", "/data/wh", ""},
+		{"/data/wh", "/data/wh", ""},
+		{"wh", abs, ""},
+		{"mem://x", "", "mem://x: Spark reads local paths and s3:// (as s3a://) only"},
+	} {
+		got, err := storeurl.Spark(tc.in)
+		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && err.Error() != tc.err {
+			t.Errorf("Spark(%q) = %q, %v; want %q, %q", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
