@@ -215,7 +215,7 @@ func factProperty(t *testing.T, seed uint64, sourceChanges bool) {
 			loaded = append(loaded, f.sales...)
 		}
 		files = files[n:]
-		g, err := Compile(spec, Runtime{Warehouse: warehouse, OpenLocation: open, Delta: delta.Options{UserName: "test"}, RunID: fmt.Sprint("run-", run)})
+		g, err := LocalGraph(spec, LocalRuntime{Warehouse: warehouse, OpenLocation: open, Delta: delta.Options{UserName: "test"}, RunID: fmt.Sprint("run-", run)})
 		if err != nil {
 			t.Fatal(err)
 		}
