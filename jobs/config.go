@@ -20,10 +20,11 @@ const (
 	KindSCD2Merge      Kind = "scd2_merge"
 	KindSCD1Merge      Kind = "scd1_merge"
 	KindVacuum         Kind = "vacuum"
+	KindFactLoad       Kind = "fact_load"
 )
 
 // Kinds lists every stage kind, in documentation order.
-var Kinds = []Kind{KindIngest, KindCaptureHistory, KindSCD2Merge, KindSCD1Merge, KindVacuum}
+var Kinds = []Kind{KindIngest, KindCaptureHistory, KindSCD2Merge, KindSCD1Merge, KindFactLoad, KindVacuum}
 
 // FieldError is one problem in a stage config. Field is the YAML key path inside the
 // stage (e.g. "csv.delimiter", "keys[1]"); the pipeline loader turns it into file:line:col.
@@ -72,6 +73,8 @@ func NewConfig(k Kind) (Config, bool) {
 		return &SCD1Config{}, true
 	case KindVacuum:
 		return &VacuumConfig{}, true
+	case KindFactLoad:
+		return &FactLoadConfig{}, true
 	}
 	return nil, false
 }

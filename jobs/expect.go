@@ -134,6 +134,8 @@ func ExpectationTarget(cfg Config) string {
 		return c.Target
 	case *SCD2Config:
 		return c.Target
+	case *FactLoadConfig:
+		return c.Target
 	}
 	return ""
 }
@@ -180,7 +182,7 @@ func ValidateExpectations(cfg Config, exps []Expectation) []FieldError {
 		}
 		kind := cfg.Kind()
 		if ExpectationTarget(cfg) == "" {
-			add("", "a %s stage writes no rows to check; expectations go on ingest, capture_history, scd1_merge and scd2_merge stages", kind)
+			add("", "a %s stage writes no rows to check; expectations go on ingest, capture_history, scd1_merge, scd2_merge and fact_load stages", kind)
 			continue
 		}
 		switch e.Action() {

@@ -16,6 +16,8 @@ func New(name string, cfg Config, consumers []Consumer) (Stage, error) {
 		return NewSCD1Merge(name, c), nil
 	case *VacuumConfig:
 		return NewVacuum(name, c, consumers), nil
+	case *FactLoadConfig:
+		return NewFactLoad(name, c), nil
 	}
 	return nil, fmt.Errorf("stage %s: unknown stage config %T", name, cfg)
 }

@@ -18,6 +18,8 @@ func Writes(s Stage) []string {
 		cfg = st.cfg
 	case *Vacuum:
 		cfg = st.cfg
+	case *FactLoad:
+		cfg = st.cfg
 	default:
 		return nil
 	}

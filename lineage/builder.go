@@ -294,6 +294,24 @@ func (b *Builder) columnLineage(stage *pipelines.Stage, target string, inputs []
 				from(f.Name, f.Name, identity)
 			}
 		}
+	case *jobs.FactLoadConfig:
+		in := sourceCols(c.Source)
+		reads, _ := c.Tables()
+		for _, f := range decl.Schema.Fields {
+			if slices.Contains(in, f.Name) {
+				from(f.Name, f.Name, identity)
+			}
+		}
+		for _, l := range c.Lookups {
+			i := slices.Index(reads, l.Dimension)
+			if i < 0 || i >= len(inputs) {
+				continue
+			}
+			dim := inputs[i]
+			sk := l.DimensionColumns().SurrogateKey
+			fields[l.Key] = columnFields{InputFields: []InputField{{Namespace: dim.Namespace, Name: dim.Name, Field: sk,
+				Transformations: []Transformation{{Type: "INDIRECT", Subtype: "JOIN", Description: "the surrogate key of the version valid at " + l.At}}}}}
+		}
 	default:
 		return nil
 	}

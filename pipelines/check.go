@@ -34,6 +34,8 @@ func checkStageTables(ps, ws *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 		}
 	case *jobs.SCD2Config:
 		c.scd2(cfg)
+	case *jobs.FactLoadConfig:
+		c.factLoad(cfg)
 	case *jobs.SCD1Config:
 		src := c.table("source", cfg.Source)
 		dst := c.table("target", cfg.Target)
@@ -64,7 +66,18 @@ type stageCheck struct {
 
 func (c *stageCheck) ingest(cfg *jobs.IngestConfig) {
 	t := c.table("target", cfg.Target)
-	if q := c.table("quarantine_table", cfg.QuarantineTable); q != nil {
+	c.quarantineTable(cfg.QuarantineTable)
+	c.needColumn("source_file_column", t, or(cfg.SourceFileColumn, "source_file"), "string")
+	c.needColumn("load_timestamp_column", t, or(cfg.LoadTimestampColumn, "load_timestamp"), "timestamp")
+	for i, k := range cfg.Keys {
+		c.needColumn(fmt.Sprintf("keys[%d]", i), t, k, "")
+	}
+	c.needSequence("sequence_by", t, cfg.SequenceBy, true)
+}
+
+// quarantineTable checks a quarantine table's columns (jobs.QuarantineColumns).
+func (c *stageCheck) quarantineTable(name string) {
+	if q := c.table("quarantine_table", name); q != nil {
 		for _, col := range jobs.QuarantineColumns {
 			want := "string"
 			switch col {
@@ -76,12 +89,6 @@ func (c *stageCheck) ingest(cfg *jobs.IngestConfig) {
 			c.needColumn("quarantine_table", q, col, want)
 		}
 	}
-	c.needColumn("source_file_column", t, or(cfg.SourceFileColumn, "source_file"), "string")
-	c.needColumn("load_timestamp_column", t, or(cfg.LoadTimestampColumn, "load_timestamp"), "timestamp")
-	for i, k := range cfg.Keys {
-		c.needColumn(fmt.Sprintf("keys[%d]", i), t, k, "")
-	}
-	c.needSequence("sequence_by", t, cfg.SequenceBy, true)
 }
 
 func (c *stageCheck) scd2(cfg *jobs.SCD2Config) {

@@ -182,6 +182,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 	checkStages(ps, ws, spec, stageNodes, tableNodes)
 	checkEngines(ps, root, spec, &fs, stageNodes)
 	checkExpectationEngines(ps, spec, stageNodes)
+	checkFactEngines(ps, spec, stageNodes)
 	if err := ps.err(); err != nil {
 		return nil, err
 	}

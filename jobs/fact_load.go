@@ -1,0 +1,719 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
+)
+
+// FactLoad writes a fact table keyed as of the facts' time (STAGES.md, fact_load): each
+// lookup adds the surrogate key of the dimension version with valid_from <= at <
+// valid_to, or the unknown member's key (-1) when there is none (or fails, with
+// missing: fail).
+//
+// Each run reads the source's new facts (its change feed since the last loaded version,
+// or its snapshot when it moved) and, for each dimension that moved since the last run,
+// the dimension's change feed over those versions: the (business key, time range) pairs
+// where the valid version may have changed. The facts that fall there are looked up
+// again, and those whose key changed are updated. New facts, updated facts and re-keyed
+// facts go in ONE MERGE on the fact keys, which also commits a txn for the source
+// (appId "fact_load:<target>:<source>", the source version) and one per dimension
+// ("fact_load:<target>:dimension:<dimension>", its version): a rerun finds the work
+// done, a crash before the commit leaves the table as it was. So after every run each
+// fact carries the key its dimension's latest version gives it, whatever the order in
+// which facts and dimension events arrived. A dimension without a change feed (or whose
+// feed versions were cleaned up) makes the run look every fact up again.
+//
+// The fact table must hold the lookups' on and at columns (re-keying reads them there).
+// The run holds the new facts and the dimensions' keys and intervals in memory.
+type FactLoad struct {
+	name string
+	cfg  *FactLoadConfig
+}
+
+// NewFactLoad returns the stage for a validated config.
+func NewFactLoad(name string, cfg *FactLoadConfig) *FactLoad { return &FactLoad{name: name, cfg: cfg} }
+
+// Name implements Stage.
+func (s *FactLoad) Name() string { return s.name }
+
+// Kind implements Stage.
+func (s *FactLoad) Kind() Kind { return KindFactLoad }
+
+// AppID is the txn appId of the last source version loaded.
+func (s *FactLoad) AppID() string { return "fact_load:" + s.cfg.Target + ":" + s.cfg.Source }
+
+// DimensionAppID is the txn appId of the last version of a dimension the facts are keyed by.
+func (s *FactLoad) DimensionAppID(dimension string) string {
+	return "fact_load:" + s.cfg.Target + ":dimension:" + dimension
+}
+
+// Run implements Stage.
+func (s *FactLoad) Run(ctx context.Context, env *Env) (Result, error) {
+	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+}
+
+// factDeleteColumn marks the merge source rows that delete a fact.
+const factDeleteColumn = "_fact_load_delete"
+
+// factRun is one run's state: the target's layout and the rows to merge.
+type factRun struct {
+	s      *FactLoad
+	dims   []*factDim
+	out    *arrow.Schema // the target's columns plus factDeleteColumn
+	keyOf  []int         // per target column: the lookup whose key it is, else -1
+	keyIdx []int         // the fact key columns in the target
+	b      *array.RecordBuilder
+	recs   []arrow.RecordBatch
+	rows   int
+	seen   map[string]bool // fact keys already in recs
+	counts [][3]int64      // per lookup: facts given a real key, the unknown key, quarantined
+	lcache map[*arrow.Schema]*lookupCols
+	buf    []byte
+	// quarantining: a miss of a missing: quarantine lookup is a *factMiss (new facts),
+	// not the unknown key (re-keyed facts); quarantined holds those facts.
+	quarantining bool
+	quarantined  []quarantinedFact
+}
+
+func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
+	var res Result
+	f, err := env.openFlow(ctx, s.cfg.Source, s.cfg.Target)
+	if err != nil {
+		return res, err
+	}
+	srcLatest := f.srcSnap.Version()
+	res.VersionsRead = []TableVersion{{Table: f.srcDecl.Name, Version: srcLatest}}
+	lastSrc, loaded := f.dstSnap.TxnVersion(s.AppID())
+	srcNew := !loaded || lastSrc < srcLatest
+	fr := &factRun{s: s}
+	moved := make([]bool, len(s.cfg.Lookups))
+	lastDim := make([]int64, len(s.cfg.Lookups))
+	anyMoved := false
+	for i := range s.cfg.Lookups {
+		d, err := openFactDim(ctx, env, &s.cfg.Lookups[i])
+		if err != nil {
+			return res, fmt.Errorf("lookups[%d]: %w", i, err)
+		}
+		fr.dims = append(fr.dims, d)
+		res.VersionsRead = append(res.VersionsRead, TableVersion{Table: d.decl.Name, Version: d.snap.Version()})
+		last, ok := f.dstSnap.TxnVersion(s.DimensionAppID(d.decl.Name))
+		lastDim[i], moved[i] = last, !ok || last < d.snap.Version()
+		if !ok {
+			lastDim[i] = -1
+		}
+		anyMoved = anyMoved || moved[i]
+	}
+	if !srcNew && !anyMoved {
+		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s loaded through version %d, its dimensions unchanged since", f.srcDecl.Name, srcLatest))
+		return res, nil
+	}
+	for _, d := range fr.dims {
+		if err := d.load(ctx); err != nil {
+			return res, err
+		}
+	}
+	if err := fr.layout(f.dstSnap.Schema()); err != nil {
+		return res, fmt.Errorf("fact table %s: %w", f.dstDecl.Name, err)
+	}
+	defer fr.release()
+	if srcNew {
+		if err := fr.readSource(ctx, f, loaded, lastSrc, &res); err != nil {
+			return res, err
+		}
+	}
+	// A snapshot source's facts are all keyed afresh: nothing else to look up again.
+	if anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges) {
+		if err := fr.rekey(ctx, f, moved, lastDim, &res); err != nil {
+			return res, err
+		}
+	}
+	if err := fr.flush(); err != nil {
+		return res, err
+	}
+	if err := fr.quarantine(ctx, env, srcLatest, &res); err != nil {
+		return res, err
+	}
+	tx := f.dst.NewTransaction(f.dstSnap, delta.TxOptions{})
+	tx.SetTxn(s.AppID(), srcLatest)
+	for _, d := range fr.dims {
+		tx.SetTxn(s.DimensionAppID(d.decl.Name), d.snap.Version())
+	}
+	opts := delta.MergeOptions{
+		Source: fr.recs,
+		On:     s.cfg.Keys,
+		WhenMatched: []delta.MergeClause{
+			{Cond: expr.Eq(factDeleteColumn, true), Action: delta.MergeDelete},
+			{CondFunc: fr.differs, Action: delta.MergeUpdate},
+		},
+		WhenNotMatched: []delta.MergeClause{{Cond: expr.Eq(factDeleteColumn, false), Action: delta.MergeInsert}},
+		Tx:             tx,
+		Lineage:        env.lineage(),
+		Operation:      "MERGE",
+	}
+	if srcNew && !s.cfg.SourceChanges {
+		// The snapshot is every fact there is.
+		opts.WhenNotMatchedBySource = []delta.MergeClause{{Action: delta.MergeDelete}}
+	}
+	mr, err := f.dst.Merge(ctx, opts)
+	if err != nil {
+		return res, fmt.Errorf("write fact table %s: %w", f.dstDecl.Name, err)
+	}
+	if mr.Committed {
+		res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: f.dstDecl.Name, Version: mr.Version})
+	}
+	res.RowsWritten = mr.NumTargetRowsInserted + mr.NumTargetRowsUpdated + mr.NumTargetRowsDeleted
+	res.FilesWritten = mr.NumTargetFilesAdded
+	res.BytesWritten = mr.NumTargetBytesAdded
+	res.Notes = append(res.Notes, fmt.Sprintf("facts: %d inserted, %d updated (re-keyed or changed), %d deleted", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
+	for i, l := range s.cfg.Lookups {
+		note := fmt.Sprintf("lookup %s (%s): %d facts keyed to a version, %d to the unknown member", l.Key, l.Dimension, fr.counts[i][0], fr.counts[i][1])
+		if l.Missing == MissingQuarantine {
+			note += fmt.Sprintf(", %d quarantined", fr.counts[i][2])
+		}
+		res.Notes = append(res.Notes, note)
+	}
+	return res, nil
+}
+
+// layout finds the target's columns: each lookup's key column, the fact keys, and the
+// columns re-keying reads.
+func (fr *factRun) layout(target *delta.StructType) error {
+	as, err := delta.ArrowSchema(target)
+	if err != nil {
+		return err
+	}
+	fields := append(slices.Clone(as.Fields()), arrow.Field{Name: factDeleteColumn, Type: arrow.FixedWidthTypes.Boolean})
+	fr.out = arrow.NewSchema(fields, nil)
+	fr.keyOf = make([]int, len(as.Fields()))
+	for j, fld := range as.Fields() {
+		fr.keyOf[j] = -1
+		for i, l := range fr.s.cfg.Lookups {
+			if strings.EqualFold(fld.Name, l.Key) {
+				if fld.Type.ID() != arrow.INT64 {
+					return fmt.Errorf("key column %s is %s; expected bigint", fld.Name, fld.Type)
+				}
+				fr.keyOf[j] = i
+			}
+		}
+	}
+	for i, l := range fr.s.cfg.Lookups {
+		if target.Field(l.Key) == nil {
+			return fmt.Errorf("no column %s for lookups[%d].key", l.Key, i)
+		}
+		cols, _ := l.factCols()
+		for _, c := range append(cols, l.At) {
+			if target.Field(c) == nil {
+				return fmt.Errorf("no column %s: the fact table keeps each lookup's on and at columns, so facts can be keyed again when the dimension changes", c)
+			}
+		}
+	}
+	for _, k := range fr.s.cfg.Keys {
+		i := target.FieldIndex(k)
+		if i < 0 {
+			return fmt.Errorf("no key column %s", k)
+		}
+		fr.keyIdx = append(fr.keyIdx, i)
+	}
+	fr.b = array.NewRecordBuilder(memory.DefaultAllocator, fr.out)
+	fr.seen = map[string]bool{}
+	fr.counts = make([][3]int64, len(fr.s.cfg.Lookups))
+	return nil
+}
+
+func (fr *factRun) release() {
+	if fr.b != nil {
+		fr.b.Release()
+	}
+	for _, r := range fr.recs {
+		r.Release()
+	}
+}
+
+// columnsIn maps the target's columns to rec's by name (-1: a lookup key, or absent).
+func (fr *factRun) columnsIn(rec *arrow.Schema, what string) (cols []int, err error) {
+	names := map[string]int{}
+	for i, fld := range rec.Fields() {
+		names[strings.ToLower(fld.Name)] = i
+	}
+	for j := range fr.keyOf {
+		name := fr.out.Field(j).Name
+		i, ok := names[strings.ToLower(name)]
+		switch {
+		case fr.keyOf[j] >= 0:
+			cols = append(cols, -1)
+		case !ok:
+			return nil, fmt.Errorf("the fact table's column %s is not in %s", name, what)
+		default:
+			cols = append(cols, i)
+		}
+	}
+	return cols, nil
+}
+
+// factKey is the encoded fact key of row r (rec's columns cols[keyIdx]).
+func (fr *factRun) factKey(rec arrow.RecordBatch, cols []int, r int) (string, []int, error) {
+	kc := make([]int, len(fr.keyIdx))
+	for i, j := range fr.keyIdx {
+		kc[i] = cols[j]
+	}
+	for _, c := range kc {
+		if rec.Column(c).IsNull(r) {
+			return "", kc, fmt.Errorf("a fact has a NULL key %s", keyText(rec, kc, r))
+		}
+	}
+	k, err := keyed.AppendKey(nil, rec, kc, r)
+	return string(k), kc, err
+}
+
+// lookupCols are the columns of a record's schema each lookup reads: its business key
+// columns and its time.
+type lookupCols struct {
+	key [][]int
+	at  []int
+}
+
+// lookupColsOf finds the lookups' columns in a schema (cached by schema).
+func (fr *factRun) lookupColsOf(s *arrow.Schema) *lookupCols {
+	if lc, ok := fr.lcache[s]; ok {
+		return lc
+	}
+	names := nameIndex(s)
+	lc := &lookupCols{}
+	for _, d := range fr.dims {
+		cols := make([]int, len(d.factCols))
+		for j, c := range d.factCols {
+			cols[j] = names[strings.ToLower(c)]
+		}
+		lc.key = append(lc.key, cols)
+		lc.at = append(lc.at, names[strings.ToLower(d.lookup.At)])
+	}
+	if fr.lcache == nil {
+		fr.lcache = map[*arrow.Schema]*lookupCols{}
+	}
+	fr.lcache[s] = lc
+	return lc
+}
+
+// keysFor looks up every lookup's key for row r of rec (kc: its fact key columns).
+func (fr *factRun) keysFor(rec arrow.RecordBatch, kc []int, r int) ([]int64, error) {
+	lc := fr.lookupColsOf(rec.Schema())
+	out := make([]int64, len(fr.dims))
+	for i, d := range fr.dims {
+		cols := lc.key[i]
+		null := false
+		for _, c := range cols {
+			null = null || rec.Column(c).IsNull(r)
+		}
+		t, ok, err := timeMicros(rec.Column(lc.at[i]), r)
+		if err != nil {
+			return nil, fmt.Errorf("lookups[%d].at %s: %w", i, d.lookup.At, err)
+		}
+		sk, found := int64(0), false
+		if ok && !null {
+			if fr.buf, err = keyed.AppendKey(fr.buf[:0], rec, cols, r); err != nil {
+				return nil, err
+			}
+			sk, found = d.keyAt(string(fr.buf), t)
+		}
+		switch {
+		case found:
+			fr.counts[i][0]++
+		case d.lookup.Missing == MissingFail || d.lookup.Missing == MissingQuarantine && fr.quarantining:
+			at := "NULL"
+			if ok {
+				at = rec.Column(lc.at[i]).ValueStr(r)
+			}
+			miss := &factMiss{lookup: i, column: strings.Join(d.factCols, ","), value: keyText(rec, cols, r),
+				msg: fmt.Sprintf("dimension %s has no version of %s %s at %s %s", d.decl.Name, strings.Join(d.factCols, ","), keyText(rec, cols, r), d.lookup.At, at)}
+			if d.lookup.Missing == MissingQuarantine {
+				return nil, miss
+			}
+			return nil, fmt.Errorf("fact %s: %s (lookups[%d] has missing: fail)", keyText(rec, kc, r), miss.msg, i)
+		default:
+			sk = d.lookup.unknownKey()
+			fr.counts[i][1]++
+		}
+		out[i] = sk
+	}
+	return out, nil
+}
+
+// emit appends a row to the merge source: row r of rec (the target's columns at cols),
+// with the lookup keys sks, or a delete of its fact.
+func (fr *factRun) emit(rec arrow.RecordBatch, cols []int, r int, sks []int64, del bool) error {
+	for j := range fr.keyOf {
+		fb := fr.b.Field(j)
+		switch {
+		case fr.keyOf[j] >= 0 && del:
+			fb.AppendNull()
+		case fr.keyOf[j] >= 0:
+			fb.(*array.Int64Builder).Append(sks[fr.keyOf[j]])
+		default:
+			if err := appendFrom(fb, rec.Column(cols[j]), r); err != nil {
+				return fmt.Errorf("column %s: %w", fr.out.Field(j).Name, err)
+			}
+		}
+	}
+	fr.b.Field(len(fr.keyOf)).(*array.BooleanBuilder).Append(del)
+	if fr.rows++; fr.rows%32768 == 0 {
+		return fr.flush()
+	}
+	return nil
+}
+
+func (fr *factRun) flush() error {
+	if fr.b.Field(0).Len() == 0 && len(fr.recs) > 0 {
+		return nil
+	}
+	fr.recs = append(fr.recs, fr.b.NewRecordBatch())
+	return nil
+}
+
+// factChange is the newest change of one fact in the source's change feed: at one
+// version a row that exists after it wins over one that does not.
+type factChange struct {
+	rec     arrow.RecordBatch
+	r       int
+	version int64
+	del     bool
+}
+
+// readSource reads the source's new facts: its change feed after lastSrc, or (first run,
+// or a snapshot source) its snapshot.
+func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc int64, res *Result) error {
+	srcName := "source " + f.srcDecl.Name
+	fr.quarantining = true
+	defer func() { fr.quarantining = false }()
+	if !fr.s.cfg.SourceChanges || !loaded {
+		sc, err := f.srcSnap.Scan(ctx, delta.ScanOptions{})
+		if err != nil {
+			return fmt.Errorf("read %s: %w", srcName, err)
+		}
+		defer sc.Release()
+		for sc.Next() {
+			rec := sc.RecordBatch()
+			if err := fr.addSource(rec, fmt.Sprintf("%s@v%d", f.srcDecl.Name, f.srcSnap.Version()), res, func(key string, kc []int, r int) (bool, error) {
+				if fr.seen[key] {
+					return false, fmt.Errorf("%s holds two facts with key %s", srcName, keyText(rec, kc, r))
+				}
+				return true, nil
+			}); err != nil {
+				return err
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("read %s: %w", srcName, err)
+		}
+		return nil
+	}
+	start, end := lastSrc+1, f.srcSnap.Version()
+	res.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: lastSrc, Through: end}}
+	ch, err := f.src.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end,
+		Types: []string{delta.ChangeInsert, delta.ChangeUpdatePreimage, delta.ChangeUpdatePostimage, delta.ChangeDelete}})
+	if err != nil {
+		return fmt.Errorf("read the change feed of %s: %w", srcName, err)
+	}
+	defer ch.Release()
+	// The newest change of each fact wins; then the facts are emitted.
+	newest := map[string]*factChange{}
+	var order []string
+	var held []arrow.RecordBatch
+	defer func() {
+		for _, r := range held {
+			r.Release()
+		}
+	}()
+	for ch.Next() {
+		rec := ch.RecordBatch()
+		rec.Retain()
+		held = append(held, rec)
+		cols, err := fr.columnsIn(rec.Schema(), srcName)
+		if err != nil {
+			return err
+		}
+		names := nameIndex(rec.Schema())
+		ct := rec.Column(names[delta.ChangeTypeColumn]).(*array.String)
+		cv := rec.Column(names[delta.CommitVersionColumn]).(*array.Int64)
+		for r := range int(rec.NumRows()) {
+			key, _, err := fr.factKey(rec, cols, r)
+			if err != nil {
+				return fmt.Errorf("%s version %d: %w", srcName, cv.Value(r), err)
+			}
+			// A pre-image deletes its fact unless the same version has it after (its
+			// post-image, or a delete and insert of an overwrite): a changed key leaves
+			// no fact behind.
+			del := ct.Value(r) == delta.ChangeDelete || ct.Value(r) == delta.ChangeUpdatePreimage
+			row := &factChange{rec: rec, r: r, version: cv.Value(r), del: del}
+			if old, ok := newest[key]; !ok {
+				order = append(order, key)
+			} else if old.version > row.version || old.version == row.version && row.del && !old.del {
+				continue
+			}
+			newest[key] = row
+		}
+		res.RowsRead += rec.NumRows()
+	}
+	if err := ch.Err(); err != nil {
+		return fmt.Errorf("read the change feed of %s: %w", srcName, err)
+	}
+	for _, key := range order {
+		row := newest[key]
+		cols, err := fr.columnsIn(row.rec.Schema(), srcName)
+		if err != nil {
+			return err
+		}
+		var sks []int64
+		del := row.del
+		if !del {
+			_, kc, _ := fr.factKey(row.rec, cols, row.r)
+			if sks, del, err = fr.newFactKeys(row.rec, kc, row.r, fmt.Sprintf("%s@v%d", f.srcDecl.Name, row.version)); err != nil {
+				return fmt.Errorf("%s: %w", srcName, err)
+			}
+		}
+		fr.seen[key] = true
+		if err := fr.emit(row.rec, cols, row.r, sks, del); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addSource emits every row of a snapshot record that take accepts.
+func (fr *factRun) addSource(rec arrow.RecordBatch, what string, res *Result, take func(key string, kc []int, r int) (bool, error)) error {
+	cols, err := fr.columnsIn(rec.Schema(), what)
+	if err != nil {
+		return err
+	}
+	for r := range int(rec.NumRows()) {
+		key, kc, err := fr.factKey(rec, cols, r)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		ok, err := take(key, kc, r)
+		if err != nil || !ok {
+			return err
+		}
+		sks, del, err := fr.newFactKeys(rec, kc, r, what)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		fr.seen[key] = true
+		if err := fr.emit(rec, cols, r, sks, del); err != nil {
+			return err
+		}
+	}
+	res.RowsRead += rec.NumRows()
+	return nil
+}
+
+// rekey looks the facts in the dimensions' changed ranges up again and emits those
+// whose key changed (facts this run already emits are keyed already).
+func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []int64, res *Result) error {
+	ranges := make([]map[string][]dimInterval, len(fr.dims))
+	all := false
+	for i, d := range fr.dims {
+		if !moved[i] {
+			continue
+		}
+		if lastDim[i] < 0 {
+			all = true // never keyed by this dimension (a new lookup)
+			continue
+		}
+		rs, ok, err := d.changedRanges(ctx, lastDim[i])
+		if err != nil {
+			return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
+		}
+		if !ok {
+			res.Notes = append(res.Notes, fmt.Sprintf("the change feed of %s over versions %d..%d cannot be read: every fact is looked up again", d.decl.Name, lastDim[i]+1, d.snap.Version()))
+			all = true
+			continue
+		}
+		res.ChangesRead = append(res.ChangesRead, ChangeRange{Table: d.decl.Name, After: lastDim[i], Through: d.snap.Version()})
+		ranges[i] = rs
+	}
+	if !all && !slices.ContainsFunc(ranges, func(m map[string][]dimInterval) bool { return len(m) > 0 }) {
+		return nil
+	}
+	opts := delta.ScanOptions{}
+	if !all {
+		opts.Filter = fr.rekeyFilter(ranges)
+	}
+	sc, err := f.dstSnap.Scan(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("read fact table %s: %w", f.dstDecl.Name, err)
+	}
+	defer sc.Release()
+	what := "fact table " + f.dstDecl.Name
+	var buf []byte
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		names := nameIndex(rec.Schema())
+		cols := make([]int, len(fr.keyOf))
+		for j := range cols {
+			cols[j] = names[strings.ToLower(fr.out.Field(j).Name)]
+		}
+		for r := range int(rec.NumRows()) {
+			key, kc, err := fr.factKey(rec, cols, r)
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			if fr.seen[key] {
+				continue
+			}
+			affected := all
+			lc := fr.lookupColsOf(rec.Schema())
+			for i := range fr.dims {
+				if affected || ranges[i] == nil {
+					continue
+				}
+				if buf, err = keyed.AppendKey(buf[:0], rec, lc.key[i], r); err != nil {
+					return err
+				}
+				t, ok, err := timeMicros(rec.Column(lc.at[i]), r)
+				if err != nil {
+					return err
+				}
+				affected = ok && inRanges(ranges[i][string(buf)], t)
+			}
+			if !affected {
+				continue
+			}
+			sks, err := fr.keysFor(rec, kc, r)
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			same := true
+			for i, l := range fr.s.cfg.Lookups {
+				c := rec.Column(names[strings.ToLower(l.Key)])
+				same = same && !c.IsNull(r) && c.(*array.Int64).Value(r) == sks[i]
+			}
+			if same {
+				continue
+			}
+			fr.seen[key] = true
+			if err := fr.emit(rec, cols, r, sks, false); err != nil {
+				return err
+			}
+		}
+	}
+	return sc.Err()
+}
+
+// rekeyFilter is a scan filter keeping the facts of the changed business keys (nil, no
+// filter, when a lookup has a key of several columns).
+func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) expr.Predicate {
+	var ors []expr.Predicate
+	for i, d := range fr.dims {
+		if ranges[i] == nil {
+			continue
+		}
+		if len(d.factCols) != 1 {
+			return nil
+		}
+		var vals []any
+		for k := range ranges[i] {
+			v, ok := decodeKeyValue(k)
+			if !ok {
+				return nil
+			}
+			vals = append(vals, v)
+		}
+		if len(vals) > 0 {
+			ors = append(ors, expr.In(d.factCols[0], vals...))
+		}
+	}
+	switch len(ors) {
+	case 0:
+		return nil
+	case 1:
+		return ors[0]
+	}
+	return expr.Or(ors...)
+}
+
+// decodeKeyValue decodes a one-column key as keyed.AppendKey encodes strings and integers.
+func decodeKeyValue(k string) (any, bool) {
+	if len(k) == 0 {
+		return nil, false
+	}
+	switch k[0] {
+	case 1:
+		b := []byte(k[1:])
+		n, w := uvarint(b)
+		if w <= 0 || int(n) != len(b)-w {
+			return nil, false
+		}
+		return string(b[w:]), true
+	case 2:
+		if len(k) != 9 {
+			return nil, false
+		}
+		var v uint64
+		for i := 8; i >= 1; i-- {
+			v = v<<8 | uint64(k[i])
+		}
+		return int64(v), true
+	}
+	return nil, false
+}
+
+func uvarint(b []byte) (uint64, int) {
+	var x uint64
+	var s uint
+	for i, c := range b {
+		if i == 10 {
+			return 0, -1
+		}
+		if c < 0x80 {
+			return x | uint64(c)<<s, i + 1
+		}
+		x |= uint64(c&0x7f) << s
+		s += 7
+	}
+	return 0, 0
+}
+
+// differs is the UPDATE condition: the source row differs from the fact (null-safe).
+func (fr *factRun) differs(rows arrow.RecordBatch) ([]bool, error) {
+	names := nameIndex(rows.Schema())
+	out := make([]bool, rows.NumRows())
+	for j := range fr.keyOf {
+		name := strings.ToLower(fr.out.Field(j).Name)
+		si, ok1 := names["source."+name]
+		ti, ok2 := names["target."+name]
+		if !ok1 || !ok2 {
+			for r := range out {
+				out[r] = true
+			}
+			return out, nil
+		}
+		sc, tc := rows.Column(si), rows.Column(ti)
+		for r := range out {
+			if out[r] {
+				continue
+			}
+			sn, tn := sc.IsNull(r), tc.IsNull(r)
+			out[r] = sn != tn || !sn && sc.ValueStr(r) != tc.ValueStr(r)
+		}
+	}
+	return out, nil
+}
+
+// nameIndex maps a schema's lower-cased column names to their indexes.
+func nameIndex(s *arrow.Schema) map[string]int {
+	m := make(map[string]int, s.NumFields())
+	for i, f := range s.Fields() {
+		m[strings.ToLower(f.Name)] = i
+	}
+	return m
+}

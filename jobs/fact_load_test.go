@@ -1,0 +1,270 @@
+package jobs
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/mem"
+)
+
+func salesTables(t testing.TB) (raw, facts *Table) {
+	raw = &Table{
+		Name:       "staging.sales",
+		Path:       "staging/sales",
+		Schema:     schemaOf(t, "sale_id string", "customer_id string", "amount bigint", "sold_at timestamp"),
+		Properties: map[string]string{"delta.enableChangeDataFeed": "true"},
+	}
+	facts = &Table{
+		Name:       "sales.sales",
+		Path:       "sales/sales",
+		Schema:     schemaOf(t, "sale_id string", "customer_id string", "amount bigint", "sold_at timestamp", "customer_sk bigint"),
+		Properties: map[string]string{"delta.enableChangeDataFeed": "true"},
+	}
+	return raw, facts
+}
+
+func factConfig(changes bool, missing string) *FactLoadConfig {
+	return &FactLoadConfig{
+		Source: "staging.sales", SourceChanges: changes, Target: "sales.sales", Keys: []string{"sale_id"},
+		Lookups: []FactLookup{{Dimension: "sales.customer", On: map[string]string{"customer_id": "customer_id"}, At: "sold_at", Key: "customer_sk", Missing: missing}},
+	}
+}
+
+// day returns a time on day n of January 2026.
+func day(n int) time.Time { return time.Date(2026, 1, n, 12, 0, 0, 0, time.UTC) }
+
+// The story: a customer moves; a sale arrives before its customer (the unknown member,
+// then its real key once the customer arrives); a late event (the customer lived
+// somewhere else for a while) splits a version and re-keys the sales in it, and only
+// those.
+func TestFactLoadKeysAsOfTime(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	merge := NewSCD2Merge("customers", scd2Config())
+	load := NewFactLoad("sales", factConfig(true, ""))
+	city := func(env *Env) map[string]string {
+		out := map[string]string{}
+		sks := map[string]string{"-1": "unknown"}
+		for _, r := range tableRows(t, env, dim, "customer_sk", "city") {
+			sk, c, _ := strings.Cut(r, "|")
+			sks[sk] = c
+		}
+		for _, r := range tableRows(t, env, facts, "sale_id", "customer_sk") {
+			id, sk, _ := strings.Cut(r, "|")
+			out[id] = sks[sk]
+		}
+		return out
+	}
+
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, merge, env)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Portland", day(10)})
+	runStage(t, merge, env)
+	appendRows(t, env, raw,
+		[]any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(12)},
+		[]any{"S3", "C2", 30, day(6)}, []any{"S4", "C1", 40, day(8)})
+	res := runStage(t, load, env)
+	want := map[string]string{"S1": "Seattle", "S2": "Portland", "S3": "unknown", "S4": "Seattle"}
+	if got := city(env); !maps.Equal(got, want) {
+		t.Fatalf("first load: got %v, want %v", got, want)
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "3 facts keyed to a version, 1 to the unknown member") }) {
+		t.Errorf("notes %q do not count 3 real keys and 1 unknown", res.Notes)
+	}
+	v := tableVersion(t, env, facts)
+	if res := runStage(t, load, env); len(res.VersionsWritten) != 0 || tableVersion(t, env, facts) != v {
+		t.Fatalf("a rerun with nothing new wrote %v", res.VersionsWritten)
+	}
+
+	// C2 arrives (valid from day 2: S3 on day 6 is its), and a late event: C1 lived in
+	// Tacoma from day 7. S4 (day 8) moves to Tacoma; S1 (day 5) and S2 (day 12) keep theirs.
+	appendRows(t, env, staging, []any{"C2", "Grace", "Boston", day(2)}, []any{"C1", "Ada", "Tacoma", day(7)})
+	runStage(t, merge, env)
+	before := tableRows(t, env, facts)
+	res = runStage(t, load, env)
+	want = map[string]string{"S1": "Seattle", "S2": "Portland", "S3": "Boston", "S4": "Tacoma"}
+	if got := city(env); !maps.Equal(got, want) {
+		t.Fatalf("after the late events: got %v, want %v", got, want)
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "0 inserted, 2 updated") }) {
+		t.Errorf("notes %q: want exactly the two re-keyed facts updated", res.Notes)
+	}
+	after := tableRows(t, env, facts)
+	changed := 0
+	for _, r := range after {
+		if !slices.Contains(before, r) {
+			changed++
+		}
+	}
+	if changed != 2 {
+		t.Errorf("%d fact rows changed, want 2:\nbefore %v\nafter  %v", changed, before, after)
+	}
+}
+
+// missing: fail stops the run naming the fact, the customer and the time, and writes nothing.
+func TestFactLoadMissingFail(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(3)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(2)})
+	_, err := NewFactLoad("sales", factConfig(true, MissingFail)).Run(t.Context(), env)
+	if err == nil {
+		t.Fatal("a sale before its customer's first version loaded with missing: fail")
+	}
+	for _, want := range []string{"fact S2", "sales.customer", "customer_id C1", "sold_at 2026-01-02"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if v := tableVersion(t, env, facts); v > 0 {
+		t.Errorf("the failed run committed version %d of the fact table", v)
+	}
+}
+
+// A snapshot source: each new version is every fact; facts it lacks are deleted.
+func TestFactLoadSnapshotSource(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	load := NewFactLoad("sales", factConfig(false, ""))
+	writeRows(t, env, raw, true, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)})
+	runStage(t, load, env)
+	writeRows(t, env, raw, true, []any{"S1", "C1", 11, day(5)}, []any{"S3", "C9", 30, day(6)})
+	runStage(t, load, env)
+	want := []string{"S1|11|1", "S3|30|-1"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("facts:\n%s", diff(got, want))
+	}
+}
+
+// A crash at any store operation of a load that re-keys, then reruns: exactly the facts
+// an uninterrupted run gives.
+func TestFactLoadCrashAtEveryOperation(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	load := NewFactLoad("sales", factConfig(true, ""))
+	setup := func() (*faultstore.Store, *Env, *Table) {
+		clock := &testClock{t: d1}
+		fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
+		env := newTestEnv(fs, clock, staging, dim, raw, facts)
+		merge := NewSCD2Merge("customers", scd2Config())
+		appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)}, []any{"C1", "Ada", "Portland", day(10)})
+		runStage(t, merge, env)
+		appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(12)}, []any{"S3", "C2", 30, day(6)})
+		runStage(t, load, env)
+		appendRows(t, env, staging, []any{"C2", "Grace", "Boston", day(2)}, []any{"C1", "Ada", "Tacoma", day(4)})
+		runStage(t, merge, env)
+		appendRows(t, env, raw, []any{"S4", "C1", 40, day(8)})
+		return fs, env, facts
+	}
+	observe := func(env *Env, tbl *Table) []string {
+		sks := map[string]string{"-1": "unknown"}
+		for _, r := range tableRows(t, env, dim, "customer_sk", "city") {
+			sk, c, _ := strings.Cut(r, "|")
+			sks[sk] = c
+		}
+		var out []string
+		for _, r := range tableRows(t, env, tbl, "sale_id", "customer_sk") {
+			id, sk, _ := strings.Cut(r, "|")
+			out = append(out, id+"|"+sks[sk])
+		}
+		return out
+	}
+	want := crashAtEveryOperation(t, load, setup, observe)
+	if w := []string{"S1|Tacoma", "S2|Portland", "S3|Boston", "S4|Tacoma"}; !slices.Equal(want, w) {
+		t.Fatalf("clean run:\n%s", diff(want, w))
+	}
+}
+
+// A change feed source whose facts are updated, re-keyed by their own key, deleted, and
+// overwritten (a delete and an insert of one key in one version): the fact table follows,
+// and a fact whose key changed leaves nothing behind.
+func TestFactLoadSourceChanges(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	load := NewFactLoad("sales", factConfig(true, ""))
+	appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)}, []any{"S3", "C1", 30, day(7)})
+	runStage(t, load, env)
+
+	tbl, _ := latest(t, env, raw)
+	if _, err := tbl.Update(t.Context(), delta.UpdateOptions{Where: expr.Eq("sale_id", "S1"), Set: map[string]any{"sale_id": "S9", "amount": int64(11)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.Delete(t.Context(), delta.DeleteOptions{Where: expr.Eq("sale_id", "S2")}); err != nil {
+		t.Fatal(err)
+	}
+	runStage(t, load, env)
+	want := []string{"S3|30|1", "S9|11|1"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("after an update of a key and a delete:\n%s", diff(got, want))
+	}
+
+	writeRows(t, env, raw, true, []any{"S3", "C1", 33, day(7)}, []any{"S4", "C0", 40, day(8)})
+	runStage(t, load, env)
+	want = []string{"S3|33|1", "S4|40|-1"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("after an overwrite of the source:\n%s", diff(got, want))
+	}
+}
+
+// missing: quarantine sends a new fact with no version at its time to the quarantine
+// table (naming the fact, the customer and the time) instead of the fact table, once
+// across crashes and reruns; a loaded fact that loses its version later gets the unknown key.
+func TestFactLoadQuarantine(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	quarantine := &Table{Name: "sales.sales_quarantine", Path: "sales/sales_quarantine",
+		Schema: schemaOf(t, "source_file string", "line bigint", "column string", "value string", "error string", "record string", "load_timestamp timestamp")}
+	cfg := factConfig(true, MissingQuarantine)
+	cfg.QuarantineTable = quarantine.Name
+	if errs := cfg.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	load := NewFactLoad("sales", cfg)
+	setup := func() (*faultstore.Store, *Env, *Table) {
+		clock := &testClock{t: d1}
+		fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
+		env := newTestEnv(fs, clock, staging, dim, raw, facts, quarantine)
+		appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(3)})
+		runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+		appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(2)}, []any{"S3", "C7", 30, day(6)})
+		return fs, env, facts
+	}
+	observe := func(env *Env, tbl *Table) []string {
+		out := tableRows(t, env, tbl, "sale_id", "customer_sk")
+		for _, r := range tableRows(t, env, quarantine, "source_file", "column", "value", "error") {
+			out = append(out, "quarantined: "+r)
+		}
+		return out
+	}
+	want := crashAtEveryOperation(t, load, setup, observe)
+	w := []string{
+		"S1|1",
+		"quarantined: staging.sales@v1|customer_id|C1|fact S2: dimension sales.customer has no version of customer_id C1 at sold_at 2026-01-02T12:00:00Z (lookups[0] has missing: quarantine)",
+		"quarantined: staging.sales@v1|customer_id|C7|fact S3: dimension sales.customer has no version of customer_id C7 at sold_at 2026-01-06T12:00:00Z (lookups[0] has missing: quarantine)",
+	}
+	if !slices.Equal(want, w) {
+		t.Fatalf("clean run:\n%s", diff(want, w))
+	}
+	if cfg := factConfig(true, MissingQuarantine); len(cfg.Validate()) != 1 || cfg.Validate()[0].Field != "quarantine_table" {
+		t.Errorf("missing: quarantine without a quarantine_table: %v", cfg.Validate())
+	}
+}

@@ -1,0 +1,324 @@
+package pipelines
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/dag"
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/fs"
+)
+
+const factPipeline = `pipeline: facts
+tables:
+  bronze.customer_events:
+    columns:
+      - {name: customer_id, type: string, nullable: false}
+      - {name: city, type: string}
+      - {name: op, type: string}
+      - {name: event_ts, type: timestamp}
+      - {name: source_file, type: string}
+      - {name: load_timestamp, type: timestamp}
+    properties: {delta.enableChangeDataFeed: true}
+  dim.customer:
+    columns:
+      - {name: customer_sk, type: bigint, identity: {start: 1, step: 1}}
+      - {name: customer_id, type: string, nullable: false}
+      - {name: city, type: string}
+      - {name: valid_from, type: timestamp}
+      - {name: valid_to, type: timestamp}
+      - {name: is_current, type: boolean}
+    properties: {delta.enableChangeDataFeed: true}
+  bronze.sales:
+    columns:
+      - {name: sale_id, type: string, nullable: false}
+      - {name: customer_id, type: string}
+      - {name: amount, type: bigint}
+      - {name: sold_at, type: timestamp}
+      - {name: source_file, type: string}
+      - {name: load_timestamp, type: timestamp}
+    properties: {delta.enableChangeDataFeed: true}
+  fact.sales:
+    columns:
+      - {name: sale_id, type: string, nullable: false}
+      - {name: customer_id, type: string}
+      - {name: amount, type: bigint}
+      - {name: sold_at, type: timestamp}
+      - {name: customer_sk, type: bigint}
+stages:
+  - name: load_customers
+    kind: ingest
+    source: landing/customers/*.csv
+    target: bronze.customer_events
+  - name: customers
+    kind: scd2_merge
+    depends_on: [load_customers]
+    source: bronze.customer_events
+    source_changes: true
+    target: dim.customer
+    keys: [customer_id]
+    track: [city]
+    sequence_by: event_ts
+    delete_when: "op = 'D'"
+    deletes: close
+    columns: {surrogate_key: customer_sk}
+  - name: load_sales
+    kind: ingest
+    source: landing/sales/*.csv
+    target: bronze.sales
+  - name: sales
+    kind: fact_load
+    depends_on: [customers, load_sales]
+    source: bronze.sales
+    source_changes: true
+    target: fact.sales
+    keys: [sale_id]
+    lookups:
+      - dimension: dim.customer
+        on: {customer_id: customer_id}
+        at: sold_at
+        key: customer_sk
+`
+
+// custEvent is one customer event of the property test: a city from ts on, or a delete.
+type custEvent struct {
+	id   string
+	city string // "" for a delete
+	ts   time.Time
+}
+
+type sale struct {
+	id, customer string
+	at           time.Time
+}
+
+// TestFactLoadProperty runs random customer event streams and sales, split into files
+// at random and delivered over several runs in random order, through ingest,
+// scd2_merge and fact_load; after every run each loaded sale must carry the key of the
+// dimension version whose city is the city of its customer's latest event at or
+// before the sale (the unknown member, -1, when there is none or it is a delete): the
+// reference replays the events delivered so far, whatever their order. The sales are
+// read from the bronze table's change feed, or from its snapshot.
+func TestFactLoadProperty(t *testing.T) {
+	trials := 12
+	if testing.Short() {
+		trials = 3
+	}
+	for _, changes := range []bool{true, false} {
+		for trial := range trials {
+			t.Run(fmt.Sprintf("source_changes=%v/%d", changes, trial), func(t *testing.T) { factProperty(t, uint64(trial), changes) })
+		}
+	}
+}
+
+func factProperty(t *testing.T, seed uint64, sourceChanges bool) {
+	rng := rand.New(rand.NewPCG(seed, 37))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cities := []string{"Seattle", "Portland", "Boston", "Austin"}
+	var events []custEvent
+	for c := range 4 {
+		id := fmt.Sprintf("C%d", c)
+		hours := rng.Perm(60)[:1+rng.IntN(5)] // distinct times per customer
+		for _, h := range hours {
+			e := custEvent{id: id, city: cities[rng.IntN(len(cities))], ts: base.Add(time.Duration(h) * time.Hour)}
+			if rng.IntN(6) == 0 {
+				e.city = ""
+			}
+			events = append(events, e)
+		}
+	}
+	var sales []sale
+	for i := range 8 + rng.IntN(10) {
+		sales = append(sales, sale{id: fmt.Sprintf("S%02d", i), customer: fmt.Sprintf("C%d", rng.IntN(5)), at: base.Add(time.Duration(rng.IntN(62)) * time.Hour)})
+	}
+	// Files: random splits in random order, delivered over random runs.
+	type file struct {
+		dir, name, body string
+		custs           []custEvent
+		sales           []sale
+	}
+	var files []file
+	for i, part := range splitRandom(rng, len(events)) {
+		var b strings.Builder
+		b.WriteString("customer_id,city,op,event_ts\n")
+		var evs []custEvent
+		for _, j := range part {
+			e := events[j]
+			op := "U"
+			if e.city == "" {
+				op = "D"
+			}
+			fmt.Fprintf(&b, "%s,%s,%s,%s\n", e.id, e.city, op, e.ts.Format(time.RFC3339))
+			evs = append(evs, e)
+		}
+		files = append(files, file{dir: "customers", name: fmt.Sprintf("c%03d.csv", i), body: b.String(), custs: evs})
+	}
+	for i, part := range splitRandom(rng, len(sales)) {
+		var b strings.Builder
+		b.WriteString("sale_id,customer_id,amount,sold_at\n")
+		var ss []sale
+		for _, j := range part {
+			s := sales[j]
+			fmt.Fprintf(&b, "%s,%s,%d,%s\n", s.id, s.customer, 10+j, s.at.Format(time.RFC3339))
+			ss = append(ss, s)
+		}
+		files = append(files, file{dir: "sales", name: fmt.Sprintf("s%03d.csv", i), body: b.String(), sales: ss})
+	}
+	rng.Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
+
+	dir := t.TempDir()
+	for _, d := range []string{"customers", "sales"} {
+		if err := os.MkdirAll(filepath.Join(dir, "landing", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "pipeline.yaml")
+	text := factPipeline
+	if !sourceChanges { // the sales table's snapshot: every fact, each run
+		i := strings.LastIndex(text, "    source_changes: true\n")
+		text = text[:i] + text[i+len("    source_changes: true\n"):]
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := Load(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh := t.TempDir()
+	warehouse, err := fs.New(fs.Config{Dir: wh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer warehouse.Close()
+	open := func(ctx context.Context, loc string) (objectstore.Store, string, error) {
+		st, err := fs.New(fs.Config{Dir: loc})
+		return st, "", err
+	}
+	var delivered []custEvent
+	var loaded []sale
+	for run := 0; len(files) > 0; run++ {
+		n := 1 + rng.IntN(min(3, len(files)))
+		for _, f := range files[:n] {
+			if err := os.WriteFile(filepath.Join(dir, "landing", f.dir, f.name), []byte(f.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			delivered = append(delivered, f.custs...)
+			loaded = append(loaded, f.sales...)
+		}
+		files = files[n:]
+		g, err := LocalGraph(spec, LocalRuntime{Warehouse: warehouse, OpenLocation: open, Delta: delta.Options{UserName: "test"}, RunID: fmt.Sprint("run-", run)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dag.Run(context.Background(), g, dag.Options{}); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		checkFacts(t, run, warehouse, spec, delivered, loaded)
+	}
+}
+
+// checkFacts compares the fact table with the reference: per loaded sale, the city of
+// its customer at its time among the delivered events.
+func checkFacts(t *testing.T, run int, wh objectstore.Store, spec *Spec, events []custEvent, sales []sale) {
+	t.Helper()
+	dimRows := scanTable(t, wh, spec.Table("dim.customer").Path, "customer_sk", "customer_id", "city")
+	owner := map[string][2]string{"-1": {"", "unknown"}}
+	for _, r := range dimRows {
+		owner[r[0]] = [2]string{r[1], r[2]}
+	}
+	var want, got []string
+	for _, s := range sales {
+		city := "unknown"
+		var latest time.Time
+		for _, e := range events {
+			if e.id == s.customer && !e.ts.After(s.at) && !e.ts.Before(latest) {
+				latest, city = e.ts, e.city
+				if city == "" {
+					city = "unknown"
+				}
+			}
+		}
+		if city != "unknown" {
+			city = s.customer + "/" + city
+		}
+		want = append(want, s.id+"|"+city)
+	}
+	for _, r := range scanTable(t, wh, spec.Table("fact.sales").Path, "sale_id", "customer_sk") {
+		o, ok := owner[r[1]]
+		city := "no such version " + r[1]
+		switch {
+		case ok && o[0] == "":
+			city = "unknown"
+		case ok:
+			city = o[0] + "/" + o[1]
+		}
+		got = append(got, r[0]+"|"+city)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("after run %d (events %v):\ngot  %v\nwant %v", run, events, got, want)
+	}
+}
+
+// splitRandom splits the indexes 0..n-1, shuffled, into 1..4 random parts.
+func splitRandom(rng *rand.Rand, n int) [][]int {
+	idx := rng.Perm(n)
+	parts := 1 + rng.IntN(min(4, max(n, 1)))
+	out := make([][]int, parts)
+	for i, j := range idx {
+		p := i % parts
+		if rng.IntN(3) == 0 {
+			p = rng.IntN(parts)
+		}
+		out[p] = append(out[p], j)
+	}
+	return slices.DeleteFunc(out, func(p []int) bool { return len(p) == 0 })
+}
+
+// scanTable reads the named columns of the table at path, as strings ("NULL" for null).
+func scanTable(t *testing.T, wh objectstore.Store, path string, cols ...string) [][]string {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := delta.Open(ctx, wh, path, delta.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: cols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Release()
+	var out [][]string
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		for r := range int(rec.NumRows()) {
+			row := make([]string, len(cols))
+			for c := range cols {
+				if rec.Column(c).IsNull(r) {
+					row[c] = "NULL"
+				} else {
+					row[c] = rec.Column(c).ValueStr(r)
+				}
+			}
+			out = append(out, row)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
