@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta/expr"
 	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // DiffOptions control Diff.
@@ -351,11 +352,7 @@ func readAll(ctx context.Context, snap *Snapshot, files []*Add, opts DiffOptions
 	}
 	defer sc.Release()
 	var recs []arrow.RecordBatch
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
+	defer func() { arrowx.ReleaseRecords(recs) }()
 	for sc.Next() {
 		rec := sc.RecordBatch()
 		*read += rec.NumRows()

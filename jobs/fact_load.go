@@ -12,6 +12,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
@@ -428,11 +429,7 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 	newest := map[string]*factChange{}
 	var order []string
 	var held []arrow.RecordBatch
-	defer func() {
-		for _, r := range held {
-			r.Release()
-		}
-	}()
+	defer func() { arrowx.ReleaseRecords(held) }()
 	for ch.Next() {
 		rec := ch.RecordBatch()
 		rec.Retain()

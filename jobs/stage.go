@@ -43,7 +43,8 @@ type Env struct {
 	Expectations []Expectation
 
 	// rows are the row checks of the stage's current run: an environment with
-	// expectations serves one run at a time (Compile makes one per attempt).
+	// expectations serves one run at a time (the scheduler's runner makes one per
+	// attempt).
 	rows *rowChecks
 
 	createdMu sync.Mutex
