@@ -5,6 +5,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/jobs"
 )
 
@@ -49,7 +50,7 @@ func (c *stageCheck) factLoad(cfg *jobs.FactLoadConfig) {
 			l.SetDimensionColumns(merge.Columns)
 		}
 		if !dim.ChangeDataFeed() {
-			c.ws.at(lookup(c.sn, f+".dimension"), "warning: stage %s: dimension %s has no change feed: each run after it changes looks every fact up again (set delta.enableChangeDataFeed: true in its properties)", c.st.Name, l.Dimension)
+			c.ws.at(lookup(c.sn, f+".dimension"), "warning: stage %s: dimension %s has no change feed: each run after it changes looks every fact up again (set %s: true in its properties)", c.st.Name, l.Dimension, delta.PropEnableChangeDataFeed)
 		}
 	}
 }

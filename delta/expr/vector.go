@@ -19,9 +19,11 @@ func (b *Bound) evalVector(arr arrow.Array, valid []bool) ([]Truth, bool) {
 	switch b.kind {
 	case bNull:
 		out := make([]Truth, arr.Len())
-		none := arr.NullN() == 0
+		// A void column's array (arrow.NULL) has no validity bitmap: IsNull says false
+		// of each of its rows, all of which are NULL.
+		none, all := arr.NullN() == 0, arr.NullN() == arr.Len()
 		for i := range out {
-			out[i] = boolTri((!none && arr.IsNull(i)) != b.not)
+			out[i] = boolTri((all || !none && arr.IsNull(i)) != b.not)
 		}
 		return out, true
 	case bCmp:

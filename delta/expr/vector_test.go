@@ -81,3 +81,32 @@ func rowTruth(b *Bound, v Value) Truth {
 	}
 	return b.test(v)
 }
+
+// A void column's array has no validity bitmap; IS NULL holds for every row of it, IS
+// NOT NULL for none.
+func TestEvalVectorVoidColumn(t *testing.T) {
+	schema := &dschema.StructType{Fields: []*dschema.StructField{{Name: "v", Type: &dschema.PrimitiveType{Name: dschema.TypeVoid}, Nullable: true}}}
+	arr := array.NewNull(3)
+	defer arr.Release()
+	rec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.Null, Nullable: true}}, nil), []arrow.Array{arr}, 3)
+	defer rec.Release()
+	for ps, want := range map[string]Truth{"v IS NULL": True, "v IS NOT NULL": False} {
+		p, err := Parse(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Bind(p, schema, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", ps, err)
+		}
+		got, err := b.Eval(rec, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range got {
+			if g != want {
+				t.Errorf("%s on row %d: %d, want %d", ps, i, g, want)
+			}
+		}
+	}
+}
