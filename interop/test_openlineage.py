@@ -26,6 +26,7 @@ from deltalake import DeltaTable
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
+    data_quality_assertions_dataset,
     dataset_version_dataset,
     documentation_job,
     error_message_run,
@@ -140,6 +141,11 @@ def _dataset_facets(facets: dict) -> dict:
                 for col, spec in d["fields"].items()
             }
             out[key] = _facet(column_lineage_dataset.ColumnLineageDatasetFacet, d, fields=fields)
+        elif key == "dataQualityAssertions":
+            # The spec's class is an input facet; the expectations of the stage that wrote
+            # the table are sent with the output dataset they judged.
+            assertions = [data_quality_assertions_dataset.Assertion(**a) for a in d["assertions"]]
+            out[key] = _facet(data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet, d, assertions=assertions)
         else:
             pytest.fail(f"a dataset facet the client does not know: {key}")
     return out

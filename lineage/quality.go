@@ -7,7 +7,7 @@ import (
 
 // dataQualityAssertionsURL is the facet that carries a stage's expectation results on
 // the dataset they judged.
-const dataQualityAssertionsURL = "https://openlineage.io/spec/facets/1-0-2/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet"
+const dataQualityAssertionsURL = "https://openlineage.io/spec/facets/1-1-0/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet"
 
 // Check is the result of one expectation of a stage, on the table it judged.
 type Check struct {

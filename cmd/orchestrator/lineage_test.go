@@ -193,7 +193,7 @@ func TestLineageEventsOfTheSalesExample(t *testing.T) {
 	if got := string(must(json.Marshal(get(out, "facets", "dataQualityAssertions", "assertions")))); got != wantAssertions {
 		t.Errorf("ingest output's dataQualityAssertions %s, want %s", got, wantAssertions)
 	}
-	if got := get(out, "facets", "dataQualityAssertions", "_schemaURL"); got != "https://openlineage.io/spec/facets/1-0-2/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet" {
+	if got := get(out, "facets", "dataQualityAssertions", "_schemaURL"); got != "https://openlineage.io/spec/facets/1-1-0/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet" {
 		t.Errorf("dataQualityAssertions _schemaURL %v", got)
 	}
 	if got := get(ingest, "outputs", 1, "facets", "dataQualityAssertions"); got != nil {
