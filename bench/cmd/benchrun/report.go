@@ -155,6 +155,7 @@ func (d *driver) targets() []target {
 	d.scd2Targets(&ts)
 	d.snapshotTargets(&ts)
 	d.logloadTargets(&ts)
+	d.factsTargets(&ts)
 	ts = append(ts, d.extractTargets()...)
 	d.goTestTargets(&ts)
 	d.baselineTargets(&ts)
@@ -367,6 +368,42 @@ func (d *driver) snapshotTargets(ts *targetList) {
 		ts.add("snapshot ingest over its budget ≤ 1.5× its time in memory", passes && ratio <= 1.5, true,
 			fmt.Sprintf("over spill files: %v; %.2f× (%.2fs vs %.2fs; CPU %.1fs vs %.1fs; peak RSS %.0f vs %.0f MB)", passes, ratio, over.Seconds, mem.Seconds, over.CPUSeconds, mem.CPUSeconds, over.PeakRSSMB, mem.PeakRSSMB))
 	}
+}
+
+// factsTargets checks the fact_load stage's first load against DuckDB's ASOF JOIN and range
+// join (time, and peak RSS against the ASOF JOIN's), and the re-keying run after a late event
+// on 1% of the keys against the first load: in proportion to the facts affected, read here as
+// at most 10% of the first load's time (1% of the facts, with room for the fixed costs).
+func (d *driver) factsTargets(ts *targetList) {
+	ours := d.find("facts: first load", "ours")
+	asof, rng := d.find("facts: first load", "DuckDB ASOF"), d.find("facts: first load", "DuckDB range")
+	if ours == nil && asof == nil && rng == nil {
+		return
+	}
+	for _, p := range []struct {
+		name string
+		peer *row
+	}{{"DuckDB ASOF JOIN", asof}, {"DuckDB range join", rng}} {
+		known := ours != nil && p.peer != nil
+		got := ""
+		if known {
+			got = fmt.Sprintf("ours %.2fs vs %s %.2fs; by CPU seconds %s", ours.Seconds, p.name, p.peer.Seconds, cpuRatio(p.peer, ours))
+		}
+		ts.add("fact_load first load faster than "+p.name, known && ours.Seconds < p.peer.Seconds, known, got)
+	}
+	known := ours != nil && asof != nil
+	got := ""
+	if known {
+		got = fmt.Sprintf("%.0f vs %.0f MB", ours.PeakRSSMB, asof.PeakRSSMB)
+	}
+	ts.add("fact_load first load peak RSS ≤ DuckDB ASOF JOIN's", known && ours.PeakRSSMB <= asof.PeakRSSMB, known, got)
+	re := d.find("facts: re-keying", "ours")
+	known = ours != nil && re != nil
+	got = ""
+	if known {
+		got = fmt.Sprintf("%.1f%% (%.2fs vs %.2fs)", 100*re.Seconds/ours.Seconds, re.Seconds, ours.Seconds)
+	}
+	ts.add("fact_load re-keying after a late event on 1% of keys ≤ 10% of the first load's time", known && re.Seconds <= 0.1*ours.Seconds, known, got)
 }
 
 // logloadTargets checks the snapshot load of a wide table against delta-rs, per layout.
