@@ -232,8 +232,9 @@ def row_ids(spark, path: str) -> list[tuple]:
 def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     """On twin row-tracking tables, our append gives the rows the row ids and row commit
     versions Spark's own append gives (Spark's _metadata.row_id and row_commit_version);
-    our copy-on-write DELETE keeps the ids unique, says it did not preserve them, and
-    Spark's next insert continues past our high-water mark. A table we create with
+    our copy-on-write DELETE keeps the ids of the rows it copies and says it preserved
+    them, and Spark's next insert continues past our high-water mark; our MERGE still
+    gives the rows it copies fresh ids and says so. A table we create with
     delta.enableRowTracking is read the same way."""
     theirs, ours = tmp_path / "spark", tmp_path / "ours"
     for p in (theirs, ours):
@@ -248,11 +249,12 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     hwm = next(a["domainMetadata"] for a in commit_lines(ours, 2) if "domainMetadata" in a)
     assert hwm["domain"] == "delta.rowTracking" and json.loads(hwm["configuration"])["rowIdHighWaterMark"] == 5
 
+    before = row_ids(spark, str(ours))
     deltatool.delete(str(ours), "id = 11")
     info = commit_lines(ours, 3)[0]["commitInfo"]
-    assert info["tags"] == {"delta.rowTracking.preserved": "false"}, info
+    assert info["tags"] == {"delta.rowTracking.preserved": "true"}, info
     ids = row_ids(spark, str(ours))
-    assert [r[0] for r in ids] == [1, 2, 3, 10, 12]
+    assert ids == [r for r in before if r[0] != 11]
     assert len({r[1] for r in ids}) == len(ids), f"row ids not unique: {ids}"
     spark.sql(f"INSERT INTO delta.`{ours}` VALUES (20, 'spark')")
     after = dict((r[0], r[1]) for r in row_ids(spark, str(ours)))
@@ -271,6 +273,46 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     deltatool.write(str(mine), rows([1, 2, 3], "m"), properties={"delta.enableRowTracking": "true"})
     deltatool.write(str(mine), rows([4], "m"))
     assert row_ids(spark, str(mine)) == [(1, 0, 1), (2, 1, 1), (3, 2, 1), (4, 3, 2)]
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["copy-on-write", "deletion-vectors"])
+def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv):
+    """On twin row-tracking tables Spark created (two inserts), the same DELETE and
+    UPDATEs done by us on one and by Spark on the other leave every row with the same
+    (id, _metadata.row_id, _metadata.row_commit_version) as Spark reads them: kept rows
+    keep both, updated rows keep their row id and get the update's version. The
+    materialized columns are no data columns, to Spark or to us; Spark's UPDATE and
+    INSERT after ours keep the ids as on its own table."""
+    theirs, ours = tmp_path / "spark", tmp_path / "ours"
+    for p in (theirs, ours):
+        spark.sql(f"CREATE TABLE delta.`{p}` (id BIGINT, name STRING) USING delta TBLPROPERTIES "
+                  f"('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = '{str(dv).lower()}')")
+        spark.sql(f"INSERT INTO delta.`{p}` VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+        spark.sql(f"INSERT INTO delta.`{p}` VALUES (4, 'd'), (5, 'e')")
+    assert row_ids(spark, str(ours)) == row_ids(spark, str(theirs))
+
+    steps = [("DELETE", "id = 2", {}), ("UPDATE", "id = 3", {"name": "'C'"}),
+             ("UPDATE", "id = 1 OR id = 4", {"name": "'X'"}), ("DELETE", "id = 4", {})]
+    for op, where, set_ in steps:
+        if op == "DELETE":
+            spark.sql(f"DELETE FROM delta.`{theirs}` WHERE {where}")
+            v = deltatool.delete(str(ours), where)
+        else:
+            assigns = ", ".join(f"{k} = {e}" for k, e in set_.items())
+            spark.sql(f"UPDATE delta.`{theirs}` SET {assigns} WHERE {where}")
+            v = deltatool.update(str(ours), where, **set_)
+        info = commit_lines(ours, v)[0]["commitInfo"]
+        assert info["tags"] == {"delta.rowTracking.preserved": "true"}, (op, where, info)
+        assert row_ids(spark, str(ours)) == row_ids(spark, str(theirs)), (op, where)
+        assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(theirs)), what=f"after {op} {where}")
+        assert spark.read.format("delta").load(str(ours)).columns == ["id", "name"]
+        assert deltatool.read(str(ours)).column_names == ["id", "name"]
+
+    for p in (theirs, ours):
+        spark.sql(f"UPDATE delta.`{p}` SET name = 'Y' WHERE id = 1")
+        spark.sql(f"INSERT INTO delta.`{p}` VALUES (6, 'f')")
+    assert row_ids(spark, str(ours)) == row_ids(spark, str(theirs))
+    assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(theirs)), what="after Spark's writes")
 
 
 def test_our_clustered_table_read_and_optimized_by_spark(spark, deltatool, table_dir):
