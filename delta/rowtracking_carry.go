@@ -12,7 +12,7 @@ import (
 )
 
 // Carrying stable row ids through a rewrite (PROTOCOL.md, Row Tracking, materialized
-// row ids): a row a DELETE or UPDATE copies from an old file into a new one keeps its
+// row ids): a row a DELETE, UPDATE or MERGE copies from an old file into a new one keeps its
 // row id and, when unchanged, its row commit version. The rewrite reads each row's two
 // values (the materialized column when the old file has a non-null one, else the file's
 // baseRowId + the row's physical index and its defaultRowCommitVersion) as two trailing
@@ -154,8 +154,9 @@ func (rc *rowCarry) dataColumns(rec arrow.RecordBatch) arrow.RecordBatch {
 	return array.NewRecordBatch(sch, rec.Columns()[:nc-2], rec.NumRows())
 }
 
-// updated returns post (table columns) with the row ids of pre carried and a null
-// commit version: the rows changed in this commit.
+// updated returns post (table columns) with the row ids of pre (the same rows, whose
+// last two columns are the carried ones) and a null commit version: the rows changed in
+// this commit.
 func (rc *rowCarry) updated(mem memory.Allocator, pre, post arrow.RecordBatch) arrow.RecordBatch {
 	nc := int(pre.NumCols())
 	ver := array.MakeArrayOfNull(mem, arrow.PrimitiveTypes.Int64, int(post.NumRows()))
@@ -202,4 +203,24 @@ func (s *Snapshot) ScanRowTracking(ctx context.Context, fn func(rec arrow.Record
 		}
 	}
 	return nil
+}
+
+// trackColumns returns rec's two carried columns as a record of their own (retained;
+// the caller releases it).
+func (rc *rowCarry) trackColumns(rec arrow.RecordBatch) arrow.RecordBatch {
+	nc := int(rec.NumCols())
+	sch := arrow.NewSchema(rec.Schema().Fields()[nc-2:], nil)
+	return array.NewRecordBatch(sch, rec.Columns()[nc-2:], rec.NumRows())
+}
+
+// copied returns data (table columns, rows of a record copied unchanged) with the row
+// ids and commit versions of tracked (trackColumns of the same record) at rows.
+func (rc *rowCarry) copied(ctx context.Context, mem memory.Allocator, data, tracked arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
+	t, err := gatherRows(ctx, mem, tracked, rows)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Release()
+	cols := append(append([]arrow.Array{}, data.Columns()...), t.Columns()...)
+	return array.NewRecordBatch(rc.extArrow, cols, data.NumRows()), nil
 }

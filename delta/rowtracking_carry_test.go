@@ -131,3 +131,118 @@ func TestRowTrackingCarriedOnRewrites(t *testing.T) {
 		})
 	}
 }
+
+// withRows gives each file of pos the target rows it names (FileMatches.Rows), as the
+// keyed stages give them.
+func withRows(t *testing.T, snap *delta.Snapshot, pos *delta.MergePositions) {
+	t.Helper()
+	ctx := context.Background()
+	sc, err := snap.Scan(ctx, delta.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Release()
+	for sc.Next() {
+		file, first, _ := sc.Position()
+		fm := pos.Files[file.Path]
+		if fm == nil {
+			continue
+		}
+		var idx []int32
+		for _, r := range fm.Target {
+			if r >= first && r < first+sc.RecordBatch().NumRows() {
+				idx = append(idx, int32(r-first))
+			}
+		}
+		if len(idx) > 0 {
+			rows, err := delta.GatherRows(ctx, sc.RecordBatch(), idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fm.Rows = append(fm.Rows, rows)
+		}
+	}
+}
+
+// A MERGE on a row-tracking table, by key or in parts from given matches (as the keyed
+// stages merge), keeps the row ids of the target rows it copies or updates, keeps the
+// commit version of those it copies, gives the updated ones the commit's version and
+// the inserted ones fresh ids; with deletion vectors on and off.
+func TestRowTrackingCarriedOnMerge(t *testing.T) {
+	for _, mode := range []string{"merge", "parts"} {
+		for _, dv := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/dv=%v", mode, dv), func(t *testing.T) {
+				ctx := context.Background()
+				tbl, _, _ := newTestTable(t, map[string]string{delta.PropEnableRowTracking: "true", delta.PropEnableDeletionVectors: fmt.Sprint(dv)})
+				commitChange(t, tbl, "WRITE", nil, []row{{1, "a", "p"}, {2, "b", "p"}, {3, "c", "p"}}, nil, nil)
+				commitChange(t, tbl, "WRITE", nil, []row{{4, "d", "q"}, {5, "e", "q"}}, nil, nil)
+				want := rowTracking(t, tbl)
+				merge := func(rows []row, ops []string) int64 {
+					t.Helper()
+					src := sourceRecord(rows, ops)
+					defer src.Release()
+					if mode == "merge" {
+						res, err := tbl.Merge(ctx, upsertOptions(src))
+						if err != nil {
+							t.Fatal(err)
+						}
+						return res.Version
+					}
+					snap, err := tbl.Snapshot(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pos := positionsOf(t, snap, src)
+					withRows(t, snap, pos)
+					opts := upsertOptions(nil)
+					opts.Source = nil
+					opts.Tx = tbl.NewTransaction(snap, delta.TxOptions{})
+					mp, err := tbl.NewMergeInParts(opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := mp.Merge(ctx, []arrow.RecordBatch{src}, pos); err != nil {
+						t.Fatal(err)
+					}
+					res, err := mp.Commit(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return res.Version
+				}
+				check := func(step string, v int64, inserted ...int64) {
+					t.Helper()
+					if tags := commitInfoTags(t, tbl, v); tags["delta.rowTracking.preserved"] != "true" {
+						t.Errorf("%s: commit tags %v; want delta.rowTracking.preserved=true", step, tags)
+					}
+					got := rowTracking(t, tbl)
+					for _, id := range inserted {
+						r, ok := got[id]
+						for k, w := range want {
+							if w.RowID == r.RowID {
+								t.Errorf("%s: inserted row %d has row id %d, as row %d", step, id, r.RowID, k)
+							}
+						}
+						if !ok || r.RowCommitVersion != v {
+							t.Errorf("%s: inserted row %d: %+v, want a fresh id @%d", step, id, r, v)
+						}
+						want[id] = r
+					}
+					if !maps.Equal(got, want) {
+						t.Errorf("%s: row ids and versions by id\ngot  %v\nwant %v", step, got, want)
+					}
+				}
+
+				v := merge([]row{{2, "B", "p"}, {4, "", "q"}, {6, "f", "p"}}, []string{"U", "D", "I"})
+				want[2] = delta.RowTracking{RowID: want[2].RowID, RowCommitVersion: v}
+				delete(want, 4)
+				check("update 2, delete 4, insert 6", v, 6)
+
+				v = merge([]row{{1, "A", "p"}, {6, "F", "p"}, {7, "g", "q"}}, []string{"U", "U", "I"})
+				want[1] = delta.RowTracking{RowID: want[1].RowID, RowCommitVersion: v}
+				want[6] = delta.RowTracking{RowID: want[6].RowID, RowCommitVersion: v}
+				check("update 1 and 6, insert 7", v, 7)
+			})
+		}
+	}
+}

@@ -233,8 +233,8 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     """On twin row-tracking tables, our append gives the rows the row ids and row commit
     versions Spark's own append gives (Spark's _metadata.row_id and row_commit_version);
     our copy-on-write DELETE keeps the ids of the rows it copies and says it preserved
-    them, and Spark's next insert continues past our high-water mark; our MERGE still
-    gives the rows it copies fresh ids and says so. A table we create with
+    them, and Spark's next insert continues past our high-water mark; our MERGE keeps
+    them too. A table we create with
     delta.enableRowTracking is read the same way."""
     theirs, ours = tmp_path / "spark", tmp_path / "ours"
     for p in (theirs, ours):
@@ -261,10 +261,11 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     assert after[20] > max(r[1] for r in ids), after
     v = deltatool.merge(str(ours), rows([2, 30], "merged"), "id")
     info = commit_lines(ours, v)[0]["commitInfo"]
-    assert info["tags"] == {"delta.rowTracking.preserved": "false"}, info
+    assert info["tags"] == {"delta.rowTracking.preserved": "true"}, info
     merged = row_ids(spark, str(ours))
     assert [r[0] for r in merged] == [1, 2, 3, 10, 12, 20, 30]
     assert len({r[1] for r in merged}) == len(merged), f"row ids not unique after our MERGE: {merged}"
+    assert [r[:2] for r in merged if r[0] != 30] == [(k, after[k]) for k in [1, 2, 3, 10, 12, 20]], merged
     assert dict((r[0], r[2]) for r in merged)[30] == v, merged
     assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(ours)), what="row-tracking table")
     assert_same_rows(rs_sql_read(str(ours)), spark_read(spark, str(ours)), what="row-tracking table read by delta-rs")
@@ -275,14 +276,17 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     assert row_ids(spark, str(mine)) == [(1, 0, 1), (2, 1, 1), (3, 2, 1), (4, 3, 2)]
 
 
+@pytest.mark.parametrize("by_position", [False, True], ids=["merge-by-key", "merge-by-position"])
 @pytest.mark.parametrize("dv", [False, True], ids=["copy-on-write", "deletion-vectors"])
-def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv):
-    """On twin row-tracking tables Spark created (two inserts), the same DELETE and
-    UPDATEs done by us on one and by Spark on the other leave every row with the same
-    (id, _metadata.row_id, _metadata.row_commit_version) as Spark reads them: kept rows
-    keep both, updated rows keep their row id and get the update's version. The
+def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv, by_position):
+    """On twin row-tracking tables Spark created (two inserts), the same DELETE, UPDATEs
+    and MERGE (by key, or by position as our keyed stages merge) done by us on one and by
+    Spark on the other leave every row with the same (id, _metadata.row_id,
+    _metadata.row_commit_version) as Spark reads them: kept rows keep both, updated rows
+    keep their row id and get the commit's version; inserted rows get the same version
+    and distinct fresh ids. The
     materialized columns are no data columns, to Spark or to us; Spark's UPDATE and
-    INSERT after ours keep the ids as on its own table."""
+    INSERT after ours keep the ids as on its own table (but for the fresh ones)."""
     theirs, ours = tmp_path / "spark", tmp_path / "ours"
     for p in (theirs, ours):
         spark.sql(f"CREATE TABLE delta.`{p}` (id BIGINT, name STRING) USING delta TBLPROPERTIES "
@@ -308,10 +312,31 @@ def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv):
         assert spark.read.format("delta").load(str(ours)).columns == ["id", "name"]
         assert deltatool.read(str(ours)).column_names == ["id", "name"]
 
+    # MERGE (update 3 and 5, insert 7 and 8): the kept and updated rows as Spark gives
+    # them; the inserted rows get Spark's commit version and distinct fresh ids past
+    # every earlier one (which fresh ids depends on how the new files are laid out, so
+    # only that is compared).
+    src = rows([3, 5, 7, 8], "m")
+    before = row_ids(spark, str(ours))
+    spark_frame(spark, src).createOrReplaceTempView("rt_src")
+    spark.sql(f"MERGE INTO delta.`{theirs}` t USING rt_src s ON t.id = s.id "
+              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    v = deltatool.merge(str(ours), src, "id", by_position=by_position)
+    assert commit_lines(ours, v)[0]["commitInfo"]["tags"] == {"delta.rowTracking.preserved": "true"}
+    got, want = row_ids(spark, str(ours)), row_ids(spark, str(theirs))
+    assert [r for r in got if r[0] < 7] == [r for r in want if r[0] < 7]
+    assert [(r[0], r[2]) for r in got if r[0] >= 7] == [(r[0], r[2]) for r in want if r[0] >= 7]
+    fresh = sorted(r[1] for r in got if r[0] >= 7)
+    assert fresh[0] > max(r[1] for r in before) and len(set(fresh)) == 2, got
+    assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(theirs)), what="after MERGE")
+
     for p in (theirs, ours):
         spark.sql(f"UPDATE delta.`{p}` SET name = 'Y' WHERE id = 1")
         spark.sql(f"INSERT INTO delta.`{p}` VALUES (6, 'f')")
-    assert row_ids(spark, str(ours)) == row_ids(spark, str(theirs))
+    got, want = row_ids(spark, str(ours)), row_ids(spark, str(theirs))
+    assert [r for r in got if r[0] < 6] == [r for r in want if r[0] < 6]
+    assert [(r[0], r[2]) for r in got] == [(r[0], r[2]) for r in want]
+    assert len({r[1] for r in got}) == len(got) and dict(r[:2] for r in got)[6] > max(fresh), got
     assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(theirs)), what="after Spark's writes")
 
 
