@@ -174,7 +174,7 @@ func (t *Table) dml(ctx context.Context, op string, where expr.Predicate, set ma
 		tx.SetTxn(txn.AppID, txn.Version)
 	}
 	tx.opts.OperationMetrics = res.metrics(op, ch, snap.DeletionVectorsEnabled(), start)
-	tx.rowIDsCarried = rc != nil
+	tx.rowIDsCarried = rc.preserved()
 	v, err := tx.Commit(ctx)
 	if err != nil {
 		return nil, err

@@ -261,8 +261,8 @@ type mergeOutput struct {
 	read     []string
 	partPred PartitionPredicate // the partitions a key-join merge read (nil: the whole table)
 	cdcRows  int64              // change rows written
-	// carried says the rows copied or updated kept their row ids (rowCarry).
-	carried bool
+	// lostRowIDs says some row copied or updated did not keep its row id (rowCarry).
+	lostRowIDs bool
 }
 
 // mergeRun runs a merge's reads and writes on tx's snapshot, without committing.
@@ -330,7 +330,7 @@ func (t *Table) mergeRun(ctx context.Context, tx *Transaction, opts MergeOptions
 	closed = true
 	m.res.RewriteTimeMs = time.Since(writing).Milliseconds()
 	out := &mergeOutput{res: m.res, adds: append(append(adds, m.workerAdds...), spliced...), cdcs: append(cdcs, m.workerChangeFiles...),
-		removed: m.removed, dvAdds: m.dvAdds, read: m.read, cdcRows: cdcRows, carried: m.w.carry != nil}
+		removed: m.removed, dvAdds: m.dvAdds, read: m.read, cdcRows: cdcRows, lostRowIDs: !m.w.carry.preserved()}
 	if len(opts.WhenNotMatchedBySource) == 0 && opts.Positions == nil {
 		out.partPred = src.partitionPredicate(plan, snap)
 	}
@@ -388,7 +388,7 @@ func (t *Table) commitMerge(ctx context.Context, tx *Transaction, opts MergeOpti
 	}
 	res.ExecutionTimeMs = time.Since(start).Milliseconds()
 	tx.opts.OperationMetrics = res.operationMetrics()
-	tx.rowIDsCarried = out.carried
+	tx.rowIDsCarried = !out.lostRowIDs
 	v, err := tx.Commit(ctx)
 	if err != nil {
 		return nil, err

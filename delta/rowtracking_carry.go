@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 	"github.com/apache/arrow-go/v18/arrow"
@@ -27,7 +28,14 @@ type rowCarry struct {
 	idCol, verCol string
 	ext           *StructType   // the table schema and the two columns
 	extArrow      *arrow.Schema // its Arrow form
+	// lost is set when a row read had no row id to carry (its file has no baseRowId):
+	// it gets a fresh one, and the commit does not preserve the ids.
+	lost atomic.Bool
 }
+
+// preserved says whether the rewrite carried every row id it read (a nil carry
+// carried none).
+func (rc *rowCarry) preserved() bool { return rc != nil && !rc.lost.Load() }
 
 // newRowCarry returns the carry of a rewrite on snap: non-nil when row tracking is on
 // and the table names both materialized columns. Tables with column mapping are left
@@ -125,6 +133,7 @@ func (rc *rowCarry) fill(mem memory.Allocator, rec arrow.RecordBatch, a *Add, ph
 			ib.UnsafeAppend(*a.BaseRowID + int64(phys[i]))
 		default:
 			ib.AppendNull()
+			rc.lost.Store(true)
 		}
 		switch {
 		case vers.IsValid(i):

@@ -246,3 +246,28 @@ func TestRowTrackingCarriedOnMerge(t *testing.T) {
 		}
 	}
 }
+
+// A rewrite that cannot carry the row ids (a table with column mapping) gives the rows
+// it copies fresh ids and says delta.rowTracking.preserved=false.
+func TestRowTrackingNotCarriedSaysSo(t *testing.T) {
+	ctx := context.Background()
+	tbl, _, _ := newTestTable(t, map[string]string{delta.PropEnableRowTracking: "true", "delta.columnMapping.mode": "name"})
+	commitChange(t, tbl, "WRITE", nil, []row{{1, "a", "p"}, {2, "b", "p"}}, nil, nil)
+	where, _ := expr.Parse("id = 2")
+	res, err := tbl.Delete(ctx, delta.DeleteOptions{Where: where})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tags := commitInfoTags(t, tbl, res.Version); tags["delta.rowTracking.preserved"] != "false" {
+		t.Errorf("DELETE on a column-mapped table: tags %v; want delta.rowTracking.preserved=false", tags)
+	}
+	src := sourceRecord([]row{{1, "A", "p"}}, []string{"U"})
+	defer src.Release()
+	mres, err := tbl.Merge(ctx, upsertOptions(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tags := commitInfoTags(t, tbl, mres.Version); tags["delta.rowTracking.preserved"] != "false" {
+		t.Errorf("MERGE on a column-mapped table: tags %v; want delta.rowTracking.preserved=false", tags)
+	}
+}
