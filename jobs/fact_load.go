@@ -105,6 +105,16 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("lookups[%d]: %w", i, err)
 		}
+		if l := &s.cfg.Lookups[i]; l.Missing != MissingFail {
+			created, err := d.ensureUnknownMember(ctx, env)
+			if err != nil {
+				return res, fmt.Errorf("lookups[%d]: %w", i, err)
+			}
+			if created {
+				res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: d.decl.Name, Version: d.snap.Version()})
+				res.Notes = append(res.Notes, fmt.Sprintf("created the unknown member row of %s (%s %d)", d.decl.Name, d.sk, l.unknownKey()))
+			}
+		}
 		fr.dims = append(fr.dims, d)
 		res.VersionsRead = append(res.VersionsRead, TableVersion{Table: d.decl.Name, Version: d.snap.Version()})
 		last, ok := f.dstSnap.TxnVersion(s.DimensionAppID(d.decl.Name))
