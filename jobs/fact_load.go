@@ -159,6 +159,11 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	for _, d := range fr.dims {
 		tx.SetTxn(s.DimensionAppID(d.decl.Name), d.snap.Version())
 	}
+	lin := env.lineage()
+	for i, l := range s.cfg.Lookups {
+		lin.Lookups = append(lin.Lookups, delta.LookupMetrics{Key: l.Key, Dimension: l.Dimension,
+			NumRealKeys: fr.counts[i][0], NumUnknownKeys: fr.counts[i][1], NumQuarantinedFacts: fr.counts[i][2]})
+	}
 	opts := delta.MergeOptions{
 		Source: fr.recs,
 		On:     s.cfg.Keys,
@@ -168,7 +173,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		},
 		WhenNotMatched: []delta.MergeClause{{Cond: expr.Eq(factDeleteColumn, false), Action: delta.MergeInsert}},
 		Tx:             tx,
-		Lineage:        env.lineage(),
+		Lineage:        lin,
 		Operation:      "MERGE",
 	}
 	if srcNew && !s.cfg.SourceChanges {

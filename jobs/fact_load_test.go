@@ -83,6 +83,18 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "3 facts keyed to a version, 1 to the unknown member") }) {
 		t.Errorf("notes %q do not count 3 real keys and 1 unknown", res.Notes)
 	}
+	// The fact commit's commitInfo carries the counts per lookup, for the table's page.
+	lookups := func() []delta.LookupMetrics {
+		tbl, _ := latest(t, env, facts)
+		h, err := tbl.History(t.Context(), 1)
+		if err != nil || len(h) != 1 || h[0].Lineage == nil {
+			t.Fatalf("history: %v %v", h, err)
+		}
+		return h[0].Lineage.Lookups
+	}
+	if got, want := lookups(), []delta.LookupMetrics{{Key: "customer_sk", Dimension: "sales.customer", NumRealKeys: 3, NumUnknownKeys: 1}}; !slices.Equal(got, want) {
+		t.Errorf("commitInfo lookups %+v, want %+v", got, want)
+	}
 	// The unknown member row: created once, key -1, business key and attributes NULL,
 	// valid from 1900 to the open end, current.
 	wantMember := []string{"-1|NULL|NULL|1900-01-01T00:00:00Z|9999-12-31T00:00:00Z|true"}
