@@ -109,11 +109,11 @@ func (d *factDim) unknownMemberRow() (arrow.RecordBatch, error) {
 		var err error
 		switch {
 		case strings.EqualFold(f.Name, d.sk):
-			err = appendInt(fb, d.lookup.unknownKey())
+			err = appendMemberValue(fb, f.Name, d.lookup.unknownKey())
 		case strings.EqualFold(f.Name, d.from):
-			err = appendTime(fb, UnknownMemberFrom)
+			err = appendMemberValue(fb, f.Name, UnknownMemberFrom)
 		case strings.EqualFold(f.Name, d.to):
-			err = appendTime(fb, SeqMax)
+			err = appendMemberValue(fb, f.Name, SeqMax)
 		case strings.EqualFold(f.Name, curr):
 			if bb, ok := fb.(*array.BooleanBuilder); ok {
 				bb.Append(true)
@@ -132,37 +132,14 @@ func (d *factDim) unknownMemberRow() (arrow.RecordBatch, error) {
 	return b.NewRecordBatch(), nil
 }
 
-func appendInt(fb array.Builder, v int64) error {
-	switch b := fb.(type) {
-	case *array.Int64Builder:
-		b.Append(v)
-	case *array.Int32Builder:
-		b.Append(int32(v))
-	default:
-		return fmt.Errorf("surrogate key column is %s; expected long", fb.Type())
-	}
-	return nil
-}
-
-// appendTime appends a time given in microseconds in the builder's type (a timestamp, a
-// date, or an integer taken as is).
-func appendTime(fb array.Builder, micros int64) error {
-	switch b := fb.(type) {
-	case *array.TimestampBuilder:
-		switch b.Type().(*arrow.TimestampType).Unit {
-		case arrow.Second:
-			b.Append(arrow.Timestamp(micros / 1_000_000))
-		case arrow.Millisecond:
-			b.Append(arrow.Timestamp(micros / 1000))
-		default:
-			b.Append(arrow.Timestamp(micros))
-		}
+// appendMemberValue appends a key or a time given in microseconds (v) to a builder of
+// an integer, timestamp or date column (a date takes v's day).
+func appendMemberValue(fb array.Builder, name string, v int64) error {
+	switch fb.(type) {
+	case *array.Int64Builder, *array.Int32Builder, *array.TimestampBuilder:
+		return appendValue(fb, v)
 	case *array.Date32Builder:
-		b.Append(arrow.Date32(micros / 86_400_000_000))
-	case *array.Int64Builder:
-		b.Append(micros)
-	default:
-		return fmt.Errorf("validity column type %s is not a timestamp, date or long", fb.Type())
+		return appendValue(fb, v/86_400_000_000)
 	}
-	return nil
+	return fmt.Errorf("column %s is %s; expected long, timestamp or date", name, fb.Type())
 }
