@@ -331,6 +331,31 @@ def snapshot_duckdb(d):
     emit(secs, rows, note + "; writes the new table with each row's change", cpu=cpu)
 
 
+def facts_duckdb(d, join):
+    """The facts case in SQL: each sale gets the surrogate key of its customer's version
+    valid at sold_at (-1 when none), written as Parquet. join is asof (ASOF JOIN on the
+    version's start; the versions of a key are contiguous here, so it is the same answer)
+    or range (valid_from <= sold_at < valid_to)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    con.execute("SET preserve_insertion_order = false")
+    sales, dim = f"read_parquet('{d}/sales.parquet')", f"read_parquet('{d}/dim.parquet')"
+    rows = con.execute(f"SELECT count(*) FROM {sales}").fetchone()[0]
+    if join == "asof":
+        on = f"ASOF LEFT JOIN {dim} d ON s.customer_id = d.customer_id AND s.sold_at >= d.valid_from"
+    else:
+        on = f"LEFT JOIN {dim} d ON s.customer_id = d.customer_id AND s.sold_at >= d.valid_from AND s.sold_at < d.valid_to"
+    out = os.path.join(d, "duckdb-facts.parquet")
+    t0 = start()
+    con.execute(f"COPY (SELECT s.*, coalesce(d.customer_sk, -1) AS customer_sk FROM {sales} s {on}) TO '{out}' (FORMAT parquet)")
+    secs, cpu = since(t0)
+    total, unknown = con.execute(f"SELECT count(*), count(*) FILTER (WHERE customer_sk = -1) FROM '{out}'").fetchone()
+    os.remove(out)
+    emit(secs, rows, f"{total} facts written, {unknown} with the unknown key; read the dimension's and the sales' Parquet, write the keyed facts Parquet", cpu=cpu)
+
+
 CASES = {
     "ingest-duckdb": ingest_duckdb,
     "ingest-deltars": ingest_deltars,
@@ -343,6 +368,7 @@ CASES = {
     "scd2-deltars-setup": scd2_deltars_setup,
     "scd2-deltars": scd2_deltars,
     "snapshot-duckdb": snapshot_duckdb,
+    "facts-duckdb": facts_duckdb,
 }
 
 if __name__ == "__main__":

@@ -84,6 +84,9 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	}
 	d.res.Sizes = map[string]int{"ingest_rows": c.ingestRows, "merge_rows": c.mergeRows, "merge_files": c.mergeFiles,
 		"merge_changes": c.mergeChanges, "cdf_rows": c.cdfRows, "scd2_rows": c.scd2Rows, "logload_files": c.logloadFiles}
+	if strings.Contains(c.cases, "facts") {
+		d.res.Sizes["fact_rows"], d.res.Sizes["fact_keys"] = c.factRows, c.factKeys
+	}
 	d.work = c.work
 	if d.work == "" {
 		if d.work, err = os.MkdirTemp("", "benchrun-"); err != nil {
@@ -98,7 +101,7 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	for _, name := range strings.Split(c.cases, ",") {
 		cases[strings.TrimSpace(name)] = true
 	}
-	if !c.oursOnly && (cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"] || cases["snapshot"] || cases["extract"] || cases["logload"]) {
+	if !c.oursOnly && (cases["ingest"] || cases["merge"] || cases["cdf"] || cases["scd2"] || cases["snapshot"] || cases["extract"] || cases["logload"] || cases["facts"]) {
 		if d.python, err = d.pythonPath(ctx); err != nil {
 			return err
 		}
@@ -107,7 +110,7 @@ func drive(ctx context.Context, c *config, stdout, stderr io.Writer) error {
 	for _, cs := range []struct {
 		name string
 		fn   func(context.Context) error
-	}{{"ingest", d.ingest}, {"merge", d.merge}, {"cdf", d.cdf}, {"scd2", d.scd2}, {"snapshot", d.snapshot}, {"logload", d.logload}, {"extract", d.extract}, {"gobench", d.gobench}} {
+	}{{"ingest", d.ingest}, {"merge", d.merge}, {"cdf", d.cdf}, {"scd2", d.scd2}, {"snapshot", d.snapshot}, {"logload", d.logload}, {"extract", d.extract}, {"facts", d.facts}, {"gobench", d.gobench}} {
 		if !cases[cs.name] {
 			continue
 		}

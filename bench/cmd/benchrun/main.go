@@ -47,6 +47,7 @@ type config struct {
 	mergeChanges, cdfRows, scd2Rows    int
 	snapshotRows                       int
 	logloadFiles                       int
+	factRows, factKeys                 int
 	work, out, python, note, benchtime string
 	ingestS3                           string
 	keep, oursOnly                     bool
@@ -74,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.SetOutput(stderr)
 	var c config
 	fl.StringVar(&c.size, "size", "small", "preset sizes: small (minutes on 2 cores), full (the targets' sizes), bounds (ingest of 1 GiB of CSV and SCD2 into a 5 M-row dimension, ours only, for their peak RSS), or budget (the extract case at 1, 4 and 20 M rows, ours only, for the memory budget)")
-	fl.StringVar(&c.cases, "cases", "ingest,merge,cdf,scd2,snapshot,logload,gobench", "comma-separated cases to run (extract, the memory budget's case, runs only when named or with -size budget)")
+	fl.StringVar(&c.cases, "cases", "ingest,merge,cdf,scd2,snapshot,logload,gobench", "comma-separated cases to run (extract, the memory budget's case, runs only when named or with -size budget; facts, keying facts as of their time, only when named)")
 	fl.IntVar(&c.ingestRows, "ingest-rows", 0, "CSV rows for the ingest case (default: small 2,000,000, full 10,000,000)")
 	fl.StringVar(&c.ingestS3, "ingest-s3", "", "also run our ingest into this S3 location (s3://bucket/prefix; endpoint and credentials from the AWS_* environment, e.g. a local MinIO), to measure it on S3")
 	fl.IntVar(&c.mergeRows, "merge-rows", 0, "target rows for the MERGE case (default 1,000,000)")
@@ -83,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl.IntVar(&c.cdfRows, "cdf-rows", 0, "rows of the change feed case (default: small 1,000,000, full 5,000,000)")
 	fl.IntVar(&c.scd2Rows, "scd2-rows", 0, "dimension rows for the SCD2 case (default: small 50,000, full 1,000,000)")
 	fl.IntVar(&c.logloadFiles, "logload-files", 0, "files in the log of the snapshot load case (default 100,000 at every size)")
+	fl.IntVar(&c.factRows, "fact-rows", 0, "facts of the facts case (default: small 1,000,000, full 10,000,000)")
+	fl.IntVar(&c.factKeys, "fact-keys", 0, "dimension keys (3 versions each) of the facts case (default: small 100,000, full 1,000,000)")
 	fl.IntVar(&c.snapshotRows, "snapshot-rows", 0, "table rows for the snapshot ingest case (default: small 100,000, full 1,000,000)")
 	fl.StringVar(&c.work, "work", "", "directory for generated data (default: a new temporary directory, removed afterwards)")
 	fl.BoolVar(&c.keep, "keep", false, "keep the work directory")
@@ -166,6 +169,8 @@ func (c *config) applySize() error {
 	def(&c.scd2Rows, 50_000, 1_000_000)
 	def(&c.snapshotRows, 100_000, 1_000_000)
 	def(&c.logloadFiles, 100_000, 100_000)
+	def(&c.factRows, 1_000_000, 10_000_000)
+	def(&c.factKeys, 100_000, 1_000_000)
 	if c.mergeRows%c.mergeFiles != 0 || c.mergeRows%c.mergeChanges != 0 || c.mergeChanges > c.mergeRows/10 {
 		return fmt.Errorf("-merge-rows %d must be a multiple of -merge-files %d and of -merge-changes %d, with changes at most 10%% of rows",
 			c.mergeRows, c.mergeFiles, c.mergeChanges)

@@ -74,6 +74,9 @@ var workers = map[string]func(ctx context.Context, args []string) (measurement, 
 	"extract-setup":  extractSetup,
 	"extract-merge":  extractMerge,
 	"logload-setup":  logloadSetup,
+	"facts-setup":    factsSetup,
+	"facts-late":     factsLateEvent,
+	"facts-ours":     factsOurs,
 	"logload-ours":   logloadOurs,
 	// gen-cdf tableDir rows writes the change feed case's table, to profile it alone.
 	"gen-cdf": func(ctx context.Context, args []string) (measurement, error) {
