@@ -162,6 +162,8 @@ type Lineage struct {
 	// Expectations are the counts of the stage's row checks over the rows this commit
 	// writes (expectations.go).
 	Expectations []ExpectationMetrics `json:"expectations,omitempty"`
+	// Lookups are a fact_load's counts per lookup (lookups.go).
+	Lookups []LookupMetrics `json:"lookups,omitempty"`
 }
 
 // CommitInfo is the free-form commitInfo action, with the fields Spark and delta-rs write.

@@ -128,7 +128,11 @@ func (t *Table) dml(ctx context.Context, op string, where expr.Predicate, set ma
 			return nil, err
 		}
 	}
-	w, err := newRewriter(snap)
+	rc, err := newRowCarry(snap)
+	if err != nil {
+		return nil, err
+	}
+	w, err := newCarryingRewriter(snap, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +174,7 @@ func (t *Table) dml(ctx context.Context, op string, where expr.Predicate, set ma
 		tx.SetTxn(txn.AppID, txn.Version)
 	}
 	tx.opts.OperationMetrics = res.metrics(op, ch, snap.DeletionVectorsEnabled(), start)
+	tx.rowIDsCarried = rc.preserved()
 	v, err := tx.Commit(ctx)
 	if err != nil {
 		return nil, err
@@ -280,7 +285,7 @@ func (res *DMLResult) metrics(op string, ch *dmlChanges, dv bool, start time.Tim
 // deletion vectors on, it writes only the changed rows and returns the file again with
 // a vector marking the old ones (dvAdd; nil when no row is left).
 func (t *Table) rewriteFile(ctx context.Context, snap *Snapshot, w *rewriter, a *Add, bp *expr.Bound, set map[string]any, res *DMLResult) (touched bool, dvAdd *Add, err error) {
-	parts, nHits, err := matchFile(ctx, snap, a, bp)
+	parts, nHits, err := matchFile(ctx, snap, w.carry, a, bp)
 	defer func() {
 		for _, p := range parts {
 			p.rec.Release()
@@ -321,8 +326,8 @@ type dmlPart struct {
 
 // matchFile reads a file's records (retained: the caller releases them, also on an
 // error) and the rows of each that bp matches (all without bp); nHits counts them.
-func matchFile(ctx context.Context, snap *Snapshot, a *Add, bp *expr.Bound) (parts []dmlPart, nHits int64, err error) {
-	err = scanFile(ctx, snap, a, func(rec arrow.RecordBatch) error {
+func matchFile(ctx context.Context, snap *Snapshot, rc *rowCarry, a *Add, bp *expr.Bound) (parts []dmlPart, nHits int64, err error) {
+	err = scanFileCarry(ctx, snap, rc, a, func(rec arrow.RecordBatch) error {
 		n := int(rec.NumRows())
 		p := dmlPart{rec: rec}
 		if bp == nil {
@@ -390,7 +395,12 @@ func (t *Table) writeUpdated(ctx context.Context, snap *Snapshot, w *rewriter, p
 		return err
 	}
 	defer post.Release()
-	if err := w.writeData(ctx, post); err != nil {
+	data := post
+	if w.carry != nil {
+		data = w.carry.updated(w.mem, pre, post)
+		defer data.Release()
+	}
+	if err := w.writeData(ctx, data); err != nil {
 		return err
 	}
 	if err := w.writeChanges(ctx, pre, ChangeUpdatePreimage); err != nil {

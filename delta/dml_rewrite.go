@@ -26,6 +26,9 @@ type rewriter struct {
 	cdcSch  *arrow.Schema // Arrow form of ChangeDataSchema(table schema)
 	tblSch  *arrow.Schema // Arrow form of the table schema
 	cdcRows int64
+	// carry, when not nil, has the data rows carry their row ids (two trailing columns;
+	// DELETE and UPDATE).
+	carry *rowCarry
 
 	// Data rows are encoded on a goroutine of their own (started by the first
 	// writeData), a record behind the caller, which goes on gathering the next rows;
@@ -35,9 +38,17 @@ type rewriter struct {
 	dataErr  atomic.Pointer[error]
 }
 
-func newRewriter(snap *Snapshot) (*rewriter, error) {
+func newRewriter(snap *Snapshot) (*rewriter, error) { return newCarryingRewriter(snap, nil) }
+
+// newCarryingRewriter is newRewriter whose data rows carry their row ids when rc is not
+// nil: its data files get the materialized row tracking columns.
+func newCarryingRewriter(snap *Snapshot, rc *rowCarry) (*rewriter, error) {
 	t := snap.Table()
-	w := &rewriter{snap: snap, mem: memory.DefaultAllocator}
+	w := &rewriter{snap: snap, mem: memory.DefaultAllocator, carry: rc}
+	dataSchema := snap.Schema()
+	if rc != nil {
+		dataSchema = rc.ext
+	}
 	var err error
 	if w.tblSch, err = ArrowSchema(snap.Schema()); err != nil {
 		return nil, err
@@ -46,7 +57,7 @@ func newRewriter(snap *Snapshot) (*rewriter, error) {
 	// so a rewrite holds a row group, not a whole file (partitioned: many files open at
 	// once, each would hold an upload).
 	stream := len(snap.PartitionColumns()) == 0
-	if w.data, err = snap.NewDataWriter(WriteOptions{Now: t.opts.Now, StreamFiles: stream}); err != nil {
+	if w.data, err = snap.newDataWriter(dataSchema, WriteOptions{Now: t.opts.Now, StreamFiles: stream}); err != nil {
 		return nil, err
 	}
 	if snap.ChangeDataFeedEnabled() {
@@ -142,6 +153,8 @@ func (w *rewriter) writeChanges(ctx context.Context, rec arrow.RecordBatch, typ 
 	if w.cdc == nil || rec == nil || rec.NumRows() == 0 {
 		return nil
 	}
+	rec = w.carry.dataColumns(rec)
+	defer rec.Release()
 	if !rec.Schema().Equal(w.tblSch) {
 		conf, err := dschema.Conform(w.mem, rec, w.snap.Schema(), w.tblSch)
 		if err != nil {

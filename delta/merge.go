@@ -261,6 +261,8 @@ type mergeOutput struct {
 	read     []string
 	partPred PartitionPredicate // the partitions a key-join merge read (nil: the whole table)
 	cdcRows  int64              // change rows written
+	// lostRowIDs says some row copied or updated did not keep its row id (rowCarry).
+	lostRowIDs bool
 }
 
 // mergeRun runs a merge's reads and writes on tx's snapshot, without committing.
@@ -287,7 +289,11 @@ func (t *Table) mergeRun(ctx context.Context, tx *Transaction, opts MergeOptions
 	m.res.MaterializeSourceTimeMs = time.Since(loading).Milliseconds()
 	m.dv = snap.DeletionVectorsEnabled()
 	m.splices = newSpliceGroup(ctx, parallel)
-	m.w, err = newRewriter(snap)
+	rc, err := newRowCarry(snap)
+	if err != nil {
+		return nil, err
+	}
+	m.w, err = newCarryingRewriter(snap, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +330,7 @@ func (t *Table) mergeRun(ctx context.Context, tx *Transaction, opts MergeOptions
 	closed = true
 	m.res.RewriteTimeMs = time.Since(writing).Milliseconds()
 	out := &mergeOutput{res: m.res, adds: append(append(adds, m.workerAdds...), spliced...), cdcs: append(cdcs, m.workerChangeFiles...),
-		removed: m.removed, dvAdds: m.dvAdds, read: m.read, cdcRows: cdcRows}
+		removed: m.removed, dvAdds: m.dvAdds, read: m.read, cdcRows: cdcRows, lostRowIDs: !m.w.carry.preserved()}
 	if len(opts.WhenNotMatchedBySource) == 0 && opts.Positions == nil {
 		out.partPred = src.partitionPredicate(plan, snap)
 	}
@@ -382,6 +388,7 @@ func (t *Table) commitMerge(ctx context.Context, tx *Transaction, opts MergeOpti
 	}
 	res.ExecutionTimeMs = time.Since(start).Milliseconds()
 	tx.opts.OperationMetrics = res.operationMetrics()
+	tx.rowIDsCarried = !out.lostRowIDs
 	v, err := tx.Commit(ctx)
 	if err != nil {
 		return nil, err

@@ -16,9 +16,18 @@ import (
 // applyRecord writes a changed record's copied rows, updated rows and change rows.
 func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
 	if len(p.copied) > 0 && !m.dv {
-		c, err := gatherRows(ctx, m.w.mem, p.rec, sortedRows(p.copied))
+		rows := sortedRows(p.copied)
+		c, err := gatherRows(ctx, m.w.mem, p.rec, rows)
 		if err != nil {
 			return err
+		}
+		if p.tracked != nil {
+			withIDs, err := m.w.carry.copied(ctx, m.w.mem, c, p.tracked, rows)
+			c.Release()
+			if err != nil {
+				return err
+			}
+			c = withIDs
 		}
 		err = m.w.writeData(ctx, c)
 		c.Release()
@@ -58,7 +67,17 @@ func (m *merger) applyUpdate(ctx context.Context, p *recordPlan, key int, tgt []
 	defer pre.Release()
 	defer post.Release()
 	m.countUpdated(key, len(tgt))
-	if err := m.w.writeData(ctx, post); err != nil {
+	data := post
+	if p.tracked != nil {
+		ids, err := gatherRows(ctx, m.w.mem, p.tracked, tgt)
+		if err != nil {
+			return err
+		}
+		data = m.w.carry.updated(m.w.mem, ids, post)
+		ids.Release()
+		defer data.Release()
+	}
+	if err := m.w.writeData(ctx, data); err != nil {
 		return err
 	}
 	if err := m.writeChanges(pre, ChangeUpdatePreimage); err != nil {

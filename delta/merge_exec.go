@@ -145,7 +145,7 @@ func (m *merger) rewriteFiles(ctx context.Context, files []*Add) error {
 	for i := 1; i < n; i++ {
 		w := *m
 		w.res, w.removed, w.dvAdds, w.matched = &MergeResult{}, nil, nil, make([]bool, len(m.matched))
-		rw, err := newRewriter(m.snap)
+		rw, err := newCarryingRewriter(m.snap, m.w.carry)
 		if err != nil {
 			return err
 		}
@@ -262,6 +262,25 @@ type recordPlan struct {
 	updateTargets map[int][]int32
 	updateSources map[int][]int32
 	changed       bool // some row is deleted or updated
+	// tracked, when the rewrite carries row ids, has the record's rows' row ids and
+	// commit versions (rowCarry.trackColumns); nil otherwise.
+	tracked arrow.RecordBatch
+}
+
+// retain keeps the plan's records past the scan's call.
+func (p *recordPlan) retain() {
+	p.rec.Retain()
+	if p.tracked != nil {
+		p.tracked.Retain()
+	}
+}
+
+// release releases what retain kept.
+func (p *recordPlan) release() {
+	p.rec.Release()
+	if p.tracked != nil {
+		p.tracked.Release()
+	}
 }
 
 // mergeFile merges one target file and reports whether it changed (was rewritten). Its
@@ -274,7 +293,7 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 	var held []*recordPlan // planned, not yet handed to the applier
 	defer func() {
 		for _, p := range held {
-			p.rec.Release()
+			p.release()
 		}
 	}()
 	var ap *recordApplier // nil until a record changes
@@ -287,7 +306,8 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 		}
 	}
 	var gone []int64 // with m.dv: the file's rows (logical indexes) deleted or updated
-	if live, ok := fileNumRecords(a); ok && fm != nil && fm.Rows != nil {
+	// The rows given carry no row ids: a row-tracking table's file is read instead.
+	if live, ok := fileNumRecords(a); ok && fm != nil && fm.Rows != nil && m.w.carry == nil {
 		if m.dv {
 			return m.mergeGivenRows(ctx, a, fm, live)
 		}
@@ -295,13 +315,22 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 			return touched, err
 		}
 	}
-	err := scanFile(ctx, m.snap, a, func(rec arrow.RecordBatch) error {
+	err := scanFileCarry(ctx, m.snap, m.w.carry, a, func(rec arrow.RecordBatch) error {
+		var tracked arrow.RecordBatch // the rows' row ids and commit versions, when carried
+		if m.w.carry != nil {
+			data := m.w.carry.dataColumns(rec)
+			defer data.Release()
+			tracked = m.w.carry.trackColumns(rec)
+			defer tracked.Release()
+			rec = data
+		}
 		p, err := m.planRecord(ctx, rec, fm, first)
 		at := first
 		first += rec.NumRows()
 		if err != nil {
 			return err
 		}
+		p.tracked = tracked
 		if m.dv {
 			// Only the changed rows are written; the others stay where they are.
 			if !p.changed {
@@ -309,7 +338,7 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 			}
 			gone = p.appendChanged(gone, at)
 		}
-		rec.Retain()
+		p.retain()
 		held = append(held, p)
 		if ap == nil && !p.changed {
 			return nil
@@ -372,7 +401,7 @@ func (m *merger) startApplier(ctx context.Context, cancel context.CancelFunc) *r
 					cancel() // stops the scan
 				}
 			}
-			p.rec.Release()
+			p.release()
 		}
 		ap.applied <- err
 	}()

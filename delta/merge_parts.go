@@ -117,6 +117,7 @@ func (o *mergeOutput) add(part *mergeOutput) {
 	o.dvAdds = append(o.dvAdds, part.dvAdds...)
 	o.read = append(o.read, part.read...)
 	o.cdcRows += part.cdcRows
+	o.lostRowIDs = o.lostRowIDs || part.lostRowIDs
 	r, s := o.res, part.res
 	r.NumSourceRows += s.NumSourceRows
 	r.NumTargetRowsInserted += s.NumTargetRowsInserted

@@ -21,9 +21,9 @@ import (
 //
 // The values depend on the version and on the mark, so they are assigned anew at each
 // commit attempt, after any concurrent commit that raised the mark: concurrent appends
-// do not conflict. Rows this package copies into new files (DML and MERGE rewrites,
-// compaction, rows an UPDATE or MERGE with deletion vectors moves) get fresh row ids:
-// materialized row id columns are not written yet, so such a commit says
+// do not conflict. Rows a DELETE or UPDATE copies or moves into new files keep their
+// row ids in the materialized columns (rowtracking_carry.go). Rows other rewrites copy
+// (MERGE, compaction) get fresh row ids: such a commit says
 // delta.rowTracking.preserved=false in its commitInfo tags, as the protocol asks of a
 // writer that does not preserve them.
 
@@ -32,7 +32,7 @@ const (
 	PropEnableRowTracking    = "delta.enableRowTracking"
 	PropRowTrackingSuspended = "delta.rowTrackingSuspended"
 	// The hidden columns of materialized row ids and row commit versions (named when
-	// row tracking is enabled; this package does not write them).
+	// row tracking is enabled; DELETE and UPDATE write them).
 	PropMaterializedRowIDColumn            = "delta.rowTracking.materializedRowIdColumnName"
 	PropMaterializedRowCommitVersionColumn = "delta.rowTracking.materializedRowCommitVersionColumnName"
 
@@ -148,7 +148,7 @@ func (tx *Transaction) assignRowIDs(version, hwm int64) ([]Action, *DomainMetada
 	if hwm > start {
 		dm = rowTrackingDomainAction(hwm)
 	}
-	return out, dm, !(fresh && copiedAway) && !tx.movesRows(), nil
+	return out, dm, tx.rowIDsCarried || (!(fresh && copiedAway) && !tx.movesRows()), nil
 }
 
 // movesRows says whether the operation's metrics count rows updated or copied, which

@@ -177,8 +177,8 @@ func TestRowTrackingEnabledLater(t *testing.T) {
 }
 
 // With deletion vectors, a DELETE keeps each file (a new vector) and its row ids: the
-// stable ids are preserved. An UPDATE moves the updated rows into a new file with fresh
-// ids: not preserved. Either way no row id repeats.
+// stable ids are preserved. An UPDATE moves the updated rows into a new file with a fresh
+// baseRowId, the rows keeping their ids in its materialized column: preserved too.
 func TestRowTrackingWithDeletionVectors(t *testing.T) {
 	ctx := context.Background()
 	tbl, _, _ := newTestTable(t, map[string]string{delta.PropEnableRowTracking: "true", delta.PropEnableDeletionVectors: "true"})
@@ -202,8 +202,11 @@ func TestRowTrackingWithDeletionVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tags := commitInfoTags(t, tbl, res.Version); tags["delta.rowTracking.preserved"] != "false" {
-		t.Errorf("DV UPDATE tags %v; want preserved=false", tags)
+	if tags := commitInfoTags(t, tbl, res.Version); tags["delta.rowTracking.preserved"] != "true" {
+		t.Errorf("DV UPDATE tags %v; want preserved=true", tags)
+	}
+	if got := rowTracking(t, tbl)[2]; got != (delta.RowTracking{RowID: 1, RowCommitVersion: res.Version}) {
+		t.Errorf("updated row's row id and version %+v, want 1 @%d", got, res.Version)
 	}
 	s3, _ := tbl.Snapshot(ctx)
 	var got []string

@@ -17,6 +17,12 @@ func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions) (*Scanner, error)
 // and partition columns, and delta.dataSkippingNumIndexedCols from its properties unless
 // opts sets NumIndexedCols. The adds it returns go into a Transaction on this snapshot.
 func (s *Snapshot) NewDataWriter(opts WriteOptions) (*DataWriter, error) {
+	return s.newDataWriter(s.Schema(), opts)
+}
+
+// newDataWriter is NewDataWriter for rows of schema (the table's, or more: the
+// materialized columns of row tracking).
+func (s *Snapshot) newDataWriter(schema *StructType, opts WriteOptions) (*DataWriter, error) {
 	if opts.NumIndexedCols == 0 {
 		if v, ok := s.Metadata().Configuration["delta.dataSkippingNumIndexedCols"]; ok {
 			if n, err := strconv.Atoi(v); err == nil {
@@ -26,5 +32,5 @@ func (s *Snapshot) NewDataWriter(opts WriteOptions) (*DataWriter, error) {
 		}
 	}
 	t := s.Table()
-	return NewDataWriter(t.Store(), t.Root(), s.Schema(), s.PartitionColumns(), opts)
+	return NewDataWriter(t.Store(), t.Root(), schema, s.PartitionColumns(), opts)
 }

@@ -90,6 +90,9 @@ type Transaction struct {
 	// table's delta.clustering); users' actions may not carry such domains.
 	sysDomains    []*DomainMetadata
 	checkpointErr error
+	// rowIDsCarried says the rows the transaction's files copy carry their row ids in
+	// materialized columns (a DELETE or UPDATE on a row-tracking table).
+	rowIDsCarried bool
 }
 
 // NewTransaction starts a transaction on snap (nil only for table creation, see Create).

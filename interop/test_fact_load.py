@@ -69,3 +69,16 @@ def test_delta_rs_reads_the_facts(sales_facts):
     t = DeltaTable(str(sales_facts / "sales" / "sales")).to_pyarrow_table()
     assert sorted(t.column("sale_id").to_pylist()) == sorted(WANT)
     assert -1 not in t.column("customer_sk").to_pylist()
+
+
+def test_spark_and_delta_rs_read_the_unknown_member(sales_facts, spark):
+    """The "Unknown" member row the stage adds to the dimension: once, key -1, NULL
+    business key and attributes, valid from 1900-01-01 to 9999-12-31 (UTC), current."""
+    dim = sales_facts / "sales" / "customer"
+    rows = spark.sql(
+        f"SELECT customer_id, name, city, unix_micros(valid_from) AS f, unix_micros(valid_to) AS t, is_current"
+        f" FROM delta.`{dim}` WHERE customer_sk = -1"
+    ).collect()
+    assert [tuple(r) for r in rows] == [(None, None, None, -2208988800000000, 253402214400000000, True)]
+    t = DeltaTable(str(dim)).to_pyarrow_table()
+    assert t.column("customer_sk").to_pylist().count(-1) == 1

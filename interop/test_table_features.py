@@ -232,8 +232,9 @@ def row_ids(spark, path: str) -> list[tuple]:
 def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     """On twin row-tracking tables, our append gives the rows the row ids and row commit
     versions Spark's own append gives (Spark's _metadata.row_id and row_commit_version);
-    our copy-on-write DELETE keeps the ids unique, says it did not preserve them, and
-    Spark's next insert continues past our high-water mark. A table we create with
+    our copy-on-write DELETE keeps the ids of the rows it copies and says it preserved
+    them, and Spark's next insert continues past our high-water mark; our MERGE keeps
+    them too. A table we create with
     delta.enableRowTracking is read the same way."""
     theirs, ours = tmp_path / "spark", tmp_path / "ours"
     for p in (theirs, ours):
@@ -248,21 +249,23 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     hwm = next(a["domainMetadata"] for a in commit_lines(ours, 2) if "domainMetadata" in a)
     assert hwm["domain"] == "delta.rowTracking" and json.loads(hwm["configuration"])["rowIdHighWaterMark"] == 5
 
+    before = row_ids(spark, str(ours))
     deltatool.delete(str(ours), "id = 11")
     info = commit_lines(ours, 3)[0]["commitInfo"]
-    assert info["tags"] == {"delta.rowTracking.preserved": "false"}, info
+    assert info["tags"] == {"delta.rowTracking.preserved": "true"}, info
     ids = row_ids(spark, str(ours))
-    assert [r[0] for r in ids] == [1, 2, 3, 10, 12]
+    assert ids == [r for r in before if r[0] != 11]
     assert len({r[1] for r in ids}) == len(ids), f"row ids not unique: {ids}"
     spark.sql(f"INSERT INTO delta.`{ours}` VALUES (20, 'spark')")
     after = dict((r[0], r[1]) for r in row_ids(spark, str(ours)))
     assert after[20] > max(r[1] for r in ids), after
     v = deltatool.merge(str(ours), rows([2, 30], "merged"), "id")
     info = commit_lines(ours, v)[0]["commitInfo"]
-    assert info["tags"] == {"delta.rowTracking.preserved": "false"}, info
+    assert info["tags"] == {"delta.rowTracking.preserved": "true"}, info
     merged = row_ids(spark, str(ours))
     assert [r[0] for r in merged] == [1, 2, 3, 10, 12, 20, 30]
     assert len({r[1] for r in merged}) == len(merged), f"row ids not unique after our MERGE: {merged}"
+    assert [r[:2] for r in merged if r[0] != 30] == [(k, after[k]) for k in [1, 2, 3, 10, 12, 20]], merged
     assert dict((r[0], r[2]) for r in merged)[30] == v, merged
     assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(ours)), what="row-tracking table")
     assert_same_rows(rs_sql_read(str(ours)), spark_read(spark, str(ours)), what="row-tracking table read by delta-rs")
@@ -271,6 +274,70 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     deltatool.write(str(mine), rows([1, 2, 3], "m"), properties={"delta.enableRowTracking": "true"})
     deltatool.write(str(mine), rows([4], "m"))
     assert row_ids(spark, str(mine)) == [(1, 0, 1), (2, 1, 1), (3, 2, 1), (4, 3, 2)]
+
+
+@pytest.mark.parametrize("by_position", [False, True], ids=["merge-by-key", "merge-by-position"])
+@pytest.mark.parametrize("dv", [False, True], ids=["copy-on-write", "deletion-vectors"])
+def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv, by_position):
+    """On twin row-tracking tables Spark created (two inserts), the same DELETE, UPDATEs
+    and MERGE (by key, or by position as our keyed stages merge) done by us on one and by
+    Spark on the other leave every row with the same (id, _metadata.row_id,
+    _metadata.row_commit_version) as Spark reads them: kept rows keep both, updated rows
+    keep their row id and get the commit's version; inserted rows get the same version
+    and distinct fresh ids. The
+    materialized columns are no data columns, to Spark or to us; Spark's UPDATE and
+    INSERT after ours keep the ids as on its own table (but for the fresh ones)."""
+    theirs, ours = tmp_path / "spark", tmp_path / "ours"
+    for p in (theirs, ours):
+        spark.sql(f"CREATE TABLE delta.`{p}` (id BIGINT, name STRING) USING delta TBLPROPERTIES "
+                  f"('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = '{str(dv).lower()}')")
+        spark.sql(f"INSERT INTO delta.`{p}` VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+        spark.sql(f"INSERT INTO delta.`{p}` VALUES (4, 'd'), (5, 'e')")
+    assert row_ids(spark, str(ours)) == row_ids(spark, str(theirs))
+
+    steps = [("DELETE", "id = 2", {}), ("UPDATE", "id = 3", {"name": "'C'"}),
+             ("UPDATE", "id = 1 OR id = 4", {"name": "'X'"}), ("DELETE", "id = 4", {})]
+    for op, where, set_ in steps:
+        if op == "DELETE":
+            spark.sql(f"DELETE FROM delta.`{theirs}` WHERE {where}")
+            v = deltatool.delete(str(ours), where)
+        else:
+            assigns = ", ".join(f"{k} = {e}" for k, e in set_.items())
+            spark.sql(f"UPDATE delta.`{theirs}` SET {assigns} WHERE {where}")
+            v = deltatool.update(str(ours), where, **set_)
+        info = commit_lines(ours, v)[0]["commitInfo"]
+        assert info["tags"] == {"delta.rowTracking.preserved": "true"}, (op, where, info)
+        assert row_ids(spark, str(ours)) == row_ids(spark, str(theirs)), (op, where)
+        assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(theirs)), what=f"after {op} {where}")
+        assert spark.read.format("delta").load(str(ours)).columns == ["id", "name"]
+        assert deltatool.read(str(ours)).column_names == ["id", "name"]
+
+    # MERGE (update 3 and 5, insert 7 and 8): the kept and updated rows as Spark gives
+    # them; the inserted rows get Spark's commit version and distinct fresh ids past
+    # every earlier one (which fresh ids depends on how the new files are laid out, so
+    # only that is compared).
+    src = rows([3, 5, 7, 8], "m")
+    before = row_ids(spark, str(ours))
+    spark_frame(spark, src).createOrReplaceTempView("rt_src")
+    spark.sql(f"MERGE INTO delta.`{theirs}` t USING rt_src s ON t.id = s.id "
+              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    v = deltatool.merge(str(ours), src, "id", by_position=by_position)
+    assert commit_lines(ours, v)[0]["commitInfo"]["tags"] == {"delta.rowTracking.preserved": "true"}
+    got, want = row_ids(spark, str(ours)), row_ids(spark, str(theirs))
+    assert [r for r in got if r[0] < 7] == [r for r in want if r[0] < 7]
+    assert [(r[0], r[2]) for r in got if r[0] >= 7] == [(r[0], r[2]) for r in want if r[0] >= 7]
+    fresh = sorted(r[1] for r in got if r[0] >= 7)
+    assert fresh[0] > max(r[1] for r in before) and len(set(fresh)) == 2, got
+    assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(theirs)), what="after MERGE")
+
+    for p in (theirs, ours):
+        spark.sql(f"UPDATE delta.`{p}` SET name = 'Y' WHERE id = 1")
+        spark.sql(f"INSERT INTO delta.`{p}` VALUES (6, 'f')")
+    got, want = row_ids(spark, str(ours)), row_ids(spark, str(theirs))
+    assert [r for r in got if r[0] < 6] == [r for r in want if r[0] < 6]
+    assert [(r[0], r[2]) for r in got] == [(r[0], r[2]) for r in want]
+    assert len({r[1] for r in got}) == len(got) and dict(r[:2] for r in got)[6] > max(fresh), got
+    assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(theirs)), what="after Spark's writes")
 
 
 def test_our_clustered_table_read_and_optimized_by_spark(spark, deltatool, table_dir):

@@ -163,6 +163,9 @@ func (c *FactLoadConfig) Validate() []FieldError {
 				add(f+".on", "fact column %q is also the lookup's key column", fc)
 			}
 		}
+		if l.UnknownKey != nil && *l.UnknownKey > 0 {
+			add(f+".unknown_key", "%d: must be 0 or negative (the unknown member row's key; the dimension's identity column hands out positive keys)", *l.UnknownKey)
+		}
 		switch l.Missing {
 		case "", MissingUnknown, MissingQuarantine:
 		case MissingFail:

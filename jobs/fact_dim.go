@@ -165,6 +165,9 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 	for ch.Next() {
 		rec := ch.RecordBatch()
 		for r := range int(rec.NumRows()) {
+			if isMemberRow(rec, cols, r) {
+				continue // the unknown member: no fact with a business key falls there
+			}
 			if buf, err = keyed.AppendKey(buf[:0], rec, cols, r); err != nil {
 				return nil, false, err
 			}

@@ -105,6 +105,16 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("lookups[%d]: %w", i, err)
 		}
+		if l := &s.cfg.Lookups[i]; l.Missing != MissingFail {
+			created, err := d.ensureUnknownMember(ctx, env)
+			if err != nil {
+				return res, fmt.Errorf("lookups[%d]: %w", i, err)
+			}
+			if created {
+				res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: d.decl.Name, Version: d.snap.Version()})
+				res.Notes = append(res.Notes, fmt.Sprintf("created the unknown member row of %s (%s %d)", d.decl.Name, d.sk, l.unknownKey()))
+			}
+		}
 		fr.dims = append(fr.dims, d)
 		res.VersionsRead = append(res.VersionsRead, TableVersion{Table: d.decl.Name, Version: d.snap.Version()})
 		last, ok := f.dstSnap.TxnVersion(s.DimensionAppID(d.decl.Name))
@@ -149,6 +159,11 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	for _, d := range fr.dims {
 		tx.SetTxn(s.DimensionAppID(d.decl.Name), d.snap.Version())
 	}
+	lin := env.lineage()
+	for i, l := range s.cfg.Lookups {
+		lin.Lookups = append(lin.Lookups, delta.LookupMetrics{Key: l.Key, Dimension: l.Dimension,
+			NumRealKeys: fr.counts[i][0], NumUnknownKeys: fr.counts[i][1], NumQuarantinedFacts: fr.counts[i][2]})
+	}
 	opts := delta.MergeOptions{
 		Source: fr.recs,
 		On:     s.cfg.Keys,
@@ -158,7 +173,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		},
 		WhenNotMatched: []delta.MergeClause{{Cond: expr.Eq(factDeleteColumn, false), Action: delta.MergeInsert}},
 		Tx:             tx,
-		Lineage:        env.lineage(),
+		Lineage:        lin,
 		Operation:      "MERGE",
 	}
 	if srcNew && !s.cfg.SourceChanges {

@@ -52,10 +52,14 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 	load := NewFactLoad("sales", factConfig(true, ""))
 	city := func(env *Env) map[string]string {
 		out := map[string]string{}
-		sks := map[string]string{"-1": "unknown"}
-		for _, r := range tableRows(t, env, dim, "customer_sk", "city") {
+		sks := map[string]string{}
+		for _, r := range tableRows(t, env, dim, "customer_sk", "customer_id", "city") {
 			sk, c, _ := strings.Cut(r, "|")
-			sks[sk] = c
+			if id, c, _ := strings.Cut(c, "|"); id == "NULL" {
+				sks[sk] = "unknown"
+			} else {
+				sks[sk] = c
+			}
 		}
 		for _, r := range tableRows(t, env, facts, "sale_id", "customer_sk") {
 			id, sk, _ := strings.Cut(r, "|")
@@ -78,6 +82,33 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 	}
 	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "3 facts keyed to a version, 1 to the unknown member") }) {
 		t.Errorf("notes %q do not count 3 real keys and 1 unknown", res.Notes)
+	}
+	// The fact commit's commitInfo carries the counts per lookup, for the table's page.
+	lookups := func() []delta.LookupMetrics {
+		tbl, _ := latest(t, env, facts)
+		h, err := tbl.History(t.Context(), 1)
+		if err != nil || len(h) != 1 || h[0].Lineage == nil {
+			t.Fatalf("history: %v %v", h, err)
+		}
+		return h[0].Lineage.Lookups
+	}
+	if got, want := lookups(), []delta.LookupMetrics{{Key: "customer_sk", Dimension: "sales.customer", NumRealKeys: 3, NumUnknownKeys: 1}}; !slices.Equal(got, want) {
+		t.Errorf("commitInfo lookups %+v, want %+v", got, want)
+	}
+	// The unknown member row: created once, key -1, business key and attributes NULL,
+	// valid from 1900 to the open end, current.
+	wantMember := []string{"-1|NULL|NULL|1900-01-01T00:00:00Z|9999-12-31T00:00:00Z|true"}
+	members := func() []string {
+		var out []string
+		for _, r := range tableRows(t, env, dim, "customer_sk", "customer_id", "city", "valid_from", "valid_to", "is_current") {
+			if strings.HasPrefix(r, "-1|") {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	if got := members(); !slices.Equal(got, wantMember) {
+		t.Fatalf("unknown member rows:\n%s", diff(got, wantMember))
 	}
 	v := tableVersion(t, env, facts)
 	if res := runStage(t, load, env); len(res.VersionsWritten) != 0 || tableVersion(t, env, facts) != v {
@@ -106,6 +137,10 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 	}
 	if changed != 2 {
 		t.Errorf("%d fact rows changed, want 2:\nbefore %v\nafter  %v", changed, before, after)
+	}
+	// The dimension's merges left the member row alone.
+	if got := members(); !slices.Equal(got, wantMember) {
+		t.Fatalf("unknown member rows after the merge:\n%s", diff(got, wantMember))
 	}
 }
 
@@ -266,5 +301,95 @@ func TestFactLoadQuarantine(t *testing.T) {
 	}
 	if cfg := factConfig(true, MissingQuarantine); len(cfg.Validate()) != 1 || cfg.Validate()[0].Field != "quarantine_table" {
 		t.Errorf("missing: quarantine without a quarantine_table: %v", cfg.Validate())
+	}
+}
+
+// memberRows are the dimension's rows with a NULL business key (customer_id).
+func memberRows(t *testing.T, env *Env, dim *Table) []string {
+	var out []string
+	for _, r := range tableRows(t, env, dim, "customer_id", "customer_sk", "valid_from", "valid_to", "is_current") {
+		if strings.HasPrefix(r, "NULL|") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// The unknown member row is created once, by the run that first needs it, whatever
+// store operation a run crashes at: the facts and the dimension end as an uninterrupted
+// run leaves them (one member row, facts keyed to it).
+func TestFactLoadUnknownMemberCrashAtEveryOperation(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	load := NewFactLoad("sales", factConfig(true, ""))
+	setup := func() (*faultstore.Store, *Env, *Table) {
+		clock := &testClock{t: d1}
+		fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
+		env := newTestEnv(fs, clock, staging, dim, raw, facts)
+		appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+		runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+		appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C9", 20, day(6)})
+		return fs, env, facts
+	}
+	observe := func(env *Env, tbl *Table) []string {
+		return append(tableRows(t, env, tbl, "sale_id", "customer_sk"), memberRows(t, env, dim)...)
+	}
+	want := crashAtEveryOperation(t, load, setup, observe)
+	if w := []string{"S1|1", "S2|-1", "NULL|-1|1900-01-01T00:00:00Z|9999-12-31T00:00:00Z|true"}; !slices.Equal(want, w) {
+		t.Fatalf("clean run:\n%s", diff(want, w))
+	}
+}
+
+// The scd2_merge never closes, versions or doubles the unknown member row: not from a
+// change feed, not from a snapshot extract that lacks it (deletes: close or tombstone);
+// the table checks scd2_invariants and unique (on the surrogate key) pass with it; a
+// second fact_load with the same unknown key does not add another; a positive
+// unknown_key is refused (the identity column hands those out).
+func TestFactLoadUnknownMemberLeftAlone(t *testing.T) {
+	for _, deletes := range []string{"close", "tombstone"} {
+		t.Run(deletes, func(t *testing.T) {
+			staging, dim := customerTables(t)
+			raw, facts := salesTables(t)
+			clock := &testClock{t: d1}
+			env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+			cfg := scd2Config()
+			cfg.SourceChanges, cfg.Deletes = false, deletes
+			merge := NewSCD2Merge("customers", cfg)
+			writeRows(t, env, staging, true, []any{"C1", "Ada", "Seattle", day(1)}, []any{"C2", "Grace", "Boston", day(1)})
+			runStage(t, merge, env)
+			appendRows(t, env, raw, []any{"S1", "C3", 10, day(5)})
+			runStage(t, NewFactLoad("sales", factConfig(true, "")), env)
+			other := factConfig(true, "")
+			other.Target = "sales.other"
+			otherFacts := *facts
+			otherFacts.Name, otherFacts.Path = "sales.other", "sales/other"
+			env.Tables["sales.other"] = &otherFacts
+			runStage(t, NewFactLoad("other", other), env)
+			// The next extract lacks C2 and the member; C1 moves.
+			clock.t = clock.t.Add(time.Hour)
+			writeRows(t, env, staging, true, []any{"C1", "Ada", "Portland", day(9)})
+			runStage(t, merge, env)
+			writeRows(t, env, staging, true, []any{"C1", "Ada", "Tacoma", day(10)})
+			runStage(t, merge, env)
+			want := []string{"NULL|-1|1900-01-01T00:00:00Z|9999-12-31T00:00:00Z|true"}
+			if got := memberRows(t, env, dim); !slices.Equal(got, want) {
+				t.Fatalf("member rows after snapshot merges:\n%s", diff(got, want))
+			}
+			_, snap := latest(t, env, dim)
+			r := &ExpectationResult{}
+			if err := checkSCD2(t.Context(), snap, cfg, r); err != nil || r.Failed != 0 {
+				t.Errorf("scd2_invariants: %v, %d failed: %s", err, r.Failed, r.Detail)
+			}
+			r = &ExpectationResult{}
+			if err := checkUnique(t.Context(), snap, []string{"customer_sk"}, r); err != nil || r.Failed != 0 {
+				t.Errorf("unique customer_sk: %v, %d failed: %s", err, r.Failed, r.Detail)
+			}
+		})
+	}
+	cfg := factConfig(true, "")
+	k := int64(7)
+	cfg.Lookups[0].UnknownKey = &k
+	if errs := cfg.Validate(); len(errs) != 1 || errs[0].Field != "lookups[0].unknown_key" {
+		t.Errorf("unknown_key 7: %v", errs)
 	}
 }

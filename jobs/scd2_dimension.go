@@ -225,6 +225,9 @@ func (p *dimPlacer) place(ctx context.Context, tr keyed.TargetRecord) error {
 			if p.deleteAt == nil || !current || (l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)) {
 				continue
 			}
+			if isMemberRow(rec, l.keyColumns(d.data), i) {
+				continue // a fact_load's unknown member row (NULL key): no extract has it, none deletes it
+			}
 			v, err := l.version(rec, d, i, &p.synthetic, true)
 			if err != nil {
 				return err

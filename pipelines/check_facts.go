@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"fmt"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -48,9 +49,35 @@ func (c *stageCheck) factLoad(cfg *jobs.FactLoadConfig) {
 			c.ps.at(lookup(c.sn, f+".dimension"), "stage %s: %s.dimension: the scd2_merge that writes %s declares no columns.surrogate_key (an identity column); facts carry that key", c.st.Name, f, l.Dimension)
 		default:
 			l.SetDimensionColumns(merge.Columns)
+			if l.Missing != jobs.MissingFail {
+				c.memberNulls(f, l, dim)
+			}
 		}
 		if !dim.ChangeDataFeed() {
 			c.ws.at(lookup(c.sn, f+".dimension"), "warning: stage %s: dimension %s has no change feed: each run after it changes looks every fact up again (set %s: true in its properties)", c.st.Name, l.Dimension, delta.PropEnableChangeDataFeed)
+		}
+	}
+}
+
+// memberNulls checks that the dimension can hold the lookup's unknown member row: its
+// business key and attribute columns are NULL there, so none may be nullable: false.
+func (c *stageCheck) memberNulls(f string, l *jobs.FactLookup, dim *jobs.Table) {
+	if dim.Schema == nil {
+		return
+	}
+	cols := l.DimensionColumns()
+	for _, fld := range dim.Schema.Fields {
+		switch strings.ToLower(fld.Name) {
+		case strings.ToLower(cols.SurrogateKey), strings.ToLower(cols.ValidFrom), strings.ToLower(cols.ValidTo), strings.ToLower(cols.IsCurrent):
+			continue
+		}
+		if !fld.Nullable {
+			missing := l.Missing
+			if missing == "" {
+				missing = jobs.MissingUnknown
+			}
+			c.ps.at(lookup(c.sn, f+".missing"), "stage %s: %s.missing: %s writes an unknown member row to %s whose %s is NULL, but the column is declared nullable: false; declare it nullable (the scd2_merge refuses NULL keys from its source all the same) or use missing: fail",
+				c.st.Name, f, missing, l.Dimension, fld.Name)
 		}
 	}
 }

@@ -26,6 +26,11 @@ func TestFactLoadChecks(t *testing.T) {
 			[]string{`quarantine_table: table "fact.sales_bad" is not declared under tables`}},
 		{"key column type", "      - {name: customer_sk, type: bigint}\n", "      - {name: customer_sk, type: string}\n",
 			[]string{"column fact.sales.customer_sk is string, expected bigint"}},
+		{"unknown member in a non-nullable key", "      - {name: customer_id, type: string}\n      - {name: city, type: string}\n      - {name: valid_from",
+			"      - {name: customer_id, type: string, nullable: false}\n      - {name: city, type: string}\n      - {name: valid_from",
+			[]string{"facts.yaml:66:9: stage sales: lookups[0].missing: unknown writes an unknown member row to dim.customer whose customer_id is NULL, but the column is declared nullable: false"}},
+		{"positive unknown key", "        key: customer_sk\n", "        key: customer_sk\n        unknown_key: 3\n",
+			[]string{"lookups[0].unknown_key: 3: must be 0 or negative"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,7 +31,7 @@ tables:
   dim.customer:
     columns:
       - {name: customer_sk, type: bigint, identity: {start: 1, step: 1}}
-      - {name: customer_id, type: string, nullable: false}
+      - {name: customer_id, type: string}
       - {name: city, type: string}
       - {name: valid_from, type: timestamp}
       - {name: valid_to, type: timestamp}
@@ -230,10 +230,18 @@ func factProperty(t *testing.T, seed uint64, sourceChanges bool) {
 // its customer at its time among the delivered events.
 func checkFacts(t *testing.T, run int, wh objectstore.Store, spec *Spec, events []custEvent, sales []sale) {
 	t.Helper()
-	dimRows := scanTable(t, wh, spec.Table("dim.customer").Path, "customer_sk", "customer_id", "city")
-	owner := map[string][2]string{"-1": {"", "unknown"}}
+	dimRows := scanTable(t, wh, spec.Table("dim.customer").Path, "customer_sk", "customer_id", "city", "valid_from", "valid_to", "is_current")
+	// The unknown member row: once, key -1, NULL key and city, valid over all time, current.
+	owner := map[string][2]string{}
+	var members []string
 	for _, r := range dimRows {
 		owner[r[0]] = [2]string{r[1], r[2]}
+		if r[1] == "NULL" {
+			members = append(members, strings.Join(r, "|"))
+		}
+	}
+	if want := []string{"-1|NULL|NULL|1900-01-01T00:00:00Z|9999-12-31T00:00:00Z|true"}; !slices.Equal(members, want) {
+		t.Fatalf("after run %d: unknown member rows %q, want %q", run, members, want)
 	}
 	var want, got []string
 	for _, s := range sales {
@@ -256,7 +264,7 @@ func checkFacts(t *testing.T, run int, wh objectstore.Store, spec *Spec, events 
 		o, ok := owner[r[1]]
 		city := "no such version " + r[1]
 		switch {
-		case ok && o[0] == "":
+		case ok && o[0] == "NULL" && r[1] == "-1":
 			city = "unknown"
 		case ok:
 			city = o[0] + "/" + o[1]

@@ -93,8 +93,8 @@ func (s *Scheduler) handOffTo(ctx context.Context, st *Store, pipeline string) *
 	if s.holds(st) {
 		return nil
 	}
-	lease, err := st.CurrentLease(ctx)
-	if err != nil || !lease.Live(s.cfg.Now()) || !lease.Schedules(pipeline) {
+	lease, err := st.LiveLease(ctx)
+	if err != nil || lease == nil || !lease.Schedules(pipeline) {
 		return nil
 	}
 	return lease
@@ -196,10 +196,10 @@ func (s *Scheduler) CancelRun(ctx context.Context, id, by string) (string, error
 		return "", fmt.Errorf("run %s is %s already", id, rec.Status)
 	}
 	now := s.cfg.Now()
-	lease, _ := st.CurrentLease(ctx)
+	lease, _ := st.LiveLease(ctx)
 	hb := rec.Heartbeat
 	switch {
-	case lease.Live(now) && lease.Holder.Instance != s.runner.Identity().Instance && (hb == nil || hb.Instance == lease.Holder.Instance):
+	case lease != nil && lease.Holder.Instance != s.runner.Identity().Instance && (hb == nil || hb.Instance == lease.Holder.Instance):
 		if err := st.Request(ctx, id, RequestCancel, by, now); err != nil {
 			return "", err
 		}

@@ -50,9 +50,16 @@ func leaseKey(gen int64) string { return fmt.Sprintf("%s%010d.json", leaseDir, g
 
 // CurrentLease returns the newest lease generation of the store (nil when none).
 func (s *Store) CurrentLease(ctx context.Context) (*LeaseBody, error) {
+	b, _, err := s.currentLease(ctx)
+	return b, err
+}
+
+// currentLease is CurrentLease with the generation object's modification time, by the
+// store's clock.
+func (s *Store) currentLease(ctx context.Context) (*LeaseBody, time.Time, error) {
 	infos, err := s.st.List(ctx, leaseDir, "")
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	for i := len(infos) - 1; i >= 0; i-- {
 		var b LeaseBody
@@ -61,18 +68,50 @@ func (s *Store) CurrentLease(ctx context.Context) (*LeaseBody, error) {
 			continue // deleted by a new holder meanwhile
 		}
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
-		return &b, nil
+		return &b, infos[i].ModTime, nil
 	}
-	return nil, nil
+	return nil, time.Time{}, nil
 }
 
-// Live reports whether a serve holds the lease as seen at now by a process that looks
-// once (the CLI): renewed within its TTL and not released. It compares the holder's
-// clock with now, so it assumes clocks agree within the TTL.
-func (b *LeaseBody) Live(now time.Time) bool {
-	return b != nil && !b.Released && now.Sub(b.Renewed) < time.Duration(b.TTL)
+// LiveLease returns the newest lease generation when, as one look at the store tells, a
+// serve holds it; nil when none does. A process that looks once (the CLI, a cancel, a
+// hand-off) cannot watch the lease for a TTL, so it asks the store's clock: the
+// generation was rewritten within its TTL when its modification time is within the TTL
+// of a probe object this look writes (and removes), both stamped by the store. It is not
+// live when released, or held by a process of this host that is gone. No
+// host's clock is compared with another's, and the holder's recorded renewal time is
+// never used.
+func (s *Store) LiveLease(ctx context.Context) (*LeaseBody, error) {
+	observer := lease.Local()
+	b, renewed, err := s.currentLease(ctx)
+	if err != nil || b == nil || b.Released || lease.Gone(b.Holder, observer, nil) {
+		return nil, err
+	}
+	now, err := s.storeNow(ctx, observer)
+	if err != nil {
+		return nil, fmt.Errorf("read the store's clock: %w", err)
+	}
+	if now.Sub(renewed) >= time.Duration(b.TTL) {
+		return nil, nil
+	}
+	return b, nil
+}
+
+// storeNow is the store's clock now: the modification time it stamps on a probe object
+// written for the purpose (and removed).
+func (s *Store) storeNow(ctx context.Context, observer Identity) (time.Time, error) {
+	key := fmt.Sprintf("%sclock-%s-%d-%s", leaseProbeDir, observer.Host, observer.PID, observer.Instance)
+	if err := s.st.Put(ctx, key, strings.NewReader("{}\n"), 3); err != nil {
+		return time.Time{}, err
+	}
+	defer s.st.Delete(context.WithoutCancel(ctx), key)
+	info, err := s.st.Stat(ctx, key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return info.ModTime, nil
 }
 
 // Schedules reports whether the holder schedules pipeline.

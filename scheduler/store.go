@@ -40,6 +40,9 @@ const (
 	pipesDir    = Prefix + "pipelines/"
 	requestsDir = Prefix + "requests/"
 	leaseDir    = Prefix + "lease/"
+	// leaseProbeDir holds the short-lived objects whose modification time tells a
+	// one-look observer the store's clock (LiveLease).
+	leaseProbeDir = Prefix + "lease-probe/"
 )
 
 // hintEvery is how often (in index entries) the index hint is moved up: listing reads at

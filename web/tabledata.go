@@ -70,6 +70,9 @@ type historyRow struct {
 	Parameters map[string]any `json:"parameters,omitempty"`
 	// Checks are the expectations that judged the version (expect_pages.go).
 	Checks []scheduler.Check `json:"checks,omitempty"`
+	// Lookups are a fact_load's counts per lookup: the facts of the version's run keyed
+	// to a real, unknown or inferred member, or quarantined.
+	Lookups []delta.LookupMetrics `json:"lookups,omitempty"`
 }
 
 func (s *Server) history(ctx context.Context, ref *tableRef, limit int) ([]historyRow, error) {
@@ -87,6 +90,7 @@ func (s *Server) history(ctx context.Context, ref *tableRef, limit int) ([]histo
 			Summary: h.Summary(), Metrics: h.OperationMetrics, Parameters: h.OperationParameters}
 		if l := h.Lineage; l != nil {
 			r.Pipeline, r.Stage, r.Run, r.Attempt = l.Pipeline, l.Stage, l.RunID, l.Attempt
+			r.Lookups = l.Lookups
 		}
 		out[i] = r
 	}

@@ -13,7 +13,8 @@ import (
 
 // TestExampleSalesFacts runs examples/pipelines/sales-facts through the binary as its
 // README walks it and answers "which city was this sale in?" with a plain join on
-// customer_sk: first C-2's sale is the unknown member's and T-2, T-3 are Seattle's; after
+// customer_sk: first C-2's sale is the unknown member's (a row the stage adds to the
+// dimension once) and T-2, T-3 are Seattle's; after
 // the late customer events arrive, one run re-keys exactly those three sales (Boston,
 // Tacoma, Tacoma) and leaves the others alone; a third run does nothing.
 func TestExampleSalesFacts(t *testing.T) {
@@ -64,9 +65,20 @@ func TestExampleSalesFacts(t *testing.T) {
 		return recs[1:]
 	}
 	cityOfSale := func() map[string]string {
-		city := map[string]string{"-1": "unknown"}
-		for _, r := range rows("sales.customer", "customer_sk,city") {
-			city[r[0]] = r[1]
+		city := map[string]string{}
+		members := 0
+		for _, r := range rows("sales.customer", "customer_sk,customer_id,city,valid_from,is_current") {
+			city[r[0]] = r[2]
+			if r[1] == "" { // the unknown member row: once, key -1, valid since 1900, current
+				members++
+				city[r[0]] = "unknown"
+				if r[0] != "-1" || !strings.HasPrefix(r[3], "1900-01-01") || r[4] != "true" {
+					t.Errorf("unknown member row %q, want key -1, valid from 1900-01-01, current", r)
+				}
+			}
+		}
+		if members != 1 {
+			t.Errorf("%d unknown member rows in sales.customer, want 1", members)
 		}
 		out := map[string]string{}
 		for _, r := range rows("sales.sales", "sale_id,customer_sk") {

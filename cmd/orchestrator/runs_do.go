@@ -21,8 +21,8 @@ const handOffHelp = "When a serve schedules the pipeline (it holds the lease of 
 
 // servedBy returns the lease of the serve that schedules spec, or nil.
 func (re *runsEnv) servedBy(ctx context.Context, store *scheduler.Store, spec *pipelines.Spec) *scheduler.LeaseBody {
-	lease, err := store.CurrentLease(ctx)
-	if err != nil || !lease.Live(re.e.now()) || !lease.Schedules(spec.Name) {
+	lease, err := store.LiveLease(ctx)
+	if err != nil || lease == nil || !lease.Schedules(spec.Name) {
 		return nil
 	}
 	return lease
@@ -144,10 +144,10 @@ func runsCancelCommand() *command {
 				if !rec.Status.Active() {
 					return fmt.Errorf("run %s is %s already", rec.ID, rec.Status)
 				}
-				lease, _ := store.CurrentLease(ctx)
+				lease, _ := store.LiveLease(ctx)
 				hb := rec.Heartbeat
 				switch {
-				case lease.Live(e.now()) && (hb == nil || hb.Instance == lease.Holder.Instance):
+				case lease != nil && (hb == nil || hb.Instance == lease.Holder.Instance):
 					if err := store.Request(ctx, rec.ID, scheduler.RequestCancel, e.who(), e.now()); err != nil {
 						return err
 					}

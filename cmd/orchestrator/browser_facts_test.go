@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserFacts: the sales-facts example after its two runs (the first, then the
+// late customer events), as a person sees it in a real Chromium: the fact table's
+// history shows, on each fact_load version, how many facts of that run got a real,
+// unknown (or inferred) key per lookup, linking the dimension; the dimension's rows show
+// the "Unknown" member row the stage added, once. Screenshots 30-31.
+func TestBrowserFacts(t *testing.T) {
+	chromium := findChromium(t)
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	copyDir(t, filepath.Join("..", "..", "examples", "pipelines", "sales-facts"), dir)
+	env := []string{"ORCH_WAREHOUSE="}
+	orch := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Dir, cmd.Env = dir, commandEnv(env)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("orchestrator %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	orch("run", "pipeline.yaml")
+	late, err := os.ReadFile(filepath.Join(dir, "late", "2026-02-01.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "landing", "customers", "2026-02-01.csv"), late, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	orch("run", "pipeline.yaml")
+	if err := os.RemoveAll(filepath.Join(dir, "late")); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServe(t, bin, dir, env)
+	base := "http://" + srv.addr
+	b := newBrowser(t, chromium, 2*time.Minute)
+	ctx, run, shot, text, wantText := b.ctx, b.run, b.shot, b.text, b.wantText
+
+	// 1. The fact table's history: per fact_load version, the counts per lookup.
+	run("open the fact table's history", chromedp.Navigate(base+"/tables/sales.sales/history"), chromedp.WaitVisible(chromedp.CSS(`table.history`)))
+	// Newest first: the re-keying run looked 4 facts up again, all real; the first
+	// keyed 4 to a version and Grace's sale to the unknown member.
+	if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`Array.from(document.querySelectorAll('table.history .lookup')).map(e => e.textContent.trim()).join(' | ')`)); err != nil ||
+		got != "customer_sk: 4 real · 0 unknown | customer_sk: 4 real · 1 unknown" {
+		t.Errorf("lookup lines %q (%v), want the counts of the two fact_load runs", got, err)
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelectorAll('table.history .lookup[data-lookup="customer_sk"] a[href="/tables/sales.customer"]').length`)); err != nil || n != 2 {
+		t.Errorf("lookup lines linking the dimension: %v (%v), want one per fact_load version (2)", n, err)
+	}
+	shot("30-fact-history-lookups.png")
+
+	// 2. The dimension's rows: the unknown member row, once, NULL key, since 1900.
+	run("open the dimension's rows", chromedp.Navigate(base+"/tables/sales.customer/rows?where=customer_sk+%3D+-1"), chromedp.WaitVisible(chromedp.CSS(`table.data`)))
+	wantText("dimension rows", "table.data", "-1", "1900-01-01", "9999-12-31", "true")
+	if got := text("table.data tbody"); strings.Count(got, "1900-01-01") != 1 {
+		t.Errorf("unknown member rows: %s; want one", clipText(got))
+	}
+	shot("31-dimension-unknown-member.png")
+	t.Logf("screenshots in %s", b.shots)
+	srv.term(t)
+}
