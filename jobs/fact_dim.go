@@ -76,7 +76,12 @@ func (d *factDim) load(ctx context.Context) error {
 		return fmt.Errorf("read dimension %s: %w", d.decl.Name, err)
 	}
 	defer sc.Release()
+	// Sized for the keys a dimension of this many rows holds at a few versions each: a
+	// map grown row by row rehashes its keys several times.
 	d.versions = map[string][]dimInterval{}
+	if n, ok := d.snap.NumRecords(); ok {
+		d.versions = make(map[string][]dimInterval, n/2)
+	}
 	n := len(d.dimCols)
 	cols := make([]int, n)
 	for i := range cols {

@@ -79,7 +79,11 @@ type factRun struct {
 	seen   map[string]bool // fact keys already in recs
 	counts [][3]int64      // per lookup: facts given a real key, the unknown key, quarantined
 	lcache map[*arrow.Schema]*lookupCols
-	buf    []byte
+	// Buffers reused row after row: a business key (keysFor), a fact key and its
+	// columns (factKey), the lookups' keys of a row (keysFor).
+	buf, kbuf []byte
+	kc        []int
+	sks       []int64
 	// quarantining: a miss of a missing: quarantine lookup is a *factMiss (new facts),
 	// not the unknown key (re-keyed facts); quarantined holds those facts.
 	quarantining bool
@@ -278,17 +282,20 @@ func (fr *factRun) columnsIn(rec *arrow.Schema, what string) (cols []int, err er
 
 // factKey is the encoded fact key of row r (rec's columns cols[keyIdx]).
 func (fr *factRun) factKey(rec arrow.RecordBatch, cols []int, r int) (string, []int, error) {
-	kc := make([]int, len(fr.keyIdx))
-	for i, j := range fr.keyIdx {
-		kc[i] = cols[j]
+	// kc and the key's bytes are buffers of the run, valid until the next call.
+	kc := fr.kc[:0]
+	for _, j := range fr.keyIdx {
+		kc = append(kc, cols[j])
 	}
+	fr.kc = kc
 	for _, c := range kc {
 		if rec.Column(c).IsNull(r) {
 			return "", kc, fmt.Errorf("a fact has a NULL key %s", keyText(rec, kc, r))
 		}
 	}
-	k, err := keyed.AppendKey(nil, rec, kc, r)
-	return string(k), kc, err
+	var err error
+	fr.kbuf, err = keyed.AppendKey(fr.kbuf[:0], rec, kc, r)
+	return string(fr.kbuf), kc, err
 }
 
 // lookupCols are the columns of a record's schema each lookup reads: its business key
@@ -323,7 +330,12 @@ func (fr *factRun) lookupColsOf(s *arrow.Schema) *lookupCols {
 // keysFor looks up every lookup's key for row r of rec (kc: its fact key columns).
 func (fr *factRun) keysFor(rec arrow.RecordBatch, kc []int, r int) ([]int64, error) {
 	lc := fr.lookupColsOf(rec.Schema())
-	out := make([]int64, len(fr.dims))
+	// A buffer of the run: every caller uses the keys before it looks up the next row's.
+	out := fr.sks[:0]
+	for range fr.dims {
+		out = append(out, 0)
+	}
+	fr.sks = out
 	for i, d := range fr.dims {
 		cols := lc.key[i]
 		null := false
@@ -411,6 +423,9 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 	fr.quarantining = true
 	defer func() { fr.quarantining = false }()
 	if !fr.s.cfg.SourceChanges || !loaded {
+		if n, ok := f.srcSnap.NumRecords(); ok && len(fr.seen) == 0 {
+			fr.seen = make(map[string]bool, n) // every fact's key: sized once, not rehashed as it grows
+		}
 		sc, err := f.srcSnap.Scan(ctx, delta.ScanOptions{})
 		if err != nil {
 			return fmt.Errorf("read %s: %w", srcName, err)
