@@ -331,11 +331,10 @@ func (fr *factRun) lookupColsOf(s *arrow.Schema) *lookupCols {
 func (fr *factRun) keysFor(rec arrow.RecordBatch, kc []int, r int) ([]int64, error) {
 	lc := fr.lookupColsOf(rec.Schema())
 	// A buffer of the run: every caller uses the keys before it looks up the next row's.
-	out := fr.sks[:0]
-	for range fr.dims {
-		out = append(out, 0)
+	if len(fr.sks) != len(fr.dims) {
+		fr.sks = make([]int64, len(fr.dims))
 	}
-	fr.sks = out
+	out := fr.sks
 	for i, d := range fr.dims {
 		cols := lc.key[i]
 		null := false
