@@ -202,26 +202,7 @@ func factsLateEvent(ctx context.Context, args []string) (measurement, error) {
 		b.Field(6).(*array.TimestampBuilder).Append(factsTS(factsBase.AddDate(0, 0, 20)))
 		b.Field(7).(*array.BooleanBuilder).Append(false)
 	})
-	snap, err := tbl.Snapshot(ctx)
-	if err != nil {
-		return measurement{}, err
-	}
-	w, err := snap.NewDataWriter(delta.WriteOptions{})
-	if err != nil {
-		return measurement{}, err
-	}
-	for _, r := range recs {
-		if err := w.Write(ctx, r); err != nil {
-			return measurement{}, err
-		}
-	}
-	adds, err := w.Close(ctx)
-	if err != nil {
-		return measurement{}, err
-	}
-	tx := tbl.NewTransaction(snap, delta.TxOptions{Operation: "WRITE"})
-	tx.AddFiles(adds...)
-	_, err = tx.Commit(ctx)
+	err = appendRecords(ctx, tbl, recs)
 	return measurement{Rows: int64(len(ids))}, err
 }
 

@@ -163,6 +163,11 @@ func createWith(ctx context.Context, wh objectstore.Store, decl *jobs.Table, rec
 	if err != nil {
 		return err
 	}
+	return appendRecords(ctx, tbl, recs)
+}
+
+// appendRecords commits recs to tbl as one append.
+func appendRecords(ctx context.Context, tbl *delta.Table, recs []arrow.RecordBatch) error {
 	snap, err := tbl.Snapshot(ctx)
 	if err != nil {
 		return err
@@ -173,6 +178,7 @@ func createWith(ctx context.Context, wh objectstore.Store, decl *jobs.Table, rec
 	}
 	for _, r := range recs {
 		if err := w.Write(ctx, r); err != nil {
+			w.Abort()
 			return err
 		}
 	}
