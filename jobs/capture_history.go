@@ -50,13 +50,18 @@ func (s *CaptureHistory) AppID() string { return "capture_history:" + s.cfg.Sour
 
 // Run implements Stage.
 func (s *CaptureHistory) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	res, err := timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	res.Expectations = env.rowResults()
+	return res, err
 }
 
 func (s *CaptureHistory) run(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	f, err := env.openFlow(ctx, s.cfg.Source, s.cfg.Target)
 	if err != nil {
+		return res, err
+	}
+	if err := env.startRowChecks(s.name, f.dstDecl.Name); err != nil {
 		return res, err
 	}
 	srcDecl, dstDecl, src, dst, dstSnap := f.srcDecl, f.dstDecl, f.src, f.dst, f.dstSnap
@@ -271,13 +276,22 @@ func (s *CaptureHistory) writeSegment(ctx context.Context, env *Env, src *delta.
 	}
 	for changes.Next() {
 		rec := changes.RecordBatch()
+		rec.Retain()
 		if len(seg.renames) > 0 {
-			rec = array.NewRecordBatch(out, rec.Columns(), rec.NumRows())
-			err = writer.Write(ctx, rec)
+			renamed := array.NewRecordBatch(out, rec.Columns(), rec.NumRows())
 			rec.Release()
-		} else {
-			err = writer.Write(ctx, rec)
+			rec = renamed
 		}
+		if checks := env.rows; checks != nil { // the history rows, before they are written
+			kept, err := checks.keep(rec, func(i int) string { return historyRowAt(s.cfg.Source, rec, i) }, nil)
+			rec.Release()
+			if err != nil {
+				return err
+			}
+			rec = kept
+		}
+		err = writer.Write(ctx, rec)
+		rec.Release()
 		if err != nil {
 			return fmt.Errorf("write history rows: %w", err)
 		}
@@ -319,4 +333,16 @@ func report(env *Env, read, written int64) {
 	if env.Progress != nil {
 		env.Progress(Progress{RowsRead: read, RowsWritten: written})
 	}
+}
+
+// historyRowAt names the change of source a history row records.
+func historyRowAt(source string, rec arrow.RecordBatch, i int) string {
+	at := source
+	if idx := rec.Schema().FieldIndices(delta.CommitVersionColumn); len(idx) == 1 && rec.Column(idx[0]).IsValid(i) {
+		at += " version " + rec.Column(idx[0]).ValueStr(i)
+	}
+	if idx := rec.Schema().FieldIndices(delta.ChangeTypeColumn); len(idx) == 1 && rec.Column(idx[0]).IsValid(i) {
+		at += " (" + rec.Column(idx[0]).ValueStr(i) + ")"
+	}
+	return at
 }

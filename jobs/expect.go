@@ -120,7 +120,42 @@ func (e *Expectation) Action() string {
 
 // RowChecksSupported reports whether a stage kind checks its written rows against row
 // expectations (expect:); the others take table checks only.
-func RowChecksSupported(k Kind) bool { return k == KindIngest }
+func RowChecksSupported(k Kind) bool {
+	switch k {
+	case KindIngest, KindCaptureHistory, KindSCD1Merge, KindSCD2Merge, KindFactLoad:
+		return true
+	}
+	return false
+}
+
+// rowActionRefused says why a stage's config cannot take a row check's action ("" when
+// it can): leaving a row out must not make what the stage writes wrong.
+func rowActionRefused(cfg Config, action string) string {
+	if action != ActionDrop && action != ActionQuarantine {
+		return ""
+	}
+	switch c := cfg.(type) {
+	case *CaptureHistoryConfig:
+		return "the history keeps every change of its source, and a change left out would make it disagree with the source's versions (an update without its pre-image, a delete of a row never inserted); use warn or fail"
+	case *FactLoadConfig:
+		return "a fact left out would not be a fact missing: a snapshot load deletes the facts its source lacks, and a re-keying left out would keep a stale dimension key; use warn or fail (or filter the source upstream)"
+	case *SCD1Config:
+		if action == ActionQuarantine {
+			return "a merge has no quarantine table; use drop (the run record counts the rows and shows the first) or fail"
+		}
+		if !c.SourceChanges && c.Deletes == "delete" {
+			return "this merge reads its source's snapshot and deletes the keys the snapshot lacks, so a dropped row would delete its key; read the source's change feed (source_changes: true), keep deleted keys (deletes: ignore), or use warn or fail"
+		}
+	case *SCD2Config:
+		if action == ActionQuarantine {
+			return "a merge has no quarantine table; use drop (the run record counts the rows and shows the first) or fail"
+		}
+		if !c.SourceChanges && c.Deletes != "" && c.Deletes != "ignore" {
+			return "this merge reads its source's snapshot and closes the keys the snapshot lacks, so a dropped row would end its key's current version; read the source's change feed (source_changes: true), keep deleted keys open (deletes: ignore), or use warn or fail"
+		}
+	}
+	return ""
+}
 
 // ExpectationTarget is the table a stage's table checks judge: the table it writes its
 // rows to ("" for a stage that writes none).
@@ -202,8 +237,11 @@ func ValidateExpectations(cfg Config, exps []Expectation) []FieldError {
 		switch {
 		case e.RowLevel():
 			if !RowChecksSupported(kind) {
-				add(".expect", "row checks run on ingest stages; on a %s stage check its target with unique, not_null, row_count, max_change or scd2_invariants", kind)
+				add(".expect", "row checks run on the stages that write rows (ingest, capture_history, scd1_merge, scd2_merge, fact_load); on a %s stage check its target with unique, not_null, row_count, max_change or scd2_invariants", kind)
 				continue
+			}
+			if why := rowActionRefused(cfg, e.Action()); why != "" {
+				add(".on_violation", "%s on a %s stage: %s", e.Action(), kind, why)
 			}
 			if fe, ok := checkPredicate(at(".expect"), e.Expect); !ok {
 				fe.Msg = "expectation " + e.Name + ": " + fe.Msg

@@ -105,7 +105,34 @@ func (rc *rowChecks) results() []ExpectationResult {
 // violators to quarantine, or the error of a failing check. strip names a column to leave out of the batch returned (the line column the
 // checks asked for).
 func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, strip string) ([]arrow.RecordBatch, []*badRecord, error) {
+	return rc.checkAt(rec, rowSite{file: file, first: first, strip: strip})
+}
+
+// rowSite says where the rows a check judges come from: a source file (ingest), or,
+// for a stage that writes rows it derived from a table, at names row i's origin.
+// subject, when set, marks the rows the checks judge (the others, such as a merge's
+// delete events, are neither counted nor judged, and are kept).
+type rowSite struct {
+	file    string
+	first   int64
+	strip   string
+	at      func(i int) string
+	subject []bool
+}
+
+// checkAt is check for the rows of site.
+func (rc *rowChecks) checkAt(rec arrow.RecordBatch, site rowSite) ([]arrow.RecordBatch, []*badRecord, error) {
+	file, first, strip, subject := site.file, site.first, site.strip, site.subject
 	n := int(rec.NumRows())
+	judged := int64(n)
+	if subject != nil {
+		judged = 0
+		for _, s := range subject {
+			if s {
+				judged++
+			}
+		}
+	}
 	var keep []bool
 	var bad []*badRecord
 	quarantined := map[int]bool{}
@@ -122,6 +149,13 @@ func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, stri
 		}
 		return line, row
 	}
+	pos := func(i int) string {
+		if site.at != nil {
+			return site.at(i)
+		}
+		line, row := where(i)
+		return position(file, line, row)
+	}
 	for _, c := range rc.checks {
 		if c.m == nil || !c.schema.Equal(rec.Schema()) {
 			m, err := expr.NewMatcher(c.pred, schemaOfRecord(rec))
@@ -137,7 +171,7 @@ func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, stri
 		var failed int64
 		firstBad := -1
 		for i, pass := range ok {
-			if pass {
+			if pass || subject != nil && !subject[i] {
 				continue
 			}
 			failed++
@@ -161,17 +195,15 @@ func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, stri
 			}
 		}
 		rc.mu.Lock()
-		c.checked += int64(n)
+		c.checked += judged
 		c.failed += failed
 		if firstBad >= 0 && c.sample == "" {
-			line, row := where(firstBad)
-			c.sample = fmt.Sprintf("first at %s: %s", position(file, line, row), rowJSON(rec, firstBad))
+			c.sample = fmt.Sprintf("first at %s: %s", pos(firstBad), rowJSON(rec, firstBad))
 		}
 		rc.mu.Unlock()
 		if firstBad >= 0 && c.exp.Action() == ActionFail {
-			line, row := where(firstBad)
 			return nil, nil, &ExpectationError{Stage: rc.stage, Name: c.exp.Name, Table: rc.table,
-				Msg: fmt.Sprintf("%s: row %s is not %s (%d of this batch's %d rows violate it)", position(file, line, row), rowJSON(rec, firstBad), c.exp.Expect, failed, n)}
+				Msg: fmt.Sprintf("%s: row %s is not %s (%d of this batch's %d rows violate it)", pos(firstBad), rowJSON(rec, firstBad), c.exp.Expect, failed, judged)}
 		}
 	}
 	out := rec
@@ -280,7 +312,7 @@ func rowJSON(rec arrow.RecordBatch, i int) string {
 	b.WriteByte('{')
 	first := true
 	for j, f := range rec.Schema().Fields() {
-		if strings.HasPrefix(f.Name, "_orchestrator_") {
+		if strings.HasPrefix(f.Name, "_orchestrator_") || f.Name == factDeleteColumn {
 			continue
 		}
 		if !first {
@@ -327,4 +359,52 @@ func (rc *rowChecks) quarantines() bool {
 		}
 	}
 	return false
+}
+
+// startRowChecks prepares the row checks of one run of a stage that writes table
+// (env.rows; nil when the stage declares none). A run that is tried again after a
+// conflict starts its counts afresh.
+func (env *Env) startRowChecks(stage, table string) error {
+	if len(env.Expectations) == 0 {
+		return nil
+	}
+	rc, err := newRowChecks(stage, table, env.Expectations)
+	if err != nil {
+		return err
+	}
+	env.rows = rc
+	return nil
+}
+
+// rowResults are the counts of the row checks of the stage's last run (nil without).
+func (env *Env) rowResults() []ExpectationResult { return env.rows.results() }
+
+// columns are the columns the row checks read.
+func (rc *rowChecks) columns() []string {
+	if rc == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range rc.checks {
+		out = append(out, expr.Columns(c.pred)...)
+	}
+	return out
+}
+
+// keep checks rec, rows a stage derived from a table rather than decoded from a file
+// (at names row i's origin; subject, when set, marks the rows judged), and returns
+// the rows to write as one batch (rec itself, retained, when all stay).
+func (rc *rowChecks) keep(rec arrow.RecordBatch, at func(i int) string, subject []bool) (arrow.RecordBatch, error) {
+	parts, _, err := rc.checkAt(rec, rowSite{at: at, subject: subject})
+	if err != nil {
+		return nil, err
+	}
+	switch len(parts) {
+	case 0:
+		return rec.NewSlice(0, 0), nil
+	case 1:
+		return parts[0], nil
+	}
+	defer arrowx.ReleaseRecords(parts)
+	return arrowx.Concat(memory.DefaultAllocator, parts)
 }

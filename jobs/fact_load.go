@@ -60,7 +60,9 @@ func (s *FactLoad) DimensionAppID(dimension string) string {
 
 // Run implements Stage.
 func (s *FactLoad) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	res, err := timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	res.Expectations = env.rowResults()
+	return res, err
 }
 
 // factDeleteColumn marks the merge source rows that delete a fact.
@@ -88,6 +90,9 @@ type factRun struct {
 	// not the unknown key (re-keyed facts); quarantined holds those facts.
 	quarantining bool
 	quarantined  []quarantinedFact
+	// checks are the stage's row checks (nil without): they judge the facts the merge
+	// inserts or updates (not its deletes) as each batch of them is made (flush).
+	checks *rowChecks
 }
 
 func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
@@ -96,11 +101,14 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if err := env.startRowChecks(s.name, f.dstDecl.Name); err != nil {
+		return res, err
+	}
 	srcLatest := f.srcSnap.Version()
 	res.VersionsRead = []TableVersion{{Table: f.srcDecl.Name, Version: srcLatest}}
 	lastSrc, loaded := f.dstSnap.TxnVersion(s.AppID())
 	srcNew := !loaded || lastSrc < srcLatest
-	fr := &factRun{s: s}
+	fr := &factRun{s: s, checks: env.rows}
 	moved := make([]bool, len(s.cfg.Lookups))
 	lastDim := make([]int64, len(s.cfg.Lookups))
 	anyMoved := false
@@ -402,7 +410,21 @@ func (fr *factRun) flush() error {
 	if fr.b.Field(0).Len() == 0 && len(fr.recs) > 0 {
 		return nil
 	}
-	fr.recs = append(fr.recs, fr.b.NewRecordBatch())
+	rec := fr.b.NewRecordBatch()
+	if fr.checks != nil {
+		dels := rec.Column(int(rec.NumCols()) - 1).(*array.Boolean)
+		written := make([]bool, rec.NumRows())
+		for i := range written {
+			written[i] = !dels.Value(i)
+		}
+		kept, err := fr.checks.keep(rec, func(int) string { return "a fact from " + fr.s.cfg.Source }, written)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+		rec = kept
+	}
+	fr.recs = append(fr.recs, rec)
 	return nil
 }
 

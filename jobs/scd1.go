@@ -42,7 +42,9 @@ func (s *SCD1Merge) AppID() string { return "scd1_merge:" + s.cfg.Target + ":" +
 
 // Run implements Stage.
 func (s *SCD1Merge) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	res, err := timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	res.Expectations = env.rowResults()
+	return res, err
 }
 
 // layout: every target column but identity columns is data; keys index into it.
@@ -81,6 +83,9 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if err := env.startRowChecks(s.name, f.dstDecl.Name); err != nil {
+		return res, err
+	}
 	srcDecl, dstDecl, dst, dstSnap := f.srcDecl, f.dstDecl, f.dst, f.dstSnap
 	latest := f.srcSnap.Version()
 	l, err := s.layout(dstSnap.Schema())
@@ -97,6 +102,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
+	es.withChecks(env.rows, srcDecl.Name)
 	// The keyed run, as scd2_merge's: the batch read once, the target, the passes (one
 	// in memory), ONE commit.
 	kr, end := env.keyedRun(s.cfg.MemoryBudget)

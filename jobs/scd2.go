@@ -53,7 +53,9 @@ func (s *SCD2Merge) watermarkID() string { return s.AppID() + "#max_sequence" }
 
 // Run implements Stage (run again after a conflict: runAgainOnConflict).
 func (s *SCD2Merge) Run(ctx context.Context, env *Env) (Result, error) {
-	return timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	res, err := timed(ctx, env, s.Kind(), s.name, func() (Result, error) { return s.run(ctx, env) })
+	res.Expectations = env.rowResults()
+	return res, err
 }
 
 // scdLayout locates the dimension's columns.
@@ -140,6 +142,9 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if err := env.startRowChecks(s.name, f.dstDecl.Name); err != nil {
+		return res, err
+	}
 	srcDecl, dstDecl, dstSnap := f.srcDecl, f.dstDecl, f.dstSnap
 	latest := f.srcSnap.Version()
 	l, err := s.layout(dstSnap.Schema())
@@ -160,6 +165,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("source %s: %w", srcDecl.Name, err)
 	}
+	es.withChecks(env.rows, srcDecl.Name)
 	// The keyed run (jobs/internal/keyed): the batch is read once, into memory while it
 	// fits the budget, else into spill files by key hash range; then the dimension and
 	// the passes (one in memory), each folding its keys; then ONE commit.

@@ -37,6 +37,41 @@ type eventSource struct {
 	// where, when set, selects the source rows merged (admit); skipped counts the others.
 	where   *expr.Matcher
 	skipped int64
+	// checks are the stage's row checks (nil without), judging the upserts admit lets
+	// through before they become events; name is the source table, for their messages.
+	checks *rowChecks
+	name   string
+}
+
+// withChecks makes es judge its upserts by the row checks rc (nil: none) of a stage
+// reading the source table name, reading the columns they need.
+func (es *eventSource) withChecks(rc *rowChecks, name string) {
+	if rc == nil {
+		return
+	}
+	es.checks, es.name = rc, name
+	es.deleteCols = append(es.deleteCols, rc.columns()...)
+}
+
+// upserts marks the rows of rec that are upserts (nil: all are): not change feed delete
+// rows, not rows delete_when marks.
+func (es *eventSource) upserts(rec arrow.RecordBatch) ([]bool, error) {
+	marked, err := es.deletesMarked(rec)
+	if err != nil {
+		return nil, err
+	}
+	var types *array.String
+	if idx := rec.Schema().FieldIndices(delta.ChangeTypeColumn); len(idx) == 1 {
+		types, _ = rec.Column(idx[0]).(*array.String)
+	}
+	if marked == nil && types == nil {
+		return nil, nil
+	}
+	out := make([]bool, rec.NumRows())
+	for i := range out {
+		out[i] = !(marked != nil && marked[i]) && !(types != nil && types.IsValid(i) && types.Value(i) == delta.ChangeDelete)
+	}
+	return out, nil
 }
 
 // deletesMarked returns, per row of rec, whether delete_when marks it (nil: none do).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
@@ -96,6 +97,33 @@ func (es *eventSource) admit(ctx context.Context, rec arrow.RecordBatch, cols []
 			defer rec.Release()
 		}
 	}
+	// A row's version is read from the record as it is now (where and the checks may
+	// have left rows out), when it carries one.
+	versionAt := func(r arrow.RecordBatch, i int) int64 {
+		if idx := r.Schema().FieldIndices(delta.CommitVersionColumn); len(idx) == 1 {
+			if vs, ok := r.Column(idx[0]).(*array.Int64); ok {
+				return vs.Value(i)
+			}
+		}
+		return version(i)
+	}
+	if es.checks != nil {
+		subject, err := es.upserts(rec)
+		if err != nil {
+			return nil, err
+		}
+		at := func(i int) string {
+			where := fmt.Sprintf("%s version %d", es.name, versionAt(rec, i))
+			if idx := rec.Schema().FieldIndices("source_file"); len(idx) == 1 && rec.Column(idx[0]).IsValid(i) {
+				where += ", row from " + rec.Column(idx[0]).ValueStr(i)
+			}
+			return where
+		}
+		if rec, err = es.checks.keep(rec, at, subject); err != nil {
+			return nil, err
+		}
+		defer rec.Release()
+	}
 	for _, k := range es.l.spec.keys {
 		col := rec.Column(cols[k])
 		if col.NullN() == 0 {
@@ -105,7 +133,7 @@ func (es *eventSource) admit(ctx context.Context, rec arrow.RecordBatch, cols []
 			if !col.IsNull(i) {
 				continue
 			}
-			where := fmt.Sprintf("version %d", version(i))
+			where := fmt.Sprintf("version %d", versionAt(rec, i))
 			if idx := rec.Schema().FieldIndices("source_file"); len(idx) == 1 && rec.Column(idx[0]).IsValid(i) {
 				where += ", row from " + rec.Column(idx[0]).ValueStr(i)
 			}

@@ -59,11 +59,32 @@ func checkExpectationTables(ps *problems, spec *Spec, sn *yaml.Node, st *Stage) 
 		if err != nil {
 			continue // reported with its position by checkExpectations
 		}
+		// A merge judges its source's rows before it folds them: the columns the merge
+		// computes (valid_from, valid_to, is_current, the surrogate key) are not there.
+		if src := mergeSource(spec, st.Config); src != nil && src.Schema != nil {
+			for _, col := range expr.Columns(p) {
+				if t.Schema.Field(col) != nil && src.Schema.Field(col) == nil {
+					ps.at(lookup(sn, field), "stage %s: %s: expectation %s: a merge's row checks judge each change it takes from its source %s, before it becomes a version; column %q is computed by the merge, not in the source (columns: %s)", st.Name, field, e.Name, src.Name, col, columnNames(src))
+				}
+			}
+		}
 		missing := slices.ContainsFunc(expr.Columns(p), func(col string) bool { return t.Schema.Field(col) == nil })
 		if _, err := expr.NewMatcher(p, t.Schema); err != nil && !missing {
 			ps.at(lookup(sn, field), "stage %s: %s: expectation %s: %q: %v", st.Name, field, e.Name, e.Expect, err)
 		}
 	}
+}
+
+// mergeSource is the declared source of a scd1_merge or scd2_merge stage (nil for
+// another stage, or a source not declared).
+func mergeSource(spec *Spec, cfg jobs.Config) *jobs.Table {
+	switch c := cfg.(type) {
+	case *jobs.SCD1Config:
+		return spec.Table(c.Source)
+	case *jobs.SCD2Config:
+		return spec.Table(c.Source)
+	}
+	return nil
 }
 
 func columnNames(t *jobs.Table) string {
