@@ -141,11 +141,6 @@ def _dataset_facets(facets: dict) -> dict:
                 for col, spec in d["fields"].items()
             }
             out[key] = _facet(column_lineage_dataset.ColumnLineageDatasetFacet, d, fields=fields)
-        elif key == "dataQualityAssertions":
-            # The spec's class is an input facet; the expectations of the stage that wrote
-            # the table are sent with the output dataset they judged.
-            assertions = [data_quality_assertions_dataset.Assertion(**a) for a in d["assertions"]]
-            out[key] = _facet(data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet, d, assertions=assertions)
         else:
             pytest.fail(f"a dataset facet the client does not know: {key}")
     return out
@@ -158,6 +153,15 @@ def _rebuild(ev: dict) -> RunEvent:
         assert set(d) <= {"namespace", "name", "facets", "inputFacets", "outputFacets"}, d.keys()
         return cls(**kw)
 
+    inputs = []
+    for d in ev["inputs"]:
+        inf = {}
+        for key, f in d.get("inputFacets", {}).items():
+            # The expectations' results: the spec's input facet, on the table they judged.
+            assert key == "dataQualityAssertions", key
+            assertions = [data_quality_assertions_dataset.Assertion(**a) for a in f["assertions"]]
+            inf[key] = _facet(data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet, f, assertions=assertions)
+        inputs.append(dataset(InputDataset, d, {"inputFacets": inf}))
     outputs = []
     for d in ev["outputs"]:
         of = {}
@@ -170,7 +174,7 @@ def _rebuild(ev: dict) -> RunEvent:
         eventTime=ev["eventTime"],
         run=Run(runId=ev["run"]["runId"], facets=_run_facets(ev["run"].get("facets", {}))),
         job=Job(namespace=ev["job"]["namespace"], name=ev["job"]["name"], facets=_job_facets(ev["job"].get("facets", {}))),
-        inputs=[dataset(InputDataset, d, {}) for d in ev["inputs"]],
+        inputs=inputs,
         outputs=outputs,
         producer=ev["producer"],
     )
@@ -210,3 +214,17 @@ def test_dataset_names_and_versions_are_the_tables(sales_events):
         assert int(out["facets"]["version"]["datasetVersion"]) == DeltaTable(str(warehouse / table)).version(), job
         stats = out["outputFacets"]["outputStatistics"]
         assert stats["rowCount"] > 0 and stats["size"] > 0 and stats["fileCount"] > 0, job
+
+
+def test_quality_assertions_are_an_input_facet(sales_events):
+    example, events = sales_events
+    warehouse = (example / "warehouse").resolve()
+    ingest = next(e for e in events if e["eventType"] == "COMPLETE" and e["job"]["name"] == "sales.ingest_sales")
+    judged = [d for d in ingest["inputs"] if "dataQualityAssertions" in d.get("inputFacets", {})]
+    assert len(judged) == 1, ingest["inputs"]
+    table = warehouse / "bronze/sales_transactions"
+    assert judged[0]["name"] == str(table)
+    assert int(judged[0]["facets"]["version"]["datasetVersion"]) == DeltaTable(str(table)).version()
+    assertions = judged[0]["inputFacets"]["dataQualityAssertions"]["assertions"]
+    assert {a["assertion"] for a in assertions} >= {"positive_quantity"}, assertions
+    assert all("dataQualityAssertions" not in d.get("facets", {}) for e in events for d in e["outputs"] + e["inputs"])

@@ -157,14 +157,19 @@ func (b *Builder) StageEvent(ctx context.Context, typ EventType, run RunInfo, st
 		v, ok := version(st.Read, t)
 		ev.Inputs = append(ev.Inputs, b.tableDataset(ctx, t, v, ok))
 	}
+	var judged []Dataset
 	for _, t := range writes {
 		v, ok := version(st.Written, t)
 		d := b.tableDataset(ctx, t, v, ok)
 		if cl := b.columnLineage(stage, t, ev.Inputs); cl != nil {
 			d.Facets["columnLineage"] = cl
 		}
-		if q, ok := qualityFacet(stage, t, st.Checks); ok && (typ == Complete || typ == Fail) {
-			d.Facets["dataQualityAssertions"] = q
+		if q, checked := qualityFacet(stage, t, st.Checks); checked && (typ == Complete || typ == Fail) {
+			// The spec's facet is an input facet: the checks read the table the stage
+			// wrote, so it is an input too, at the version they judged.
+			in := b.tableDataset(ctx, t, v, ok)
+			in.InputFacets = map[string]any{"dataQualityAssertions": q}
+			judged = append(judged, in)
 		}
 		if ok && typ == Complete {
 			if os, ok := b.outputStatistics(ctx, t, st.Written); ok {
@@ -172,6 +177,13 @@ func (b *Builder) StageEvent(ctx context.Context, typ EventType, run RunInfo, st
 			}
 		}
 		ev.Outputs = append(ev.Outputs, d)
+	}
+	for _, in := range judged {
+		if i := slices.IndexFunc(ev.Inputs, func(x Dataset) bool { return x.Namespace == in.Namespace && x.Name == in.Name }); i >= 0 {
+			ev.Inputs[i].InputFacets = in.InputFacets // (a stage that read it before)
+			continue
+		}
+		ev.Inputs = append(ev.Inputs, in)
 	}
 	return ev
 }

@@ -68,6 +68,7 @@ type Dataset struct {
 	Namespace    string         `json:"namespace"`
 	Name         string         `json:"name"`
 	Facets       map[string]any `json:"facets,omitempty"`
+	InputFacets  map[string]any `json:"inputFacets,omitempty"`
 	OutputFacets map[string]any `json:"outputFacets,omitempty"`
 }
 

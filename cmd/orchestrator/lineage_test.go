@@ -186,18 +186,29 @@ func TestLineageEventsOfTheSalesExample(t *testing.T) {
 	if fields, _ := get(out, "facets", "schema", "fields").([]any); len(fields) != 8 || get(fields[4], "type") != "decimal(10,2)" {
 		t.Errorf("schema facet %v", fields)
 	}
-	// The expectations' results: one assertion each, on the table they judged.
+	// The expectations' results: one assertion each, in the input facet the spec
+	// defines, on the table they judged (an input too: the checks read it), at the
+	// version the stage wrote.
 	wantAssertions := `[{"assertion":"typical_amount","column":"amount","severity":"warn","success":false},` +
 		`{"assertion":"positive_quantity","column":"quantity","severity":"warn","success":true},` +
 		`{"assertion":"one_row_per_transaction","column":"transaction_id","severity":"error","success":true}]`
-	if got := string(must(json.Marshal(get(out, "facets", "dataQualityAssertions", "assertions")))); got != wantAssertions {
-		t.Errorf("ingest output's dataQualityAssertions %s, want %s", got, wantAssertions)
+	judged := get(ingest, "inputs", 1)
+	if get(judged, "namespace") != "file" || get(judged, "name") != bronze || get(judged, "facets", "version", "datasetVersion") != jsonInt(v) {
+		t.Errorf("ingest's second input %v %v version %v, want the table its checks judged, %s v%d", get(judged, "namespace"), get(judged, "name"), get(judged, "facets", "version", "datasetVersion"), bronze, v)
 	}
-	if got := get(out, "facets", "dataQualityAssertions", "_schemaURL"); got != "https://openlineage.io/spec/facets/1-1-0/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet" {
+	if got := string(must(json.Marshal(get(judged, "inputFacets", "dataQualityAssertions", "assertions")))); got != wantAssertions {
+		t.Errorf("ingest's judged input's dataQualityAssertions %s, want %s", got, wantAssertions)
+	}
+	if got := get(judged, "inputFacets", "dataQualityAssertions", "_schemaURL"); got != "https://openlineage.io/spec/facets/1-1-0/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet" {
 		t.Errorf("dataQualityAssertions _schemaURL %v", got)
 	}
-	if got := get(ingest, "outputs", 1, "facets", "dataQualityAssertions"); got != nil {
-		t.Errorf("the quarantine table's dataset carries assertions %v; they judged the target", got)
+	for i := range 2 {
+		if got := get(ingest, "outputs", i, "facets", "dataQualityAssertions"); got != nil {
+			t.Errorf("output %d carries assertions %v; the spec's facet is an input facet", i, got)
+		}
+	}
+	if n := len(get(ingest, "inputs").([]any)); n != 2 {
+		t.Errorf("ingest has %d inputs, want the landing directory and the judged table", n)
 	}
 	rec := readRecord(t, whDir, lastRunID(t, pipeline))
 	var rows, size int64
