@@ -283,7 +283,7 @@ func (s *CaptureHistory) writeSegment(ctx context.Context, env *Env, src *delta.
 			rec = renamed
 		}
 		if checks := env.rows; checks != nil { // the history rows, before they are written
-			kept, err := checks.keep(rec, func(i int) string { return historyRowAt(s.cfg.Source, rec, i) }, nil)
+			kept, _, err := checks.keep(rec, func(i int) string { return historyRowAt(s.cfg.Source, rec, i) }, nil) // (capture quarantines nothing)
 			rec.Release()
 			if err != nil {
 				return err

@@ -390,6 +390,9 @@ type SCD2Config struct {
 	// MemoryBudget bounds the stage's memory (default: the environment's, else
 	// DefaultMemoryBudget); a larger batch works in passes over spill files.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
+	// QuarantineTable receives the source rows a row expectation with on_violation:
+	// quarantine sets aside (a table with QuarantineColumns, as an ingest's).
+	QuarantineTable string `yaml:"quarantine_table"`
 }
 
 // Kind implements Config.
@@ -397,7 +400,15 @@ func (*SCD2Config) Kind() Kind { return KindSCD2Merge }
 
 // Tables implements Config.
 func (c *SCD2Config) Tables() (reads, writes []string) {
-	return []string{c.Source}, []string{c.Target}
+	return []string{c.Source}, withQuarantine(c.Target, c.QuarantineTable)
+}
+
+// withQuarantine lists a stage's target and, when it has one, its quarantine table.
+func withQuarantine(target, quarantine string) []string {
+	if quarantine != "" {
+		return []string{target, quarantine}
+	}
+	return []string{target}
 }
 
 // EventLog implements ChangeMerge.
@@ -487,6 +498,8 @@ type SCD1Config struct {
 	Where string `yaml:"where"`
 	// MemoryBudget bounds the stage's memory (see SCD2Config.MemoryBudget).
 	MemoryBudget ByteSize `yaml:"memory_budget"`
+	// QuarantineTable: see SCD2Config.QuarantineTable.
+	QuarantineTable string `yaml:"quarantine_table"`
 }
 
 // Kind implements Config.
@@ -494,7 +507,7 @@ func (*SCD1Config) Kind() Kind { return KindSCD1Merge }
 
 // Tables implements Config.
 func (c *SCD1Config) Tables() (reads, writes []string) {
-	return []string{c.Source}, []string{c.Target}
+	return []string{c.Source}, withQuarantine(c.Target, c.QuarantineTable)
 }
 
 // RowKeys implements RowKeyed: the merge keys.

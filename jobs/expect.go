@@ -135,24 +135,45 @@ func rowActionRefused(cfg Config, action string) string {
 		return ""
 	}
 	switch c := cfg.(type) {
+	case *IngestConfig:
+		if c.Mode == "snapshot" {
+			return "a snapshot ingest deletes the keys its files lack, so a row left out would delete its key's row from the table; use warn or fail, or load with mode: upsert"
+		}
 	case *CaptureHistoryConfig:
 		return "the history keeps every change of its source, and a change left out would make it disagree with the source's versions (an update without its pre-image, a delete of a row never inserted); use warn or fail"
 	case *FactLoadConfig:
 		return "a fact left out would not be a fact missing: a snapshot load deletes the facts its source lacks, and a re-keying left out would keep a stale dimension key; use warn or fail (or filter the source upstream)"
 	case *SCD1Config:
-		if action == ActionQuarantine {
-			return "a merge has no quarantine table; use drop (the run record counts the rows and shows the first) or fail"
+		if why := mergeQuarantineRefused(action, c.SourceChanges, c.QuarantineTable, c.Source, c.Target); why != "" {
+			return why
 		}
 		if !c.SourceChanges && c.Deletes == "delete" {
 			return "this merge reads its source's snapshot and deletes the keys the snapshot lacks, so a dropped row would delete its key; read the source's change feed (source_changes: true), keep deleted keys (deletes: ignore), or use warn or fail"
 		}
 	case *SCD2Config:
-		if action == ActionQuarantine {
-			return "a merge has no quarantine table; use drop (the run record counts the rows and shows the first) or fail"
+		if why := mergeQuarantineRefused(action, c.SourceChanges, c.QuarantineTable, c.Source, c.Target); why != "" {
+			return why
 		}
 		if !c.SourceChanges && c.Deletes != "" && c.Deletes != "ignore" {
 			return "this merge reads its source's snapshot and closes the keys the snapshot lacks, so a dropped row would end its key's current version; read the source's change feed (source_changes: true), keep deleted keys open (deletes: ignore), or use warn or fail"
 		}
+	}
+	return ""
+}
+
+// mergeQuarantineRefused says why a merge cannot quarantine ("" when it can): it
+// quarantines the change events it reads from its source's change feed into its own
+// quarantine table.
+func mergeQuarantineRefused(action string, changes bool, table, source, target string) string {
+	switch {
+	case action != ActionQuarantine:
+		return ""
+	case !changes:
+		return "a merge quarantines the change events of its source's change feed (source_changes: true); a snapshot's rows are all read again on each run and would be quarantined again; use drop (with deletes: ignore), warn or fail"
+	case table == "":
+		return fmt.Sprintf("quarantine needs the stage's quarantine_table: declare one with the columns %s (and, to hold the expectation's name in a column of its own, expectation)", strings.Join(QuarantineColumns, ", "))
+	case table == source || table == target:
+		return "the quarantine_table must differ from the source and the target"
 	}
 	return ""
 }
@@ -241,7 +262,7 @@ func ValidateExpectations(cfg Config, exps []Expectation) []FieldError {
 				continue
 			}
 			if why := rowActionRefused(cfg, e.Action()); why != "" {
-				add(".on_violation", "%s on a %s stage: %s", e.Action(), kind, why)
+				add(".on_violation", "%s on this %s stage: %s", e.Action(), kind, why)
 			}
 			if fe, ok := checkPredicate(at(".expect"), e.Expect); !ok {
 				fe.Msg = "expectation " + e.Name + ": " + fe.Msg

@@ -189,6 +189,10 @@ func (rc *rowChecks) checkAt(rec arrow.RecordBatch, site rowSite) ([]arrow.Recor
 				keep[i] = false
 				if c.exp.Action() == ActionQuarantine && !quarantined[i] {
 					quarantined[i] = true
+					if site.at != nil { // a row from a table: its origin, no line
+						bad = append(bad, &badRecord{file: site.at(i), expectation: c.exp.Name, row: i, err: violation(rec, i, c, site.at(i), 0, 0)})
+						continue
+					}
 					line, row := where(i)
 					bad = append(bad, &badRecord{file: file, expectation: c.exp.Name, err: violation(rec, i, c, file, line, row)})
 				}
@@ -393,18 +397,20 @@ func (rc *rowChecks) columns() []string {
 
 // keep checks rec, rows a stage derived from a table rather than decoded from a file
 // (at names row i's origin; subject, when set, marks the rows judged), and returns
-// the rows to write as one batch (rec itself, retained, when all stay).
-func (rc *rowChecks) keep(rec arrow.RecordBatch, at func(i int) string, subject []bool) (arrow.RecordBatch, error) {
-	parts, _, err := rc.checkAt(rec, rowSite{at: at, subject: subject})
+// the rows to write as one batch (rec itself, retained, when all stay) and those to
+// quarantine (each with its row in rec).
+func (rc *rowChecks) keep(rec arrow.RecordBatch, at func(i int) string, subject []bool) (arrow.RecordBatch, []*badRecord, error) {
+	parts, bad, err := rc.checkAt(rec, rowSite{at: at, subject: subject})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	switch len(parts) {
 	case 0:
-		return rec.NewSlice(0, 0), nil
+		return rec.NewSlice(0, 0), bad, nil
 	case 1:
-		return parts[0], nil
+		return parts[0], bad, nil
 	}
 	defer arrowx.ReleaseRecords(parts)
-	return arrowx.Concat(memory.DefaultAllocator, parts)
+	out, err := arrowx.Concat(memory.DefaultAllocator, parts)
+	return out, bad, err
 }

@@ -250,6 +250,8 @@ type badRecord struct {
 	err  *decode.Error
 	// expectation names the row expectation the record violated ("": it did not decode).
 	expectation string
+	// row is the record's row in the batch a merge's row checks judged.
+	row int
 }
 
 // decodeFile decodes one source file into batches of the table's schema (lineage

@@ -115,6 +115,11 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	// The events the row checks set aside go to the quarantine table first: a crash
+	// before the merge's commit reruns the merge, which quarantines them no more.
+	if err := quarantineEvents(ctx, env, s.cfg.QuarantineTable, s.AppID()+"#quarantine", es.quarantined, latest, &res); err != nil {
+		return res, err
+	}
 	noteHeld("scd1_merge", batch)
 	wantAll := !s.cfg.SourceChanges && l.spec.deletes != "ignore"
 	spec := keyed.TargetSpec{ReadAhead: true, Select: func(rec arrow.RecordBatch) ([]int, func(int) bool, error) {

@@ -178,6 +178,11 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	// The events the row checks set aside go to the quarantine table first: a crash
+	// before the merge's commit reruns the merge, which quarantines them no more.
+	if err := quarantineEvents(ctx, env, s.cfg.QuarantineTable, s.AppID()+"#quarantine", es.quarantined, latest, &res); err != nil {
+		return res, err
+	}
 	noteHeld("scd2_merge", batch)
 	// A snapshot source deletes the current keys it no longer has as of the time its
 	// rows are: the newest sequence_by value, else the time its last snapshot load

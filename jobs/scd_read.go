@@ -41,6 +41,8 @@ type eventSource struct {
 	// through before they become events; name is the source table, for their messages.
 	checks *rowChecks
 	name   string
+	// quarantined are the events the checks set aside for the quarantine table.
+	quarantined []quarantinedEvent
 }
 
 // withChecks makes es judge its upserts by the row checks rc (nil: none) of a stage

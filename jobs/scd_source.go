@@ -119,9 +119,14 @@ func (es *eventSource) admit(ctx context.Context, rec arrow.RecordBatch, cols []
 			}
 			return where
 		}
-		if rec, err = es.checks.keep(rec, at, subject); err != nil {
+		kept, bad, err := es.checks.keep(rec, at, subject)
+		if err != nil {
 			return nil, err
 		}
+		for _, b := range bad {
+			es.quarantined = append(es.quarantined, quarantinedEvent{version: versionAt(rec, b.row), rec: b})
+		}
+		rec = kept
 		defer rec.Release()
 	}
 	for _, k := range es.l.spec.keys {
@@ -248,6 +253,10 @@ func changeFeedEvents(ctx context.Context, src *delta.Table, es *eventSource, to
 	var out []loggedEvent
 	var read Result
 	defer func(n int64) { es.skipped = n }(es.skipped) // the batch's count, not the log's
+	// The events merged before are not judged again: the dimension holds them, so the
+	// log must too (a row check dropping one here would lose it from later refolds).
+	defer func(c *rowChecks) { es.checks = c }(es.checks)
+	es.checks = nil
 	var buf []byte
 	err = eachChange(ctx, src, from, to, es, nil, func(rec arrow.RecordBatch, cols []int, ev *changeEvents) error {
 		keyCols := es.l.keyColumns(cols)

@@ -39,6 +39,7 @@ func checkStageTables(ps, ws *problems, spec *Spec, sn *yaml.Node, st *Stage) {
 	case *jobs.SCD1Config:
 		src := c.table("source", cfg.Source)
 		dst := c.table("target", cfg.Target)
+		c.quarantineTable(cfg.QuarantineTable)
 		for i, k := range cfg.Keys {
 			c.needColumn(fmt.Sprintf("keys[%d]", i), src, k, "")
 			c.needColumn(fmt.Sprintf("keys[%d]", i), dst, k, "")
@@ -94,6 +95,7 @@ func (c *stageCheck) quarantineTable(name string) {
 func (c *stageCheck) scd2(cfg *jobs.SCD2Config) {
 	src := c.table("source", cfg.Source)
 	dst := c.table("target", cfg.Target)
+	c.quarantineTable(cfg.QuarantineTable)
 	if cfg.SourceChanges && src != nil && !src.ChangeDataFeed() {
 		c.noChangeFeed("source_changes", src)
 	}

@@ -49,6 +49,16 @@ tables:
       - {name: customer_id, type: string, nullable: false}
       - {name: city, type: string}
       - {name: score, type: int}
+  audit.rejects:
+    columns:
+      - {name: source_file, type: string}
+      - {name: line, type: bigint}
+      - {name: column, type: string}
+      - {name: value, type: string}
+      - {name: error, type: string}
+      - {name: record, type: string}
+      - {name: expectation, type: string}
+      - {name: load_timestamp, type: timestamp}
   bronze.sales:
     columns:
       - {name: sale_id, type: string, nullable: false}
@@ -302,15 +312,25 @@ func TestRowChecksValidateMerges(t *testing.T) {
 		want       string
 	}{
 		{"capture", `{name: positive, expect: "score > 0", on_violation: drop}`, nil,
-			"stage capture: expectations[0].on_violation: expectation positive: drop on a capture_history stage: the history keeps every change of its source"},
+			"stage capture: expectations[0].on_violation: expectation positive: drop on this capture_history stage: the history keeps every change of its source"},
 		{"facts", `{name: positive, expect: "amount > 0", on_violation: quarantine}`, nil,
-			"stage facts: expectations[0].on_violation: expectation positive: quarantine on a fact_load stage: a fact left out would not be a fact missing"},
+			"stage facts: expectations[0].on_violation: expectation positive: quarantine on this fact_load stage: a fact left out would not be a fact missing"},
 		{"dim", `{name: positive, expect: "score > 0", on_violation: quarantine}`, nil,
-			"stage dim: expectations[0].on_violation: expectation positive: quarantine on a scd2_merge stage: a merge has no quarantine table"},
+			"stage dim: expectations[0].on_violation: expectation positive: quarantine on this scd2_merge stage: quarantine needs the stage's quarantine_table: declare one with the columns source_file, line, column, value, error, record, load_timestamp"},
+		{"cur", `{name: positive, expect: "score > 0", on_violation: quarantine}` + "\n    quarantine_table: audit.rejects", snapshot("cur.customer"),
+			"stage cur: expectations[0].on_violation: expectation positive: quarantine on this scd1_merge stage: a merge quarantines the change events of its source's change feed (source_changes: true)"},
+		{"dim", `{name: positive, expect: "score > 0", on_violation: quarantine}` + "\n    quarantine_table: dim.customer", nil,
+			"stage dim: expectations[0].on_violation: expectation positive: quarantine on this scd2_merge stage: the quarantine_table must differ from the source and the target"},
+		{"dim", `{name: positive, expect: "score > 0", on_violation: quarantine}` + "\n    quarantine_table: fact.sales", nil,
+			"stage dim: quarantine_table: table fact.sales has no column"},
 		{"dim", `{name: positive, expect: "score > 0", on_violation: drop}`, snapshot("dim.customer"),
-			"stage dim: expectations[0].on_violation: expectation positive: drop on a scd2_merge stage: this merge reads its source's snapshot and closes the keys the snapshot lacks, so a dropped row would end its key's current version"},
+			"stage dim: expectations[0].on_violation: expectation positive: drop on this scd2_merge stage: this merge reads its source's snapshot and closes the keys the snapshot lacks, so a dropped row would end its key's current version"},
 		{"cur", `{name: positive, expect: "score > 0", on_violation: drop}`, snapshot("cur.customer"),
-			"stage cur: expectations[0].on_violation: expectation positive: drop on a scd1_merge stage: this merge reads its source's snapshot and deletes the keys the snapshot lacks"},
+			"stage cur: expectations[0].on_violation: expectation positive: drop on this scd1_merge stage: this merge reads its source's snapshot and deletes the keys the snapshot lacks"},
+		{"", "", func(yaml string) string {
+			return strings.Replace(yaml, "{name: load, kind: ingest, source: landing/customers/*.csv, target: staging.customers}",
+				"{name: load, kind: ingest, source: landing/customers/*.csv, target: staging.customers, mode: snapshot, keys: [customer_id], expectations: [{name: positive, expect: \"score > 0\", on_violation: drop}]}", 1)
+		}, "stage load: expectations[0].on_violation: expectation positive: drop on this ingest stage: a snapshot ingest deletes the keys its files lack, so a row left out would delete its key's row from the table"},
 		{"dim", `{name: dated, expect: "valid_from IS NOT NULL", on_violation: warn}`, nil,
 			`stage dim: expectations[0].expect: expectation dated: a merge's row checks judge each change it takes from its source staging.customers, before it becomes a version; column "valid_from" is computed by the merge, not in the source`},
 	}
@@ -344,5 +364,57 @@ func TestRowChecksValidateMerges(t *testing.T) {
 	}
 	if r := runCLI(t, "validate", pipeline); r.code != 0 {
 		t.Errorf("validate of drop on a snapshot scd2_merge with deletes: ignore: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestRowChecksQuarantineOnMerges: a merge reading its source's change feed sets the
+// violating events aside in its quarantine table, with the expectation's name, the
+// source version and file they came from, the column and value, and the whole row; the
+// target is as if they never came (as with drop), and no run quarantines one twice.
+func TestRowChecksQuarantineOnMerges(t *testing.T) {
+	for _, c := range []struct{ stage, table, columns, wantDay2 string }{
+		{"dim", "dim.customer", "customer_id,city,score,is_current", "customer_id,city,score,is_current\nC1,Berlin,5,false\nC1,Hamburg,4,true\nC3,Rome,3,false\n"},
+		{"cur", "cur.customer", "customer_id,city,score", "customer_id,city,score\nC1,Hamburg,4\n"},
+	} {
+		t.Run(c.stage, func(t *testing.T) {
+			dir, pipeline := rowChecksPipeline(t, c.stage, `{name: positive, expect: "score > 0", on_violation: quarantine}`+"\n    quarantine_table: audit.rejects")
+			if r := runCLI(t, "validate", pipeline); r.code != 0 {
+				t.Fatalf("validate: exit %d\n%s", r.code, r.stderr)
+			}
+			if r := runCLI(t, "run", pipeline); r.code != 0 {
+				t.Fatalf("day 1: exit %d\n%s", r.code, r.stderr)
+			}
+			writeFiles(t, dir, map[string]string{"landing/customers/day2.csv": rcDay2})
+			r := runCLI(t, "run", pipeline)
+			if r.code != 0 {
+				t.Fatalf("day 2: exit %d\n%s", r.code, r.stderr)
+			}
+			if got := sortedShow(t, pipeline, c.table, c.columns); got != c.wantDay2 {
+				t.Errorf("%s =\n%s\nwant\n%s", c.table, got, c.wantDay2)
+			}
+			chk := checkNamed(t, runChecks(t, pipeline, runID(t, r), c.stage), "positive")
+			if chk.Rows != 2 || chk.Failed != 1 || chk.Action != "quarantine" || chk.Outcome() != "quarantined" {
+				t.Errorf("day 2 check = %+v, want 1 of 2 rows quarantined", chk)
+			}
+			day1 := filepath.Join(dir, "landing", "customers", "day1.csv")
+			day2 := filepath.Join(dir, "landing", "customers", "day2.csv")
+			want := "source_file,column,value,expectation,error,record\n" +
+				`"staging.customers version 1, row from ` + day1 + `",score,-1,positive,"staging.customers version 1, row from ` + day1 + `: expectation positive violated: score > 0",` +
+				`"{""customer_id"":""C2"",""city"":""Paris"",""score"":-1,""op"":""U"",""updated_at"":""2026-01-01T00:00:00Z"",""source_file"":""` + day1 + `"",""load_timestamp"":`
+			got := sortedShow(t, pipeline, "audit.rejects", "source_file,column,value,expectation,error,record")
+			if !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 3 || !strings.Contains(got, `"staging.customers version 2, row from `+day2+`",score,-2,positive,`) {
+				t.Errorf("quarantine =\n%s\nwant C2 of version 1 (starting %s) and C1's Munich event of version 2", got, want)
+			}
+			// The quarantine's commits hold the counts too.
+			if ci := commitExpectations(t, dir, "audit.rejects", lastVersion(t, dir, "audit.rejects")); len(ci) != 1 || ci[0]["numFailedRows"] != 1.0 {
+				t.Errorf("the quarantine commit's expectations %v, want the day's 1 failed row", ci)
+			}
+			if r := runCLI(t, "run", pipeline); r.code != 0 {
+				t.Fatalf("day 3: exit %d\n%s", r.code, r.stderr)
+			}
+			if got := sortedShow(t, pipeline, "audit.rejects", "expectation"); got != "expectation\npositive\npositive\n" {
+				t.Errorf("after a run with nothing new the quarantine holds\n%s, want the 2 rows once", got)
+			}
+		})
 	}
 }
