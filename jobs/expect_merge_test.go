@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -123,5 +125,92 @@ func TestSCD2RowChecksSkipTheLogFill(t *testing.T) {
 	}
 	if got := tableRows(t, env, dim, "customer_id", "city", "is_current"); !slices.Equal(got, []string{"C1|London|false", "C1|Portland|true", "C2|Boston|true"}) {
 		t.Errorf("dimension %q", got)
+	}
+}
+
+// A dropped event never happened: over random batches of customer events (late ones
+// among them), an SCD2 merge whose row check drops the events with city X leaves the
+// same dimension as the merge of a source that never had them; and an SCD1 merge the
+// same table.
+func TestRowCheckDropIsAnEventThatNeverCame(t *testing.T) {
+	drop := []Expectation{{Name: "no_x", Expect: "city <> 'X'", OnViolation: ActionDrop}}
+	cities := []string{"A", "B", "C", "X"}
+	dropped, kept := 0, 0
+	defer func() {
+		if dropped < 20 || kept < 20 {
+			t.Errorf("the random batches had %d X events and %d others: too few to prove anything", dropped, kept)
+		}
+	}()
+	for seed := int64(1); seed <= 40; seed++ {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		n := 4 + rng.IntN(12)
+		hours := rng.Perm(n) // distinct times, out of order across batches: late events
+		var batches [][][]any
+		for i := 0; i < n; {
+			size := 1 + rng.IntN(4)
+			var b [][]any
+			for ; size > 0 && i < n; size-- {
+				b = append(b, []any{fmt.Sprintf("C%d", rng.IntN(4)), "n", cities[rng.IntN(len(cities))], d1.Add(time.Duration(hours[i]) * time.Hour)})
+				if b[len(b)-1][2] == "X" {
+					dropped++
+				} else {
+					kept++
+				}
+				i++
+			}
+			batches = append(batches, b)
+		}
+		run := func(filter bool, stage func(src, dst *Table) Stage, tables func(t *testing.T) (src, dst *Table), row func([]any) []any) []string {
+			src, dst := tables(t)
+			clock := &testClock{t: d1}
+			env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, src, dst)
+			if !filter {
+				env.Expectations = drop
+			}
+			if _, err := env.openOrCreate(context.Background(), src); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range batches {
+				var rows [][]any
+				for _, r := range b {
+					if !filter || r[2] != "X" {
+						rows = append(rows, row(r))
+					}
+				}
+				if len(rows) > 0 {
+					appendRows(t, env, src, rows...)
+				}
+				clock.Advance(time.Hour)
+				runStage(t, stage(src, dst), env)
+			}
+			return tableRows(t, env, dst)
+		}
+		dim := func(t *testing.T) (*Table, *Table) {
+			src, dst := customerTables(t)
+			dst.Schema.Fields = dst.Schema.Fields[1:] // no surrogate key: versions compare by their values
+			return src, dst
+		}
+		scd2NoSK := func(src, dst *Table) Stage {
+			cfg := scd2Config()
+			cfg.Columns.SurrogateKey = ""
+			return NewSCD2Merge("merge", cfg)
+		}
+		same := func(r []any) []any { return r }
+		got, want := run(false, scd2NoSK, dim, same), run(true, scd2NoSK, dim, same)
+		if !slices.Equal(got, want) {
+			t.Fatalf("seed %d: scd2_merge dropping X events:\n%s", seed, diff(got, want))
+		}
+		scd1 := func(src, dst *Table) Stage {
+			return NewSCD1Merge("accounts", &SCD1Config{Source: src.Name, SourceChanges: true, Target: dst.Name, Keys: []string{"id"}, SequenceBy: "updated_at"})
+		}
+		accounts := func(t *testing.T) (*Table, *Table) {
+			src, dst := scd1Tables(t)
+			src.Schema, dst.Schema = schemaOf(t, "id string", "city string", "updated_at timestamp"), schemaOf(t, "id string", "city string", "updated_at timestamp")
+			return src, dst
+		}
+		account := func(r []any) []any { return []any{r[0], r[2], r[3]} }
+		if got, want := run(false, scd1, accounts, account), run(true, scd1, accounts, account); !slices.Equal(got, want) {
+			t.Fatalf("seed %d: scd1_merge dropping X events:\n%s", seed, diff(got, want))
+		}
 	}
 }
