@@ -17,6 +17,17 @@ func checkExpectations(ps *problems, sn *yaml.Node, st *Stage, label string) {
 	for _, fe := range jobs.ValidateExpectations(st.Config, st.Expectations) {
 		ps.at(lookup(sn, fe.Field), "%s: %s: %s", label, fe.Field, fe.Msg)
 	}
+	// A merge's quarantine table holds what its row checks set aside, and nothing else.
+	q := ""
+	switch c := st.Config.(type) {
+	case *jobs.SCD1Config:
+		q = c.QuarantineTable
+	case *jobs.SCD2Config:
+		q = c.QuarantineTable
+	}
+	if q != "" && !slices.ContainsFunc(st.Expectations, func(e jobs.Expectation) bool { return e.RowLevel() && e.Action() == jobs.ActionQuarantine }) {
+		ps.at(lookup(sn, "quarantine_table"), "%s: quarantine_table: only used by row expectations with on_violation: quarantine, and this stage has none", label)
+	}
 }
 
 // quarantineByExpectation reports whether fe is the ingest config's complaint that

@@ -331,6 +331,8 @@ func TestRowChecksValidateMerges(t *testing.T) {
 			return strings.Replace(yaml, "{name: load, kind: ingest, source: landing/customers/*.csv, target: staging.customers}",
 				"{name: load, kind: ingest, source: landing/customers/*.csv, target: staging.customers, mode: snapshot, keys: [customer_id], expectations: [{name: positive, expect: \"score > 0\", on_violation: drop}]}", 1)
 		}, "stage load: expectations[0].on_violation: expectation positive: drop on this ingest stage: a snapshot ingest deletes the keys its files lack, so a row left out would delete its key's row from the table"},
+		{"dim", `{name: positive, expect: "score > 0", on_violation: drop}` + "\n    quarantine_table: audit.rejects", nil,
+			"stage dim: quarantine_table: only used by row expectations with on_violation: quarantine, and this stage has none"},
 		{"dim", `{name: dated, expect: "valid_from IS NOT NULL", on_violation: warn}`, nil,
 			`stage dim: expectations[0].expect: expectation dated: a merge's row checks judge each change it takes from its source staging.customers, before it becomes a version; column "valid_from" is computed by the merge, not in the source`},
 	}
