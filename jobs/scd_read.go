@@ -32,7 +32,7 @@ type eventSource struct {
 	// times), so a snapshot load's recorded time (snapshotAsOfID) is one.
 	timeSeq    bool
 	deleteWhen *expr.Matcher
-	// deleteCols are the columns delete_when and where read.
+	// deleteCols are the columns delete_when, where and the row checks read.
 	deleteCols []string
 	// where, when set, selects the source rows merged (admit); skipped counts the others.
 	where   *expr.Matcher
