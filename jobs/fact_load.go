@@ -350,7 +350,7 @@ func (fr *factRun) keysFor(rec arrow.RecordBatch, kc []int, r int) ([]int64, err
 			if fr.buf, err = keyed.AppendKey(fr.buf[:0], rec, cols, r); err != nil {
 				return nil, err
 			}
-			sk, found = d.keyAt(string(fr.buf), t)
+			sk, found = d.keyOf(fr.buf, t)
 		}
 		switch {
 		case found:
