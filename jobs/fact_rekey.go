@@ -68,7 +68,7 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
-			if fr.seen[key] {
+			if fr.emitted(key) {
 				continue
 			}
 			affected := all
@@ -99,9 +99,10 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 				same = same && !c.IsNull(r) && c.(*array.Int64).Value(r) == sks[i]
 			}
 			if same {
-				continue
+				continue // looked up, unchanged: not counted, not written
 			}
-			fr.seen[key] = true
+			fr.tally()
+			fr.seen.Add(key)
 			if err := fr.emit(rec, cols, r, sks, false); err != nil {
 				return err
 			}
