@@ -95,6 +95,13 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 	if got, want := lookups(), []delta.LookupMetrics{{Key: "customer_sk", Dimension: "sales.customer", NumRealKeys: 3, NumUnknownKeys: 1}}; !slices.Equal(got, want) {
 		t.Errorf("commitInfo lookups %+v, want %+v", got, want)
 	}
+	// Into an empty fact table the first load is an append (with its txns), not a MERGE.
+	if tbl, _ := latest(t, env, facts); tbl != nil {
+		h, err := tbl.History(t.Context(), 1)
+		if err != nil || len(h) != 1 || h[0].Operation != "WRITE" || h[0].OperationParameters["mode"] != "Append" {
+			t.Errorf("the first load's commit: %+v %v; want a WRITE in mode Append", h, err)
+		}
+	}
 	// The unknown member row: created once, key -1, business key and attributes NULL,
 	// valid from 1900 to the open end, current.
 	wantMember := []string{"-1|NULL|NULL|1900-01-01T00:00:00Z|9999-12-31T00:00:00Z|true"}
@@ -127,6 +134,14 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 	}
 	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "0 inserted, 2 updated") }) {
 		t.Errorf("notes %q: want exactly the two re-keyed facts updated", res.Notes)
+	}
+	// S1 was looked up again too (its day falls in the split version) but kept its key:
+	// the counts are of the facts whose key changed, S3 and S4.
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "2 facts keyed to a version, 0 to the unknown member") }) {
+		t.Errorf("notes %q do not count the 2 re-keyed facts", res.Notes)
+	}
+	if got, want := lookups(), []delta.LookupMetrics{{Key: "customer_sk", Dimension: "sales.customer", NumRealKeys: 2}}; !slices.Equal(got, want) {
+		t.Errorf("commitInfo lookups after re-keying %+v, want %+v", got, want)
 	}
 	after := tableRows(t, env, facts)
 	changed := 0
@@ -183,6 +198,26 @@ func TestFactLoadSnapshotSource(t *testing.T) {
 	want := []string{"S1|11|1", "S3|30|-1"}
 	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
 		t.Fatalf("facts:\n%s", diff(got, want))
+	}
+}
+
+// A snapshot source holding two facts with one key fails the run, naming the key, and
+// writes nothing: the first load's append checks the keys as the MERGE did.
+func TestFactLoadDuplicateFactKey(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	writeRows(t, env, raw, true, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)})
+	appendRows(t, env, raw, []any{"S3", "C1", 30, day(7)}, []any{"S2", "C1", 21, day(8)})
+	_, err := NewFactLoad("sales", factConfig(false, "")).Run(t.Context(), env)
+	if err == nil || !strings.Contains(err.Error(), "holds two facts with key S2") {
+		t.Fatalf("a source with key S2 twice: err %v, want one naming S2", err)
+	}
+	if v := tableVersion(t, env, facts); v > 0 {
+		t.Errorf("the failed run committed version %d of the fact table", v)
 	}
 }
 
