@@ -148,30 +148,8 @@ func (fr *factRun) lookupBatch(d *factDim, rec arrow.RecordBatch, keyCols []int,
 		return err
 	}
 	b := &fb.block
-	b.Reset()
-	nulls := false
-	for _, c := range keyCols {
-		nulls = nulls || rec.Column(c).NullN() > 0
-	}
-	if !nulls {
-		if err := keyed.AppendKeys(b, rec, keyCols, 0, n); err != nil {
-			return err
-		}
-	} else {
-		for r := range n {
-			null := false
-			for _, c := range keyCols {
-				null = null || rec.Column(c).IsNull(r)
-			}
-			if null {
-				b.Skip()
-				continue
-			}
-			if b.Buf, err = keyed.AppendKey(b.Buf, rec, keyCols, r); err != nil {
-				return err
-			}
-			b.End()
-		}
+	if err := appendBusinessKeys(b, rec, keyCols); err != nil {
+		return err
 	}
 	d.keys.LookupBlock(b)
 	*sks, *found = resize(*sks, n), resize(*found, n)
@@ -181,6 +159,36 @@ func (fr *factRun) lookupBatch(d *factDim, rec arrow.RecordBatch, keyCols []int,
 		if id >= 0 && fb.tok[r] {
 			s[r], f[r] = d.keyAt(id, fb.times[r])
 		}
+	}
+	return nil
+}
+
+// appendBusinessKeys resets b to the business keys (columns keyCols) of rec's rows; a
+// row with a NULL in them has none.
+func appendBusinessKeys(b *keyindex.Block, rec arrow.RecordBatch, keyCols []int) error {
+	b.Reset()
+	n := int(rec.NumRows())
+	nulls := false
+	for _, c := range keyCols {
+		nulls = nulls || rec.Column(c).NullN() > 0
+	}
+	if !nulls {
+		return keyed.AppendKeys(b, rec, keyCols, 0, n)
+	}
+	for r := range n {
+		null := false
+		for _, c := range keyCols {
+			null = null || rec.Column(c).IsNull(r)
+		}
+		if null {
+			b.Skip()
+			continue
+		}
+		var err error
+		if b.Buf, err = keyed.AppendKey(b.Buf, rec, keyCols, r); err != nil {
+			return err
+		}
+		b.End()
 	}
 	return nil
 }

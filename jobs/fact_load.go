@@ -86,7 +86,10 @@ type factRun struct {
 	w        *parallelWriter
 	appended int64
 	batch    factBatch
-	lcache   map[*arrow.Schema]*lookupCols
+	// pos, in a run that only re-keys, is where the re-keyed facts are in the fact
+	// table: the MERGE updates them there instead of joining on the fact keys.
+	pos    *delta.MergePositions
+	lcache map[*arrow.Schema]*lookupCols
 	// Buffers reused row after row: a business key (keysFor), a fact key and its
 	// columns (factKey), the lookups' keys of a row (keysFor).
 	buf, kbuf []byte
@@ -159,6 +162,9 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	// A snapshot source's facts are all keyed afresh: nothing else to look up again.
 	if anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges) {
+		if !srcNew {
+			fr.pos = &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
+		}
 		if err := fr.rekey(ctx, f, moved, lastDim, &res); err != nil {
 			return res, err
 		}
@@ -200,6 +206,9 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		Tx:             tx,
 		Lineage:        lin,
 		Operation:      "MERGE",
+	}
+	if fr.pos != nil && len(fr.pos.Files) > 0 {
+		opts.Positions = fr.pos
 	}
 	if srcNew && !s.cfg.SourceChanges {
 		// The snapshot is every fact there is.
@@ -342,6 +351,11 @@ func (fr *factRun) release() {
 	}
 	if fr.w != nil {
 		fr.w.abort()
+	}
+	if fr.pos != nil {
+		for _, fm := range fr.pos.Files {
+			arrowx.ReleaseRecords(fm.Rows)
+		}
 	}
 }
 

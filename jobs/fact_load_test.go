@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -218,6 +219,52 @@ func TestFactLoadDuplicateFactKey(t *testing.T) {
 	}
 	if v := tableVersion(t, env, facts); v > 0 {
 		t.Errorf("the failed run committed version %d of the fact table", v)
+	}
+}
+
+// A run that only re-keys updates the re-keyed facts where they are: on a fact table
+// with deletion vectors it marks them and writes them anew, copying no other fact.
+func TestFactLoadRekeyMarksRows(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	facts.Properties = map[string]string{"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"}
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	merge := NewSCD2Merge("customers", scd2Config())
+	load := NewFactLoad("sales", factConfig(true, ""))
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)}, []any{"C2", "Grace", "Boston", day(1)})
+	runStage(t, merge, env)
+	appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(12)},
+		[]any{"S3", "C2", 30, day(6)}, []any{"S4", "C1", 40, day(8)}, []any{"S5", "C2", 50, day(9)})
+	runStage(t, load, env)
+	// C1 lived in Tacoma from day 7 (a late event): S4 and S2 move there.
+	appendRows(t, env, staging, []any{"C1", "Ada", "Tacoma", day(7)})
+	runStage(t, merge, env)
+	runStage(t, load, env)
+	sks := map[string]string{}
+	for _, r := range tableRows(t, env, dim, "customer_sk", "city") {
+		sk, city, _ := strings.Cut(r, "|")
+		sks[sk] = city
+	}
+	got := map[string]string{}
+	for _, r := range tableRows(t, env, facts, "sale_id", "customer_sk") {
+		id, sk, _ := strings.Cut(r, "|")
+		got[id] = sks[sk]
+	}
+	want := map[string]string{"S1": "Seattle", "S2": "Tacoma", "S3": "Boston", "S4": "Tacoma", "S5": "Boston"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("facts: got %v, want %v", got, want)
+	}
+	tbl, _ := latest(t, env, facts)
+	h, err := tbl.History(t.Context(), 1)
+	if err != nil || len(h) != 1 {
+		t.Fatalf("history: %v %v", h, err)
+	}
+	m := h[0].OperationMetrics
+	for k, v := range map[string]string{"numTargetRowsUpdated": "2", "numTargetRowsCopied": "0", "numTargetDeletionVectorsAdded": "1"} {
+		if fmt.Sprint(m[k]) != v {
+			t.Errorf("re-keying commit: %s %v, want %s (metrics %v)", k, m[k], v, m)
+		}
 	}
 }
 

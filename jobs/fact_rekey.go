@@ -11,7 +11,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
-	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
+	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 )
 
 // Re-keying: the facts in the ranges where a dimension's valid version changed are
@@ -45,7 +45,9 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 	if !all && !slices.ContainsFunc(ranges, func(m map[string][]dimInterval) bool { return len(m) > 0 }) {
 		return nil
 	}
-	opts := delta.ScanOptions{}
+	// FilesOnly: a file read is read whole, so each row's place in its file is known
+	// (the positions the MERGE updates the re-keyed facts at).
+	opts := delta.ScanOptions{FilesOnly: true}
 	if !all {
 		opts.Filter = fr.rekeyFilter(ranges)
 	}
@@ -54,39 +56,41 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 		return fmt.Errorf("read fact table %s: %w", f.dstDecl.Name, err)
 	}
 	defer sc.Release()
+	changed := make([]*changedKeys, len(fr.dims))
+	for i, rs := range ranges {
+		if rs != nil {
+			changed[i] = newChangedKeys(rs)
+		}
+	}
+	keepRows := fr.pos != nil && f.dstSnap.DeletionVectorsEnabled()
 	what := "fact table " + f.dstDecl.Name
-	var buf []byte
+	var affected []bool
+	var rows []int32
 	for sc.Next() {
 		rec := sc.RecordBatch()
+		n := int(rec.NumRows())
+		file, first, posOK := sc.Position()
+		if !posOK {
+			fr.pos = nil
+		}
+		if affected, err = fr.affectedRows(rec, all, changed, affected); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 		names := nameIndex(rec.Schema())
 		cols := make([]int, len(fr.keyOf))
 		for j := range cols {
 			cols[j] = names[strings.ToLower(fr.out.Field(j).Name)]
 		}
-		for r := range int(rec.NumRows()) {
+		rows = rows[:0]
+		for r := range n {
+			if !affected[r] {
+				continue
+			}
 			key, kc, err := fr.factKey(rec, cols, r)
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
 			if fr.emitted(key) {
-				continue
-			}
-			affected := all
-			lc := fr.lookupColsOf(rec.Schema())
-			for i := range fr.dims {
-				if affected || ranges[i] == nil {
-					continue
-				}
-				if buf, err = keyed.AppendKey(buf[:0], rec, lc.key[i], r); err != nil {
-					return err
-				}
-				t, ok, err := timeMicros(rec.Column(lc.at[i]), r)
-				if err != nil {
-					return err
-				}
-				affected = ok && inRanges(ranges[i][string(buf)], t)
-			}
-			if !affected {
 				continue
 			}
 			sks, err := fr.keysFor(rec, kc, r)
@@ -103,12 +107,81 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 			}
 			fr.tally()
 			fr.seen.Add(key)
+			if fr.pos != nil {
+				fm := fr.pos.Files[file.Path]
+				if fm == nil {
+					fm = &delta.FileMatches{}
+					fr.pos.Files[file.Path] = fm
+				}
+				fm.Target = append(fm.Target, first+int64(r))
+				fm.Source = append(fm.Source, int32(fr.rows))
+				rows = append(rows, int32(r))
+			}
 			if err := fr.emit(rec, cols, r, sks, false); err != nil {
 				return err
 			}
 		}
+		if keepRows && len(rows) > 0 {
+			// The re-keyed facts as they are, so that the MERGE does not read their file.
+			held, err := delta.GatherRows(ctx, rec, rows)
+			if err != nil {
+				return err
+			}
+			fm := fr.pos.Files[file.Path]
+			fm.Rows = append(fm.Rows, held)
+		}
 	}
 	return sc.Err()
+}
+
+// changedKeys are one dimension's changed business keys (a key index) and, per key id,
+// its changed ranges.
+type changedKeys struct {
+	keys   *keyindex.Index
+	ranges [][]dimInterval
+}
+
+func newChangedKeys(rs map[string][]dimInterval) *changedKeys {
+	c := &changedKeys{keys: keyindex.New(len(rs)), ranges: make([][]dimInterval, 0, len(rs))}
+	for k, r := range rs {
+		c.keys.Add([]byte(k))
+		c.ranges = append(c.ranges, r)
+	}
+	return c
+}
+
+// affectedRows marks the rows of a fact batch whose business key and time fall in a
+// changed range of one of the dimensions (all: every row).
+func (fr *factRun) affectedRows(rec arrow.RecordBatch, all bool, changed []*changedKeys, out []bool) ([]bool, error) {
+	n := int(rec.NumRows())
+	out = resize(out, n)
+	for r := range out {
+		out[r] = all
+	}
+	if all {
+		return out, nil
+	}
+	lc := fr.lookupColsOf(rec.Schema())
+	fb := &fr.batch
+	for i, c := range changed {
+		if c == nil {
+			continue
+		}
+		var err error
+		if fb.times, fb.tok, err = fillTimes(fb.times, fb.tok, rec.Column(lc.at[i]), n); err != nil {
+			return nil, err
+		}
+		if err := appendBusinessKeys(&fb.block, rec, lc.key[i]); err != nil {
+			return nil, err
+		}
+		c.keys.LookupBlock(&fb.block)
+		for r, id := range fb.block.IDs {
+			if id >= 0 && fb.tok[r] && inRanges(c.ranges[id], fb.times[r]) {
+				out[r] = true
+			}
+		}
+	}
+	return out, nil
 }
 
 // rekeyFilter is a scan filter keeping the facts of the changed business keys (nil, no
