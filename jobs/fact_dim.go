@@ -92,8 +92,14 @@ func versionInterval(fromCol, toCol arrow.Array, r int) (from int64, fromOK bool
 
 // load reads the dimension's versions (its keys and intervals only), a batch at a time:
 // the keys go into the index, the intervals into columns sorted by key id and from.
-func (d *factDim) load(ctx context.Context) error {
-	sc, err := d.snap.Scan(ctx, delta.ScanOptions{Columns: append(slices.Clone(d.dimCols), d.sk, d.from, d.to)})
+// With only set, it may read just the versions of those business keys (a scan filter
+// on a one-column key; it reads every version otherwise).
+func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error {
+	opts := delta.ScanOptions{Columns: append(slices.Clone(d.dimCols), d.sk, d.from, d.to)}
+	if only != nil && len(d.dimCols) == 1 {
+		opts.Filter = keysFilter(d.dimCols[0], only)
+	}
+	sc, err := d.snap.Scan(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("read dimension %s: %w", d.decl.Name, err)
 	}

@@ -143,8 +143,22 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s loaded through version %d, its dimensions unchanged since", f.srcDecl.Name, srcLatest))
 		return res, nil
 	}
+	// A snapshot source's facts are all keyed afresh: nothing else to look up again.
+	rekey := anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges)
+	var ranges []map[string][]dimInterval
+	all := false
+	if rekey {
+		if ranges, all, err = fr.changes(ctx, moved, lastDim, &res); err != nil {
+			return res, err
+		}
+	}
 	for _, d := range fr.dims {
-		if err := d.load(ctx); err != nil {
+		// A run that only re-keys by one dimension looks up its changed keys only.
+		var only map[string][]dimInterval
+		if !srcNew && !all && len(fr.dims) == 1 {
+			only = ranges[0]
+		}
+		if err := d.load(ctx, only); err != nil {
 			return res, err
 		}
 	}
@@ -160,12 +174,11 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 			return res, err
 		}
 	}
-	// A snapshot source's facts are all keyed afresh: nothing else to look up again.
-	if anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges) {
+	if rekey {
 		if !srcNew {
 			fr.pos = &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
 		}
-		if err := fr.rekey(ctx, f, moved, lastDim, &res); err != nil {
+		if err := fr.rekey(ctx, f, ranges, all); err != nil {
 			return res, err
 		}
 	}

@@ -17,11 +17,11 @@ import (
 // Re-keying: the facts in the ranges where a dimension's valid version changed are
 // looked up again, and those whose key changed are updated.
 
-// rekey looks the facts in the dimensions' changed ranges up again and emits those
-// whose key changed (facts this run already emits are keyed already).
-func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []int64, res *Result) error {
-	ranges := make([]map[string][]dimInterval, len(fr.dims))
-	all := false
+// changes reads the moved dimensions' change feeds: per lookup, the changed ranges of
+// its business keys (nil: not moved), and whether every fact must be looked up again
+// (a new lookup, or a feed that cannot be read).
+func (fr *factRun) changes(ctx context.Context, moved []bool, lastDim []int64, res *Result) (ranges []map[string][]dimInterval, all bool, err error) {
+	ranges = make([]map[string][]dimInterval, len(fr.dims))
 	for i, d := range fr.dims {
 		if !moved[i] {
 			continue
@@ -32,7 +32,7 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 		}
 		rs, ok, err := d.changedRanges(ctx, lastDim[i])
 		if err != nil {
-			return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
+			return nil, false, fmt.Errorf("dimension %s: %w", d.decl.Name, err)
 		}
 		if !ok {
 			res.Notes = append(res.Notes, fmt.Sprintf("the change feed of %s over versions %d..%d cannot be read: every fact is looked up again", d.decl.Name, lastDim[i]+1, d.snap.Version()))
@@ -42,6 +42,12 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 		res.ChangesRead = append(res.ChangesRead, ChangeRange{Table: d.decl.Name, After: lastDim[i], Through: d.snap.Version()})
 		ranges[i] = rs
 	}
+	return ranges, all, nil
+}
+
+// rekey looks the facts in the dimensions' changed ranges (all: every fact) up again
+// and emits those whose key changed (facts this run already emits are keyed already).
+func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dimInterval, all bool) error {
 	if !all && !slices.ContainsFunc(ranges, func(m map[string][]dimInterval) bool { return len(m) > 0 }) {
 		return nil
 	}
@@ -195,17 +201,14 @@ func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) expr.Predicate
 		if len(d.factCols) != 1 {
 			return nil
 		}
-		var vals []any
-		for k := range ranges[i] {
-			v, ok := decodeKeyValue(k)
-			if !ok {
-				return nil
-			}
-			vals = append(vals, v)
+		if len(ranges[i]) == 0 {
+			continue
 		}
-		if len(vals) > 0 {
-			ors = append(ors, expr.In(d.factCols[0], vals...))
+		in := keysFilter(d.factCols[0], ranges[i])
+		if in == nil {
+			return nil
 		}
+		ors = append(ors, in)
 	}
 	switch len(ors) {
 	case 0:
@@ -214,6 +217,23 @@ func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) expr.Predicate
 		return ors[0]
 	}
 	return expr.Or(ors...)
+}
+
+// keysFilter is column IN the one-column business keys of keys (nil, no filter, when
+// there are none or a key is not a string or an integer).
+func keysFilter(column string, keys map[string][]dimInterval) expr.Predicate {
+	if len(keys) == 0 {
+		return nil
+	}
+	vals := make([]any, 0, len(keys))
+	for k := range keys {
+		v, ok := decodeKeyValue(k)
+		if !ok {
+			return nil
+		}
+		vals = append(vals, v)
+	}
+	return expr.In(column, vals...)
 }
 
 // decodeKeyValue decodes a one-column key as keyed.AppendKey encodes strings and integers.
