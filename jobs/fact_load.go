@@ -27,7 +27,9 @@ import (
 // the dimension's change feed over those versions: the (business key, time range) pairs
 // where the valid version may have changed. The facts that fall there are looked up
 // again, and those whose key changed are updated. New facts, updated facts and re-keyed
-// facts go in ONE MERGE on the fact keys, which also commits a txn for the source
+// facts go in ONE MERGE on the fact keys (into an empty fact table, an append written
+// as the facts are keyed; in a run that only re-keys, a MERGE at the positions the
+// re-keying scan found), which also commits a txn for the source
 // (appId "fact_load:<target>:<source>", the source version) and one per dimension
 // ("fact_load:<target>:dimension:<dimension>", its version): a rerun finds the work
 // done, a crash before the commit leaves the table as it was. So after every run each
@@ -36,7 +38,8 @@ import (
 // feed versions were cleaned up) makes the run look every fact up again.
 //
 // The fact table must hold the lookups' on and at columns (re-keying reads them there).
-// The run holds the new facts and the dimensions' keys and intervals in memory.
+// The run holds the dimensions' keys and intervals and the keys of the facts it writes
+// in memory, and, but for an append, the facts it writes.
 type FactLoad struct {
 	name string
 	cfg  *FactLoadConfig
