@@ -1,12 +1,15 @@
 package jobs
 
 import (
+	"context"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -105,7 +108,8 @@ func (fr *factRun) addBatch(rec arrow.RecordBatch, srcName, what string, res *Re
 }
 
 // addFactKeys adds the batch's fact keys to the run's index: a NULL key or a key met
-// before (in this batch or an earlier one) is an error.
+// before (in this batch or an earlier one) is an error. An append adds their hashes to
+// its key set instead (checkSuspects finds a duplicate there).
 func (fr *factRun) addFactKeys(rec arrow.RecordBatch, cols []int, srcName, what string) error {
 	kc := make([]int, 0, len(fr.keyIdx))
 	for _, j := range fr.keyIdx {
@@ -125,6 +129,10 @@ func (fr *factRun) addFactKeys(rec arrow.RecordBatch, cols []int, srcName, what 
 	b.Reset()
 	if err := keyed.AppendKeys(b, rec, kc, 0, n); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	if fr.keySet != nil {
+		b.Each(func(_ int, key []byte) { fr.keySet.add(uint64(factKeyHash(key))) })
+		return nil
 	}
 	// New keys get the ids after the index's, in row order: a row whose id is not the
 	// next one has a key met before.
@@ -236,6 +244,120 @@ func (fr *factRun) addRows(rec arrow.RecordBatch, cols []int, what string) error
 		if err := fr.emit(rec, cols, r, sks, del); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// factKeyHash hashes an encoded fact key for factKeySet (a variable so that a test can
+// make every key collide).
+var factKeyHash = keyed.Hash
+
+// factKeySet is the facts' keys of an append, by their 64-bit hashes only: a few bytes
+// per fact where an index of the keys would hold the keys too. A hash met twice makes its
+// key a suspect; checkSuspects reads the keys again to tell a duplicate from a collision.
+type factKeySet struct {
+	slots    []uint64 // open addressing; 0 is empty (a hash of 0 is stored as 1)
+	n        int
+	suspects map[uint64]bool
+}
+
+func newFactKeySet(capacity int) *factKeySet {
+	n := 1024
+	for 3*n < 4*capacity {
+		n *= 2
+	}
+	return &factKeySet{slots: make([]uint64, n)}
+}
+
+// add adds a key's hash; a hash already there becomes a suspect.
+func (s *factKeySet) add(h uint64) {
+	if h == 0 {
+		h = 1
+	}
+	if 4*(s.n+1) > 3*len(s.slots) {
+		old := s.slots
+		s.slots, s.n = make([]uint64, 2*len(old)), 0
+		for _, o := range old {
+			if o != 0 {
+				s.insert(o)
+			}
+		}
+	}
+	if !s.insert(h) {
+		if s.suspects == nil {
+			s.suspects = map[uint64]bool{}
+		}
+		s.suspects[h] = true
+	}
+}
+
+// insert reports whether h was new.
+func (s *factKeySet) insert(h uint64) bool {
+	mask := uint64(len(s.slots) - 1)
+	for i := (h ^ h>>29) & mask; ; i = (i + 1) & mask {
+		switch s.slots[i] {
+		case 0:
+			s.slots[i] = h
+			s.n++
+			return true
+		case h:
+			return false
+		}
+	}
+}
+
+// suspect reports whether a key's hash is a suspect.
+func (s *factKeySet) suspect(h uint64) bool {
+	if h == 0 {
+		h = 1
+	}
+	return s.suspects[h]
+}
+
+// checkSuspects reads the fact keys of a snapshot again when hashes were met twice in
+// the append's key set: a key met twice among them is a duplicate (an error naming it);
+// otherwise the hashes merely collided.
+func (fr *factRun) checkSuspects(ctx context.Context, snap *delta.Snapshot, srcName string) error {
+	if fr.keySet == nil || len(fr.keySet.suspects) == 0 {
+		return nil
+	}
+	var names []string
+	for _, j := range fr.keyIdx {
+		names = append(names, fr.out.Field(j).Name)
+	}
+	sc, err := snap.Scan(ctx, delta.ScanOptions{Columns: names})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", srcName, err)
+	}
+	defer sc.Release()
+	seen := map[string]bool{}
+	var b keyindex.Block
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		kc := make([]int, len(names))
+		for i, name := range names {
+			kc[i] = nameIndex(rec.Schema())[strings.ToLower(name)]
+		}
+		b.Reset()
+		if err := keyed.AppendKeys(&b, rec, kc, 0, int(rec.NumRows())); err != nil {
+			return err
+		}
+		var dup error
+		b.Each(func(r int, key []byte) {
+			if dup != nil || !fr.keySet.suspect(uint64(factKeyHash(key))) {
+				return
+			}
+			if seen[string(key)] {
+				dup = fmt.Errorf("%s holds two facts with key %s", srcName, keyText(rec, kc, r))
+			}
+			seen[string(key)] = true
+		})
+		if dup != nil {
+			return dup
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", srcName, err)
 	}
 	return nil
 }

@@ -81,7 +81,9 @@ type factRun struct {
 	recs   []arrow.RecordBatch
 	rows   int
 	seen   *keyindex.Index // fact keys already emitted
-	counts [][3]int64      // per lookup: facts given a real key, the unknown key, quarantined
+	// keySet, in an append of a snapshot's facts, holds their keys' hashes instead of seen.
+	keySet *factKeySet
+	counts [][3]int64 // per lookup: facts given a real key, the unknown key, quarantined
 	// found is, per lookup, whether keysFor's last row found a version (tally counts it).
 	found []bool
 	// w, when set, writes the facts as an append (the fact table is empty): batches go
@@ -574,7 +576,11 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 	fr.quarantining = true
 	defer func() { fr.quarantining = false }()
 	if !fr.s.cfg.SourceChanges || !loaded {
-		if n, ok := f.srcSnap.NumRecords(); ok && fr.seen.Len() == 0 {
+		n, ok := f.srcSnap.NumRecords()
+		switch {
+		case fr.w != nil:
+			fr.keySet = newFactKeySet(int(n))
+		case ok && fr.seen.Len() == 0:
 			fr.seen = keyindex.New(int(n)) // every fact's key: sized once, not rehashed as it grows
 		}
 		sc, err := f.srcSnap.Scan(ctx, delta.ScanOptions{})
@@ -590,7 +596,7 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 		if err := sc.Err(); err != nil {
 			return fmt.Errorf("read %s: %w", srcName, err)
 		}
-		return nil
+		return fr.checkSuspects(ctx, f.srcSnap, srcName)
 	}
 	start, end := lastSrc+1, f.srcSnap.Version()
 	res.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: lastSrc, Through: end}}

@@ -268,6 +268,36 @@ func TestFactLoadRekeyMarksRows(t *testing.T) {
 	}
 }
 
+// The append's key set keeps hashes only: when every key's hash collides, the keys are
+// read again, and facts with distinct keys load while a duplicate still fails.
+func TestFactLoadDuplicateFactKeyHashCollisions(t *testing.T) {
+	defer func(h func([]byte) int64) { factKeyHash = h }(factKeyHash)
+	factKeyHash = func([]byte) int64 { return 42 }
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	writeRows(t, env, raw, true, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)}, []any{"S3", "C1", 30, day(7)})
+	runStage(t, NewFactLoad("sales", factConfig(false, "")), env)
+	if got, want := tableRows(t, env, facts, "sale_id", "customer_sk"), []string{"S1|1", "S2|1", "S3|1"}; !slices.Equal(got, want) {
+		t.Fatalf("facts:\n%s", diff(got, want))
+	}
+	facts2 := *facts
+	facts2.Name, facts2.Path = "sales.sales2", "sales/sales2"
+	env = newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, &facts2)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	writeRows(t, env, raw, true, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)}, []any{"S1", "C1", 30, day(7)})
+	cfg := factConfig(false, "")
+	cfg.Target = facts2.Name
+	_, err := NewFactLoad("sales", cfg).Run(t.Context(), env)
+	if err == nil || !strings.Contains(err.Error(), "holds two facts with key S1") {
+		t.Fatalf("a source with key S1 twice: err %v, want one naming S1", err)
+	}
+}
+
 // A crash at any store operation of a load that re-keys, then reruns: exactly the facts
 // an uninterrupted run gives.
 func TestFactLoadCrashAtEveryOperation(t *testing.T) {
