@@ -108,6 +108,9 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 	if n, ok := d.snap.NumRecords(); ok {
 		capacity = int(n)
 	}
+	if opts.Filter != nil {
+		capacity = min(capacity, 4*len(only)) // a few versions per key
+	}
 	d.keys = keyindex.New(capacity / 2)
 	n := len(d.dimCols)
 	cols := make([]int, n)
