@@ -183,7 +183,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		if !srcNew {
 			fr.pos = &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
 		}
-		if err := fr.rekey(ctx, f, ranges, all); err != nil {
+		if err := fr.rekey(ctx, f, ranges, all, &res); err != nil {
 			return res, err
 		}
 	}

@@ -298,6 +298,43 @@ func TestFactLoadDuplicateFactKeyHashCollisions(t *testing.T) {
 	}
 }
 
+// Re-keying reads only the fact files whose statistics may hold a changed key at a
+// changed time: a late event in early January leaves the file of later sales unread.
+func TestFactLoadRekeySkipsFiles(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	merge := NewSCD2Merge("customers", scd2Config())
+	load := NewFactLoad("sales", factConfig(true, ""))
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)}, []any{"C1", "Ada", "Portland", day(10)})
+	runStage(t, merge, env)
+	appendRows(t, env, raw, []any{"S1", "C1", 10, day(3)}, []any{"S2", "C1", 20, day(5)})
+	runStage(t, load, env)
+	appendRows(t, env, raw, []any{"S3", "C1", 30, day(15)}, []any{"S4", "C1", 40, day(16)})
+	runStage(t, load, env)
+	// Ada lived in Tacoma from day 4 to day 10: S2 moves there.
+	appendRows(t, env, staging, []any{"C1", "Ada", "Tacoma", day(4)})
+	runStage(t, merge, env)
+	res := runStage(t, load, env)
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "re-keying read 1 of the fact table's 2 files") }) {
+		t.Errorf("notes %q: want the re-keying to read 1 of the 2 fact files", res.Notes)
+	}
+	sks := map[string]string{}
+	for _, r := range tableRows(t, env, dim, "customer_sk", "city") {
+		sk, city, _ := strings.Cut(r, "|")
+		sks[sk] = city
+	}
+	got := map[string]string{}
+	for _, r := range tableRows(t, env, facts, "sale_id", "customer_sk") {
+		id, sk, _ := strings.Cut(r, "|")
+		got[id] = sks[sk]
+	}
+	if want := map[string]string{"S1": "Seattle", "S2": "Tacoma", "S3": "Portland", "S4": "Portland"}; !maps.Equal(got, want) {
+		t.Fatalf("facts: got %v, want %v", got, want)
+	}
+}
+
 // A crash at any store operation of a load that re-keys, then reruns: exactly the facts
 // an uninterrupted run gives.
 func TestFactLoadCrashAtEveryOperation(t *testing.T) {

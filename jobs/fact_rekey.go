@@ -3,8 +3,10 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -47,7 +49,7 @@ func (fr *factRun) changes(ctx context.Context, moved []bool, lastDim []int64, r
 
 // rekey looks the facts in the dimensions' changed ranges (all: every fact) up again
 // and emits those whose key changed (facts this run already emits are keyed already).
-func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dimInterval, all bool) error {
+func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dimInterval, all bool, res *Result) error {
 	if !all && !slices.ContainsFunc(ranges, func(m map[string][]dimInterval) bool { return len(m) > 0 }) {
 		return nil
 	}
@@ -137,7 +139,13 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dim
 			fm.Rows = append(fm.Rows, held)
 		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	st := sc.Stats()
+	res.FilesRead += int64(st.FilesRead)
+	res.Notes = append(res.Notes, fmt.Sprintf("re-keying read %d of the fact table's %d files", st.FilesRead, st.FilesTotal))
+	return nil
 }
 
 // changedKeys are one dimension's changed business keys (a key index) and, per key id,
@@ -208,7 +216,7 @@ func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) expr.Predicate
 		if in == nil {
 			return nil
 		}
-		ors = append(ors, in)
+		ors = append(ors, expr.And(append([]expr.Predicate{in}, fr.timeBounds(d, ranges[i])...)...))
 	}
 	switch len(ors) {
 	case 0:
@@ -217,6 +225,36 @@ func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) expr.Predicate
 		return ors[0]
 	}
 	return expr.Or(ors...)
+}
+
+// timeBounds are the bounds of the changed ranges on the fact table's at column of
+// lookup d, when it is a timestamp: at >= the earliest from, at < the latest to (none
+// where a range is open).
+func (fr *factRun) timeBounds(d *factDim, ranges map[string][]dimInterval) []expr.Predicate {
+	at := -1
+	for j, fld := range fr.out.Fields() {
+		if strings.EqualFold(fld.Name, d.lookup.At) {
+			at = j
+		}
+	}
+	if at < 0 || fr.out.Field(at).Type.ID() != arrow.TIMESTAMP {
+		return nil
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, rs := range ranges {
+		for _, r := range rs {
+			lo, hi = min(lo, r.from), max(hi, r.to)
+		}
+	}
+	name := fr.out.Field(at).Name
+	var ps []expr.Predicate
+	if lo != math.MinInt64 {
+		ps = append(ps, expr.Ge(name, time.UnixMicro(lo).UTC()))
+	}
+	if hi != math.MaxInt64 {
+		ps = append(ps, expr.Lt(name, time.UnixMicro(hi).UTC()))
+	}
+	return ps
 }
 
 // keysFilter is column IN the one-column business keys of keys (nil, no filter, when
