@@ -23,11 +23,12 @@ import (
 
 // factBatch holds the buffers addBatch reuses batch after batch.
 type factBatch struct {
-	block keyindex.Block
-	sks   [][]int64 // per lookup, per row: its key
-	found [][]bool  // per lookup, per row: whether a version was found
-	times []int64
-	tok   []bool
+	block  keyindex.Block
+	sks    [][]int64 // per lookup, per row: its key
+	found  [][]bool  // per lookup, per row: whether a version was found
+	times  []int64
+	tok    []bool
+	hashes []uint64
 }
 
 // addBatch keys and emits every fact of a snapshot batch (what names it in errors).
@@ -131,7 +132,10 @@ func (fr *factRun) addFactKeys(rec arrow.RecordBatch, cols []int, srcName, what 
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if fr.keySet != nil {
-		b.Each(func(_ int, key []byte) { fr.keySet.add(uint64(factKeyHash(key))) })
+		hs := fr.batch.hashes[:0]
+		b.Each(func(_ int, key []byte) { hs = append(hs, uint64(factKeyHash(key))) })
+		fr.batch.hashes = hs
+		fr.keySet.addAll(hs)
 		return nil
 	}
 	// New keys get the ids after the index's, in row order: a row whose id is not the
@@ -259,6 +263,7 @@ type factKeySet struct {
 	slots    []uint64 // open addressing; 0 is empty (a hash of 0 is stored as 1)
 	n        int
 	suspects map[uint64]bool
+	sink     uint64 // keeps addAll's loads from being optimized away
 }
 
 func newFactKeySet(capacity int) *factKeySet {
@@ -268,6 +273,29 @@ func newFactKeySet(capacity int) *factKeySet {
 	}
 	return &factKeySet{slots: make([]uint64, n)}
 }
+
+// addAll adds hashes, a block at a time: the block's first slots are loaded first, each
+// load independent of the others, so that the inserts after them mostly hit the cache
+// (one cache miss after another would cost most of the set's time).
+func (s *factKeySet) addAll(hs []uint64) {
+	const ahead = 256
+	for lo := 0; lo < len(hs); lo += ahead {
+		block := hs[lo:min(lo+ahead, len(hs))]
+		if 4*(s.n+len(block)) <= 3*len(s.slots) {
+			mask := uint64(len(s.slots) - 1)
+			var sink uint64
+			for _, h := range block {
+				sink += s.slots[s.home(h)&mask]
+			}
+			s.sink = sink
+		}
+		for _, h := range block {
+			s.add(h)
+		}
+	}
+}
+
+func (s *factKeySet) home(h uint64) uint64 { return h ^ h>>29 }
 
 // add adds a key's hash; a hash already there becomes a suspect.
 func (s *factKeySet) add(h uint64) {
@@ -294,7 +322,7 @@ func (s *factKeySet) add(h uint64) {
 // insert reports whether h was new.
 func (s *factKeySet) insert(h uint64) bool {
 	mask := uint64(len(s.slots) - 1)
-	for i := (h ^ h>>29) & mask; ; i = (i + 1) & mask {
+	for i := s.home(h) & mask; ; i = (i + 1) & mask {
 		switch s.slots[i] {
 		case 0:
 			s.slots[i] = h
