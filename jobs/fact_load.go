@@ -160,7 +160,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	for _, d := range fr.dims {
 		// A run that only re-keys by one dimension looks up its changed keys only.
 		var only map[string][]dimInterval
-		if !srcNew && !all && len(fr.dims) == 1 {
+		if rekey && !srcNew && !all && len(fr.dims) == 1 {
 			only = ranges[0]
 		}
 		if err := d.load(ctx, only); err != nil {

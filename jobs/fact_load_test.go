@@ -335,6 +335,29 @@ func TestFactLoadRekeySkipsFiles(t *testing.T) {
 	}
 }
 
+// A dimension that moves while the fact table is still empty (no facts yet) only
+// moves the run's dimension txn: nothing to re-key, nothing written but the txns.
+func TestFactLoadDimensionMovesBeforeFacts(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	merge := NewSCD2Merge("customers", scd2Config())
+	load := NewFactLoad("sales", factConfig(true, ""))
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, merge, env)
+	writeRows(t, env, raw, true)
+	runStage(t, load, env)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Portland", day(10)})
+	runStage(t, merge, env)
+	runStage(t, load, env)
+	appendRows(t, env, raw, []any{"S1", "C1", 10, day(12)})
+	runStage(t, load, env)
+	if got, want := tableRows(t, env, facts, "sale_id", "customer_sk"), []string{"S1|2"}; !slices.Equal(got, want) {
+		t.Fatalf("facts:\n%s", diff(got, want))
+	}
+}
+
 // A crash at any store operation of a load that re-keys, then reruns: exactly the facts
 // an uninterrupted run gives.
 func TestFactLoadCrashAtEveryOperation(t *testing.T) {
