@@ -387,6 +387,15 @@ type SCD2Config struct {
 	// "fill" fills the open versions in place from the source's newest row of each key,
 	// in one commit before the merge.
 	NewColumns string `yaml:"new_columns"`
+	// IgnoreNullUpdates makes a NULL in a change row mean "unchanged" for that column
+	// (partial change rows): see scd2_options.go.
+	IgnoreNullUpdates bool `yaml:"ignore_null_updates"`
+	// OpenEnd is the valid_to of current versions: unset, 9999-12-31 00:00:00; null; or
+	// a declared timestamp.
+	OpenEnd SCDTime `yaml:"open_end"`
+	// FirstValidFrom is the valid_from of a key's first version: unset or "sequence",
+	// its sequence_by value; or a declared timestamp (e.g. 1900-01-01).
+	FirstValidFrom SCDTime `yaml:"first_valid_from"`
 	// MemoryBudget bounds the stage's memory (default: the environment's, else
 	// DefaultMemoryBudget); a larger batch works in passes over spill files.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
@@ -468,6 +477,7 @@ func (c *SCD2Config) Validate() []FieldError {
 		}
 		names[strings.ToLower(nc.name)] = nc.field
 	}
+	errs = append(errs, c.validateOptions()...)
 	return append(errs, validateBudget(c.MemoryBudget)...)
 }
 
