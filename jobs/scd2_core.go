@@ -417,10 +417,10 @@ func replayVersions(spec *scdSpec, timeline []scdEvent) (out []*scdVersion, late
 			// NULL is "unchanged": the values of the version open before the event
 			// (a stored version's event is its values already), and type 1 columns
 			// the newest non-NULL value.
+			latestType1 = newestType1(spec, latestType1, e.row)
 			if !e.existing && cur != nil && !cur.Tombstone {
 				e.row = fillNulls(spec, e.row, cur.Row)
 			}
-			latestType1 = newestType1(spec, latestType1, e.row)
 		} else if !e.delete && e.seq >= latestSeq {
 			latestSeq, latestType1 = e.seq, e.row
 		}

@@ -1,0 +1,219 @@
+package jobs
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/objectstore"
+	"github.com/orchestrator-io/orchestrator/objectstore/mem"
+)
+
+// scd2Options is a set of scd2_merge options the change stream property runs with.
+type scd2Options struct {
+	name        string
+	ignoreNulls bool
+	openEnd     SCDTime
+	firstFrom   SCDTime
+	bothTracked bool // name and city tracked (else name is type 1)
+}
+
+var optionSets = []scd2Options{
+	{name: "ignore_null_updates", ignoreNulls: true, bothTracked: true},
+	{name: "ignore_null_updates+type1", ignoreNulls: true},
+	{name: "open_end=null+first_valid_from", openEnd: SCDTime{Null: true}, firstFrom: SCDTime{Text: "1900-01-01"}},
+	{name: "all+sentinel", ignoreNulls: true, openEnd: SCDTime{Text: "2999-12-31"}, firstFrom: SCDTime{Text: "2000-01-01 06:00:00"}, bothTracked: true},
+}
+
+// config is the stage's config: cdcPipeline's scd2_merge with the options.
+func (o scd2Options) config() *SCD2Config {
+	cfg := scd2Config()
+	cfg.Source, cfg.Type1, cfg.DeleteWhen = "bronze.events", []string{"name"}, "op = 'D'"
+	if o.bothTracked {
+		cfg.Track, cfg.Type1 = []string{"name", "city"}, nil
+	}
+	cfg.IgnoreNullUpdates, cfg.OpenEnd, cfg.FirstValidFrom = o.ignoreNulls, o.openEnd, o.firstFrom
+	return cfg
+}
+
+// spec is the reference's spec: the open end as the table shows it (NULL read as
+// math.MaxInt64 by dimAsModel).
+func (o scd2Options) spec(t *testing.T) scdSpec {
+	spec := cdcSpec
+	if o.bothTracked {
+		spec.tracked, spec.type1 = []int{1, 2}, nil
+	}
+	if err := o.config().applyOptions(&spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.endNull {
+		spec.end = math.MaxInt64
+	}
+	return spec
+}
+
+func newOptionsPipeline(t *testing.T, warehouse objectstore.Store, o scd2Options) *cdcPipeline {
+	p := newCDCModePipeline(t, warehouse, cdcSCD2)
+	p.merge = NewSCD2Merge("merge", o.config())
+	return p
+}
+
+// The change stream property with each option set, in memory and over a tiny budget:
+// random event streams (upserts with NULLs, repeats, deletes, returns, duplicates) in
+// random splits, orders and runs give exactly the reference fold of STAGES.md with the
+// options (referenceFold): NULLs take the values of the version before them in sequence
+// order, even for late events; current versions end at the declared open end (NULL,
+// a sentinel); a key's first version starts at first_valid_from.
+func TestSCD2OptionsAnyOrderAnySplit(t *testing.T) {
+	for _, o := range optionSets {
+		for _, budget := range []ByteSize{0, tinyBudget} {
+			t.Run(o.name+"/budget="+budget.String(), func(t *testing.T) {
+				t.Parallel()
+				streams := max(2, cdcStreams/2)
+				if budget > 0 {
+					streams = max(1, cdcStreams/6)
+				}
+				spec := o.spec(t)
+				for seed := range uint64(streams) {
+					rng := rand.New(rand.NewPCG(seed, 37))
+					stream := randomCDCStream(rng)
+					want, err := referenceFold(spec, cdcRefEvents(stream))
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = withoutTombFlag(want)
+					for d, runs := range cdcDeliveries(rng, stream) {
+						p := newOptionsPipeline(t, mem.New(mem.Config{}), o)
+						p.env.MemoryBudget = budget
+						for i, r := range runs {
+							if err := p.run(t, r); err != nil {
+								t.Fatalf("seed %d delivery %d run %d: %v", seed, d, i, err)
+							}
+						}
+						dimAsModel(t, p.env, p.dim).checkInvariants(t, spec)
+						if got := withoutTombFlag(p.dimension(t)); got != want {
+							t.Fatalf("seed %d delivery %d (%d runs): the table differs from the reference\nruns: %v\ngot:\n%s\nwant:\n%s", seed, d, len(runs), runs, got, want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// at is the microseconds of minute m of the change stream tests.
+func cdcAt(m int) int64 { return cdcBase.Add(time.Duration(m) * time.Minute).UnixMicro() }
+
+// ignore_null_updates, the story: a partial row fills its NULLs from the version before
+// it; a row whose only differences are NULLs makes no version; a late event changes
+// the values that a later partial row's NULLs take.
+func TestSCD2IgnoreNullUpdatesLateEvent(t *testing.T) {
+	o := scd2Options{ignoreNulls: true, bothTracked: true}
+	p := newOptionsPipeline(t, mem.New(mem.Config{}), o)
+	for _, f := range [][]cdcEvent{
+		{{id: "K1", city: "Seattle", name: "Ada", op: "U", at: 60}},
+		{{id: "K1", city: "Portland", op: "U", at: 180}},              // name NULL: still Ada
+		{{id: "K1", op: "U", at: 200}},                                // only NULLs: no version
+		{{id: "K1", city: "Seattle", name: "Alan", op: "U", at: 120}}, // late: Portland's name becomes Alan
+	} {
+		if err := p.run(t, [][]cdcEvent{f}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := strings.Join([]string{
+		fmt.Sprintf("[K1 Ada Seattle] [%d,%d) current=false tomb=false", cdcAt(60), cdcAt(120)),
+		fmt.Sprintf("[K1 Alan Portland] [%d,%d) current=true tomb=false", cdcAt(180), int64(SeqMax)),
+		fmt.Sprintf("[K1 Alan Seattle] [%d,%d) current=false tomb=false", cdcAt(120), cdcAt(180)),
+	}, "\n")
+	if got := p.dimension(t); got != want {
+		t.Fatalf("dimension:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// first_valid_from, the story: a key's first version starts at the constant; a late
+// event before the key's first event becomes the first version (from the constant)
+// and the former first version starts at its own sequence; open_end: null leaves the
+// current version's valid_to NULL.
+func TestSCD2FirstValidFromLateEvent(t *testing.T) {
+	o := scd2Options{openEnd: SCDTime{Null: true}, firstFrom: SCDTime{Text: "1900-01-01"}}
+	p := newOptionsPipeline(t, mem.New(mem.Config{}), o)
+	first := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	if err := p.run(t, [][]cdcEvent{{{id: "K1", city: "Seattle", name: "Ada", op: "U", at: 120}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("[K1 Ada Seattle] [%d,%d) current=true tomb=false", first, int64(math.MaxInt64))
+	if got := p.dimension(t); got != want {
+		t.Fatalf("after the first event:\n%s\nwant:\n%s", got, want)
+	}
+	if err := p.run(t, [][]cdcEvent{{{id: "K1", city: "Leeds", name: "Ada", op: "U", at: 60}}}); err != nil {
+		t.Fatal(err)
+	}
+	want = strings.Join([]string{
+		fmt.Sprintf("[K1 Ada Leeds] [%d,%d) current=false tomb=false", first, cdcAt(120)),
+		fmt.Sprintf("[K1 Ada Seattle] [%d,%d) current=true tomb=false", cdcAt(120), int64(math.MaxInt64)),
+	}, "\n")
+	if got := p.dimension(t); got != want {
+		t.Fatalf("after the late event:\n%s\nwant:\n%s", got, want)
+	}
+	rows := tableRows(t, p.env, p.dim, "customer_id", "city", "valid_to", "is_current")
+	if want := "K1|Seattle|NULL|true"; !strings.Contains(strings.Join(rows, "\n"), want) {
+		t.Fatalf("rows %q: want the current version with valid_to NULL (%s)", rows, want)
+	}
+}
+
+// Bad option values and combinations are refused by the config's validation, naming
+// the field.
+func TestSCD2OptionsValidation(t *testing.T) {
+	for _, c := range []struct {
+		set   func(*SCD2Config)
+		field string
+		msg   string
+	}{
+		{func(c *SCD2Config) { c.OpenEnd = SCDTime{Text: "someday"} }, "open_end", `"someday" is no timestamp or date`},
+		{func(c *SCD2Config) { c.FirstValidFrom = SCDTime{Text: "yesterday"} }, "first_valid_from", `"yesterday" is no timestamp or date`},
+		{func(c *SCD2Config) { c.FirstValidFrom = SCDTime{Null: true} }, "first_valid_from", "expected sequence or a timestamp"},
+		{func(c *SCD2Config) {
+			c.FirstValidFrom, c.OpenEnd = SCDTime{Text: "2100-01-01"}, SCDTime{Text: "2099-12-31"}
+		}, "first_valid_from", "is not before open_end 2099-12-31"},
+		{func(c *SCD2Config) { c.SourceChanges, c.IgnoreNullUpdates = false, true }, "ignore_null_updates", "needs source_changes: true"},
+		{func(c *SCD2Config) { c.SourceChanges, c.FirstValidFrom = false, SCDTime{Text: "1900-01-01"} }, "first_valid_from", "needs source_changes: true"},
+	} {
+		cfg := scd2Config()
+		c.set(cfg)
+		errs := cfg.Validate()
+		found := false
+		for _, e := range errs {
+			found = found || e.Field == c.field && strings.Contains(e.Msg, c.msg)
+		}
+		if !found {
+			t.Errorf("%s: errors %v; want one on %s saying %q", c.field, errs, c.field, c.msg)
+		}
+	}
+	cfg := scd2Config()
+	cfg.OpenEnd, cfg.FirstValidFrom, cfg.IgnoreNullUpdates = SCDTime{Null: true}, SCDTime{Text: FirstValidFromSequence}, true
+	if errs := cfg.Validate(); len(errs) > 0 {
+		t.Errorf("valid options refused: %v", errs)
+	}
+}
+
+// An event the declared bounds leave no room for is refused with a clear error, and
+// nothing is written.
+func TestSCD2OptionsRefuseEventsOutsideBounds(t *testing.T) {
+	for _, o := range []scd2Options{
+		{openEnd: SCDTime{Text: "2026-01-14 02:00:00"}},
+		{firstFrom: SCDTime{Text: "2026-01-14 03:00:00"}},
+	} {
+		p := newOptionsPipeline(t, mem.New(mem.Config{}), o)
+		err := p.run(t, [][]cdcEvent{{{id: "K1", city: "Seattle", name: "Ada", op: "U", at: 180}}})
+		if err == nil || !strings.Contains(err.Error(), "sequence_by value 2026-01-14T03:00:00") {
+			t.Fatalf("%+v: error %v; want a refusal naming the sequence", o, err)
+		}
+		if exists, err := delta.Exists(t.Context(), p.env.Warehouse, p.dim.Path); err != nil || exists {
+			t.Fatalf("%+v: the dimension exists (%v) after the refusal", o, err)
+		}
+	}
+}
