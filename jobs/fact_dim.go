@@ -25,7 +25,11 @@ type factDim struct {
 	dimCols  []string // the dimension columns they match
 	sk       string
 	from, to string
-	versions map[string][]dimInterval
+	// end is the valid_to of current versions (the dimension's open_end) when it is a
+	// declared timestamp (hasEnd): it reads as open, as NULL does; endNull: it is NULL.
+	end             int64
+	hasEnd, endNull bool
+	versions        map[string][]dimInterval
 }
 
 // dimInterval is one version of a business key.
@@ -60,6 +64,10 @@ func openFactDim(ctx context.Context, env *Env, l *FactLookup) (*factDim, error)
 		d.sk = ids[0].Name
 	}
 	d.factCols, d.dimCols = l.factCols()
+	if d.end, d.endNull, err = openEndOf(l.openEnd); err != nil {
+		return nil, fmt.Errorf("dimension %s: open_end: %w", d.decl.Name, err)
+	}
+	d.hasEnd = l.openEnd.Text != ""
 	schema := d.snap.Schema()
 	for _, c := range append(slices.Clone(d.dimCols), d.sk, d.from, d.to) {
 		if schema.Field(c) == nil {
@@ -110,9 +118,7 @@ func (d *factDim) load(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if !ok {
-				to = math.MaxInt64
-			}
+			to = d.openTo(to, ok)
 			k := string(buf)
 			d.versions[k] = append(d.versions[k], dimInterval{from: from, to: to, sk: sk.(int64)})
 		}
@@ -187,9 +193,7 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 			if err != nil {
 				return nil, false, err
 			}
-			if !okt {
-				to = math.MaxInt64
-			}
+			to = d.openTo(to, okt)
 			ranges[string(buf)] = append(ranges[string(buf)], dimInterval{from: from, to: to})
 		}
 	}
@@ -197,6 +201,15 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 		return nil, false, nil
 	}
 	return ranges, true, nil
+}
+
+// openTo is a version's valid_to as an interval's end: a NULL or the declared open end
+// is open (math.MaxInt64).
+func (d *factDim) openTo(to int64, ok bool) int64 {
+	if !ok || d.hasEnd && to == d.end {
+		return math.MaxInt64
+	}
+	return to
 }
 
 // inRanges reports whether t falls in one of the ranges.

@@ -64,14 +64,17 @@ const FirstValidFromSequence = "sequence"
 
 // openEnd returns the valid_to of current versions (microseconds) and whether it is
 // written as NULL.
-func (c *SCD2Config) openEnd() (end int64, null bool, err error) {
+func (c *SCD2Config) openEnd() (end int64, null bool, err error) { return openEndOf(c.OpenEnd) }
+
+// openEndOf reads an open_end option (see SCD2Config.openEnd).
+func openEndOf(o SCDTime) (end int64, null bool, err error) {
 	switch {
-	case c.OpenEnd.Null:
+	case o.Null:
 		return SeqMax, true, nil
-	case c.OpenEnd.Text == "":
+	case o.Text == "":
 		return SeqMax, false, nil
 	}
-	t, err := parseOptionTime(c.OpenEnd.Text)
+	t, err := parseOptionTime(o.Text)
 	if err != nil {
 		return 0, false, err
 	}

@@ -2,8 +2,10 @@ package jobs
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +217,74 @@ func TestSCD2OptionsRefuseEventsOutsideBounds(t *testing.T) {
 		if exists, err := delta.Exists(t.Context(), p.env.Warehouse, p.dim.Path); err != nil || exists {
 			t.Fatalf("%+v: the dimension exists (%v) after the refusal", o, err)
 		}
+	}
+}
+
+// fact_load reads a dimension with declared options: a version whose valid_to is the
+// open end (NULL, or a sentinel) is open; the unknown member row ends there too; a fact
+// before a key's first event falls in its first version when first_valid_from is a
+// constant; a late dimension event re-keys the facts it concerns.
+func TestFactLoadWithSCD2Options(t *testing.T) {
+	for name, open := range map[string]SCDTime{"null": {Null: true}, "sentinel": {Text: "2999-12-31"}} {
+		t.Run("open_end="+name, func(t *testing.T) {
+			staging, dim := customerTables(t)
+			raw, facts := salesTables(t)
+			clock := &testClock{t: d1}
+			env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+			cfg := scd2Config()
+			cfg.OpenEnd, cfg.FirstValidFrom = open, SCDTime{Text: "1900-01-01"}
+			merge := NewSCD2Merge("customers", cfg)
+			fc := factConfig(true, "")
+			fc.Lookups[0].SetDimensionOpenEnd(open)
+			load := NewFactLoad("sales", fc)
+			city := func() map[string]string {
+				sks := map[string]string{}
+				for _, r := range tableRows(t, env, dim, "customer_sk", "customer_id", "city") {
+					parts := strings.Split(r, "|")
+					sks[parts[0]] = parts[2]
+					if parts[1] == "NULL" {
+						sks[parts[0]] = "unknown"
+					}
+				}
+				out := map[string]string{}
+				for _, r := range tableRows(t, env, facts, "sale_id", "customer_sk") {
+					id, sk, _ := strings.Cut(r, "|")
+					out[id] = sks[sk]
+				}
+				return out
+			}
+			appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(3)})
+			runStage(t, merge, env)
+			appendRows(t, env, staging, []any{"C1", "Ada", "Portland", day(10)})
+			runStage(t, merge, env)
+			appendRows(t, env, raw, []any{"S0", "C1", 5, day(1)}, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(12)},
+				[]any{"S3", "C2", 30, day(6)}, []any{"S4", "C1", 40, day(8)})
+			runStage(t, load, env)
+			want := map[string]string{"S0": "Seattle", "S1": "Seattle", "S2": "Portland", "S3": "unknown", "S4": "Seattle"}
+			if got := city(); !maps.Equal(got, want) {
+				t.Fatalf("first load: got %v, want %v", got, want)
+			}
+			end := "NULL"
+			if !open.Null {
+				end = "2999-12-31T00:00:00Z"
+			}
+			rows := tableRows(t, env, dim, "customer_sk", "customer_id", "city", "valid_from", "valid_to", "is_current")
+			for _, w := range []string{"-1|NULL|NULL|1900-01-01T00:00:00Z|" + end + "|true", "|C1|Seattle|1900-01-01T00:00:00Z|2026-01-10T12:00:00Z|false", "|C1|Portland|2026-01-10T12:00:00Z|" + end + "|true"} {
+				if !slices.ContainsFunc(rows, func(r string) bool { return strings.HasSuffix(r, w) || r == w }) {
+					t.Fatalf("dimension rows:\n%s\nwant a row ending %s", strings.Join(rows, "\n"), w)
+				}
+			}
+			// Late events: C1 lived in Leeds from day 2, before its first event (day 3):
+			// Leeds becomes the first version, from 1900, and Seattle starts at day 3, so
+			// S0 (day 1) moves to Leeds; Tacoma from day 7 re-keys S4; C2 arrives.
+			appendRows(t, env, staging, []any{"C1", "Ada", "Leeds", day(2)}, []any{"C1", "Ada", "Tacoma", day(7)}, []any{"C2", "Grace", "Boston", day(4)})
+			runStage(t, merge, env)
+			runStage(t, load, env)
+			want = map[string]string{"S0": "Leeds", "S1": "Seattle", "S2": "Portland", "S3": "Boston", "S4": "Tacoma"}
+			if got := city(); !maps.Equal(got, want) {
+				t.Fatalf("after the late events: got %v, want %v\ndimension:\n%s", got, want,
+					strings.Join(tableRows(t, env, dim, "customer_sk", "customer_id", "city", "valid_from", "valid_to", "is_current"), "\n"))
+			}
+		})
 	}
 }

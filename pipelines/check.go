@@ -117,6 +117,7 @@ func (c *stageCheck) scd2(cfg *jobs.SCD2Config) {
 	c.needColumn("columns.valid_to", dst, cols.ValidTo, "timestamp")
 	c.needColumn("columns.is_current", dst, cols.IsCurrent, "boolean")
 	c.needColumn("columns.surrogate_key", dst, cfg.Columns.SurrogateKey, "bigint")
+	c.scd2Options(cfg, dst)
 }
 
 // nullableKeys warns about merge keys that the source declares nullable, unless the
