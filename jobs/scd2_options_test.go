@@ -285,6 +285,37 @@ func TestFactLoadWithSCD2Options(t *testing.T) {
 				t.Fatalf("after the late events: got %v, want %v\ndimension:\n%s", got, want,
 					strings.Join(tableRows(t, env, dim, "customer_sk", "customer_id", "city", "valid_from", "valid_to", "is_current"), "\n"))
 			}
+			// The table check scd2_invariants reads the open end as open.
+			_, snap := latest(t, env, dim)
+			r := &ExpectationResult{}
+			if err := checkSCD2(t.Context(), snap, cfg, r); err != nil || r.Failed != 0 {
+				t.Errorf("scd2_invariants: %v, %d failed: %s", err, r.Failed, r.Detail)
+			}
 		})
+	}
+}
+
+// The Spark plan of an scd2_merge with an option is refused (the loader refuses it
+// first; this holds for any other caller of Plan).
+func TestSCD2OptionsPlanRefused(t *testing.T) {
+	staging, dim := customerTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", d1})
+	for _, set := range []func(*SCD2Config){
+		func(c *SCD2Config) { c.OpenEnd = SCDTime{Null: true} },
+		func(c *SCD2Config) { c.OpenEnd = SCDTime{Text: "2999-12-31"} },
+		func(c *SCD2Config) { c.FirstValidFrom = SCDTime{Text: "1900-01-01"} },
+		func(c *SCD2Config) { c.IgnoreNullUpdates = true },
+	} {
+		cfg := scd2Config()
+		set(cfg)
+		_, err := NewSCD2Merge("customers", cfg).Plan(t.Context(), env)
+		if err == nil || !strings.Contains(err.Error(), "run on the local engine only") {
+			t.Errorf("%+v: Plan gave %v; want a refusal", cfg, err)
+		}
+	}
+	if _, err := NewSCD2Merge("customers", scd2Config()).Plan(t.Context(), env); err != nil {
+		t.Errorf("without options: %v", err)
 	}
 }
