@@ -75,9 +75,9 @@ func TestSCD2OptionsAnyOrderAnySplit(t *testing.T) {
 		for _, budget := range []ByteSize{0, tinyBudget} {
 			t.Run(o.name+"/budget="+budget.String(), func(t *testing.T) {
 				t.Parallel()
-				streams := max(2, cdcStreams/2)
+				streams := max(2, cdcStreams/4) // (four option sets: as many streams as one mode)
 				if budget > 0 {
-					streams = max(1, cdcStreams/6)
+					streams = max(1, cdcStreams/10)
 				}
 				spec := o.spec(t)
 				for seed := range uint64(streams) {
