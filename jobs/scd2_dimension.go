@@ -115,6 +115,12 @@ func (l *scdLayout) version(rec arrow.RecordBatch, d *dimColumns, i int, synthet
 	}
 	v.From, _ = seqValue(d.from, i)
 	v.To = l.toAt(d, i)
+	if v.Current && v.To != l.spec.end && l.spec.intervals {
+		// Written with another open end (open_end changed): the fold would take the row
+		// for a closed one.
+		return scdVersion{}, fmt.Errorf("the current version of key %s ends at %s, not at the open end %s: the dimension was written with another open_end; set its current rows' %s to the new open end first (or keep the former open_end)",
+			keyText(rec, l.keyColumns(d.data), i), l.spec.showSeq(v.To), l.openEndText(), l.to)
+	}
 	if d.sk != nil && !d.sk.IsNull(i) {
 		v.SK = d.sk.Value(i)
 	} else {

@@ -169,6 +169,14 @@ func (s *scdSpec) showSeq(v int64) string {
 	return time.UnixMicro(v).UTC().Format("2006-01-02T15:04:05.999999")
 }
 
+// openEndText shows the open end as the dimension holds it.
+func (l *scdLayout) openEndText() string {
+	if l.spec.endNull {
+		return "NULL"
+	}
+	return l.spec.showSeq(l.spec.end)
+}
+
 // fillNulls gives an upsert's NULL non-key columns the values of prev (the key's row
 // just before it), for ignore_null_updates. row is cloned when it changes.
 func fillNulls(spec *scdSpec, row, prev []any) []any {

@@ -319,3 +319,18 @@ func TestSCD2OptionsPlanRefused(t *testing.T) {
 		t.Errorf("without options: %v", err)
 	}
 }
+
+// A dimension written with one open end and merged with another sentinel is refused,
+// naming the key and both ends, rather than taking its current rows for closed ones.
+// (open_end: null reads a former 9999-12-31 as open too.)
+func TestSCD2OpenEndChangedIsRefused(t *testing.T) {
+	p := newOptionsPipeline(t, mem.New(mem.Config{}), scd2Options{})
+	if err := p.run(t, [][]cdcEvent{{{id: "K1", city: "Seattle", name: "Ada", op: "U", at: 60}}}); err != nil {
+		t.Fatal(err)
+	}
+	p.merge = NewSCD2Merge("merge", scd2Options{openEnd: SCDTime{Text: "2999-12-31"}}.config())
+	err := p.run(t, [][]cdcEvent{{{id: "K1", city: "Portland", name: "Ada", op: "U", at: 120}}})
+	if err == nil || !strings.Contains(err.Error(), "the current version of key K1 ends at 9999-12-31T00:00:00Z, not at the open end 2999-12-31T00:00:00Z") {
+		t.Fatalf("error %v; want a refusal naming the key and both ends", err)
+	}
+}

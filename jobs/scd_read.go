@@ -143,7 +143,7 @@ func (r *eventReader) take(ctx context.Context, rec arrow.RecordBatch, cols []in
 		phys := cr != nil && cr.phys[i]
 		if !phys && !dels[i] && l.spec.intervals {
 			if err := l.spec.checkSequence(seq); err != nil {
-				return err
+				return fmt.Errorf("key %s: %w", keyText(rec, l.keyColumns(cols), i), err)
 			}
 		}
 		if (r.withPhys || !phys) && (!r.hasTop || seq > r.top) {
