@@ -22,6 +22,7 @@ type scd2Options struct {
 	openEnd     SCDTime
 	firstFrom   SCDTime
 	bothTracked bool // name and city tracked (else name is type 1)
+	tombstone   bool // deletes: tombstone (else close)
 }
 
 var optionSets = []scd2Options{
@@ -29,6 +30,7 @@ var optionSets = []scd2Options{
 	{name: "ignore_null_updates+type1", ignoreNulls: true},
 	{name: "open_end=null+first_valid_from", openEnd: SCDTime{Null: true}, firstFrom: SCDTime{Text: "1900-01-01"}},
 	{name: "all+sentinel", ignoreNulls: true, openEnd: SCDTime{Text: "2999-12-31"}, firstFrom: SCDTime{Text: "2000-01-01 06:00:00"}, bothTracked: true},
+	{name: "all+tombstone", ignoreNulls: true, openEnd: SCDTime{Null: true}, firstFrom: SCDTime{Text: "1900-01-01"}, bothTracked: true, tombstone: true},
 }
 
 // config is the stage's config: cdcPipeline's scd2_merge with the options.
@@ -37,6 +39,9 @@ func (o scd2Options) config() *SCD2Config {
 	cfg.Source, cfg.Type1, cfg.DeleteWhen = "bronze.events", []string{"name"}, "op = 'D'"
 	if o.bothTracked {
 		cfg.Track, cfg.Type1 = []string{"name", "city"}, nil
+	}
+	if o.tombstone {
+		cfg.Deletes = "tombstone"
 	}
 	cfg.IgnoreNullUpdates, cfg.OpenEnd, cfg.FirstValidFrom = o.ignoreNulls, o.openEnd, o.firstFrom
 	return cfg
@@ -48,6 +53,9 @@ func (o scd2Options) spec(t *testing.T) scdSpec {
 	spec := cdcSpec
 	if o.bothTracked {
 		spec.tracked, spec.type1 = []int{1, 2}, nil
+	}
+	if o.tombstone {
+		spec.deletes = "tombstone"
 	}
 	if err := o.config().applyOptions(&spec); err != nil {
 		t.Fatal(err)
@@ -75,7 +83,7 @@ func TestSCD2OptionsAnyOrderAnySplit(t *testing.T) {
 		for _, budget := range []ByteSize{0, tinyBudget} {
 			t.Run(o.name+"/budget="+budget.String(), func(t *testing.T) {
 				t.Parallel()
-				streams := max(2, cdcStreams/4) // (four option sets: as many streams as one mode)
+				streams := max(2, cdcStreams/5) // (five option sets: as many streams as one mode)
 				if budget > 0 {
 					streams = max(1, cdcStreams/10)
 				}
