@@ -73,6 +73,9 @@ func (c *stageCheck) ingest(cfg *jobs.IngestConfig) {
 		c.needColumn(fmt.Sprintf("keys[%d]", i), t, k, "")
 	}
 	c.needSequence("sequence_by", t, cfg.SequenceBy, true)
+	if d := cfg.SnapshotDate; d != nil && d.From == jobs.SnapshotDateFromColumn {
+		c.needSequence("snapshot_date.column", t, d.Column, false)
+	}
 }
 
 // quarantineTable checks a quarantine table's columns (jobs.QuarantineColumns).
