@@ -61,17 +61,30 @@ func extract(rng *rand.Rand, d int, day snapDay) string {
 
 // deliver puts the extracts of days (numbered from first) in the landing directory, in a
 // random order of puts: by name customers_<date>.csv, or by column batch_<n>.csv with
-// names whose order is not the days' order.
+// names whose order is not the days' order. Now and then a day comes in two parts (two
+// files of one date: one snapshot).
 func (p *backlogPipeline) deliver(t *testing.T, rng *rand.Rand, first int, days []snapDay) {
 	t.Helper()
 	order := rng.Perm(len(days))
 	for _, i := range order {
-		name := fmt.Sprintf("extracts/customers_%s.csv", snapDate(first+i).Format(time.DateOnly))
-		if p.byColumn {
-			p.batch++
-			name = fmt.Sprintf("extracts/batch_%03d_%d.csv", 999-p.batch, rng.IntN(1000))
+		parts := []snapDay{days[i]}
+		if len(days[i]) >= 2 && rng.IntN(3) == 0 {
+			parts = []snapDay{{}, {}}
+			for k, city := range days[i] {
+				parts[len(parts[0])%2][k] = city // (at least one key in each)
+			}
 		}
-		putFile(t, p.landing, name, extract(rng, first+i, days[i]))
+		for j, part := range parts {
+			name := fmt.Sprintf("extracts/customers_%s_part%d.csv", snapDate(first+i).Format(time.DateOnly), j)
+			if j == 0 {
+				name = fmt.Sprintf("extracts/customers_%s.csv", snapDate(first+i).Format(time.DateOnly))
+			}
+			if p.byColumn {
+				p.batch++
+				name = fmt.Sprintf("extracts/batch_%03d_%d.csv", 999-p.batch, rng.IntN(1000))
+			}
+			putFile(t, p.landing, name, extract(rng, first+i, part))
+		}
 	}
 }
 
@@ -88,6 +101,7 @@ func TestSnapshotBacklogAnyRunsAnyBudget(t *testing.T) {
 				if budget > 0 {
 					streams = max(1, cdcStreams/6)
 				}
+				spills := 0
 				for seed := range uint64(streams) {
 					rng := rand.New(rand.NewPCG(seed, 37))
 					days := randomSnapshotDays(rng)
@@ -115,7 +129,9 @@ func TestSnapshotBacklogAnyRunsAnyBudget(t *testing.T) {
 							d += n
 							if d == len(days) || rng.IntN(2) == 0 {
 								p.clock.Advance(time.Minute)
-								runStage(t, p.merge, p.env)
+								if spilled(runStage(t, p.merge, p.env)) {
+									spills++
+								}
 							}
 						}
 						if got := c.mode.table(t, p.cdcPipeline); got != want {
@@ -126,6 +142,9 @@ func TestSnapshotBacklogAnyRunsAnyBudget(t *testing.T) {
 							t.Fatalf("seed %d split %d: staging holds %d rows, want the last extract's %d", seed, split, got, want)
 						}
 					}
+				}
+				if budget > 0 && spills == 0 {
+					t.Fatalf("with a budget of %s, no merge worked over spill files", budget)
 				}
 			})
 		}
