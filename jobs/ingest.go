@@ -302,6 +302,10 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 		if err != nil {
 			return nil, err
 		}
+		if err := f.dated.check(f, rec); err != nil {
+			rec.Release()
+			return nil, err
+		}
 		read, n := rec.NumRows(), int64(0)
 		parts := []arrow.RecordBatch{rec}
 		if checks != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/jobs/decode"
 )
@@ -85,11 +87,11 @@ func (c *IngestConfig) validateSnapshotDate() []FieldError {
 func (s *Ingest) loadBacklog(ctx context.Context, env *Env, decl *Table, tbl *delta.Table, snap *delta.Snapshot, files []*sourceFile, loadTime time.Time, res *Result) error {
 	at := make(map[*sourceFile]int64, len(files))
 	for _, f := range files {
-		t, err := s.fileDate(ctx, snap, f)
+		d, err := s.fileDate(ctx, snap, f)
 		if err != nil {
 			return err
 		}
-		at[f] = t
+		f.dated, at[f] = d, d.at
 	}
 	files = slices.Clone(files)
 	slices.SortStableFunc(files, func(a, b *sourceFile) int {
@@ -118,9 +120,6 @@ func (s *Ingest) loadBacklog(ctx context.Context, env *Env, decl *Table, tbl *de
 		}
 		group := files[i:j]
 		d := at[files[i]]
-		for _, f := range group {
-			f.asOf = &d
-		}
 		if err := s.loadSnapshot(ctx, env, decl, tbl, group, loadTime, res); err != nil {
 			if len(dates) > 0 {
 				return fmt.Errorf("snapshot as of %s: %w (the snapshots before it are loaded: %s)", snapshotDateText(d), err, strings.Join(dates, ", "))
@@ -145,8 +144,17 @@ func snapshotDateText(at int64) string {
 	return t.Format(time.RFC3339Nano)
 }
 
-// fileDate is a waiting file's snapshot date (microseconds since the epoch).
-func (s *Ingest) fileDate(ctx context.Context, snap *delta.Snapshot, f *sourceFile) (int64, error) {
+// datedFile is the snapshot a waiting file of a backlog belongs to: its date
+// (microseconds since the epoch) and, dated by a column of its rows, that column and
+// the line of the first row, which carries the date.
+type datedFile struct {
+	at     int64
+	column string
+	line   int64
+}
+
+// fileDate dates a waiting file.
+func (s *Ingest) fileDate(ctx context.Context, snap *delta.Snapshot, f *sourceFile) (*datedFile, error) {
 	d := s.cfg.SnapshotDate
 	if d.From == SnapshotDateFromColumn {
 		return s.columnDate(ctx, snap, f, d.Column)
@@ -154,23 +162,23 @@ func (s *Ingest) fileDate(ctx context.Context, snap *delta.Snapshot, f *sourceFi
 	if d.Pattern == "" {
 		t, err := dateInFileName(f.Name)
 		if err != nil {
-			return 0, fmt.Errorf("%s: no date (YYYY-MM-DD or YYYYMMDD) in its name, which snapshot_date: {from: file_name} needs; declare a pattern whose first group is the date", f.Name)
+			return nil, fmt.Errorf("%s: no date (YYYY-MM-DD or YYYYMMDD) in its name, which snapshot_date: {from: file_name} needs; declare a pattern whose first group is the date", f.Name)
 		}
-		return t.UnixMicro(), nil
+		return &datedFile{at: t.UnixMicro()}, nil
 	}
 	re, err := regexp.Compile(d.Pattern)
 	if err != nil {
-		return 0, fmt.Errorf("snapshot_date.pattern %q: %w", d.Pattern, err)
+		return nil, fmt.Errorf("snapshot_date.pattern %q: %w", d.Pattern, err)
 	}
 	m := re.FindStringSubmatch(f.Name)
 	if m == nil {
-		return 0, fmt.Errorf("%s: its name does not match snapshot_date.pattern %q, so it has no snapshot date; nothing was loaded. Remove the file or widen the pattern (or the source glob)", f.Name, d.Pattern)
+		return nil, fmt.Errorf("%s: its name does not match snapshot_date.pattern %q, so it has no snapshot date; nothing was loaded. Remove the file or widen the pattern (or the source glob)", f.Name, d.Pattern)
 	}
 	t, err := parseNameDate(m[1])
 	if err != nil {
-		return 0, fmt.Errorf("%s: %q, the first group of snapshot_date.pattern %q in its name, is no date: %v", f.Name, m[1], d.Pattern, err)
+		return nil, fmt.Errorf("%s: %q, the first group of snapshot_date.pattern %q in its name, is no date: %v", f.Name, m[1], d.Pattern, err)
 	}
-	return t.UnixMicro(), nil
+	return &datedFile{at: t.UnixMicro()}, nil
 }
 
 // parseNameDate reads a date taken from a file name: 2026-01-15, 20260115, or a
@@ -182,56 +190,84 @@ func parseNameDate(v string) (time.Time, error) {
 	return parseSnapshotTime(v)
 }
 
-// columnDate reads a file's date from its rows' column col, which every row carries
-// with one value: a file is one snapshot. (The file is decoded here once more; rows that
-// are bad records are left to the load, which on_error decides.)
-func (s *Ingest) columnDate(ctx context.Context, snap *delta.Snapshot, f *sourceFile, col string) (int64, error) {
+// columnDate dates a file by column col of its first row (its first record only is
+// decoded here; the load checks that every row carries that date). Rows that are bad
+// records are left to the load, which on_error decides.
+func (s *Ingest) columnDate(ctx context.Context, snap *delta.Snapshot, f *sourceFile, col string) (*datedFile, error) {
 	format := s.format(f.Name)
 	r, done, err := openSourceFile(ctx, f, format)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer done()
 	opts, _, err := s.decodeOptions(snap.Schema(), format, decodeExtras{lines: true}, func(*decode.Error) {})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	opts.AddedLater = addedAfter(snap.Schema(), f.Version)
 	rd, err := decode.NewReader(ctx, r, f.Name, opts)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer rd.Release()
-	var first, firstLine int64
-	seen := false
 	for rd.Next() {
 		rec := rd.RecordBatch()
+		if rec.NumRows() == 0 {
+			continue
+		}
 		ci, li := rec.Schema().FieldIndices(col), rec.Schema().FieldIndices(lineColumn)
 		if len(ci) != 1 || len(li) != 1 {
-			return 0, fmt.Errorf("%s: no column %s, which snapshot_date: {from: column} dates the file by", f.Name, col)
+			return nil, fmt.Errorf("%s: no column %s, which snapshot_date: {from: column} dates the file by", f.Name, col)
 		}
-		dates, lines := rec.Column(ci[0]), rec.Column(li[0])
-		for i := range int(rec.NumRows()) {
-			line, _ := seqValue(lines, i)
-			v, ok := seqValue(dates, i)
-			switch {
-			case !ok && dates.IsNull(i):
-				return 0, fmt.Errorf("%s line %d: column %s is NULL; every row of an extract carries its snapshot's date (snapshot_date: {from: column})", f.Name, line, col)
-			case !ok:
-				return 0, fmt.Errorf("%s: column %s is %s; snapshot_date needs a date or timestamp column", f.Name, col, dates.DataType())
-			case !seen:
-				first, firstLine, seen = v, line, true
-			case v != first:
-				return 0, fmt.Errorf("%s: line %d is as of %s, line %d as of %s (column %s); a file is one snapshot, all its rows of one date: deliver one file per date",
-					f.Name, firstLine, snapshotDateText(first), line, snapshotDateText(v), col)
-			}
+		line, _ := seqValue(rec.Column(li[0]), 0)
+		v, err := rowDateAt(f, rec.Column(ci[0]), 0, col, line)
+		if err != nil {
+			return nil, err
 		}
+		return &datedFile{at: v, column: col, line: line}, nil
 	}
 	if err := rd.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	if !seen {
-		return 0, fmt.Errorf("%s: no rows, so no snapshot date in column %s (snapshot_date: {from: column}); nothing was loaded. A header-only extract cannot be dated by its rows: remove it, or date the extracts by their names", f.Name, col)
+	return nil, fmt.Errorf("%s: no rows, so no snapshot date in column %s (snapshot_date: {from: column}); nothing was loaded. A header-only extract cannot be dated by its rows: remove it, or date the extracts by their names", f.Name, col)
+}
+
+// rowDateAt is the date in row i of dates (column col), at line of file f.
+func rowDateAt(f *sourceFile, dates arrow.Array, i int, col string, line int64) (int64, error) {
+	v, ok := seqValue(dates, i)
+	switch {
+	case !ok && dates.IsNull(i):
+		return 0, fmt.Errorf("%s line %d: column %s is NULL; every row of an extract carries its snapshot's date (snapshot_date: {from: column})", f.Name, line, col)
+	case !ok:
+		return 0, fmt.Errorf("%s: column %s is %s; snapshot_date needs a date or timestamp column", f.Name, col, dates.DataType())
 	}
-	return first, nil
+	return v, nil
+}
+
+// check refuses a decoded record of a file dated by a column (d; nil: not) whose rows
+// carry another date than the file's first row, or none: a file is one snapshot.
+func (d *datedFile) check(f *sourceFile, rec arrow.RecordBatch) error {
+	if d == nil || d.column == "" {
+		return nil
+	}
+	ci, li := rec.Schema().FieldIndices(d.column), rec.Schema().FieldIndices(lineColumn)
+	if len(ci) != 1 {
+		return fmt.Errorf("%s: no column %s, which snapshot_date: {from: column} dates the file by", f.Name, d.column)
+	}
+	dates := rec.Column(ci[0])
+	for i := range int(rec.NumRows()) {
+		var line int64
+		if len(li) == 1 {
+			line, _ = seqValue(rec.Column(li[0]), i)
+		}
+		v, err := rowDateAt(f, dates, i, d.column, line)
+		if err != nil {
+			return err
+		}
+		if v != d.at {
+			return fmt.Errorf("%s: line %d is as of %s, line %d as of %s (column %s); a file is one snapshot, all its rows of one date: deliver one file per date",
+				f.Name, d.line, snapshotDateText(d.at), line, snapshotDateText(v), d.column)
+		}
+	}
+	return nil
 }

@@ -70,8 +70,8 @@ func dateInFileName(name string) (time.Time, error) {
 func (s *Ingest) snapshotTime(snap *delta.Snapshot, files []*sourceFile, top int64, hasTop bool) (*int64, error) {
 	var at int64
 	switch decl := s.cfg.SnapshotTime; {
-	case len(files) > 0 && files[0].asOf != nil: // a backlog's snapshot (snapshot_date)
-		at = *files[0].asOf
+	case len(files) > 0 && files[0].dated != nil: // a backlog's snapshot (snapshot_date)
+		at = files[0].dated.at
 	case decl == SnapshotTimeFromFileName:
 		var first time.Time
 		for i, f := range files {
