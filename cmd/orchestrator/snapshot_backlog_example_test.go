@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/csv"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,28 +16,7 @@ import (
 // naming it and both dates, with nothing written; a newer one then loads alone.
 func TestExampleSnapshotBacklog(t *testing.T) {
 	bin := buildBinary(t)
-	src := filepath.Join("..", "..", "examples", "pipelines", "snapshot-backlog")
-	dir := t.TempDir()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		if rel == "warehouse" {
-			return filepath.SkipDir
-		}
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, rel), data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := copyExampleDir(t, "snapshot-backlog")
 	orch := func(args ...string) (string, error) {
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir
