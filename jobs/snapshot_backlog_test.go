@@ -333,3 +333,32 @@ func TestSnapshotDateValidation(t *testing.T) {
 		t.Fatalf("a valid snapshot_date: %v", errs)
 	}
 }
+
+// How a file is dated by its name: the default finds the last date in its path (a
+// directory per day too), a pattern's first group may be a compact date or a timestamp;
+// a group that is no date, or a name without one, fails naming the file.
+func TestSnapshotDateFromFileName(t *testing.T) {
+	for _, c := range []struct {
+		pattern, name, want, err string
+	}{
+		{"", "/landing/extracts/2026-01-15/accounts.csv", "2026-01-15", ""},
+		{"", "/landing/2025-12-31/accounts_20260115.csv", "2026-01-15", ""},
+		{"", "/landing/accounts.csv", "", "/landing/accounts.csv: no date (YYYY-MM-DD or YYYYMMDD) in its name"},
+		{`accounts_(\d{8})\.csv`, "/landing/accounts_20261101.csv", "2026-11-01", ""},
+		{`accounts_(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)\.csv`, "/l/accounts_2026-11-01T06:00:00Z.csv", "2026-11-01T06:00:00Z", ""},
+		{`accounts_(\d{4}-\d{2}-\d{2})\.csv`, "/landing/accounts_2026-13-45.csv", "", `/landing/accounts_2026-13-45.csv: "2026-13-45", the first group of snapshot_date.pattern`},
+	} {
+		s := NewIngest("load", &IngestConfig{Mode: "snapshot", SnapshotDate: &SnapshotDate{From: SnapshotDateFromFileName, Pattern: c.pattern}})
+		d, err := s.fileDate(t.Context(), nil, &sourceFile{Name: c.name})
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s with pattern %q: %v, want %q", c.name, c.pattern, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%s with pattern %q: %v", c.name, c.pattern, err)
+		case snapshotDateText(d.at) != c.want:
+			t.Errorf("%s with pattern %q: dated %s, want %s", c.name, c.pattern, snapshotDateText(d.at), c.want)
+		}
+	}
+}
