@@ -362,3 +362,15 @@ func TestSnapshotDateFromFileName(t *testing.T) {
 		}
 	}
 }
+
+// With snapshot_time: file_name, extracts of two dates waiting at once are refused, and
+// the error points to snapshot_date.
+func TestSnapshotTimeFromNamePointsToBacklog(t *testing.T) {
+	p := newSnapshotPipeline(t, cdcSCD2, true)
+	putFile(t, p.landing, "extracts/2026-02-01.csv", "customer_id,name,city,as_of\nA,n,Oslo,2026-02-01\n")
+	putFile(t, p.landing, "extracts/2026-02-02.csv", "customer_id,name,city,as_of\nB,n,Rome,2026-02-02\n")
+	_, err := p.ingest.Run(t.Context(), p.env)
+	if err == nil || !strings.Contains(err.Error(), "name different dates") || !strings.Contains(err.Error(), "declare snapshot_date: {from: file_name} instead of snapshot_time") {
+		t.Fatalf("two dates with snapshot_time: file_name: %v", err)
+	}
+}
