@@ -26,7 +26,11 @@ type factDim struct {
 	dimCols  []string // the dimension columns they match
 	sk       string
 	from, to string
-	keys     *keyindex.Index
+	// end is the valid_to of current versions (the dimension's open_end) when it is a
+	// declared timestamp (hasEnd): it reads as open, as NULL does; endNull: it is NULL.
+	end             int64
+	hasEnd, endNull bool
+	keys            *keyindex.Index
 	// Key id k's versions are rows first[k]..first[k+1] of vFrom, vTo and vSK.
 	first           []int32
 	vFrom, vTo, vSK []int64
@@ -63,6 +67,10 @@ func openFactDim(ctx context.Context, env *Env, l *FactLookup) (*factDim, error)
 		d.sk = ids[0].Name
 	}
 	d.factCols, d.dimCols = l.factCols()
+	if d.end, d.endNull, err = openEndOf(l.openEnd); err != nil {
+		return nil, fmt.Errorf("dimension %s: open_end: %w", d.decl.Name, err)
+	}
+	d.hasEnd = l.openEnd.Text != ""
 	schema := d.snap.Schema()
 	for _, c := range append(slices.Clone(d.dimCols), d.sk, d.from, d.to) {
 		if schema.Field(c) == nil {
@@ -75,8 +83,9 @@ func openFactDim(ctx context.Context, env *Env, l *FactLookup) (*factDim, error)
 // versionInterval reads the interval of row r of a dimension version: its valid_from
 // and valid_to columns. It is the one place that reads them: from is ok false when
 // valid_from is NULL; a NULL valid_to is an open end (math.MaxInt64), as is the
-// sentinel the SCD2 merge writes (a time after every fact's).
-func versionInterval(fromCol, toCol arrow.Array, r int) (from int64, fromOK bool, to int64, err error) {
+// sentinel the SCD2 merge writes (a time after every fact's), and the dimension's
+// declared open_end.
+func (d *factDim) versionInterval(fromCol, toCol arrow.Array, r int) (from int64, fromOK bool, to int64, err error) {
 	if from, fromOK, err = timeMicros(fromCol, r); err != nil {
 		return 0, false, 0, err
 	}
@@ -84,7 +93,7 @@ func versionInterval(fromCol, toCol arrow.Array, r int) (from int64, fromOK bool
 	if err != nil {
 		return 0, false, 0, err
 	}
-	if !ok {
+	if !ok || d.hasEnd && to == d.end {
 		to = math.MaxInt64
 	}
 	return from, fromOK, to, nil
@@ -136,7 +145,7 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 			if skCol.IsNull(r) {
 				continue // not a version facts can have (a tombstone without a key)
 			}
-			f, ok, t, err := versionInterval(rec.Column(n+1), rec.Column(n+2), r)
+			f, ok, t, err := d.versionInterval(rec.Column(n+1), rec.Column(n+2), r)
 			if err != nil {
 				return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
 			}
@@ -241,7 +250,7 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 			if buf, err = keyed.AppendKey(buf[:0], rec, cols, r); err != nil {
 				return nil, false, err
 			}
-			from, okf, to, err := versionInterval(rec.Column(n), rec.Column(n+1), r)
+			from, okf, to, err := d.versionInterval(rec.Column(n), rec.Column(n+1), r)
 			if err != nil {
 				return nil, false, err
 			}
