@@ -38,11 +38,13 @@ type rowCarry struct {
 func (rc *rowCarry) preserved() bool { return rc != nil && !rc.lost.Load() }
 
 // newRowCarry returns the carry of a rewrite on snap: non-nil when row tracking is on
-// and the table names both materialized columns. Tables with column mapping are left
-// out (their rows get fresh ids, and the commit says so).
+// and the table names both materialized columns. With column mapping the table's
+// fields keep their physical names and ids in the extended schema, and the two
+// materialized columns, which carry no mapping metadata, are their own physical names
+// (as Spark writes them), so files are read and written by the mapping as always.
 func newRowCarry(snap *Snapshot) (*rowCarry, error) {
 	md := snap.Metadata()
-	if !rowTrackingOn(snap.Protocol(), md) || schemaMapped(snap.Schema()) {
+	if !rowTrackingOn(snap.Protocol(), md) {
 		return nil, nil
 	}
 	rc := &rowCarry{idCol: md.Configuration[PropMaterializedRowIDColumn], verCol: md.Configuration[PropMaterializedRowCommitVersionColumn]}
@@ -190,7 +192,7 @@ func (s *Snapshot) ScanRowTracking(ctx context.Context, fn func(rec arrow.Record
 		return err
 	}
 	if rc == nil {
-		return fmt.Errorf("table %s does not track row ids (or maps its columns, which reading them does not support yet)", s.Table().displayRoot())
+		return fmt.Errorf("table %s does not track row ids", s.Table().displayRoot())
 	}
 	for _, a := range s.Files() {
 		err := scanFileCarry(ctx, s, rc, a, func(rec arrow.RecordBatch) error {

@@ -276,10 +276,19 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     assert row_ids(spark, str(mine)) == [(1, 0, 1), (2, 1, 1), (3, 2, 1), (4, 3, 2)]
 
 
-@pytest.mark.parametrize("by_position", [False, True], ids=["merge-by-key", "merge-by-position"])
-@pytest.mark.parametrize("dv", [False, True], ids=["copy-on-write", "deletion-vectors"])
-def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv, by_position):
-    """On twin row-tracking tables Spark created (two inserts), the same DELETE, UPDATEs
+# Column mapping by name: both rewrites and both merges, in two runs (Spark's side is
+# the slow part of each).
+@pytest.mark.parametrize("dv,by_position,mapping", [
+    pytest.param(False, False, "none", id="copy-on-write-merge-by-key"),
+    pytest.param(False, True, "none", id="copy-on-write-merge-by-position"),
+    pytest.param(True, False, "none", id="deletion-vectors-merge-by-key"),
+    pytest.param(True, True, "none", id="deletion-vectors-merge-by-position"),
+    pytest.param(False, True, "name", id="column-mapping-copy-on-write-merge-by-position"),
+    pytest.param(True, False, "name", id="column-mapping-deletion-vectors-merge-by-key"),
+])
+def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv, by_position, mapping):
+    """On twin row-tracking tables Spark created (two inserts; also with column mapping
+    by name, as Unity Catalog managed tables often have), the same DELETE, UPDATEs
     and MERGE (by key, or by position as our keyed stages merge) done by us on one and by
     Spark on the other leave every row with the same (id, _metadata.row_id,
     _metadata.row_commit_version) as Spark reads them: kept rows keep both, updated rows
@@ -290,7 +299,8 @@ def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv, b
     theirs, ours = tmp_path / "spark", tmp_path / "ours"
     for p in (theirs, ours):
         spark.sql(f"CREATE TABLE delta.`{p}` (id BIGINT, name STRING) USING delta TBLPROPERTIES "
-                  f"('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = '{str(dv).lower()}')")
+                  f"('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = '{str(dv).lower()}', "
+                  f"'delta.columnMapping.mode' = '{mapping}')")
         spark.sql(f"INSERT INTO delta.`{p}` VALUES (1, 'a'), (2, 'b'), (3, 'c')")
         spark.sql(f"INSERT INTO delta.`{p}` VALUES (4, 'd'), (5, 'e')")
     assert row_ids(spark, str(ours)) == row_ids(spark, str(theirs))
