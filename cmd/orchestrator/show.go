@@ -39,7 +39,7 @@ func showCommand() *command {
 			fs.Int64Var(&o.limit, "limit", 0, "print at most `n` rows (0: all)")
 			fs.StringVar(&o.orderBy, "order-by", "", "print the rows sorted by `column` (ascending, NULLs first; they are\nread into memory to be sorted)")
 			fs.BoolVar(&o.desc, "desc", false, "with --order-by: descending, NULLs last")
-			fs.BoolVar(&o.rowIDs, "row-ids", false, "add each row's stable row id and row commit version, as the columns\n"+delta.RowIDColumn+" and "+delta.RowCommitVersionColumn+" (Spark's names; tables with\ndelta.enableRowTracking only; --order-by may name them)")
+			fs.BoolVar(&o.rowIDs, "row-ids", false, "add each row's stable row id and row commit version, as the columns\n"+delta.RowIDColumn+" and "+delta.RowCommitVersionColumn+" (Spark's names; tables with\n"+delta.PropEnableRowTracking+" only; --order-by may name them)")
 			return func(ctx context.Context, e *env, args []string) error { return show(ctx, e, o, args) }
 		},
 	}
