@@ -235,3 +235,73 @@ func (rc *rowCarry) copied(ctx context.Context, mem memory.Allocator, data, trac
 	cols := append(append([]arrow.Array{}, data.Columns()...), t.Columns()...)
 	return array.NewRecordBatch(rc.extArrow, cols, data.NumRows()), nil
 }
+
+// givenTracked returns the row ids and commit versions (a record like trackColumns') of
+// the rows target names (logical indexes, increasing) of file a, reading only the two
+// materialized columns: a MERGE given the matched rows themselves (FileMatches.Rows)
+// needs no more of the file.
+func (rc *rowCarry) givenTracked(ctx context.Context, snap *Snapshot, mem memory.Allocator, a *Add, target []int64) (arrow.RecordBatch, error) {
+	t := snap.Table()
+	var del *roaring64.Bitmap
+	if a.DeletionVector != nil {
+		var err error
+		if del, err = loadDeletionVector(ctx, t.Store(), t.Root(), "", a.DeletionVector); err != nil {
+			return nil, fmt.Errorf("file %s: %w", a.Path, err)
+		}
+	}
+	phys := physicalRows(del, target)
+	sc, err := Scan(ctx, t.Store(), t.Root(), rc.ext, snap.PartitionColumns(), []*Add{a}, ScanOptions{Columns: []string{rc.idCol, rc.verCol}})
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Release()
+	ib, vb := array.NewInt64Builder(mem), array.NewInt64Builder(mem)
+	defer ib.Release()
+	defer vb.Release()
+	ib.Reserve(len(target))
+	vb.Reserve(len(target))
+	var lo int64 // the logical index of the record's first row
+	k := 0       // the next target row
+	for sc.Next() && k < len(target) {
+		rec := sc.RecordBatch()
+		ids, ok1 := rec.Column(0).(*array.Int64)
+		vers, ok2 := rec.Column(1).(*array.Int64)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("file %s: materialized row tracking columns %s, %s are not longs", a.Path, rc.idCol, rc.verCol)
+		}
+		hi := lo + rec.NumRows()
+		for ; k < len(target) && target[k] < hi; k++ {
+			i := int(target[k] - lo)
+			switch {
+			case ids.IsValid(i):
+				ib.UnsafeAppend(ids.Value(i))
+			case a.BaseRowID != nil:
+				ib.UnsafeAppend(*a.BaseRowID + int64(phys[k]))
+			default:
+				ib.AppendNull()
+				rc.lost.Store(true)
+			}
+			switch {
+			case vers.IsValid(i):
+				vb.UnsafeAppend(vers.Value(i))
+			case a.DefaultRowCommitVersion != nil:
+				vb.UnsafeAppend(*a.DefaultRowCommitVersion)
+			default:
+				vb.AppendNull()
+			}
+		}
+		lo = hi
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", a.Path, err)
+	}
+	if k < len(target) {
+		return nil, fmt.Errorf("file %s: target row %d is past its %d rows", a.Path, target[k], lo)
+	}
+	idArr, verArr := ib.NewArray(), vb.NewArray()
+	defer idArr.Release()
+	defer verArr.Release()
+	nf := len(rc.extArrow.Fields())
+	sch := arrow.NewSchema(rc.extArrow.Fields()[nf-2:], nil)
+	return array.NewRecordBatch(sch, []arrow.Array{idArr, verArr}, int64(len(target))), nil
+}

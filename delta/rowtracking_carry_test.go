@@ -245,6 +245,15 @@ func TestRowTrackingCarriedOnMerge(t *testing.T) {
 					want[1] = delta.RowTracking{RowID: want[1].RowID, RowCommitVersion: v}
 					want[6] = delta.RowTracking{RowID: want[6].RowID, RowCommitVersion: v}
 					check("update 1 and 6, insert 7", v, 7)
+
+					// Row 2 now has its id in a materialized column, in a file that (with
+					// deletion vectors) lost row 6 to the last MERGE; row 3 has none, in a
+					// file whose vector deletes rows before it (its id is its physical place).
+					v = merge([]row{{2, "BB", "p"}, {3, "C", "p"}, {7, "G", "q"}}, []string{"U", "U", "U"})
+					for _, k := range []int64{2, 3, 7} {
+						want[k] = delta.RowTracking{RowID: want[k].RowID, RowCommitVersion: v}
+					}
+					check("update 2, 3 and 7", v)
 				})
 			}
 		}
