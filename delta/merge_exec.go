@@ -308,14 +308,13 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 	var gone []int64 // with m.dv: the file's rows (logical indexes) deleted or updated
 	// The rows given carry no row ids: a row-tracking table's rewrite reads the file,
 	// and with deletion vectors its matched rows' ids alone.
-	if live, ok := fileNumRecords(a); ok && fm != nil && fm.Rows != nil {
-		if m.dv {
+	if fm != nil && fm.Rows != nil {
+		if live, ok := fileNumRecords(a); ok && m.dv {
 			return m.mergeGivenRows(ctx, a, fm, live)
-		}
-	}
-	if live, ok := fileNumRecords(a); ok && fm != nil && fm.Rows != nil && m.w.carry == nil {
-		if handled, touched, err := m.spliceGivenRows(ctx, a, fm, live); err != nil || handled {
-			return touched, err
+		} else if ok && m.w.carry == nil {
+			if handled, touched, err := m.spliceGivenRows(ctx, a, fm, live); err != nil || handled {
+				return touched, err
+			}
 		}
 	}
 	err := scanFileCarry(ctx, m.snap, m.w.carry, a, func(rec arrow.RecordBatch) error {
