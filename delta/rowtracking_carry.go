@@ -128,29 +128,37 @@ func (rc *rowCarry) fill(mem memory.Allocator, rec arrow.RecordBatch, a *Add, ph
 	ib.Reserve(n)
 	vb.Reserve(n)
 	for i := 0; i < n; i++ {
-		switch {
-		case ids.IsValid(i):
-			ib.UnsafeAppend(ids.Value(i))
-		case a.BaseRowID != nil:
-			ib.UnsafeAppend(*a.BaseRowID + int64(phys[i]))
-		default:
-			ib.AppendNull()
-			rc.lost.Store(true)
-		}
-		switch {
-		case vers.IsValid(i):
-			vb.UnsafeAppend(vers.Value(i))
-		case a.DefaultRowCommitVersion != nil:
-			vb.UnsafeAppend(*a.DefaultRowCommitVersion)
-		default:
-			vb.AppendNull()
-		}
+		rc.appendRow(ib, vb, ids, vers, i, a, phys[i])
 	}
 	idArr, verArr := ib.NewArray(), vb.NewArray()
 	defer idArr.Release()
 	defer verArr.Release()
 	cols := append(append([]arrow.Array{}, rec.Columns()[:nc-2]...), idArr, verArr)
 	return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows()), nil
+}
+
+// appendRow appends row i's row id and commit version (ids, vers: its materialized
+// columns; phys: its physical index in file a) to ib and vb (reserved): a null
+// materialized id is the file's baseRowId + phys, a null version the file's
+// defaultRowCommitVersion (both stay null when the file has none).
+func (rc *rowCarry) appendRow(ib, vb *array.Int64Builder, ids, vers *array.Int64, i int, a *Add, phys uint64) {
+	switch {
+	case ids.IsValid(i):
+		ib.UnsafeAppend(ids.Value(i))
+	case a.BaseRowID != nil:
+		ib.UnsafeAppend(*a.BaseRowID + int64(phys))
+	default:
+		ib.AppendNull()
+		rc.lost.Store(true)
+	}
+	switch {
+	case vers.IsValid(i):
+		vb.UnsafeAppend(vers.Value(i))
+	case a.DefaultRowCommitVersion != nil:
+		vb.UnsafeAppend(*a.DefaultRowCommitVersion)
+	default:
+		vb.AppendNull()
+	}
 }
 
 // dataColumns returns rec without the carried columns (retained; the caller releases
@@ -271,24 +279,7 @@ func (rc *rowCarry) givenTracked(ctx context.Context, snap *Snapshot, mem memory
 		}
 		hi := lo + rec.NumRows()
 		for ; k < len(target) && target[k] < hi; k++ {
-			i := int(target[k] - lo)
-			switch {
-			case ids.IsValid(i):
-				ib.UnsafeAppend(ids.Value(i))
-			case a.BaseRowID != nil:
-				ib.UnsafeAppend(*a.BaseRowID + int64(phys[k]))
-			default:
-				ib.AppendNull()
-				rc.lost.Store(true)
-			}
-			switch {
-			case vers.IsValid(i):
-				vb.UnsafeAppend(vers.Value(i))
-			case a.DefaultRowCommitVersion != nil:
-				vb.UnsafeAppend(*a.DefaultRowCommitVersion)
-			default:
-				vb.AppendNull()
-			}
+			rc.appendRow(ib, vb, ids, vers, int(target[k]-lo), a, phys[k])
 		}
 		lo = hi
 	}
