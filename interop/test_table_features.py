@@ -296,7 +296,8 @@ def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv, b
     keep their row id and get the commit's version; inserted rows get the same version
     and distinct fresh ids. The
     materialized columns are no data columns, to Spark or to us; Spark's UPDATE and
-    INSERT after ours keep the ids as on its own table (but for the fresh ones)."""
+    INSERT after ours keep the ids as on its own table (but for the fresh ones), and our
+    UPDATE after Spark's reads the ids Spark materialized."""
     theirs, ours = tmp_path / "spark", tmp_path / "ours"
     for p in (theirs, ours):
         spark.sql(f"CREATE TABLE delta.`{p}` (id BIGINT, name STRING) USING delta TBLPROPERTIES "
@@ -349,6 +350,14 @@ def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv, b
     assert [(r[0], r[2]) for r in got] == [(r[0], r[2]) for r in want]
     assert len({r[1] for r in got}) == len(got) and dict(r[:2] for r in got)[6] > max(fresh), got
     assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(theirs)), what="after Spark's writes")
+
+    # Row 1's id is now in the materialized column of a file Spark wrote: our UPDATE
+    # reads it from there (under column mapping too) as Spark's does.
+    spark.sql(f"UPDATE delta.`{theirs}` SET name = 'W' WHERE id = 1")
+    v = deltatool.update(str(ours), "id = 1", name="'W'")
+    assert commit_lines(ours, v)[0]["commitInfo"]["tags"] == {"delta.rowTracking.preserved": "true"}
+    got, want = row_ids(spark, str(ours)), row_ids(spark, str(theirs))
+    assert [r for r in got if r[0] < 6] == [r for r in want if r[0] < 6]
 
 
 def test_our_clustered_table_read_and_optimized_by_spark(spark, deltatool, table_dir):
