@@ -255,13 +255,17 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	// of the files' rows only those that change, with their new keys' state; the rest
 	// it reads and lets go. The share that changes is twice what the rows weighed
 	// before the hand-over say (at least an eighth), else a quarter (a daily extract
-	// changes about a tenth).
+	// changes about a tenth). A pass is planned at half the working set: what it reads
+	// back comes in as garbage the collector must keep within the soft memory limit
+	// (keyed.HoldBudget), and a pass near the limit makes it run back to back (the
+	// 4 M-row bench case: a tenth of its CPU); passes reading only their own ranges,
+	// more of them cost little.
 	share := 0.25
 	if live.shareKnown {
 		share = min(max(2*live.keptShare, 0.125), 1)
 	}
 	passes, err := batch.Passes(ctx, 0, target, func(bb, br, tb, tr int64) int64 {
-		return tr*snapKeyCost + tb/3 + int64(float64(bb)*share) + br*16
+		return 2 * (tr*snapKeyCost + tb/3 + int64(float64(bb)*share) + br*16)
 	},
 		func(ctx context.Context, p *keyed.Pass) error {
 			st, err := s.snapshotPass(ctx, p, form, files, sink)
