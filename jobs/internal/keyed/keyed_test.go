@@ -474,3 +474,43 @@ func TestDirHasAnOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// GatherOne gives the rows refs name, in their order, whether they come in long runs
+// of one record (a gather per run) or hop from record to record (one gather from the
+// records concatenated).
+func TestGatherOne(t *testing.T) {
+	var recs []arrow.RecordBatch
+	var all []string
+	for r := range 4 {
+		var rows [][2]any
+		for i := range 100 {
+			rows = append(rows, [2]any{fmt.Sprintf("k%d-%03d", r, i), r*1000 + i})
+		}
+		rec := testRecord(int64(r*100), rows...)
+		defer rec.Release()
+		recs = append(recs, rec)
+		all = append(all, rowsOf(rec)...)
+	}
+	runs := []Ref{{2, 5}, {2, 6}, {2, 7}, {0, 99}, {3, 0}, {3, 1}}
+	var hops []Ref
+	for i := range 100 {
+		hops = append(hops, Ref{Rec: int32(i % 4), Row: int32(99 - i)})
+	}
+	for name, refs := range map[string][]Ref{"runs": runs, "hops": hops} {
+		got, err := GatherOne(context.Background(), recs, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, r := range refs {
+			want = append(want, all[int(r.Rec)*100+int(r.Row)])
+		}
+		if g := rowsOf(got); !slices.Equal(g, want) {
+			t.Errorf("%s: got %v, want %v", name, g, want)
+		}
+		got.Release()
+	}
+	if got, err := GatherOne(context.Background(), recs, nil); got != nil || err != nil {
+		t.Errorf("no refs: got %v, %v", got, err)
+	}
+}
