@@ -198,7 +198,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	}
 	target := s.snapshotTarget(snap, data)
 	live := &snapHolder{f: form, files: files, target: target, run: kr}
-	batch := kr.NewBatch(live, keyed.BatchOptions{Keys: []int{form.keyCol}, EncodedKey: true, Form: form.toSpill, NoFilter: true})
+	batch := kr.NewBatch(live, keyed.BatchOptions{Keys: []int{form.keyCol}, EncodedKey: true, Form: form.toSpill, NoFilter: true, Join: true})
 	if n, ok := snap.NumRecords(); ok && n*snapKeyCost > kr.Limit {
 		// The table's keys alone do not fit: they are set aside, and the files' rows too.
 		dir, err := kr.Dir()
