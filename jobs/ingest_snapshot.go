@@ -56,6 +56,12 @@ type snapForm struct {
 	hiCol, seqOut     int
 	seqText           func(int64) string
 	h                 rowHashes
+	// linCols are the lineage columns of the source (its file's name, the load time):
+	// one value per file, so the spill form carries them as nulls of the null type and
+	// a row read back takes them from its file's (lineage, as the file's first record
+	// had them), instead of writing and reading a file name per row.
+	linCols []int
+	lineage map[int64][]arrow.Array
 }
 
 func (s *Ingest) newSnapForm(snap *delta.Snapshot, data []string) (*snapForm, error) {
@@ -65,9 +71,17 @@ func (s *Ingest) newSnapForm(snap *delta.Snapshot, data []string) (*snapForm, er
 	}
 	fields := append(live.Fields(), tableFields...)
 	fields = append(fields, arrow.Field{Name: "_orchestrator_seq", Type: arrow.PrimitiveTypes.Int64, Nullable: true})
-	f := &snapForm{s: s, live: live, spill: arrow.NewSchema(fields, nil), source: arrow.NewSchema(live.Fields()[:run.nsource], nil),
+	f := &snapForm{s: s, live: live, source: arrow.NewSchema(live.Fields()[:run.nsource], nil),
 		nsource: run.nsource, keyCols: run.keyCols, hashCols: s.hashedColumns(live, data), seqCol: run.seqCol,
-		lineCol: run.lineCol, delCol: run.delCol, fileCol: run.fileCol, ordCol: run.ordCol}
+		lineCol: run.lineCol, delCol: run.delCol, fileCol: run.fileCol, ordCol: run.ordCol, lineage: map[int64][]arrow.Array{}}
+	for c, fd := range fields[:run.nsource] {
+		lin := strings.EqualFold(fd.Name, s.sourceFileColumn()) || strings.EqualFold(fd.Name, s.loadTimeColumn())
+		if _, ok := linValue(fd.Type); lin && ok && !slices.Contains(run.keyCols, c) && c != run.seqCol {
+			f.linCols = append(f.linCols, c)
+			fields[c] = arrow.Field{Name: fd.Name, Type: arrow.Null, Nullable: true}
+		}
+	}
+	f.spill = arrow.NewSchema(fields, nil)
 	n := len(live.Fields())
 	f.keyCol, f.loCol, f.hiCol, f.seqOut = n, n+1, n+2, n+3
 	if s.cfg.SequenceBy != "" {
@@ -81,7 +95,13 @@ func (f *snapForm) toSpill(_ context.Context, rec arrow.RecordBatch) (arrow.Reco
 	if err := f.h.hash(rec, f.keyCols, f.hashCols, nil); err != nil {
 		return nil, err
 	}
-	cols := append(rec.Columns(), f.h.arrays(nil)...)
+	cols := append(slices.Clone(rec.Columns()), f.h.arrays(nil)...)
+	var nulls []arrow.Array
+	for _, c := range f.linCols {
+		cols[c] = array.NewNull(int(rec.NumRows()))
+		nulls = append(nulls, cols[c])
+	}
+	defer arrowx.ReleaseArrays(nulls)
 	seq := array.NewInt64Builder(memory.DefaultAllocator)
 	for i := range int(rec.NumRows()) {
 		if f.seqCol < 0 {
@@ -97,6 +117,81 @@ func (f *snapForm) toSpill(_ context.Context, rec arrow.RecordBatch) (arrow.Reco
 	out := array.NewRecordBatch(f.spill, cols, rec.NumRows())
 	arrowx.ReleaseArrays(cols[len(rec.Columns()):])
 	return out, nil
+}
+
+// noteLineage keeps the lineage values of file fi from a live-form record of it.
+func (f *snapForm) noteLineage(fi int64, rec arrow.RecordBatch) {
+	if len(f.linCols) == 0 || rec.NumRows() == 0 || f.lineage[fi] != nil {
+		return
+	}
+	for _, c := range f.linCols {
+		f.lineage[fi] = append(f.lineage[fi], array.NewSlice(rec.Column(c), 0, 1))
+	}
+}
+
+// linValue appends a lineage column's one value to a builder of its type (ok false: a
+// type the spill form keeps as it is).
+func linValue(t arrow.DataType) (func(b array.Builder, a arrow.Array), bool) {
+	switch t.ID() {
+	case arrow.STRING:
+		return func(b array.Builder, a arrow.Array) { b.(*array.StringBuilder).Append(a.(*array.String).Value(0)) }, true
+	case arrow.TIMESTAMP:
+		return func(b array.Builder, a arrow.Array) {
+			b.(*array.TimestampBuilder).Append(a.(*array.Timestamp).Value(0))
+		}, true
+	}
+	return nil, false
+}
+
+// source is the MERGE source rows keep of a record of either form: a spilled one's
+// lineage columns are its files' values.
+func (f *snapForm) sourceRows(ctx context.Context, rec arrow.RecordBatch, keep []int32, spilled bool) (arrow.RecordBatch, error) {
+	if !spilled || len(f.linCols) == 0 {
+		src := array.NewRecordBatch(f.source, rec.Columns()[:f.nsource], rec.NumRows())
+		defer src.Release()
+		return delta.GatherRows(ctx, src, keep)
+	}
+	var idx []int
+	var fields []arrow.Field
+	for c := range f.nsource {
+		if !slices.Contains(f.linCols, c) {
+			idx, fields = append(idx, c), append(fields, f.source.Field(c))
+		}
+	}
+	cols := make([]arrow.Array, len(idx))
+	for i, c := range idx {
+		cols[i] = rec.Column(c)
+	}
+	part := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+	g, err := delta.GatherRows(ctx, part, keep)
+	part.Release()
+	if err != nil {
+		return nil, err
+	}
+	defer g.Release()
+	files := rec.Column(f.fileCol).(*array.Int64)
+	out := make([]arrow.Array, f.nsource)
+	defer func() { arrowx.ReleaseArrays(out) }()
+	for i, c := range idx {
+		out[c] = g.Column(i)
+		out[c].Retain()
+	}
+	for j, c := range f.linCols {
+		appendOne, _ := linValue(f.source.Field(c).Type)
+		b := array.NewBuilder(memory.DefaultAllocator, f.source.Field(c).Type)
+		b.Reserve(len(keep))
+		for _, r := range keep {
+			vals := f.lineage[files.Value(int(r))]
+			if vals == nil || vals[j].IsNull(0) {
+				b.AppendNull()
+				continue
+			}
+			appendOne(b, vals[j])
+		}
+		out[c] = b.NewArray()
+		b.Release()
+	}
+	return array.NewRecordBatch(f.source, out, int64(len(keep))), nil
 }
 
 // fileOf is the file (its index in the run) of a record's rows.
@@ -347,6 +442,7 @@ func (s *Ingest) readSnapshot(ctx context.Context, env *Env, snap *delta.Snapsho
 			defer marked.Release()
 			form := withRunColumns(marked, f.live, fi, ord)
 			defer form.Release()
+			f.noteLineage(int64(fi), form)
 			ord += form.NumRows()
 			return batch.Add(ctx, form)
 		})

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
@@ -273,9 +272,7 @@ func (st *snapState) weigh(ctx context.Context, rec arrow.RecordBatch, w weighed
 		keep = append(keep, int32(i))
 	}
 	if len(keep) > 0 {
-		src := array.NewRecordBatch(f.source, rec.Columns()[:f.nsource], rec.NumRows())
-		g, err := delta.GatherRows(ctx, src, keep)
-		src.Release()
+		g, err := f.sourceRows(ctx, rec, keep, spilled)
 		if err != nil {
 			return err
 		}
@@ -427,6 +424,10 @@ func (st *snapState) standing(ctx context.Context, sd *snapSide, index *keyindex
 		}
 	}
 	for c := range f.nsource {
+		if slices.Contains(f.linCols, c) { // (the spill form's: its file's, see snapForm)
+			cols = append(cols, array.NewNull(n))
+			continue
+		}
 		b := array.NewBuilder(mem, f.source.Field(c).Type)
 		for i := range n {
 			switch {
