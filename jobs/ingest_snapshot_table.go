@@ -90,6 +90,8 @@ func (h *rowHashes) arrays(keep []int32) []arrow.Array {
 	kb.ReserveData(len(h.Buf))
 	kb.Reserve(h.Len())
 	h.Each(func(_ int, key []byte) { kb.Append(key) })
+	lb.Reserve(len(h.lo)) // (made at once, not grown by copying)
+	hb.Reserve(len(h.hi))
 	for i := range h.lo {
 		lb.Append(int64(h.lo[i]))
 		hb.Append(int64(h.hi[i]))
