@@ -70,7 +70,12 @@ func (s *Ingest) newSnapForm(snap *delta.Snapshot, data []string) (*snapForm, er
 		return nil, err
 	}
 	fields := append(live.Fields(), tableFields...)
-	fields = append(fields, arrow.Field{Name: "_orchestrator_seq", Type: arrow.PrimitiveTypes.Int64, Nullable: true})
+	// (without sequence_by the sequence is null: of the null type, nothing set aside)
+	seqType := arrow.DataType(arrow.PrimitiveTypes.Int64)
+	if run.seqCol < 0 {
+		seqType = arrow.Null
+	}
+	fields = append(fields, arrow.Field{Name: "_orchestrator_seq", Type: seqType, Nullable: true})
 	f := &snapForm{s: s, live: live, source: arrow.NewSchema(live.Fields()[:run.nsource], nil),
 		nsource: run.nsource, keyCols: run.keyCols, hashCols: s.hashedColumns(live, data), seqCol: run.seqCol,
 		lineCol: run.lineCol, delCol: run.delCol, fileCol: run.fileCol, ordCol: run.ordCol, lineage: map[int64][]arrow.Array{}}
@@ -102,18 +107,21 @@ func (f *snapForm) toSpill(_ context.Context, rec arrow.RecordBatch) (arrow.Reco
 		nulls = append(nulls, cols[c])
 	}
 	defer arrowx.ReleaseArrays(nulls)
-	seq := array.NewInt64Builder(memory.DefaultAllocator)
-	for i := range int(rec.NumRows()) {
-		if f.seqCol < 0 {
-			seq.AppendNull()
-		} else if v, ok := seqValue(rec.Column(f.seqCol), i); ok {
-			seq.Append(v)
-		} else {
-			seq.AppendNull()
+	if f.seqCol < 0 {
+		cols = append(cols, array.NewNull(int(rec.NumRows())))
+	} else {
+		seq := array.NewInt64Builder(memory.DefaultAllocator)
+		seq.Reserve(int(rec.NumRows()))
+		for i := range int(rec.NumRows()) {
+			if v, ok := seqValue(rec.Column(f.seqCol), i); ok {
+				seq.Append(v)
+			} else {
+				seq.AppendNull()
+			}
 		}
+		cols = append(cols, seq.NewArray())
+		seq.Release()
 	}
-	cols = append(cols, seq.NewArray())
-	seq.Release()
 	out := array.NewRecordBatch(f.spill, cols, rec.NumRows())
 	arrowx.ReleaseArrays(cols[len(rec.Columns()):])
 	return out, nil

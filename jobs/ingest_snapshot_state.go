@@ -197,10 +197,9 @@ func (st *snapState) addSpilled(ctx context.Context, rec arrow.RecordBatch) erro
 	w := weighedRows{block: block}
 	w.lo, w.hi = asUint64(rec.Column(f.loCol), st.rows.lo), asUint64(rec.Column(f.hiCol), st.rows.hi)
 	st.rows.lo, st.rows.hi = w.lo, w.hi
-	seqs := rec.Column(f.seqOut).(*array.Int64)
-	w.seq = func(i int) (int64, bool) { return seqs.Value(i), seqs.IsValid(i) }
-	if f.seqCol < 0 {
-		w.seq = nil
+	if f.seqCol >= 0 {
+		seqs := rec.Column(f.seqOut).(*array.Int64)
+		w.seq = func(i int) (int64, bool) { return seqs.Value(i), seqs.IsValid(i) }
 	}
 	return st.weigh(ctx, rec, w, true)
 }
@@ -471,7 +470,11 @@ func (st *snapState) standing(ctx context.Context, sd *snapSide, index *keyindex
 			seq.AppendNull()
 		}
 	}
-	cols = append(cols, keyed.Int64s(files), keyed.Int64s(ords), kb.NewArray(), keyed.Int64s(lo), keyed.Int64s(hi), seq.NewArray())
+	seqs := arrow.Array(array.NewNull(n))
+	if sd.withSeq {
+		seqs = seq.NewArray()
+	}
+	cols = append(cols, keyed.Int64s(files), keyed.Int64s(ords), kb.NewArray(), keyed.Int64s(lo), keyed.Int64s(hi), seqs)
 	rec := array.NewRecordBatch(f.spill, cols, int64(n))
 	return rec, nil
 }
