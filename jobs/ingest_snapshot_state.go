@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
@@ -198,10 +197,9 @@ func (st *snapState) addSpilled(ctx context.Context, rec arrow.RecordBatch) erro
 	w := weighedRows{block: block}
 	w.lo, w.hi = asUint64(rec.Column(f.loCol), st.rows.lo), asUint64(rec.Column(f.hiCol), st.rows.hi)
 	st.rows.lo, st.rows.hi = w.lo, w.hi
-	seqs := rec.Column(f.seqOut).(*array.Int64)
-	w.seq = func(i int) (int64, bool) { return seqs.Value(i), seqs.IsValid(i) }
-	if f.seqCol < 0 {
-		w.seq = nil
+	if f.seqCol >= 0 {
+		seqs := rec.Column(f.seqOut).(*array.Int64)
+		w.seq = func(i int) (int64, bool) { return seqs.Value(i), seqs.IsValid(i) }
 	}
 	return st.weigh(ctx, rec, w, true)
 }
@@ -273,9 +271,7 @@ func (st *snapState) weigh(ctx context.Context, rec arrow.RecordBatch, w weighed
 		keep = append(keep, int32(i))
 	}
 	if len(keep) > 0 {
-		src := array.NewRecordBatch(f.source, rec.Columns()[:f.nsource], rec.NumRows())
-		g, err := delta.GatherRows(ctx, src, keep)
-		src.Release()
+		g, err := f.sourceRows(ctx, rec, keep, spilled)
 		if err != nil {
 			return err
 		}
@@ -427,6 +423,10 @@ func (st *snapState) standing(ctx context.Context, sd *snapSide, index *keyindex
 		}
 	}
 	for c := range f.nsource {
+		if slices.Contains(f.linCols, c) { // (the spill form's: its file's, see snapForm)
+			cols = append(cols, array.NewNull(n))
+			continue
+		}
 		b := array.NewBuilder(mem, f.source.Field(c).Type)
 		for i := range n {
 			switch {
@@ -470,7 +470,11 @@ func (st *snapState) standing(ctx context.Context, sd *snapSide, index *keyindex
 			seq.AppendNull()
 		}
 	}
-	cols = append(cols, keyed.Int64s(files), keyed.Int64s(ords), kb.NewArray(), keyed.Int64s(lo), keyed.Int64s(hi), seq.NewArray())
+	seqs := arrow.Array(array.NewNull(n))
+	if sd.withSeq {
+		seqs = seq.NewArray()
+	}
+	cols = append(cols, keyed.Int64s(files), keyed.Int64s(ords), kb.NewArray(), keyed.Int64s(lo), keyed.Int64s(hi), seqs)
 	rec := array.NewRecordBatch(f.spill, cols, int64(n))
 	return rec, nil
 }

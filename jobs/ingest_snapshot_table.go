@@ -90,6 +90,8 @@ func (h *rowHashes) arrays(keep []int32) []arrow.Array {
 	kb.ReserveData(len(h.Buf))
 	kb.Reserve(h.Len())
 	h.Each(func(_ int, key []byte) { kb.Append(key) })
+	lb.Reserve(len(h.lo)) // (made at once, not grown by copying)
+	hb.Reserve(len(h.hi))
 	for i := range h.lo {
 		lb.Append(int64(h.lo[i]))
 		hb.Append(int64(h.hi[i]))
@@ -193,11 +195,17 @@ func (s *Ingest) snapshotTable(ctx context.Context, target *keyed.Target, data [
 // ranges, as set aside (key, hash, place). A key held twice by the table has its later
 // rows in extra.
 func readTableKeys(ctx context.Context, p *keyed.Pass, withSeq bool) (*snapTable, error) {
-	t := &snapTable{index: keyindex.New(1 << 10)}
+	// The pass knows how many rows it reads: the index and the slices are made for them
+	// at once, not grown by copying (a pass holds millions).
+	n := int(p.TargetRows())
+	t := &snapTable{index: keyindex.New(max(n, 1<<10)), hash: make([]dataHash, 0, n), file: make([]int32, 0, n), row: make([]int64, 0, n)}
 	var block keyindex.Block
 	var lo, hi []uint64
 	err := p.EachTarget(ctx, func(tr keyed.TargetRecord) error {
 		keys := tr.Extra[0].(*array.Binary)
+		if t.keyBytes == 0 && keys.Len() > 0 {
+			t.index.Grow(n * (len(keys.ValueBytes())/keys.Len() + 1))
+		}
 		block.Reset()
 		for i := range keys.Len() {
 			block.Buf = append(block.Buf, keys.Value(i)...)

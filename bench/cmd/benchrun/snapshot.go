@@ -186,9 +186,9 @@ func (d *driver) snapshot(ctx context.Context) error {
 	runs = append(runs, d.oursRuns("ours: ingest stage, mode snapshot", "snapshot-ours", dir)...)
 	runs = append(runs, d.oursRuns("ours: ingest stage, mode snapshot, deletion vectors", "snapshot-ours", dir, "dv")...)
 	if b := d.cfg.snapshotBudget; b != "" {
-		// Over a budget too small for its keys: in passes over spill files (the
-		// baseline build, which may not know budgets, is left out).
-		runs = append(runs, engineRun{engine: "ours: ingest stage, mode snapshot, memory budget " + b, argv: []string{d.self, "-worker", "snapshot-ours", dir, "budget=" + b}})
+		// Over a budget too small for its keys: in passes over spill files (and the
+		// baseline build's, which must know budgets).
+		runs = append(runs, d.oursRuns("ours: ingest stage, mode snapshot, memory budget "+b, "snapshot-ours", dir, "budget="+b)...)
 	}
 	rows := d.alternate(ctx, c, restore, runs)
 	if !d.cfg.oursOnly {

@@ -34,6 +34,7 @@ type Batch struct {
 	keys   []int  // key columns of the batch records
 	coded  bool   // keys[0] holds the encoded keys
 	filter bool   // a filter of each group's keys is kept
+	join   bool
 	form   func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
 	group  func(rec arrow.RecordBatch) int
 	groups []*batchGroup // once spilled, by group
@@ -66,11 +67,15 @@ type BatchOptions struct {
 	// Form, when set, makes a record added after the hand-over the form set aside (a
 	// stage whose live pass takes less than it sets aside).
 	Form func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
+	// Join: a record read back may hold rows of several records set aside (Fanout.Join),
+	// for a stage whose batch form carries all it needs in each row (not, say, its
+	// source file as a fact of the record).
+	Join bool
 }
 
 // NewBatch starts a batch whose records go to live while they fit.
 func (r *Run) NewBatch(live Holder, o BatchOptions) *Batch {
-	return &Batch{run: r, live: live, keys: o.Keys, coded: o.EncodedKey, filter: !o.NoFilter, form: o.Form, group: o.Group, groups: make([]*batchGroup, max(o.Groups, 1))}
+	return &Batch{run: r, live: live, keys: o.Keys, coded: o.EncodedKey, filter: !o.NoFilter, join: o.Join, form: o.Form, group: o.Group, groups: make([]*batchGroup, max(o.Groups, 1))}
 }
 
 // Spilled reports whether the batch went to spill files.
@@ -150,6 +155,9 @@ func (b *Batch) Spill(ctx context.Context, rec arrow.RecordBatch) error {
 	gr := b.groups[g]
 	if gr == nil {
 		gr = &batchGroup{out: NewFanout(dir, b.schema)}
+		if b.join {
+			gr.out.Join()
+		}
 		if b.filter {
 			gr.filter = NewFilter(b.run.Limit / int64(len(b.groups)))
 		}

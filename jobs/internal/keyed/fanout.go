@@ -5,18 +5,33 @@ import (
 	"errors"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // Fanout spreads records over spill files by key hash range, keeping the order of the
 // rows within each range: one file per range that gets rows.
+//
+// A joining fanout (Join) holds the records written until they come to the directory's
+// join size, then sets them aside together: a range's rows of several records are one
+// spill record (one IPC message), not one each. Spread over Ranges ranges, a decoded
+// record of 64 k rows is 256 records of 250 rows, and a message's fixed cost (its
+// metadata written, then read back into a record of its own, and what each pass does
+// per record) would outweigh its rows. A spill record of a joining fanout may thus hold
+// rows written in different records: only for records whose rows carry all they need
+// (a record-level fact, such as its source file, would be lost).
 type Fanout struct {
 	dir    *Dir
 	schema *arrow.Schema
 	files  []*File
 	perm   []int32
 	starts []int
+	join   bool
+	held   []arrow.RecordBatch // (join) records written, not yet set aside
+	ranges []uint16            // their rows' ranges
+	bytes  int64               // their bytes
 }
 
 // NewFanout starts a fanout of records of schema (nil: one that gets none) in dir.
@@ -27,8 +42,51 @@ func NewFanout(dir *Dir, schema *arrow.Schema) *Fanout {
 // Schema is the schema of the records (nil: none were written).
 func (f *Fanout) Schema() *arrow.Schema { return f.schema }
 
+// Join makes f a joining fanout (see Fanout), and returns it.
+func (f *Fanout) Join() *Fanout {
+	f.join = true
+	return f
+}
+
 // Write sends row i of rec (of the fanout's schema) to range ranges[i].
 func (f *Fanout) Write(ctx context.Context, rec arrow.RecordBatch, ranges []uint16) error {
+	if !f.join || rec.NumRows() == 0 {
+		return f.write(ctx, rec, ranges)
+	}
+	rec.Retain()
+	f.held = append(f.held, rec)
+	f.ranges = append(f.ranges, ranges[:rec.NumRows()]...)
+	f.bytes += RecordBytes(rec)
+	if f.bytes < f.dir.join {
+		return nil
+	}
+	return f.flush(ctx)
+}
+
+// flush sets aside the records a joining fanout holds, as one.
+func (f *Fanout) flush(ctx context.Context) error {
+	if len(f.held) == 0 {
+		return nil
+	}
+	held := f.held
+	f.held, f.bytes = nil, 0
+	defer arrowx.ReleaseRecords(held)
+	rec := held[0]
+	if len(held) > 1 {
+		all, err := arrowx.Concat(memory.DefaultAllocator, held)
+		if err != nil {
+			return err
+		}
+		defer all.Release()
+		rec = all
+	}
+	err := f.write(ctx, rec, f.ranges)
+	f.ranges = f.ranges[:0]
+	return err
+}
+
+// write sets aside rec's rows by their ranges.
+func (f *Fanout) write(ctx context.Context, rec arrow.RecordBatch, ranges []uint16) error {
 	n := int(rec.NumRows())
 	if n == 0 {
 		return nil
@@ -72,13 +130,23 @@ func (f *Fanout) Write(ctx context.Context, rec arrow.RecordBatch, ranges []uint
 	return nil
 }
 
-// Finish finishes every file.
+// Finish sets aside what a joining fanout holds and finishes every file.
 func (f *Fanout) Finish() error {
+	if err := f.flush(context.Background()); err != nil {
+		f.Release()
+		return err
+	}
 	var errs []error
 	for _, s := range f.files {
 		errs = append(errs, s.Finish())
 	}
 	return errors.Join(errs...)
+}
+
+// Release lets go of what a joining fanout holds (a run ended before Finish).
+func (f *Fanout) Release() {
+	arrowx.ReleaseRecords(f.held)
+	f.held, f.bytes, f.ranges = nil, 0, f.ranges[:0]
 }
 
 // Files are the files of the ranges [lo, hi) (nil for a range without rows).

@@ -2,6 +2,8 @@ package keyed
 
 import (
 	"context"
+	"fmt"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -38,10 +40,27 @@ func Gather(ctx context.Context, recs []arrow.RecordBatch, refs []Ref, max int) 
 	return out, nil
 }
 
-// GatherOne is Gather as one record (nil when refs is empty).
+// GatherOne is Gather as one record (nil when refs is empty). Refs that hop from
+// record to record (rows taken in key order from records in the order they were
+// read) are gathered from the records concatenated, in one gather: one small record
+// per run of refs, then concatenated, costs several times more.
 func GatherOne(ctx context.Context, recs []arrow.RecordBatch, refs []Ref) (arrow.RecordBatch, error) {
 	if len(refs) == 0 {
 		return nil, nil
+	}
+	if len(recs) > 1 {
+		runs, total := 1, int64(0)
+		for i := 1; i < len(refs); i++ {
+			if refs[i].Rec != refs[i-1].Rec {
+				runs++
+			}
+		}
+		for _, r := range recs {
+			total += r.NumRows()
+		}
+		if int64(runs)*gatherRunRows > total {
+			return gatherConcat(ctx, recs, refs)
+		}
 	}
 	parts, err := Gather(ctx, recs, refs, 0)
 	if err != nil {
@@ -49,6 +68,33 @@ func GatherOne(ctx context.Context, recs []arrow.RecordBatch, refs []Ref) (arrow
 	}
 	defer arrowx.ReleaseRecords(parts)
 	return arrowx.Concat(memory.DefaultAllocator, parts)
+}
+
+// gatherRunRows is about the rows whose copy in a concatenation costs as much as a
+// gather of one run of refs (a record and its buffers for each column).
+const gatherRunRows = 64
+
+// gatherConcat is GatherOne from recs concatenated.
+func gatherConcat(ctx context.Context, recs []arrow.RecordBatch, refs []Ref) (arrow.RecordBatch, error) {
+	starts := make([]int32, len(recs))
+	var n int64
+	for i, r := range recs {
+		starts[i] = int32(n)
+		n += r.NumRows()
+	}
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("internal error: a gather from %d rows", n)
+	}
+	all, err := arrowx.Concat(memory.DefaultAllocator, recs)
+	if err != nil {
+		return nil, err
+	}
+	defer all.Release()
+	idx := make([]int32, len(refs))
+	for i, r := range refs {
+		idx[i] = starts[r.Rec] + r.Row
+	}
+	return delta.GatherRows(ctx, all, idx)
 }
 
 // Int64s is v as an Arrow array.

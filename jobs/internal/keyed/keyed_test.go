@@ -474,3 +474,101 @@ func TestDirHasAnOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// GatherOne gives the rows refs name, in their order, whether they come in long runs
+// of one record (a gather per run) or hop from record to record (one gather from the
+// records concatenated).
+func TestGatherOne(t *testing.T) {
+	var recs []arrow.RecordBatch
+	var all []string
+	for r := range 4 {
+		var rows [][2]any
+		for i := range 100 {
+			rows = append(rows, [2]any{fmt.Sprintf("k%d-%03d", r, i), r*1000 + i})
+		}
+		rec := testRecord(int64(r*100), rows...)
+		defer rec.Release()
+		recs = append(recs, rec)
+		all = append(all, rowsOf(rec)...)
+	}
+	runs := []Ref{{2, 5}, {2, 6}, {2, 7}, {0, 99}, {3, 0}, {3, 1}}
+	var hops []Ref
+	for i := range 100 {
+		hops = append(hops, Ref{Rec: int32(i % 4), Row: int32(99 - i)})
+	}
+	for name, refs := range map[string][]Ref{"runs": runs, "hops": hops} {
+		got, err := GatherOne(context.Background(), recs, refs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, r := range refs {
+			want = append(want, all[int(r.Rec)*100+int(r.Row)])
+		}
+		if g := rowsOf(got); !slices.Equal(g, want) {
+			t.Errorf("%s: got %v, want %v", name, g, want)
+		}
+		got.Release()
+	}
+	if got, err := GatherOne(context.Background(), recs, nil); got != nil || err != nil {
+		t.Errorf("no refs: got %v, %v", got, err)
+	}
+}
+
+// A joining fanout sets aside a range's rows of several records as one spill record,
+// in the order they were written; a plain one writes a spill record per record.
+func TestFanoutJoins(t *testing.T) {
+	ctx := context.Background()
+	for _, join := range []bool{false, true} {
+		dir, err := NewDir(t.TempDir(), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := NewFanout(dir, testSchema)
+		if join {
+			f.Join()
+		}
+		want := make([][]string, 3)
+		for r := range 10 {
+			var rows [][2]any
+			var ranges []uint16
+			for i := range 100 {
+				rows = append(rows, [2]any{fmt.Sprintf("k%d", r*100+i), r})
+				ranges = append(ranges, uint16((r+i)%3))
+			}
+			rec := testRecord(int64(r*100), rows...)
+			got := rowsOf(rec)
+			for i, p := range ranges {
+				want[p] = append(want[p], got[i])
+			}
+			if err := f.Write(ctx, rec, ranges); err != nil {
+				t.Fatal(err)
+			}
+			rec.Release()
+		}
+		if err := f.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		for p := range 3 {
+			var got []string
+			recs := 0
+			if err := Each(ctx, f.Files(p, p+1), func(rec arrow.RecordBatch) error {
+				recs++
+				got = append(got, rowsOf(rec)...)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want[p]) {
+				t.Errorf("join %v, range %d: rows %v, want %v", join, p, got, want[p])
+			}
+			if wantRecs := map[bool]int{false: 10, true: 1}[join]; recs != wantRecs {
+				t.Errorf("join %v, range %d: %d spill records, want %d", join, p, recs, wantRecs)
+			}
+			if f.PartRows(p) != int64(len(want[p])) {
+				t.Errorf("join %v, range %d: %d rows counted, want %d", join, p, f.PartRows(p), len(want[p]))
+			}
+		}
+		dir.Remove()
+	}
+}

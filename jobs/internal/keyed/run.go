@@ -70,6 +70,19 @@ func (p *Pass) EachTarget(ctx context.Context, fn func(TargetRecord) error) erro
 	return p.target.Each(ctx, p.Lo, p.Hi, fn)
 }
 
+// TargetRows is the number of the target side's rows of the pass's ranges set aside
+// (live: 0, unknown).
+func (p *Pass) TargetRows() int64 {
+	if p.target == nil || p.target.out == nil {
+		return 0
+	}
+	var n int64
+	for r := p.Lo; r < p.Hi; r++ {
+		n += p.target.out.PartRows(r)
+	}
+	return n
+}
+
 // Target is the pass's target side (nil: none).
 func (p *Pass) Target() *Target { return p.target }
 
@@ -133,7 +146,11 @@ func (b *Batch) Sink(o SinkOptions) (*Sink, error) {
 		if err != nil {
 			return nil, err
 		}
-		o.Dir, o.Limit = dir, b.run.Limit/4
+		// A part holds its rows three times over while the MERGE writes (read back,
+		// merged in order, gathered) besides the MERGE's own buffers: a sixteenth
+		// keeps the whole within the soft memory limit, where a quarter made the
+		// collector run back to back.
+		o.Dir, o.Limit = dir, b.run.Limit/16
 	}
 	o.OnPart = b.run.OnPart
 	return NewSink(o)

@@ -29,7 +29,8 @@ import (
 type Dir struct {
 	path string
 	n    int
-	buf  int // write buffer of each file
+	buf  int   // write buffer of each file
+	join int64 // what a joining fanout holds before it sets it aside
 }
 
 // NewDir creates the directory under base (default os.TempDir()), for a run whose
@@ -42,7 +43,9 @@ func NewDir(base string, limit int64) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spill directory: %w", err)
 	}
-	return &Dir{path: p, buf: int(min(max(limit/2048, 4<<10), 64<<10))}, nil
+	// A joining fanout holds an eighth of the budget (at least 256 KiB: a tiny budget's
+	// run joins too, and at most 32 MiB: spill records of thousands of rows).
+	return &Dir{path: p, buf: int(min(max(limit/2048, 4<<10), 64<<10)), join: min(max(limit/8, 256<<10), 32<<20)}, nil
 }
 
 // Remove deletes the directory and its files (open ones too, on Unix); nil: nothing.

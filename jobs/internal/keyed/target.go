@@ -176,7 +176,7 @@ func (t *Target) write(ctx context.Context, dir *Dir, rec arrow.RecordBatch, fil
 	with := array.NewRecordBatch(arrow.NewSchema(fields, nil), append(slices.Clone(rec.Columns()), fa, ra), rec.NumRows())
 	defer with.Release()
 	if t.out == nil {
-		t.out = NewFanout(dir, with.Schema())
+		t.out = NewFanout(dir, with.Schema()).Join() // (each row carries its place)
 	}
 	return t.out.Write(ctx, with, ranges)
 }
