@@ -175,6 +175,7 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	m := mergeOf{s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), s.cfg.SourceChanges, func(n int64) {
 		if limit, ok := dimensionAhead(n, live.cost, batch); ok && ahead == nil {
 			ahead = keyed.StartAhead(ctx, dstSnap, nil, limit)
+			readingAhead()
 		}
 	}}
 	log, err := readMergeBatch(ctx, env, m, f, batch, live, rd, es, merged, last, &res)
@@ -300,8 +301,15 @@ func (s *SCD2Merge) pass(ctx context.Context, p *keyed.Pass, l *scdLayout, log *
 // ahead's eighth of it.
 func dimensionAhead(n, cost int64, batch *keyed.Batch) (int64, bool) {
 	limit := batch.Limit() / 8
-	return limit, batch.Live() != nil && n > keyFilterMax && n*cost+2*limit <= batch.Limit()
+	return limit, batch.Live() != nil && !noDimensionAhead && n > int64(keyFilterMax) && n*cost+2*limit <= batch.Limit()
 }
+
+// noDimensionAhead turns reading ahead off (a test compares); readingAhead is told of
+// each read ahead started.
+var (
+	noDimensionAhead bool
+	readingAhead     = func() {}
+)
 
 // count records what the dimension's MERGE did in res.
 func (s *SCD2Merge) count(res *Result, dstDecl *Table, mr *delta.MergeResult) {

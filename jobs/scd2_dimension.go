@@ -162,8 +162,9 @@ func (b *scdBatch) dimensionSpec(deleteAt *snapshotDeletes) (keyed.TargetSpec, e
 	return spec, nil
 }
 
-// keyFilterMax is the most keys of a batch that keyFilter makes a predicate of.
-const keyFilterMax = 10_000
+// keyFilterMax is the most keys of a batch that keyFilter makes a predicate of (a test
+// lowers it).
+var keyFilterMax = 10_000
 
 // keyFilter is a predicate on the batch's keys, for a small batch (at most 10,000 keys,
 // one key column) whose scans of the target read only the files whose stats may hold
