@@ -25,6 +25,9 @@ func TestExamplesOnSparkEqualLocal(t *testing.T) {
 		{name: "history-vacuum"},
 		{name: "scd2-snapshot"},
 		// (daily-snapshot: TestDailySnapshotsOnSparkEqualLocal runs its three days.)
+		// A backlog of extracts loads locally (Spark refuses a snapshot ingest), one
+		// commit per day; the merge of their change feed runs on Spark.
+		{name: "snapshot-backlog", local: []string{"load_extracts"}},
 		// (ingest-quarantine has one stage, a quarantining ingest: local only.)
 	}
 	for _, tc := range cases {

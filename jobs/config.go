@@ -131,10 +131,28 @@ type IngestConfig struct {
 	// files; else none. Merges of the table's change feed date the snapshot's deletes
 	// (and, without a sequence_by of their own, its rows) at this time.
 	SnapshotTime string `yaml:"snapshot_time"`
+	// SnapshotDate (mode snapshot) makes the run's files a backlog of dated full
+	// extracts: each file is one snapshot, dated by its name or by a column of its rows
+	// (files of one date form one snapshot), and the snapshots are loaded in date order,
+	// one commit each, in one run. Not with SnapshotTime.
+	SnapshotDate *SnapshotDate `yaml:"snapshot_date"`
 	// MaxDeleteFraction (mode snapshot) is the largest share of the table's rows a run
 	// may delete because its files lack their keys (default DefaultMaxDeleteFraction;
 	// 1 allows any): more is refused before anything is written.
 	MaxDeleteFraction *float64 `yaml:"max_delete_fraction"`
+}
+
+// SnapshotDate says where a snapshot ingest finds each file's date (snapshot_date).
+type SnapshotDate struct {
+	// From is file_name (the date in the file's path) or column (the value of Column,
+	// the same in every row of a file).
+	From string `yaml:"from"`
+	// Pattern (from: file_name) is a regular expression searched in the file's path
+	// whose first group is the date (2026-01-15, 20260115 or a timestamp); default: the
+	// last YYYY-MM-DD or YYYYMMDD in the path.
+	Pattern string `yaml:"pattern"`
+	// Column (from: column) is a date or timestamp column of the table.
+	Column string `yaml:"column"`
 }
 
 // CSVOptions describe a CSV dialect.
@@ -257,6 +275,9 @@ func (c *IngestConfig) Validate() []FieldError {
 				add("snapshot_time", "%v", err)
 			}
 		}
+	}
+	if c.SnapshotDate != nil {
+		errs = append(errs, c.validateSnapshotDate()...)
 	}
 	if c.MaxDeleteFraction != nil {
 		errs = append(errs, validateDeleteFraction(*c.MaxDeleteFraction)...)
@@ -387,6 +408,15 @@ type SCD2Config struct {
 	// "fill" fills the open versions in place from the source's newest row of each key,
 	// in one commit before the merge.
 	NewColumns string `yaml:"new_columns"`
+	// IgnoreNullUpdates makes a NULL in a change row mean "unchanged" for that column
+	// (partial change rows): see scd2_options.go.
+	IgnoreNullUpdates bool `yaml:"ignore_null_updates"`
+	// OpenEnd is the valid_to of current versions: unset, 9999-12-31 00:00:00; null; or
+	// a declared timestamp.
+	OpenEnd SCDTime `yaml:"open_end"`
+	// FirstValidFrom is the valid_from of a key's first version: unset or "sequence",
+	// its sequence_by value; or a declared timestamp (e.g. 1900-01-01).
+	FirstValidFrom SCDTime `yaml:"first_valid_from"`
 	// MemoryBudget bounds the stage's memory (default: the environment's, else
 	// DefaultMemoryBudget); a larger batch works in passes over spill files.
 	MemoryBudget ByteSize `yaml:"memory_budget"`
@@ -468,6 +498,7 @@ func (c *SCD2Config) Validate() []FieldError {
 		}
 		names[strings.ToLower(nc.name)] = nc.field
 	}
+	errs = append(errs, c.validateOptions()...)
 	return append(errs, validateBudget(c.MemoryBudget)...)
 }
 

@@ -49,6 +49,9 @@ type FactLookup struct {
 	// (SetDimensionColumns); unset, the surrogate key is the dimension's identity column
 	// and valid_from/valid_to have their default names.
 	dim SCDColumns
+	// openEnd is the dimension's open_end (SetDimensionOpenEnd): the valid_to of its
+	// current versions, which the member row takes and lookups read as open.
+	openEnd SCDTime
 }
 
 // The missing policies of a lookup.
@@ -65,6 +68,10 @@ const DefaultUnknownKey = -1
 // SetDimensionColumns records the SCD columns of the lookup's dimension (as the
 // scd2_merge that maintains it names them); the pipeline loader calls it.
 func (l *FactLookup) SetDimensionColumns(c SCDColumns) { l.dim = c.WithDefaults() }
+
+// SetDimensionOpenEnd records the open_end of the scd2_merge that maintains the
+// lookup's dimension; the pipeline loader calls it.
+func (l *FactLookup) SetDimensionOpenEnd(o SCDTime) { l.openEnd = o }
 
 // DimensionColumns returns the dimension's SCD columns as set (SurrogateKey "" when
 // none was: the stage then takes the dimension's identity column).

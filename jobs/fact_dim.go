@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -11,11 +10,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
-// factDim is one lookup's dimension as one version of it shows it: per business key,
-// its versions' intervals [from, to) in microseconds (to math.MaxInt64 when open), sorted.
+// factDim is one lookup's dimension as one version of it shows it: its business keys in
+// a key index, and per key its versions' intervals [from, to) in microseconds (to
+// math.MaxInt64 when open) and surrogate keys, in columns sorted by key id and from.
 type factDim struct {
 	lookup   *FactLookup
 	decl     *Table
@@ -25,13 +26,19 @@ type factDim struct {
 	dimCols  []string // the dimension columns they match
 	sk       string
 	from, to string
-	versions map[string][]dimInterval
+	// end is the valid_to of current versions (the dimension's open_end) when it is a
+	// declared timestamp (hasEnd): it reads as open, as NULL does; endNull: it is NULL.
+	end             int64
+	hasEnd, endNull bool
+	keys            *keyindex.Index
+	// Key id k's versions are rows first[k]..first[k+1] of vFrom, vTo and vSK.
+	first           []int32
+	vFrom, vTo, vSK []int64
 }
 
-// dimInterval is one version of a business key.
+// dimInterval is a time range [from, to) of a business key.
 type dimInterval struct {
 	from, to int64
-	sk       int64
 }
 
 // openFactDim opens a lookup's dimension at its latest version and finds its columns.
@@ -60,6 +67,10 @@ func openFactDim(ctx context.Context, env *Env, l *FactLookup) (*factDim, error)
 		d.sk = ids[0].Name
 	}
 	d.factCols, d.dimCols = l.factCols()
+	if d.end, d.endNull, err = openEndOf(l.openEnd); err != nil {
+		return nil, fmt.Errorf("dimension %s: open_end: %w", d.decl.Name, err)
+	}
+	d.hasEnd = l.openEnd.Text != ""
 	schema := d.snap.Schema()
 	for _, c := range append(slices.Clone(d.dimCols), d.sk, d.from, d.to) {
 		if schema.Field(c) == nil {
@@ -69,77 +80,140 @@ func openFactDim(ctx context.Context, env *Env, l *FactLookup) (*factDim, error)
 	return d, nil
 }
 
-// load reads the dimension's versions (its keys and intervals only).
-func (d *factDim) load(ctx context.Context) error {
-	sc, err := d.snap.Scan(ctx, delta.ScanOptions{Columns: append(slices.Clone(d.dimCols), d.sk, d.from, d.to)})
+// versionInterval reads the interval of row r of a dimension version: its valid_from
+// and valid_to columns. It is the one place that reads them: from is ok false when
+// valid_from is NULL; a NULL valid_to is an open end (math.MaxInt64), as is the
+// sentinel the SCD2 merge writes (a time after every fact's), and the dimension's
+// declared open_end.
+func (d *factDim) versionInterval(fromCol, toCol arrow.Array, r int) (from int64, fromOK bool, to int64, err error) {
+	if from, fromOK, err = timeMicros(fromCol, r); err != nil {
+		return 0, false, 0, err
+	}
+	to, ok, err := timeMicros(toCol, r)
+	if err != nil {
+		return 0, false, 0, err
+	}
+	if !ok || d.hasEnd && to == d.end {
+		to = math.MaxInt64
+	}
+	return from, fromOK, to, nil
+}
+
+// load reads the dimension's versions (its keys and intervals only), a batch at a time:
+// the keys go into the index, the intervals into columns sorted by key id and from.
+// With only set, it may read just the versions of those business keys (a scan filter
+// on a one-column key; it reads every version otherwise).
+func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error {
+	opts := delta.ScanOptions{Columns: append(slices.Clone(d.dimCols), d.sk, d.from, d.to)}
+	if only != nil && len(d.dimCols) == 1 {
+		opts.Filter = keysFilter(d.dimCols[0], only)
+	}
+	sc, err := d.snap.Scan(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("read dimension %s: %w", d.decl.Name, err)
 	}
 	defer sc.Release()
-	// Sized for the keys a dimension of this many rows holds at a few versions each: a
-	// map grown row by row rehashes its keys several times.
-	d.versions = map[string][]dimInterval{}
+	capacity := 1024
 	if n, ok := d.snap.NumRecords(); ok {
-		d.versions = make(map[string][]dimInterval, n/2)
+		capacity = int(n)
 	}
+	if opts.Filter != nil {
+		capacity = min(capacity, 4*len(only)) // a few versions per key
+	}
+	d.keys = keyindex.New(capacity / 2)
 	n := len(d.dimCols)
 	cols := make([]int, n)
 	for i := range cols {
 		cols[i] = i
 	}
-	var buf []byte
+	// The versions in scan order, with their key ids; sorted by key id below.
+	ids := make([]int32, 0, capacity)
+	from, to, sks := make([]int64, 0, capacity), make([]int64, 0, capacity), make([]int64, 0, capacity)
+	var block keyindex.Block
 	for sc.Next() {
 		rec := sc.RecordBatch()
+		block.Reset()
+		if err := keyed.AppendKeys(&block, rec, cols, 0, int(rec.NumRows())); err != nil {
+			return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
+		}
+		d.keys.AddBlock(&block)
+		skCol, ok := rec.Column(n).(*array.Int64)
+		if !ok {
+			return fmt.Errorf("dimension %s: column %s is %s; expected bigint", d.decl.Name, d.sk, rec.Column(n).DataType())
+		}
 		for r := range int(rec.NumRows()) {
-			if buf, err = keyed.AppendKey(buf[:0], rec, cols, r); err != nil {
-				return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
-			}
-			skCol := rec.Column(n)
 			if skCol.IsNull(r) {
 				continue // not a version facts can have (a tombstone without a key)
 			}
-			sk, err := keyed.Value(skCol, r)
+			f, ok, t, err := d.versionInterval(rec.Column(n+1), rec.Column(n+2), r)
 			if err != nil {
-				return err
-			}
-			from, ok, err := timeMicros(rec.Column(n+1), r)
-			if err != nil || !ok {
-				return fmt.Errorf("dimension %s: a version of key %s has no %s", d.decl.Name, keyText(rec, cols, r), d.from)
-			}
-			to, ok, err := timeMicros(rec.Column(n+2), r)
-			if err != nil {
-				return err
+				return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
 			}
 			if !ok {
-				to = math.MaxInt64
+				return fmt.Errorf("dimension %s: a version of key %s has no %s", d.decl.Name, keyText(rec, cols, r), d.from)
 			}
-			k := string(buf)
-			d.versions[k] = append(d.versions[k], dimInterval{from: from, to: to, sk: sk.(int64)})
+			ids = append(ids, block.IDs[r])
+			from, to, sks = append(from, f), append(to, t), append(sks, skCol.Value(r))
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read dimension %s: %w", d.decl.Name, err)
 	}
-	for _, vs := range d.versions {
-		slices.SortFunc(vs, func(a, b dimInterval) int { return cmp.Compare(a.from, b.from) })
+	// A counting sort by key id, then each key's few versions by from.
+	d.first = make([]int32, d.keys.Len()+1)
+	for _, id := range ids {
+		d.first[id+1]++
+	}
+	for k := 1; k < len(d.first); k++ {
+		d.first[k] += d.first[k-1]
+	}
+	next := slices.Clone(d.first[:len(d.first)-1])
+	d.vFrom, d.vTo, d.vSK = make([]int64, len(ids)), make([]int64, len(ids)), make([]int64, len(ids))
+	for j, id := range ids {
+		p := next[id]
+		next[id]++
+		d.vFrom[p], d.vTo[p], d.vSK[p] = from[j], to[j], sks[j]
+	}
+	for k := range d.keys.Len() {
+		lo, hi := int(d.first[k]), int(d.first[k+1])
+		for i := lo + 1; i < hi; i++ { // insertion sort: a key has a few versions
+			for j := i; j > lo && d.vFrom[j] < d.vFrom[j-1]; j-- {
+				d.vFrom[j], d.vFrom[j-1] = d.vFrom[j-1], d.vFrom[j]
+				d.vTo[j], d.vTo[j-1] = d.vTo[j-1], d.vTo[j]
+				d.vSK[j], d.vSK[j-1] = d.vSK[j-1], d.vSK[j]
+			}
+		}
 	}
 	return nil
 }
 
-// keyAt returns the surrogate key of the version of business key k valid at t.
-func (d *factDim) keyAt(k string, t int64) (int64, bool) {
-	vs := d.versions[k]
-	i, _ := slices.BinarySearchFunc(vs, t, func(v dimInterval, t int64) int {
-		if v.from <= t {
-			return -1
+// keyAt returns the surrogate key of the version of key id valid at t.
+func (d *factDim) keyAt(id int32, t int64) (int64, bool) {
+	lo, hi := int(d.first[id]), int(d.first[id+1])
+	// The first version starting after t; the one before it is the last starting at or
+	// before t.
+	i, j := lo, hi
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if d.vFrom[m] <= t {
+			i = m + 1
+		} else {
+			j = m
 		}
-		return 1
-	})
-	// vs[i-1] is the last version starting at or before t.
-	if i == 0 || t >= vs[i-1].to {
+	}
+	if i == lo || t >= d.vTo[i-1] {
 		return 0, false
 	}
-	return vs[i-1].sk, true
+	return d.vSK[i-1], true
+}
+
+// keyOf returns the surrogate key of the version of encoded business key k valid at t.
+func (d *factDim) keyOf(k []byte, t int64) (int64, bool) {
+	id, ok := d.keys.Lookup(k)
+	if !ok {
+		return 0, false
+	}
+	return d.keyAt(id, t)
 }
 
 // changedRanges reads the dimension's change feed over (after, its version] and returns,
@@ -176,19 +250,12 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 			if buf, err = keyed.AppendKey(buf[:0], rec, cols, r); err != nil {
 				return nil, false, err
 			}
-			from, okf, err := timeMicros(rec.Column(n), r)
+			from, okf, to, err := d.versionInterval(rec.Column(n), rec.Column(n+1), r)
 			if err != nil {
 				return nil, false, err
 			}
 			if !okf {
 				from = math.MinInt64
-			}
-			to, okt, err := timeMicros(rec.Column(n+1), r)
-			if err != nil {
-				return nil, false, err
-			}
-			if !okt {
-				to = math.MaxInt64
 			}
 			ranges[string(buf)] = append(ranges[string(buf)], dimInterval{from: from, to: to})
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
+	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
@@ -26,7 +27,9 @@ import (
 // the dimension's change feed over those versions: the (business key, time range) pairs
 // where the valid version may have changed. The facts that fall there are looked up
 // again, and those whose key changed are updated. New facts, updated facts and re-keyed
-// facts go in ONE MERGE on the fact keys, which also commits a txn for the source
+// facts go in ONE MERGE on the fact keys (into an empty fact table, an append written
+// as the facts are keyed; in a run that only re-keys, a MERGE at the positions the
+// re-keying scan found), which also commits a txn for the source
 // (appId "fact_load:<target>:<source>", the source version) and one per dimension
 // ("fact_load:<target>:dimension:<dimension>", its version): a rerun finds the work
 // done, a crash before the commit leaves the table as it was. So after every run each
@@ -35,7 +38,8 @@ import (
 // feed versions were cleaned up) makes the run look every fact up again.
 //
 // The fact table must hold the lookups' on and at columns (re-keying reads them there).
-// The run holds the new facts and the dimensions' keys and intervals in memory.
+// The run holds the dimensions' keys and intervals and the keys of the facts it writes
+// in memory, and, but for an append, the facts it writes.
 type FactLoad struct {
 	name string
 	cfg  *FactLoadConfig
@@ -76,8 +80,20 @@ type factRun struct {
 	b      *array.RecordBuilder
 	recs   []arrow.RecordBatch
 	rows   int
-	seen   map[string]bool // fact keys already in recs
-	counts [][3]int64      // per lookup: facts given a real key, the unknown key, quarantined
+	seen   *keyindex.Index // fact keys already emitted
+	// keySet, in an append of a snapshot's facts, holds their keys' hashes instead of seen.
+	keySet *factKeySet
+	counts [][3]int64 // per lookup: facts given a real key, the unknown key, quarantined
+	// found is, per lookup, whether keysFor's last row found a version (tally counts it).
+	found []bool
+	// w, when set, writes the facts as an append (the fact table is empty): batches go
+	// to it as they are keyed, instead of into recs for a MERGE; appended counts them.
+	w        *parallelWriter
+	appended int64
+	batch    factBatch
+	// pos, in a run that only re-keys, is where the re-keyed facts are in the fact
+	// table: the MERGE updates them there instead of joining on the fact keys.
+	pos    *delta.MergePositions
 	lcache map[*arrow.Schema]*lookupCols
 	// Buffers reused row after row: a business key (keysFor), a fact key and its
 	// columns (factKey), the lookups' keys of a row (keysFor).
@@ -132,8 +148,22 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s loaded through version %d, its dimensions unchanged since", f.srcDecl.Name, srcLatest))
 		return res, nil
 	}
+	// A snapshot source's facts are all keyed afresh: nothing else to look up again.
+	rekey := anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges)
+	var ranges []map[string][]dimInterval
+	all := false
+	if rekey {
+		if ranges, all, err = fr.changes(ctx, moved, lastDim, &res); err != nil {
+			return res, err
+		}
+	}
 	for _, d := range fr.dims {
-		if err := d.load(ctx); err != nil {
+		// A run that only re-keys by one dimension looks up its changed keys only.
+		var only map[string][]dimInterval
+		if rekey && !srcNew && !all && len(fr.dims) == 1 {
+			only = ranges[0]
+		}
+		if err := d.load(ctx, only); err != nil {
 			return res, err
 		}
 	}
@@ -141,14 +171,19 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		return res, fmt.Errorf("fact table %s: %w", f.dstDecl.Name, err)
 	}
 	defer fr.release()
+	if err := fr.appendIfEmpty(ctx, f); err != nil {
+		return res, err
+	}
 	if srcNew {
 		if err := fr.readSource(ctx, f, loaded, lastSrc, &res); err != nil {
 			return res, err
 		}
 	}
-	// A snapshot source's facts are all keyed afresh: nothing else to look up again.
-	if anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges) {
-		if err := fr.rekey(ctx, f, moved, lastDim, &res); err != nil {
+	if rekey {
+		if !srcNew {
+			fr.pos = &delta.MergePositions{Files: map[string]*delta.FileMatches{}}
+		}
+		if err := fr.rekey(ctx, f, ranges, all, &res); err != nil {
 			return res, err
 		}
 	}
@@ -158,16 +193,26 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	if err := fr.quarantine(ctx, env, srcLatest, &res); err != nil {
 		return res, err
 	}
-	tx := f.dst.NewTransaction(f.dstSnap, delta.TxOptions{})
-	tx.SetTxn(s.AppID(), srcLatest)
-	for _, d := range fr.dims {
-		tx.SetTxn(s.DimensionAppID(d.decl.Name), d.snap.Version())
-	}
 	lin := env.lineage()
 	for i, l := range s.cfg.Lookups {
 		lin.Lookups = append(lin.Lookups, delta.LookupMetrics{Key: l.Key, Dimension: l.Dimension,
 			NumRealKeys: fr.counts[i][0], NumUnknownKeys: fr.counts[i][1], NumQuarantinedFacts: fr.counts[i][2]})
 	}
+	setTxns := func(tx *delta.Transaction) {
+		tx.SetTxn(s.AppID(), srcLatest)
+		for _, d := range fr.dims {
+			tx.SetTxn(s.DimensionAppID(d.decl.Name), d.snap.Version())
+		}
+	}
+	if fr.w != nil {
+		if err := fr.commitAppend(ctx, f, lin, setTxns, &res); err != nil {
+			return res, err
+		}
+		fr.lookupNotes(&res)
+		return res, nil
+	}
+	tx := f.dst.NewTransaction(f.dstSnap, delta.TxOptions{})
+	setTxns(tx)
 	opts := delta.MergeOptions{
 		Source: fr.recs,
 		On:     s.cfg.Keys,
@@ -179,6 +224,9 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		Tx:             tx,
 		Lineage:        lin,
 		Operation:      "MERGE",
+	}
+	if fr.pos != nil && len(fr.pos.Files) > 0 {
+		opts.Positions = fr.pos
 	}
 	if srcNew && !s.cfg.SourceChanges {
 		// The snapshot is every fact there is.
@@ -195,14 +243,75 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	res.FilesWritten = mr.NumTargetFilesAdded
 	res.BytesWritten = mr.NumTargetBytesAdded
 	res.Notes = append(res.Notes, fmt.Sprintf("facts: %d inserted, %d updated (re-keyed or changed), %d deleted", mr.NumTargetRowsInserted, mr.NumTargetRowsUpdated, mr.NumTargetRowsDeleted))
-	for i, l := range s.cfg.Lookups {
+	fr.lookupNotes(&res)
+	return res, nil
+}
+
+// appendIfEmpty makes the run an append when the fact table is empty (and generates no
+// identity values): its MERGE could then only insert, so the facts are written as they
+// are keyed rather than held for it. The commit still reads the whole table, so a
+// concurrent writer's commit conflicts with it as with the MERGE.
+func (fr *factRun) appendIfEmpty(ctx context.Context, f *flow) error {
+	if len(f.dstSnap.Files()) > 0 {
+		return nil
+	}
+	if ids, err := f.dstSnap.IdentityColumns(); err != nil || len(ids) > 0 {
+		return nil
+	}
+	var sourceBytes int64
+	for _, a := range f.srcSnap.Files() {
+		sourceBytes += a.Size
+	}
+	opts := delta.WriteOptions{MaxMemory: ingestWriterMemory, StreamFiles: len(f.dstSnap.PartitionColumns()) == 0}
+	w, err := newParallelWriter(ctx, f.dstSnap, ingestLanes(sourceBytes), opts)
+	if err != nil {
+		return fmt.Errorf("fact table %s: %w", f.dstDecl.Name, err)
+	}
+	fr.w = w
+	return nil
+}
+
+// commitAppend commits the appended facts with the run's txns.
+func (fr *factRun) commitAppend(ctx context.Context, f *flow, lin *delta.Lineage, setTxns func(*delta.Transaction), res *Result) error {
+	adds, err := fr.w.close()
+	fr.w = nil
+	if err != nil {
+		return fmt.Errorf("write fact table %s: %w", f.dstDecl.Name, err)
+	}
+	var bytesOut int64
+	for _, a := range adds {
+		bytesOut += a.Size
+	}
+	tx := f.dst.NewTransaction(f.dstSnap, delta.TxOptions{
+		Operation:           "WRITE",
+		OperationParameters: map[string]any{"mode": "Append", "partitionBy": partitionByJSON(f.dstSnap.PartitionColumns())},
+		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": fr.appended, "numOutputBytes": bytesOut},
+		Lineage:             lin,
+	})
+	tx.ReadWholeTable()
+	tx.AddFiles(adds...)
+	setTxns(tx)
+	v, err := tx.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("write fact table %s: %w", f.dstDecl.Name, err)
+	}
+	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: f.dstDecl.Name, Version: v})
+	res.RowsWritten = fr.appended
+	res.FilesWritten = int64(len(adds))
+	res.BytesWritten = bytesOut
+	res.Notes = append(res.Notes, fmt.Sprintf("facts: %d inserted (an append: the fact table was empty)", fr.appended))
+	return nil
+}
+
+// lookupNotes notes each lookup's counts.
+func (fr *factRun) lookupNotes(res *Result) {
+	for i, l := range fr.s.cfg.Lookups {
 		note := fmt.Sprintf("lookup %s (%s): %d facts keyed to a version, %d to the unknown member", l.Key, l.Dimension, fr.counts[i][0], fr.counts[i][1])
 		if l.Missing == MissingQuarantine {
 			note += fmt.Sprintf(", %d quarantined", fr.counts[i][2])
 		}
 		res.Notes = append(res.Notes, note)
 	}
-	return res, nil
 }
 
 // layout finds the target's columns: each lookup's key column, the fact keys, and the
@@ -245,8 +354,9 @@ func (fr *factRun) layout(target *delta.StructType) error {
 		fr.keyIdx = append(fr.keyIdx, i)
 	}
 	fr.b = array.NewRecordBuilder(memory.DefaultAllocator, fr.out)
-	fr.seen = map[string]bool{}
+	fr.seen = keyindex.New(1024)
 	fr.counts = make([][3]int64, len(fr.s.cfg.Lookups))
+	fr.found = make([]bool, len(fr.s.cfg.Lookups))
 	return nil
 }
 
@@ -256,6 +366,14 @@ func (fr *factRun) release() {
 	}
 	for _, r := range fr.recs {
 		r.Release()
+	}
+	if fr.w != nil {
+		fr.w.abort()
+	}
+	if fr.pos != nil {
+		for _, fm := range fr.pos.Files {
+			arrowx.ReleaseRecords(fm.Rows)
+		}
 	}
 }
 
@@ -281,7 +399,7 @@ func (fr *factRun) columnsIn(rec *arrow.Schema, what string) (cols []int, err er
 }
 
 // factKey is the encoded fact key of row r (rec's columns cols[keyIdx]).
-func (fr *factRun) factKey(rec arrow.RecordBatch, cols []int, r int) (string, []int, error) {
+func (fr *factRun) factKey(rec arrow.RecordBatch, cols []int, r int) ([]byte, []int, error) {
 	// kc and the key's bytes are buffers of the run, valid until the next call.
 	kc := fr.kc[:0]
 	for _, j := range fr.keyIdx {
@@ -290,12 +408,29 @@ func (fr *factRun) factKey(rec arrow.RecordBatch, cols []int, r int) (string, []
 	fr.kc = kc
 	for _, c := range kc {
 		if rec.Column(c).IsNull(r) {
-			return "", kc, fmt.Errorf("a fact has a NULL key %s", keyText(rec, kc, r))
+			return nil, kc, fmt.Errorf("a fact has a NULL key %s", keyText(rec, kc, r))
 		}
 	}
 	var err error
 	fr.kbuf, err = keyed.AppendKey(fr.kbuf[:0], rec, kc, r)
-	return string(fr.kbuf), kc, err
+	return fr.kbuf, kc, err
+}
+
+// emitted reports whether this run emits the fact with encoded key key already.
+func (fr *factRun) emitted(key []byte) bool {
+	_, ok := fr.seen.Lookup(key)
+	return ok
+}
+
+// tally counts the keys of keysFor's last row in the lookups' counts.
+func (fr *factRun) tally() {
+	for i, found := range fr.found {
+		if found {
+			fr.counts[i][0]++
+		} else {
+			fr.counts[i][1]++
+		}
+	}
 }
 
 // lookupCols are the columns of a record's schema each lookup reads: its business key
@@ -327,7 +462,8 @@ func (fr *factRun) lookupColsOf(s *arrow.Schema) *lookupCols {
 	return lc
 }
 
-// keysFor looks up every lookup's key for row r of rec (kc: its fact key columns).
+// keysFor looks up every lookup's key for row r of rec (kc: its fact key columns); tally
+// counts them.
 func (fr *factRun) keysFor(rec arrow.RecordBatch, kc []int, r int) ([]int64, error) {
 	lc := fr.lookupColsOf(rec.Schema())
 	// A buffer of the run: every caller uses the keys before it looks up the next row's.
@@ -350,11 +486,10 @@ func (fr *factRun) keysFor(rec arrow.RecordBatch, kc []int, r int) ([]int64, err
 			if fr.buf, err = keyed.AppendKey(fr.buf[:0], rec, cols, r); err != nil {
 				return nil, err
 			}
-			sk, found = d.keyAt(string(fr.buf), t)
+			sk, found = d.keyOf(fr.buf, t)
 		}
 		switch {
 		case found:
-			fr.counts[i][0]++
 		case d.lookup.Missing == MissingFail || d.lookup.Missing == MissingQuarantine && fr.quarantining:
 			at := "NULL"
 			if ok {
@@ -368,8 +503,8 @@ func (fr *factRun) keysFor(rec arrow.RecordBatch, kc []int, r int) ([]int64, err
 			return nil, fmt.Errorf("fact %s: %s (lookups[%d] has missing: fail)", keyText(rec, kc, r), miss.msg, i)
 		default:
 			sk = d.lookup.unknownKey()
-			fr.counts[i][1]++
 		}
+		fr.found[i] = found
 		out[i] = sk
 	}
 	return out, nil
@@ -378,6 +513,9 @@ func (fr *factRun) keysFor(rec arrow.RecordBatch, kc []int, r int) ([]int64, err
 // emit appends a row to the merge source: row r of rec (the target's columns at cols),
 // with the lookup keys sks, or a delete of its fact.
 func (fr *factRun) emit(rec arrow.RecordBatch, cols []int, r int, sks []int64, del bool) error {
+	if del && fr.w != nil {
+		return nil // an append: the fact table holds no fact to delete
+	}
 	for j := range fr.keyOf {
 		fb := fr.b.Field(j)
 		switch {
@@ -399,11 +537,27 @@ func (fr *factRun) emit(rec arrow.RecordBatch, cols []int, r int, sks []int64, d
 }
 
 func (fr *factRun) flush() error {
-	if fr.b.Field(0).Len() == 0 && len(fr.recs) > 0 {
+	if fr.b.Field(0).Len() == 0 && (len(fr.recs) > 0 || fr.w != nil) {
 		return nil
 	}
-	fr.recs = append(fr.recs, fr.b.NewRecordBatch())
-	return nil
+	rec := fr.b.NewRecordBatch()
+	defer rec.Release()
+	return fr.put(rec)
+}
+
+// put hands a batch of facts (fr.out's columns) to the append writer, or keeps it for
+// the MERGE.
+func (fr *factRun) put(rec arrow.RecordBatch) error {
+	if fr.w == nil {
+		rec.Retain()
+		fr.recs = append(fr.recs, rec)
+		return nil
+	}
+	n := len(fr.keyOf) // without factDeleteColumn: no fact of an append is a delete
+	facts := array.NewRecordBatch(arrow.NewSchema(fr.out.Fields()[:n], nil), rec.Columns()[:n], rec.NumRows())
+	defer facts.Release()
+	fr.appended += facts.NumRows()
+	return fr.w.write(facts, "")
 }
 
 // factChange is the newest change of one fact in the source's change feed: at one
@@ -422,8 +576,12 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 	fr.quarantining = true
 	defer func() { fr.quarantining = false }()
 	if !fr.s.cfg.SourceChanges || !loaded {
-		if n, ok := f.srcSnap.NumRecords(); ok && len(fr.seen) == 0 {
-			fr.seen = make(map[string]bool, n) // every fact's key: sized once, not rehashed as it grows
+		n, ok := f.srcSnap.NumRecords()
+		switch {
+		case fr.w != nil:
+			fr.keySet = newFactKeySet(int(n))
+		case ok && fr.seen.Len() == 0:
+			fr.seen = keyindex.New(int(n)) // every fact's key: sized once, not rehashed as it grows
 		}
 		sc, err := f.srcSnap.Scan(ctx, delta.ScanOptions{})
 		if err != nil {
@@ -431,20 +589,14 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 		}
 		defer sc.Release()
 		for sc.Next() {
-			rec := sc.RecordBatch()
-			if err := fr.addSource(rec, fmt.Sprintf("%s@v%d", f.srcDecl.Name, f.srcSnap.Version()), res, func(key string, kc []int, r int) (bool, error) {
-				if fr.seen[key] {
-					return false, fmt.Errorf("%s holds two facts with key %s", srcName, keyText(rec, kc, r))
-				}
-				return true, nil
-			}); err != nil {
+			if err := fr.addBatch(sc.RecordBatch(), srcName, fmt.Sprintf("%s@v%d", f.srcDecl.Name, f.srcSnap.Version()), res); err != nil {
 				return err
 			}
 		}
 		if err := sc.Err(); err != nil {
 			return fmt.Errorf("read %s: %w", srcName, err)
 		}
-		return nil
+		return fr.checkSuspects(ctx, f.srcSnap, srcName)
 	}
 	start, end := lastSrc+1, f.srcSnap.Version()
 	res.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: lastSrc, Through: end}}
@@ -471,10 +623,11 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 		ct := rec.Column(names[delta.ChangeTypeColumn]).(*array.String)
 		cv := rec.Column(names[delta.CommitVersionColumn]).(*array.Int64)
 		for r := range int(rec.NumRows()) {
-			key, _, err := fr.factKey(rec, cols, r)
+			k, _, err := fr.factKey(rec, cols, r)
 			if err != nil {
 				return fmt.Errorf("%s version %d: %w", srcName, cv.Value(r), err)
 			}
+			key := string(k)
 			// A pre-image deletes its fact unless the same version has it after (its
 			// post-image, or a delete and insert of an overwrite): a changed key leaves
 			// no fact behind.
@@ -506,38 +659,10 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 				return fmt.Errorf("%s: %w", srcName, err)
 			}
 		}
-		fr.seen[key] = true
+		fr.seen.Add([]byte(key))
 		if err := fr.emit(row.rec, cols, row.r, sks, del); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// addSource emits every row of a snapshot record that take accepts.
-func (fr *factRun) addSource(rec arrow.RecordBatch, what string, res *Result, take func(key string, kc []int, r int) (bool, error)) error {
-	cols, err := fr.columnsIn(rec.Schema(), what)
-	if err != nil {
-		return err
-	}
-	for r := range int(rec.NumRows()) {
-		key, kc, err := fr.factKey(rec, cols, r)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		ok, err := take(key, kc, r)
-		if err != nil || !ok {
-			return err
-		}
-		sks, del, err := fr.newFactKeys(rec, kc, r, what)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		fr.seen[key] = true
-		if err := fr.emit(rec, cols, r, sks, del); err != nil {
-			return err
-		}
-	}
-	res.RowsRead += rec.NumRows()
 	return nil
 }

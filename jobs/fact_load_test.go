@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -95,6 +96,13 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 	if got, want := lookups(), []delta.LookupMetrics{{Key: "customer_sk", Dimension: "sales.customer", NumRealKeys: 3, NumUnknownKeys: 1}}; !slices.Equal(got, want) {
 		t.Errorf("commitInfo lookups %+v, want %+v", got, want)
 	}
+	// Into an empty fact table the first load is an append (with its txns), not a MERGE.
+	if tbl, _ := latest(t, env, facts); tbl != nil {
+		h, err := tbl.History(t.Context(), 1)
+		if err != nil || len(h) != 1 || h[0].Operation != "WRITE" || h[0].OperationParameters["mode"] != "Append" {
+			t.Errorf("the first load's commit: %+v %v; want a WRITE in mode Append", h, err)
+		}
+	}
 	// The unknown member row: created once, key -1, business key and attributes NULL,
 	// valid from 1900 to the open end, current.
 	wantMember := []string{"-1|NULL|NULL|1900-01-01T00:00:00Z|9999-12-31T00:00:00Z|true"}
@@ -127,6 +135,14 @@ func TestFactLoadKeysAsOfTime(t *testing.T) {
 	}
 	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "0 inserted, 2 updated") }) {
 		t.Errorf("notes %q: want exactly the two re-keyed facts updated", res.Notes)
+	}
+	// S1 was looked up again too (its day falls in the split version) but kept its key:
+	// the counts are of the facts whose key changed, S3 and S4.
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "2 facts keyed to a version, 0 to the unknown member") }) {
+		t.Errorf("notes %q do not count the 2 re-keyed facts", res.Notes)
+	}
+	if got, want := lookups(), []delta.LookupMetrics{{Key: "customer_sk", Dimension: "sales.customer", NumRealKeys: 2}}; !slices.Equal(got, want) {
+		t.Errorf("commitInfo lookups after re-keying %+v, want %+v", got, want)
 	}
 	after := tableRows(t, env, facts)
 	changed := 0
@@ -182,6 +198,162 @@ func TestFactLoadSnapshotSource(t *testing.T) {
 	runStage(t, load, env)
 	want := []string{"S1|11|1", "S3|30|-1"}
 	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("facts:\n%s", diff(got, want))
+	}
+}
+
+// A snapshot source holding two facts with one key fails the run, naming the key, and
+// writes nothing: the first load's append checks the keys as the MERGE did.
+func TestFactLoadDuplicateFactKey(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	writeRows(t, env, raw, true, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)})
+	appendRows(t, env, raw, []any{"S3", "C1", 30, day(7)}, []any{"S2", "C1", 21, day(8)})
+	_, err := NewFactLoad("sales", factConfig(false, "")).Run(t.Context(), env)
+	if err == nil || !strings.Contains(err.Error(), "holds two facts with key S2") {
+		t.Fatalf("a source with key S2 twice: err %v, want one naming S2", err)
+	}
+	if v := tableVersion(t, env, facts); v > 0 {
+		t.Errorf("the failed run committed version %d of the fact table", v)
+	}
+}
+
+// A run that only re-keys updates the re-keyed facts where they are: on a fact table
+// with deletion vectors it marks them and writes them anew, copying no other fact.
+func TestFactLoadRekeyMarksRows(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	facts.Properties = map[string]string{"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"}
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	merge := NewSCD2Merge("customers", scd2Config())
+	load := NewFactLoad("sales", factConfig(true, ""))
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)}, []any{"C2", "Grace", "Boston", day(1)})
+	runStage(t, merge, env)
+	appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(12)},
+		[]any{"S3", "C2", 30, day(6)}, []any{"S4", "C1", 40, day(8)}, []any{"S5", "C2", 50, day(9)})
+	runStage(t, load, env)
+	// C1 lived in Tacoma from day 7 (a late event): S4 and S2 move there.
+	appendRows(t, env, staging, []any{"C1", "Ada", "Tacoma", day(7)})
+	runStage(t, merge, env)
+	runStage(t, load, env)
+	sks := map[string]string{}
+	for _, r := range tableRows(t, env, dim, "customer_sk", "city") {
+		sk, city, _ := strings.Cut(r, "|")
+		sks[sk] = city
+	}
+	got := map[string]string{}
+	for _, r := range tableRows(t, env, facts, "sale_id", "customer_sk") {
+		id, sk, _ := strings.Cut(r, "|")
+		got[id] = sks[sk]
+	}
+	want := map[string]string{"S1": "Seattle", "S2": "Tacoma", "S3": "Boston", "S4": "Tacoma", "S5": "Boston"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("facts: got %v, want %v", got, want)
+	}
+	tbl, _ := latest(t, env, facts)
+	h, err := tbl.History(t.Context(), 1)
+	if err != nil || len(h) != 1 {
+		t.Fatalf("history: %v %v", h, err)
+	}
+	m := h[0].OperationMetrics
+	for k, v := range map[string]string{"numTargetRowsUpdated": "2", "numTargetRowsCopied": "0", "numTargetDeletionVectorsAdded": "1"} {
+		if fmt.Sprint(m[k]) != v {
+			t.Errorf("re-keying commit: %s %v, want %s (metrics %v)", k, m[k], v, m)
+		}
+	}
+}
+
+// The append's key set keeps hashes only: when every key's hash collides, the keys are
+// read again, and facts with distinct keys load while a duplicate still fails.
+func TestFactLoadDuplicateFactKeyHashCollisions(t *testing.T) {
+	defer func(h func([]byte) int64) { factKeyHash = h }(factKeyHash)
+	factKeyHash = func([]byte) int64 { return 42 }
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	writeRows(t, env, raw, true, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)}, []any{"S3", "C1", 30, day(7)})
+	runStage(t, NewFactLoad("sales", factConfig(false, "")), env)
+	if got, want := tableRows(t, env, facts, "sale_id", "customer_sk"), []string{"S1|1", "S2|1", "S3|1"}; !slices.Equal(got, want) {
+		t.Fatalf("facts:\n%s", diff(got, want))
+	}
+	facts2 := *facts
+	facts2.Name, facts2.Path = "sales.sales2", "sales/sales2"
+	env = newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, &facts2)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	writeRows(t, env, raw, true, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)}, []any{"S1", "C1", 30, day(7)})
+	cfg := factConfig(false, "")
+	cfg.Target = facts2.Name
+	_, err := NewFactLoad("sales", cfg).Run(t.Context(), env)
+	if err == nil || !strings.Contains(err.Error(), "holds two facts with key S1") {
+		t.Fatalf("a source with key S1 twice: err %v, want one naming S1", err)
+	}
+}
+
+// Re-keying reads only the fact files whose statistics may hold a changed key at a
+// changed time: a late event in early January leaves the file of later sales unread.
+func TestFactLoadRekeySkipsFiles(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	merge := NewSCD2Merge("customers", scd2Config())
+	load := NewFactLoad("sales", factConfig(true, ""))
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)}, []any{"C1", "Ada", "Portland", day(10)})
+	runStage(t, merge, env)
+	appendRows(t, env, raw, []any{"S1", "C1", 10, day(3)}, []any{"S2", "C1", 20, day(5)})
+	runStage(t, load, env)
+	appendRows(t, env, raw, []any{"S3", "C1", 30, day(15)}, []any{"S4", "C1", 40, day(16)})
+	runStage(t, load, env)
+	// Ada lived in Tacoma from day 4 to day 10: S2 moves there.
+	appendRows(t, env, staging, []any{"C1", "Ada", "Tacoma", day(4)})
+	runStage(t, merge, env)
+	res := runStage(t, load, env)
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "re-keying read 1 of the fact table's 2 files") }) {
+		t.Errorf("notes %q: want the re-keying to read 1 of the 2 fact files", res.Notes)
+	}
+	sks := map[string]string{}
+	for _, r := range tableRows(t, env, dim, "customer_sk", "city") {
+		sk, city, _ := strings.Cut(r, "|")
+		sks[sk] = city
+	}
+	got := map[string]string{}
+	for _, r := range tableRows(t, env, facts, "sale_id", "customer_sk") {
+		id, sk, _ := strings.Cut(r, "|")
+		got[id] = sks[sk]
+	}
+	if want := map[string]string{"S1": "Seattle", "S2": "Tacoma", "S3": "Portland", "S4": "Portland"}; !maps.Equal(got, want) {
+		t.Fatalf("facts: got %v, want %v", got, want)
+	}
+}
+
+// A dimension that moves while the fact table is still empty (no facts yet) only
+// moves the run's dimension txn: nothing to re-key, nothing written but the txns.
+func TestFactLoadDimensionMovesBeforeFacts(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	merge := NewSCD2Merge("customers", scd2Config())
+	load := NewFactLoad("sales", factConfig(true, ""))
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, merge, env)
+	writeRows(t, env, raw, true)
+	runStage(t, load, env)
+	appendRows(t, env, staging, []any{"C1", "Ada", "Portland", day(10)})
+	runStage(t, merge, env)
+	runStage(t, load, env)
+	appendRows(t, env, raw, []any{"S1", "C1", 10, day(12)})
+	runStage(t, load, env)
+	if got, want := tableRows(t, env, facts, "sale_id", "customer_sk"), []string{"S1|2"}; !slices.Equal(got, want) {
 		t.Fatalf("facts:\n%s", diff(got, want))
 	}
 }

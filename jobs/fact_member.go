@@ -15,8 +15,8 @@ import (
 )
 
 // UnknownMemberFrom is the valid_from of an "Unknown" member row: 1900-01-01 00:00:00
-// UTC in microseconds since the epoch (its valid_to is SeqMax, the open end of the
-// dimension's current versions).
+// UTC in microseconds since the epoch (its valid_to is the open end of the dimension's
+// current versions: 9999-12-31, or its scd2_merge's open_end).
 const UnknownMemberFrom int64 = -2208988800000000
 
 // unknownMemberAppID is the txn appId, in the dimension, of the commit that created the
@@ -41,7 +41,7 @@ func isMemberRow(rec arrow.RecordBatch, cols []int, i int) bool {
 
 // ensureUnknownMember creates the lookup's "Unknown" member row in its dimension once:
 // surrogate key the lookup's unknown key, business key and attributes NULL, valid from
-// UnknownMemberFrom to SeqMax, current. The commit carries the txn
+// UnknownMemberFrom to the open end, current. The commit carries the txn
 // unknownMemberAppID(key), so a rerun, a crash after it or a concurrent fact_load finds
 // it done. It returns whether it committed (d.snap then is the dimension after it).
 func (d *factDim) ensureUnknownMember(ctx context.Context, env *Env) (bool, error) {
@@ -112,8 +112,10 @@ func (d *factDim) unknownMemberRow() (arrow.RecordBatch, error) {
 			err = appendMemberValue(fb, f.Name, d.lookup.unknownKey())
 		case strings.EqualFold(f.Name, d.from):
 			err = appendMemberValue(fb, f.Name, UnknownMemberFrom)
+		case strings.EqualFold(f.Name, d.to) && d.endNull:
+			fb.AppendNull() // the dimension's open_end: null
 		case strings.EqualFold(f.Name, d.to):
-			err = appendMemberValue(fb, f.Name, SeqMax)
+			err = appendMemberValue(fb, f.Name, d.end)
 		case strings.EqualFold(f.Name, curr):
 			if bb, ok := fb.(*array.BooleanBuilder); ok {
 				bb.Append(true)

@@ -34,6 +34,9 @@ func (fr *factRun) newFactKeys(rec arrow.RecordBatch, kc []int, r int, source st
 	sks, err = fr.keysFor(rec, kc, r)
 	var miss *factMiss
 	if !errors.As(err, &miss) {
+		if err == nil {
+			fr.tally()
+		}
 		return sks, false, err
 	}
 	fr.counts[miss.lookup][2]++

@@ -3,25 +3,27 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
-	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
+	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 )
 
 // Re-keying: the facts in the ranges where a dimension's valid version changed are
 // looked up again, and those whose key changed are updated.
 
-// rekey looks the facts in the dimensions' changed ranges up again and emits those
-// whose key changed (facts this run already emits are keyed already).
-func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []int64, res *Result) error {
-	ranges := make([]map[string][]dimInterval, len(fr.dims))
-	all := false
+// changes reads the moved dimensions' change feeds: per lookup, the changed ranges of
+// its business keys (nil: not moved), and whether every fact must be looked up again
+// (a new lookup, or a feed that cannot be read).
+func (fr *factRun) changes(ctx context.Context, moved []bool, lastDim []int64, res *Result) (ranges []map[string][]dimInterval, all bool, err error) {
+	ranges = make([]map[string][]dimInterval, len(fr.dims))
 	for i, d := range fr.dims {
 		if !moved[i] {
 			continue
@@ -32,7 +34,7 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 		}
 		rs, ok, err := d.changedRanges(ctx, lastDim[i])
 		if err != nil {
-			return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
+			return nil, false, fmt.Errorf("dimension %s: %w", d.decl.Name, err)
 		}
 		if !ok {
 			res.Notes = append(res.Notes, fmt.Sprintf("the change feed of %s over versions %d..%d cannot be read: every fact is looked up again", d.decl.Name, lastDim[i]+1, d.snap.Version()))
@@ -42,10 +44,18 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 		res.ChangesRead = append(res.ChangesRead, ChangeRange{Table: d.decl.Name, After: lastDim[i], Through: d.snap.Version()})
 		ranges[i] = rs
 	}
+	return ranges, all, nil
+}
+
+// rekey looks the facts in the dimensions' changed ranges (all: every fact) up again
+// and emits those whose key changed (facts this run already emits are keyed already).
+func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dimInterval, all bool, res *Result) error {
 	if !all && !slices.ContainsFunc(ranges, func(m map[string][]dimInterval) bool { return len(m) > 0 }) {
 		return nil
 	}
-	opts := delta.ScanOptions{}
+	// FilesOnly: a file read is read whole, so each row's place in its file is known
+	// (the positions the MERGE updates the re-keyed facts at).
+	opts := delta.ScanOptions{FilesOnly: true}
 	if !all {
 		opts.Filter = fr.rekeyFilter(ranges)
 	}
@@ -54,39 +64,41 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 		return fmt.Errorf("read fact table %s: %w", f.dstDecl.Name, err)
 	}
 	defer sc.Release()
+	changed := make([]*changedKeys, len(fr.dims))
+	for i, rs := range ranges {
+		if rs != nil {
+			changed[i] = newChangedKeys(rs)
+		}
+	}
+	keepRows := fr.pos != nil && f.dstSnap.DeletionVectorsEnabled()
 	what := "fact table " + f.dstDecl.Name
-	var buf []byte
+	var affected []bool
+	var rows []int32
 	for sc.Next() {
 		rec := sc.RecordBatch()
+		n := int(rec.NumRows())
+		file, first, posOK := sc.Position()
+		if !posOK {
+			fr.pos = nil
+		}
+		if affected, err = fr.affectedRows(rec, all, changed, affected); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 		names := nameIndex(rec.Schema())
 		cols := make([]int, len(fr.keyOf))
 		for j := range cols {
 			cols[j] = names[strings.ToLower(fr.out.Field(j).Name)]
 		}
-		for r := range int(rec.NumRows()) {
+		rows = rows[:0]
+		for r := range n {
+			if !affected[r] {
+				continue
+			}
 			key, kc, err := fr.factKey(rec, cols, r)
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
-			if fr.seen[key] {
-				continue
-			}
-			affected := all
-			lc := fr.lookupColsOf(rec.Schema())
-			for i := range fr.dims {
-				if affected || ranges[i] == nil {
-					continue
-				}
-				if buf, err = keyed.AppendKey(buf[:0], rec, lc.key[i], r); err != nil {
-					return err
-				}
-				t, ok, err := timeMicros(rec.Column(lc.at[i]), r)
-				if err != nil {
-					return err
-				}
-				affected = ok && inRanges(ranges[i][string(buf)], t)
-			}
-			if !affected {
+			if fr.emitted(key) {
 				continue
 			}
 			sks, err := fr.keysFor(rec, kc, r)
@@ -99,15 +111,91 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, moved []bool, lastDim []i
 				same = same && !c.IsNull(r) && c.(*array.Int64).Value(r) == sks[i]
 			}
 			if same {
-				continue
+				continue // looked up, unchanged: not counted, not written
 			}
-			fr.seen[key] = true
+			fr.tally()
+			fr.seen.Add(key)
+			if fr.pos != nil {
+				fm := fr.pos.Files[file.Path]
+				if fm == nil {
+					fm = &delta.FileMatches{}
+					fr.pos.Files[file.Path] = fm
+				}
+				fm.Target = append(fm.Target, first+int64(r))
+				fm.Source = append(fm.Source, int32(fr.rows))
+				rows = append(rows, int32(r))
+			}
 			if err := fr.emit(rec, cols, r, sks, false); err != nil {
 				return err
 			}
 		}
+		if keepRows && len(rows) > 0 {
+			// The re-keyed facts as they are, so that the MERGE does not read their file.
+			held, err := delta.GatherRows(ctx, rec, rows)
+			if err != nil {
+				return err
+			}
+			fm := fr.pos.Files[file.Path]
+			fm.Rows = append(fm.Rows, held)
+		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	st := sc.Stats()
+	res.FilesRead += int64(st.FilesRead)
+	res.Notes = append(res.Notes, fmt.Sprintf("re-keying read %d of the fact table's %d files", st.FilesRead, st.FilesTotal))
+	return nil
+}
+
+// changedKeys are one dimension's changed business keys (a key index) and, per key id,
+// its changed ranges.
+type changedKeys struct {
+	keys   *keyindex.Index
+	ranges [][]dimInterval
+}
+
+func newChangedKeys(rs map[string][]dimInterval) *changedKeys {
+	c := &changedKeys{keys: keyindex.New(len(rs)), ranges: make([][]dimInterval, 0, len(rs))}
+	for k, r := range rs {
+		c.keys.Add([]byte(k))
+		c.ranges = append(c.ranges, r)
+	}
+	return c
+}
+
+// affectedRows marks the rows of a fact batch whose business key and time fall in a
+// changed range of one of the dimensions (all: every row).
+func (fr *factRun) affectedRows(rec arrow.RecordBatch, all bool, changed []*changedKeys, out []bool) ([]bool, error) {
+	n := int(rec.NumRows())
+	out = resize(out, n)
+	for r := range out {
+		out[r] = all
+	}
+	if all {
+		return out, nil
+	}
+	lc := fr.lookupColsOf(rec.Schema())
+	fb := &fr.batch
+	for i, c := range changed {
+		if c == nil {
+			continue
+		}
+		var err error
+		if fb.times, fb.tok, err = fillTimes(fb.times, fb.tok, rec.Column(lc.at[i]), n); err != nil {
+			return nil, err
+		}
+		if err := appendBusinessKeys(&fb.block, rec, lc.key[i]); err != nil {
+			return nil, err
+		}
+		c.keys.LookupBlock(&fb.block)
+		for r, id := range fb.block.IDs {
+			if id >= 0 && fb.tok[r] && inRanges(c.ranges[id], fb.times[r]) {
+				out[r] = true
+			}
+		}
+	}
+	return out, nil
 }
 
 // rekeyFilter is a scan filter keeping the facts of the changed business keys (nil, no
@@ -121,17 +209,14 @@ func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) expr.Predicate
 		if len(d.factCols) != 1 {
 			return nil
 		}
-		var vals []any
-		for k := range ranges[i] {
-			v, ok := decodeKeyValue(k)
-			if !ok {
-				return nil
-			}
-			vals = append(vals, v)
+		if len(ranges[i]) == 0 {
+			continue
 		}
-		if len(vals) > 0 {
-			ors = append(ors, expr.In(d.factCols[0], vals...))
+		in := keysFilter(d.factCols[0], ranges[i])
+		if in == nil {
+			return nil
 		}
+		ors = append(ors, expr.And(append([]expr.Predicate{in}, fr.timeBounds(d, ranges[i])...)...))
 	}
 	switch len(ors) {
 	case 0:
@@ -140,6 +225,53 @@ func (fr *factRun) rekeyFilter(ranges []map[string][]dimInterval) expr.Predicate
 		return ors[0]
 	}
 	return expr.Or(ors...)
+}
+
+// timeBounds are the bounds of the changed ranges on the fact table's at column of
+// lookup d, when it is a timestamp: at >= the earliest from, at < the latest to (none
+// where a range is open).
+func (fr *factRun) timeBounds(d *factDim, ranges map[string][]dimInterval) []expr.Predicate {
+	at := -1
+	for j, fld := range fr.out.Fields() {
+		if strings.EqualFold(fld.Name, d.lookup.At) {
+			at = j
+		}
+	}
+	if at < 0 || fr.out.Field(at).Type.ID() != arrow.TIMESTAMP {
+		return nil
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, rs := range ranges {
+		for _, r := range rs {
+			lo, hi = min(lo, r.from), max(hi, r.to)
+		}
+	}
+	name := fr.out.Field(at).Name
+	var ps []expr.Predicate
+	if lo != math.MinInt64 {
+		ps = append(ps, expr.Ge(name, time.UnixMicro(lo).UTC()))
+	}
+	if hi != math.MaxInt64 {
+		ps = append(ps, expr.Lt(name, time.UnixMicro(hi).UTC()))
+	}
+	return ps
+}
+
+// keysFilter is column IN the one-column business keys of keys (nil, no filter, when
+// there are none or a key is not a string or an integer).
+func keysFilter(column string, keys map[string][]dimInterval) expr.Predicate {
+	if len(keys) == 0 {
+		return nil
+	}
+	vals := make([]any, 0, len(keys))
+	for k := range keys {
+		v, ok := decodeKeyValue(k)
+		if !ok {
+			return nil
+		}
+		vals = append(vals, v)
+	}
+	return expr.In(column, vals...)
 }
 
 // decodeKeyValue decodes a one-column key as keyed.AppendKey encodes strings and integers.

@@ -125,7 +125,9 @@ func (s *Ingest) run(ctx context.Context, env *Env) (res Result, err error) {
 	// An append's rows count as written as they are decoded, a keyed ingest's when its
 	// MERGE writes them; a failed run reports only what it committed: the files before
 	// the failing one of an upsert, nothing of an append.
-	if s.cfg.Mode == "snapshot" {
+	if s.cfg.Mode == "snapshot" && s.cfg.SnapshotDate != nil {
+		err = s.loadBacklog(ctx, env, decl, tbl, snap, todo, loadTime, &res)
+	} else if s.cfg.Mode == "snapshot" {
 		err = s.loadSnapshot(ctx, env, decl, tbl, todo, loadTime, &res)
 	} else if s.cfg.Mode == "upsert" {
 		err = s.loadKeyed(ctx, env, decl, tbl, todo, loadTime, &res)
@@ -298,6 +300,10 @@ func (s *Ingest) decodeFileWith(ctx context.Context, env *Env, snap *delta.Snaps
 	for rd.Next() {
 		rec, err := s.withLineage(rd.RecordBatch(), target, lin)
 		if err != nil {
+			return nil, err
+		}
+		if err := f.dated.check(f, rec); err != nil {
+			rec.Release()
 			return nil, err
 		}
 		read, n := rec.NumRows(), int64(0)

@@ -70,6 +70,8 @@ func dateInFileName(name string) (time.Time, error) {
 func (s *Ingest) snapshotTime(snap *delta.Snapshot, files []*sourceFile, top int64, hasTop bool) (*int64, error) {
 	var at int64
 	switch decl := s.cfg.SnapshotTime; {
+	case len(files) > 0 && files[0].dated != nil: // a backlog's snapshot (snapshot_date)
+		at = files[0].dated.at
 	case decl == SnapshotTimeFromFileName:
 		var first time.Time
 		for i, f := range files {
@@ -78,7 +80,7 @@ func (s *Ingest) snapshotTime(snap *delta.Snapshot, files []*sourceFile, top int
 				return nil, err
 			}
 			if i > 0 && !t.Equal(first) {
-				return nil, fmt.Errorf("the files of one snapshot name different dates: %s (%s) and %s (%s); deliver one extract per run",
+				return nil, fmt.Errorf("the files of one snapshot name different dates: %s (%s) and %s (%s); deliver one extract per run, or declare snapshot_date: {from: file_name} instead of snapshot_time to load them as a backlog, oldest first",
 					files[0].Name, first.Format(time.DateOnly), f.Name, t.Format(time.DateOnly))
 			}
 			first = t

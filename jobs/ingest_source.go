@@ -32,6 +32,9 @@ type sourceFile struct {
 	openAt func(ctx context.Context) (objectstore.ReaderAtCloser, int64, error)
 	// data holds a fetched URL's body.
 	data []byte
+	// dated, in a backlog of dated extracts (snapshot_date), is the snapshot the file
+	// belongs to.
+	dated *datedFile
 }
 
 // splitGlob splits a location with a glob into its directory (no glob characters) and the

@@ -71,6 +71,14 @@ func (s *SCD2Merge) layout(dim *delta.StructType) (*scdLayout, error) {
 		curr: or(s.cfg.Columns.IsCurrent, "is_current"),
 		spec: scdSpec{deletes: or(s.cfg.Deletes, "ignore"), end: SeqMax},
 	}
+	if err := s.cfg.applyOptions(&l.spec); err != nil {
+		return nil, err
+	}
+	if l.spec.endNull {
+		if f := dim.Field(l.to); f != nil && !f.Nullable {
+			return nil, fmt.Errorf("column %s is declared nullable: false, but open_end: null writes NULL there for current versions", l.to)
+		}
+	}
 	scd := map[string]bool{strings.ToLower(l.from): true, strings.ToLower(l.to): true, strings.ToLower(l.curr): true}
 	if l.sk != "" {
 		scd[strings.ToLower(l.sk)] = true
@@ -473,7 +481,11 @@ func foldKeyRange(b *scdBatch, work *scdWork, spec *scdSpec, isLate func(first i
 				if len(versions) == 1 {
 					out.changes = append(out.changes, scdChange{Kind: "close", Old: &versions[0], New: newVersion(scdVersion{To: seq}), quick: true})
 				}
-				out.changes = append(out.changes, scdChange{Kind: "insert", New: newVersion(scdVersion{From: seq, To: spec.end, Current: true}), quick: true, ev: ev})
+				from := seq
+				if len(versions) == 0 && spec.hasFirstFrom {
+					from = spec.firstFrom // the key's first version (first_valid_from)
+				}
+				out.changes = append(out.changes, scdChange{Kind: "insert", New: newVersion(scdVersion{From: from, To: spec.end, Current: true}), quick: true, ev: ev})
 				continue
 			}
 		}

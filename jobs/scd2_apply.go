@@ -121,7 +121,9 @@ func scdSourceRecord(schema *arrow.Schema, l *scdLayout, batch *scdBatch, change
 				return nil, err
 			}
 		}
-		if err := appendValue(b.Field(n+1), v.To); err != nil {
+		if v.To == l.spec.end && l.spec.endNull {
+			b.Field(n + 1).AppendNull() // open_end: null
+		} else if err := appendValue(b.Field(n+1), v.To); err != nil {
 			return nil, err
 		}
 		b.Field(n + 2).(*array.BooleanBuilder).Append(v.Current)

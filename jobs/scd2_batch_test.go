@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -249,7 +250,11 @@ func dimAsModel(t *testing.T, env *Env, dim *Table) *memDim {
 					t.Fatal(err)
 				}
 			}
-			v := scdVersion{SK: vals[0].(int64), Row: vals[1:4], From: vals[4].(int64), To: vals[5].(int64), Current: vals[6].(bool)}
+			to, ok := vals[5].(int64)
+			if !ok {
+				to = math.MaxInt64 // NULL (open_end: null)
+			}
+			v := scdVersion{SK: vals[0].(int64), Row: vals[1:4], From: vals[4].(int64), To: to, Current: vals[6].(bool)}
 			v.Tombstone = vals[2] == nil && vals[3] == nil // the tests' names are never null
 			if _, dup := d.rows[v.SK]; dup {
 				t.Fatalf("surrogate key %d appears twice", v.SK)

@@ -81,6 +81,18 @@ type scdSpec struct {
 	type1   []int
 	deletes string // ignore, close or tombstone
 	end     int64  // valid_to of current versions
+	// endNull: current versions' valid_to is written as NULL (open_end: null; end is
+	// then SeqMax inside the fold), and a NULL valid_to reads as end.
+	endNull bool
+	// firstFrom is the valid_from of a key's first version when hasFirstFrom
+	// (first_valid_from: a timestamp); else the first version starts at its sequence.
+	firstFrom    int64
+	hasFirstFrom bool
+	// ignoreNulls: a NULL in an upsert means "unchanged" (ignore_null_updates).
+	ignoreNulls bool
+	// intervals: the sequences become intervals (scd2_merge; not scd1_merge), so an
+	// event's must lie between first_valid_from and the open end (checkSequence).
+	intervals bool
 	// seqText shows a sequence value as the sequence_by column does, for errors.
 	seqText func(int64) string
 	// physByCommit: deletes of source rows are placed by commit order
@@ -285,7 +297,13 @@ func loggedEvents(spec *scdSpec, facts []eventFact, versions []scdVersion) (evs 
 				lost++
 				continue
 			}
-			if vals, err := decodeValues([]byte(f.type1)); err == nil && len(vals) == len(spec.type1) && len(vals) > 0 {
+			vals, err := decodeValues([]byte(f.type1))
+			if err == nil && spec.ignoreNulls && len(vals) == len(spec.type1)+1 {
+				// The columns the upsert had NULL, which the version's values filled.
+				mask, _ := vals[len(vals)-1].(string)
+				e.row, vals = applyNullMask(spec, e.row, mask), vals[:len(vals)-1]
+			}
+			if err == nil && len(vals) == len(spec.type1) && len(vals) > 0 {
 				e.row = slices.Clone(e.row)
 				for j, c := range spec.type1 {
 					e.row[c] = vals[j]
@@ -299,12 +317,15 @@ func loggedEvents(spec *scdSpec, facts []eventFact, versions []scdVersion) (evs 
 
 // type1Values encodes a row's type 1 values for the event log ("" without any).
 func type1Values(spec *scdSpec, row []any) string {
-	if len(spec.type1) == 0 {
+	if len(spec.type1) == 0 && !spec.ignoreNulls {
 		return ""
 	}
 	vals := make([]any, len(spec.type1))
 	for j, c := range spec.type1 {
 		vals[j] = row[c]
+	}
+	if spec.ignoreNulls {
+		vals = append(vals, nullMask(row))
 	}
 	return string(encodeValues(vals))
 }
@@ -326,6 +347,9 @@ func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, allEvents 
 	timeline := keyTimeline(spec, existing, events, allEvents)
 	out, latestType1 := replayVersions(spec, timeline)
 	fillVersionRows(spec, out, existing, events, latestType1)
+	if spec.hasFirstFrom && len(out) > 0 && startsKey(spec, existing, out[0]) {
+		out[0].From = spec.firstFrom
+	}
 	return diffVersions(existing, out, nextSK)
 }
 
@@ -389,7 +413,15 @@ func replayVersions(spec *scdSpec, timeline []scdEvent) (out []*scdVersion, late
 	var cur *scdVersion
 	latestSeq := int64(math.MinInt64)
 	for _, e := range timeline {
-		if !e.delete && e.seq >= latestSeq {
+		if spec.ignoreNulls && !e.delete {
+			// NULL is "unchanged": the values of the version open before the event
+			// (a stored version's event is its values already), and type 1 columns
+			// the newest non-NULL value.
+			latestType1 = newestType1(spec, latestType1, e.row)
+			if !e.existing && cur != nil && !cur.Tombstone {
+				e.row = fillNulls(spec, e.row, cur.Row)
+			}
+		} else if !e.delete && e.seq >= latestSeq {
 			latestSeq, latestType1 = e.seq, e.row
 		}
 		if e.delete {
@@ -420,6 +452,31 @@ func replayVersions(spec *scdSpec, timeline []scdEvent) (out []*scdVersion, late
 		cur.To = spec.end
 	}
 	return out, latestType1
+}
+
+// newestType1 updates the newest non-NULL type 1 values (ignore_null_updates) with an
+// upsert's row, in sequence order.
+func newestType1(spec *scdSpec, latest, row []any) []any {
+	if latest == nil {
+		latest = make([]any, len(row))
+	}
+	for _, c := range spec.type1 {
+		if row[c] != nil {
+			latest[c] = row[c]
+		}
+	}
+	return latest
+}
+
+// startsKey reports whether replayed version first (the earliest) is the key's first
+// version, which first_valid_from starts at the constant: the key had no stored version,
+// or its stored first version starts at the constant, or first starts before all of them
+// (a dimension merged before the option was declared).
+func startsKey(spec *scdSpec, existing []scdVersion, first *scdVersion) bool {
+	if len(existing) == 0 {
+		return true
+	}
+	return existing[0].From == spec.firstFrom || first.From < existing[0].From // (sorted by From)
 }
 
 // fillVersionRows marks the current version and fills the rows of a key's replayed

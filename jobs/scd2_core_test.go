@@ -448,7 +448,10 @@ func TestSCD2LateEventAmongFoldedEvents(t *testing.T) {
 // say, independently of foldKey: per key, sort by sequence (a delete wins a tie; two
 // different upserts at one sequence are an error), drop the events whose tracked values
 // equal the open version's (NULL = NULL), and chain half-open intervals; type 1 columns
-// take the newest upsert's values everywhere.
+// take the newest upsert's values everywhere. With ignore_null_updates an upsert's NULL
+// non-key columns take the open version's values (none open: they stay NULL) before it
+// is compared, and type 1 columns take the newest non-NULL value of each; with
+// first_valid_from the key's first version starts at it.
 func referenceFold(spec scdSpec, events []scdEvent) (string, error) {
 	byKey := map[string][]scdEvent{}
 	for _, e := range events {
@@ -492,7 +495,18 @@ func referenceFold(spec scdSpec, events []scdEvent) (string, error) {
 						return "", fmt.Errorf("key %s has two different upserts at the same sequence value %d", k, q)
 					}
 				}
-				type1 = e.row
+				if spec.ignoreNulls {
+					if type1 == nil {
+						type1 = make([]any, len(e.row))
+					}
+					for c, v := range e.row {
+						if v != nil {
+							type1[c] = v
+						}
+					}
+				} else {
+					type1 = e.row
+				}
 			}
 			if e.delete {
 				if spec.deletes == "ignore" || cur == nil || cur.tomb {
@@ -509,17 +523,28 @@ func referenceFold(spec scdSpec, events []scdEvent) (string, error) {
 				}
 				continue
 			}
-			if cur != nil && !cur.tomb && fmt.Sprint(pick(cur.row, spec.tracked)) == fmt.Sprint(pick(e.row, spec.tracked)) {
+			row := slices.Clone(e.row)
+			if spec.ignoreNulls && cur != nil && !cur.tomb {
+				for c := range row {
+					if row[c] == nil && !slices.Contains(spec.keys, c) {
+						row[c] = cur.row[c]
+					}
+				}
+			}
+			if cur != nil && !cur.tomb && fmt.Sprint(pick(cur.row, spec.tracked)) == fmt.Sprint(pick(row, spec.tracked)) {
 				continue
 			}
 			if cur != nil {
 				cur.to = q
 			}
-			cur = &ver{row: slices.Clone(e.row), from: q}
+			cur = &ver{row: row, from: q}
 			vers = append(vers, cur)
 		}
 		if cur != nil {
 			cur.to = spec.end
+		}
+		if spec.hasFirstFrom && len(vers) > 0 {
+			vers[0].from = spec.firstFrom
 		}
 		for _, v := range vers {
 			if !v.tomb {

@@ -114,7 +114,13 @@ func (l *scdLayout) version(rec arrow.RecordBatch, d *dimColumns, i int, synthet
 		v.Row = row
 	}
 	v.From, _ = seqValue(d.from, i)
-	v.To, _ = seqValue(d.to, i)
+	v.To = l.toAt(d, i)
+	if v.Current && v.To != l.spec.end && l.spec.intervals {
+		// Written with another open end (open_end changed): the fold would take the row
+		// for a closed one.
+		return scdVersion{}, fmt.Errorf("the current version of key %s ends at %s, not at the open end %s: the dimension was written with another open_end; set its current rows' %s to the new open end first (or keep the former open_end)",
+			keyText(rec, l.keyColumns(d.data), i), l.spec.showSeq(v.To), l.openEndText(), l.to)
+	}
 	if d.sk != nil && !d.sk.IsNull(i) {
 		v.SK = d.sk.Value(i)
 	} else {
@@ -123,6 +129,15 @@ func (l *scdLayout) version(rec arrow.RecordBatch, d *dimColumns, i int, synthet
 	}
 	v.Tombstone = l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)
 	return v, nil
+}
+
+// toAt reads the valid_to of row i: a NULL (open_end: null) is the open end.
+func (l *scdLayout) toAt(d *dimColumns, i int) int64 {
+	to, ok := seqValue(d.to, i)
+	if !ok {
+		return l.spec.end
+	}
+	return to
 }
 
 // tombstoneAt reports whether every non-key data column of row i is null.
@@ -355,8 +370,9 @@ func (b *scdBatch) againstCurrent(id int32, rec arrow.RecordBatch, d *dimColumns
 	}
 	for _, j := range l.spec.tracked {
 		if !same(j) {
-			to, ok := seqValue(d.to, i)
-			return false, b.evSeq[ev] > from && ok && to == l.spec.end
+			// (With ignore_null_updates the event's NULLs take the row's values: the fold
+			// does that.)
+			return false, b.evSeq[ev] > from && l.toAt(d, i) == l.spec.end && !l.spec.ignoreNulls
 		}
 	}
 	return true, false

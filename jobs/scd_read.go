@@ -141,6 +141,11 @@ func (r *eventReader) take(ctx context.Context, rec arrow.RecordBatch, cols []in
 	}
 	for i, seq := range seqs {
 		phys := cr != nil && cr.phys[i]
+		if !phys && !dels[i] && l.spec.intervals {
+			if err := l.spec.checkSequence(seq); err != nil {
+				return fmt.Errorf("key %s: %w", keyText(rec, l.keyColumns(cols), i), err)
+			}
+		}
 		if (r.withPhys || !phys) && (!r.hasTop || seq > r.top) {
 			r.top, r.hasTop = seq, true
 		}

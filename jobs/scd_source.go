@@ -305,6 +305,9 @@ func recordType1(l *scdLayout, rec arrow.RecordBatch, cols []int, i int) (string
 // appendType1 appends row i's type 1 values as recordType1 encodes them to dst (vals:
 // room for them); on an error dst is returned as it was.
 func appendType1(dst []byte, vals []any, l *scdLayout, rec arrow.RecordBatch, cols []int, i int) ([]byte, error) {
+	if l.spec.ignoreNulls {
+		return appendType1Mask(dst, vals, l, rec, cols, i)
+	}
 	if len(l.spec.type1) == 0 {
 		return dst, nil
 	}

@@ -73,6 +73,9 @@ func (c *stageCheck) ingest(cfg *jobs.IngestConfig) {
 		c.needColumn(fmt.Sprintf("keys[%d]", i), t, k, "")
 	}
 	c.needSequence("sequence_by", t, cfg.SequenceBy, true)
+	if d := cfg.SnapshotDate; d != nil && d.From == jobs.SnapshotDateFromColumn {
+		c.needSequence("snapshot_date.column", t, d.Column, false)
+	}
 }
 
 // quarantineTable checks a quarantine table's columns (jobs.QuarantineColumns).
@@ -111,12 +114,32 @@ func (c *stageCheck) scd2(cfg *jobs.SCD2Config) {
 	c.needPredicateColumns("delete_when", src, cfg.DeleteWhen)
 	c.needPredicateColumns("where", src, cfg.Where)
 	c.nullableKeys(src, cfg.Keys, cfg.Where)
+	if !cfg.SourceChanges {
+		c.backlogSource(cfg.Source)
+	}
 
 	cols := cfg.Columns.WithDefaults()
 	c.needColumn("columns.valid_from", dst, cols.ValidFrom, "timestamp")
 	c.needColumn("columns.valid_to", dst, cols.ValidTo, "timestamp")
 	c.needColumn("columns.is_current", dst, cols.IsCurrent, "boolean")
 	c.needColumn("columns.surrogate_key", dst, cfg.Columns.SurrogateKey, "bigint")
+	c.scd2Options(cfg, dst)
+}
+
+// backlogSource refuses an scd2_merge that reads the snapshot of a table a backlog of
+// dated extracts loads (an ingest with snapshot_date): that ingest commits each extract
+// on its own, and a merge of the table's snapshot would see only the newest one, so the
+// days before it would be missing from the dimension's history.
+func (c *stageCheck) backlogSource(source string) {
+	for _, st := range c.spec.Stages {
+		in, ok := st.Config.(*jobs.IngestConfig)
+		if !ok || in.SnapshotDate == nil || in.Target != source {
+			continue
+		}
+		c.ps.at(lookup(c.sn, "source"), "stage %s: source %s is loaded by stage %s with snapshot_date, one commit per dated extract; set source_changes: true to merge every extract in date order (a merge of its snapshot would see only the newest extract of a run)",
+			c.st.Name, source, st.Name)
+		return
+	}
 }
 
 // nullableKeys warns about merge keys that the source declares nullable, unless the

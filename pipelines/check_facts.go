@@ -49,6 +49,7 @@ func (c *stageCheck) factLoad(cfg *jobs.FactLoadConfig) {
 			c.ps.at(lookup(c.sn, f+".dimension"), "stage %s: %s.dimension: the scd2_merge that writes %s declares no columns.surrogate_key (an identity column); facts carry that key", c.st.Name, f, l.Dimension)
 		default:
 			l.SetDimensionColumns(merge.Columns)
+			l.SetDimensionOpenEnd(merge.OpenEnd)
 			if l.Missing != jobs.MissingFail {
 				c.memberNulls(f, l, dim)
 			}

@@ -61,7 +61,13 @@ func decodeValue(d *decoder, n *yaml.Node, v reflect.Value, path string) {
 		n = n.Alias
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return // an explicit null leaves the zero value
+		// An explicit null leaves the zero value, unless the type tells null apart.
+		if v.CanAddr() {
+			if u, ok := v.Addr().Interface().(interface{ UnmarshalYAMLNull() }); ok {
+				u.UnmarshalYAMLNull()
+			}
+		}
+		return
 	}
 	if v.Kind() == reflect.Pointer {
 		if v.IsNil() {

@@ -106,7 +106,10 @@ type sale struct {
 // dimension version whose city is the city of its customer's latest event at or
 // before the sale (the unknown member, -1, when there is none or it is a delete): the
 // reference replays the events delivered so far, whatever their order. The sales are
-// read from the bronze table's change feed, or from its snapshot.
+// read from the bronze table's change feed, or from its snapshot; every other trial's
+// fact table has deletion vectors on. With the dimension's open_end (null, a sentinel)
+// and first_valid_from: 1900-01-01, a sale before its customer's first upsert gets that
+// first version.
 func TestFactLoadProperty(t *testing.T) {
 	trials := 12
 	if testing.Short() {
@@ -114,12 +117,30 @@ func TestFactLoadProperty(t *testing.T) {
 	}
 	for _, changes := range []bool{true, false} {
 		for trial := range trials {
-			t.Run(fmt.Sprintf("source_changes=%v/%d", changes, trial), func(t *testing.T) { factProperty(t, uint64(trial), changes) })
+			t.Run(fmt.Sprintf("source_changes=%v/%d", changes, trial), func(t *testing.T) { factProperty(t, uint64(trial), changes, factDimDefault) })
+		}
+	}
+	for _, o := range []factDimOptions{
+		{yaml: "    open_end: null\n    first_valid_from: 1900-01-01\n", memberTo: "NULL", firstConst: true},
+		{yaml: "    open_end: 2999-12-31\n", memberTo: "2999-12-31T00:00:00Z"},
+	} {
+		for trial := range max(2, trials/3) {
+			t.Run(fmt.Sprintf("%s/%d", strings.ReplaceAll(strings.TrimSpace(o.yaml), "\n    ", ","), trial), func(t *testing.T) { factProperty(t, uint64(trial), true, o) })
 		}
 	}
 }
 
-func factProperty(t *testing.T, seed uint64, sourceChanges bool) {
+// factDimOptions are the dimension merge's options of a fact property run: yaml goes
+// into its stage; the unknown member row ends at memberTo; with firstConst a key's
+// first version starts at 1900-01-01.
+type factDimOptions struct {
+	yaml, memberTo string
+	firstConst     bool
+}
+
+var factDimDefault = factDimOptions{memberTo: "9999-12-31T00:00:00Z"}
+
+func factProperty(t *testing.T, seed uint64, sourceChanges bool, opts factDimOptions) {
 	rng := rand.New(rand.NewPCG(seed, 37))
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	cities := []string{"Seattle", "Portland", "Boston", "Austin"}
@@ -186,6 +207,14 @@ func factProperty(t *testing.T, seed uint64, sourceChanges bool) {
 		i := strings.LastIndex(text, "    source_changes: true\n")
 		text = text[:i] + text[i+len("    source_changes: true\n"):]
 	}
+	if seed%2 == 1 { // a fact table with deletion vectors: re-keying marks rows, not files
+		end := "      - {name: customer_sk, type: bigint}\nstages:"
+		text = strings.Replace(text, end, strings.Replace(end, "\nstages:", "\n    properties: {delta.enableDeletionVectors: true}\nstages:", 1), 1)
+		if !strings.Contains(text, "enableDeletionVectors") {
+			t.Fatal("the fact table's declaration was not found")
+		}
+	}
+	text = strings.Replace(text, "    columns: {surrogate_key: customer_sk}\n", "    columns: {surrogate_key: customer_sk}\n"+opts.yaml, 1)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -222,13 +251,13 @@ func factProperty(t *testing.T, seed uint64, sourceChanges bool) {
 		if _, err := dag.Run(context.Background(), g, dag.Options{}); err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
-		checkFacts(t, run, warehouse, spec, delivered, loaded)
+		checkFacts(t, run, warehouse, spec, delivered, loaded, opts)
 	}
 }
 
 // checkFacts compares the fact table with the reference: per loaded sale, the city of
 // its customer at its time among the delivered events.
-func checkFacts(t *testing.T, run int, wh objectstore.Store, spec *Spec, events []custEvent, sales []sale) {
+func checkFacts(t *testing.T, run int, wh objectstore.Store, spec *Spec, events []custEvent, sales []sale, opts factDimOptions) {
 	t.Helper()
 	dimRows := scanTable(t, wh, spec.Table("dim.customer").Path, "customer_sk", "customer_id", "city", "valid_from", "valid_to", "is_current")
 	// The unknown member row: once, key -1, NULL key and city, valid over all time, current.
@@ -240,20 +269,31 @@ func checkFacts(t *testing.T, run int, wh objectstore.Store, spec *Spec, events 
 			members = append(members, strings.Join(r, "|"))
 		}
 	}
-	if want := []string{"-1|NULL|NULL|1900-01-01T00:00:00Z|9999-12-31T00:00:00Z|true"}; !slices.Equal(members, want) {
+	if want := []string{"-1|NULL|NULL|1900-01-01T00:00:00Z|" + opts.memberTo + "|true"}; !slices.Equal(members, want) {
 		t.Fatalf("after run %d: unknown member rows %q, want %q", run, members, want)
 	}
 	var want, got []string
 	for _, s := range sales {
 		city := "unknown"
 		var latest time.Time
-		for _, e := range events {
+		upsertBefore := false
+		var first *custEvent // the customer's first upsert
+		for i, e := range events {
+			if e.id == s.customer && e.city != "" && (first == nil || e.ts.Before(first.ts)) {
+				first = &events[i]
+			}
 			if e.id == s.customer && !e.ts.After(s.at) && !e.ts.Before(latest) {
 				latest, city = e.ts, e.city
 				if city == "" {
 					city = "unknown"
 				}
 			}
+		}
+		for _, e := range events {
+			upsertBefore = upsertBefore || e.id == s.customer && e.city != "" && !e.ts.After(s.at)
+		}
+		if opts.firstConst && !upsertBefore && first != nil {
+			city = first.city // the first version runs from 1900-01-01
 		}
 		if city != "unknown" {
 			city = s.customer + "/" + city

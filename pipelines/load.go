@@ -183,6 +183,7 @@ func Parse(file string, data []byte, opts Options) (*Spec, error) {
 	checkEngines(ps, root, spec, &fs, stageNodes)
 	checkExpectationEngines(ps, spec, stageNodes)
 	checkFactEngines(ps, spec, stageNodes)
+	checkSCD2Engines(ps, spec, stageNodes)
 	if err := ps.err(); err != nil {
 		return nil, err
 	}

@@ -407,10 +407,13 @@ run_properties() {
     log "property suite not run: go test arguments were given (run without arguments for it)"
     return 0
   fi
-  local tests='TestCDCStreamsAnyOrderAnySplit|TestDailySnapshotsWithBusinessTime|TestBudgetHeapStaysUnderBudget'
+  local tests='TestCDCStreamsAnyOrderAnySplit|TestSCD2OptionsAnyOrderAnySplit|TestDailySnapshotsWithBusinessTime|TestSnapshotBacklogAnyRunsAnyBudget'
   log "go test -count=1 -run '$tests' ./jobs (in full, without -race)"
   local status=0
   run_in_group go test -count=1 -timeout 30m -run "$tests" ./jobs || status=$?
+  # The heap bound alone in its process: parallel tests beside it would share its heap.
+  log "go test -count=1 -run TestBudgetHeapStaysUnderBudget ./jobs (alone, without -race)"
+  run_in_group go test -count=1 -timeout 10m -run 'TestBudgetHeapStaysUnderBudget$' ./jobs || status=$?
   log "ORCH_EVOLVE_SEEDS=256 go test -count=1 -run TestEvolutionProperty ./delta (schema evolution, without -race)"
   run_in_group env ORCH_EVOLVE_SEEDS=256 go test -count=1 -timeout 30m -run 'TestEvolutionProperty$' ./delta || status=$?
   return "$status"

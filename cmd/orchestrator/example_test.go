@@ -16,7 +16,14 @@ import (
 // directory "warehouse" next to it.
 func copyExample(t *testing.T) string {
 	t.Helper()
-	src := filepath.Join("..", "..", "examples", "pipelines", "sales")
+	return filepath.Join(copyExampleDir(t, "sales"), "pipeline.yaml")
+}
+
+// copyExampleDir copies examples/pipelines/<name> (without a local run's warehouse)
+// into a temporary directory and returns it.
+func copyExampleDir(t *testing.T, name string) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "examples", "pipelines", name)
 	dst := t.TempDir()
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -41,7 +48,7 @@ func copyExample(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(dst, "pipeline.yaml")
+	return dst
 }
 
 // unsetEnv removes a variable for the test (restored after it).

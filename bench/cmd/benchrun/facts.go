@@ -58,9 +58,13 @@ func factsTables() (dim, sales, facts *jobs.Table, err error) {
 		return nil, nil, nil, err
 	}
 	cdf := delta.ChangeDataFeedProperties()
+	// The fact table has deletion vectors on, as a table whose facts are re-keyed should:
+	// re-keying then marks the re-keyed facts and writes them anew, not their files.
+	factProps := delta.ChangeDataFeedProperties()
+	factProps[delta.PropEnableDeletionVectors] = "true"
 	return &jobs.Table{Name: "sales.customer", Path: "sales/customer", Schema: ds, Properties: cdf},
 		&jobs.Table{Name: "staging.sales", Path: "staging/sales", Schema: ss},
-		&jobs.Table{Name: "sales.sales", Path: "sales/sales", Schema: fs, Properties: cdf}, nil
+		&jobs.Table{Name: "sales.sales", Path: "sales/sales", Schema: fs, Properties: factProps}, nil
 }
 
 func factsStage() *jobs.FactLoad {
