@@ -306,13 +306,15 @@ func (m *merger) mergeFile(ctx context.Context, a *Add) (bool, error) {
 		}
 	}
 	var gone []int64 // with m.dv: the file's rows (logical indexes) deleted or updated
-	// The rows given carry no row ids: a row-tracking table's file is read instead.
-	if live, ok := fileNumRecords(a); ok && fm != nil && fm.Rows != nil && m.w.carry == nil {
-		if m.dv {
+	// The rows given carry no row ids: a row-tracking table's rewrite reads the file,
+	// and with deletion vectors its matched rows' ids alone.
+	if fm != nil && fm.Rows != nil {
+		if live, ok := fileNumRecords(a); ok && m.dv {
 			return m.mergeGivenRows(ctx, a, fm, live)
-		}
-		if handled, touched, err := m.spliceGivenRows(ctx, a, fm, live); err != nil || handled {
-			return touched, err
+		} else if ok && m.w.carry == nil {
+			if handled, touched, err := m.spliceGivenRows(ctx, a, fm, live); err != nil || handled {
+				return touched, err
+			}
 		}
 	}
 	err := scanFileCarry(ctx, m.snap, m.w.carry, a, func(rec arrow.RecordBatch) error {
@@ -432,6 +434,20 @@ func (m *merger) mergeGivenRows(ctx context.Context, a *Add, fm *FileMatches, li
 	plans, err := m.planGivenRows(ctx, a, fm, live)
 	if err != nil {
 		return false, err
+	}
+	if m.w.carry != nil {
+		tracked, err := m.w.carry.givenTracked(ctx, m.snap, m.w.mem, a, fm.Target)
+		if err != nil {
+			return false, err
+		}
+		k := int64(0)
+		for _, p := range plans {
+			n := p.rec.NumRows()
+			p.tracked = tracked.NewSlice(k, k+n)
+			defer p.tracked.Release()
+			k += n
+		}
+		tracked.Release()
 	}
 	var gone []int64
 	k := 0 // index in Target of the record's first row

@@ -21,11 +21,11 @@ import (
 //
 // The values depend on the version and on the mark, so they are assigned anew at each
 // commit attempt, after any concurrent commit that raised the mark: concurrent appends
-// do not conflict. Rows a DELETE or UPDATE copies or moves into new files keep their
-// row ids in the materialized columns (rowtracking_carry.go). Rows other rewrites copy
-// (MERGE, compaction) get fresh row ids: such a commit says
-// delta.rowTracking.preserved=false in its commitInfo tags, as the protocol asks of a
-// writer that does not preserve them.
+// do not conflict. Rows a DELETE, UPDATE or MERGE copies or moves into new files keep
+// their row ids in the materialized columns (rowtracking_carry.go), with or without
+// column mapping. Rows other rewrites copy (a transaction that writes its files itself)
+// get fresh row ids: such a commit says delta.rowTracking.preserved=false in its
+// commitInfo tags, as the protocol asks of a writer that does not preserve them.
 
 // Row tracking table properties.
 const (

@@ -38,11 +38,13 @@ type rowCarry struct {
 func (rc *rowCarry) preserved() bool { return rc != nil && !rc.lost.Load() }
 
 // newRowCarry returns the carry of a rewrite on snap: non-nil when row tracking is on
-// and the table names both materialized columns. Tables with column mapping are left
-// out (their rows get fresh ids, and the commit says so).
+// and the table names both materialized columns. With column mapping the table's
+// fields keep their physical names and ids in the extended schema, and the two
+// materialized columns, which carry no mapping metadata, are their own physical names
+// (as Spark writes them), so files are read and written by the mapping as always.
 func newRowCarry(snap *Snapshot) (*rowCarry, error) {
 	md := snap.Metadata()
-	if !rowTrackingOn(snap.Protocol(), md) || schemaMapped(snap.Schema()) {
+	if !rowTrackingOn(snap.Protocol(), md) {
 		return nil, nil
 	}
 	rc := &rowCarry{idCol: md.Configuration[PropMaterializedRowIDColumn], verCol: md.Configuration[PropMaterializedRowCommitVersionColumn]}
@@ -126,29 +128,37 @@ func (rc *rowCarry) fill(mem memory.Allocator, rec arrow.RecordBatch, a *Add, ph
 	ib.Reserve(n)
 	vb.Reserve(n)
 	for i := 0; i < n; i++ {
-		switch {
-		case ids.IsValid(i):
-			ib.UnsafeAppend(ids.Value(i))
-		case a.BaseRowID != nil:
-			ib.UnsafeAppend(*a.BaseRowID + int64(phys[i]))
-		default:
-			ib.AppendNull()
-			rc.lost.Store(true)
-		}
-		switch {
-		case vers.IsValid(i):
-			vb.UnsafeAppend(vers.Value(i))
-		case a.DefaultRowCommitVersion != nil:
-			vb.UnsafeAppend(*a.DefaultRowCommitVersion)
-		default:
-			vb.AppendNull()
-		}
+		rc.appendRow(ib, vb, ids, vers, i, a, phys[i])
 	}
 	idArr, verArr := ib.NewArray(), vb.NewArray()
 	defer idArr.Release()
 	defer verArr.Release()
 	cols := append(append([]arrow.Array{}, rec.Columns()[:nc-2]...), idArr, verArr)
 	return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows()), nil
+}
+
+// appendRow appends row i's row id and commit version (ids, vers: its materialized
+// columns; phys: its physical index in file a) to ib and vb (reserved): a null
+// materialized id is the file's baseRowId + phys, a null version the file's
+// defaultRowCommitVersion (both stay null when the file has none).
+func (rc *rowCarry) appendRow(ib, vb *array.Int64Builder, ids, vers *array.Int64, i int, a *Add, phys uint64) {
+	switch {
+	case ids.IsValid(i):
+		ib.UnsafeAppend(ids.Value(i))
+	case a.BaseRowID != nil:
+		ib.UnsafeAppend(*a.BaseRowID + int64(phys))
+	default:
+		ib.AppendNull()
+		rc.lost.Store(true)
+	}
+	switch {
+	case vers.IsValid(i):
+		vb.UnsafeAppend(vers.Value(i))
+	case a.DefaultRowCommitVersion != nil:
+		vb.UnsafeAppend(*a.DefaultRowCommitVersion)
+	default:
+		vb.AppendNull()
+	}
 }
 
 // dataColumns returns rec without the carried columns (retained; the caller releases
@@ -190,7 +200,7 @@ func (s *Snapshot) ScanRowTracking(ctx context.Context, fn func(rec arrow.Record
 		return err
 	}
 	if rc == nil {
-		return fmt.Errorf("table %s does not track row ids (or maps its columns, which reading them does not support yet)", s.Table().displayRoot())
+		return fmt.Errorf("table %s does not track row ids", s.Table().displayRoot())
 	}
 	for _, a := range s.Files() {
 		err := scanFileCarry(ctx, s, rc, a, func(rec arrow.RecordBatch) error {
@@ -232,4 +242,57 @@ func (rc *rowCarry) copied(ctx context.Context, mem memory.Allocator, data, trac
 	defer t.Release()
 	cols := append(append([]arrow.Array{}, data.Columns()...), t.Columns()...)
 	return array.NewRecordBatch(rc.extArrow, cols, data.NumRows()), nil
+}
+
+// givenTracked returns the row ids and commit versions (a record like trackColumns') of
+// the rows target names (logical indexes, increasing) of file a, reading only the two
+// materialized columns: a MERGE given the matched rows themselves (FileMatches.Rows)
+// needs no more of the file.
+func (rc *rowCarry) givenTracked(ctx context.Context, snap *Snapshot, mem memory.Allocator, a *Add, target []int64) (arrow.RecordBatch, error) {
+	t := snap.Table()
+	var del *roaring64.Bitmap
+	if a.DeletionVector != nil {
+		var err error
+		if del, err = loadDeletionVector(ctx, t.Store(), t.Root(), "", a.DeletionVector); err != nil {
+			return nil, fmt.Errorf("file %s: %w", a.Path, err)
+		}
+	}
+	phys := physicalRows(del, target)
+	sc, err := Scan(ctx, t.Store(), t.Root(), rc.ext, snap.PartitionColumns(), []*Add{a}, ScanOptions{Columns: []string{rc.idCol, rc.verCol}})
+	if err != nil {
+		return nil, err
+	}
+	defer sc.Release()
+	ib, vb := array.NewInt64Builder(mem), array.NewInt64Builder(mem)
+	defer ib.Release()
+	defer vb.Release()
+	ib.Reserve(len(target))
+	vb.Reserve(len(target))
+	var lo int64 // the logical index of the record's first row
+	k := 0       // the next target row
+	for sc.Next() && k < len(target) {
+		rec := sc.RecordBatch()
+		ids, ok1 := rec.Column(0).(*array.Int64)
+		vers, ok2 := rec.Column(1).(*array.Int64)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("file %s: materialized row tracking columns %s, %s are not longs", a.Path, rc.idCol, rc.verCol)
+		}
+		hi := lo + rec.NumRows()
+		for ; k < len(target) && target[k] < hi; k++ {
+			rc.appendRow(ib, vb, ids, vers, int(target[k]-lo), a, phys[k])
+		}
+		lo = hi
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", a.Path, err)
+	}
+	if k < len(target) {
+		return nil, fmt.Errorf("file %s: target row %d is past its %d rows", a.Path, target[k], lo)
+	}
+	idArr, verArr := ib.NewArray(), vb.NewArray()
+	defer idArr.Release()
+	defer verArr.Release()
+	nf := len(rc.extArrow.Fields())
+	sch := arrow.NewSchema(rc.extArrow.Fields()[nf-2:], nil)
+	return array.NewRecordBatch(sch, []arrow.Array{idArr, verArr}, int64(len(target))), nil
 }

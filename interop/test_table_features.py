@@ -1,5 +1,5 @@
 """The table features Databricks puts on tables: V2 checkpoints, in-commit timestamps,
-clustering (domain metadata) and row tracking.
+clustering (domain metadata) and row tracking (with column mapping, and our scd2_merge stage).
 
 Theirs → ours: Spark (Delta 4.4) creates a table with delta.checkpointPolicy=v2 and
 delta.enableInCommitTimestamps=true and writes to it (its checkpoints are UUID-named
@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -276,21 +277,32 @@ def test_row_tracking_ids_equal_sparks(spark, deltatool, tmp_path):
     assert row_ids(spark, str(mine)) == [(1, 0, 1), (2, 1, 1), (3, 2, 1), (4, 3, 2)]
 
 
-@pytest.mark.parametrize("by_position", [False, True], ids=["merge-by-key", "merge-by-position"])
-@pytest.mark.parametrize("dv", [False, True], ids=["copy-on-write", "deletion-vectors"])
-def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv, by_position):
-    """On twin row-tracking tables Spark created (two inserts), the same DELETE, UPDATEs
+# Column mapping by name: both rewrites and both merges, in two runs (Spark's side is
+# the slow part of each).
+@pytest.mark.parametrize("dv,by_position,mapping", [
+    pytest.param(False, False, "none", id="copy-on-write-merge-by-key"),
+    pytest.param(False, True, "none", id="copy-on-write-merge-by-position"),
+    pytest.param(True, False, "none", id="deletion-vectors-merge-by-key"),
+    pytest.param(True, True, "none", id="deletion-vectors-merge-by-position"),
+    pytest.param(False, True, "name", id="column-mapping-copy-on-write-merge-by-position"),
+    pytest.param(True, False, "name", id="column-mapping-deletion-vectors-merge-by-key"),
+])
+def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv, by_position, mapping):
+    """On twin row-tracking tables Spark created (two inserts; also with column mapping
+    by name, as Unity Catalog managed tables often have), the same DELETE, UPDATEs
     and MERGE (by key, or by position as our keyed stages merge) done by us on one and by
     Spark on the other leave every row with the same (id, _metadata.row_id,
     _metadata.row_commit_version) as Spark reads them: kept rows keep both, updated rows
     keep their row id and get the commit's version; inserted rows get the same version
     and distinct fresh ids. The
     materialized columns are no data columns, to Spark or to us; Spark's UPDATE and
-    INSERT after ours keep the ids as on its own table (but for the fresh ones)."""
+    INSERT after ours keep the ids as on its own table (but for the fresh ones), and our
+    UPDATE after Spark's reads the ids Spark materialized."""
     theirs, ours = tmp_path / "spark", tmp_path / "ours"
     for p in (theirs, ours):
         spark.sql(f"CREATE TABLE delta.`{p}` (id BIGINT, name STRING) USING delta TBLPROPERTIES "
-                  f"('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = '{str(dv).lower()}')")
+                  f"('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = '{str(dv).lower()}', "
+                  f"'delta.columnMapping.mode' = '{mapping}')")
         spark.sql(f"INSERT INTO delta.`{p}` VALUES (1, 'a'), (2, 'b'), (3, 'c')")
         spark.sql(f"INSERT INTO delta.`{p}` VALUES (4, 'd'), (5, 'e')")
     assert row_ids(spark, str(ours)) == row_ids(spark, str(theirs))
@@ -339,6 +351,14 @@ def test_row_tracking_dml_keeps_sparks_row_ids(spark, deltatool, tmp_path, dv, b
     assert len({r[1] for r in got}) == len(got) and dict(r[:2] for r in got)[6] > max(fresh), got
     assert_same_rows(deltatool.read(str(ours)), spark_read(spark, str(theirs)), what="after Spark's writes")
 
+    # Row 1's id is now in the materialized column of a file Spark wrote: our UPDATE
+    # reads it from there (under column mapping too) as Spark's does.
+    spark.sql(f"UPDATE delta.`{theirs}` SET name = 'W' WHERE id = 1")
+    v = deltatool.update(str(ours), "id = 1", name="'W'")
+    assert commit_lines(ours, v)[0]["commitInfo"]["tags"] == {"delta.rowTracking.preserved": "true"}
+    got, want = row_ids(spark, str(ours)), row_ids(spark, str(theirs))
+    assert [r for r in got if r[0] < 6] == [r for r in want if r[0] < 6]
+
 
 def test_our_clustered_table_read_and_optimized_by_spark(spark, deltatool, table_dir):
     """A table we create clustered is a clustered table to Spark: it reports our
@@ -354,3 +374,110 @@ def test_our_clustered_table_read_and_optimized_by_spark(spark, deltatool, table
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (6, 'spark')")
     assert sorted(deltatool.read(path).column("id").to_pylist()) == [1, 2, 3, 4, 5, 6]
     assert_same_rows(deltatool.read(path), spark_read(spark, path), what="after Spark's OPTIMIZE and INSERT")
+
+
+@pytest.fixture(scope="module")
+def orchestrator_bin(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("orch-bin") / "orchestrator"
+    proc = subprocess.run(["go", "build", "-o", str(out), "./cmd/orchestrator"],
+                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"go build ./cmd/orchestrator failed:\n{proc.stderr}")
+    return out
+
+
+SCD2_PIPELINE = """pipeline: rowtrack-scd2
+warehouse: {warehouse}
+tables:
+  staging.customers:
+    columns:
+      - {{name: customer_id, type: string, nullable: false}}
+      - {{name: city, type: string}}
+      - {{name: updated_at, type: timestamp}}
+      - {{name: source_file, type: string}}
+      - {{name: load_timestamp, type: timestamp}}
+    properties:
+      delta.enableChangeDataFeed: true
+  dim.customer:
+    columns:
+      - {{name: customer_id, type: string, nullable: false}}
+      - {{name: city, type: string}}
+      - {{name: valid_from, type: timestamp}}
+      - {{name: valid_to, type: timestamp}}
+      - {{name: is_current, type: boolean}}
+stages:
+  - name: load
+    kind: ingest
+    source: landing/*.csv
+    target: staging.customers
+  - name: history
+    kind: scd2_merge
+    depends_on: [load]
+    source: staging.customers
+    source_changes: true
+    target: dim.customer
+    keys: [customer_id]
+    track: [city]
+    sequence_by: updated_at
+"""
+
+
+def dim_row_ids(spark, path: str) -> dict[tuple, tuple]:
+    """(customer_id, city) → (_metadata.row_id, _metadata.row_commit_version)."""
+    return {(r[0], r[1]): (r[2], r[3]) for r in spark.sql(
+        f"SELECT customer_id, city, _metadata.row_id, _metadata.row_commit_version FROM delta.`{path}`").collect()}
+
+
+@pytest.mark.parametrize("dv,mapping", [
+    pytest.param(False, "none", id="copy-on-write"),
+    pytest.param(True, "name", id="deletion-vectors-column-mapping"),
+])
+def test_our_scd2_stage_on_sparks_row_tracking_table(spark, orchestrator_bin, tmp_path, dv, mapping):
+    """Our scd2_merge stage (the binary, a pipeline) loads a dimension Spark created with
+    row tracking (with deletion vectors and column mapping by name, as on Unity Catalog,
+    or neither). Spark reads our second load's closes and new versions: a closed version
+    keeps its row id and gets our commit's row commit version, an untouched one keeps
+    both, new versions get distinct fresh ids past every earlier one; the commit says it
+    preserved the ids. Spark's UPDATE and INSERT after ours keep and continue them."""
+    work = tmp_path / "pipeline"
+    (work / "landing").mkdir(parents=True)
+    warehouse = work / "warehouse"
+    dim = warehouse / "dim" / "customer"
+    spark.sql(f"CREATE TABLE delta.`{dim}` (customer_id STRING NOT NULL, city STRING, valid_from TIMESTAMP, "
+              f"valid_to TIMESTAMP, is_current BOOLEAN) USING delta TBLPROPERTIES ('delta.enableRowTracking' = 'true', "
+              f"'delta.enableDeletionVectors' = '{str(dv).lower()}', 'delta.columnMapping.mode' = '{mapping}')")
+    (work / "pipeline.yaml").write_text(SCD2_PIPELINE.format(warehouse=warehouse))
+    env = {k: v for k, v in os.environ.items() if k != "ORCH_WAREHOUSE"}
+
+    def load(name: str, lines: list[str]) -> int:
+        (work / "landing" / name).write_text("customer_id,city,updated_at\n" + "\n".join(lines) + "\n")
+        run = subprocess.run([str(orchestrator_bin), "run", str(work / "pipeline.yaml")], capture_output=True, text=True, env=env)
+        assert run.returncode == 0, run.stderr
+        return max(int(p.stem) for p in (dim / "_delta_log").glob("*.json"))
+
+    load("1.csv", ["C1,Seattle,2026-01-01T00:00:00Z", "C2,Boston,2026-01-01T00:00:00Z"])
+    before = dim_row_ids(spark, str(dim))
+    assert set(before) == {("C1", "Seattle"), ("C2", "Boston")}
+    assert len({r[0] for r in before.values()}) == 2, before
+
+    v = load("2.csv", ["C1,Portland,2026-02-01T00:00:00Z", "C3,London,2026-02-01T00:00:00Z"])
+    info = commit_lines(dim, v)[0]["commitInfo"]
+    assert info["tags"] == {"delta.rowTracking.preserved": "true"}, info
+    after = dim_row_ids(spark, str(dim))
+    assert after[("C1", "Seattle")] == (before[("C1", "Seattle")][0], v), after  # closed
+    assert after[("C2", "Boston")] == before[("C2", "Boston")], after  # untouched
+    new = [after[("C1", "Portland")], after[("C3", "London")]]
+    assert [r[1] for r in new] == [v, v], after
+    assert min(r[0] for r in new) > max(r[0] for r in before.values()) and new[0][0] != new[1][0], after
+    closed = spark.sql(f"SELECT is_current, CAST(valid_to AS STRING) FROM delta.`{dim}` "
+                       "WHERE customer_id = 'C1' AND city = 'Seattle'").collect()
+    assert [tuple(r) for r in closed] == [(False, "2026-02-01 00:00:00")], closed
+    assert spark.read.format("delta").load(str(dim)).columns == ["customer_id", "city", "valid_from", "valid_to", "is_current"]
+
+    spark.sql(f"UPDATE delta.`{dim}` SET city = 'BOSTON' WHERE customer_id = 'C2'")
+    spark.sql(f"INSERT INTO delta.`{dim}` VALUES ('C9', 'Oslo', NULL, NULL, true)")
+    last = dim_row_ids(spark, str(dim))
+    assert last[("C2", "BOSTON")][0] == before[("C2", "Boston")][0], last
+    assert {k: r for k, r in last.items() if k[0] in ("C1", "C3")} == {k: r for k, r in after.items() if k[0] in ("C1", "C3")}
+    assert last[("C9", "Oslo")][0] > max(r[0] for r in after.values()), last
+    assert len({r[0] for r in last.values()}) == len(last), last

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
@@ -108,6 +109,8 @@ type rowsQuery struct {
 	orderBy   string
 	desc      bool
 	limit     int
+	// rowIDs adds each row's row id and row commit version (row tracking).
+	rowIDs bool
 }
 
 func (s *Server) parseRowsQuery(q url.Values) (*rowsQuery, error) {
@@ -135,6 +138,7 @@ func (s *Server) parseRowsQuery(q url.Values) (*rowsQuery, error) {
 	rq.columns = splitList(q["columns"])
 	rq.orderBy = strings.TrimSpace(q.Get("order_by"))
 	rq.desc = q.Get("desc") == "true" || q.Get("desc") == "1" || q.Get("desc") == "on"
+	rq.rowIDs = q.Get("row_ids") == "true" || q.Get("row_ids") == "1" || q.Get("row_ids") == "on"
 	if rq.limit, err = s.parseLimit(q, defaultPageRows); err != nil {
 		return nil, err
 	}
@@ -207,7 +211,10 @@ func (s *Server) rows(ctx context.Context, ref *tableRef, rq *rowsQuery) (*rowsR
 	}
 	opts := delta.ScanOptions{Columns: rq.columns, Filter: rq.filter, TableURI: tableURI(ref)}
 	hidden := false
-	if rq.orderBy != "" {
+	switch {
+	case rq.orderBy == "":
+	case rq.rowIDs && (strings.EqualFold(rq.orderBy, delta.RowIDColumn) || strings.EqualFold(rq.orderBy, delta.RowCommitVersionColumn)):
+	default:
 		f := snap.Schema().Field(rq.orderBy)
 		if f == nil {
 			return nil, badRequestf("order_by: no column %q", rq.orderBy)
@@ -217,7 +224,12 @@ func (s *Server) rows(ctx context.Context, ref *tableRef, rq *rowsQuery) (*rowsR
 			opts.Columns, hidden = append(slices.Clone(opts.Columns), f.Name), true
 		}
 	}
-	sc, err := snap.Scan(ctx, opts)
+	var sc array.RecordReader
+	if rq.rowIDs {
+		sc, err = snap.ScanWithRowIDs(ctx, opts)
+	} else {
+		sc, err = snap.Scan(ctx, opts)
+	}
 	if err != nil {
 		return nil, badRequestf("%v", err)
 	}
@@ -228,15 +240,20 @@ func (s *Server) rows(ctx context.Context, ref *tableRef, rq *rowsQuery) (*rowsR
 			res.SchemaChangedSince = append(res.SchemaChangedSince, c.String())
 		}
 	}
-	shown := len(res.Columns)
-	if hidden {
-		shown--
-		res.Columns = res.Columns[:shown]
-	}
 	orderCol := -1
 	if rq.orderBy != "" {
 		orderCol = slices.IndexFunc(sc.Schema().Fields(), func(f arrow.Field) bool { return strings.EqualFold(f.Name, rq.orderBy) })
 	}
+	var shownCols []int // the columns shown: all but a hidden order column
+	for i := range res.Columns {
+		if !hidden || i != orderCol {
+			shownCols = append(shownCols, i)
+		}
+	}
+	if hidden {
+		res.Columns = slices.Delete(res.Columns, orderCol, orderCol+1)
+	}
+	shown := shownCols
 	top := &topRows{limit: rq.limit, desc: rq.desc}
 	for sc.Next() {
 		rec := sc.RecordBatch()
@@ -246,10 +263,10 @@ func (s *Server) rows(ctx context.Context, ref *tableRef, rq *rowsQuery) (*rowsR
 					res.Truncated = true
 					return res, nil
 				}
-				res.Rows = append(res.Rows, rowCells(rec, r, shown))
+				res.Rows = append(res.Rows, rowCellsOf(rec, r, shown))
 				continue
 			}
-			top.offer(rowtext.KeyAt(rec.Column(orderCol), r), func() []cell { return rowCells(rec, r, shown) })
+			top.offer(rowtext.KeyAt(rec.Column(orderCol), r), func() []cell { return rowCellsOf(rec, r, shown) })
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -265,6 +282,15 @@ func rowCells(rec arrow.RecordBatch, r, n int) []cell {
 	out := make([]cell, n)
 	for c := range n {
 		out[c] = cell(rowtext.At(rec.Column(c), r))
+	}
+	return out
+}
+
+// rowCellsOf is row r of rec's columns cols.
+func rowCellsOf(rec arrow.RecordBatch, r int, cols []int) []cell {
+	out := make([]cell, len(cols))
+	for c, i := range cols {
+		out[c] = cell(rowtext.At(rec.Column(i), r))
 	}
 	return out
 }

@@ -24,7 +24,8 @@ func showCommand() *command {
 			"2026-01-14T10:00:00Z; a time without a zone, or a bare date, is UTC), which is\n" +
 			"named on stderr. --where\n" +
 			"keeps the rows that match a condition (files that cannot match are not read);\n" +
-			"--columns picks columns; --limit stops after that many rows.\n\n" +
+			"--columns picks columns; --limit stops after that many rows; --row-ids adds each\n" +
+			"row's stable row id and row commit version (row tracking).\n\n" +
 			"Values are shown exactly: decimals with their scale, timestamps in UTC (RFC 3339),\n" +
 			"dates as YYYY-MM-DD, binary as base64, structs, arrays and maps as JSON. A null is\n" +
 			"NULL in text, an empty field in CSV and null in JSON.\n\n" + tableArgHelp,
@@ -38,6 +39,7 @@ func showCommand() *command {
 			fs.Int64Var(&o.limit, "limit", 0, "print at most `n` rows (0: all)")
 			fs.StringVar(&o.orderBy, "order-by", "", "print the rows sorted by `column` (ascending, NULLs first; they are\nread into memory to be sorted)")
 			fs.BoolVar(&o.desc, "desc", false, "with --order-by: descending, NULLs last")
+			fs.BoolVar(&o.rowIDs, "row-ids", false, "add each row's stable row id and row commit version, as the columns\n"+delta.RowIDColumn+" and "+delta.RowCommitVersionColumn+" (Spark's names; tables with\n"+delta.PropEnableRowTracking+" only; --order-by may name them)")
 			return func(ctx context.Context, e *env, args []string) error { return show(ctx, e, o, args) }
 		},
 	}
@@ -53,6 +55,7 @@ type showOptions struct {
 	limit     int64
 	orderBy   string
 	desc      bool
+	rowIDs    bool
 }
 
 // show prints the rows of the table args name, as o says.
@@ -94,7 +97,7 @@ func show(ctx context.Context, e *env, o *showOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := showRows(ctx, e, o.table.format, snap, opts, o.limit, order{column: o.orderBy, desc: o.desc}); err != nil {
+	if err := showRows(ctx, e, o.table.format, snap, opts, o.limit, order{column: o.orderBy, desc: o.desc}, o.rowIDs); err != nil {
 		return fmt.Errorf("table %s: %w", t.name, err)
 	}
 	return nil
@@ -118,10 +121,14 @@ func (o *showOptions) snapshot(ctx context.Context, e *env, t *openedTable, asOf
 	}
 }
 
-// showRows streams a snapshot's rows to the output, or sorts them first.
-func showRows(ctx context.Context, e *env, format string, snap *delta.Snapshot, opts delta.ScanOptions, limit int64, o order) error {
+// showRows streams a snapshot's rows to the output, or sorts them first; rowIDs adds
+// each row's row id and row commit version.
+func showRows(ctx context.Context, e *env, format string, snap *delta.Snapshot, opts delta.ScanOptions, limit int64, o order, rowIDs bool) error {
 	hidden := false
-	if o.column != "" {
+	switch {
+	case o.column == "":
+	case rowIDs && (strings.EqualFold(o.column, delta.RowIDColumn) || strings.EqualFold(o.column, delta.RowCommitVersionColumn)):
+	default:
 		f := snap.Schema().Field(o.column)
 		if f == nil {
 			return fmt.Errorf("--order-by: no column %q", o.column)
@@ -131,15 +138,21 @@ func showRows(ctx context.Context, e *env, format string, snap *delta.Snapshot, 
 			opts.Columns, hidden = append(slices.Clone(opts.Columns), f.Name), true
 		}
 	}
-	sc, err := snap.Scan(ctx, opts)
+	var rdr array.RecordReader
+	var err error
+	if rowIDs {
+		rdr, err = snap.ScanWithRowIDs(ctx, opts)
+	} else {
+		rdr, err = snap.Scan(ctx, opts)
+	}
 	if err != nil {
 		return err
 	}
-	defer sc.Release()
+	defer rdr.Release()
 	if o.column == "" {
-		return writeRecords(e, format, sc, limit)
+		return writeRecords(e, format, rdr, limit)
 	}
-	return writeSorted(e, format, sc, limit, o, hidden)
+	return writeSorted(e, format, rdr, limit, o, hidden)
 }
 
 // writeRecords prints the records of a stream (a scan, a change feed), at most limit

@@ -18,17 +18,20 @@ type order struct {
 
 // writeSorted prints a stream's rows sorted by the order column (stable: rows with
 // equal values keep their order), at most limit when limit > 0; hidden drops the
-// order column (the last) from the output.
+// order column from the output.
 func writeSorted(e *env, format string, rdr array.RecordReader, limit int64, o order, hidden bool) error {
 	fields := rdr.Schema().Fields()
 	orderCol := slices.IndexFunc(fields, func(f arrow.Field) bool { return strings.EqualFold(f.Name, o.column) })
-	shown := len(fields)
-	if hidden {
-		shown--
+	var shownCols []int // the indexes of the columns shown
+	for i := range fields {
+		if !hidden || i != orderCol {
+			shownCols = append(shownCols, i)
+		}
 	}
+	shown := len(shownCols)
 	cols := make([]column, shown)
-	for i := range cols {
-		cols[i] = column{name: fields[i].Name, numeric: numericType(fields[i].Type)}
+	for i, c := range shownCols {
+		cols[i] = column{name: fields[c].Name, numeric: numericType(fields[c].Type)}
 	}
 	type row struct {
 		key   rowtext.Key
@@ -39,8 +42,8 @@ func writeSorted(e *env, format string, rdr array.RecordReader, limit int64, o o
 		rec := rdr.RecordBatch()
 		for r := range int(rec.NumRows()) {
 			cells := make([]cell, shown)
-			for c := range cells {
-				cells[c] = arrowCell(rec.Column(c), r)
+			for c, i := range shownCols {
+				cells[c] = arrowCell(rec.Column(i), r)
 			}
 			rows = append(rows, row{key: rowtext.KeyAt(rec.Column(orderCol), r), cells: cells})
 		}
