@@ -503,3 +503,33 @@ func TestBudgetIngest(t *testing.T) {
 		}
 	}
 }
+
+// The dimension read ahead while a large batch is read (dimensionAhead) changes
+// nothing a user sees: with every batch large (no key filter), the scenarios reading
+// ahead give what they give without.
+func TestSCD2DimensionReadAhead(t *testing.T) {
+	for name, scenario := range map[string]func(t *testing.T, budget ByteSize, spillDir string) ([]string, int){
+		"change feed":      scd2FeedScenario("close", 3, false, false),
+		"deletion vectors": scd2FeedScenario("tombstone", 7, true, false),
+		"snapshot":         scd2SnapshotScenario("close", 2),
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func(m int, off bool, f func()) { keyFilterMax, noDimensionAhead, readingAhead = m, off, f }(keyFilterMax, noDimensionAhead, readingAhead)
+			started := 0
+			readingAhead = func() { started++ }
+			keyFilterMax, noDimensionAhead = 0, true
+			want, _ := scenario(t, 0, "")
+			if started > 0 {
+				t.Fatalf("%d reads ahead with none asked for", started)
+			}
+			noDimensionAhead = false
+			got, _ := scenario(t, 0, "")
+			if started == 0 {
+				t.Fatal("no run read the dimension ahead")
+			}
+			if i := firstDifference(got, want); i >= 0 {
+				t.Fatalf("reading ahead (%d runs), line %d differs:\ngot  %s\nwant %s", started, i, at(got, i), at(want, i))
+			}
+		})
+	}
+}

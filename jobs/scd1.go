@@ -111,7 +111,7 @@ func (s *SCD1Merge) run(ctx context.Context, env *Env) (Result, error) {
 	live.cost, live.byteFactor = scd1EventCost, 3
 	batch := kr.NewBatch(live, keyed.BatchOptions{Keys: l.spec.keys})
 	rd := newEventReader(l, s.cfg.SequenceBy == "", batch.Add)
-	log, err := readMergeBatch(ctx, env, mergeOf{s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), s.cfg.SourceChanges}, f, batch, live, rd, es, merged, last, &res)
+	log, err := readMergeBatch(ctx, env, mergeOf{s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), s.cfg.SourceChanges, nil}, f, batch, live, rd, es, merged, last, &res)
 	if err != nil {
 		return res, err
 	}

@@ -182,9 +182,22 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	live := newSCDBatch(l, s.cfg.SourceChanges)
 	batch := kr.NewBatch(live, keyed.BatchOptions{Keys: l.spec.keys})
 	rd := newEventReader(l, s.cfg.SequenceBy == "", batch.Add)
-	log, err := readMergeBatch(ctx, env, mergeOf{s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), s.cfg.SourceChanges}, f, batch, live, rd, es, merged, last, &res)
+	// A large batch that will fit has the dimension decoded while it is read (on the
+	// other core), within an eighth of the budget (dimensionAhead).
+	var ahead *keyed.Ahead
+	defer func() { ahead.Stop() }()
+	m := mergeOf{s.Kind(), s.cfg.Target, s.cfg.Source, s.AppID(), s.cfg.SourceChanges, func(n int64) {
+		if limit, ok := dimensionAhead(n, live.cost, batch); ok && ahead == nil {
+			ahead = keyed.StartAhead(ctx, dstSnap, nil, limit)
+			readingAhead()
+		}
+	}}
+	log, err := readMergeBatch(ctx, env, m, f, batch, live, rd, es, merged, last, &res)
 	if err != nil {
 		return res, err
+	}
+	if batch.Spilled() {
+		ahead.Stop()
 	}
 	// The events the row checks set aside go to the quarantine table first: a crash
 	// before the merge's commit reruns the merge, which quarantines them no more.
@@ -209,6 +222,9 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	spec, err := specOf.dimensionSpec(deleteAt)
 	if err != nil {
 		return res, err
+	}
+	if !batch.Spilled() {
+		spec.Ahead = ahead
 	}
 	target := keyed.NewTarget(dstSnap, spec)
 	// The batch's events go to the log before the dimension commit (a rerun finds them),
@@ -297,6 +313,22 @@ func (s *SCD2Merge) pass(ctx context.Context, p *keyed.Pass, l *scdLayout, log *
 	})
 	return g.Wait()
 }
+
+// dimensionAhead says whether a batch of about n events (each costing cost besides its
+// data) reads the dimension ahead, and within how many bytes: a batch too large for a
+// filter of its keys (keyFilter) that leaves room in its budget for twice the read
+// ahead's eighth of it.
+func dimensionAhead(n, cost int64, batch *keyed.Batch) (int64, bool) {
+	limit := batch.Limit() / 8
+	return limit, batch.Live() != nil && !noDimensionAhead && n > int64(keyFilterMax) && n*cost+2*limit <= batch.Limit()
+}
+
+// noDimensionAhead turns reading ahead off (a test compares); readingAhead is told of
+// each read ahead started.
+var (
+	noDimensionAhead bool
+	readingAhead     = func() {}
+)
 
 // count records what the dimension's MERGE did in res.
 func (s *SCD2Merge) count(res *Result, dstDecl *Table, mr *delta.MergeResult) {

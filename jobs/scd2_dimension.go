@@ -177,12 +177,16 @@ func (b *scdBatch) dimensionSpec(deleteAt *snapshotDeletes) (keyed.TargetSpec, e
 	return spec, nil
 }
 
+// keyFilterMax is the most keys of a batch that keyFilter makes a predicate of (a test
+// lowers it).
+var keyFilterMax = 10_000
+
 // keyFilter is a predicate on the batch's keys, for a small batch (at most 10,000 keys,
 // one key column) whose scans of the target read only the files whose stats may hold
 // them; nil for another.
 func (b *scdBatch) keyFilter() (expr.Predicate, error) {
 	l := b.l
-	if len(l.spec.keys) != 1 || len(b.head) == 0 || len(b.head) > 10_000 {
+	if len(l.spec.keys) != 1 || len(b.head) == 0 || len(b.head) > keyFilterMax {
 		return nil, nil
 	}
 	keys := make([]any, 0, len(b.head))

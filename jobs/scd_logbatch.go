@@ -32,7 +32,12 @@ func (a *logAppender) addBatch(ctx context.Context, b *scdBatch, lo, hi int) err
 	if len(a.merge) > 0 {
 		return a.add(ctx, b.logged(), lo, hi)
 	}
-	return b.logRecords(a.chunkRows(), func(commit int64) bool { return a.recorded && commit <= a.last }, func(rec arrow.RecordBatch) error {
+	// In memory, the log records are gathered ahead; over the budget one at a time.
+	gatherAhead := logGatherAhead
+	if a.stream {
+		gatherAhead = 0
+	}
+	return b.logRecords(a.chunkRows(), gatherAhead, func(commit int64) bool { return a.recorded && commit <= a.last }, func(rec arrow.RecordBatch) error {
 		if err := a.open(); err != nil { // (a pass with nothing new to log writes no file)
 			return err
 		}
@@ -70,7 +75,7 @@ func (a *logAppender) chunkRows() int {
 // with the only event of each key that has one; a chunk's columns are then gathered
 // column by column from the event arrays (each loop's loads independent of one
 // another, so the processor waits on many cache misses at once).
-func (b *scdBatch) logRecords(chunk int, skip func(commit int64) bool, write func(arrow.RecordBatch) error) error {
+func (b *scdBatch) logRecords(chunk, gatherAhead int, skip func(commit int64) bool, write func(arrow.RecordBatch) error) error {
 	hashes, t1, t1at := b.eventDigests()
 	order := b.keysByHash(skip)
 	var rows []logRow
@@ -89,6 +94,9 @@ func (b *scdBatch) logRecords(chunk int, skip func(commit int64) bool, write fun
 		return f
 	}
 	g := logGather{b: b, hashes: hashes, t1: t1, t1at: t1at}
+	ahead := &logChunks{g: &g, write: write, ahead: gatherAhead}
+	defer ahead.flush(0) // (after an error: the records still gathered released)
+	rows = make([]logRow, 0, min(chunk, len(order)))
 	for _, k := range order {
 		if k.ev >= 0 {
 			rows = append(rows, logRow{h: k.h, id: k.id, ev: k.ev})
@@ -112,16 +120,55 @@ func (b *scdBatch) logRecords(chunk int, skip func(commit int64) bool, write fun
 			}
 		}
 		if len(rows) >= chunk {
-			if err := g.write(rows, extra, write); err != nil {
+			if err := ahead.add(rows, extra); err != nil {
 				return err
 			}
-			rows, extra = rows[:0], extra[:0]
+			rows, extra = make([]logRow, 0, chunk), nil
 		}
 	}
-	if len(rows) == 0 {
-		return nil
+	if len(rows) > 0 {
+		if err := ahead.add(rows, extra); err != nil {
+			return err
+		}
 	}
-	return g.write(rows, extra, write)
+	return ahead.flush(0)
+}
+
+// logChunks gathers a batch's log records on goroutines of their own (ahead at once,
+// besides the one written) while the records before them are written, in order: the
+// gather, which waits on memory, is most of the log's work.
+type logChunks struct {
+	g       *logGather
+	write   func(arrow.RecordBatch) error
+	ahead   int
+	pending []chan arrow.RecordBatch
+	err     error
+}
+
+// logGatherAhead is how many log records a batch in memory gathers at once.
+const logGatherAhead = 2
+
+// add starts gathering the record of rows (and extra, which it keeps: the caller makes
+// new ones), and writes the records before the last c.ahead.
+func (c *logChunks) add(rows []logRow, extra []loggedEvent) error {
+	ch := make(chan arrow.RecordBatch, 1)
+	go func() { ch <- c.g.record(rows, extra) }()
+	c.pending = append(c.pending, ch)
+	return c.flush(c.ahead)
+}
+
+// flush writes the records gathered, in order, until keep are left (after an error,
+// it only releases them).
+func (c *logChunks) flush(keep int) error {
+	for len(c.pending) > keep {
+		rec := <-c.pending[0]
+		c.pending = c.pending[1:]
+		if c.err == nil {
+			c.err = c.write(rec)
+		}
+		rec.Release()
+	}
+	return c.err
 }
 
 // keyHashed is a key of the batch with its keyed.Hash and its only event (-1: it has
@@ -204,9 +251,9 @@ type logGather struct {
 	t1at   []int32
 }
 
-// write hands write the rows as one record (loggedRecord's columns), gathered column
-// by column into Go slices that the record's arrays use as they are.
-func (g *logGather) write(rows []logRow, extra []loggedEvent, write func(arrow.RecordBatch) error) error {
+// record is the rows as one log record (loggedRecord's columns), gathered column by
+// column into Go slices that the record's arrays use as they are.
+func (g *logGather) record(rows []logRow, extra []loggedEvent) arrow.RecordBatch {
 	b := g.b
 	n := len(rows)
 	hash, seq, rowHash, commit, rowSeq := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
@@ -285,7 +332,7 @@ func (g *logGather) write(rows []logRow, extra []loggedEvent, write func(arrow.R
 			type1 = append(type1, ex(r).type1...)
 		}
 	}
-	return writeLogRecord(n, hash, key, keyEnd, seq, del, phys, rowHash, rowHashOK, commit, rowSeq, phys, type1, type1End, type1OK, write)
+	return logRecord(n, hash, key, keyEnd, seq, del, phys, rowHash, rowHashOK, commit, rowSeq, phys, type1, type1End, type1OK)
 }
 
 func (b *scdBatch) commitOf(ev int32) int64 {
@@ -367,10 +414,10 @@ func (b *scdBatch) digestEvents(lo, hi int, hashes []uint64, at []int32) (t1 []b
 	return t1
 }
 
-// writeLogRecord hands write a log record (loggedRecord's columns) of n rows made of
-// the slices as they are.
-func writeLogRecord(n int, hash []int64, key []byte, keyEnd []int32, seq []int64, del, phys []bool, rowHash []int64, rowHashOK []bool,
-	commit, rowSeq []int64, rowSeqOK []bool, type1 []byte, type1End []int32, type1OK []bool, write func(arrow.RecordBatch) error) error {
+// logRecord is a log record (loggedRecord's columns) of n rows made of the slices as
+// they are.
+func logRecord(n int, hash []int64, key []byte, keyEnd []int32, seq []int64, del, phys []bool, rowHash []int64, rowHashOK []bool,
+	commit, rowSeq []int64, rowSeqOK []bool, type1 []byte, type1End []int32, type1OK []bool) arrow.RecordBatch {
 	ints := func(v []int64, valid []bool) arrow.Array {
 		bm, nulls := bitmap(valid)
 		return array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, n,
@@ -390,9 +437,7 @@ func writeLogRecord(n int, hash []int64, key []byte, keyEnd []int32, seq []int64
 	schema, _ := delta.ArrowSchema(eventLogSchema)
 	rec := array.NewRecordBatch(schema, cols, int64(n))
 	arrowx.ReleaseArrays(cols)
-	err := write(rec)
-	rec.Release()
-	return err
+	return rec
 }
 
 // bitmap is v as an Arrow bitmap with the number of its unset bits (nil v: none, no

@@ -70,7 +70,7 @@ func TestLogRecordsMatchLoggedEvents(t *testing.T) {
 			}
 
 			var got []string
-			err := b.logRecords(chunk, func(commit int64) bool { return recorded && commit <= last }, func(rec arrow.RecordBatch) error {
+			err := b.logRecords(chunk, chunk%3, func(commit int64) bool { return recorded && commit <= last }, func(rec arrow.RecordBatch) error {
 				// A chunk ends after the key that fills it.
 				if most := int64(chunk) + int64(slices.Max(b.count)); rec.NumRows() >= most {
 					return fmt.Errorf("a record of %d rows (chunk %d)", rec.NumRows(), chunk)

@@ -203,6 +203,9 @@ type mergeOf struct {
 	kind                  Kind
 	target, source, appID string
 	sourceChanges         bool
+	// rows, when set, is told about how many events the batch will have, when the
+	// source says, before they are read.
+	rows func(n int64)
 }
 
 // readMergeBatch reads a merge's source events into batch (live, its pass while it
@@ -230,6 +233,9 @@ func readMergeBatch(ctx context.Context, env *Env, m mergeOf, f *flow, batch *ke
 			if batch.Live() != nil {
 				live.reserve(int(min(n, batch.Limit()/live.cost)))
 			}
+			if m.rows != nil {
+				m.rows(n)
+			}
 		}, res)
 	} else {
 		// A snapshot says how many rows it has: room is made for them at once, or, when
@@ -239,6 +245,9 @@ func readMergeBatch(ctx context.Context, env *Env, m mergeOf, f *flow, batch *ke
 				return batch.HandOver(ctx)
 			}
 			live.reserve(int(n))
+			if m.rows != nil {
+				m.rows(n)
+			}
 			return nil
 		}, res)
 	}

@@ -34,6 +34,10 @@ type TargetSpec struct {
 	Filter expr.Predicate
 	// ReadAhead reads the live scan's next file while a record is worked on.
 	ReadAhead bool
+	// Ahead, when set, is the live scan begun before the target was made (StartAhead,
+	// of the same snapshot and Columns): Each takes its records unless Filter is set.
+	// The target stops it when it does not use it.
+	Ahead *Ahead
 	// Select locates a scanned record's key columns and says which of its rows a pass
 	// needs whatever the batch's keys (keepAll nil: none).
 	Select func(rec arrow.RecordBatch) (keys []int, keepAll func(i int) bool, err error)
@@ -79,6 +83,7 @@ func (t *Target) FileIndex(path string) (int32, bool) {
 // Spill scans the target once (a run of passes of limit bytes, spill files in dir) and
 // sets aside the rows its passes need: of keys filter may have, or all (spec).
 func (t *Target) Spill(ctx context.Context, dir *Dir, limit int64, filter Filter) error {
+	t.spec.Ahead.Stop() // (set aside: scanned here)
 	sc, err := t.snap.Scan(ctx, ScanOptions(limit, delta.ScanOptions{Columns: t.spec.Columns, FilesOnly: true}))
 	if err != nil {
 		return err
@@ -219,6 +224,12 @@ func (t *Target) Each(ctx context.Context, lo, hi int, fn func(TargetRecord) err
 	}
 	if lo != 0 || hi != Ranges {
 		return errors.New("internal error: a live target scan of some key ranges")
+	}
+	if a := t.spec.Ahead; a != nil {
+		if t.spec.Filter == nil && a.take(t.snap) {
+			return t.eachAhead(ctx, a, fn)
+		}
+		a.Stop()
 	}
 	sc, err := t.snap.Scan(ctx, delta.ScanOptions{Columns: t.spec.Columns, Filter: t.spec.Filter, FilesOnly: true, ReadAhead: t.spec.ReadAhead})
 	if err != nil {
