@@ -151,10 +151,10 @@ func (t *Table) diffVersions(ctx context.Context, from, to int64, opts DiffOptio
 		return nil, err
 	}
 	pickB, pickA := d.classify(cols, matched, added)
-	if d.Before, err = gatherRows(ctx, memory.DefaultAllocator, before, pickB); err != nil {
+	if d.Before, err = arrowx.Gather(ctx, memory.DefaultAllocator, before, pickB); err != nil {
 		return nil, err
 	}
-	if d.After, err = gatherRows(ctx, memory.DefaultAllocator, after, pickA); err != nil {
+	if d.After, err = arrowx.Gather(ctx, memory.DefaultAllocator, after, pickA); err != nil {
 		d.Release()
 		return nil, err
 	}

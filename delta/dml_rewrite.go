@@ -14,6 +14,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta/expr"
 	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // rewriter streams the new data files and change data files of one DML commit (DELETE,
@@ -288,5 +289,5 @@ func takeOrAll(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch,
 		rec.Retain()
 		return rec, nil
 	}
-	return takeRows(ctx, mem, rec, rows)
+	return arrowx.Take(ctx, mem, rec, rows)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
@@ -119,12 +118,6 @@ type FileMatches struct {
 	// deletion vectors on, the MERGE then takes the rows from here and does not read the
 	// file; otherwise it is ignored (the file is rewritten, so it is read whole).
 	Rows []arrow.RecordBatch
-}
-
-// GatherRows returns the rows of rec at the given indexes, in that order (a caller
-// keeping the rows of a scan for FileMatches.Rows).
-func GatherRows(ctx context.Context, rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
-	return gatherRows(ctx, memory.DefaultAllocator, rec, rows)
 }
 
 // MergeResult reports what a MERGE did (Spark's operationMetrics).

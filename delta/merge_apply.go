@@ -17,7 +17,7 @@ import (
 func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
 	if len(p.copied) > 0 && !m.dv {
 		rows := sortedRows(p.copied)
-		c, err := gatherRows(ctx, m.w.mem, p.rec, rows)
+		c, err := arrowx.Gather(ctx, m.w.mem, p.rec, rows)
 		if err != nil {
 			return err
 		}
@@ -37,7 +37,7 @@ func (m *merger) applyRecord(ctx context.Context, p *recordPlan) error {
 		m.res.NumTargetRowsCopied += int64(len(p.copied))
 	}
 	if len(p.deleted) > 0 {
-		d, err := gatherRows(ctx, m.w.mem, p.rec, p.deleted)
+		d, err := arrowx.Gather(ctx, m.w.mem, p.rec, p.deleted)
 		if err != nil {
 			return err
 		}
@@ -69,7 +69,7 @@ func (m *merger) applyUpdate(ctx context.Context, p *recordPlan, key int, tgt []
 	m.countUpdated(key, len(tgt))
 	data := post
 	if p.tracked != nil {
-		ids, err := gatherRows(ctx, m.w.mem, p.tracked, tgt)
+		ids, err := arrowx.Gather(ctx, m.w.mem, p.tracked, tgt)
 		if err != nil {
 			return err
 		}
@@ -89,7 +89,7 @@ func (m *merger) applyUpdate(ctx context.Context, p *recordPlan, key int, tgt []
 // updateRows returns the rows tgt of a record before and after the update of clause key
 // (matched clause key, or not-matched-by-source clause -1-key).
 func (m *merger) updateRows(ctx context.Context, p *recordPlan, key int, tgt []int32) (pre, post arrow.RecordBatch, err error) {
-	pre, err = gatherRows(ctx, m.w.mem, p.rec, tgt)
+	pre, err = arrowx.Gather(ctx, m.w.mem, p.rec, tgt)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -163,7 +163,7 @@ func (m *merger) insert(ctx context.Context) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	view, err := gatherRows(ctx, m.w.mem, m.src.view, rows)
+	view, err := arrowx.Gather(ctx, m.w.mem, m.src.view, rows)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (m *merger) insert(ctx context.Context) error {
 		if len(sel) == 0 {
 			continue
 		}
-		sub, err := gatherRows(ctx, m.w.mem, view, sel)
+		sub, err := arrowx.Gather(ctx, m.w.mem, view, sel)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -611,7 +612,7 @@ func (m *merger) choose(ctx context.Context, p *recordPlan, rec arrow.RecordBatc
 	}
 	// WHEN NOT MATCHED BY SOURCE
 	if len(unmatchedTargets) > 0 && len(m.plan.bySource) > 0 {
-		sub, err := gatherRows(ctx, m.w.mem, rec, unmatchedTargets)
+		sub, err := arrowx.Gather(ctx, m.w.mem, rec, unmatchedTargets)
 		if err != nil {
 			return nil, err
 		}

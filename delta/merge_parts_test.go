@@ -9,13 +9,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // partOf returns the source rows of src at idx (in that order) and the positions of pos
 // restricted to the given files, renumbered to the part's rows.
 func partOf(t *testing.T, src arrow.RecordBatch, pos *delta.MergePositions, files []string, idx []int32) (arrow.RecordBatch, *delta.MergePositions) {
 	t.Helper()
-	rows, err := delta.GatherRows(context.Background(), src, idx)
+	rows, err := arrowx.GatherRows(context.Background(), src, idx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func (m *merger) patchInFileOrder(ups []spliceUpdate, changed []bool) (_ *splice
 			return nil, nil, err
 		}
 		cols = append(cols, c)
-		patch.vals = append(patch.vals, gatherArray(m.w.mem, all, idx))
+		patch.vals = append(patch.vals, arrowx.GatherArray(m.w.mem, all, idx))
 		all.Release()
 	}
 	return patch, cols, nil
@@ -508,7 +508,7 @@ func (s *splice) patchedRowGroup(ctx context.Context, rg int, patch *splicePatch
 		if err != nil {
 			return nil, err
 		}
-		out[j] = gatherArray(s.mem, both, idx)
+		out[j] = arrowx.GatherArray(s.mem, both, idx)
 		both.Release()
 	}
 	return array.NewRecordBatch(s.chSchema, out, int64(n)), nil

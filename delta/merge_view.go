@@ -42,7 +42,7 @@ func (m *merger) joinedView(ctx context.Context, rec arrow.RecordBatch, tgt, src
 		}
 		sub := projectColumns(from, idx)
 		defer sub.Release()
-		g, err := gatherRows(ctx, m.w.mem, sub, rows)
+		g, err := arrowx.Gather(ctx, m.w.mem, sub, rows)
 		if err != nil {
 			return err
 		}

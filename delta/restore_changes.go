@@ -134,7 +134,7 @@ func (t *Table) restoreChanges(ctx context.Context, target *Snapshot, latest *Sn
 			if len(rows) == 0 {
 				return nil
 			}
-			r, err := takeRows(ctx, memory.DefaultAllocator, rec, rows)
+			r, err := arrowx.Take(ctx, memory.DefaultAllocator, rec, rows)
 			if err != nil {
 				return err
 			}

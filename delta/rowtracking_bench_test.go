@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -106,7 +107,7 @@ func rtBenchPositions(b *testing.B, snap *delta.Snapshot, src arrow.RecordBatch)
 			idx = append(idx, int32(i))
 		}
 		if len(idx) > 0 {
-			rows, err := delta.GatherRows(ctx, rec, idx)
+			rows, err := arrowx.GatherRows(ctx, rec, idx)
 			if err != nil {
 				b.Fatal(err)
 			}

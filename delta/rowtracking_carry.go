@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // Carrying stable row ids through a rewrite (PROTOCOL.md, Row Tracking, materialized
@@ -235,7 +236,7 @@ func (rc *rowCarry) trackColumns(rec arrow.RecordBatch) arrow.RecordBatch {
 // copied returns data (table columns, rows of a record copied unchanged) with the row
 // ids and commit versions of tracked (trackColumns of the same record) at rows.
 func (rc *rowCarry) copied(ctx context.Context, mem memory.Allocator, data, tracked arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
-	t, err := gatherRows(ctx, mem, tracked, rows)
+	t, err := arrowx.Gather(ctx, mem, tracked, rows)
 	if err != nil {
 		return nil, err
 	}

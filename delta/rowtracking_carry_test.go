@@ -12,6 +12,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // rowTracking maps each live row's id column to its row id and row commit version, and
@@ -157,7 +158,7 @@ func withRows(t *testing.T, snap *delta.Snapshot, pos *delta.MergePositions) {
 			}
 		}
 		if len(idx) > 0 {
-			rows, err := delta.GatherRows(ctx, sc.RecordBatch(), idx)
+			rows, err := arrowx.GatherRows(ctx, sc.RecordBatch(), idx)
 			if err != nil {
 				t.Fatal(err)
 			}

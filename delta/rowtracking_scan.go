@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // The names of the two columns ScanWithRowIDs adds, as Spark's SQL names the fields
@@ -171,7 +172,7 @@ func (r *rowIDScan) next(raw arrow.RecordBatch) (arrow.RecordBatch, error) {
 		case len(rows) == 0:
 			return rec.NewSlice(0, 0), nil
 		case !all:
-			if work, err = takeRows(r.ctx, r.mem, rec, rows); err != nil {
+			if work, err = arrowx.Take(r.ctx, r.mem, rec, rows); err != nil {
 				return nil, err
 			}
 			defer work.Release()

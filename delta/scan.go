@@ -418,7 +418,7 @@ func (s *Scanner) finishBatch(ctx context.Context, raw arrow.RecordBatch, file *
 			case int(rows[len(rows)-1]-rows[0]) == len(rows)-1:
 				kept = work.NewSlice(int64(rows[0]), int64(rows[len(rows)-1])+1)
 			default:
-				if kept, err = takeRows(ctx, s.mem, work, rows); err != nil {
+				if kept, err = arrowx.Take(ctx, s.mem, work, rows); err != nil {
 					return nil, err
 				}
 			}

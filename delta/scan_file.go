@@ -56,7 +56,7 @@ func (f *fileScan) read(ctx context.Context, s *Scanner) (arrow.RecordBatch, pos
 		f.stats.RowsRead += raw.NumRows()
 		if f.dv != nil && raw.NumCols() > 0 {
 			if rows, all := keptRowsOf(f.dv, phys, raw.NumRows(), f.sel); !all {
-				kept, err := gatherRows(ctx, s.mem, raw, rows)
+				kept, err := arrowx.Gather(ctx, s.mem, raw, rows)
 				raw.Release()
 				if err != nil {
 					return nil, position{}, fmt.Errorf("scan %s: %w", f.add.Path, err)

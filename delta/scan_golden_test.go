@@ -18,6 +18,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta/expr"
 	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
@@ -279,7 +280,7 @@ func TestGoldenPruning(t *testing.T) {
 					want = append(want, r)
 					continue
 				}
-				fr, err := takeRows(ctx, memory.DefaultAllocator, r, rows)
+				fr, err := arrowx.Take(ctx, memory.DefaultAllocator, r, rows)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
@@ -124,7 +125,7 @@ func TestScanPruning(t *testing.T) {
 						rows = append(rows, int32(i))
 					}
 				}
-				r, err := takeRows(context.Background(), memory.DefaultAllocator, rec, rows)
+				r, err := arrowx.Take(context.Background(), memory.DefaultAllocator, rec, rows)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -413,7 +414,7 @@ func TestScanPrunesRowGroups(t *testing.T) {
 			var want []arrow.RecordBatch
 			for _, r := range recs {
 				rows, _, _ := bp.KeptRows(r)
-				k, _ := takeRows(ctx, memory.DefaultAllocator, r, rows)
+				k, _ := arrowx.Take(ctx, memory.DefaultAllocator, r, rows)
 				want = append(want, k)
 			}
 			diffRows(t, rowSet(t, got), rowSet(t, want))

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
@@ -268,7 +269,7 @@ func (l *leafStats) foldStrings(a *array.String, ok func(int) bool) {
 	data := a.ValueBytes() // starts at the array's first expr.Value
 	base := offs[0]
 	n := a.Len()
-	if ok == nil && pqfile.OneValue(offs, data) {
+	if ok == nil && arrowx.OneValue(offs, data) {
 		n = 1 // every expr.Value is the first
 	}
 	var mn, mx []byte

@@ -10,7 +10,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 
@@ -269,7 +268,7 @@ func (w *DataWriter) writePartitioned(ctx context.Context, rec arrow.RecordBatch
 			part = data.NewSlice(int64(g.rows[0]), int64(g.rows[len(g.rows)-1])+1)
 		} else {
 			var err error
-			if part, err = takeRows(ctx, w.opts.Allocator, data, g.rows); err != nil {
+			if part, err = arrowx.Take(ctx, w.opts.Allocator, data, g.rows); err != nil {
 				return fmt.Errorf("write data: %w", err)
 			}
 		}
@@ -300,26 +299,6 @@ func (w *DataWriter) partColNames() []string {
 		names[i] = physicalName(w.schema.Fields[ci]) // a later rename leaves the directory right
 	}
 	return names
-}
-
-// takeRows gathers the given rows of rec.
-func takeRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
-	ib := array.NewInt32Builder(mem)
-	ib.AppendValues(rows, nil)
-	idx := ib.NewArray()
-	ib.Release()
-	defer idx.Release()
-	ctx = compute.WithAllocator(ctx, mem)
-	cols := make([]arrow.Array, rec.NumCols())
-	defer arrowx.ReleaseArrays(cols)
-	for i := range cols {
-		c, err := compute.TakeArray(ctx, rec.Column(i), idx)
-		if err != nil {
-			return nil, fmt.Errorf("gather rows of column %s: %w", rec.ColumnName(i), err)
-		}
-		cols[i] = c
-	}
-	return array.NewRecordBatch(rec.Schema(), cols, int64(len(rows))), nil
 }
 
 // writeChunkRows is the most rows writeTo hands a file at once: row groups and files are

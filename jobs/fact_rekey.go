@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 )
 
@@ -131,7 +132,7 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dim
 		}
 		if keepRows && len(rows) > 0 {
 			// The re-keyed facts as they are, so that the MERGE does not read their file.
-			held, err := delta.GatherRows(ctx, rec, rows)
+			held, err := arrowx.GatherRows(ctx, rec, rows)
 			if err != nil {
 				return err
 			}

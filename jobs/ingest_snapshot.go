@@ -157,7 +157,7 @@ func (f *snapForm) sourceRows(ctx context.Context, rec arrow.RecordBatch, keep [
 	if !spilled || len(f.linCols) == 0 {
 		src := array.NewRecordBatch(f.source, rec.Columns()[:f.nsource], rec.NumRows())
 		defer src.Release()
-		return delta.GatherRows(ctx, src, keep)
+		return arrowx.GatherRows(ctx, src, keep)
 	}
 	var idx []int
 	var fields []arrow.Field
@@ -171,7 +171,7 @@ func (f *snapForm) sourceRows(ctx context.Context, rec arrow.RecordBatch, keep [
 		cols[i] = rec.Column(c)
 	}
 	part := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
-	g, err := delta.GatherRows(ctx, part, keep)
+	g, err := arrowx.GatherRows(ctx, part, keep)
 	part.Release()
 	if err != nil {
 		return nil, err

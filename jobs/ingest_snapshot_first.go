@@ -201,7 +201,7 @@ func (l *firstSnapshot) write(ctx context.Context, f *sourceFile, rec arrow.Reco
 	out := projectRecord(rec, l.tableSchema)
 	defer out.Release()
 	if len(keep) < int(rec.NumRows()) {
-		g, err := delta.GatherRows(ctx, out, keep)
+		g, err := arrowx.GatherRows(ctx, out, keep)
 		if err != nil {
 			return err
 		}

@@ -10,8 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
@@ -274,7 +274,7 @@ func (p *dimPlacer) place(ctx context.Context, tr keyed.TargetRecord) error {
 		work.add(id, v, quick)
 	}
 	if len(p.kept) > 0 {
-		rows, err := delta.GatherRows(ctx, rec, p.kept)
+		rows, err := arrowx.GatherRows(ctx, rec, p.kept)
 		if err != nil {
 			return err
 		}

@@ -96,7 +96,7 @@ func (s *SCD2Merge) fillNewColumns(ctx context.Context, env *Env, f *flow, l *sc
 			continue
 		}
 		slices.Sort(rows[i])
-		g, err := delta.GatherRows(ctx, rec, rows[i])
+		g, err := arrowx.GatherRows(ctx, rec, rows[i])
 		if err != nil {
 			return err
 		}

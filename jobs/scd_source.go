@@ -15,6 +15,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 )
@@ -91,7 +92,7 @@ func (es *eventSource) admit(ctx context.Context, rec arrow.RecordBatch, cols []
 		}
 		if len(rows) < int(rec.NumRows()) {
 			es.skipped += rec.NumRows() - int64(len(rows))
-			if rec, err = delta.GatherRows(ctx, rec, rows); err != nil {
+			if rec, err = arrowx.GatherRows(ctx, rec, rows); err != nil {
 				return nil, err
 			}
 			defer rec.Release()

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/schema"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // chunkWriter writes the column chunks of one flat column of the common types (strings,
@@ -399,7 +400,7 @@ func (c *chunkWriter) putBytes(col binaryValues, lo, hi, nulls int, bits []byte,
 		// A step of one value repeated (a file name, a load time): one lookup.
 		so := offs[lo : hi+1]
 		w := so[1] - so[0]
-		if step := data[so[0]-base : so[hi-lo]-base]; OneValue(so, step) {
+		if step := data[so[0]-base : so[hi-lo]-base]; arrowx.OneValue(so, step) {
 			v := step[:w]
 			c.idx = c.dict.(*bytesDict).addRun(c.idx, v, hi-lo)
 			c.raw += int64(hi-lo) * (int64(w) + 4)

@@ -355,7 +355,7 @@ func positions(ctx context.Context, snap *delta.Snapshot, src []arrow.RecordBatc
 			rows = append(rows, int32(i))
 		}
 		if len(rows) > 0 {
-			g, err := delta.GatherRows(ctx, rec, rows)
+			g, err := arrowx.GatherRows(ctx, rec, rows)
 			if err != nil {
 				return nil, err
 			}

@@ -7,7 +7,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
@@ -104,7 +103,7 @@ func (f *Fanout) write(ctx context.Context, rec arrow.RecordBatch, ranges []uint
 		f.perm[next[p]] = int32(i)
 		next[p]++
 	}
-	sorted, err := delta.GatherRows(ctx, rec, f.perm)
+	sorted, err := arrowx.GatherRows(ctx, rec, f.perm)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
@@ -29,7 +28,7 @@ func Gather(ctx context.Context, recs []arrow.RecordBatch, refs []Ref, max int) 
 			rows = append(rows, refs[hi].Row)
 			hi++
 		}
-		g, err := delta.GatherRows(ctx, recs[r], rows)
+		g, err := arrowx.GatherRows(ctx, recs[r], rows)
 		if err != nil {
 			arrowx.ReleaseRecords(out)
 			return nil, err
@@ -94,7 +93,7 @@ func gatherConcat(ctx context.Context, recs []arrow.RecordBatch, refs []Ref) (ar
 	for i, r := range refs {
 		idx[i] = starts[r.Rec] + r.Row
 	}
-	return delta.GatherRows(ctx, all, idx)
+	return arrowx.GatherRows(ctx, all, idx)
 }
 
 // Int64s is v as an Arrow array.

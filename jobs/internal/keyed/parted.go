@@ -51,7 +51,7 @@ func (m *parted) addMatched(ctx context.Context, src arrow.RecordBatch, rows Row
 	for i, p := range perm {
 		k1[i], k2[i] = int64(places[p].File), places[p].Row
 	}
-	sorted, err := delta.GatherRows(ctx, src, perm)
+	sorted, err := arrowx.GatherRows(ctx, src, perm)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (m *parted) addInserts(ctx context.Context, src arrow.RecordBatch, ord, ord
 	for i, p := range perm {
 		s1[i], s2[i] = ord[p], ord2[p]
 	}
-	sorted, err := delta.GatherRows(ctx, src, perm)
+	sorted, err := arrowx.GatherRows(ctx, src, perm)
 	if err != nil {
 		return err
 	}
@@ -358,7 +358,7 @@ func (km *kmerge) flush(ctx context.Context, part func(arrow.RecordBatch) error)
 	for i, s := range km.sel {
 		idx[i] = int32(base[[2]int{s.c, s.rec}] + s.row)
 	}
-	out, err := delta.GatherRows(ctx, all, idx)
+	out, err := arrowx.GatherRows(ctx, all, idx)
 	if err != nil {
 		return err
 	}

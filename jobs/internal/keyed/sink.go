@@ -206,7 +206,7 @@ func (s *Sink) mergeDirect(ctx context.Context) error {
 		defer all.Release()
 		perm := insertOrder(s.insOrd[0], s.insOrd[1])
 		if !isIdentity(perm) {
-			sorted, err := delta.GatherRows(ctx, all, perm)
+			sorted, err := arrowx.GatherRows(ctx, all, perm)
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // The target side of a run: the rows of the target table its passes need, each with
@@ -137,7 +138,7 @@ func (t *Target) setAside(ctx context.Context, dir *Dir, rec arrow.RecordBatch, 
 	var fields []arrow.Field
 	var cols []arrow.Array
 	if !t.spec.KeepNone {
-		kept, err := delta.GatherRows(ctx, rec, keep)
+		kept, err := arrowx.GatherRows(ctx, rec, keep)
 		if err != nil {
 			return err
 		}

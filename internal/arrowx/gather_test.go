@@ -1,4 +1,4 @@
-package delta
+package arrowx
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// gatherRows gives the same record as takeRows (compute.Take) for every column kind it
+// Gather gives the same record as Take (compute.Take) for every column kind it
 // copies by hand, for columns that are slices of larger arrays, with and without
 // nulls, and for index lists that are runs (a zero-copy slice), empty, or repeat rows,
 // or long enough to be copied a column per goroutine.
@@ -31,7 +31,7 @@ func TestGatherRowsMatchesTake(t *testing.T) {
 		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "bin", Type: arrow.BinaryTypes.Binary, Nullable: true},
-		{Name: "list", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true}, // through takeRows
+		{Name: "list", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true}, // through Take
 		{Name: "one", Type: arrow.BinaryTypes.String, Nullable: true},                  // one value: a slice
 	}, nil)
 	for _, nulls := range []bool{false, true} {
@@ -85,12 +85,12 @@ func TestGatherRowsMatchesTake(t *testing.T) {
 		for name, rows := range cases {
 			t.Run(fmt.Sprintf("nulls=%v/%s", nulls, name), func(t *testing.T) {
 				ctx := context.Background()
-				got, err := gatherRows(ctx, mem, rec, rows)
+				got, err := Gather(ctx, mem, rec, rows)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer got.Release()
-				want, err := takeRows(ctx, mem, rec, rows)
+				want, err := Take(ctx, mem, rec, rows)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package delta
+package arrowx
 
 import (
 	"context"
@@ -8,18 +8,16 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/orchestrator-io/orchestrator/internal/arrowx"
-	pqfile "github.com/orchestrator-io/orchestrator/internal/parquet"
 )
 
-// gatherRows is takeRows for the MERGE: the rows of rec at the given indices, in that
-// order. A run of consecutive indices is a zero-copy slice; flat columns (fixed-width,
-// boolean, string and binary) are copied by hand, about twice as fast as compute.Take;
-// other columns go through takeRows.
-func gatherRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
+// Gather returns the rows of rec at the given indices, in that order (an index may
+// repeat), as a record the caller releases. A run of consecutive indices is a zero-copy
+// slice; flat columns (fixed-width, boolean, string and binary) are copied by hand, about
+// twice as fast as compute.Take; other columns go through Take.
+func Gather(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
 	n := len(rows)
 	if n == 0 || int(rows[n-1])-int(rows[0]) == n-1 && isConsecutive(rows) {
 		if n == 0 {
@@ -28,21 +26,21 @@ func gatherRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch
 		return rec.NewSlice(int64(rows[0]), int64(rows[0])+int64(n)), nil
 	}
 	cols := make([]arrow.Array, rec.NumCols())
-	defer arrowx.ReleaseArrays(cols)
+	defer ReleaseArrays(cols)
 	if n >= parallelGatherRows && rec.NumCols() > 1 {
 		// A large gather's columns are copied on every core.
 		var g errgroup.Group
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for i, c := range rec.Columns() {
-			g.Go(func() error { cols[i] = gatherArray(mem, c, rows); return nil })
+			g.Go(func() error { cols[i] = GatherArray(mem, c, rows); return nil })
 		}
 		g.Wait()
 	} else {
 		for i, c := range rec.Columns() {
-			cols[i] = gatherArray(mem, c, rows)
+			cols[i] = GatherArray(mem, c, rows)
 		}
 	}
-	var rest []int // columns left to takeRows
+	var rest []int // columns left to Take
 	for i := range cols {
 		if cols[i] == nil {
 			rest = append(rest, i)
@@ -55,7 +53,7 @@ func gatherRows(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch
 			fields[j], arrs[j] = rec.Schema().Field(i), rec.Column(i)
 		}
 		sub := array.NewRecordBatch(arrow.NewSchema(fields, nil), arrs, rec.NumRows())
-		t, err := takeRows(ctx, mem, sub, rows)
+		t, err := Take(ctx, mem, sub, rows)
 		sub.Release()
 		if err != nil {
 			return nil, err
@@ -81,9 +79,9 @@ func isConsecutive(rows []int32) bool {
 	return true
 }
 
-// gatherArray copies the values at rows of a flat array (a column of one value gives a
+// GatherArray copies the values at rows of a flat array (a column of one value gives a
 // slice of it, see sameValueSlice), or returns nil for other types.
-func gatherArray(mem memory.Allocator, arr arrow.Array, rows []int32) arrow.Array {
+func GatherArray(mem memory.Allocator, arr arrow.Array, rows []int32) arrow.Array {
 	if s := sameValueSlice(arr, len(rows)); s != nil {
 		return s
 	}
@@ -177,7 +175,7 @@ func sameValueSlice(arr arrow.Array, n int) arrow.Array {
 	default:
 		return nil
 	}
-	if n < 2 || arr.Len() < n || arr.NullN() > 0 || !pqfile.OneValue(offs, vals) {
+	if n < 2 || arr.Len() < n || arr.NullN() > 0 || !OneValue(offs, vals) {
 		return nil
 	}
 	d := array.NewSliceData(arr.Data(), 0, int64(n))
@@ -227,4 +225,29 @@ func newBitmap(mem memory.Allocator, n int) *memory.Buffer {
 	b := newBuffer(mem, int(bitutil.BytesForBits(int64(n))))
 	clear(b.Bytes())
 	return b
+}
+
+// Take gathers the given rows of rec with compute.Take, for every column type.
+func Take(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
+	ib := array.NewInt32Builder(mem)
+	ib.AppendValues(rows, nil)
+	idx := ib.NewArray()
+	ib.Release()
+	defer idx.Release()
+	ctx = compute.WithAllocator(ctx, mem)
+	cols := make([]arrow.Array, rec.NumCols())
+	defer ReleaseArrays(cols)
+	for i := range cols {
+		c, err := compute.TakeArray(ctx, rec.Column(i), idx)
+		if err != nil {
+			return nil, fmt.Errorf("gather rows of column %s: %w", rec.ColumnName(i), err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(len(rows))), nil
+}
+
+// GatherRows is Gather with the default allocator.
+func GatherRows(ctx context.Context, rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
+	return Gather(ctx, memory.DefaultAllocator, rec, rows)
 }
