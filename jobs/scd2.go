@@ -69,12 +69,12 @@ type scdLayout struct {
 
 func (s *SCD2Merge) layout(dim *delta.StructType) (*scdLayout, error) {
 	l := &scdLayout{
-		sk:   s.cfg.Columns.SurrogateKey,
-		from: or(s.cfg.Columns.ValidFrom, "valid_from"),
-		to:   or(s.cfg.Columns.ValidTo, "valid_to"),
-		curr: or(s.cfg.Columns.IsCurrent, "is_current"),
+		sk:       s.cfg.Columns.SurrogateKey,
+		from:     or(s.cfg.Columns.ValidFrom, "valid_from"),
+		to:       or(s.cfg.Columns.ValidTo, "valid_to"),
+		curr:     or(s.cfg.Columns.IsCurrent, "is_current"),
 		inferred: s.cfg.Columns.Inferred,
-		spec: scdSpec{deletes: or(s.cfg.Deletes, "ignore"), end: SeqMax},
+		spec:     scdSpec{deletes: or(s.cfg.Deletes, "ignore"), end: SeqMax},
 	}
 	if err := s.cfg.applyOptions(&l.spec); err != nil {
 		return nil, err
