@@ -52,11 +52,17 @@ func (s *Server) tableTab(w http.ResponseWriter, r *http.Request, tab, tmpl stri
 // overview is the table page's first tab.
 type overview struct {
 	Horizons template.HTML
+	// Inferred lists a dimension's inferred members (nil: it keeps none).
+	Inferred *inferredView
 }
 
 func (s *Server) pageTable(w http.ResponseWriter, r *http.Request) {
 	s.tableTab(w, r, "overview", "table", func(ref *tableRef, ti *tableInfo) (any, error) {
-		return overview{Horizons: horizonSVG(ti)}, nil
+		inf, err := s.inferred(r.Context(), ref)
+		if err != nil {
+			return nil, err
+		}
+		return overview{Horizons: horizonSVG(ti), Inferred: inf}, nil
 	})
 }
 
