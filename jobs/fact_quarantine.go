@@ -24,7 +24,10 @@ func (m *factMiss) Error() string { return m.msg }
 
 // quarantinedFact is a fact on its way to the quarantine table.
 type quarantinedFact struct {
-	source, column, value, err, record string
+	source, column, err, record string
+	value                       *string // nil: NULL
+	// expectation names the row expectation the fact violated ("": a lookup missed).
+	expectation string
 }
 
 // newFactKeys looks up a new fact's keys; a fact a missing: quarantine lookup finds
@@ -52,7 +55,7 @@ func (fr *factRun) newFactKeys(rec arrow.RecordBatch, kc []int, r int, source st
 		}
 	}
 	record, _ := json.Marshal(fields)
-	fr.quarantined = append(fr.quarantined, quarantinedFact{source: source, column: miss.column, value: miss.value,
+	fr.quarantined = append(fr.quarantined, quarantinedFact{source: source, column: miss.column, value: &miss.value,
 		err: fmt.Sprintf("fact %s: %s (lookups[%d] has missing: quarantine)", keyText(rec, kc, r), miss.msg, miss.lookup), record: string(record)})
 	return nil, true, nil
 }
@@ -70,43 +73,33 @@ func (fr *factRun) quarantine(ctx context.Context, env *Env, srcVersion int64, r
 	if len(fr.quarantined) == 0 {
 		return nil
 	}
-	decl, err := env.declared(fr.s.cfg.QuarantineTable)
+	q, err := openQuarantine(ctx, env, fr.s.cfg.QuarantineTable)
 	if err != nil {
 		return err
 	}
-	tbl, err := env.openOrCreate(ctx, decl)
-	if err != nil {
-		return err
-	}
-	snap, err := tbl.Snapshot(ctx)
-	if err != nil {
-		return fmt.Errorf("quarantine table %s: %w", decl.Name, err)
-	}
-	if v, ok := snap.TxnVersion(fr.s.QuarantineAppID()); ok && v >= srcVersion {
+	if v, ok := q.done(fr.s.QuarantineAppID()); ok && v >= srcVersion {
 		return nil
 	}
-	schema, err := delta.ArrowSchema(snap.Schema())
-	if err != nil {
-		return err
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, q.schema)
 	defer b.Release()
 	now := arrow.Timestamp(env.Now().UnixMicro())
-	for _, q := range fr.quarantined {
-		for i, f := range schema.Fields() {
+	for _, qf := range fr.quarantined {
+		for i, f := range q.schema.Fields() {
 			fb := b.Field(i)
 			s, isString := fb.(*array.StringBuilder)
 			switch {
 			case f.Name == "source_file" && isString:
-				s.Append(q.source)
+				s.Append(qf.source)
 			case f.Name == "column" && isString:
-				s.Append(q.column)
-			case f.Name == "value" && isString:
-				s.Append(q.value)
+				s.Append(qf.column)
+			case f.Name == "value" && isString && qf.value != nil:
+				s.Append(*qf.value)
 			case f.Name == "error" && isString:
-				s.Append(q.err)
+				s.Append(qf.err)
 			case f.Name == "record" && isString:
-				s.Append(q.record)
+				s.Append(qf.record)
+			case f.Name == "expectation" && isString && qf.expectation != "":
+				s.Append(qf.expectation)
 			case f.Name == "load_timestamp":
 				if tb, ok := fb.(*array.TimestampBuilder); ok {
 					tb.Append(now)
@@ -120,24 +113,9 @@ func (fr *factRun) quarantine(ctx context.Context, env *Env, srcVersion int64, r
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	adds, err := delta.WriteRecords(ctx, tbl.Store(), tbl.Root(), snap.Schema(), snap.PartitionColumns(), []arrow.RecordBatch{rec}, delta.WriteOptions{})
-	if err != nil {
-		return fmt.Errorf("write quarantine %s: %w", decl.Name, err)
+	if err := q.append(ctx, env, rec, len(fr.quarantined), []quarantineTxn{{fr.s.QuarantineAppID(), srcVersion}}, "facts", res); err != nil {
+		return err
 	}
-	tx := tbl.NewTransaction(snap, delta.TxOptions{
-		Operation:           "WRITE",
-		OperationParameters: map[string]any{"mode": "Append", "partitionBy": "[]"},
-		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": int64(len(fr.quarantined))},
-		Lineage:             env.lineage(),
-	})
-	tx.AddFiles(adds...)
-	tx.SetTxn(fr.s.QuarantineAppID(), srcVersion)
-	v, err := tx.Commit(ctx)
-	if err != nil {
-		return fmt.Errorf("commit quarantine %s: %w", decl.Name, err)
-	}
-	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
 	res.RowsSkipped += int64(len(fr.quarantined))
-	res.Notes = append(res.Notes, fmt.Sprintf("quarantined %d facts in %s", len(fr.quarantined), decl.Name))
 	return nil
 }

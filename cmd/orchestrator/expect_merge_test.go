@@ -407,6 +407,10 @@ func TestRowChecksQuarantineOnMerges(t *testing.T) {
 			if !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 3 || !strings.Contains(got, `"staging.customers version 2, row from `+day2+`",score,-2,positive,`) {
 				t.Errorf("quarantine =\n%s\nwant C2 of version 1 (starting %s) and C1's Munich event of version 2", got, want)
 			}
+			// A change event has no line: NULL, not 0.
+			if got := sortedShow(t, pipeline, "audit.rejects", "line,expectation"); got != "line,expectation\n,positive\n,positive\n" {
+				t.Errorf("quarantine lines =\n%q, want NULL (empty) for both events", got)
+			}
 			// The quarantine's commits hold the counts too.
 			if ci := commitExpectations(t, dir, "audit.rejects", lastVersion(t, dir, "audit.rejects")); len(ci) != 1 || ci[0]["numFailedRows"] != 1.0 {
 				t.Errorf("the quarantine commit's expectations %v, want the day's 1 failed row", ci)
