@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -35,6 +36,7 @@ type quarantinedFact struct {
 // earlier version of it, if loaded) leaves the fact table.
 func (fr *factRun) newFactKeys(rec arrow.RecordBatch, kc []int, r int, source string) (sks []int64, del bool, err error) {
 	sks, err = fr.keysFor(rec, kc, r)
+	fr.lastSource = source
 	var miss *factMiss
 	if !errors.As(err, &miss) {
 		if err == nil {
@@ -118,4 +120,68 @@ func (fr *factRun) quarantine(ctx context.Context, env *Env, srcVersion int64, r
 	}
 	res.RowsSkipped += int64(len(fr.quarantined))
 	return nil
+}
+
+// judge runs the row checks on a batch of facts: warn and fail checks judge every fact
+// written (not the deletes); drop and quarantine checks judge the new facts only (a
+// re-keyed fact's columns are those it was loaded with, but for the lookups' keys,
+// which those checks may not read). A new fact they leave out leaves the fact table:
+// the MERGE deletes its earlier version, if loaded, as a missing: quarantine lookup's
+// miss does, so the table holds no fact that violates them and re-keying meets none.
+func (fr *factRun) judge(rec arrow.RecordBatch, origin func(i int) string) (arrow.RecordBatch, error) {
+	n := int(rec.NumRows())
+	dels := rec.Column(len(fr.keyOf)).(*array.Boolean)
+	written, movable := make([]bool, n), make([]bool, n)
+	for i := range written {
+		written[i] = !dels.Value(i)
+		movable[i] = written[i] && origin(i) != ""
+	}
+	at := func(i int) string {
+		if o := origin(i); o != "" {
+			return fmt.Sprintf("a fact from %s (key %s)", o, keyText(rec, fr.keyIdx, i))
+		}
+		return fmt.Sprintf("a fact of %s re-keyed (key %s)", fr.s.cfg.Target, keyText(rec, fr.keyIdx, i))
+	}
+	keep, bad, err := fr.checks.judge(rec, rowSite{at: at, subject: written, movable: movable})
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bad {
+		q := quarantinedFact{source: origin(b.row), column: b.err.Column, err: b.err.Error(), record: b.err.Record, expectation: b.expectation}
+		if idx := rec.Schema().FieldIndices(b.err.Column); len(idx) == 1 && rec.Column(idx[0]).IsValid(b.row) {
+			v := b.err.Value
+			q.value = &v
+		}
+		fr.quarantined = append(fr.quarantined, q)
+	}
+	if keep == nil {
+		rec.Retain()
+		return rec, nil
+	}
+	for _, k := range keep {
+		if !k {
+			fr.dropped++
+		}
+	}
+	fr.dropped -= int64(len(bad)) // (counted as quarantined)
+	if fr.w != nil {              // an append: the fact table holds no earlier version to delete
+		parts, err := keptParts(rec, keep)
+		if err != nil || len(parts) == 1 {
+			if err != nil {
+				return nil, err
+			}
+			return parts[0], nil
+		}
+		return rec.NewSlice(0, 0), nil
+	}
+	b := array.NewBooleanBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	for i := range n {
+		b.Append(dels.Value(i) || !keep[i])
+	}
+	del := b.NewArray()
+	defer del.Release()
+	cols := slices.Clone(rec.Columns())
+	cols[len(fr.keyOf)] = del
+	return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows()), nil
 }
