@@ -109,9 +109,10 @@ type factRun struct {
 	// checks are the stage's row checks (nil without): they judge the facts the merge
 	// writes, inserted or updated (not its deletes), as each batch of them is made (put).
 	checks *rowChecks
-	// origins, when a check drops or quarantines, holds per row in b the source version
+	// moves: a check drops or quarantines. origins then holds per row in b the source version
 	// a new fact came from ("" for a re-keyed fact or a delete); lastSource is the one
 	// newFactKeys last keyed. dropped counts the facts drop checks left out.
+	moves      bool
 	origins    []string
 	lastSource string
 	dropped    int64
@@ -130,7 +131,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	res.VersionsRead = []TableVersion{{Table: f.srcDecl.Name, Version: srcLatest}}
 	lastSrc, loaded := f.dstSnap.TxnVersion(s.AppID())
 	srcNew := !loaded || lastSrc < srcLatest
-	fr := &factRun{s: s, checks: env.rows}
+	fr := &factRun{s: s, checks: env.rows, moves: env.rows.moves()}
 	moved := make([]bool, len(s.cfg.Lookups))
 	lastDim := make([]int64, len(s.cfg.Lookups))
 	anyMoved := false
@@ -545,7 +546,7 @@ func (fr *factRun) emit(rec arrow.RecordBatch, cols []int, r int, sks []int64, d
 		}
 	}
 	fr.b.Field(len(fr.keyOf)).(*array.BooleanBuilder).Append(del)
-	if fr.checks.moves() {
+	if fr.moves {
 		origin := ""
 		if fr.quarantining && !del {
 			origin = fr.lastSource
