@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -142,6 +143,64 @@ func TestFactLoadRowCheckValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want none", c.exp, errs)
 		case c.want != "" && (len(errs) != 1 || !strings.Contains(errs[0].Msg, c.want)):
 			t.Errorf("%+v (source_changes %v): %v, want %q", c.exp, c.changes, errs, c.want)
+		}
+	}
+}
+
+// A crash between the quarantine's commit and the fact table's, then a new source
+// version before the rerun: the rerun reads the crashed run's versions again with the
+// new one, and quarantines only the facts of versions the quarantine does not hold yet.
+func TestFactLoadQuarantineCrashThenSourceMoves(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	rejects := rejectsTable(t)
+	cfg := factConfig(true, MissingQuarantine)
+	cfg.QuarantineTable = rejects.Name
+	exps := []Expectation{{Name: "positive", Expect: "amount > 0", OnViolation: ActionQuarantine}}
+	load := NewFactLoad("sales", cfg)
+	setup := func() (*faultstore.Store, *Env) {
+		clock := &testClock{t: d1}
+		fs := faultstore.New(mem.New(mem.Config{Now: clock.Now}))
+		env := newTestEnv(fs, clock, staging, dim, raw, facts, rejects)
+		appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+		runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+		env.Expectations = exps
+		appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)})
+		runStage(t, load, env)
+		// A violator and a miss (C7 has no version).
+		appendRows(t, env, raw, []any{"S2", "C1", -20, day(5)}, []any{"S3", "C7", 30, day(6)})
+		return fs, env
+	}
+	observe := func(env *Env) []string {
+		out := tableRows(t, env, facts, "sale_id")
+		for _, r := range tableRows(t, env, rejects, "source_file", "expectation", "column") {
+			out = append(out, "quarantined: "+r)
+		}
+		return out
+	}
+	fs, env := setup()
+	fs.FailNth(0, false, false)
+	runStage(t, load, env)
+	ops := fs.Count()
+	appendRows(t, env, raw, []any{"S4", "C1", -4, day(7)})
+	runStage(t, load, env)
+	want := observe(env)
+	w := []string{"S1", "quarantined: staging.sales@v2|NULL|customer_id", "quarantined: staging.sales@v2|positive|amount", "quarantined: staging.sales@v3|positive|amount"}
+	if !slices.Equal(want, w) {
+		t.Fatalf("clean runs:\n%s", diff(want, w))
+	}
+	for n := 1; n <= ops; n++ {
+		fs, env := setup()
+		fs.FailNth(n, true, false)
+		if _, err := load.Run(context.Background(), env); err == nil && fs.Injected() {
+			t.Fatalf("crash at op %d: run reported success", n)
+		}
+		fs.Heal()
+		appendRows(t, env, raw, []any{"S4", "C1", -4, day(7)})
+		runStage(t, load, env)
+		runStage(t, load, env)
+		if got := observe(env); !slices.Equal(got, want) {
+			t.Fatalf("crash at op %d, the source moved, reruns:\n%s", n, diff(got, want))
 		}
 	}
 }

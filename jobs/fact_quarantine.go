@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -29,6 +31,22 @@ type quarantinedFact struct {
 	value                       *string // nil: NULL
 	// expectation names the row expectation the fact violated ("": a lookup missed).
 	expectation string
+	// version is the source version the fact came from (source's "@vN").
+	version int64
+}
+
+// sourceVersion is the version N of a fact's origin "TABLE@vN" (as the load names
+// them), or -1.
+func sourceVersion(origin string) int64 {
+	i := strings.LastIndex(origin, "@v")
+	if i < 0 {
+		return -1
+	}
+	v, err := strconv.ParseInt(origin[i+2:], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // newFactKeys looks up a new fact's keys; a fact a missing: quarantine lookup finds
@@ -57,7 +75,7 @@ func (fr *factRun) newFactKeys(rec arrow.RecordBatch, kc []int, r int, source st
 		}
 	}
 	record, _ := json.Marshal(fields)
-	fr.quarantined = append(fr.quarantined, quarantinedFact{source: source, column: miss.column, value: &miss.value,
+	fr.quarantined = append(fr.quarantined, quarantinedFact{source: source, version: sourceVersion(source), column: miss.column, value: &miss.value,
 		err: fmt.Sprintf("fact %s: %s (lookups[%d] has missing: quarantine)", keyText(rec, kc, r), miss.msg, miss.lookup), record: string(record)})
 	return nil, true, nil
 }
@@ -70,7 +88,8 @@ func (s *FactLoad) QuarantineAppID() string {
 
 // quarantine appends the run's quarantined facts to the quarantine table with the
 // source version's txn, before the fact table's commit: a rerun after a crash between
-// the two finds them written and writes them no second time.
+// the two (or after a conflict) reads those facts again, maybe with those of later
+// source versions, and writes only the facts of versions after the txn's: none twice.
 func (fr *factRun) quarantine(ctx context.Context, env *Env, srcVersion int64, res *Result) error {
 	if len(fr.quarantined) == 0 {
 		return nil
@@ -79,13 +98,20 @@ func (fr *factRun) quarantine(ctx context.Context, env *Env, srcVersion int64, r
 	if err != nil {
 		return err
 	}
-	if v, ok := q.done(fr.s.QuarantineAppID()); ok && v >= srcVersion {
+	done, _ := q.done(fr.s.QuarantineAppID())
+	if done >= srcVersion {
 		return nil
+	}
+	var pending []quarantinedFact
+	for _, qf := range fr.quarantined {
+		if qf.version < 0 || qf.version > done {
+			pending = append(pending, qf)
+		}
 	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, q.schema)
 	defer b.Release()
 	now := arrow.Timestamp(env.Now().UnixMicro())
-	for _, qf := range fr.quarantined {
+	for _, qf := range pending {
 		for i, f := range q.schema.Fields() {
 			fb := b.Field(i)
 			s, isString := fb.(*array.StringBuilder)
@@ -115,10 +141,10 @@ func (fr *factRun) quarantine(ctx context.Context, env *Env, srcVersion int64, r
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	if err := q.append(ctx, env, rec, len(fr.quarantined), []quarantineTxn{{fr.s.QuarantineAppID(), srcVersion}}, "facts", res); err != nil {
+	if err := q.append(ctx, env, rec, len(pending), []quarantineTxn{{fr.s.QuarantineAppID(), srcVersion}}, "facts", res); err != nil {
 		return err
 	}
-	res.RowsSkipped += int64(len(fr.quarantined))
+	res.RowsSkipped += int64(len(pending))
 	return nil
 }
 
@@ -147,7 +173,7 @@ func (fr *factRun) judge(rec arrow.RecordBatch, origin func(i int) string) (arro
 		return nil, err
 	}
 	for _, b := range bad {
-		q := quarantinedFact{source: origin(b.row), column: b.err.Column, err: b.err.Error(), record: b.err.Record, expectation: b.expectation}
+		q := quarantinedFact{source: origin(b.row), version: sourceVersion(origin(b.row)), column: b.err.Column, err: b.err.Error(), record: b.err.Record, expectation: b.expectation}
 		if idx := rec.Schema().FieldIndices(b.err.Column); len(idx) == 1 && rec.Column(idx[0]).IsValid(b.row) {
 			v := b.err.Value
 			q.value = &v
