@@ -15,13 +15,17 @@ import (
 // events that bring them are judged: drop (and quarantine) leave the key's open version
 // unfilled, fail stops the run before the fill's commit, naming the fill.
 func TestSCD2NewColumnsFillIsJudged(t *testing.T) {
-	for _, action := range []string{ActionDrop, ActionFail} {
+	for _, action := range []string{ActionDrop, ActionQuarantine, ActionFail} {
 		t.Run(action, func(t *testing.T) {
 			staging, dim := customerTables(t)
 			clock := &testClock{t: d1}
-			env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim)
+			rejects := rejectsTable(t)
+			env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, rejects)
 			cfg := scd2Config()
 			cfg.NewColumns = "fill"
+			if action == ActionQuarantine {
+				cfg.QuarantineTable = rejects.Name
+			}
 			at := func(h int) time.Time { return d1.Add(time.Duration(h) * time.Hour) }
 			appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", at(0)}, []any{"C2", "Grace", "Boston", at(0)})
 			runStage(t, NewSCD2Merge("merge", cfg), env)
@@ -55,6 +59,12 @@ func TestSCD2NewColumnsFillIsJudged(t *testing.T) {
 			// The fill's 2 rows and the merge's 2 events, one of each violating.
 			if c := res.Expectations; len(c) != 1 || c[0].Rows != 4 || c[0].Failed != 2 {
 				t.Fatalf("checks %+v, want 2 of 4 rows dropped (the fill's and the merge's)", c)
+			}
+			// Quarantined once: the merge's event, not the fill's row.
+			if action == ActionQuarantine {
+				if got, w := tableRows(t, env, rejects, "expectation", "source_file", "line", "value"), []string{"known_segment|staging.customers version 3|NULL|bad"}; !slices.Equal(got, w) {
+					t.Fatalf("quarantine:\n%s", diff(got, w))
+				}
 			}
 		})
 	}
