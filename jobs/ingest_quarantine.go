@@ -79,7 +79,7 @@ func quarantineRows(schema *arrow.Schema, bad []*badRecord, want map[string]bool
 				if r.err.Line > 0 {
 					fb.(*array.Int64Builder).Append(r.err.Line)
 				} else {
-					fb.AppendNull() // a Parquet row, a merge's event: no line
+					fb.AppendNull() // a merge's event, a Parquet record that did not decode: no line
 				}
 			case "column":
 				fb.(*array.StringBuilder).Append(r.err.Column)
