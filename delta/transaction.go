@@ -251,6 +251,10 @@ func (tx *Transaction) setSystemDomain(d *DomainMetadata) {
 	tx.domains[d.Domain] = true
 }
 
+// SetOperationMetrics sets the commit's operationMetrics (for a transaction whose
+// figures are known only after it was made, e.g. once its files are written).
+func (tx *Transaction) SetOperationMetrics(m map[string]int64) { tx.opts.OperationMetrics = m }
+
 // ReadWholeTable declares that the transaction depends on the whole table (an overwrite, a
 // DELETE without partition filter): any concurrent add or remove conflicts.
 func (tx *Transaction) ReadWholeTable() { tx.readWhole = true }

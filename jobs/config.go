@@ -353,6 +353,11 @@ type SCDColumns struct {
 	ValidFrom    string `yaml:"valid_from"`    // default "valid_from"
 	ValidTo      string `yaml:"valid_to"`      // default "valid_to"
 	IsCurrent    string `yaml:"is_current"`    // default "is_current"
+	// Inferred is a boolean column that flags a fact_load's placeholder version of a
+	// business key the dimension has not seen yet (missing: inferred); the merge fills
+	// such a row in place with the key's first version and writes false there. Default
+	// none.
+	Inferred string `yaml:"inferred"`
 }
 
 // The default names of a type 2 dimension's columns.
@@ -500,6 +505,7 @@ func (c *SCD2Config) Validate() []FieldError {
 		{"columns.valid_from", c.Columns.ValidFrom},
 		{"columns.valid_to", c.Columns.ValidTo},
 		{"columns.is_current", c.Columns.IsCurrent},
+		{"columns.inferred", c.Columns.Inferred},
 	} {
 		if nc.name == "" {
 			continue

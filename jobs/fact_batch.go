@@ -64,10 +64,14 @@ func (fr *factRun) addBatch(rec arrow.RecordBatch, srcName, what string, res *Re
 	}
 	for i, d := range fr.dims {
 		unknown := d.lookup.unknownKey()
+		placeholders := len(d.placeholders) > 0
 		for r, ok := range fb.found[i] {
-			if ok {
+			switch {
+			case ok && placeholders && d.isPlaceholder(fb.sks[i][r]):
+				fr.counts[i][3]++
+			case ok:
 				fr.counts[i][0]++
-			} else {
+			default:
 				fr.counts[i][1]++
 				fb.sks[i][r] = unknown
 			}

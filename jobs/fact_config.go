@@ -40,7 +40,10 @@ type FactLookup struct {
 	// Missing says what a fact with no version at its time gets: unknown (default: the
 	// key UnknownKey), fail (the run fails naming the fact, nothing is written) or
 	// quarantine (a new fact goes to the stage's quarantine table instead of the fact
-	// table; a loaded fact that loses its version gets UnknownKey).
+	// table; a loaded fact that loses its version gets UnknownKey), or inferred (a new
+	// fact whose business key the dimension has no version of gets the key of a
+	// placeholder version the stage adds, flagged by the dimension's columns.inferred,
+	// which the dimension's merge later fills in place; other misses get UnknownKey).
 	Missing string `yaml:"missing"`
 	// UnknownKey is the key of the unknown member (default -1).
 	UnknownKey *int64 `yaml:"unknown_key"`
@@ -52,6 +55,9 @@ type FactLookup struct {
 	// openEnd is the dimension's open_end (SetDimensionOpenEnd): the valid_to of its
 	// current versions, which the member row takes and lookups read as open.
 	openEnd SCDTime
+	// firstFrom is the dimension's first_valid_from (SetDimensionFirstValidFrom): where
+	// an inferred member's placeholder version starts.
+	firstFrom SCDTime
 }
 
 // The missing policies of a lookup.
@@ -59,6 +65,7 @@ const (
 	MissingUnknown    = "unknown"
 	MissingFail       = "fail"
 	MissingQuarantine = "quarantine"
+	MissingInferred   = "inferred"
 )
 
 // DefaultUnknownKey is the surrogate key a fact gets when its dimension has no version
@@ -72,6 +79,10 @@ func (l *FactLookup) SetDimensionColumns(c SCDColumns) { l.dim = c.WithDefaults(
 // SetDimensionOpenEnd records the open_end of the scd2_merge that maintains the
 // lookup's dimension; the pipeline loader calls it.
 func (l *FactLookup) SetDimensionOpenEnd(o SCDTime) { l.openEnd = o }
+
+// SetDimensionFirstValidFrom records the first_valid_from of the scd2_merge that
+// maintains the lookup's dimension; the pipeline loader calls it.
+func (l *FactLookup) SetDimensionFirstValidFrom(t SCDTime) { l.firstFrom = t }
 
 // DimensionColumns returns the dimension's SCD columns as set (SurrogateKey "" when
 // none was: the stage then takes the dimension's identity column).
@@ -179,10 +190,9 @@ func (c *FactLoadConfig) Validate() []FieldError {
 			if l.UnknownKey != nil {
 				add(f+".unknown_key", "only used with missing: unknown or quarantine")
 			}
-		case "inferred":
-			add(f+".missing", "%q is not supported yet; expected unknown, fail or quarantine", l.Missing)
+		case MissingInferred:
 		default:
-			add(f+".missing", "unknown value %q; expected unknown, fail or quarantine", l.Missing)
+			add(f+".missing", "unknown value %q; expected unknown, inferred, fail or quarantine", l.Missing)
 		}
 	}
 	quarantines := slices.ContainsFunc(c.Lookups, func(l FactLookup) bool { return l.Missing == MissingQuarantine })

@@ -34,6 +34,14 @@ type factDim struct {
 	// Key id k's versions are rows first[k]..first[k+1] of vFrom, vTo and vSK.
 	first           []int32
 	vFrom, vTo, vSK []int64
+	// With missing: inferred, inferred is the dimension's columns.inferred and
+	// firstFrom its first_valid_from (where a placeholder starts); placeholders holds
+	// the surrogate keys of its placeholder versions (flagged true).
+	inferred     string
+	firstFrom    int64
+	placeholders map[int64]bool
+	// loaded is the snapshot whose every version load read last (nil: none).
+	loaded *delta.Snapshot
 }
 
 // dimInterval is a time range [from, to) of a business key.
@@ -72,7 +80,16 @@ func openFactDim(ctx context.Context, env *Env, l *FactLookup) (*factDim, error)
 	}
 	d.hasEnd = l.openEnd.Text != ""
 	schema := d.snap.Schema()
-	for _, c := range append(slices.Clone(d.dimCols), d.sk, d.from, d.to) {
+	need := append(slices.Clone(d.dimCols), d.sk, d.from, d.to)
+	if l.Missing == MissingInferred {
+		d.inferred = cols.Inferred
+		var ok bool
+		if d.firstFrom, ok, err = firstValidFromOf(l.firstFrom); err != nil || !ok || d.inferred == "" {
+			return nil, fmt.Errorf("dimension %s: missing: inferred needs its scd2_merge's columns.inferred and first_valid_from: <timestamp>", d.decl.Name)
+		}
+		need = append(need, d.inferred)
+	}
+	for _, c := range need {
 		if schema.Field(c) == nil {
 			return nil, fmt.Errorf("dimension %s has no column %s", d.decl.Name, c)
 		}
@@ -104,7 +121,16 @@ func (d *factDim) versionInterval(fromCol, toCol arrow.Array, r int) (from int64
 // With only set, it may read just the versions of those business keys (a scan filter
 // on a one-column key; it reads every version otherwise).
 func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error {
+	if only == nil && d.loaded == d.snap {
+		return nil // (inferMembers read it, and added nothing since)
+	}
+	d.loaded = nil
 	opts := delta.ScanOptions{Columns: append(slices.Clone(d.dimCols), d.sk, d.from, d.to)}
+	var flags *array.Boolean
+	if d.inferred != "" {
+		opts.Columns = append(opts.Columns, d.inferred)
+		d.placeholders = map[int64]bool{}
+	}
 	if only != nil && len(d.dimCols) == 1 {
 		opts.Filter = keysFilter(d.dimCols[0], only)
 	}
@@ -141,6 +167,11 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 		if !ok {
 			return fmt.Errorf("dimension %s: column %s is %s; expected bigint", d.decl.Name, d.sk, rec.Column(n).DataType())
 		}
+		if d.inferred != "" {
+			if flags, ok = rec.Column(n + 3).(*array.Boolean); !ok {
+				return fmt.Errorf("dimension %s: column %s is %s; expected boolean", d.decl.Name, d.inferred, rec.Column(n+3).DataType())
+			}
+		}
 		for r := range int(rec.NumRows()) {
 			if skCol.IsNull(r) {
 				continue // not a version facts can have (a tombstone without a key)
@@ -154,6 +185,9 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 			}
 			ids = append(ids, block.IDs[r])
 			from, to, sks = append(from, f), append(to, t), append(sks, skCol.Value(r))
+			if flags != nil && !flags.IsNull(r) && flags.Value(r) {
+				d.placeholders[skCol.Value(r)] = true
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -184,8 +218,14 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 			}
 		}
 	}
+	if only == nil {
+		d.loaded = d.snap
+	}
 	return nil
 }
+
+// isPlaceholder reports whether surrogate key sk is an inferred member's placeholder.
+func (d *factDim) isPlaceholder(sk int64) bool { return d.placeholders[sk] }
 
 // keyAt returns the surrogate key of the version of key id valid at t.
 func (d *factDim) keyAt(id int32, t int64) (int64, bool) {

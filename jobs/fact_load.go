@@ -85,7 +85,7 @@ type factRun struct {
 	seen   *keyindex.Index // fact keys already emitted
 	// keySet, in an append of a snapshot's facts, holds their keys' hashes instead of seen.
 	keySet *factKeySet
-	counts [][3]int64 // per lookup: facts given a real key, the unknown key, quarantined
+	counts [][4]int64 // per lookup: facts given a real key, the unknown key, quarantined, an inferred member's key
 	// found is, per lookup, whether keysFor's last row found a version (tally counts it).
 	found []bool
 	// w, when set, writes the facts as an append (the fact table is empty): batches go
@@ -150,6 +150,16 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 				res.Notes = append(res.Notes, fmt.Sprintf("created the unknown member row of %s (%s %d)", d.decl.Name, d.sk, l.unknownKey()))
 			}
 		}
+		if l := &s.cfg.Lookups[i]; l.Missing == MissingInferred && srcNew {
+			n, err := fr.inferMembers(ctx, env, f, d, loaded, lastSrc)
+			if err != nil {
+				return res, fmt.Errorf("lookups[%d]: %w", i, err)
+			}
+			if n > 0 {
+				res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: d.decl.Name, Version: d.snap.Version()})
+				res.Notes = append(res.Notes, fmt.Sprintf("added %d inferred members to %s (business keys it has no version of yet)", n, d.decl.Name))
+			}
+		}
 		fr.dims = append(fr.dims, d)
 		res.VersionsRead = append(res.VersionsRead, TableVersion{Table: d.decl.Name, Version: d.snap.Version()})
 		last, ok := f.dstSnap.TxnVersion(s.DimensionAppID(d.decl.Name))
@@ -212,7 +222,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	lin := env.lineage()
 	for i, l := range s.cfg.Lookups {
 		lin.Lookups = append(lin.Lookups, delta.LookupMetrics{Key: l.Key, Dimension: l.Dimension,
-			NumRealKeys: fr.counts[i][0], NumUnknownKeys: fr.counts[i][1], NumQuarantinedFacts: fr.counts[i][2]})
+			NumRealKeys: fr.counts[i][0], NumUnknownKeys: fr.counts[i][1], NumQuarantinedFacts: fr.counts[i][2], NumInferredKeys: fr.counts[i][3]})
 	}
 	setTxns := func(tx *delta.Transaction) {
 		tx.SetTxn(s.AppID(), srcLatest)
@@ -326,6 +336,9 @@ func (fr *factRun) lookupNotes(res *Result) {
 		if l.Missing == MissingQuarantine {
 			note += fmt.Sprintf(", %d quarantined", fr.counts[i][2])
 		}
+		if l.Missing == MissingInferred {
+			note += fmt.Sprintf(", %d to an inferred member", fr.counts[i][3])
+		}
 		res.Notes = append(res.Notes, note)
 	}
 }
@@ -371,7 +384,7 @@ func (fr *factRun) layout(target *delta.StructType) error {
 	}
 	fr.b = array.NewRecordBuilder(memory.DefaultAllocator, fr.out)
 	fr.seen = keyindex.New(1024)
-	fr.counts = make([][3]int64, len(fr.s.cfg.Lookups))
+	fr.counts = make([][4]int64, len(fr.s.cfg.Lookups))
 	fr.found = make([]bool, len(fr.s.cfg.Lookups))
 	return nil
 }
@@ -441,9 +454,12 @@ func (fr *factRun) emitted(key []byte) bool {
 // tally counts the keys of keysFor's last row in the lookups' counts.
 func (fr *factRun) tally() {
 	for i, found := range fr.found {
-		if found {
+		switch {
+		case found && fr.dims[i].isPlaceholder(fr.sks[i]):
+			fr.counts[i][3]++
+		case found:
 			fr.counts[i][0]++
-		} else {
+		default:
 			fr.counts[i][1]++
 		}
 	}

@@ -101,7 +101,7 @@ func (d *factDim) unknownMemberRow() (arrow.RecordBatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	curr := d.lookup.DimensionColumns().IsCurrent
+	curr, inferred := d.lookup.DimensionColumns().IsCurrent, d.lookup.DimensionColumns().Inferred
 	b := array.NewRecordBuilder(memory.DefaultAllocator, as)
 	defer b.Release()
 	for j, f := range as.Fields() {
@@ -116,9 +116,9 @@ func (d *factDim) unknownMemberRow() (arrow.RecordBatch, error) {
 			fb.AppendNull() // the dimension's open_end: null
 		case strings.EqualFold(f.Name, d.to):
 			err = appendMemberValue(fb, f.Name, d.end)
-		case strings.EqualFold(f.Name, curr):
+		case strings.EqualFold(f.Name, curr), inferred != "" && strings.EqualFold(f.Name, inferred):
 			if bb, ok := fb.(*array.BooleanBuilder); ok {
-				bb.Append(true)
+				bb.Append(strings.EqualFold(f.Name, curr)) // current; no placeholder
 			} else {
 				err = fmt.Errorf("column %s is %s; expected boolean", f.Name, f.Type)
 			}

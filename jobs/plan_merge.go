@@ -151,8 +151,8 @@ func (s *SCD2Merge) Plan(ctx context.Context, env *Env) (*Plan, error) {
 	if s.cfg.NewColumns == "fill" {
 		return nil, fmt.Errorf("new_columns: fill runs on the local engine only (set engine: local on the stage)")
 	}
-	if l.spec.ignoreNulls || l.spec.endNull || l.spec.end != SeqMax || l.spec.hasFirstFrom {
-		return nil, fmt.Errorf("ignore_null_updates, open_end and first_valid_from run on the local engine only (set engine: local on the stage)")
+	if l.spec.ignoreNulls || l.spec.endNull || l.spec.end != SeqMax || l.spec.hasFirstFrom || l.inferred != "" {
+		return nil, fmt.Errorf("ignore_null_updates, open_end, first_valid_from and columns.inferred run on the local engine only (set engine: local on the stage)")
 	}
 	mp, err := planMerge(ctx, p, f, s.AppID(), s.watermarkID(), s.cfg.SourceChanges, s.cfg.SequenceBy, s.cfg.DeleteWhen, s.cfg.Where, l)
 	if err != nil || mp == nil {

@@ -63,15 +63,18 @@ type scdLayout struct {
 	data               []*delta.StructField // dimension columns other than the SCD columns
 	spec               scdSpec
 	sk, from, to, curr string
+	// inferred is the column flagging a fact_load's placeholder versions ("": none).
+	inferred string
 }
 
 func (s *SCD2Merge) layout(dim *delta.StructType) (*scdLayout, error) {
 	l := &scdLayout{
-		sk:   s.cfg.Columns.SurrogateKey,
-		from: or(s.cfg.Columns.ValidFrom, "valid_from"),
-		to:   or(s.cfg.Columns.ValidTo, "valid_to"),
-		curr: or(s.cfg.Columns.IsCurrent, "is_current"),
-		spec: scdSpec{deletes: or(s.cfg.Deletes, "ignore"), end: SeqMax},
+		sk:       s.cfg.Columns.SurrogateKey,
+		from:     or(s.cfg.Columns.ValidFrom, "valid_from"),
+		to:       or(s.cfg.Columns.ValidTo, "valid_to"),
+		curr:     or(s.cfg.Columns.IsCurrent, "is_current"),
+		inferred: s.cfg.Columns.Inferred,
+		spec:     scdSpec{deletes: or(s.cfg.Deletes, "ignore"), end: SeqMax},
 	}
 	if err := s.cfg.applyOptions(&l.spec); err != nil {
 		return nil, err
@@ -96,6 +99,16 @@ func (s *SCD2Merge) layout(dim *delta.StructType) (*scdLayout, error) {
 		if dim.Field(name) == nil {
 			return nil, fmt.Errorf("dimension has no column %s", name)
 		}
+	}
+	if l.inferred != "" {
+		f := dim.Field(l.inferred)
+		if f == nil {
+			return nil, fmt.Errorf("dimension has no column %s (columns.inferred)", l.inferred)
+		}
+		if f.Type.String() != "boolean" {
+			return nil, fmt.Errorf("column %s (columns.inferred) is %s; expected boolean", l.inferred, f.Type)
+		}
+		scd[strings.ToLower(l.inferred)] = true
 	}
 	for _, f := range dim.Fields {
 		if !scd[strings.ToLower(f.Name)] {

@@ -29,8 +29,8 @@ func isKeyIndex(keys []int, j int) bool {
 }
 
 // mergeSourceSchema is the schema of the MERGE source rows that scdSourceRecord builds:
-// the data columns, valid_from, valid_to, is_current (in the dimension's types) and the
-// action.
+// the data columns, valid_from, valid_to, is_current (in the dimension's types), the
+// columns.inferred flag when there is one, and the action.
 func mergeSourceSchema(snap *delta.Snapshot, l *scdLayout) (*arrow.Schema, error) {
 	fields := make([]arrow.Field, 0, len(l.data)+4)
 	for _, f := range l.data {
@@ -41,7 +41,11 @@ func mergeSourceSchema(snap *delta.Snapshot, l *scdLayout) (*arrow.Schema, error
 		fields = append(fields, arrow.Field{Name: f.Name, Type: at, Nullable: true})
 	}
 	schema := snap.Schema()
-	for _, name := range []string{l.from, l.to, l.curr} {
+	names := []string{l.from, l.to, l.curr}
+	if l.inferred != "" {
+		names = append(names, l.inferred) // false on every row the merge writes
+	}
+	for _, name := range names {
 		at, err := delta.ArrowType(schema.Field(name).Type)
 		if err != nil {
 			return nil, err
@@ -127,7 +131,12 @@ func scdSourceRecord(schema *arrow.Schema, l *scdLayout, batch *scdBatch, change
 			return nil, err
 		}
 		b.Field(n + 2).(*array.BooleanBuilder).Append(v.Current)
-		b.Field(n + 3).(*array.StringBuilder).Append(c.Kind)
+		act := n + 3
+		if l.inferred != "" {
+			b.Field(act).(*array.BooleanBuilder).Append(false)
+			act++
+		}
+		b.Field(act).(*array.StringBuilder).Append(c.Kind)
 	}
 	return b.NewRecordBatch(), nil
 }

@@ -59,7 +59,10 @@ type scdVersion struct {
 	Current   bool
 	Row       []any // data columns, in dimension order
 	Tombstone bool  // a deletion marker (deletes: tombstone): non-key columns null
-	at        dimRow
+	// Inferred marks a fact_load's placeholder of a key the dimension had no version of
+	// (columns.inferred): no event of the key, but the row its first version fills.
+	Inferred bool
+	at       dimRow
 }
 
 // dimRow is where a stored version is (placed: it was read from the dimension): its
@@ -282,7 +285,7 @@ func loggedEvents(spec *scdSpec, facts []eventFact, versions []scdVersion) (evs 
 			// may be an upsert of NULLs: it covers one when no other version does.
 			var nulls []any
 			for i := range versions {
-				if v := &versions[i]; v.From <= f.seq && f.seq < v.To {
+				if v := &versions[i]; !v.Inferred && v.From <= f.seq && f.seq < v.To {
 					if !v.Tombstone {
 						e.row = v.Row
 						break
@@ -344,13 +347,47 @@ func withoutIgnoredDeletes(spec *scdSpec, evs []scdEvent) []scdEvent {
 // every event of the key (logged and new): the stored versions only say what changed.
 func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, allEvents bool, nextSK func() int64) []scdChange {
 	slices.SortFunc(existing, func(a, b scdVersion) int { return cmp.Compare(a.From, b.From) })
-	timeline := keyTimeline(spec, existing, events, allEvents)
+	// A fact_load's placeholder is no version of the key's history: the key's first
+	// version (at first_valid_from, where the placeholder starts) takes its row and its
+	// surrogate key (diffVersions matches them by valid_from); without one it stays.
+	real, placeholders := withoutPlaceholders(existing)
+	timeline := keyTimeline(spec, real, events, allEvents)
 	out, latestType1 := replayVersions(spec, timeline)
-	fillVersionRows(spec, out, existing, events, latestType1)
-	if spec.hasFirstFrom && len(out) > 0 && startsKey(spec, existing, out[0]) {
+	fillVersionRows(spec, out, real, events, latestType1)
+	if spec.hasFirstFrom && len(out) > 0 && startsKey(spec, real, out[0]) {
 		out[0].From = spec.firstFrom
 	}
+	if placeholders > 0 {
+		kept := make([]scdVersion, 0, len(existing))
+		for _, v := range existing {
+			if !v.Inferred || slices.ContainsFunc(out, func(o *scdVersion) bool { return o.From == v.From }) {
+				kept = append(kept, v)
+			}
+		}
+		existing = kept
+	}
 	return diffVersions(existing, out, nextSK)
+}
+
+// withoutPlaceholders returns a key's stored versions without its placeholders (a new
+// slice only when it has any) and their number.
+func withoutPlaceholders(existing []scdVersion) ([]scdVersion, int) {
+	n := 0
+	for i := range existing {
+		if existing[i].Inferred {
+			n++
+		}
+	}
+	if n == 0 {
+		return existing, 0
+	}
+	real := make([]scdVersion, 0, len(existing)-n)
+	for _, v := range existing {
+		if !v.Inferred {
+			real = append(real, v)
+		}
+	}
+	return real, n
 }
 
 // keyTimeline orders a key's events by sequence, with its stored versions (sorted by

@@ -82,6 +82,7 @@ type dimColumns struct {
 	from, to arrow.Array
 	curr     *array.Boolean
 	sk       *array.Int64
+	inferred *array.Boolean // nil without columns.inferred
 }
 
 func (l *scdLayout) dimColumns(rec arrow.RecordBatch) (*dimColumns, error) {
@@ -94,6 +95,11 @@ func (l *scdLayout) dimColumns(rec arrow.RecordBatch) (*dimColumns, error) {
 	d.curr, _ = rec.Column(idx(l.curr)).(*array.Boolean)
 	if d.curr == nil {
 		return nil, fmt.Errorf("column %s is %s; expected boolean", l.curr, rec.Column(idx(l.curr)).DataType())
+	}
+	if l.inferred != "" {
+		if d.inferred, _ = rec.Column(idx(l.inferred)).(*array.Boolean); d.inferred == nil {
+			return nil, fmt.Errorf("column %s is %s; expected boolean", l.inferred, rec.Column(idx(l.inferred)).DataType())
+		}
 	}
 	if l.sk != "" {
 		if d.sk, _ = rec.Column(idx(l.sk)).(*array.Int64); d.sk == nil {
@@ -127,8 +133,14 @@ func (l *scdLayout) version(rec arrow.RecordBatch, d *dimColumns, i int, synthet
 		*synthetic--
 		v.SK = *synthetic
 	}
-	v.Tombstone = l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)
+	v.Inferred = d.isInferred(i)
+	v.Tombstone = !v.Inferred && l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)
 	return v, nil
+}
+
+// isInferred reports whether row i is a fact_load's placeholder (columns.inferred).
+func (d *dimColumns) isInferred(i int) bool {
+	return d.inferred != nil && !d.inferred.IsNull(i) && d.inferred.Value(i)
 }
 
 // toAt reads the valid_to of row i: a NULL (open_end: null) is the open end.
@@ -244,8 +256,8 @@ func (p *dimPlacer) place(ctx context.Context, tr keyed.TargetRecord) error {
 			if p.deleteAt == nil || !current || (l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i)) {
 				continue
 			}
-			if isMemberRow(rec, l.keyColumns(d.data), i) {
-				continue // a fact_load's unknown member row (NULL key): no extract has it, none deletes it
+			if isMemberRow(rec, l.keyColumns(d.data), i) || d.isInferred(i) {
+				continue // a fact_load's unknown member or placeholder: no extract has it, none deletes it
 			}
 			v, err := l.version(rec, d, i, &p.synthetic, true)
 			if err != nil {
@@ -324,7 +336,8 @@ func (b *scdBatch) sortRows(rec arrow.RecordBatch, d *dimColumns, out *sortedRow
 			i := lo + j
 			out.ids[i] = id
 			out.repeats[i], out.quick[i] = false, false
-			if id >= 0 && !d.curr.IsNull(i) && d.curr.Value(i) {
+			if id >= 0 && !d.curr.IsNull(i) && d.curr.Value(i) && !d.isInferred(i) {
+				// (A placeholder is folded: the key's first version fills it.)
 				out.repeats[i], out.quick[i] = b.againstCurrent(id, rec, d, i)
 			}
 		}

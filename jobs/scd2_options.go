@@ -84,13 +84,18 @@ func openEndOf(o SCDTime) (end int64, null bool, err error) {
 // firstValidFrom returns the declared valid_from of a key's first version (ok false:
 // its sequence).
 func (c *SCD2Config) firstValidFrom() (from int64, ok bool, err error) {
-	if c.FirstValidFrom.Null {
+	return firstValidFromOf(c.FirstValidFrom)
+}
+
+// firstValidFromOf reads a first_valid_from option (ok false: the key's sequence).
+func firstValidFromOf(o SCDTime) (from int64, ok bool, err error) {
+	if o.Null {
 		return 0, false, fmt.Errorf("expected %s or a timestamp such as 1900-01-01, got null", FirstValidFromSequence)
 	}
-	if c.FirstValidFrom.Text == "" || c.FirstValidFrom.Text == FirstValidFromSequence {
+	if o.Text == "" || o.Text == FirstValidFromSequence {
 		return 0, false, nil
 	}
-	t, err := parseOptionTime(c.FirstValidFrom.Text)
+	t, err := parseOptionTime(o.Text)
 	if err != nil {
 		return 0, false, err
 	}
@@ -125,6 +130,9 @@ func (c *SCD2Config) validateOptions() []FieldError {
 	}
 	if fromSet && !c.SourceChanges {
 		add("first_valid_from", "a declared first valid_from needs source_changes: true: the event log keeps each key's first sequence, which the dimension no longer shows once its first version starts at %s", c.FirstValidFrom.Text)
+	}
+	if c.Columns.Inferred != "" && fromErr == nil && !fromSet {
+		add("columns.inferred", "needs first_valid_from: <timestamp> (e.g. 1900-01-01): a fact_load's placeholder version starts there, where the key's first real version starts too, so that the merge fills the placeholder in place")
 	}
 	if c.IgnoreNullUpdates && !c.SourceChanges {
 		add("ignore_null_updates", "needs source_changes: true: it is for change rows that carry only some columns (a snapshot's NULL is a value)")

@@ -292,7 +292,7 @@ func (b *Builder) columnLineage(stage *pipelines.Stage, target string, inputs []
 		vf, vt := cols.ValidFrom, cols.ValidTo
 		for _, f := range decl.Schema.Fields {
 			switch {
-			case f.Name == cols.SurrogateKey || f.Name == cols.IsCurrent:
+			case f.Name == cols.SurrogateKey || f.Name == cols.IsCurrent || f.Name == cols.Inferred:
 			case (f.Name == vf || f.Name == vt) && c.SequenceBy != "":
 				from(f.Name, c.SequenceBy, []Transformation{{Type: "DIRECT", Subtype: "TRANSFORMATION", Description: "the version's validity interval, from " + c.SequenceBy}})
 			case slices.Contains(in, f.Name):

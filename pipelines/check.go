@@ -125,6 +125,7 @@ func (c *stageCheck) scd2(cfg *jobs.SCD2Config) {
 	c.needColumn("columns.valid_to", dst, cols.ValidTo, "timestamp")
 	c.needColumn("columns.is_current", dst, cols.IsCurrent, "boolean")
 	c.needColumn("columns.surrogate_key", dst, cfg.Columns.SurrogateKey, "bigint")
+	c.needColumn("columns.inferred", dst, cfg.Columns.Inferred, "boolean")
 	c.scd2Options(cfg, dst)
 }
 

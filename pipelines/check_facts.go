@@ -47,9 +47,12 @@ func (c *stageCheck) factLoad(cfg *jobs.FactLoadConfig) {
 			c.ps.at(lookup(c.sn, f+".dimension"), "stage %s: %s.dimension: no scd2_merge stage of this pipeline writes %s; a lookup needs a type 2 dimension", c.st.Name, f, l.Dimension)
 		case merge.Columns.SurrogateKey == "":
 			c.ps.at(lookup(c.sn, f+".dimension"), "stage %s: %s.dimension: the scd2_merge that writes %s declares no columns.surrogate_key (an identity column); facts carry that key", c.st.Name, f, l.Dimension)
+		case l.Missing == jobs.MissingInferred && (merge.Columns.Inferred == "" || !merge.FirstValidFrom.IsSet() || merge.FirstValidFrom.Text == jobs.FirstValidFromSequence):
+			c.ps.at(lookup(c.sn, f+".missing"), "stage %s: %s.missing: inferred adds placeholder versions to %s that its scd2_merge fills in place when the key arrives: that merge must declare columns.inferred (a boolean column of %s flagging them) and first_valid_from: <timestamp> (where a key's first version, and so a placeholder, starts)", c.st.Name, f, l.Dimension, l.Dimension)
 		default:
 			l.SetDimensionColumns(merge.Columns)
 			l.SetDimensionOpenEnd(merge.OpenEnd)
+			l.SetDimensionFirstValidFrom(merge.FirstValidFrom)
 			if l.Missing != jobs.MissingFail {
 				c.memberNulls(f, l, dim)
 			}
@@ -69,7 +72,7 @@ func (c *stageCheck) memberNulls(f string, l *jobs.FactLookup, dim *jobs.Table) 
 	cols := l.DimensionColumns()
 	for _, fld := range dim.Schema.Fields {
 		switch strings.ToLower(fld.Name) {
-		case strings.ToLower(cols.SurrogateKey), strings.ToLower(cols.ValidFrom), strings.ToLower(cols.ValidTo), strings.ToLower(cols.IsCurrent):
+		case strings.ToLower(cols.SurrogateKey), strings.ToLower(cols.ValidFrom), strings.ToLower(cols.ValidTo), strings.ToLower(cols.IsCurrent), strings.ToLower(cols.Inferred):
 			continue
 		}
 		if !fld.Nullable {

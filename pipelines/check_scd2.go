@@ -38,6 +38,9 @@ func checkSCD2Engines(ps *problems, spec *Spec, stageNodes []*yaml.Node) {
 		if cfg.FirstValidFrom.IsSet() && cfg.FirstValidFrom.Text != jobs.FirstValidFromSequence {
 			opts = append(opts, "first_valid_from")
 		}
+		if cfg.Columns.Inferred != "" {
+			opts = append(opts, "columns.inferred")
+		}
 		if len(opts) == 0 {
 			continue
 		}

@@ -56,6 +56,7 @@ func (s *Spec) ColumnUses(name string) []ColumnUse {
 				add(st.Name, "columns.valid_from", cols.ValidFrom)
 				add(st.Name, "columns.valid_to", cols.ValidTo)
 				add(st.Name, "columns.is_current", cols.IsCurrent)
+				add(st.Name, "columns.inferred", cols.Inferred)
 			}
 		case *jobs.CaptureHistoryConfig:
 			if c.Target == name {

@@ -109,7 +109,8 @@ type sale struct {
 // read from the bronze table's change feed, or from its snapshot; every other trial's
 // fact table has deletion vectors on. With the dimension's open_end (null, a sentinel)
 // and first_valid_from: 1900-01-01, a sale before its customer's first upsert gets that
-// first version.
+// first version; with missing: inferred too, a sale of a customer with no upsert yet
+// gets the customer's placeholder, whose key it keeps once the placeholder is filled.
 func TestFactLoadProperty(t *testing.T) {
 	trials := 12
 	if testing.Short() {
@@ -123,19 +124,29 @@ func TestFactLoadProperty(t *testing.T) {
 	for _, o := range []factDimOptions{
 		{yaml: "    open_end: null\n    first_valid_from: 1900-01-01\n", memberTo: "NULL", firstConst: true},
 		{yaml: "    open_end: 2999-12-31\n", memberTo: "2999-12-31T00:00:00Z"},
+		{yaml: "    first_valid_from: 1900-01-01\n", memberTo: "9999-12-31T00:00:00Z", firstConst: true, inferred: true},
 	} {
-		for trial := range max(2, trials/3) {
-			t.Run(fmt.Sprintf("%s/%d", strings.ReplaceAll(strings.TrimSpace(o.yaml), "\n    ", ","), trial), func(t *testing.T) { factProperty(t, uint64(trial), true, o) })
+		n := max(2, trials/3)
+		if o.inferred {
+			n = 2 * trials // (a placeholder is filled in about one trial of three)
+		}
+		for trial := range n {
+			name := strings.ReplaceAll(strings.TrimSpace(o.yaml), "\n    ", ",")
+			if o.inferred {
+				name += ",missing=inferred"
+			}
+			t.Run(fmt.Sprintf("%s/%d", name, trial), func(t *testing.T) { factProperty(t, uint64(trial), true, o) })
 		}
 	}
 }
 
 // factDimOptions are the dimension merge's options of a fact property run: yaml goes
 // into its stage; the unknown member row ends at memberTo; with firstConst a key's
-// first version starts at 1900-01-01.
+// first version starts at 1900-01-01; with inferred the lookup has missing: inferred
+// (the dimension flags placeholders in is_inferred).
 type factDimOptions struct {
-	yaml, memberTo string
-	firstConst     bool
+	yaml, memberTo       string
+	firstConst, inferred bool
 }
 
 var factDimDefault = factDimOptions{memberTo: "9999-12-31T00:00:00Z"}
@@ -215,6 +226,18 @@ func factProperty(t *testing.T, seed uint64, sourceChanges bool, opts factDimOpt
 		}
 	}
 	text = strings.Replace(text, "    columns: {surrogate_key: customer_sk}\n", "    columns: {surrogate_key: customer_sk}\n"+opts.yaml, 1)
+	if opts.inferred {
+		for _, r := range [][2]string{
+			{"      - {name: is_current, type: boolean}\n    properties: {delta.enableChangeDataFeed: true}\n  bronze.sales:", "      - {name: is_current, type: boolean}\n      - {name: is_inferred, type: boolean}\n    properties: {delta.enableChangeDataFeed: true}\n  bronze.sales:"},
+			{"    columns: {surrogate_key: customer_sk}\n", "    columns: {surrogate_key: customer_sk, inferred: is_inferred}\n"},
+			{"        key: customer_sk\n", "        key: customer_sk\n        missing: inferred\n"},
+		} {
+			if !strings.Contains(text, r[0]) {
+				t.Fatalf("%q not found in the pipeline", r[0])
+			}
+			text = strings.Replace(text, r[0], r[1], 1)
+		}
+	}
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +257,7 @@ func factProperty(t *testing.T, seed uint64, sourceChanges bool, opts factDimOpt
 	}
 	var delivered []custEvent
 	var loaded []sale
+	placeholderOf := map[string]string{} // sale -> the placeholder key it had
 	for run := 0; len(files) > 0; run++ {
 		n := 1 + rng.IntN(min(3, len(files)))
 		for _, f := range files[:n] {
@@ -251,22 +275,50 @@ func factProperty(t *testing.T, seed uint64, sourceChanges bool, opts factDimOpt
 		if _, err := dag.Run(context.Background(), g, dag.Options{}); err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
-		checkFacts(t, run, warehouse, spec, delivered, loaded, opts)
+		checkFacts(t, run, warehouse, spec, delivered, loaded, opts, placeholderOf)
 	}
 }
 
 // checkFacts compares the fact table with the reference: per loaded sale, the city of
 // its customer at its time among the delivered events.
-func checkFacts(t *testing.T, run int, wh objectstore.Store, spec *Spec, events []custEvent, sales []sale, opts factDimOptions) {
+//
+// With missing: inferred, a sale of a customer without any upsert delivered carries the
+// key of the customer's placeholder (one current row, flagged, from 1900-01-01, NULL
+// city); once the customer's first upsert arrives, the placeholder row is that first
+// version: a sale that had the placeholder's key and falls in the first version keeps
+// the key (placeholderOf remembers them across runs).
+func checkFacts(t *testing.T, run int, wh objectstore.Store, spec *Spec, events []custEvent, sales []sale, opts factDimOptions, placeholderOf map[string]string) {
 	t.Helper()
-	dimRows := scanTable(t, wh, spec.Table("dim.customer").Path, "customer_sk", "customer_id", "city", "valid_from", "valid_to", "is_current")
+	cols := []string{"customer_sk", "customer_id", "city", "valid_from", "valid_to", "is_current"}
+	if opts.inferred {
+		cols = append(cols, "is_inferred")
+	}
+	dimRows := scanTable(t, wh, spec.Table("dim.customer").Path, cols...)
 	// The unknown member row: once, key -1, NULL key and city, valid over all time, current.
 	owner := map[string][2]string{}
+	from := map[string]string{}
 	var members []string
+	placeholders := map[string]int{}
 	for _, r := range dimRows {
 		owner[r[0]] = [2]string{r[1], r[2]}
+		from[r[0]] = r[3]
+		if opts.inferred && r[6] == "true" && r[1] != "NULL" {
+			placeholders[r[1]]++
+			owner[r[0]] = [2]string{r[1], "inferred"}
+			if want := "NULL|1900-01-01T00:00:00Z|9999-12-31T00:00:00Z|true"; strings.Join(r[2:6], "|") != want {
+				t.Fatalf("after run %d: placeholder row %v, want city, interval and is_current %s", run, r, want)
+			}
+		}
+		if opts.inferred && r[6] == "NULL" {
+			t.Fatalf("after run %d: dimension row %v has a NULL is_inferred", run, r)
+		}
 		if r[1] == "NULL" {
-			members = append(members, strings.Join(r, "|"))
+			members = append(members, strings.Join(r[:6], "|"))
+		}
+	}
+	for c, n := range placeholders {
+		if n > 1 {
+			t.Fatalf("after run %d: customer %s has %d placeholders", run, c, n)
 		}
 	}
 	if want := []string{"-1|NULL|NULL|1900-01-01T00:00:00Z|" + opts.memberTo + "|true"}; !slices.Equal(members, want) {
@@ -295,12 +347,21 @@ func checkFacts(t *testing.T, run int, wh objectstore.Store, spec *Spec, events 
 		if opts.firstConst && !upsertBefore && first != nil {
 			city = first.city // the first version runs from 1900-01-01
 		}
+		if opts.inferred && first == nil {
+			city = "inferred" // no upsert of the customer yet: its placeholder
+		}
 		if city != "unknown" {
 			city = s.customer + "/" + city
 		}
 		want = append(want, s.id+"|"+city)
 	}
 	for _, r := range scanTable(t, wh, spec.Table("fact.sales").Path, "sale_id", "customer_sk") {
+		if p, ok := placeholderOf[r[0]]; ok && owner[r[1]][0] != "NULL" && from[r[1]] == "1900-01-01T00:00:00Z" && r[1] != p {
+			t.Fatalf("after run %d: sale %s had the placeholder key %s and is in its customer's first version now, but has key %s", run, r[0], p, r[1])
+		}
+		if o, ok := owner[r[1]]; ok && o[1] == "inferred" {
+			placeholderOf[r[0]] = r[1]
+		}
 		o, ok := owner[r[1]]
 		city := "no such version " + r[1]
 		switch {

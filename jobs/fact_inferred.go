@@ -1,0 +1,236 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
+)
+
+// Inferred members (missing: inferred). Before a run keys its new facts, it reads their
+// business keys and times (only those columns) and adds to the dimension, in one commit,
+// a placeholder version of every business key the dimension has no version of at all:
+// the key, NULL attributes, the dimension's columns.inferred true, valid from its
+// first_valid_from to the open end, current, and a new surrogate key. The facts are then
+// keyed as usual and find the placeholders. The dimension's scd2_merge later fills a
+// placeholder in place with the key's first real version (which starts at
+// first_valid_from too), keeping its surrogate key, so facts keep theirs; later versions
+// re-key the facts after them, as any dimension change does.
+//
+// The commit is made before the facts' and before the run reads the dimension's change
+// feed, so it is one of the dimension versions the run re-keys by. It needs no txn: a
+// rerun after a crash finds the placeholders and adds none. Two writers adding a key at
+// once (another fact_load, or the scd2_merge inserting the key's first version) both
+// allocate identity values, so one of them conflicts; this one then looks again.
+
+// inferMembers adds the placeholders the source's new facts need to lookup d's
+// dimension (missing: inferred): it returns how many it added (d.snap is then the
+// dimension after the commit).
+func (fr *factRun) inferMembers(ctx context.Context, env *Env, f *flow, d *factDim, loaded bool, lastSrc int64) (int, error) {
+	for attempt := 0; attempt < delta.DefaultIdentityAttempts; attempt++ {
+		if err := d.load(ctx, nil); err != nil {
+			return 0, err
+		}
+		rec, err := fr.placeholderRows(ctx, f, d, loaded, lastSrc)
+		if err != nil || rec == nil {
+			return 0, err
+		}
+		n := int(rec.NumRows())
+		err = d.commitPlaceholders(ctx, env, rec)
+		rec.Release()
+		var ce *delta.ConflictError
+		switch {
+		case err == nil:
+			return n, nil
+		case !errors.As(err, &ce):
+			return 0, err
+		}
+		if d.snap, err = d.tbl.Snapshot(ctx); err != nil {
+			return 0, fmt.Errorf("dimension %s: %w", d.decl.Name, err)
+		}
+	}
+	return 0, fmt.Errorf("dimension %s: add inferred members: too many concurrent commits", d.decl.Name)
+}
+
+// placeholderRows reads the business keys and times of the source's new facts (its
+// snapshot, or its change feed after lastSrc) and builds the placeholder rows (in the
+// dimension's schema, the surrogate key NULL) of the keys d has no version of, each
+// once, in the order first met; nil when there are none. A fact whose time is NULL or
+// before first_valid_from needs none (no placeholder would cover it).
+func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim, loaded bool, lastSrc int64) (arrow.RecordBatch, error) {
+	cols := append(slices.Clone(d.factCols), d.lookup.At)
+	var rd interface {
+		Next() bool
+		RecordBatch() arrow.RecordBatch
+		Err() error
+		Release()
+	}
+	what := "source " + f.srcDecl.Name
+	if !fr.s.cfg.SourceChanges || !loaded {
+		sc, err := f.srcSnap.Scan(ctx, delta.ScanOptions{Columns: cols})
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", what, err)
+		}
+		rd = sc
+	} else {
+		start, end := lastSrc+1, f.srcSnap.Version()
+		ch, err := f.src.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end, Columns: cols,
+			Types: []string{delta.ChangeInsert, delta.ChangeUpdatePostimage}})
+		if err != nil {
+			return nil, fmt.Errorf("read the change feed of %s: %w", what, err)
+		}
+		rd = ch
+	}
+	defer rd.Release()
+	pb, err := d.newPlaceholders()
+	if err != nil {
+		return nil, err
+	}
+	defer pb.b.Release()
+	keyCols := make([]int, len(d.factCols))
+	for i := range keyCols {
+		keyCols[i] = i
+	}
+	seen := map[string]bool{}
+	var buf []byte
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		at := rec.Column(len(d.factCols))
+	rows:
+		for r := range int(rec.NumRows()) {
+			for _, c := range keyCols {
+				if rec.Column(c).IsNull(r) {
+					continue rows
+				}
+			}
+			t, ok, err := timeMicros(at, r)
+			if err != nil {
+				return nil, fmt.Errorf("%s: lookups %s.at %s: %w", what, d.decl.Name, d.lookup.At, err)
+			}
+			if !ok || t < d.firstFrom {
+				continue
+			}
+			if buf, err = keyed.AppendKey(buf[:0], rec, keyCols, r); err != nil {
+				return nil, err
+			}
+			if _, known := d.keys.Lookup(buf); known || seen[string(buf)] {
+				continue
+			}
+			seen[string(buf)] = true
+			if err := pb.add(rec, keyCols, r); err != nil {
+				return nil, fmt.Errorf("dimension %s: placeholder of %s: %w", d.decl.Name, keyText(rec, keyCols, r), err)
+			}
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	if len(seen) == 0 {
+		return nil, nil
+	}
+	return pb.b.NewRecordBatch(), nil
+}
+
+// placeholderBuilder builds placeholder rows in a dimension's schema.
+type placeholderBuilder struct {
+	d *factDim
+	b *array.RecordBuilder
+	// keyOf is, per dimension column, the index of the business key column it is in the
+	// lookup (-1: none).
+	keyOf []int
+}
+
+func (d *factDim) newPlaceholders() (*placeholderBuilder, error) {
+	as, err := delta.ArrowSchema(d.snap.Schema())
+	if err != nil {
+		return nil, err
+	}
+	pb := &placeholderBuilder{d: d, b: array.NewRecordBuilder(memory.DefaultAllocator, as), keyOf: make([]int, len(as.Fields()))}
+	for j, fld := range as.Fields() {
+		pb.keyOf[j] = slices.IndexFunc(d.dimCols, func(c string) bool { return strings.EqualFold(c, fld.Name) })
+	}
+	return pb, nil
+}
+
+// add appends the placeholder of the business key in row r of rec (key columns cols, in
+// the order of d.dimCols).
+func (pb *placeholderBuilder) add(rec arrow.RecordBatch, cols []int, r int) error {
+	d := pb.d
+	curr := d.lookup.DimensionColumns().IsCurrent
+	for j, fld := range pb.b.Schema().Fields() {
+		fb := pb.b.Field(j)
+		var err error
+		switch {
+		case pb.keyOf[j] >= 0:
+			err = appendFrom(fb, rec.Column(cols[pb.keyOf[j]]), r)
+		case strings.EqualFold(fld.Name, d.sk):
+			fb.AppendNull() // a new identity value, given at the commit
+		case strings.EqualFold(fld.Name, d.from):
+			err = appendMemberValue(fb, fld.Name, d.firstFrom)
+		case strings.EqualFold(fld.Name, d.to) && d.endNull:
+			fb.AppendNull()
+		case strings.EqualFold(fld.Name, d.to):
+			err = appendMemberValue(fb, fld.Name, d.end)
+		case strings.EqualFold(fld.Name, curr), strings.EqualFold(fld.Name, d.inferred):
+			if bb, ok := fb.(*array.BooleanBuilder); ok {
+				bb.Append(true)
+			} else {
+				err = fmt.Errorf("column %s is %s; expected boolean", fld.Name, fld.Type)
+			}
+		case !fld.Nullable:
+			err = fmt.Errorf("column %s is declared nullable: false, but an inferred member holds NULL there (its attributes are not known yet); declare it nullable", fld.Name)
+		default:
+			fb.AppendNull()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitPlaceholders appends the placeholder rows to the dimension, with new surrogate
+// keys, in one commit on d.snap; after it d.snap is the dimension with them.
+func (d *factDim) commitPlaceholders(ctx context.Context, env *Env, rec arrow.RecordBatch) error {
+	tx := d.tbl.NewTransaction(d.snap, delta.TxOptions{Operation: "WRITE", Lineage: env.lineage(),
+		OperationParameters: map[string]any{"mode": "Append", "partitionBy": partitionByJSON(d.snap.PartitionColumns())}})
+	withID, err := tx.AssignIdentity(rec)
+	if err != nil {
+		return fmt.Errorf("dimension %s: inferred members: %w", d.decl.Name, err)
+	}
+	defer withID.Release()
+	w, err := d.snap.NewDataWriter(delta.WriteOptions{})
+	if err != nil {
+		return err
+	}
+	if err := w.Write(ctx, withID); err != nil {
+		w.Abort()
+		return fmt.Errorf("dimension %s: write inferred members: %w", d.decl.Name, err)
+	}
+	adds, err := w.Close(ctx)
+	if err != nil {
+		return fmt.Errorf("dimension %s: write inferred members: %w", d.decl.Name, err)
+	}
+	var bytes int64
+	for _, a := range adds {
+		bytes += a.Size
+	}
+	tx.SetOperationMetrics(map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": withID.NumRows(), "numOutputBytes": bytes})
+	tx.AddFiles(adds...)
+	tx.ReadWholeTable()
+	if _, err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("dimension %s: add inferred members: %w", d.decl.Name, err)
+	}
+	if d.snap, err = d.tbl.Snapshot(ctx); err != nil {
+		return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
+	}
+	return nil
+}
