@@ -140,9 +140,15 @@ func rowActionRefused(cfg Config, action string) string {
 			return "a snapshot ingest deletes the keys its files lack, so a row left out would delete its key's row from the table; use warn or fail, or load with mode: upsert"
 		}
 	case *CaptureHistoryConfig:
-		return "the history keeps every change of its source, and a change left out would make it disagree with the source's versions (an update without its pre-image, a delete of a row never inserted); use warn or fail"
+		return "the history is the record of every change its source made, version by version: with a change left out it would no longer replay to the source (an update's post-image without its pre-image, a delete of a row it never inserted, a later update from a value it never held), and the source's version is marked captured, so the change never comes back; use warn or fail, or check the source's own writer (its ingest or merge) instead"
 	case *FactLoadConfig:
-		return "a fact left out would not be a fact missing: a snapshot load deletes the facts its source lacks, and a re-keying left out would keep a stale dimension key; use warn or fail (or filter the source upstream)"
+		switch {
+		case action != ActionQuarantine:
+		case !c.SourceChanges:
+			return "a fact load quarantines the new facts of its source's change feed (source_changes: true); a snapshot's facts are all read again each time it moves and would be quarantined again; use drop, warn or fail"
+		case c.QuarantineTable == "":
+			return fmt.Sprintf("quarantine needs the stage's quarantine_table: declare one with the columns %s (and, to hold the expectation's name in a column of its own, expectation)", strings.Join(QuarantineColumns, ", "))
+		}
 	case *SCD1Config:
 		if why := mergeQuarantineRefused(action, c.SourceChanges, c.QuarantineTable, c.Source, c.Target); why != "" {
 			return why
@@ -263,6 +269,8 @@ func ValidateExpectations(cfg Config, exps []Expectation) []FieldError {
 			}
 			if why := rowActionRefused(cfg, e.Action()); why != "" {
 				add(".on_violation", "%s on this %s stage: %s", e.Action(), kind, why)
+			} else if col := factKeyRead(cfg, e); col != "" {
+				add(".expect", "%s on this fact_load stage: the predicate reads %s, a key the lookups compute: a re-keying changes it after the fact was judged, and a re-keyed fact is not dropped or quarantined (its stale key would stay); use warn or fail, or missing: quarantine on the lookup", e.Action(), col)
 			}
 			if fe, ok := checkPredicate(at(".expect"), e.Expect); !ok {
 				fe.Msg = "expectation " + e.Name + ": " + fe.Msg
@@ -352,4 +360,25 @@ func (e *ExpectationError) Error() string {
 		return fmt.Sprintf("expectation %s failed on %s, which the stage did not change: %s; the run is failed: fix the table (orchestrator table history shows who changed it) and run again", e.Name, e.Table, e.Msg)
 	}
 	return fmt.Sprintf("expectation %s failed: %s; nothing was committed, %s is unchanged", e.Name, e.Msg, e.Table)
+}
+
+// factKeyRead is the lookup key column a fact_load's drop or quarantine predicate reads
+// ("" when none, or for another stage or action).
+func factKeyRead(cfg Config, e *Expectation) string {
+	c, ok := cfg.(*FactLoadConfig)
+	if a := e.Action(); !ok || a != ActionDrop && a != ActionQuarantine {
+		return ""
+	}
+	p, err := expr.Parse(e.Expect)
+	if err != nil {
+		return ""
+	}
+	for _, col := range expr.Columns(p) {
+		for _, l := range c.Lookups {
+			if strings.EqualFold(col, l.Key) {
+				return col
+			}
+		}
+	}
+	return ""
 }

@@ -2,12 +2,7 @@ package jobs
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/apache/arrow-go/v18/arrow"
-
-	"github.com/orchestrator-io/orchestrator/delta"
 )
 
 // quarantinedEvent is a source row a merge's row checks set aside, with the source
@@ -27,22 +22,11 @@ func quarantineEvents(ctx context.Context, env *Env, table, appID string, events
 	if len(events) == 0 {
 		return nil
 	}
-	decl, err := env.declared(table)
+	q, err := openQuarantine(ctx, env, table)
 	if err != nil {
 		return err
 	}
-	tbl, err := env.openOrCreate(ctx, decl)
-	if err != nil {
-		return err
-	}
-	snap, err := tbl.Snapshot(ctx)
-	if err != nil {
-		return err
-	}
-	done, ok := snap.TxnVersion(appID)
-	if !ok {
-		done = -1
-	}
+	done, _ := q.done(appID)
 	var bad []*badRecord
 	for _, e := range events {
 		if e.version > done {
@@ -56,29 +40,7 @@ func quarantineEvents(ctx context.Context, env *Env, table, appID string, events
 	for _, b := range bad {
 		want[b.file] = true
 	}
-	schema, err := delta.ArrowSchema(snap.Schema())
-	if err != nil {
-		return err
-	}
-	rec, rows := quarantineRows(schema, bad, want, env.Now().UTC().Truncate(time.Microsecond))
+	rec, rows := quarantineRows(q.schema, bad, want, env.Now().UTC().Truncate(time.Microsecond))
 	defer rec.Release()
-	adds, err := delta.WriteRecords(ctx, tbl.Store(), tbl.Root(), snap.Schema(), snap.PartitionColumns(), []arrow.RecordBatch{rec}, delta.WriteOptions{})
-	if err != nil {
-		return fmt.Errorf("write quarantine %s: %w", decl.Name, err)
-	}
-	tx := tbl.NewTransaction(snap, delta.TxOptions{
-		Operation:           "WRITE",
-		OperationParameters: map[string]any{"mode": "Append", "partitionBy": "[]"},
-		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": int64(rows)},
-		Lineage:             env.lineage(),
-	})
-	tx.AddFiles(adds...)
-	tx.SetTxn(appID, latest)
-	v, err := tx.Commit(ctx)
-	if err != nil {
-		return fmt.Errorf("commit quarantine %s: %w", decl.Name, err)
-	}
-	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
-	res.Notes = append(res.Notes, fmt.Sprintf("quarantined %d source rows in %s", rows, decl.Name))
-	return nil
+	return q.append(ctx, env, rec, rows, []quarantineTxn{{appID, latest}}, "source rows", res)
 }

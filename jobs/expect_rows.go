@@ -112,29 +112,59 @@ func (rc *rowChecks) check(rec arrow.RecordBatch, file string, first int64, stri
 // for a stage that writes rows it derived from a table, at names row i's origin.
 // subject, when set, marks the rows the checks judge (the others, such as a merge's
 // delete events, are neither counted nor judged, and are kept).
+// movable, when set, marks the subject rows that drop and quarantine checks judge (a
+// fact load's new facts, not its re-keyed ones); warn and fail checks judge them all.
 type rowSite struct {
 	file    string
 	first   int64
 	strip   string
 	at      func(i int) string
 	subject []bool
+	movable []bool
 }
 
 // checkAt is check for the rows of site.
 func (rc *rowChecks) checkAt(rec arrow.RecordBatch, site rowSite) ([]arrow.RecordBatch, []*badRecord, error) {
-	file, first, strip, subject := site.file, site.first, site.strip, site.subject
-	n := int(rec.NumRows())
-	judged := int64(n)
-	if subject != nil {
-		judged = 0
-		for _, s := range subject {
-			if s {
-				judged++
-			}
+	keep, bad, err := rc.judge(rec, site)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := rec
+	out.Retain()
+	if site.strip != "" {
+		if idx := out.Schema().FieldIndices(site.strip); len(idx) == 1 {
+			fields := slices.Delete(slices.Clone(out.Schema().Fields()), idx[0], idx[0]+1)
+			cols := slices.Delete(slices.Clone(out.Columns()), idx[0], idx[0]+1)
+			stripped := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, out.NumRows())
+			out.Release()
+			out = stripped
 		}
 	}
-	var keep []bool
-	var bad []*badRecord
+	if keep == nil {
+		return []arrow.RecordBatch{out}, bad, nil
+	}
+	defer out.Release()
+	parts, err := keptParts(out, keep)
+	return parts, bad, err
+}
+
+// countMarked counts the rows marked in both masks (a nil mask marks every row).
+func countMarked(n int, a, b []bool) int64 {
+	var k int64
+	for i := range n {
+		if (a == nil || a[i]) && (b == nil || b[i]) {
+			k++
+		}
+	}
+	return k
+}
+
+// judge evaluates the row checks on the rows of site: keep marks the rows to write (nil:
+// all of them), bad the violators to quarantine (each with its row in rec); a failing
+// check's error stops the run.
+func (rc *rowChecks) judge(rec arrow.RecordBatch, site rowSite) (keep []bool, bad []*badRecord, err error) {
+	file, first, subject := site.file, site.first, site.subject
+	n := int(rec.NumRows())
 	quarantined := map[int]bool{}
 	lineCol := -1
 	if idx := rec.Schema().FieldIndices(lineColumn); len(idx) == 1 {
@@ -157,6 +187,11 @@ func (rc *rowChecks) checkAt(rec arrow.RecordBatch, site rowSite) ([]arrow.Recor
 		return position(file, line, row)
 	}
 	for _, c := range rc.checks {
+		moves := c.exp.Action() == ActionDrop || c.exp.Action() == ActionQuarantine
+		judged := countMarked(n, subject, nil)
+		if moves && site.movable != nil {
+			judged = countMarked(n, subject, site.movable)
+		}
 		if c.m == nil || !c.schema.Equal(rec.Schema()) {
 			m, err := expr.NewMatcher(c.pred, schemaOfRecord(rec))
 			if err != nil {
@@ -171,7 +206,7 @@ func (rc *rowChecks) checkAt(rec arrow.RecordBatch, site rowSite) ([]arrow.Recor
 		var failed int64
 		firstBad := -1
 		for i, pass := range ok {
-			if pass || subject != nil && !subject[i] {
+			if pass || subject != nil && !subject[i] || moves && site.movable != nil && !site.movable[i] {
 				continue
 			}
 			failed++
@@ -210,23 +245,7 @@ func (rc *rowChecks) checkAt(rec arrow.RecordBatch, site rowSite) ([]arrow.Recor
 				Msg: fmt.Sprintf("%s: row %s is not %s (%d of this batch's %d rows violate it)", pos(firstBad), rowJSON(rec, firstBad), c.exp.Expect, failed, judged)}
 		}
 	}
-	out := rec
-	out.Retain()
-	if strip != "" {
-		if idx := out.Schema().FieldIndices(strip); len(idx) == 1 {
-			fields := slices.Delete(slices.Clone(out.Schema().Fields()), idx[0], idx[0]+1)
-			cols := slices.Delete(slices.Clone(out.Columns()), idx[0], idx[0]+1)
-			stripped := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, out.NumRows())
-			out.Release()
-			out = stripped
-		}
-	}
-	if keep == nil {
-		return []arrow.RecordBatch{out}, bad, nil
-	}
-	defer out.Release()
-	parts, err := keptParts(out, keep)
-	return parts, bad, err
+	return keep, bad, nil
 }
 
 // maxRuns is the most runs of kept rows a batch is concatenated from; beyond it the
@@ -352,6 +371,19 @@ func boolBits(bs []bool) []byte {
 	return out
 }
 
+// moves reports whether a row check drops or quarantines its violators.
+func (rc *rowChecks) moves() bool {
+	if rc == nil {
+		return false
+	}
+	for _, c := range rc.checks {
+		if a := c.exp.Action(); a == ActionDrop || a == ActionQuarantine {
+			return true
+		}
+	}
+	return false
+}
+
 // quarantines reports whether a row check quarantines its violators.
 func (rc *rowChecks) quarantines() bool {
 	if rc == nil {
@@ -369,6 +401,7 @@ func (rc *rowChecks) quarantines() bool {
 // (env.rows; nil when the stage declares none). A run that is tried again after a
 // conflict starts its counts afresh.
 func (env *Env) startRowChecks(stage, table string) error {
+	env.rows = nil
 	if len(env.Expectations) == 0 {
 		return nil
 	}

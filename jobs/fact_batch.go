@@ -109,7 +109,7 @@ func (fr *factRun) addBatch(rec arrow.RecordBatch, srcName, what string, res *Re
 	del.Release()
 	batch := array.NewRecordBatch(fr.out, out, int64(n))
 	defer batch.Release()
-	return fr.put(batch)
+	return fr.put(batch, func(int) string { return what })
 }
 
 // addFactKeys adds the batch's fact keys to the run's index: a NULL key or a key met

@@ -109,6 +109,13 @@ type factRun struct {
 	// checks are the stage's row checks (nil without): they judge the facts the merge
 	// writes, inserted or updated (not its deletes), as each batch of them is made (put).
 	checks *rowChecks
+	// moves: a check drops or quarantines. origins then holds per row in b the source version
+	// a new fact came from ("" for a re-keyed fact or a delete); lastSource is the one
+	// newFactKeys last keyed. dropped counts the facts drop checks left out.
+	moves      bool
+	origins    []string
+	lastSource string
+	dropped    int64
 }
 
 func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
@@ -124,7 +131,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	res.VersionsRead = []TableVersion{{Table: f.srcDecl.Name, Version: srcLatest}}
 	lastSrc, loaded := f.dstSnap.TxnVersion(s.AppID())
 	srcNew := !loaded || lastSrc < srcLatest
-	fr := &factRun{s: s, checks: env.rows}
+	fr := &factRun{s: s, checks: env.rows, moves: env.rows.moves()}
 	moved := make([]bool, len(s.cfg.Lookups))
 	lastDim := make([]int64, len(s.cfg.Lookups))
 	anyMoved := false
@@ -211,6 +218,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	if err := fr.quarantine(ctx, env, srcLatest, &res); err != nil {
 		return res, err
 	}
+	res.RowsSkipped += fr.dropped
 	lin := env.lineage()
 	for i, l := range s.cfg.Lookups {
 		lin.Lookups = append(lin.Lookups, delta.LookupMetrics{Key: l.Key, Dimension: l.Dimension,
@@ -554,6 +562,13 @@ func (fr *factRun) emit(rec arrow.RecordBatch, cols []int, r int, sks []int64, d
 		}
 	}
 	fr.b.Field(len(fr.keyOf)).(*array.BooleanBuilder).Append(del)
+	if fr.moves {
+		origin := ""
+		if fr.quarantining && !del {
+			origin = fr.lastSource
+		}
+		fr.origins = append(fr.origins, origin)
+	}
 	if fr.rows++; fr.rows%32768 == 0 {
 		return fr.flush()
 	}
@@ -566,24 +581,30 @@ func (fr *factRun) flush() error {
 	}
 	rec := fr.b.NewRecordBatch()
 	defer rec.Release()
-	return fr.put(rec)
+	origins := fr.origins
+	fr.origins = fr.origins[:0]
+	return fr.put(rec, func(i int) string {
+		if i < len(origins) {
+			return origins[i]
+		}
+		return ""
+	})
 }
 
 // put hands a batch of facts (fr.out's columns) to the append writer, or keeps it for
-// the MERGE.
-func (fr *factRun) put(rec arrow.RecordBatch) error {
-	if fr.checks != nil { // the facts written, not the deletes
-		dels := rec.Column(len(fr.keyOf)).(*array.Boolean)
-		written := make([]bool, rec.NumRows())
-		for i := range written {
-			written[i] = !dels.Value(i)
-		}
-		kept, _, err := fr.checks.keep(rec, func(int) string { return "a fact from " + fr.s.cfg.Source }, written) // (fact_load quarantines nothing)
+// the MERGE, after the row checks judged it (origin names the source version of row i,
+// a new fact; "" for a re-keyed fact).
+func (fr *factRun) put(rec arrow.RecordBatch, origin func(i int) string) error {
+	if fr.checks != nil {
+		kept, err := fr.judge(rec, origin)
 		if err != nil {
 			return err
 		}
 		defer kept.Release()
 		rec = kept
+		if rec.NumRows() == 0 {
+			return nil
+		}
 	}
 	if fr.w == nil {
 		rec.Retain()

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -24,7 +27,26 @@ func (m *factMiss) Error() string { return m.msg }
 
 // quarantinedFact is a fact on its way to the quarantine table.
 type quarantinedFact struct {
-	source, column, value, err, record string
+	source, column, err, record string
+	value                       *string // nil: NULL
+	// expectation names the row expectation the fact violated ("": a lookup missed).
+	expectation string
+	// version is the source version the fact came from (source's "@vN").
+	version int64
+}
+
+// sourceVersion is the version N of a fact's origin "TABLE@vN" (as the load names
+// them), or -1.
+func sourceVersion(origin string) int64 {
+	i := strings.LastIndex(origin, "@v")
+	if i < 0 {
+		return -1
+	}
+	v, err := strconv.ParseInt(origin[i+2:], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // newFactKeys looks up a new fact's keys; a fact a missing: quarantine lookup finds
@@ -32,6 +54,7 @@ type quarantinedFact struct {
 // earlier version of it, if loaded) leaves the fact table.
 func (fr *factRun) newFactKeys(rec arrow.RecordBatch, kc []int, r int, source string) (sks []int64, del bool, err error) {
 	sks, err = fr.keysFor(rec, kc, r)
+	fr.lastSource = source
 	var miss *factMiss
 	if !errors.As(err, &miss) {
 		if err == nil {
@@ -52,7 +75,7 @@ func (fr *factRun) newFactKeys(rec arrow.RecordBatch, kc []int, r int, source st
 		}
 	}
 	record, _ := json.Marshal(fields)
-	fr.quarantined = append(fr.quarantined, quarantinedFact{source: source, column: miss.column, value: miss.value,
+	fr.quarantined = append(fr.quarantined, quarantinedFact{source: source, version: sourceVersion(source), column: miss.column, value: &miss.value,
 		err: fmt.Sprintf("fact %s: %s (lookups[%d] has missing: quarantine)", keyText(rec, kc, r), miss.msg, miss.lookup), record: string(record)})
 	return nil, true, nil
 }
@@ -65,48 +88,46 @@ func (s *FactLoad) QuarantineAppID() string {
 
 // quarantine appends the run's quarantined facts to the quarantine table with the
 // source version's txn, before the fact table's commit: a rerun after a crash between
-// the two finds them written and writes them no second time.
+// the two (or after a conflict) reads those facts again, maybe with those of later
+// source versions, and writes only the facts of versions after the txn's: none twice.
 func (fr *factRun) quarantine(ctx context.Context, env *Env, srcVersion int64, res *Result) error {
 	if len(fr.quarantined) == 0 {
 		return nil
 	}
-	decl, err := env.declared(fr.s.cfg.QuarantineTable)
+	q, err := openQuarantine(ctx, env, fr.s.cfg.QuarantineTable)
 	if err != nil {
 		return err
 	}
-	tbl, err := env.openOrCreate(ctx, decl)
-	if err != nil {
-		return err
-	}
-	snap, err := tbl.Snapshot(ctx)
-	if err != nil {
-		return fmt.Errorf("quarantine table %s: %w", decl.Name, err)
-	}
-	if v, ok := snap.TxnVersion(fr.s.QuarantineAppID()); ok && v >= srcVersion {
+	done, _ := q.done(fr.s.QuarantineAppID())
+	if done >= srcVersion {
 		return nil
 	}
-	schema, err := delta.ArrowSchema(snap.Schema())
-	if err != nil {
-		return err
+	var pending []quarantinedFact
+	for _, qf := range fr.quarantined {
+		if qf.version < 0 || qf.version > done {
+			pending = append(pending, qf)
+		}
 	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, q.schema)
 	defer b.Release()
 	now := arrow.Timestamp(env.Now().UnixMicro())
-	for _, q := range fr.quarantined {
-		for i, f := range schema.Fields() {
+	for _, qf := range pending {
+		for i, f := range q.schema.Fields() {
 			fb := b.Field(i)
 			s, isString := fb.(*array.StringBuilder)
 			switch {
 			case f.Name == "source_file" && isString:
-				s.Append(q.source)
+				s.Append(qf.source)
 			case f.Name == "column" && isString:
-				s.Append(q.column)
-			case f.Name == "value" && isString:
-				s.Append(q.value)
+				s.Append(qf.column)
+			case f.Name == "value" && isString && qf.value != nil:
+				s.Append(*qf.value)
 			case f.Name == "error" && isString:
-				s.Append(q.err)
+				s.Append(qf.err)
 			case f.Name == "record" && isString:
-				s.Append(q.record)
+				s.Append(qf.record)
+			case f.Name == "expectation" && isString && qf.expectation != "":
+				s.Append(qf.expectation)
 			case f.Name == "load_timestamp":
 				if tb, ok := fb.(*array.TimestampBuilder); ok {
 					tb.Append(now)
@@ -120,24 +141,73 @@ func (fr *factRun) quarantine(ctx context.Context, env *Env, srcVersion int64, r
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	adds, err := delta.WriteRecords(ctx, tbl.Store(), tbl.Root(), snap.Schema(), snap.PartitionColumns(), []arrow.RecordBatch{rec}, delta.WriteOptions{})
-	if err != nil {
-		return fmt.Errorf("write quarantine %s: %w", decl.Name, err)
+	if err := q.append(ctx, env, rec, len(pending), []quarantineTxn{{fr.s.QuarantineAppID(), srcVersion}}, "facts", res); err != nil {
+		return err
 	}
-	tx := tbl.NewTransaction(snap, delta.TxOptions{
-		Operation:           "WRITE",
-		OperationParameters: map[string]any{"mode": "Append", "partitionBy": "[]"},
-		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": int64(len(fr.quarantined))},
-		Lineage:             env.lineage(),
-	})
-	tx.AddFiles(adds...)
-	tx.SetTxn(fr.s.QuarantineAppID(), srcVersion)
-	v, err := tx.Commit(ctx)
-	if err != nil {
-		return fmt.Errorf("commit quarantine %s: %w", decl.Name, err)
-	}
-	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
-	res.RowsSkipped += int64(len(fr.quarantined))
-	res.Notes = append(res.Notes, fmt.Sprintf("quarantined %d facts in %s", len(fr.quarantined), decl.Name))
+	res.RowsSkipped += int64(len(pending))
 	return nil
+}
+
+// judge runs the row checks on a batch of facts: warn and fail checks judge every fact
+// written (not the deletes); drop and quarantine checks judge the new facts only (a
+// re-keyed fact's columns are those it was loaded with, but for the lookups' keys,
+// which those checks may not read). A new fact they leave out leaves the fact table:
+// the MERGE deletes its earlier version, if loaded, as a missing: quarantine lookup's
+// miss does, so the table holds no fact that violates them and re-keying meets none.
+func (fr *factRun) judge(rec arrow.RecordBatch, origin func(i int) string) (arrow.RecordBatch, error) {
+	n := int(rec.NumRows())
+	dels := rec.Column(len(fr.keyOf)).(*array.Boolean)
+	written, movable := make([]bool, n), make([]bool, n)
+	for i := range written {
+		written[i] = !dels.Value(i)
+		movable[i] = written[i] && origin(i) != ""
+	}
+	at := func(i int) string {
+		if o := origin(i); o != "" {
+			return fmt.Sprintf("a fact from %s (key %s)", o, keyText(rec, fr.keyIdx, i))
+		}
+		return fmt.Sprintf("a fact of %s re-keyed (key %s)", fr.s.cfg.Target, keyText(rec, fr.keyIdx, i))
+	}
+	keep, bad, err := fr.checks.judge(rec, rowSite{at: at, subject: written, movable: movable})
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bad {
+		q := quarantinedFact{source: origin(b.row), version: sourceVersion(origin(b.row)), column: b.err.Column, err: b.err.Error(), record: b.err.Record, expectation: b.expectation}
+		if idx := rec.Schema().FieldIndices(b.err.Column); len(idx) == 1 && rec.Column(idx[0]).IsValid(b.row) {
+			v := b.err.Value
+			q.value = &v
+		}
+		fr.quarantined = append(fr.quarantined, q)
+	}
+	if keep == nil {
+		rec.Retain()
+		return rec, nil
+	}
+	for _, k := range keep {
+		if !k {
+			fr.dropped++
+		}
+	}
+	fr.dropped -= int64(len(bad)) // (counted as quarantined)
+	if fr.w != nil {              // an append: the fact table holds no earlier version to delete
+		parts, err := keptParts(rec, keep)
+		if err != nil || len(parts) == 1 {
+			if err != nil {
+				return nil, err
+			}
+			return parts[0], nil
+		}
+		return rec.NewSlice(0, 0), nil
+	}
+	b := array.NewBooleanBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	for i := range n {
+		b.Append(dels.Value(i) || !keep[i])
+	}
+	del := b.NewArray()
+	defer del.Release()
+	cols := slices.Clone(rec.Columns())
+	cols[len(fr.keyOf)] = del
+	return array.NewRecordBatch(rec.Schema(), cols, rec.NumRows()), nil
 }

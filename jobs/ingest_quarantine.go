@@ -2,14 +2,11 @@ package jobs
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/orchestrator-io/orchestrator/delta"
 )
 
 // QuarantineColumns are the columns a quarantine table must declare (as strings, except
@@ -37,62 +34,25 @@ func (s *Ingest) quarantine(ctx context.Context, env *Env, files []*sourceFile, 
 		}
 		bad = violators
 	}
-	decl, err := env.declared(s.cfg.QuarantineTable)
-	if err != nil {
-		return err
-	}
-	tbl, err := env.openOrCreate(ctx, decl)
-	if err != nil {
-		return err
-	}
-	snap, err := tbl.Snapshot(ctx)
+	q, err := openQuarantine(ctx, env, s.cfg.QuarantineTable)
 	if err != nil {
 		return err
 	}
 	appID := func(f string) string { return "ingest-quarantine:" + s.cfg.Target + ":" + f }
-	var pending []*sourceFile
+	var txns []quarantineTxn
+	want := map[string]bool{}
 	for _, f := range files {
-		if _, done := snap.TxnVersion(appID(f.Name)); !done {
-			pending = append(pending, f)
+		if _, done := q.done(appID(f.Name)); !done {
+			txns = append(txns, quarantineTxn{appID(f.Name), f.Version})
+			want[f.Name] = true
 		}
 	}
-	if len(pending) == 0 {
+	if len(txns) == 0 {
 		return nil
 	}
-	want := map[string]bool{}
-	for _, f := range pending {
-		want[f.Name] = true
-	}
-	schema, err := delta.ArrowSchema(snap.Schema())
-	if err != nil {
-		return err
-	}
-	rec, rows := quarantineRows(schema, bad, want, loadTime)
+	rec, rows := quarantineRows(q.schema, bad, want, loadTime)
 	defer rec.Release()
-
-	var adds []*delta.Add
-	if rows > 0 {
-		if adds, err = delta.WriteRecords(ctx, tbl.Store(), tbl.Root(), snap.Schema(), snap.PartitionColumns(), []arrow.RecordBatch{rec}, delta.WriteOptions{}); err != nil {
-			return fmt.Errorf("write quarantine %s: %w", decl.Name, err)
-		}
-	}
-	tx := tbl.NewTransaction(snap, delta.TxOptions{
-		Operation:           "WRITE",
-		OperationParameters: map[string]any{"mode": "Append", "partitionBy": "[]"},
-		OperationMetrics:    map[string]int64{"numFiles": int64(len(adds)), "numOutputRows": int64(rows)},
-		Lineage:             env.lineage(),
-	})
-	tx.AddFiles(adds...)
-	for _, f := range pending {
-		tx.SetTxn(appID(f.Name), f.Version)
-	}
-	v, err := tx.Commit(ctx)
-	if err != nil {
-		return fmt.Errorf("commit quarantine %s: %w", decl.Name, err)
-	}
-	res.VersionsWritten = append(res.VersionsWritten, TableVersion{Table: decl.Name, Version: v})
-	res.Notes = append(res.Notes, fmt.Sprintf("quarantined %d bad records in %s", rows, decl.Name))
-	return nil
+	return q.append(ctx, env, rec, rows, txns, "bad records", res)
 }
 
 // quarantineRows are the bad records of the files in want as rows of the quarantine
@@ -110,9 +70,17 @@ func quarantineRows(schema *arrow.Schema, bad []*badRecord, want map[string]bool
 			fb := b.Field(i)
 			switch f.Name {
 			case "source_file":
-				fb.(*array.StringBuilder).Append(r.file)
+				if r.file != "" {
+					fb.(*array.StringBuilder).Append(r.file)
+				} else {
+					fb.AppendNull()
+				}
 			case "line":
-				fb.(*array.Int64Builder).Append(r.err.Line)
+				if r.err.Line > 0 {
+					fb.(*array.Int64Builder).Append(r.err.Line)
+				} else {
+					fb.AppendNull() // a merge's event, a Parquet record that did not decode: no line
+				}
 			case "column":
 				fb.(*array.StringBuilder).Append(r.err.Column)
 			case "value":

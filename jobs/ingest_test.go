@@ -267,8 +267,10 @@ func (c *readAtCounter) OpenReaderAt(ctx context.Context, key string) (objectsto
 
 // Parquet sources load like CSV ones, exactly once, from a store in memory (read whole)
 // and from local files (read in place, never fetched whole).
-func TestIngestParquetSources(t *testing.T) {
-	ctx := context.Background()
+// salesParquet is a Parquet file of two sales (T1: qty 2, T2: qty 1) in salesTable's
+// columns.
+func salesParquet(t *testing.T) []byte {
+	t.Helper()
 	asch := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.BinaryTypes.String},
 		{Name: "qty", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
@@ -294,6 +296,12 @@ func TestIngestParquetSources(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return buf.Bytes()
+}
+
+func TestIngestParquetSources(t *testing.T) {
+	ctx := context.Background()
+	parquetFile := salesParquet(t)
 	want := []string{
 		"T1|2|23.8|2026-01-14T09:12:00Z|/landing/sales/2026-01-14.parquet|2026-01-14T09:00:00Z",
 		"T2|1|149|2026-01-14T10:40:00Z|/landing/sales/2026-01-14.parquet|2026-01-14T09:00:00Z",
@@ -311,7 +319,7 @@ func TestIngestParquetSources(t *testing.T) {
 			env.OpenLocation = func(ctx context.Context, loc string) (objectstore.Store, string, error) {
 				return landing, strings.TrimPrefix(strings.TrimPrefix(loc, "/landing"), "/"), nil
 			}
-			if err := landing.Put(ctx, "sales/2026-01-14.parquet", bytes.NewReader(buf.Bytes()), int64(buf.Len())); err != nil {
+			if err := landing.Put(ctx, "sales/2026-01-14.parquet", bytes.NewReader(parquetFile), int64(len(parquetFile))); err != nil {
 				t.Fatal(err)
 			}
 			stage := NewIngest("ingest", &IngestConfig{Source: "/landing/sales/*.parquet", Target: sales.Name})

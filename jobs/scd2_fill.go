@@ -19,7 +19,8 @@ import (
 // newest row of each key (by sequence_by, else the last read), in one UPDATE commit
 // whose txn (appId "scd2_fill:<source>:<columns>") makes it once only; the versions'
 // values are taken as they were, not as a change. Where an open version already holds
-// a value, it stays. The merge that follows then finds those values unchanged.
+// a value, it stays. The merge that follows then finds those values unchanged. The
+// stage's row checks judge the rows filled from (see the loop below).
 func (s *SCD2Merge) fillNewColumns(ctx context.Context, env *Env, f *flow, l *scdLayout, res *Result) error {
 	if s.cfg.NewColumns != "fill" {
 		return nil
@@ -43,6 +44,12 @@ func (s *SCD2Merge) fillNewColumns(ctx context.Context, env *Env, f *flow, l *sc
 	if s.cfg.SequenceBy != "" {
 		read = append(read, s.cfg.SequenceBy)
 	}
+	seqAt := len(read) - 1
+	for _, c := range env.rows.columns() { // the row checks judge the rows filled from
+		if !slices.ContainsFunc(read, func(r string) bool { return strings.EqualFold(r, c) }) && f.srcSnap.Schema().Field(c) != nil {
+			read = append(read, c)
+		}
+	}
 	sc, err := f.srcSnap.Scan(ctx, delta.ScanOptions{Columns: read})
 	if err != nil {
 		return err
@@ -63,7 +70,7 @@ func (s *SCD2Merge) fillNewColumns(ctx context.Context, env *Env, f *flow, l *sc
 		var seq func(int) int64
 		if s.cfg.SequenceBy != "" {
 			var ok bool
-			if seq, ok = orderGetter(rec.Column(len(read) - 1)); !ok {
+			if seq, ok = orderGetter(rec.Column(seqAt)); !ok {
 				return fmt.Errorf("new_columns: fill: sequence_by %s is not a time or integer column", s.cfg.SequenceBy)
 			}
 		}
@@ -74,7 +81,7 @@ func (s *SCD2Merge) fillNewColumns(ctx context.Context, env *Env, f *flow, l *sc
 				key.WriteByte(0)
 			}
 			p := at{rec: len(recs) - 1, row: r}
-			if seq != nil && !rec.Column(len(read)-1).IsNull(r) {
+			if seq != nil && !rec.Column(seqAt).IsNull(r) {
 				p.seq = seq(r)
 			}
 			if old, ok := newest[key.String()]; !ok || p.seq >= old.seq {
@@ -99,6 +106,22 @@ func (s *SCD2Merge) fillNewColumns(ctx context.Context, env *Env, f *flow, l *sc
 		g, err := arrowx.GatherRows(ctx, rec, rows[i])
 		if err != nil {
 			return err
+		}
+		if env.rows != nil {
+			// The values filled are judged as the events that bring them are: a fail
+			// stops the run before the fill, a drop or quarantine leaves the key's open
+			// version unfilled (NULL). The row is not quarantined here: the fill takes
+			// the value the source holds, not a change event; the event that brought
+			// it is quarantined by the merge that reads it.
+			at := func(r int) string {
+				return fmt.Sprintf("%s version %d, the newest row of its key (new_columns: fill of %s)", s.cfg.Source, f.srcSnap.Version(), strings.Join(cols, ", "))
+			}
+			kept, _, err := env.rows.keep(g, at, nil)
+			g.Release()
+			if err != nil {
+				return err
+			}
+			g = kept
 		}
 		src = append(src, g)
 	}

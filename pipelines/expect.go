@@ -30,10 +30,16 @@ func checkExpectations(ps *problems, sn *yaml.Node, st *Stage, label string) {
 	}
 }
 
-// quarantineByExpectation reports whether fe is the ingest config's complaint that
-// quarantine_table goes unused, when a row expectation of the stage quarantines into it.
+// quarantineByExpectation reports whether fe is the ingest or fact_load config's
+// complaint that quarantine_table goes unused, when a row expectation of the stage
+// quarantines into it.
 func quarantineByExpectation(st *Stage, cfg jobs.Config, fe jobs.FieldError) bool {
-	if _, ok := cfg.(*jobs.IngestConfig); !ok || fe.Field != "quarantine_table" {
+	switch cfg.(type) {
+	case *jobs.IngestConfig, *jobs.FactLoadConfig:
+	default:
+		return false
+	}
+	if fe.Field != "quarantine_table" || !strings.Contains(fe.Msg, "only used") {
 		return false
 	}
 	for i := range st.Expectations {

@@ -222,7 +222,12 @@ func TestRowChecksOnMerges(t *testing.T) {
 		// version re-keys S3 (sold on the 2nd): the updated fact is judged too.
 		{stage: "facts", table: "fact.sales", action: "warn", columns: "sale_id,amount", expect: `"amount > 0"`,
 			wantDay1: "sale_id,amount\nS1,10\nS2,-5\nS3,7\n", wantDay2: "sale_id,amount\nS1,10\nS2,-5\nS3,7\n",
-			checked1: 3, failed1: 1, checked2: 1, sample: "a fact from bronze.sales: "},
+			checked1: 3, failed1: 1, checked2: 1, sample: "a fact from bronze.sales@v1 (key S2): "},
+		// drop: S2 never enters; the re-keyed S3 is not judged by drop (its amount is
+		// the one it was loaded with), so day 2 checks nothing.
+		{stage: "facts", table: "fact.sales", action: "drop", columns: "sale_id,amount", expect: `"amount > 0"`,
+			wantDay1: "sale_id,amount\nS1,10\nS3,7\n", wantDay2: "sale_id,amount\nS1,10\nS3,7\n",
+			checked1: 3, failed1: 1, checked2: 0, sample: "a fact from bronze.sales@v1 (key S2): "},
 		{stage: "facts", table: "fact.sales", action: "fail", expect: `"amount > 0"`, checked1: 3, failed1: 1},
 	}
 	for _, c := range cases {
@@ -312,9 +317,15 @@ func TestRowChecksValidateMerges(t *testing.T) {
 		want       string
 	}{
 		{"capture", `{name: positive, expect: "score > 0", on_violation: drop}`, nil,
-			"stage capture: expectations[0].on_violation: expectation positive: drop on this capture_history stage: the history keeps every change of its source"},
+			"stage capture: expectations[0].on_violation: expectation positive: drop on this capture_history stage: the history is the record of every change its source made, version by version"},
+		{"capture", `{name: positive, expect: "score > 0", on_violation: quarantine}`, nil,
+			"stage capture: expectations[0].on_violation: expectation positive: quarantine on this capture_history stage: the history is the record of every change its source made"},
 		{"facts", `{name: positive, expect: "amount > 0", on_violation: quarantine}`, nil,
-			"stage facts: expectations[0].on_violation: expectation positive: quarantine on this fact_load stage: a fact left out would not be a fact missing"},
+			"stage facts: expectations[0].on_violation: expectation positive: quarantine on this fact_load stage: quarantine needs the stage's quarantine_table"},
+		{"facts", `{name: positive, expect: "amount > 0", on_violation: quarantine}` + "\n    quarantine_table: audit.rejects", snapshot("fact.sales"),
+			"stage facts: expectations[0].on_violation: expectation positive: quarantine on this fact_load stage: a fact load quarantines the new facts of its source's change feed (source_changes: true)"},
+		{"facts", `{name: known, expect: "customer_sk > 0", on_violation: drop}`, nil,
+			"stage facts: expectations[0].expect: expectation known: drop on this fact_load stage: the predicate reads customer_sk, a key the lookups compute"},
 		{"dim", `{name: positive, expect: "score > 0", on_violation: quarantine}`, nil,
 			"stage dim: expectations[0].on_violation: expectation positive: quarantine on this scd2_merge stage: quarantine needs the stage's quarantine_table: declare one with the columns source_file, line, column, value, error, record, load_timestamp"},
 		{"cur", `{name: positive, expect: "score > 0", on_violation: quarantine}` + "\n    quarantine_table: audit.rejects", snapshot("cur.customer"),
@@ -407,6 +418,10 @@ func TestRowChecksQuarantineOnMerges(t *testing.T) {
 			if !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 3 || !strings.Contains(got, `"staging.customers version 2, row from `+day2+`",score,-2,positive,`) {
 				t.Errorf("quarantine =\n%s\nwant C2 of version 1 (starting %s) and C1's Munich event of version 2", got, want)
 			}
+			// A change event has no line: NULL, not 0.
+			if got := sortedShow(t, pipeline, "audit.rejects", "line,expectation"); got != "line,expectation\n,positive\n,positive\n" {
+				t.Errorf("quarantine lines =\n%q, want NULL (empty) for both events", got)
+			}
 			// The quarantine's commits hold the counts too.
 			if ci := commitExpectations(t, dir, "audit.rejects", lastVersion(t, dir, "audit.rejects")); len(ci) != 1 || ci[0]["numFailedRows"] != 1.0 {
 				t.Errorf("the quarantine commit's expectations %v, want the day's 1 failed row", ci)
@@ -418,5 +433,56 @@ func TestRowChecksQuarantineOnMerges(t *testing.T) {
 				t.Errorf("after a run with nothing new the quarantine holds\n%s, want the 2 rows once", got)
 			}
 		})
+	}
+}
+
+// TestRowChecksQuarantineOnFacts: a fact_load reading its source's change feed sets the
+// violating new facts aside in its quarantine table, with the expectation's name, the
+// source version, no line (NULL), the column and value; they are not in the fact table
+// (a fact loaded before whose change violates leaves it), the run record and both
+// commits count them, and no run quarantines one twice.
+func TestRowChecksQuarantineOnFacts(t *testing.T) {
+	dir, pipeline := rowChecksPipeline(t, "facts", `{name: positive, expect: "amount > 0", on_violation: quarantine}`+"\n    quarantine_table: audit.rejects")
+	if r := runCLI(t, "validate", pipeline); r.code != 0 {
+		t.Fatalf("validate: exit %d\n%s", r.code, r.stderr)
+	}
+	r := runCLI(t, "run", pipeline)
+	if r.code != 0 {
+		t.Fatalf("day 1: exit %d\n%s", r.code, r.stderr)
+	}
+	if got, want := sortedShow(t, pipeline, "fact.sales", "sale_id,amount"), "sale_id,amount\nS1,10\nS3,7\n"; got != want {
+		t.Errorf("fact.sales =\n%s\nwant\n%s", got, want)
+	}
+	chk := checkNamed(t, runChecks(t, pipeline, runID(t, r), "facts"), "positive")
+	if chk.Rows != 3 || chk.Failed != 1 || chk.Action != "quarantine" || chk.Outcome() != "quarantined" {
+		t.Errorf("day 1 check = %+v, want 1 of 3 facts quarantined", chk)
+	}
+	for _, table := range []string{"fact.sales", "audit.rejects"} {
+		if ci := commitExpectations(t, dir, table, lastVersion(t, dir, table)); len(ci) != 1 || ci[0]["numFailedRows"] != 1.0 || ci[0]["onViolation"] != "quarantine" {
+			t.Errorf("%s's commit expectations %v, want the 1 quarantined fact", table, ci)
+		}
+	}
+	const cols = "expectation,source_file,line,column,value"
+	day1 := "expectation,source_file,line,column,value\npositive,bronze.sales@v1,,amount,-5\n"
+	if got := sortedShow(t, pipeline, "audit.rejects", cols); got != day1 {
+		t.Errorf("quarantine =\n%s\nwant\n%s", got, day1)
+	}
+	// S1's amount turns negative: the fact leaves the table, into the quarantine.
+	writeFiles(t, dir, map[string]string{"landing/sales/s2.csv": "sale_id,customer_id,amount,sold_at\nS1,C1,-3,2026-01-01T12:00:00Z\n"})
+	if r := runCLI(t, "run", pipeline); r.code != 0 {
+		t.Fatalf("day 2: exit %d\n%s", r.code, r.stderr)
+	}
+	if got, want := sortedShow(t, pipeline, "fact.sales", "sale_id,amount"), "sale_id,amount\nS3,7\n"; got != want {
+		t.Errorf("day 2 fact.sales =\n%s\nwant\n%s", got, want)
+	}
+	day2 := day1 + "positive,bronze.sales@v2,,amount,-3\n"
+	if got := sortedShow(t, pipeline, "audit.rejects", cols); got != day2 {
+		t.Errorf("day 2 quarantine =\n%s\nwant\n%s", got, day2)
+	}
+	if r := runCLI(t, "run", pipeline); r.code != 0 {
+		t.Fatalf("day 3: exit %d\n%s", r.code, r.stderr)
+	}
+	if got := sortedShow(t, pipeline, "audit.rejects", cols); got != day2 {
+		t.Errorf("after a run with nothing new the quarantine holds\n%s\nwant\n%s", got, day2)
 	}
 }
