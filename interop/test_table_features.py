@@ -428,24 +428,30 @@ def dim_row_ids(spark, path: str) -> dict[tuple, tuple]:
         f"SELECT customer_id, city, _metadata.row_id, _metadata.row_commit_version FROM delta.`{path}`").collect()}
 
 
-@pytest.mark.parametrize("dv,mapping", [
-    pytest.param(False, "none", id="copy-on-write"),
-    pytest.param(True, "name", id="deletion-vectors-column-mapping"),
+@pytest.mark.parametrize("dv,mapping,cluster", [
+    pytest.param(False, "none", False, id="copy-on-write"),
+    pytest.param(True, "name", False, id="deletion-vectors-column-mapping"),
+    pytest.param(True, "none", True, id="clustered-v2-checkpoints-ict"),
 ])
-def test_our_scd2_stage_on_sparks_row_tracking_table(spark, orchestrator_bin, tmp_path, dv, mapping):
+def test_our_scd2_stage_on_sparks_row_tracking_table(spark, orchestrator_bin, tmp_path, dv, mapping, cluster):
     """Our scd2_merge stage (the binary, a pipeline) loads a dimension Spark created with
     row tracking (with deletion vectors and column mapping by name, as on Unity Catalog,
-    or neither). Spark reads our second load's closes and new versions: a closed version
-    keeps its row id and gets our commit's row commit version, an untouched one keeps
-    both, new versions get distinct fresh ids past every earlier one; the commit says it
-    preserved the ids. Spark's UPDATE and INSERT after ours keep and continue them."""
+    or neither; or liquid-clustered with V2 checkpoints and in-commit timestamps, as
+    Databricks makes new tables). Spark reads our second load's closes and new versions:
+    a closed version keeps its row id and gets our commit's row commit version, an
+    untouched one keeps both, new versions get distinct fresh ids past every earlier one;
+    the commit says it preserved the ids. Spark's UPDATE and INSERT after ours keep and
+    continue them. On the clustered table our commits carry increasing in-commit
+    timestamps, our checkpoints are V2, and Spark still reports its clustering column."""
     work = tmp_path / "pipeline"
     (work / "landing").mkdir(parents=True)
     warehouse = work / "warehouse"
     dim = warehouse / "dim" / "customer"
+    extra = "".join(f", '{k}' = '{v}'" for k, v in FEATURES.items()) if cluster else ""
     spark.sql(f"CREATE TABLE delta.`{dim}` (customer_id STRING NOT NULL, city STRING, valid_from TIMESTAMP, "
-              f"valid_to TIMESTAMP, is_current BOOLEAN) USING delta TBLPROPERTIES ('delta.enableRowTracking' = 'true', "
-              f"'delta.enableDeletionVectors' = '{str(dv).lower()}', 'delta.columnMapping.mode' = '{mapping}')")
+              f"valid_to TIMESTAMP, is_current BOOLEAN) USING delta {'CLUSTER BY (customer_id) ' if cluster else ''}"
+              f"TBLPROPERTIES ('delta.enableRowTracking' = 'true', "
+              f"'delta.enableDeletionVectors' = '{str(dv).lower()}', 'delta.columnMapping.mode' = '{mapping}'{extra})")
     (work / "pipeline.yaml").write_text(SCD2_PIPELINE.format(warehouse=warehouse))
     env = {k: v for k, v in os.environ.items() if k != "ORCH_WAREHOUSE"}
 
@@ -473,6 +479,13 @@ def test_our_scd2_stage_on_sparks_row_tracking_table(spark, orchestrator_bin, tm
                        "WHERE customer_id = 'C1' AND city = 'Seattle'").collect()
     assert [tuple(r) for r in closed] == [(False, "2026-02-01 00:00:00")], closed
     assert spark.read.format("delta").load(str(dim)).columns == ["customer_id", "city", "valid_from", "valid_to", "is_current"]
+    if cluster:
+        detail = spark.sql(f"DESCRIBE DETAIL delta.`{dim}`").collect()[0].asDict()
+        assert detail["clusteringColumns"] == ["customer_id"], detail
+        for w in range(1, v + 1):
+            assert ict(dim, w) > ict(dim, w - 1), f"v{w}'s in-commit timestamp is not after v{w - 1}'s"
+        assert v2_checkpoints(dim), f"no V2 checkpoint: {log_names(dim)}"
+        assert not any(n.endswith(".checkpoint.parquet") for n in log_names(dim)), log_names(dim)
 
     spark.sql(f"UPDATE delta.`{dim}` SET city = 'BOSTON' WHERE customer_id = 'C2'")
     spark.sql(f"INSERT INTO delta.`{dim}` VALUES ('C9', 'Oslo', NULL, NULL, true)")

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
@@ -90,11 +87,11 @@ func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim, loa
 		rd = ch
 	}
 	defer rd.Release()
-	pb, err := d.newPlaceholders()
+	mb, err := d.newMemberBuilder()
 	if err != nil {
 		return nil, err
 	}
-	defer pb.b.Release()
+	defer mb.b.Release()
 	keyCols := make([]int, len(d.factCols))
 	for i := range keyCols {
 		keyCols[i] = i
@@ -125,7 +122,7 @@ func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim, loa
 				continue
 			}
 			seen[string(buf)] = true
-			if err := pb.add(rec, keyCols, r); err != nil {
+			if err := mb.add(rec, keyCols, r, nil, d.firstFrom, true); err != nil {
 				return nil, fmt.Errorf("dimension %s: placeholder of %s: %w", d.decl.Name, keyText(rec, keyCols, r), err)
 			}
 		}
@@ -136,65 +133,7 @@ func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim, loa
 	if len(seen) == 0 {
 		return nil, nil
 	}
-	return pb.b.NewRecordBatch(), nil
-}
-
-// placeholderBuilder builds placeholder rows in a dimension's schema.
-type placeholderBuilder struct {
-	d *factDim
-	b *array.RecordBuilder
-	// keyOf is, per dimension column, the index of the business key column it is in the
-	// lookup (-1: none).
-	keyOf []int
-}
-
-func (d *factDim) newPlaceholders() (*placeholderBuilder, error) {
-	as, err := delta.ArrowSchema(d.snap.Schema())
-	if err != nil {
-		return nil, err
-	}
-	pb := &placeholderBuilder{d: d, b: array.NewRecordBuilder(memory.DefaultAllocator, as), keyOf: make([]int, len(as.Fields()))}
-	for j, fld := range as.Fields() {
-		pb.keyOf[j] = slices.IndexFunc(d.dimCols, func(c string) bool { return strings.EqualFold(c, fld.Name) })
-	}
-	return pb, nil
-}
-
-// add appends the placeholder of the business key in row r of rec (key columns cols, in
-// the order of d.dimCols).
-func (pb *placeholderBuilder) add(rec arrow.RecordBatch, cols []int, r int) error {
-	d := pb.d
-	curr := d.lookup.DimensionColumns().IsCurrent
-	for j, fld := range pb.b.Schema().Fields() {
-		fb := pb.b.Field(j)
-		var err error
-		switch {
-		case pb.keyOf[j] >= 0:
-			err = appendFrom(fb, rec.Column(cols[pb.keyOf[j]]), r)
-		case strings.EqualFold(fld.Name, d.sk):
-			fb.AppendNull() // a new identity value, given at the commit
-		case strings.EqualFold(fld.Name, d.from):
-			err = appendMemberValue(fb, fld.Name, d.firstFrom)
-		case strings.EqualFold(fld.Name, d.to) && d.endNull:
-			fb.AppendNull()
-		case strings.EqualFold(fld.Name, d.to):
-			err = appendMemberValue(fb, fld.Name, d.end)
-		case strings.EqualFold(fld.Name, curr), strings.EqualFold(fld.Name, d.inferred):
-			if bb, ok := fb.(*array.BooleanBuilder); ok {
-				bb.Append(true)
-			} else {
-				err = fmt.Errorf("column %s is %s; expected boolean", fld.Name, fld.Type)
-			}
-		case !fld.Nullable:
-			err = fmt.Errorf("column %s is declared nullable: false, but an inferred member holds NULL there (its attributes are not known yet); declare it nullable", fld.Name)
-		default:
-			fb.AppendNull()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return mb.b.NewRecordBatch(), nil
 }
 
 // commitPlaceholders appends the placeholder rows to the dimension, with new surrogate

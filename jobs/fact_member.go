@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -96,42 +97,83 @@ func (d *factDim) ensureUnknownMember(ctx context.Context, env *Env) (bool, erro
 
 // unknownMemberRow builds the member row in the dimension's schema.
 func (d *factDim) unknownMemberRow() (arrow.RecordBatch, error) {
-	schema := d.snap.Schema()
-	as, err := delta.ArrowSchema(schema)
+	mb, err := d.newMemberBuilder()
 	if err != nil {
 		return nil, err
 	}
-	curr, inferred := d.lookup.DimensionColumns().IsCurrent, d.lookup.DimensionColumns().Inferred
-	b := array.NewRecordBuilder(memory.DefaultAllocator, as)
-	defer b.Release()
-	for j, f := range as.Fields() {
-		fb := b.Field(j)
+	defer mb.b.Release()
+	sk := d.lookup.unknownKey()
+	if err := mb.add(nil, nil, 0, &sk, UnknownMemberFrom, false); err != nil {
+		return nil, err
+	}
+	return mb.b.NewRecordBatch(), nil
+}
+
+// memberBuilder builds the rows fact_load adds to a dimension, in its schema: the
+// "Unknown" member and inferred members' placeholders.
+type memberBuilder struct {
+	d *factDim
+	b *array.RecordBuilder
+	// keyOf is, per dimension column, its index among the lookup's business key
+	// columns (d.dimCols; -1: none).
+	keyOf []int
+}
+
+func (d *factDim) newMemberBuilder() (*memberBuilder, error) {
+	as, err := delta.ArrowSchema(d.snap.Schema())
+	if err != nil {
+		return nil, err
+	}
+	mb := &memberBuilder{d: d, b: array.NewRecordBuilder(memory.DefaultAllocator, as), keyOf: make([]int, len(as.Fields()))}
+	for j, fld := range as.Fields() {
+		mb.keyOf[j] = slices.IndexFunc(d.dimCols, func(c string) bool { return strings.EqualFold(c, fld.Name) })
+	}
+	return mb, nil
+}
+
+// add appends a member row: the business key of row r of rec (its columns cols, in the
+// order of d.dimCols; rec nil: NULL, the unknown member), surrogate key sk (nil: NULL,
+// for the identity column to give at the commit), valid from from to the open end,
+// current, attributes NULL, and the dimension's columns.inferred set to inferred.
+func (mb *memberBuilder) add(rec arrow.RecordBatch, cols []int, r int, sk *int64, from int64, inferred bool) error {
+	d := mb.d
+	dc := d.lookup.DimensionColumns()
+	what := "the unknown member row holds NULL there (its business key and attributes are NULL); declare it nullable, or use missing: fail or quarantine"
+	if inferred {
+		what = "an inferred member holds NULL there (its attributes are not known yet); declare it nullable"
+	}
+	for j, f := range mb.b.Schema().Fields() {
+		fb := mb.b.Field(j)
 		var err error
 		switch {
+		case mb.keyOf[j] >= 0 && rec != nil:
+			err = appendFrom(fb, rec.Column(cols[mb.keyOf[j]]), r)
+		case strings.EqualFold(f.Name, d.sk) && sk != nil:
+			err = appendMemberValue(fb, f.Name, *sk)
 		case strings.EqualFold(f.Name, d.sk):
-			err = appendMemberValue(fb, f.Name, d.lookup.unknownKey())
+			fb.AppendNull() // a new identity value, given at the commit
 		case strings.EqualFold(f.Name, d.from):
-			err = appendMemberValue(fb, f.Name, UnknownMemberFrom)
+			err = appendMemberValue(fb, f.Name, from)
 		case strings.EqualFold(f.Name, d.to) && d.endNull:
 			fb.AppendNull() // the dimension's open_end: null
 		case strings.EqualFold(f.Name, d.to):
 			err = appendMemberValue(fb, f.Name, d.end)
-		case strings.EqualFold(f.Name, curr), inferred != "" && strings.EqualFold(f.Name, inferred):
+		case strings.EqualFold(f.Name, dc.IsCurrent), dc.Inferred != "" && strings.EqualFold(f.Name, dc.Inferred):
 			if bb, ok := fb.(*array.BooleanBuilder); ok {
-				bb.Append(strings.EqualFold(f.Name, curr)) // current; no placeholder
+				bb.Append(strings.EqualFold(f.Name, dc.IsCurrent) || inferred)
 			} else {
 				err = fmt.Errorf("column %s is %s; expected boolean", f.Name, f.Type)
 			}
 		case !f.Nullable:
-			err = fmt.Errorf("column %s is declared nullable: false, but the unknown member row holds NULL there (its business key and attributes are NULL); declare it nullable, or use missing: fail or quarantine", f.Name)
+			err = fmt.Errorf("column %s is declared nullable: false, but %s", f.Name, what)
 		default:
 			fb.AppendNull()
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return b.NewRecordBatch(), nil
+	return nil
 }
 
 // appendMemberValue appends a key or a time given in microseconds (v) to a builder of
