@@ -350,44 +350,23 @@ func foldKey(spec *scdSpec, existing []scdVersion, events []scdEvent, allEvents 
 	// A fact_load's placeholder is no version of the key's history: the key's first
 	// version (at first_valid_from, where the placeholder starts) takes its row and its
 	// surrogate key (diffVersions matches them by valid_from); without one it stays.
-	real, placeholders := withoutPlaceholders(existing)
+	placeholder := func(v scdVersion) bool { return v.Inferred }
+	real, placeholders := existing, slices.ContainsFunc(existing, placeholder)
+	if placeholders {
+		real = slices.DeleteFunc(slices.Clone(existing), placeholder)
+	}
 	timeline := keyTimeline(spec, real, events, allEvents)
 	out, latestType1 := replayVersions(spec, timeline)
 	fillVersionRows(spec, out, real, events, latestType1)
 	if spec.hasFirstFrom && len(out) > 0 && startsKey(spec, real, out[0]) {
 		out[0].From = spec.firstFrom
 	}
-	if placeholders > 0 {
-		kept := make([]scdVersion, 0, len(existing))
-		for _, v := range existing {
-			if !v.Inferred || slices.ContainsFunc(out, func(o *scdVersion) bool { return o.From == v.From }) {
-				kept = append(kept, v)
-			}
-		}
-		existing = kept
+	if placeholders {
+		existing = slices.DeleteFunc(slices.Clone(existing), func(v scdVersion) bool {
+			return v.Inferred && !slices.ContainsFunc(out, func(o *scdVersion) bool { return o.From == v.From })
+		})
 	}
 	return diffVersions(existing, out, nextSK)
-}
-
-// withoutPlaceholders returns a key's stored versions without its placeholders (a new
-// slice only when it has any) and their number.
-func withoutPlaceholders(existing []scdVersion) ([]scdVersion, int) {
-	n := 0
-	for i := range existing {
-		if existing[i].Inferred {
-			n++
-		}
-	}
-	if n == 0 {
-		return existing, 0
-	}
-	real := make([]scdVersion, 0, len(existing)-n)
-	for _, v := range existing {
-		if !v.Inferred {
-			real = append(real, v)
-		}
-	}
-	return real, n
 }
 
 // keyTimeline orders a key's events by sequence, with its stored versions (sorted by
