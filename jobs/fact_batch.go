@@ -3,6 +3,8 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -260,97 +262,71 @@ func (fr *factRun) addRows(rec arrow.RecordBatch, cols []int, what string) error
 // make every key collide).
 var factKeyHash = keyed.Hash
 
-// factKeySet is the facts' keys of an append, by their 64-bit hashes only: a few bytes
-// per fact where an index of the keys would hold the keys too. A hash met twice makes its
-// key a suspect; checkSuspects reads the keys again to tell a duplicate from a collision.
+// factKeySet is the facts' keys of an append, by 48 bits of their 64-bit hashes: 4
+// bytes per fact where an index of the keys would hold the keys too (a hash set of the
+// whole hashes takes about 13). The hashes go into 65,536 buckets by their top 16 bits,
+// each keeping the next 32; sorting the buckets at the end finds the hashes met twice,
+// whose keys become suspects: checkSuspects reads the keys again to tell a duplicate
+// from a collision (at 10 M facts about one run in five has any).
 type factKeySet struct {
-	slots    []uint64 // open addressing; 0 is empty (a hash of 0 is stored as 1)
-	n        int
-	suspects map[uint64]bool
-	sink     uint64 // keeps addAll's loads from being optimized away
+	buckets  [][]uint32
+	suspects map[uint64]bool // h>>16 of the hashes met twice
+	done     bool
 }
 
 func newFactKeySet(capacity int) *factKeySet {
-	n := 1024
-	for 3*n < 4*capacity {
-		n *= 2
+	s := &factKeySet{buckets: make([][]uint32, 1<<16)}
+	if capacity > 0 {
+		// One array for all, each bucket a window of it three standard deviations above
+		// its expected size (one that fills grows alone).
+		mean := float64(capacity) / (1 << 16)
+		per := int(mean+3*math.Sqrt(mean)) + 4
+		backing := make([]uint32, per<<16)
+		for i := range s.buckets {
+			s.buckets[i] = backing[i*per : i*per : (i+1)*per]
+		}
 	}
-	return &factKeySet{slots: make([]uint64, n)}
+	return s
 }
 
-// addAll adds hashes, a block at a time: the block's first slots are loaded first, each
-// load independent of the others, so that the inserts after them mostly hit the cache
-// (one cache miss after another would cost most of the set's time).
+// addAll adds hashes.
 func (s *factKeySet) addAll(hs []uint64) {
-	const ahead = 256
-	for lo := 0; lo < len(hs); lo += ahead {
-		block := hs[lo:min(lo+ahead, len(hs))]
-		if 4*(s.n+len(block)) <= 3*len(s.slots) {
-			mask := uint64(len(s.slots) - 1)
-			var sink uint64
-			for _, h := range block {
-				sink += s.slots[s.home(h)&mask]
-			}
-			s.sink = sink
-		}
-		for _, h := range block {
-			s.add(h)
-		}
+	for _, h := range hs {
+		b := h >> 48
+		s.buckets[b] = append(s.buckets[b], uint32(h>>16))
 	}
 }
 
-func (s *factKeySet) home(h uint64) uint64 { return h ^ h>>29 }
-
-// add adds a key's hash; a hash already there becomes a suspect.
-func (s *factKeySet) add(h uint64) {
-	if h == 0 {
-		h = 1
+// finish sorts the buckets and notes the hashes met twice as suspects (once).
+func (s *factKeySet) finish() {
+	if s.done {
+		return
 	}
-	if 4*(s.n+1) > 3*len(s.slots) {
-		old := s.slots
-		s.slots, s.n = make([]uint64, 2*len(old)), 0
-		for _, o := range old {
-			if o != 0 {
-				s.insert(o)
+	s.done = true
+	for b, vs := range s.buckets {
+		slices.Sort(vs)
+		for i := 1; i < len(vs); i++ {
+			if vs[i] == vs[i-1] {
+				if s.suspects == nil {
+					s.suspects = map[uint64]bool{}
+				}
+				s.suspects[uint64(b)<<32|uint64(vs[i])] = true
 			}
 		}
 	}
-	if !s.insert(h) {
-		if s.suspects == nil {
-			s.suspects = map[uint64]bool{}
-		}
-		s.suspects[h] = true
-	}
 }
 
-// insert reports whether h was new.
-func (s *factKeySet) insert(h uint64) bool {
-	mask := uint64(len(s.slots) - 1)
-	for i := s.home(h) & mask; ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case 0:
-			s.slots[i] = h
-			s.n++
-			return true
-		case h:
-			return false
-		}
-	}
-}
-
-// suspect reports whether a key's hash is a suspect.
-func (s *factKeySet) suspect(h uint64) bool {
-	if h == 0 {
-		h = 1
-	}
-	return s.suspects[h]
-}
+// suspect reports whether a key's hash is a suspect (after finish).
+func (s *factKeySet) suspect(h uint64) bool { return s.suspects[h>>16] }
 
 // checkSuspects reads the fact keys of a snapshot again when hashes were met twice in
 // the append's key set: a key met twice among them is a duplicate (an error naming it);
 // otherwise the hashes merely collided.
 func (fr *factRun) checkSuspects(ctx context.Context, snap *delta.Snapshot, srcName string) error {
-	if fr.keySet == nil || len(fr.keySet.suspects) == 0 {
+	if fr.keySet == nil {
+		return nil
+	}
+	if fr.keySet.finish(); len(fr.keySet.suspects) == 0 {
 		return nil
 	}
 	var names []string
