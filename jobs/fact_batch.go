@@ -274,6 +274,13 @@ type factKeySet struct {
 	done     bool
 }
 
+// factKeySetBytes is about what newFactKeySet(n) holds.
+func factKeySetBytes(n int64) int64 { return n*9/2 + 1<<20 }
+
+// factBatchMemory is what a fact_load holds for the batches it reads and keys at once
+// (a few source batches, their keys and lookups).
+const factBatchMemory = 64 << 20
+
 func newFactKeySet(capacity int) *factKeySet {
 	s := &factKeySet{buckets: make([][]uint32, 1<<16)}
 	if capacity > 0 {

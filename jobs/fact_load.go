@@ -199,6 +199,13 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	if err := fr.appendIfEmpty(ctx, f); err != nil {
 		return res, err
 	}
+	if fr.w != nil {
+		// An append holds, beyond the dimensions read already, its fact key set and its
+		// writers' buffers: the collector keeps the heap near that, rather than letting
+		// it grow to twice the live data.
+		n, _ := f.srcSnap.NumRecords()
+		defer keyed.HoldBudget(factKeySetBytes(n) + ingestWriterMemory + factBatchMemory)()
+	}
 	if srcNew {
 		if err := fr.readSource(ctx, f, loaded, lastSrc, &res); err != nil {
 			return res, err
