@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -149,7 +150,11 @@ func facts(ctx context.Context, t *testing.T, spec *pipelines.Spec, wh string) m
 		t.Fatal(err)
 	}
 	defer store.Close()
+	// A time that equals a commit's shows as that commit: its own table's, when two
+	// tables committed within one microsecond (Spark's commits often do), else the
+	// least label, so that both engines' facts name the same one.
 	commits := map[int64]string{}
+	own := map[string]map[int64]string{}
 	tables := map[string]*delta.Table{}
 	for _, decl := range spec.Tables {
 		if ok, _ := delta.Exists(ctx, store, decl.Path); !ok {
@@ -164,17 +169,26 @@ func facts(ctx context.Context, t *testing.T, spec *pipelines.Spec, wh string) m
 		if err != nil {
 			t.Fatal(err)
 		}
+		own[decl.Name] = map[int64]string{}
 		for _, h := range hist {
 			label := fmt.Sprintf("commit %s@%d", decl.Name, h.Version)
-			commits[h.Timestamp.UnixMicro()] = label
+			stamps := []int64{h.Timestamp.UnixMicro()}
 			if snap, err := tbl.SnapshotAt(ctx, h.Version); err == nil {
-				commits[snap.Timestamp().UnixMicro()] = label
+				stamps = append(stamps, snap.Timestamp().UnixMicro())
+			}
+			for _, ts := range stamps {
+				own[decl.Name][ts] = label
+				if old, ok := commits[ts]; !ok || label < old {
+					commits[ts] = label
+				}
 			}
 		}
 	}
 	out := map[string]tableFacts{}
 	for name, tbl := range tables {
 		var f tableFacts
+		labels := maps.Clone(commits)
+		maps.Copy(labels, own[name])
 		snap, err := tbl.Snapshot(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -189,7 +203,7 @@ func facts(ctx context.Context, t *testing.T, spec *pipelines.Spec, wh string) m
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.rows, err = recordRows(t, sc, skip, commits, name, true); err != nil {
+		if f.rows, err = recordRows(t, sc, skip, labels, name, true); err != nil {
 			t.Fatal(err)
 		}
 		if snap.ChangeDataFeedEnabled() {
@@ -201,7 +215,7 @@ func facts(ctx context.Context, t *testing.T, spec *pipelines.Spec, wh string) m
 				end := snap.Version()
 				ch, err := tbl.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end})
 				if err == nil {
-					f.changes, err = recordRows(t, ch, skip, commits, name, false)
+					f.changes, err = recordRows(t, ch, skip, labels, name, false)
 				}
 				if errors.Is(err, delta.ErrVersionCleaned) || errors.Is(err, objectstore.ErrNotExist) {
 					f.changes = []string{"the feed is gone from its start (vacuumed)"}
