@@ -9,8 +9,8 @@ import (
 	"github.com/orchestrator-io/orchestrator/delta"
 )
 
-// Consumer is a capture_history stage (of any loaded pipeline) that still has to read a
-// table's change feed: vacuum must keep the files of every version it has not captured.
+// Consumer is a stage (of any loaded pipeline) that reads a table's change feed: vacuum
+// must keep the files of every version it has not read yet.
 type Consumer struct {
 	Pipeline string
 	Stage    string
@@ -19,6 +19,9 @@ type Consumer struct {
 	Source, History *Table
 	AppID           string
 	StartingVersion *int64
+	// Rekeys marks a fact_load reading a lookup's dimension: it re-keys the facts where
+	// the dimension changed, so it reads every change (a rollback's reversal too).
+	Rekeys bool
 }
 
 func (c Consumer) String() string {

@@ -76,42 +76,43 @@ func (s *Spec) TablesByName() map[string]*jobs.Table {
 	return tables
 }
 
-// Consumers lists the pipeline's change feed consumers: its capture_history stages and
-// its scd1_merge / scd2_merge stages with source_changes. A vacuum keeps what they have
-// yet to read.
+// Consumers lists the pipeline's change feed consumers: its capture_history stages, its
+// scd1_merge / scd2_merge stages with source_changes, and its fact_load stages (of their
+// source with source_changes, and of each lookup's dimension with a change feed, which
+// re-keying reads). A vacuum keeps what they have yet to read.
 func (s *Spec) Consumers() []jobs.Consumer {
 	var out []jobs.Consumer
-	for _, st := range s.Stages {
-		var source, target, appID string
-		var starting *int64
-		switch c := st.Config.(type) {
-		case *jobs.CaptureHistoryConfig:
-			source, target, appID, starting = c.Source, c.Target, jobs.NewCaptureHistory(st.Name, c).AppID(), c.StartingVersion
-		case *jobs.SCD2Config:
-			if !c.SourceChanges {
-				continue
-			}
-			source, target, appID = c.Source, c.Target, jobs.NewSCD2Merge(st.Name, c).AppID()
-		case *jobs.SCD1Config:
-			if !c.SourceChanges {
-				continue
-			}
-			source, target, appID = c.Source, c.Target, jobs.NewSCD1Merge(st.Name, c).AppID()
-		default:
-			continue
-		}
+	add := func(st *Stage, source, target, appID string, starting *int64, rekeys bool) {
 		src, dst := s.Table(source), s.Table(target)
 		if src == nil || dst == nil {
-			continue
+			return
 		}
-		out = append(out, jobs.Consumer{
-			Pipeline:        s.Name,
-			Stage:           st.Name,
-			Source:          src,
-			History:         dst,
-			AppID:           appID,
-			StartingVersion: starting,
-		})
+		out = append(out, jobs.Consumer{Pipeline: s.Name, Stage: st.Name, Source: src, History: dst,
+			AppID: appID, StartingVersion: starting, Rekeys: rekeys})
+	}
+	for _, st := range s.Stages {
+		switch c := st.Config.(type) {
+		case *jobs.CaptureHistoryConfig:
+			add(st, c.Source, c.Target, jobs.NewCaptureHistory(st.Name, c).AppID(), c.StartingVersion, false)
+		case *jobs.SCD2Config:
+			if c.SourceChanges {
+				add(st, c.Source, c.Target, jobs.NewSCD2Merge(st.Name, c).AppID(), nil, false)
+			}
+		case *jobs.SCD1Config:
+			if c.SourceChanges {
+				add(st, c.Source, c.Target, jobs.NewSCD1Merge(st.Name, c).AppID(), nil, false)
+			}
+		case *jobs.FactLoadConfig:
+			fl := jobs.NewFactLoad(st.Name, c)
+			if c.SourceChanges {
+				add(st, c.Source, c.Target, fl.AppID(), nil, false)
+			}
+			for _, l := range c.Lookups {
+				if dim := s.Table(l.Dimension); dim != nil && dim.ChangeDataFeed() {
+					add(st, l.Dimension, c.Target, fl.DimensionAppID(l.Dimension), nil, true)
+				}
+			}
+		}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -133,5 +134,34 @@ func TestConsumersIncludeChangeFeedMerges(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Consumers:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// A fact_load reads its source's change feed (source_changes) and, to re-key, the change
+// feed of each lookup's dimension: a vacuum keeps what it has yet to read of both.
+func TestConsumersIncludeFactLoads(t *testing.T) {
+	spec, err := Load("../examples/pipelines/sales-facts/pipeline.yaml", Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range spec.Consumers() {
+		got = append(got, fmt.Sprintf("%s reads %s, progress in %s as %s, re-keys %v", c.Stage, c.Source.Name, c.History.Name, c.AppID, c.Rekeys))
+	}
+	want := []string{
+		"customer_history reads bronze.customer_events, progress in sales.customer as scd2_merge:sales.customer:bronze.customer_events, re-keys false",
+		"sales_facts reads bronze.sales, progress in sales.sales as fact_load:sales.sales:bronze.sales, re-keys false",
+		"sales_facts reads sales.customer, progress in sales.sales as " + jobs.NewFactLoad("sales_facts", spec.Stage("sales_facts").Config.(*jobs.FactLoadConfig)).DimensionAppID("sales.customer") + ", re-keys true",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Consumers:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	// Without a change feed the dimension is not read as one: each run that finds it
+	// changed looks every fact up again.
+	spec.Table("sales.customer").Properties = nil
+	for _, c := range spec.Consumers() {
+		if c.Source.Name == "sales.customer" {
+			t.Errorf("a consumer of sales.customer without its change feed: %+v", c)
+		}
 	}
 }

@@ -36,6 +36,10 @@ import (
 //     the run's, or has versions from before the run still to read, cannot be rolled
 //     back exactly: the plan names it as a problem, and --force leaves it to read the
 //     run's versions and their reversal.
+//     A fact_load reading its source's change feed (source_changes) is such a merge.
+//   - A fact_load reading a restored dimension's change feed (to re-key its facts) is
+//     left as it is: it reads the run's changes and their reversal at its next run, and
+//     re-keys the facts whose time falls in them by the restored versions.
 
 // Rollback actions of a table.
 const (
@@ -50,6 +54,7 @@ const (
 	ReaderRolledBack      = "rolled back"          // a merge restored with its source
 	ReaderSkips           = "skips the run"        // a merge that had not read the run's versions
 	ReaderNotExact        = "not exact"            // a merge the rollback cannot keep exact
+	ReaderRekeys          = "re-keys"              // a fact_load's dimension: re-keys from the RESTORE's net changes
 )
 
 // RollbackTable is one table a rollback touches.

@@ -62,6 +62,14 @@ func (p *planner) reader(ctx context.Context, src RollbackTable, rd readerRef) e
 	if read != nil {
 		through = fmt.Sprintf("has read %s through version %d", c.Source.Name, *read)
 	}
+	if c.Rekeys {
+		// Its facts are keyed by whatever versions the dimension holds when it looks:
+		// the run's changes and their reversal name the ranges to look up again.
+		out.Action = ReaderRekeys
+		out.Detail = fmt.Sprintf("it %s; at its next run it reads the run's changes and their reversal (the RESTORE's net changes) and re-keys the facts whose time falls in them by the restored versions", through)
+		p.plan.Readers = append(p.plan.Readers, out)
+		return nil
+	}
 	if rd.kind == jobs.KindCaptureHistory {
 		out.Action = ReaderRecordsReversal
 		if read != nil && *read >= src.First {

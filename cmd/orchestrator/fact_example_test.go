@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/csv"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -18,88 +17,15 @@ import (
 // the late customer events arrive, one run re-keys exactly those three sales (Boston,
 // Tacoma, Tacoma) and leaves the others alone; a third run does nothing.
 func TestExampleSalesFacts(t *testing.T) {
-	bin := buildBinary(t)
-	src := filepath.Join("..", "..", "examples", "pipelines", "sales-facts")
-	dir := t.TempDir()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		if rel == "warehouse" {
-			return filepath.SkipDir
-		}
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, rel), data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	orch := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = dir
-		cmd.Env = commandEnv([]string{"ORCH_WAREHOUSE="})
-		out, err := cmd.Output()
-		if err != nil {
-			stderr := ""
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = string(ee.Stderr)
-			}
-			t.Fatalf("orchestrator %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
-		}
-		return string(out)
-	}
-	rows := func(table, cols string) [][]string {
-		t.Helper()
-		recs, err := csv.NewReader(strings.NewReader(orch("table", "show", table, "--pipeline", "pipeline.yaml", "--columns", cols, "--format", "csv"))).ReadAll()
-		if err != nil || len(recs) == 0 {
-			t.Fatalf("table show %s: %v", table, err)
-		}
-		return recs[1:]
-	}
-	cityOfSale := func() map[string]string {
-		city := map[string]string{}
-		members := 0
-		for _, r := range rows("sales.customer", "customer_sk,customer_id,city,valid_from,is_current") {
-			city[r[0]] = r[2]
-			if r[1] == "" { // the unknown member row: once, key -1, valid since 1900, current
-				members++
-				city[r[0]] = "unknown"
-				if r[0] != "-1" || !strings.HasPrefix(r[3], "1900-01-01") || r[4] != "true" {
-					t.Errorf("unknown member row %q, want key -1, valid from 1900-01-01, current", r)
-				}
-			}
-		}
-		if members != 1 {
-			t.Errorf("%d unknown member rows in sales.customer, want 1", members)
-		}
-		out := map[string]string{}
-		for _, r := range rows("sales.sales", "sale_id,customer_sk") {
-			out[r[0]] = city[r[1]]
-		}
-		return out
-	}
-
+	ex := newSalesFacts(t)
+	orch, cityOfSale := ex.orch, ex.cityOfSale
 	orch("run", "pipeline.yaml")
 	want := map[string]string{"T-1": "Seattle", "T-2": "Seattle", "T-3": "Seattle", "T-4": "Portland", "T-5": "unknown"}
 	if got := cityOfSale(); !maps.Equal(got, want) {
 		t.Fatalf("first run: got %v, want %v", got, want)
 	}
 
-	late, err := os.ReadFile(filepath.Join(dir, "late", "2026-02-01.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "landing", "customers", "2026-02-01.csv"), late, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	ex.late()
 	orch("run", "pipeline.yaml")
 	want = map[string]string{"T-1": "Seattle", "T-2": "Tacoma", "T-3": "Tacoma", "T-4": "Portland", "T-5": "Boston"}
 	if got := cityOfSale(); !maps.Equal(got, want) {
@@ -115,6 +41,127 @@ func TestExampleSalesFacts(t *testing.T) {
 	if out := orch("run", "pipeline.yaml"); strings.Contains(out, "sales.sales@v") {
 		t.Errorf("a run with nothing new committed to sales.sales:\n%s", out)
 	}
+}
+
+// TestRollbackRekeysFacts: the sales-facts example, with the late customer events merged
+// by a run of the customer stages alone and the sales re-keyed by the next full run;
+// rolling the customer run back restores the dimension, and the plan says that the
+// fact_load, which read the dimension's changes, re-keys (it is neither rolled back nor
+// made to skip the RESTORE); the next run re-keys the three sales back to the versions
+// of before, so the answer to "which city was this sale in?" is the first run's again.
+func TestRollbackRekeysFacts(t *testing.T) {
+	ex := newSalesFacts(t)
+	first := map[string]string{"T-1": "Seattle", "T-2": "Seattle", "T-3": "Seattle", "T-4": "Portland", "T-5": "unknown"}
+	ex.orch("run", "pipeline.yaml")
+	ex.late()
+	ex.orch("run", "pipeline.yaml", "--stage", "load_customers", "--stage", "customer_history")
+	m := runIDRE.FindStringSubmatch(ex.stderr)
+	if m == nil {
+		t.Fatalf("no run id in:\n%s", ex.stderr)
+	}
+	customersRun := m[1]
+	ex.orch("run", "pipeline.yaml")
+	if got, want := ex.cityOfSale(), map[string]string{"T-1": "Seattle", "T-2": "Tacoma", "T-3": "Tacoma", "T-4": "Portland", "T-5": "Boston"}; !maps.Equal(got, want) {
+		t.Fatalf("after the late events: got %v, want %v", got, want)
+	}
+	plan := ex.orch("runs", "rollback", customersRun, "--pipeline", "pipeline.yaml", "--dry-run")
+	var reader string
+	for _, line := range strings.Split(plan, "\n") {
+		if strings.Contains(line, "sales_facts (fact_load") {
+			reader += line + "\n"
+		}
+	}
+	if !strings.Contains(reader, "sales.customer") || !strings.Contains(reader, "re-keys") || strings.Count(reader, "\n") != 1 {
+		t.Errorf("rollback plan:\n%s\nwant one reader line: sales_facts reads sales.customer and re-keys", plan)
+	}
+	ex.orch("runs", "rollback", customersRun, "--pipeline", "pipeline.yaml")
+	ex.orch("run", "pipeline.yaml")
+	if got := ex.cityOfSale(); !maps.Equal(got, first) {
+		t.Errorf("after the rollback and the next run: got %v, want the first run's %v", got, first)
+	}
+}
+
+// salesFacts is a copy of examples/pipelines/sales-facts run through the binary.
+type salesFacts struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	stderr string // of the last command
+}
+
+func newSalesFacts(t *testing.T) *salesFacts {
+	ex := &salesFacts{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	copyDir(t, filepath.Join("..", "..", "examples", "pipelines", "sales-facts"), ex.dir)
+	if err := os.RemoveAll(filepath.Join(ex.dir, "warehouse")); err != nil {
+		t.Fatal(err)
+	}
+	return ex
+}
+
+// orch runs the binary in the example's directory: its stdout (ex.stderr its stderr).
+func (ex *salesFacts) orch(args ...string) string {
+	t := ex.t
+	t.Helper()
+	cmd := exec.Command(ex.bin, args...)
+	cmd.Dir = ex.dir
+	cmd.Env = commandEnv([]string{"ORCH_WAREHOUSE="})
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	ex.stderr = stderr.String()
+	if err != nil {
+		t.Fatalf("orchestrator %s: %v\n%s%s", strings.Join(args, " "), err, out, ex.stderr)
+	}
+	return string(out)
+}
+
+// late copies the late customer events into the landing directory.
+func (ex *salesFacts) late() {
+	late, err := os.ReadFile(filepath.Join(ex.dir, "late", "2026-02-01.csv"))
+	if err != nil {
+		ex.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ex.dir, "landing", "customers", "2026-02-01.csv"), late, 0o644); err != nil {
+		ex.t.Fatal(err)
+	}
+}
+
+// rows are a table's rows (columns cols) as CSV records.
+func (ex *salesFacts) rows(table, cols string) [][]string {
+	t := ex.t
+	t.Helper()
+	recs, err := csv.NewReader(strings.NewReader(ex.orch("table", "show", table, "--pipeline", "pipeline.yaml", "--columns", cols, "--format", "csv"))).ReadAll()
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("table show %s: %v", table, err)
+	}
+	return recs[1:]
+}
+
+// cityOfSale answers "which city was this sale in?" by a plain join on customer_sk
+// ("unknown" for the unknown member, "" for a key the dimension lacks).
+func (ex *salesFacts) cityOfSale() map[string]string {
+	t := ex.t
+	t.Helper()
+	city := map[string]string{}
+	members := 0
+	for _, r := range ex.rows("sales.customer", "customer_sk,customer_id,city,valid_from,is_current") {
+		city[r[0]] = r[2]
+		if r[1] == "" { // the unknown member row: once, key -1, valid since 1900, current
+			members++
+			city[r[0]] = "unknown"
+			if r[0] != "-1" || !strings.HasPrefix(r[3], "1900-01-01") || r[4] != "true" {
+				t.Errorf("unknown member row %q, want key -1, valid from 1900-01-01, current", r)
+			}
+		}
+	}
+	if members != 1 {
+		t.Errorf("%d unknown member rows in sales.customer, want 1", members)
+	}
+	out := map[string]string{}
+	for _, r := range ex.rows("sales.sales", "sale_id,customer_sk") {
+		out[r[0]] = city[r[1]]
+	}
+	return out
 }
 
 func rows2(t *testing.T, text string) [][]string {
