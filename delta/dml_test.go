@@ -202,3 +202,49 @@ func TestUpdateRetriesAfterConflict(t *testing.T) {
 		}
 	}
 }
+
+// AddedSince tells a table only appended to since a version (its new files, which
+// ScanFiles reads alone) from one whose rows were rewritten.
+func TestAddedSince(t *testing.T) {
+	ctx := context.Background()
+	tbl := cdfTable(t, []row{{1, "ann", "a"}})
+	old, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, tbl, row{2, "bob", "b"}, row{3, "cy", "b"})
+	snap, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, only := snap.AddedSince(old)
+	if !only || len(added) != 1 {
+		t.Fatalf("after an append: %d files added, only added %v; want 1, true", len(added), only)
+	}
+	sc, err := snap.ScanFiles(ctx, added, delta.ScanOptions{Columns: []string{"id"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for sc.Next() {
+		c := sc.RecordBatch().Column(0).(*array.Int64)
+		ids = append(ids, c.Int64Values()...)
+	}
+	sc.Release()
+	if err := sc.Err(); err != nil || !slices.Equal(ids, []int64{2, 3}) {
+		t.Errorf("the files added hold ids %v (%v), want 2 and 3", ids, err)
+	}
+	if _, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Eq("id", 1), Set: map[string]any{"name": "an"}}); err != nil {
+		t.Fatal(err)
+	}
+	latest, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, only := latest.AddedSince(old); only {
+		t.Error("after an UPDATE that rewrote ann's file: only added, want not")
+	}
+	if added, only := latest.AddedSince(latest); !only || len(added) != 0 {
+		t.Errorf("a snapshot against itself: %d added, only %v", len(added), only)
+	}
+}

@@ -34,3 +34,19 @@ func (s *Snapshot) newDataWriter(schema *StructType, opts WriteOptions) (*DataWr
 	t := s.Table()
 	return NewDataWriter(t.Store(), t.Root(), schema, s.PartitionColumns(), opts)
 }
+
+// AddedSince returns the files live in s that were not live in old, an earlier snapshot
+// of the same table, and whether s only added files since: every file live in old is
+// live in s with the same deletion vector (no row of old was deleted or rewritten). The
+// rows of s are then those of old and those of the files added.
+func (s *Snapshot) AddedSince(old *Snapshot) (added []*Add, onlyAdded bool) {
+	gone, added := filesApart(old.Files(), s.Files())
+	return added, len(gone) == 0
+}
+
+// ScanFiles streams the rows of files, files live in s (as Files or AddedSince return
+// them), as Scan does.
+func (s *Snapshot) ScanFiles(ctx context.Context, files []*Add, opts ScanOptions) (*Scanner, error) {
+	t := s.Table()
+	return Scan(ctx, t.Store(), t.Root(), s.Schema(), s.PartitionColumns(), files, opts)
+}

@@ -72,7 +72,7 @@ func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim, loa
 	}
 	what := "source " + f.srcDecl.Name
 	if !fr.s.cfg.SourceChanges || !loaded {
-		sc, err := f.srcSnap.Scan(ctx, delta.ScanOptions{Columns: cols})
+		sc, err := fr.scanSource(ctx, f, delta.ScanOptions{Columns: cols})
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", what, err)
 		}

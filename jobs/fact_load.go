@@ -116,6 +116,10 @@ type factRun struct {
 	origins    []string
 	lastSource string
 	dropped    int64
+	// added, when incremental, are the files a snapshot source gained since the last
+	// load, which only added files: their rows are the new facts (the others are loaded).
+	added       []*delta.Add
+	incremental bool
 }
 
 func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
@@ -132,6 +136,16 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	lastSrc, loaded := f.dstSnap.TxnVersion(s.AppID())
 	srcNew := !loaded || lastSrc < srcLatest
 	fr := &factRun{s: s, checks: env.rows, moves: env.rows.moves()}
+	if srcNew && loaded && !s.cfg.SourceChanges && !fr.moves && !slices.ContainsFunc(s.cfg.Lookups, func(l FactLookup) bool { return l.Missing == MissingQuarantine }) {
+		// A snapshot source that only gained files since the last load (appended to, not
+		// rewritten): the new facts are those files' rows; the facts loaded before stay,
+		// re-keyed where their dimensions changed. (A drop or quarantine check judges
+		// every fact of a snapshot again, so that one loaded before it leaves: those
+		// read the whole snapshot.)
+		if old, err := f.src.SnapshotAt(ctx, lastSrc); err == nil {
+			fr.added, fr.incremental = f.srcSnap.AddedSince(old)
+		}
+	}
 	moved := make([]bool, len(s.cfg.Lookups))
 	lastDim := make([]int64, len(s.cfg.Lookups))
 	anyMoved := false
@@ -174,7 +188,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		return res, nil
 	}
 	// A snapshot source's facts are all keyed afresh: nothing else to look up again.
-	rekey := anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges)
+	rekey := anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges && !fr.incremental)
 	var ranges []map[string][]dimInterval
 	all := false
 	if rekey {
@@ -261,7 +275,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	if fr.pos != nil && len(fr.pos.Files) > 0 {
 		opts.Positions = fr.pos
 	}
-	if srcNew && !s.cfg.SourceChanges {
+	if srcNew && !s.cfg.SourceChanges && !fr.incremental {
 		// The snapshot is every fact there is.
 		opts.WhenNotMatchedBySource = []delta.MergeClause{{Action: delta.MergeDelete}}
 	}
@@ -450,6 +464,51 @@ func (fr *factRun) factKey(rec arrow.RecordBatch, cols []int, r int) ([]byte, []
 	var err error
 	fr.kbuf, err = keyed.AppendKey(fr.kbuf[:0], rec, kc, r)
 	return fr.kbuf, kc, err
+}
+
+// scanSource scans the source's snapshot, or in an incremental run the files added.
+func (fr *factRun) scanSource(ctx context.Context, f *flow, opts delta.ScanOptions) (*delta.Scanner, error) {
+	if fr.incremental {
+		return f.srcSnap.ScanFiles(ctx, fr.added, opts)
+	}
+	return f.srcSnap.Scan(ctx, opts)
+}
+
+// checkLoaded fails an incremental run when a new fact's key is one the fact table
+// holds: the source then holds two facts with that key (one in a file added after
+// version lastSrc), as a snapshot read whole would find.
+func (fr *factRun) checkLoaded(ctx context.Context, f *flow, srcName string, lastSrc int64) error {
+	if fr.seen.Len() == 0 {
+		return nil
+	}
+	names := make([]string, len(fr.keyIdx))
+	kc := make([]int, len(fr.keyIdx))
+	for i, j := range fr.keyIdx {
+		names[i], kc[i] = fr.out.Field(j).Name, i
+	}
+	sc, err := f.dstSnap.Scan(ctx, delta.ScanOptions{Columns: names, ParallelFiles: true})
+	if err != nil {
+		return fmt.Errorf("read fact table %s: %w", f.dstDecl.Name, err)
+	}
+	defer sc.Release()
+	b := &fr.batch.block
+	for sc.Next() {
+		rec := sc.RecordBatch()
+		b.Reset()
+		if err := keyed.AppendKeys(b, rec, kc, 0, int(rec.NumRows())); err != nil {
+			return fmt.Errorf("fact table %s: %w", f.dstDecl.Name, err)
+		}
+		fr.seen.LookupBlock(b)
+		for r, id := range b.IDs {
+			if id >= 0 {
+				return fmt.Errorf("%s holds two facts with key %s: one in a file added after version %d, one loaded before", srcName, keyText(rec, kc, r), lastSrc)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read fact table %s: %w", f.dstDecl.Name, err)
+	}
+	return nil
 }
 
 // emitted reports whether this run emits the fact with encoded key key already.
@@ -645,10 +704,10 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 		switch {
 		case fr.w != nil:
 			fr.keySet = newFactKeySet(int(n))
-		case ok && fr.seen.Len() == 0:
+		case ok && fr.seen.Len() == 0 && !fr.incremental:
 			fr.seen = keyindex.New(int(n)) // every fact's key: sized once, not rehashed as it grows
 		}
-		sc, err := f.srcSnap.Scan(ctx, delta.ScanOptions{})
+		sc, err := fr.scanSource(ctx, f, delta.ScanOptions{})
 		if err != nil {
 			return fmt.Errorf("read %s: %w", srcName, err)
 		}
@@ -660,6 +719,10 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 		}
 		if err := sc.Err(); err != nil {
 			return fmt.Errorf("read %s: %w", srcName, err)
+		}
+		if fr.incremental {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s only gained files since version %d: read the %d files added", f.srcDecl.Name, lastSrc, len(fr.added)))
+			return fr.checkLoaded(ctx, f, srcName, lastSrc)
 		}
 		return fr.checkSuspects(ctx, f.srcSnap, srcName)
 	}

@@ -202,6 +202,55 @@ func TestFactLoadSnapshotSource(t *testing.T) {
 	}
 }
 
+// A snapshot source that was only appended to since the last load: the run reads just
+// the files added (its note says so) and ends as a run reading the whole snapshot
+// would, re-keying the facts loaded before where the dimension changed; a key an added
+// file repeats fails the run, naming it, and writes nothing; a version that rewrote a
+// file (an update) is read whole again, deleting what it lacks.
+func TestFactLoadSnapshotSourceAppended(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	merge := NewSCD2Merge("customers", scd2Config())
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, merge, env)
+	load := NewFactLoad("sales", factConfig(false, ""))
+	writeRows(t, env, raw, true, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)})
+	runStage(t, load, env)
+	// C1 moved on day 6 (a late event) and new sales came, appended.
+	clock.t = d2
+	appendRows(t, env, staging, []any{"C1", "Ada", "Portland", day(6)})
+	runStage(t, merge, env)
+	appendRows(t, env, raw, []any{"S3", "C1", 30, day(7)}, []any{"S4", "C9", 40, day(7)})
+	res := runStage(t, load, env)
+	want := []string{"S1|10|1", "S2|20|2", "S3|30|2", "S4|40|-1"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("facts after an append and a late event:\n%s", diff(got, want))
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "only gained files since version") }) || res.RowsRead != 2 {
+		t.Errorf("read %d rows, notes %q: want the 2 rows of the file added", res.RowsRead, res.Notes)
+	}
+	before := tableVersion(t, env, facts)
+	appendRows(t, env, raw, []any{"S5", "C1", 50, day(8)}, []any{"S2", "C1", 21, day(8)})
+	if _, err := load.Run(t.Context(), env); err == nil || !strings.Contains(err.Error(), "holds two facts with key S2") {
+		t.Fatalf("an appended file repeating S2: err %v, want one naming S2", err)
+	}
+	if v := tableVersion(t, env, facts); v != before {
+		t.Errorf("the failed run committed version %d of the fact table", v)
+	}
+	// The source rewritten (S2's repeat gone, S3 changed, S1 gone): read whole.
+	writeRows(t, env, raw, true, []any{"S2", "C1", 20, day(6)}, []any{"S3", "C1", 33, day(7)}, []any{"S4", "C9", 40, day(7)}, []any{"S5", "C1", 50, day(8)})
+	res = runStage(t, load, env)
+	want = []string{"S2|20|2", "S3|33|2", "S4|40|-1", "S5|50|2"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("facts after the source was rewritten:\n%s", diff(got, want))
+	}
+	if res.RowsRead != 4 {
+		t.Errorf("read %d rows of the rewritten source, want all 4", res.RowsRead)
+	}
+}
+
 // A snapshot source holding two facts with one key fails the run, naming the key, and
 // writes nothing: the first load's append checks the keys as the MERGE did.
 func TestFactLoadDuplicateFactKey(t *testing.T) {

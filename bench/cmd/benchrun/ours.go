@@ -76,6 +76,7 @@ var workers = map[string]func(ctx context.Context, args []string) (measurement, 
 	"logload-setup":  logloadSetup,
 	"facts-setup":    factsSetup,
 	"facts-late":     factsLateEvent,
+	"facts-append":   factsAppend,
 	"facts-ours":     factsOurs,
 	"logload-ours":   logloadOurs,
 	// gen-cdf tableDir rows writes the change feed case's table, to profile it alone.
