@@ -47,10 +47,11 @@ type Config interface {
 }
 
 // RowKeyed is a config whose stage writes its target by key: RowKeys names the columns
-// that identify a row of the target (nil when the stage only appends).
+// that identify a row of table when it is the target (nil when the stage only appends,
+// and for any other table it writes: a quarantine table, a fact load's dimension).
 type RowKeyed interface {
 	Config
-	RowKeys() []string
+	RowKeys(table string) []string
 }
 
 // ChangeMerge is the config of a merge that can read its source's change feed
@@ -185,7 +186,15 @@ func (c *IngestConfig) Tables() (reads, writes []string) {
 }
 
 // RowKeys implements RowKeyed: an upsert's or snapshot's keys (none for an append).
-func (c *IngestConfig) RowKeys() []string { return c.Keys }
+func (c *IngestConfig) RowKeys(table string) []string { return targetKeys(table, c.Target, c.Keys) }
+
+// targetKeys is keys when table is target, else nil.
+func targetKeys(table, target string, keys []string) []string {
+	if table != target {
+		return nil
+	}
+	return keys
+}
 
 // Validate implements Config.
 func (c *IngestConfig) Validate() []FieldError {
@@ -451,11 +460,11 @@ func (c *SCD2Config) EventLog() string { return EventLogPath(KindSCD2Merge, c.Ta
 
 // RowKeys implements RowKeyed: the surrogate key when there is one, else the keys and
 // valid_from (one row per version of a key).
-func (c *SCD2Config) RowKeys() []string {
+func (c *SCD2Config) RowKeys(table string) []string {
 	if c.Columns.SurrogateKey != "" {
-		return []string{c.Columns.SurrogateKey}
+		return targetKeys(table, c.Target, []string{c.Columns.SurrogateKey})
 	}
-	return append(slices.Clone(c.Keys), c.Columns.WithDefaults().ValidFrom)
+	return targetKeys(table, c.Target, append(slices.Clone(c.Keys), c.Columns.WithDefaults().ValidFrom))
 }
 
 // Validate implements Config.
@@ -548,7 +557,7 @@ func (c *SCD1Config) Tables() (reads, writes []string) {
 }
 
 // RowKeys implements RowKeyed: the merge keys.
-func (c *SCD1Config) RowKeys() []string { return c.Keys }
+func (c *SCD1Config) RowKeys(table string) []string { return targetKeys(table, c.Target, c.Keys) }
 
 // EventLog implements ChangeMerge.
 func (c *SCD1Config) EventLog() string { return EventLogPath(KindSCD1Merge, c.Target, c.Source) }

@@ -124,11 +124,18 @@ func (c *FactLoadConfig) Tables() (reads, writes []string) {
 	if c.QuarantineTable != "" {
 		writes = append(writes, c.QuarantineTable)
 	}
+	// A lookup that does not fail on a miss adds the unknown member row (and with
+	// missing: inferred placeholder versions) to its dimension.
+	for _, l := range c.Lookups {
+		if l.Dimension != "" && l.Missing != MissingFail && !slices.Contains(writes, l.Dimension) {
+			writes = append(writes, l.Dimension)
+		}
+	}
 	return reads, writes
 }
 
 // RowKeys implements RowKeyed: the facts' keys.
-func (c *FactLoadConfig) RowKeys() []string { return c.Keys }
+func (c *FactLoadConfig) RowKeys(table string) []string { return targetKeys(table, c.Target, c.Keys) }
 
 // Validate implements Config.
 func (c *FactLoadConfig) Validate() []FieldError {

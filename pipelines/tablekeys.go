@@ -33,7 +33,7 @@ func (s *Spec) TableKeys(name string) []string {
 			continue
 		}
 		if _, writes := c.Tables(); slices.Contains(writes, name) {
-			if keys := c.RowKeys(); len(keys) > 0 {
+			if keys := c.RowKeys(name); len(keys) > 0 {
 				return keys
 			}
 		}

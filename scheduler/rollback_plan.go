@@ -248,8 +248,8 @@ func (p *planner) keysOf(path string) []string {
 			}
 			_, writes := cfg.Tables()
 			for _, target := range writes {
-				if t := s.Table(target); t != nil && t.Path == path && len(cfg.RowKeys()) > 0 {
-					return cfg.RowKeys()
+				if t := s.Table(target); t != nil && t.Path == path && len(cfg.RowKeys(target)) > 0 {
+					return cfg.RowKeys(target)
 				}
 			}
 		}
