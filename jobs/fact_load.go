@@ -187,7 +187,8 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s loaded through version %d, its dimensions unchanged since", f.srcDecl.Name, srcLatest))
 		return res, nil
 	}
-	// A snapshot source's facts are all keyed afresh: nothing else to look up again.
+	// A snapshot source's facts are all keyed afresh (unless the run reads only the files
+	// the source gained): nothing else to look up again.
 	rekey := anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges && !fr.incremental)
 	var ranges []map[string][]dimInterval
 	all := false
