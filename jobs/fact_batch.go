@@ -132,6 +132,9 @@ func (fr *factRun) addFactKeys(rec arrow.RecordBatch, cols []int, srcName, what 
 			}
 		}
 	}
+	if fr.incremental && len(kc) == 1 {
+		fr.noteKeyRange(rec.Column(kc[0]))
+	}
 	b := &fr.batch.block
 	b.Reset()
 	if err := keyed.AppendKeys(b, rec, kc, 0, n); err != nil {

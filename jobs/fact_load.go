@@ -120,6 +120,11 @@ type factRun struct {
 	// load, which only added files: their rows are the new facts (the others are loaded).
 	added       []*delta.Add
 	incremental bool
+	// lo and hi, in an incremental run with a fact key of one string or integer column,
+	// are its least and greatest value among the new facts (nil: none, or noRange: a
+	// key of another kind).
+	lo, hi  any
+	noRange bool
 }
 
 func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
@@ -487,7 +492,13 @@ func (fr *factRun) checkLoaded(ctx context.Context, f *flow, srcName string, las
 	for i, j := range fr.keyIdx {
 		names[i], kc[i] = fr.out.Field(j).Name, i
 	}
-	sc, err := f.dstSnap.Scan(ctx, delta.ScanOptions{Columns: names, ParallelFiles: true})
+	opts := delta.ScanOptions{Columns: names, ParallelFiles: true}
+	if fr.lo != nil {
+		// Only facts within the new keys' range can repeat one (fact keys that grow, as
+		// order numbers do, leave every file of the fact table unread).
+		opts.Filter = expr.And(expr.Ge(names[0], fr.lo), expr.Le(names[0], fr.hi))
+	}
+	sc, err := f.dstSnap.Scan(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("read fact table %s: %w", f.dstDecl.Name, err)
 	}
@@ -510,6 +521,39 @@ func (fr *factRun) checkLoaded(ctx context.Context, f *flow, srcName string, las
 		return fmt.Errorf("read fact table %s: %w", f.dstDecl.Name, err)
 	}
 	return nil
+}
+
+// noteKeyRange widens [fr.lo, fr.hi] to the values of a one-column fact key (a string
+// or 64-bit integer column without NULLs; any other batch unsets the range for good).
+func (fr *factRun) noteKeyRange(arr arrow.Array) {
+	if fr.noRange || arr.Len() == 0 {
+		return
+	}
+	ok := false
+	switch a := arr.(type) {
+	case *array.String:
+		if l, isStr := fr.lo.(string); a.NullN() == 0 && (fr.lo == nil || isStr) {
+			lo, hi := a.Value(0), a.Value(0)
+			for r := range a.Len() {
+				lo, hi = min(lo, a.Value(r)), max(hi, a.Value(r))
+			}
+			if fr.lo != nil {
+				lo, hi = min(l, lo), max(fr.hi.(string), hi)
+			}
+			fr.lo, fr.hi, ok = lo, hi, true
+		}
+	case *array.Int64:
+		if l, isInt := fr.lo.(int64); a.NullN() == 0 && (fr.lo == nil || isInt) {
+			lo, hi := slices.Min(a.Int64Values()), slices.Max(a.Int64Values())
+			if fr.lo != nil {
+				lo, hi = min(l, lo), max(fr.hi.(int64), hi)
+			}
+			fr.lo, fr.hi, ok = lo, hi, true
+		}
+	}
+	if !ok {
+		fr.noRange, fr.lo, fr.hi = true, nil, nil
+	}
 }
 
 // emitted reports whether this run emits the fact with encoded key key already.
