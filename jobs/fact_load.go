@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
@@ -56,6 +57,27 @@ func (s *FactLoad) Kind() Kind { return KindFactLoad }
 
 // AppID is the txn appId of the last source version loaded.
 func (s *FactLoad) AppID() string { return "fact_load:" + s.cfg.Target + ":" + s.cfg.Source }
+
+// digestAppID is the txn appId recording, as its version, the digest of how the last
+// load keyed the facts (digest).
+func (s *FactLoad) digestAppID() string { return s.AppID() + "#keying" }
+
+// digest is a digest of what makes a fact's row in the fact table of snap: the fact
+// keys, each lookup's settings and the fact table's columns. A snapshot source's run
+// reads only the files the source gained while it is the one the last load recorded.
+func (s *FactLoad) digest(snap *delta.Snapshot) int64 {
+	h := xxhash.New()
+	put := func(v ...any) { fmt.Fprintln(h, v...) }
+	put("keys", s.cfg.Keys)
+	for _, l := range s.cfg.Lookups {
+		fact, dim := l.factCols()
+		put("lookup", l.Dimension, fact, dim, l.At, l.Key, l.Missing, l.unknownKey(), l.dim.WithDefaults(), l.openEnd, l.firstFrom)
+	}
+	for _, f := range snap.Schema().Fields { // (not its metadata: an identity's high-water mark moves)
+		put("column", f.Name, f.Type.String(), f.Nullable)
+	}
+	return int64(h.Sum64() >> 1)
+}
 
 // DimensionAppID is the txn appId of the last version of a dimension the facts are keyed by.
 func (s *FactLoad) DimensionAppID(dimension string) string {
@@ -147,7 +169,12 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		// re-keyed where their dimensions changed. (A drop or quarantine check judges
 		// every fact of a snapshot again, so that one loaded before it leaves: those
 		// read the whole snapshot.)
-		if old, err := f.src.SnapshotAt(ctx, lastSrc); err == nil {
+		// The facts loaded before were keyed as the stage keys them now only when the
+		// stage's keys, lookups and fact table are as then (the digest its last load
+		// recorded) and the source's columns too.
+		digest, ok := f.dstSnap.TxnVersion(s.digestAppID())
+		if old, err := f.src.SnapshotAt(ctx, lastSrc); err == nil && ok && digest == s.digest(f.dstSnap) &&
+			old.Metadata().SchemaString == f.srcSnap.Metadata().SchemaString {
 			fr.added, fr.incremental = f.srcSnap.AddedSince(old)
 		}
 	}
@@ -253,6 +280,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	setTxns := func(tx *delta.Transaction) {
 		tx.SetTxn(s.AppID(), srcLatest)
+		tx.SetTxn(s.digestAppID(), s.digest(f.dstSnap))
 		for _, d := range fr.dims {
 			tx.SetTxn(s.DimensionAppID(d.decl.Name), d.snap.Version())
 		}

@@ -206,7 +206,8 @@ func TestFactLoadSnapshotSource(t *testing.T) {
 // the files added (its note says so) and ends as a run reading the whole snapshot
 // would, re-keying the facts loaded before where the dimension changed; a key an added
 // file repeats fails the run, naming it, and writes nothing; a version that rewrote a
-// file (an update) is read whole again, deleting what it lacks.
+// file (an update) is read whole again, deleting what it lacks; so is one appended to
+// after the lookup's settings changed.
 func TestFactLoadSnapshotSourceAppended(t *testing.T) {
 	staging, dim := customerTables(t)
 	raw, facts := salesTables(t)
@@ -248,6 +249,20 @@ func TestFactLoadSnapshotSourceAppended(t *testing.T) {
 	}
 	if res.RowsRead != 4 {
 		t.Errorf("read %d rows of the rewritten source, want all 4", res.RowsRead)
+	}
+	// The lookup's settings changed (another unknown key): the next run, though the
+	// source was only appended to, reads it whole and keys every fact anew.
+	cfg := factConfig(false, "")
+	other := int64(-2)
+	cfg.Lookups[0].UnknownKey = &other
+	appendRows(t, env, raw, []any{"S6", "C1", 60, day(9)})
+	res = runStage(t, NewFactLoad("sales", cfg), env)
+	want = []string{"S2|20|2", "S3|33|2", "S4|40|-2", "S5|50|2", "S6|60|2"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("facts after the unknown key changed:\n%s", diff(got, want))
+	}
+	if res.RowsRead != 5 {
+		t.Errorf("read %d rows after the lookup changed, want all 5", res.RowsRead)
 	}
 }
 
