@@ -68,6 +68,15 @@ func TestBrowserFacts(t *testing.T) {
 		t.Errorf("unknown member rows: %s; want one", clipText(got))
 	}
 	shot("31-dimension-unknown-member.png")
+
+	// 3. The dimension's page names the fact load among its writers (it added the
+	// unknown member) and among its change feed's readers (re-keying reads it).
+	run("open the dimension", chromedp.Navigate(base+"/tables/sales.customer"), chromedp.WaitVisible(chromedp.CSS(`table.consumers`)))
+	if got := text("main"); !strings.Contains(got, "Written by stages customer_history, sales_facts.") {
+		t.Errorf("dimension page: %s; want it written by customer_history and sales_facts", clipText(got))
+	}
+	wantText("the dimension's feed readers", "table.consumers", "sales_facts", "fact_load", "sales.sales", "safe")
+	shot("32-dimension-readers.png")
 	t.Logf("screenshots in %s", b.shots)
 	srv.term(t)
 }
