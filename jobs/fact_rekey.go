@@ -331,16 +331,60 @@ func (fr *factRun) differs(rows arrow.RecordBatch) ([]bool, error) {
 			}
 			return out, nil
 		}
-		sc, tc := rows.Column(si), rows.Column(ti)
-		for r := range out {
-			if out[r] {
-				continue
-			}
-			sn, tn := sc.IsNull(r), tc.IsNull(r)
-			out[r] = sn != tn || !sn && sc.ValueStr(r) != tc.ValueStr(r)
-		}
+		markDiffering(rows.Column(si), rows.Column(ti), out)
 	}
 	return out, nil
+}
+
+// markDiffering sets out[r] where row r of sc and tc differ (null-safe): values of the
+// common types compared as they are, others by their text.
+func markDiffering(sc, tc arrow.Array, out []bool) {
+	if arrow.TypeEqual(sc.DataType(), tc.DataType()) {
+		switch s := sc.(type) {
+		case *array.String:
+			markDifferingValues(s, tc.(*array.String), out)
+			return
+		case *array.Int64:
+			markDifferingValues(s, tc.(*array.Int64), out)
+			return
+		case *array.Int32:
+			markDifferingValues(s, tc.(*array.Int32), out)
+			return
+		case *array.Timestamp:
+			markDifferingValues(s, tc.(*array.Timestamp), out)
+			return
+		case *array.Date32:
+			markDifferingValues(s, tc.(*array.Date32), out)
+			return
+		case *array.Boolean:
+			markDifferingValues(s, tc.(*array.Boolean), out)
+			return
+		case *array.Decimal128:
+			markDifferingValues(s, tc.(*array.Decimal128), out)
+			return
+		}
+	}
+	for r := range out {
+		if out[r] {
+			continue
+		}
+		sn, tn := sc.IsNull(r), tc.IsNull(r)
+		out[r] = sn != tn || !sn && sc.ValueStr(r) != tc.ValueStr(r)
+	}
+}
+
+// markDifferingValues is markDiffering for arrays whose values compare with ==.
+func markDifferingValues[T comparable, A interface {
+	arrow.Array
+	Value(int) T
+}](sc, tc A, out []bool) {
+	for r := range out {
+		if out[r] {
+			continue
+		}
+		sn, tn := sc.IsNull(r), tc.IsNull(r)
+		out[r] = sn != tn || !sn && sc.Value(r) != tc.Value(r)
+	}
 }
 
 // nameIndex maps a schema's lower-cased column names to their indexes.
