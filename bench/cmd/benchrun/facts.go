@@ -282,74 +282,62 @@ func (d *driver) facts(ctx context.Context) error {
 	if err := os.Rename(wh, setup); err != nil {
 		return err
 	}
-	restore := func() error {
-		if err := os.RemoveAll(wh); err != nil {
-			return err
+	// from makes the warehouse a fresh copy of src before each run.
+	from := func(src string) func() error {
+		return func() error {
+			if err := os.RemoveAll(wh); err != nil {
+				return err
+			}
+			return copyDir(src, wh)
 		}
-		return copyDir(setup, wh)
 	}
 	c := fmt.Sprintf("facts: first load of %s facts keyed against %s keys × 3 versions", commas(nf), commas(nk))
 	var cr caseRuns
 	iOurs := cr.add(d.oursRuns("ours: fact_load stage", "facts-ours", dir, strconv.Itoa(nf)))
 	iAsof := cr.add(withPrep(noPrep, d.peerRuns("DuckDB ASOF JOIN over Parquet", "facts-duckdb", dir, "asof")))
 	iRange := cr.add(withPrep(noPrep, d.peerRuns("DuckDB range join over Parquet", "facts-duckdb", dir, "range")))
-	all := d.alternate(ctx, c, restore, cr.runs)
+	all := d.alternate(ctx, c, from(setup), cr.runs)
 	relate(rowOf(all, iAsof), rowOf(all, iOurs), rowOf(all, iAsof), rowOf(all, iRange))
 	ours := rowOf(all, iOurs)
-	// The late event after a first load: the loaded warehouse is its start.
-	if err := restore(); err != nil {
+	// share notes a later run's time as a share of the first load's.
+	share := func(rows []*row) {
+		if len(rows) > 0 && ours != nil && rows[0] != nil && rows[0].Error == "" && ours.Error == "" && ours.Seconds > 0 {
+			rows[0].Note = fmt.Sprintf("%.1f%% of the first load's time; %s", 100*rows[0].Seconds/ours.Seconds, rows[0].Note)
+		}
+	}
+	// The later runs start from a first load.
+	if err := from(setup)(); err != nil {
 		return err
 	}
 	if err := d.setup(ctx, "facts-ours", dir, strconv.Itoa(nf)); err != nil {
 		return err
 	}
-	// The next day's sales (1% more) appended to the source: the load reads them alone.
-	first, daily := filepath.Join(dir, "wh.first"), filepath.Join(dir, "wh.daily")
+	first, daily, loaded := filepath.Join(dir, "wh.first"), filepath.Join(dir, "wh.daily"), filepath.Join(dir, "wh.loaded")
 	if err := copyDir(wh, first); err != nil {
 		return err
 	}
+	// The next day's sales (1% more) appended to the source: the load reads them alone.
 	if err := d.setup(ctx, "facts-append", dir, strconv.Itoa(nf), strconv.Itoa(nk), strconv.Itoa(nf/100)); err != nil {
 		return err
 	}
 	if err := os.Rename(wh, daily); err != nil {
 		return err
 	}
-	redo := func() error {
-		if err := os.RemoveAll(wh); err != nil {
-			return err
-		}
-		return copyDir(daily, wh)
-	}
 	dc := fmt.Sprintf("facts: a later load of the next day's %s facts (the source appended to) into the %s-fact table", commas(nf/100), commas(nf))
-	dl := d.alternate(ctx, dc, redo, d.oursRuns("ours: fact_load stage", "facts-ours", dir, strconv.Itoa(nf/100)))
-	if len(dl) > 0 && ours != nil && dl[0] != nil && dl[0].Error == "" && ours.Error == "" && ours.Seconds > 0 {
-		dl[0].Note = fmt.Sprintf("%.1f%% of the first load's time; %s", 100*dl[0].Seconds/ours.Seconds, dl[0].Note)
-	}
-	if err := os.RemoveAll(wh); err != nil {
-		return err
-	}
-	if err := os.Rename(first, wh); err != nil {
+	share(d.alternate(ctx, dc, from(daily), d.oursRuns("ours: fact_load stage", "facts-ours", dir, strconv.Itoa(nf/100))))
+	// The late event after the first load.
+	if err := from(first)(); err != nil {
 		return err
 	}
 	if err := d.setup(ctx, "facts-late", dir, strconv.Itoa(nk)); err != nil {
 		return err
 	}
-	loaded := filepath.Join(dir, "wh.loaded")
 	if err := os.Rename(wh, loaded); err != nil {
 		return err
-	}
-	reload := func() error {
-		if err := os.RemoveAll(wh); err != nil {
-			return err
-		}
-		return copyDir(loaded, wh)
 	}
 	// 1% of the keys, and of their facts (spread over 30 days) those in the 5 days split off.
 	affected := nf / 100 / 6
 	rc := fmt.Sprintf("facts: re-keying after a late event splitting 1%% of %s keys (about %s facts affected)", commas(nk), commas(affected))
-	re := d.alternate(ctx, rc, reload, d.oursRuns("ours: fact_load stage", "facts-ours", dir, strconv.Itoa(nf)))
-	if len(re) > 0 && ours != nil && re[0] != nil && re[0].Error == "" && ours.Error == "" && ours.Seconds > 0 {
-		re[0].Note = fmt.Sprintf("%.1f%% of the first load's time; %s", 100*re[0].Seconds/ours.Seconds, re[0].Note)
-	}
+	share(d.alternate(ctx, rc, from(loaded), d.oursRuns("ours: fact_load stage", "facts-ours", dir, strconv.Itoa(nf))))
 	return os.RemoveAll(dir)
 }
