@@ -9,7 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
@@ -57,27 +56,6 @@ func (s *FactLoad) Kind() Kind { return KindFactLoad }
 
 // AppID is the txn appId of the last source version loaded.
 func (s *FactLoad) AppID() string { return "fact_load:" + s.cfg.Target + ":" + s.cfg.Source }
-
-// digestAppID is the txn appId recording, as its version, the digest of how the last
-// load keyed the facts (digest).
-func (s *FactLoad) digestAppID() string { return s.AppID() + "#keying" }
-
-// digest is a digest of what makes a fact's row in the fact table of snap: the fact
-// keys, each lookup's settings and the fact table's columns. A snapshot source's run
-// reads only the files the source gained while it is the one the last load recorded.
-func (s *FactLoad) digest(snap *delta.Snapshot) int64 {
-	h := xxhash.New()
-	put := func(v ...any) { fmt.Fprintln(h, v...) }
-	put("keys", s.cfg.Keys)
-	for _, l := range s.cfg.Lookups {
-		fact, dim := l.factCols()
-		put("lookup", l.Dimension, fact, dim, l.At, l.Key, l.Missing, l.unknownKey(), l.dim.WithDefaults(), l.openEnd, l.firstFrom)
-	}
-	for _, f := range snap.Schema().Fields { // (not its metadata: an identity's high-water mark moves)
-		put("column", f.Name, f.Type.String(), f.Nullable)
-	}
-	return int64(h.Sum64() >> 1)
-}
 
 // DimensionAppID is the txn appId of the last version of a dimension the facts are keyed by.
 func (s *FactLoad) DimensionAppID(dimension string) string {
@@ -139,14 +117,11 @@ type factRun struct {
 	lastSource string
 	dropped    int64
 	// added, when incremental, are the files a snapshot source gained since the last
-	// load, which only added files: their rows are the new facts (the others are loaded).
+	// load (fact_appended.go); lo and hi bound their facts' keys.
 	added       []*delta.Add
 	incremental bool
-	// lo and hi, in an incremental run with a fact key of one string or integer column,
-	// are its least and greatest value among the new facts (nil: none, or noRange: a
-	// key of another kind).
-	lo, hi  any
-	noRange bool
+	lo, hi      any
+	noRange     bool
 }
 
 func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
@@ -163,21 +138,12 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	lastSrc, loaded := f.dstSnap.TxnVersion(s.AppID())
 	srcNew := !loaded || lastSrc < srcLatest
 	fr := &factRun{s: s, checks: env.rows, moves: env.rows.moves()}
-	if srcNew && loaded && !s.cfg.SourceChanges && !fr.moves && !slices.ContainsFunc(s.cfg.Lookups, func(l FactLookup) bool { return l.Missing == MissingQuarantine }) {
-		// A snapshot source that only gained files since the last load (appended to, not
-		// rewritten): the new facts are those files' rows; the facts loaded before stay,
-		// re-keyed where their dimensions changed. (A drop or quarantine check judges
-		// every fact of a snapshot again, so that one loaded before it leaves: those
-		// read the whole snapshot.)
-		// The facts loaded before were keyed as the stage keys them now only when the
-		// stage's keys, lookups and fact table are as then (the digest its last load
-		// recorded) and the source's columns too.
-		digest, ok := f.dstSnap.TxnVersion(s.digestAppID())
-		if old, err := f.src.SnapshotAt(ctx, lastSrc); err == nil && ok && digest == s.digest(f.dstSnap) &&
-			old.Metadata().SchemaString == f.srcSnap.Metadata().SchemaString {
-			fr.added, fr.incremental = f.srcSnap.AddedSince(old)
-		}
+	if srcNew && loaded && !s.cfg.SourceChanges {
+		fr.added, fr.incremental = fr.appendedFiles(ctx, f, lastSrc)
 	}
+	// wholeSnapshot: the run reads every fact of a snapshot source, so the snapshot is
+	// every fact there is.
+	wholeSnapshot := srcNew && !s.cfg.SourceChanges && !fr.incremental
 	moved := make([]bool, len(s.cfg.Lookups))
 	lastDim := make([]int64, len(s.cfg.Lookups))
 	anyMoved := false
@@ -219,9 +185,8 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("up to date: %s loaded through version %d, its dimensions unchanged since", f.srcDecl.Name, srcLatest))
 		return res, nil
 	}
-	// A snapshot source's facts are all keyed afresh (unless the run reads only the files
-	// the source gained): nothing else to look up again.
-	rekey := anyMoved && len(f.dstSnap.Files()) > 0 && !(srcNew && !s.cfg.SourceChanges && !fr.incremental)
+	// A whole snapshot's facts are all keyed afresh: nothing else to look up again.
+	rekey := anyMoved && len(f.dstSnap.Files()) > 0 && !wholeSnapshot
 	var ranges []map[string][]dimInterval
 	all := false
 	if rekey {
@@ -309,8 +274,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	if fr.pos != nil && len(fr.pos.Files) > 0 {
 		opts.Positions = fr.pos
 	}
-	if srcNew && !s.cfg.SourceChanges && !fr.incremental {
-		// The snapshot is every fact there is.
+	if wholeSnapshot {
 		opts.WhenNotMatchedBySource = []delta.MergeClause{{Action: delta.MergeDelete}}
 	}
 	mr, err := f.dst.Merge(ctx, opts)
@@ -498,90 +462,6 @@ func (fr *factRun) factKey(rec arrow.RecordBatch, cols []int, r int) ([]byte, []
 	var err error
 	fr.kbuf, err = keyed.AppendKey(fr.kbuf[:0], rec, kc, r)
 	return fr.kbuf, kc, err
-}
-
-// scanSource scans the source's snapshot, or in an incremental run the files added.
-func (fr *factRun) scanSource(ctx context.Context, f *flow, opts delta.ScanOptions) (*delta.Scanner, error) {
-	if fr.incremental {
-		return f.srcSnap.ScanFiles(ctx, fr.added, opts)
-	}
-	return f.srcSnap.Scan(ctx, opts)
-}
-
-// checkLoaded fails an incremental run when a new fact's key is one the fact table
-// holds: the source then holds two facts with that key (one in a file added after
-// version lastSrc), as a snapshot read whole would find.
-func (fr *factRun) checkLoaded(ctx context.Context, f *flow, srcName string, lastSrc int64) error {
-	if fr.seen.Len() == 0 {
-		return nil
-	}
-	names := make([]string, len(fr.keyIdx))
-	kc := make([]int, len(fr.keyIdx))
-	for i, j := range fr.keyIdx {
-		names[i], kc[i] = fr.out.Field(j).Name, i
-	}
-	opts := delta.ScanOptions{Columns: names, ParallelFiles: true}
-	if fr.lo != nil {
-		// Only facts within the new keys' range can repeat one (fact keys that grow, as
-		// order numbers do, leave every file of the fact table unread).
-		opts.Filter = expr.And(expr.Ge(names[0], fr.lo), expr.Le(names[0], fr.hi))
-	}
-	sc, err := f.dstSnap.Scan(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("read fact table %s: %w", f.dstDecl.Name, err)
-	}
-	defer sc.Release()
-	b := &fr.batch.block
-	for sc.Next() {
-		rec := sc.RecordBatch()
-		b.Reset()
-		if err := keyed.AppendKeys(b, rec, kc, 0, int(rec.NumRows())); err != nil {
-			return fmt.Errorf("fact table %s: %w", f.dstDecl.Name, err)
-		}
-		fr.seen.LookupBlock(b)
-		for r, id := range b.IDs {
-			if id >= 0 {
-				return fmt.Errorf("%s holds two facts with key %s: one in a file added after version %d, one loaded before", srcName, keyText(rec, kc, r), lastSrc)
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read fact table %s: %w", f.dstDecl.Name, err)
-	}
-	return nil
-}
-
-// noteKeyRange widens [fr.lo, fr.hi] to the values of a one-column fact key (a string
-// or 64-bit integer column without NULLs; any other batch unsets the range for good).
-func (fr *factRun) noteKeyRange(arr arrow.Array) {
-	if fr.noRange || arr.Len() == 0 {
-		return
-	}
-	ok := false
-	switch a := arr.(type) {
-	case *array.String:
-		if l, isStr := fr.lo.(string); a.NullN() == 0 && (fr.lo == nil || isStr) {
-			lo, hi := a.Value(0), a.Value(0)
-			for r := range a.Len() {
-				lo, hi = min(lo, a.Value(r)), max(hi, a.Value(r))
-			}
-			if fr.lo != nil {
-				lo, hi = min(l, lo), max(fr.hi.(string), hi)
-			}
-			fr.lo, fr.hi, ok = lo, hi, true
-		}
-	case *array.Int64:
-		if l, isInt := fr.lo.(int64); a.NullN() == 0 && (fr.lo == nil || isInt) {
-			lo, hi := slices.Min(a.Int64Values()), slices.Max(a.Int64Values())
-			if fr.lo != nil {
-				lo, hi = min(l, lo), max(fr.hi.(int64), hi)
-			}
-			fr.lo, fr.hi, ok = lo, hi, true
-		}
-	}
-	if !ok {
-		fr.noRange, fr.lo, fr.hi = true, nil, nil
-	}
 }
 
 // emitted reports whether this run emits the fact with encoded key key already.
