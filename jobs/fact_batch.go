@@ -281,8 +281,10 @@ type factKeySet struct {
 func factKeySetBytes(n int64) int64 { return n*9/2 + 1<<20 }
 
 // factBatchMemory is what a fact_load holds for the batches it reads and keys at once
-// (a few source batches, their keys and lookups).
-const factBatchMemory = 64 << 20
+// (a few source batches, their keys and lookups), with room for the garbage they leave:
+// at 64 MiB the collector returned pages to the OS only to fault them in again (10
+// M facts: 3 times the collections, 7% slower).
+const factBatchMemory = 96 << 20
 
 func newFactKeySet(capacity int) *factKeySet {
 	s := &factKeySet{buckets: make([][]uint32, 1<<16)}

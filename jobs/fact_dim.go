@@ -201,13 +201,23 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 	for k := 1; k < len(d.first); k++ {
 		d.first[k] += d.first[k-1]
 	}
+	// ids[j] becomes where version j goes; the versions are then moved there in place
+	// (each swap puts one where it belongs), not copied: the dimension's versions are
+	// most of what a fact_load holds.
 	next := slices.Clone(d.first[:len(d.first)-1])
-	d.vFrom, d.vTo, d.vSK = make([]int64, len(ids)), make([]int64, len(ids)), make([]int64, len(ids))
 	for j, id := range ids {
-		p := next[id]
+		ids[j] = next[id]
 		next[id]++
-		d.vFrom[p], d.vTo[p], d.vSK[p] = from[j], to[j], sks[j]
 	}
+	for j := range ids {
+		for p := ids[j]; p != int32(j); p = ids[j] {
+			from[j], from[p] = from[p], from[j]
+			to[j], to[p] = to[p], to[j]
+			sks[j], sks[p] = sks[p], sks[j]
+			ids[j], ids[p] = ids[p], p
+		}
+	}
+	d.vFrom, d.vTo, d.vSK = from, to, sks
 	for k := range d.keys.Len() {
 		lo, hi := int(d.first[k]), int(d.first[k+1])
 		for i := lo + 1; i < hi; i++ { // insertion sort: a key has a few versions
