@@ -71,7 +71,7 @@ func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim, loa
 		Release()
 	}
 	what := "source " + f.srcDecl.Name
-	if !fr.s.cfg.SourceChanges || !loaded {
+	if (!fr.s.cfg.SourceChanges && fr.feed == nil) || !loaded {
 		sc, err := fr.scanSource(ctx, f, delta.ScanOptions{Columns: cols})
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", what, err)

@@ -23,7 +23,9 @@ import (
 // missing: fail).
 //
 // Each run reads the source's new facts (its change feed since the last loaded version,
-// or its snapshot when it moved) and, for each dimension that moved since the last run,
+// or its snapshot when it moved: only what it gained, or its change feed, when that
+// gives the same facts, fact_incremental.go) and, for each dimension that moved since
+// the last run,
 // the dimension's change feed over those versions: the (business key, time range) pairs
 // where the valid version may have changed. The facts that fall there are looked up
 // again, and those whose key changed are updated. New facts, updated facts and re-keyed
@@ -116,9 +118,11 @@ type factRun struct {
 	origins    []string
 	lastSource string
 	dropped    int64
-	// added, when incremental, are the files a snapshot source gained since the last
-	// load (fact_appended.go); lo and hi bound their facts' keys.
+	// incremental: a snapshot source's run reads only what changed since the last load
+	// (fact_incremental.go): the files it gained (added; lo and hi bound their facts'
+	// keys), or its change feed (feed, read before the dimensions).
 	added       []*delta.Add
+	feed        *factFeed
 	incremental bool
 	lo, hi      any
 	noRange     bool
@@ -138,8 +142,14 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	lastSrc, loaded := f.dstSnap.TxnVersion(s.AppID())
 	srcNew := !loaded || lastSrc < srcLatest
 	fr := &factRun{s: s, checks: env.rows, moves: env.rows.moves()}
+	if err := fr.layout(f.dstSnap.Schema()); err != nil {
+		return res, fmt.Errorf("fact table %s: %w", f.dstDecl.Name, err)
+	}
+	defer fr.release()
 	if srcNew && loaded && !s.cfg.SourceChanges {
-		fr.added, fr.incremental = fr.appendedFiles(ctx, f, lastSrc)
+		if err := fr.planIncremental(ctx, f, lastSrc, &res); err != nil {
+			return res, err
+		}
 	}
 	// wholeSnapshot: the run reads every fact of a snapshot source, so the snapshot is
 	// every fact there is.
@@ -204,10 +214,6 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 			return res, err
 		}
 	}
-	if err := fr.layout(f.dstSnap.Schema()); err != nil {
-		return res, fmt.Errorf("fact table %s: %w", f.dstDecl.Name, err)
-	}
-	defer fr.release()
 	if err := fr.appendIfEmpty(ctx, f); err != nil {
 		return res, err
 	}
@@ -415,6 +421,7 @@ func (fr *factRun) release() {
 	for _, r := range fr.recs {
 		r.Release()
 	}
+	fr.feed.release()
 	if fr.w != nil {
 		fr.w.abort()
 	}
@@ -646,13 +653,99 @@ type factChange struct {
 	del     bool
 }
 
+// factFeed is the source's change feed over some versions: per fact key (in the order
+// first met) its newest change, and the batches the changes are in. With tally (a
+// snapshot source's feed), steps holds each key's changes as +1 (a row with it appears)
+// and -1 (one goes), per version.
+type factFeed struct {
+	held   []arrow.RecordBatch
+	newest map[string]*factChange
+	order  []string
+	rows   int64
+	steps  map[string][]factStep
+}
+
+// factStep is one change of a fact key's row count at a source version.
+type factStep struct {
+	version int64
+	d       int8
+}
+
+func (ff *factFeed) release() {
+	if ff != nil {
+		arrowx.ReleaseRecords(ff.held)
+		ff.held = nil
+	}
+}
+
+// readFeed reads the source's change feed after version lastSrc (through the snapshot's).
+func (fr *factRun) readFeed(ctx context.Context, f *flow, lastSrc int64, tally bool) (*factFeed, error) {
+	srcName := "source " + f.srcDecl.Name
+	start, end := lastSrc+1, f.srcSnap.Version()
+	ch, err := f.src.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end,
+		Types: []string{delta.ChangeInsert, delta.ChangeUpdatePreimage, delta.ChangeUpdatePostimage, delta.ChangeDelete}})
+	if err != nil {
+		return nil, fmt.Errorf("read the change feed of %s: %w", srcName, err)
+	}
+	defer ch.Release()
+	ff := &factFeed{newest: map[string]*factChange{}}
+	if tally {
+		ff.steps = map[string][]factStep{}
+	}
+	for ch.Next() {
+		rec := ch.RecordBatch()
+		rec.Retain()
+		ff.held = append(ff.held, rec)
+		cols, err := fr.columnsIn(rec.Schema(), srcName)
+		if err != nil {
+			ff.release()
+			return nil, err
+		}
+		names := nameIndex(rec.Schema())
+		ct := rec.Column(names[delta.ChangeTypeColumn]).(*array.String)
+		cv := rec.Column(names[delta.CommitVersionColumn]).(*array.Int64)
+		for r := range int(rec.NumRows()) {
+			k, _, err := fr.factKey(rec, cols, r)
+			if err != nil {
+				ff.release()
+				return nil, fmt.Errorf("%s version %d: %w", srcName, cv.Value(r), err)
+			}
+			key := string(k)
+			// A pre-image deletes its fact unless the same version has it after (its
+			// post-image, or a delete and insert of an overwrite): a changed key leaves
+			// no fact behind.
+			del := ct.Value(r) == delta.ChangeDelete || ct.Value(r) == delta.ChangeUpdatePreimage
+			row := &factChange{rec: rec, r: r, version: cv.Value(r), del: del}
+			if tally {
+				d := int8(1)
+				if del {
+					d = -1
+				}
+				ff.steps[key] = append(ff.steps[key], factStep{version: row.version, d: d})
+			}
+			if old, ok := ff.newest[key]; !ok {
+				ff.order = append(ff.order, key)
+			} else if old.version > row.version || old.version == row.version && row.del && !old.del {
+				continue
+			}
+			ff.newest[key] = row
+		}
+		ff.rows += rec.NumRows()
+	}
+	if err := ch.Err(); err != nil {
+		ff.release()
+		return nil, fmt.Errorf("read the change feed of %s: %w", srcName, err)
+	}
+	return ff, nil
+}
+
 // readSource reads the source's new facts: its change feed after lastSrc, or (first run,
-// or a snapshot source) its snapshot.
+// or a snapshot source) its snapshot (or what it gained: fact_incremental.go).
 func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc int64, res *Result) error {
 	srcName := "source " + f.srcDecl.Name
 	fr.quarantining = true
 	defer func() { fr.quarantining = false }()
-	if !fr.s.cfg.SourceChanges || !loaded {
+	if (!fr.s.cfg.SourceChanges && fr.feed == nil) || !loaded {
 		n, ok := f.srcSnap.NumRecords()
 		switch {
 		case fr.w != nil:
@@ -679,55 +772,22 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 		}
 		return fr.checkSuspects(ctx, f.srcSnap, srcName)
 	}
-	start, end := lastSrc+1, f.srcSnap.Version()
-	res.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: lastSrc, Through: end}}
-	ch, err := f.src.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end,
-		Types: []string{delta.ChangeInsert, delta.ChangeUpdatePreimage, delta.ChangeUpdatePostimage, delta.ChangeDelete}})
-	if err != nil {
-		return fmt.Errorf("read the change feed of %s: %w", srcName, err)
-	}
-	defer ch.Release()
-	// The newest change of each fact wins; then the facts are emitted.
-	newest := map[string]*factChange{}
-	var order []string
-	var held []arrow.RecordBatch
-	defer func() { arrowx.ReleaseRecords(held) }()
-	for ch.Next() {
-		rec := ch.RecordBatch()
-		rec.Retain()
-		held = append(held, rec)
-		cols, err := fr.columnsIn(rec.Schema(), srcName)
-		if err != nil {
+	res.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: lastSrc, Through: f.srcSnap.Version()}}
+	ff := fr.feed
+	if ff == nil {
+		var err error
+		if ff, err = fr.readFeed(ctx, f, lastSrc, false); err != nil {
 			return err
 		}
-		names := nameIndex(rec.Schema())
-		ct := rec.Column(names[delta.ChangeTypeColumn]).(*array.String)
-		cv := rec.Column(names[delta.CommitVersionColumn]).(*array.Int64)
-		for r := range int(rec.NumRows()) {
-			k, _, err := fr.factKey(rec, cols, r)
-			if err != nil {
-				return fmt.Errorf("%s version %d: %w", srcName, cv.Value(r), err)
-			}
-			key := string(k)
-			// A pre-image deletes its fact unless the same version has it after (its
-			// post-image, or a delete and insert of an overwrite): a changed key leaves
-			// no fact behind.
-			del := ct.Value(r) == delta.ChangeDelete || ct.Value(r) == delta.ChangeUpdatePreimage
-			row := &factChange{rec: rec, r: r, version: cv.Value(r), del: del}
-			if old, ok := newest[key]; !ok {
-				order = append(order, key)
-			} else if old.version > row.version || old.version == row.version && row.del && !old.del {
-				continue
-			}
-			newest[key] = row
-		}
-		res.RowsRead += rec.NumRows()
+		fr.feed = ff
 	}
-	if err := ch.Err(); err != nil {
-		return fmt.Errorf("read the change feed of %s: %w", srcName, err)
+	defer ff.release() // (emit copies the rows)
+	if fr.incremental {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s changed since version %d: read its change feed (%d changes of %d facts)", f.srcDecl.Name, lastSrc, ff.rows, len(ff.order)))
 	}
-	for _, key := range order {
-		row := newest[key]
+	res.RowsRead += ff.rows
+	for _, key := range ff.order {
+		row := ff.newest[key]
 		cols, err := fr.columnsIn(row.rec.Schema(), srcName)
 		if err != nil {
 			return err

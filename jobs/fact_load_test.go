@@ -266,6 +266,88 @@ func TestFactLoadSnapshotSourceAppended(t *testing.T) {
 	}
 }
 
+// A snapshot source changed in place (updated, deleted from, appended to) with its
+// change feed on: a run reads the feed since the last load, not the snapshot, and ends
+// as reading the snapshot would. A feed in which a key was in the source twice at some
+// version leaves the run to read the whole snapshot (which fails on a key twice).
+func TestFactLoadSnapshotSourceChangeFeed(t *testing.T) {
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	ctx := t.Context()
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)}, []any{"C2", "Grace", "Boston", day(1)})
+	runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+	load := NewFactLoad("sales", factConfig(false, ""))
+	writeRows(t, env, raw, true, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)}, []any{"S3", "C2", 30, day(6)})
+	runStage(t, load, env)
+	src, err := env.openTable(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// S1 moves to C2, S3 is deleted, S4 comes: three commits, one of them an append.
+	if _, err := src.Update(ctx, delta.UpdateOptions{Where: expr.Eq("sale_id", "S1"), Set: map[string]any{"customer_id": "C2", "amount": int64(11)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("sale_id", "S3")}); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, env, raw, []any{"S4", "C9", 40, day(7)})
+	res := runStage(t, load, env)
+	want := []string{"S1|11|2", "S2|20|1", "S4|40|-1"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("facts after an update, a delete and an append:\n%s", diff(got, want))
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "read its change feed (4 changes of 3 facts)") }) || res.RowsRead != 4 {
+		t.Errorf("read %d rows, notes %q: want the feed's 4 changes (S1's two images, S3's delete, S4)", res.RowsRead, res.Notes)
+	}
+	// S2 added again (with S5), then the one loaded deleted: the snapshot holds S2 once
+	// (the new one), but at one version twice, so the run reads the snapshot. (The
+	// newest change of S2 is a delete: the feed alone would delete it.)
+	appendRows(t, env, raw, []any{"S2", "C1", 21, day(8)}, []any{"S5", "C1", 50, day(8)})
+	if _, err := src.Delete(ctx, delta.DeleteOptions{Where: expr.And(expr.Eq("sale_id", "S2"), expr.Eq("amount", int64(20)))}); err != nil {
+		t.Fatal(err)
+	}
+	res = runStage(t, load, env)
+	want = []string{"S1|11|2", "S2|21|1", "S4|40|-1", "S5|50|1"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("facts after S2 was the source's twice for a version:\n%s", diff(got, want))
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "holds a fact key twice at some version") }) || res.RowsRead != 4 {
+		t.Errorf("read %d rows, notes %q: want the whole snapshot's 4", res.RowsRead, res.Notes)
+	}
+	// S4 updated and S1 added again: the snapshot holds S1 twice, a failed run.
+	if _, err := src.Update(ctx, delta.UpdateOptions{Where: expr.Eq("sale_id", "S4"), Set: map[string]any{"amount": int64(41)}}); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, env, raw, []any{"S1", "C1", 12, day(9)})
+	before := tableVersion(t, env, facts)
+	if _, err := load.Run(ctx, env); err == nil || !strings.Contains(err.Error(), "two facts with key S1") {
+		t.Fatalf("a source with S1 twice: err %v, want one naming S1", err)
+	}
+	if v := tableVersion(t, env, facts); v != before {
+		t.Errorf("the failed run committed version %d of the fact table", v)
+	}
+	// S1's copy deleted, and the feed's files vacuumed (no reader of it is declared):
+	// the run reads the whole snapshot.
+	if _, err := src.Delete(ctx, delta.DeleteOptions{Where: expr.And(expr.Eq("sale_id", "S1"), expr.Eq("amount", int64(12)))}); err != nil {
+		t.Fatal(err)
+	}
+	clock.t = clock.t.Add(time.Hour)
+	zero := time.Duration(0)
+	if vr, err := src.Vacuum(ctx, delta.VacuumOptions{Retain: &zero, Force: true}); err != nil || len(vr.FilesDeleted) == 0 {
+		t.Fatalf("vacuum of the source: %+v, %v", vr, err)
+	}
+	res = runStage(t, load, env)
+	want = []string{"S1|11|2", "S2|21|1", "S4|41|-1", "S5|50|1"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("facts after the source's feed was vacuumed:\n%s", diff(got, want))
+	}
+	if res.RowsRead != 4 || slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "change feed") }) {
+		t.Errorf("read %d rows, notes %q: want the whole snapshot's 4", res.RowsRead, res.Notes)
+	}
+}
+
 // A snapshot source holding two facts with one key fails the run, naming the key, and
 // writes nothing: the first load's append checks the keys as the MERGE did.
 func TestFactLoadDuplicateFactKey(t *testing.T) {
@@ -425,13 +507,14 @@ func TestFactLoadDimensionMovesBeforeFacts(t *testing.T) {
 // A crash at any store operation of a load that re-keys, then reruns: exactly the facts
 // an uninterrupted run gives.
 func TestFactLoadCrashAtEveryOperation(t *testing.T) {
-	// (A snapshot source only appended to: its second run reads the file added.)
-	for _, changes := range []bool{true, false} {
-		t.Run(fmt.Sprint("source_changes=", changes), func(t *testing.T) { factLoadCrashAtEveryOperation(t, changes) })
+	// (A snapshot source only appended to: its second run reads the file added; one
+	// also changed in place: its change feed.)
+	for _, c := range []struct{ changes, inPlace bool }{{true, false}, {false, false}, {false, true}} {
+		t.Run(fmt.Sprintf("source_changes=%v,in_place=%v", c.changes, c.inPlace), func(t *testing.T) { factLoadCrashAtEveryOperation(t, c.changes, c.inPlace) })
 	}
 }
 
-func factLoadCrashAtEveryOperation(t *testing.T, changes bool) {
+func factLoadCrashAtEveryOperation(t *testing.T, changes, inPlace bool) {
 	staging, dim := customerTables(t)
 	raw, facts := salesTables(t)
 	load := NewFactLoad("sales", factConfig(changes, ""))
@@ -447,6 +530,12 @@ func factLoadCrashAtEveryOperation(t *testing.T, changes bool) {
 		appendRows(t, env, staging, []any{"C2", "Grace", "Boston", day(2)}, []any{"C1", "Ada", "Tacoma", day(4)})
 		runStage(t, merge, env)
 		appendRows(t, env, raw, []any{"S4", "C1", 40, day(8)})
+		if inPlace { // S3 was C1's sale
+			tbl, _ := latest(t, env, raw)
+			if _, err := tbl.Update(t.Context(), delta.UpdateOptions{Where: expr.Eq("sale_id", "S3"), Set: map[string]any{"customer_id": "C1"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		return fs, env, facts
 	}
 	observe := func(env *Env, tbl *Table) []string {
@@ -463,7 +552,11 @@ func factLoadCrashAtEveryOperation(t *testing.T, changes bool) {
 		return out
 	}
 	want := crashAtEveryOperation(t, load, setup, observe)
-	if w := []string{"S1|Tacoma", "S2|Portland", "S3|Boston", "S4|Tacoma"}; !slices.Equal(want, w) {
+	w := []string{"S1|Tacoma", "S2|Portland", "S3|Boston", "S4|Tacoma"}
+	if inPlace {
+		w[2] = "S3|Tacoma"
+	}
+	if !slices.Equal(want, w) {
 		t.Fatalf("clean run:\n%s", diff(want, w))
 	}
 }
