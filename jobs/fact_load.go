@@ -99,6 +99,7 @@ type factRun struct {
 	// table: the MERGE updates them there instead of joining on the fact keys.
 	pos    *delta.MergePositions
 	lcache map[*arrow.Schema]*lookupCols
+	colsOf map[*arrow.Schema][]int // columnsIn's answers
 	// Buffers reused row after row: a business key (keysFor), a fact key and its
 	// columns (factKey), the lookups' keys of a row (keysFor).
 	buf, kbuf []byte
@@ -434,6 +435,17 @@ func (fr *factRun) release() {
 
 // columnsIn maps the target's columns to rec's by name (-1: a lookup key, or absent).
 func (fr *factRun) columnsIn(rec *arrow.Schema, what string) (cols []int, err error) {
+	if cols, ok := fr.colsOf[rec]; ok {
+		return cols, nil // (a change feed's rows are read one by one)
+	}
+	defer func() {
+		if err == nil {
+			if fr.colsOf == nil {
+				fr.colsOf = map[*arrow.Schema][]int{}
+			}
+			fr.colsOf[rec] = cols
+		}
+	}()
 	names := map[string]int{}
 	for i, fld := range rec.Fields() {
 		names[strings.ToLower(fld.Name)] = i

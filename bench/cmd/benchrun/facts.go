@@ -63,7 +63,7 @@ func factsTables() (dim, sales, facts *jobs.Table, err error) {
 	factProps := delta.ChangeDataFeedProperties()
 	factProps[delta.PropEnableDeletionVectors] = "true"
 	return &jobs.Table{Name: "sales.customer", Path: "sales/customer", Schema: ds, Properties: cdf},
-		&jobs.Table{Name: "staging.sales", Path: "staging/sales", Schema: ss},
+		&jobs.Table{Name: "staging.sales", Path: "staging/sales", Schema: ss, Properties: delta.ChangeDataFeedProperties()},
 		&jobs.Table{Name: "sales.sales", Path: "sales/sales", Schema: fs, Properties: factProps}, nil
 }
 
@@ -133,6 +133,31 @@ func factsAppend(ctx context.Context, args []string) (measurement, error) {
 	}
 	recs := factsBatches(ssch, n[2], func(b *array.RecordBuilder, i int) { factsSale(b, n[0]+i, n[1]) })
 	return measurement{Rows: int64(n[2])}, appendRecords(ctx, tbl, recs)
+}
+
+// factsUpdate changes the sales source in place, then appends to it: an UPDATE of the
+// amount of 1% of its sales (every file rewritten), then the next day's sales as factsAppend
+// does: args dir facts keys new.
+func factsUpdate(ctx context.Context, args []string) (measurement, error) {
+	_, sales, _, err := factsTables()
+	if err != nil {
+		return measurement{}, err
+	}
+	wh, err := fs.New(fs.Config{Dir: filepath.Join(args[0], "wh")})
+	if err != nil {
+		return measurement{}, err
+	}
+	tbl, err := delta.Open(ctx, wh, sales.Path, delta.Options{})
+	if err != nil {
+		return measurement{}, err
+	}
+	r, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Lt("amount", int64(10)), Set: map[string]any{"amount": int64(-1)}})
+	if err != nil {
+		return measurement{}, err
+	}
+	m, err := factsAppend(ctx, args)
+	m.Rows += r.NumUpdatedRows
+	return m, err
 }
 
 // factsSetup writes the dimension and the sales source to the warehouse dir/wh and
@@ -325,6 +350,20 @@ func (d *driver) facts(ctx context.Context) error {
 	}
 	dc := fmt.Sprintf("facts: a later load of the next day's %s facts (the source appended to) into the %s-fact table", commas(nf/100), commas(nf))
 	share(d.alternate(ctx, dc, from(daily), d.oursRuns("ours: fact_load stage", "facts-ours", dir, strconv.Itoa(nf/100))))
+	// 1% of the sales updated in place and the next day's appended: the load reads the
+	// source's change feed (the UPDATE rewrote every file of it).
+	if err := from(first)(); err != nil {
+		return err
+	}
+	if err := d.setup(ctx, "facts-update", dir, strconv.Itoa(nf), strconv.Itoa(nk), strconv.Itoa(nf/100)); err != nil {
+		return err
+	}
+	changed := filepath.Join(dir, "wh.changed")
+	if err := os.Rename(wh, changed); err != nil {
+		return err
+	}
+	uc := fmt.Sprintf("facts: a later load after %s facts were updated in place and the next day's %s appended (the source's change feed on) into the %s-fact table", commas(nf/100), commas(nf/100), commas(nf))
+	share(d.alternate(ctx, uc, from(changed), d.oursRuns("ours: fact_load stage", "facts-ours", dir, strconv.Itoa(nf/50))))
 	// The late event after the first load.
 	if err := from(first)(); err != nil {
 		return err

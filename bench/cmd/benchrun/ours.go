@@ -77,6 +77,7 @@ var workers = map[string]func(ctx context.Context, args []string) (measurement, 
 	"facts-setup":    factsSetup,
 	"facts-late":     factsLateEvent,
 	"facts-append":   factsAppend,
+	"facts-update":   factsUpdate,
 	"facts-ours":     factsOurs,
 	"logload-ours":   logloadOurs,
 	// gen-cdf tableDir rows writes the change feed case's table, to profile it alone.
