@@ -110,10 +110,37 @@ func (d *factDim) versionInterval(fromCol, toCol arrow.Array, r int) (from int64
 	if err != nil {
 		return 0, false, 0, err
 	}
+	return from, fromOK, d.openTo(to, ok), nil
+}
+
+// openTo is a valid_to read as microseconds (ok false: NULL), math.MaxInt64 when open.
+func (d *factDim) openTo(to int64, ok bool) int64 {
 	if !ok || d.hasEnd && to == d.end {
-		to = math.MaxInt64
+		return math.MaxInt64
 	}
-	return from, fromOK, to, nil
+	return to
+}
+
+// versionIntervals reads the intervals of a batch's n versions as versionInterval does.
+func (d *factDim) versionIntervals(iv *dimIntervals, fromCol, toCol arrow.Array, n int) error {
+	var err error
+	if iv.from, iv.fromOK, err = fillTimes(iv.from, iv.fromOK, fromCol, n); err != nil {
+		return err
+	}
+	if iv.to, iv.toOK, err = fillTimes(iv.to, iv.toOK, toCol, n); err != nil {
+		return err
+	}
+	for r := range n {
+		iv.to[r] = d.openTo(iv.to[r], iv.toOK[r])
+	}
+	return nil
+}
+
+// dimIntervals are a batch's intervals (versionIntervals), buffers reused batch after
+// batch.
+type dimIntervals struct {
+	from, to     []int64
+	fromOK, toOK []bool
 }
 
 // load reads the dimension's versions (its keys and intervals only), a batch at a time:
@@ -156,6 +183,7 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 	ids := make([]int32, 0, capacity)
 	from, to, sks := make([]int64, 0, capacity), make([]int64, 0, capacity), make([]int64, 0, capacity)
 	var block keyindex.Block
+	var iv dimIntervals
 	for sc.Next() {
 		rec := sc.RecordBatch()
 		block.Reset()
@@ -172,19 +200,19 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 				return fmt.Errorf("dimension %s: column %s is %s; expected boolean", d.decl.Name, d.inferred, rec.Column(n+3).DataType())
 			}
 		}
+		if err := d.versionIntervals(&iv, rec.Column(n+1), rec.Column(n+2), int(rec.NumRows())); err != nil {
+			return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
+		}
+		noKey := skCol.NullN() > 0
 		for r := range int(rec.NumRows()) {
-			if skCol.IsNull(r) {
+			if noKey && skCol.IsNull(r) {
 				continue // not a version facts can have (a tombstone without a key)
 			}
-			f, ok, t, err := d.versionInterval(rec.Column(n+1), rec.Column(n+2), r)
-			if err != nil {
-				return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
-			}
-			if !ok {
+			if !iv.fromOK[r] {
 				return fmt.Errorf("dimension %s: a version of key %s has no %s", d.decl.Name, keyText(rec, cols, r), d.from)
 			}
 			ids = append(ids, block.IDs[r])
-			from, to, sks = append(from, f), append(to, t), append(sks, skCol.Value(r))
+			from, to, sks = append(from, iv.from[r]), append(to, iv.to[r]), append(sks, skCol.Value(r))
 			if flags != nil && !flags.IsNull(r) && flags.Value(r) {
 				d.placeholders[skCol.Value(r)] = true
 			}
