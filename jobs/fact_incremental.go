@@ -52,14 +52,23 @@ func (fr *factRun) planIncremental(ctx context.Context, f *flow, lastSrc int64, 
 	if fr.added, fr.incremental = f.srcSnap.AddedSince(old); fr.incremental {
 		return nil
 	}
-	ff, err := fr.readFeed(ctx, f, lastSrc, true)
+	// A feed of more changes than a quarter of the snapshot's facts (an overwrite, say)
+	// would hold more than the snapshot read whole does (a small one, little either way).
+	n, ok := f.srcSnap.NumRecords()
+	if !ok {
+		return nil
+	}
+	ff, err := fr.readFeed(ctx, f, lastSrc, true, max(n/4, feedMinLimit))
 	switch {
 	case errors.Is(err, delta.ErrChangeDataFeedDisabled) || errors.Is(err, delta.ErrVersionCleaned):
+		return nil
+	case errors.Is(err, errFeedLarge):
+		res.Notes = append(res.Notes, fmt.Sprintf("%s's change feed since version %d holds more changes than a quarter of its rows: read its whole snapshot", f.srcDecl.Name, lastSrc))
 		return nil
 	case err != nil:
 		return err
 	}
-	ok, err := fr.feedIsNet(ctx, f, ff)
+	ok, err = fr.feedIsNet(ctx, f, ff)
 	if err != nil || !ok {
 		ff.release()
 		if err == nil {
@@ -70,6 +79,10 @@ func (fr *factRun) planIncremental(ctx context.Context, f *flow, lastSrc int64, 
 	fr.feed, fr.incremental = ff, true
 	return nil
 }
+
+// feedMinLimit is the most changes of a snapshot source's feed read instead of its
+// snapshot, for a snapshot of fewer than four times as many facts (a test lowers it).
+var feedMinLimit int64 = 1 << 16
 
 // feedIsNet reports whether the feed read whole gives the snapshot's facts: after each
 // version, each key's rows number one or none, given one for a key the fact table holds

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -690,8 +691,12 @@ func (ff *factFeed) release() {
 	}
 }
 
-// readFeed reads the source's change feed after version lastSrc (through the snapshot's).
-func (fr *factRun) readFeed(ctx context.Context, f *flow, lastSrc int64, tally bool) (*factFeed, error) {
+// errFeedLarge is readFeed's error when the feed holds more changes than its limit.
+var errFeedLarge = errors.New("the change feed is too large")
+
+// readFeed reads the source's change feed after version lastSrc (through the snapshot's),
+// failing with errFeedLarge past limit changes (0: no limit).
+func (fr *factRun) readFeed(ctx context.Context, f *flow, lastSrc int64, tally bool, limit int64) (*factFeed, error) {
 	srcName := "source " + f.srcDecl.Name
 	start, end := lastSrc+1, f.srcSnap.Version()
 	ch, err := f.src.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end,
@@ -742,7 +747,10 @@ func (fr *factRun) readFeed(ctx context.Context, f *flow, lastSrc int64, tally b
 			}
 			ff.newest[key] = row
 		}
-		ff.rows += rec.NumRows()
+		if ff.rows += rec.NumRows(); limit > 0 && ff.rows > limit {
+			ff.release()
+			return nil, errFeedLarge
+		}
 	}
 	if err := ch.Err(); err != nil {
 		ff.release()
@@ -788,7 +796,7 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 	ff := fr.feed
 	if ff == nil {
 		var err error
-		if ff, err = fr.readFeed(ctx, f, lastSrc, false); err != nil {
+		if ff, err = fr.readFeed(ctx, f, lastSrc, false, 0); err != nil {
 			return err
 		}
 		fr.feed = ff

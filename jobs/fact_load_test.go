@@ -346,6 +346,19 @@ func TestFactLoadSnapshotSourceChangeFeed(t *testing.T) {
 	if res.RowsRead != 4 || slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "change feed") }) {
 		t.Errorf("read %d rows, notes %q: want the whole snapshot's 4", res.RowsRead, res.Notes)
 	}
+	// The source overwritten: its feed (every row deleted and inserted) holds more
+	// changes than a quarter of its rows, so the run reads the snapshot.
+	defer func(l int64) { feedMinLimit = l }(feedMinLimit)
+	feedMinLimit = 1
+	writeRows(t, env, raw, true, []any{"S1", "C1", 13, day(5)}, []any{"S2", "C1", 21, day(8)}, []any{"S4", "C9", 41, day(7)}, []any{"S5", "C2", 50, day(8)})
+	res = runStage(t, load, env)
+	want = []string{"S1|13|1", "S2|21|1", "S4|41|-1", "S5|50|2"}
+	if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+		t.Fatalf("facts after the source was overwritten:\n%s", diff(got, want))
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "more changes than a quarter of its rows") }) || res.RowsRead != 4 {
+		t.Errorf("read %d rows, notes %q: want the whole snapshot's 4", res.RowsRead, res.Notes)
+	}
 }
 
 // A snapshot source holding two facts with one key fails the run, naming the key, and
