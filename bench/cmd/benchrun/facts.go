@@ -107,6 +107,17 @@ func factsSale(b *array.RecordBuilder, i, nk int) {
 // factsAppend appends the next day's sales to the sales source, one commit: args dir
 // facts keys new (sales [facts, facts+new)).
 func factsAppend(ctx context.Context, args []string) (measurement, error) {
+	return factsChange(ctx, args, false)
+}
+
+// factsUpdate changes the sales source in place, then appends to it: an UPDATE of the
+// amount of 1% of its sales (every file rewritten), then the next day's sales as
+// factsAppend does: args dir facts keys new.
+func factsUpdate(ctx context.Context, args []string) (measurement, error) {
+	return factsChange(ctx, args, true)
+}
+
+func factsChange(ctx context.Context, args []string, update bool) (measurement, error) {
 	var n [3]int
 	for i := range n {
 		v, err := strconv.Atoi(args[i+1])
@@ -127,37 +138,20 @@ func factsAppend(ctx context.Context, args []string) (measurement, error) {
 	if err != nil {
 		return measurement{}, err
 	}
+	m := measurement{Rows: int64(n[2])}
+	if update {
+		r, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Lt("amount", int64(10)), Set: map[string]any{"amount": int64(-1)}})
+		if err != nil {
+			return measurement{}, err
+		}
+		m.Rows += r.NumUpdatedRows
+	}
 	ssch, err := delta.ArrowSchema(sales.Schema)
 	if err != nil {
 		return measurement{}, err
 	}
 	recs := factsBatches(ssch, n[2], func(b *array.RecordBuilder, i int) { factsSale(b, n[0]+i, n[1]) })
-	return measurement{Rows: int64(n[2])}, appendRecords(ctx, tbl, recs)
-}
-
-// factsUpdate changes the sales source in place, then appends to it: an UPDATE of the
-// amount of 1% of its sales (every file rewritten), then the next day's sales as factsAppend
-// does: args dir facts keys new.
-func factsUpdate(ctx context.Context, args []string) (measurement, error) {
-	_, sales, _, err := factsTables()
-	if err != nil {
-		return measurement{}, err
-	}
-	wh, err := fs.New(fs.Config{Dir: filepath.Join(args[0], "wh")})
-	if err != nil {
-		return measurement{}, err
-	}
-	tbl, err := delta.Open(ctx, wh, sales.Path, delta.Options{})
-	if err != nil {
-		return measurement{}, err
-	}
-	r, err := tbl.Update(ctx, delta.UpdateOptions{Where: expr.Lt("amount", int64(10)), Set: map[string]any{"amount": int64(-1)}})
-	if err != nil {
-		return measurement{}, err
-	}
-	m, err := factsAppend(ctx, args)
-	m.Rows += r.NumUpdatedRows
-	return m, err
+	return m, appendRecords(ctx, tbl, recs)
 }
 
 // factsSetup writes the dimension and the sales source to the warehouse dir/wh and
