@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -63,77 +64,121 @@ func (fr *factRun) inferMembers(ctx context.Context, env *Env, f *flow, d *factD
 // once, in the order first met; nil when there are none. A fact whose time is NULL or
 // before first_valid_from needs none (no placeholder would cover it).
 func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim, loaded bool, lastSrc int64) (arrow.RecordBatch, error) {
-	cols := append(slices.Clone(d.factCols), d.lookup.At)
+	what := "source " + f.srcDecl.Name
+	mb, err := d.newMemberBuilder()
+	if err != nil {
+		return nil, err
+	}
+	defer mb.b.Release()
+	seen := map[string]bool{}
+	var buf []byte
+	// consider adds the placeholder row r of rec needs (its business key at keyCols, its
+	// time in at), if any.
+	consider := func(rec arrow.RecordBatch, keyCols []int, at arrow.Array, r int) error {
+		for _, c := range keyCols {
+			if rec.Column(c).IsNull(r) {
+				return nil
+			}
+		}
+		t, ok, err := timeMicros(at, r)
+		if err != nil {
+			return fmt.Errorf("%s: lookups %s.at %s: %w", what, d.decl.Name, d.lookup.At, err)
+		}
+		if !ok || t < d.firstFrom {
+			return nil
+		}
+		if buf, err = keyed.AppendKey(buf[:0], rec, keyCols, r); err != nil {
+			return err
+		}
+		if _, known := d.keys.Lookup(buf); known || seen[string(buf)] {
+			return nil
+		}
+		seen[string(buf)] = true
+		if err := mb.add(rec, keyCols, r, nil, d.firstFrom, true); err != nil {
+			return fmt.Errorf("dimension %s: placeholder of %s: %w", d.decl.Name, keyText(rec, keyCols, r), err)
+		}
+		return nil
+	}
+	if err := fr.eachNewFact(ctx, f, append(slices.Clone(d.factCols), d.lookup.At), loaded, lastSrc, func(rec arrow.RecordBatch, cols []int, r int) error {
+		return consider(rec, cols[:len(d.factCols)], rec.Column(cols[len(d.factCols)]), r)
+	}); err != nil {
+		return nil, err
+	}
+	if len(seen) == 0 {
+		return nil, nil
+	}
+	return mb.b.NewRecordBatch(), nil
+}
+
+// eachNewFact calls fn with each of the run's new facts (row r of rec, whose columns
+// names are rec's cols): the facts its snapshot (or the files it gained) holds, or the
+// newest change of each fact in the feed that is not a delete, or, with
+// source_changes, the inserts and post-images of the change feed after lastSrc.
+func (fr *factRun) eachNewFact(ctx context.Context, f *flow, names []string, loaded bool, lastSrc int64, fn func(rec arrow.RecordBatch, cols []int, r int) error) error {
+	what := "source " + f.srcDecl.Name
+	if fr.feed != nil {
+		colsOf := map[*arrow.Schema][]int{}
+		for _, key := range fr.feed.order {
+			row := fr.feed.newest[key]
+			if row.del {
+				continue
+			}
+			cols, ok := colsOf[row.rec.Schema()]
+			if !ok {
+				idx := nameIndex(row.rec.Schema())
+				for _, n := range names {
+					i, found := idx[strings.ToLower(n)]
+					if !found {
+						return fmt.Errorf("%s has no column %s", what, n)
+					}
+					cols = append(cols, i)
+				}
+				colsOf[row.rec.Schema()] = cols
+			}
+			if err := fn(row.rec, cols, row.r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	var rd interface {
 		Next() bool
 		RecordBatch() arrow.RecordBatch
 		Err() error
 		Release()
 	}
-	what := "source " + f.srcDecl.Name
-	if (!fr.s.cfg.SourceChanges && fr.feed == nil) || !loaded {
-		sc, err := fr.scanSource(ctx, f, delta.ScanOptions{Columns: cols})
+	if !fr.s.cfg.SourceChanges || !loaded {
+		sc, err := fr.scanSource(ctx, f, delta.ScanOptions{Columns: names})
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", what, err)
+			return fmt.Errorf("read %s: %w", what, err)
 		}
 		rd = sc
 	} else {
 		start, end := lastSrc+1, f.srcSnap.Version()
-		ch, err := f.src.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end, Columns: cols,
+		ch, err := f.src.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end, Columns: names,
 			Types: []string{delta.ChangeInsert, delta.ChangeUpdatePostimage}})
 		if err != nil {
-			return nil, fmt.Errorf("read the change feed of %s: %w", what, err)
+			return fmt.Errorf("read the change feed of %s: %w", what, err)
 		}
 		rd = ch
 	}
 	defer rd.Release()
-	mb, err := d.newMemberBuilder()
-	if err != nil {
-		return nil, err
+	cols := make([]int, len(names))
+	for i := range cols {
+		cols[i] = i
 	}
-	defer mb.b.Release()
-	keyCols := make([]int, len(d.factCols))
-	for i := range keyCols {
-		keyCols[i] = i
-	}
-	seen := map[string]bool{}
-	var buf []byte
 	for rd.Next() {
 		rec := rd.RecordBatch()
-		at := rec.Column(len(d.factCols))
-	rows:
 		for r := range int(rec.NumRows()) {
-			for _, c := range keyCols {
-				if rec.Column(c).IsNull(r) {
-					continue rows
-				}
-			}
-			t, ok, err := timeMicros(at, r)
-			if err != nil {
-				return nil, fmt.Errorf("%s: lookups %s.at %s: %w", what, d.decl.Name, d.lookup.At, err)
-			}
-			if !ok || t < d.firstFrom {
-				continue
-			}
-			if buf, err = keyed.AppendKey(buf[:0], rec, keyCols, r); err != nil {
-				return nil, err
-			}
-			if _, known := d.keys.Lookup(buf); known || seen[string(buf)] {
-				continue
-			}
-			seen[string(buf)] = true
-			if err := mb.add(rec, keyCols, r, nil, d.firstFrom, true); err != nil {
-				return nil, fmt.Errorf("dimension %s: placeholder of %s: %w", d.decl.Name, keyText(rec, keyCols, r), err)
+			if err := fn(rec, cols, r); err != nil {
+				return err
 			}
 		}
 	}
 	if err := rd.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", what, err)
+		return fmt.Errorf("read %s: %w", what, err)
 	}
-	if len(seen) == 0 {
-		return nil, nil
-	}
-	return mb.b.NewRecordBatch(), nil
+	return nil
 }
 
 // commitPlaceholders appends the placeholder rows to the dimension, with new surrogate

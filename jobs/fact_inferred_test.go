@@ -1,10 +1,13 @@
 package jobs
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/orchestrator-io/orchestrator/delta"
+	"github.com/orchestrator-io/orchestrator/delta/expr"
 	"github.com/orchestrator-io/orchestrator/objectstore/faultstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -113,5 +116,51 @@ func TestFactLoadInferredMembers(t *testing.T) {
 	if w := []string{"C1|Seattle|1900-01-01|false", "C2|NULL|1900-01-01|true", "C3|NULL|1900-01-01|true", "NULL|NULL|1900-01-01|false",
 		"S1|C1/Seattle", "S2|C2/inferred", "S3|C2/inferred", "S4|C3/inferred", "S5|C1/Seattle"}; !slices.Equal(want, w) {
 		t.Fatalf("clean run:\n%s", diff(want, w))
+	}
+}
+
+// A snapshot source changed in place, read through its change feed: a fact updated to a
+// customer the dimension has not seen gets that customer's placeholder; a fact added
+// and deleted again within the feed needs none.
+func TestFactLoadInferredFromSnapshotFeed(t *testing.T) {
+	staging, dim, merge, _ := inferredTables(t)
+	mc := scd2Config()
+	mc.Columns.Inferred = "is_inferred"
+	mc.FirstValidFrom = SCDTime{Text: "1900-01-01"}
+	fc := factConfig(false, MissingInferred)
+	fc.Lookups[0].SetDimensionColumns(mc.Columns)
+	fc.Lookups[0].SetDimensionFirstValidFrom(mc.FirstValidFrom)
+	load := NewFactLoad("sales", fc)
+	raw, facts := salesTables(t)
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	ctx := t.Context()
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)})
+	runStage(t, merge, env)
+	appendRows(t, env, raw, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)})
+	runStage(t, load, env)
+	src, _ := latest(t, env, raw)
+	if _, err := src.Update(ctx, delta.UpdateOptions{Where: expr.Eq("sale_id", "S2"), Set: map[string]any{"customer_id": "C2"}}); err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, env, raw, []any{"S3", "C3", 30, day(7)})
+	if _, err := src.Delete(ctx, delta.DeleteOptions{Where: expr.Eq("sale_id", "S3")}); err != nil {
+		t.Fatal(err)
+	}
+	res := runStage(t, load, env)
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "read its change feed") }) {
+		t.Errorf("notes %q: want the source's change feed read", res.Notes)
+	}
+	rows, sks := dimensionRows(t, env, dim)
+	if want := []string{"C1|Seattle|1900-01-01|false", "C2|NULL|1900-01-01|true", "NULL|NULL|1900-01-01|false"}; !slices.Equal(rows, want) {
+		t.Fatalf("dimension after the feed's load (a placeholder of C2, none of C3):\n%s", diff(rows, want))
+	}
+	got := map[string]string{}
+	for _, r := range tableRows(t, env, facts, "sale_id", "customer_sk") {
+		id, sk, _ := strings.Cut(r, "|")
+		got[id] = sks[sk]
+	}
+	if want := map[string]string{"S1": "C1/Seattle", "S2": "C2/inferred"}; !maps.Equal(got, want) {
+		t.Fatalf("facts %v, want %v", got, want)
 	}
 }
