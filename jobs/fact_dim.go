@@ -146,9 +146,10 @@ type dimIntervals struct {
 // load reads the dimension's versions (its keys and intervals only), a batch at a time:
 // the keys go into the index, the intervals into columns sorted by key id and from.
 // With only set, it may read just the versions of those business keys (a scan filter
-// on a one-column key; it reads every version otherwise).
-func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error {
-	if only == nil && d.loaded == d.snap {
+// on a one-column key; it reads every version otherwise). With need set, it keeps just
+// the versions of need's keys, need being the index (a key without any has no version).
+func (d *factDim) load(ctx context.Context, only map[string][]dimInterval, need *keyindex.Index) error {
+	if only == nil && need == nil && d.loaded == d.snap {
 		return nil // (inferMembers read it, and added nothing since)
 	}
 	d.loaded = nil
@@ -170,10 +171,16 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 	if n, ok := d.snap.NumRecords(); ok {
 		capacity = int(n)
 	}
-	if opts.Filter != nil {
+	switch {
+	case opts.Filter != nil:
 		capacity = min(capacity, 4*len(only)) // a few versions per key
+	case need != nil:
+		capacity = min(capacity, 4*need.Len()+16)
 	}
-	d.keys = keyindex.New(capacity / 2)
+	d.keys = need
+	if need == nil {
+		d.keys = keyindex.New(capacity / 2)
+	}
 	n := len(d.dimCols)
 	cols := make([]int, n)
 	for i := range cols {
@@ -190,7 +197,11 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 		if err := keyed.AppendKeys(&block, rec, cols, 0, int(rec.NumRows())); err != nil {
 			return fmt.Errorf("dimension %s: %w", d.decl.Name, err)
 		}
-		d.keys.AddBlock(&block)
+		if need != nil {
+			need.LookupBlock(&block)
+		} else {
+			d.keys.AddBlock(&block)
+		}
 		skCol, ok := rec.Column(n).(*array.Int64)
 		if !ok {
 			return fmt.Errorf("dimension %s: column %s is %s; expected bigint", d.decl.Name, d.sk, rec.Column(n).DataType())
@@ -205,8 +216,8 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 		}
 		noKey := skCol.NullN() > 0
 		for r := range int(rec.NumRows()) {
-			if noKey && skCol.IsNull(r) {
-				continue // not a version facts can have (a tombstone without a key)
+			if noKey && skCol.IsNull(r) || block.IDs[r] < 0 {
+				continue // not a version facts can have (a tombstone without a key), or not needed
 			}
 			if !iv.fromOK[r] {
 				return fmt.Errorf("dimension %s: a version of key %s has no %s", d.decl.Name, keyText(rec, cols, r), d.from)
@@ -256,7 +267,7 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval) error
 			}
 		}
 	}
-	if only == nil {
+	if only == nil && need == nil {
 		d.loaded = d.snap
 	}
 	return nil

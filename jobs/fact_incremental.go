@@ -234,3 +234,22 @@ func (fr *factRun) noteKeyRange(arr arrow.Array) {
 		fr.noRange, fr.lo, fr.hi = true, nil, nil
 	}
 }
+
+// neededKeys is the index of d's business keys that an incremental run looks up: its
+// new facts' and, when it re-keys by d alone, changed's (the keys whose facts it
+// re-keys). The dimension's other versions are then not held.
+func (fr *factRun) neededKeys(ctx context.Context, f *flow, d *factDim, changed map[string][]dimInterval) (*keyindex.Index, error) {
+	need := keyindex.New(1024)
+	var buf []byte
+	err := fr.eachNewFact(ctx, f, d.factCols, true, 0, func(rec arrow.RecordBatch, cols []int, r int) error {
+		var err error
+		if buf, err = keyed.AppendKey(buf[:0], rec, cols, r); err == nil {
+			need.Add(buf)
+		}
+		return err
+	})
+	for k := range changed {
+		need.Add([]byte(k))
+	}
+	return need, err
+}

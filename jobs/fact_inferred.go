@@ -34,7 +34,7 @@ import (
 // dimension after the commit).
 func (fr *factRun) inferMembers(ctx context.Context, env *Env, f *flow, d *factDim, loaded bool, lastSrc int64) (int, error) {
 	for attempt := 0; attempt < delta.DefaultIdentityAttempts; attempt++ {
-		if err := d.load(ctx, nil); err != nil {
+		if err := d.load(ctx, nil, nil); err != nil {
 			return 0, err
 		}
 		rec, err := fr.placeholderRows(ctx, f, d, loaded, lastSrc)

@@ -206,13 +206,26 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 			return res, err
 		}
 	}
-	for _, d := range fr.dims {
-		// A run that only re-keys by one dimension looks up its changed keys only.
+	rekeying := rekey && (all || slices.ContainsFunc(ranges, func(m map[string][]dimInterval) bool { return len(m) > 0 }))
+	for i, d := range fr.dims {
+		// A run that only re-keys by one dimension looks up its changed keys only; an
+		// incremental run, its new facts' keys (and those), when no fact is re-keyed by
+		// another dimension's change.
 		var only map[string][]dimInterval
-		if rekey && !srcNew && !all && len(fr.dims) == 1 {
+		var need *keyindex.Index
+		switch {
+		case rekey && !srcNew && !all && len(fr.dims) == 1:
 			only = ranges[0]
+		case fr.incremental && !all && (len(fr.dims) == 1 || !rekeying) && d.loaded != d.snap:
+			var changed map[string][]dimInterval
+			if rekey {
+				changed = ranges[i]
+			}
+			if need, err = fr.neededKeys(ctx, f, d, changed); err != nil {
+				return res, err
+			}
 		}
-		if err := d.load(ctx, only); err != nil {
+		if err := d.load(ctx, only, need); err != nil {
 			return res, err
 		}
 	}
