@@ -41,8 +41,9 @@ import (
 // feed versions were cleaned up) makes the run look every fact up again.
 //
 // The fact table must hold the lookups' on and at columns (re-keying reads them there).
-// The run holds the dimensions' keys and intervals and the keys of the facts it writes
-// in memory, and, but for an append, the facts it writes.
+// The run holds the dimensions' keys and intervals (an incremental run, those of the
+// keys it looks up) and the keys of the facts it writes in memory, and, but for an
+// append, the facts it writes.
 type FactLoad struct {
 	name string
 	cfg  *FactLoadConfig
