@@ -217,11 +217,14 @@ func TestBrowser(t *testing.T) {
 	shot("02-run.png")
 	// The tables' freshness (read every second here) and the deadline show with the
 	// runs: the sales tables fresh; big's table, never written, stale after its 2s.
-	// The watch judges on its own ticks; under load its first stale verdict may come a
-	// few ticks after the 2s, so the page is reloaded until it shows one (or 30s pass).
+	// The watch judges on its own ticks; under load its first stale verdict (and its
+	// first look at the sales table the run wrote) may come a few ticks late, so the
+	// page is reloaded until it shows both (or 30s pass).
 	for staleBy := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		run("back to the pipelines", chromedp.Navigate(base+"/pipelines"), chromedp.WaitVisible(chromedp.CSS(`svg.strip rect.st-succeeded`)))
-		if strings.Contains(b.text(`tr[data-pipeline="big"] [data-watch="raw.big"]`), "stale") || time.Now().After(staleBy) {
+		judged := strings.Contains(b.text(`tr[data-pipeline="big"] [data-watch="raw.big"]`), "stale") &&
+			strings.Contains(b.text(`tr[data-pipeline="sales"] [data-watch="bronze.sales_transactions"]`), "last data change v")
+		if judged || time.Now().After(staleBy) {
 			break
 		}
 	}
