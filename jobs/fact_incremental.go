@@ -241,7 +241,7 @@ func (fr *factRun) noteKeyRange(arr arrow.Array) {
 func (fr *factRun) neededKeys(ctx context.Context, f *flow, d *factDim, changed map[string][]dimInterval) (*keyindex.Index, error) {
 	need := keyindex.New(1024)
 	var buf []byte
-	err := fr.eachNewFact(ctx, f, d.factCols, true, 0, func(rec arrow.RecordBatch, cols []int, r int) error {
+	err := fr.eachNewFact(ctx, f, d.factCols, func(rec arrow.RecordBatch, cols []int, r int) error {
 		var err error
 		if buf, err = keyed.AppendKey(buf[:0], rec, cols, r); err == nil {
 			need.Add(buf)

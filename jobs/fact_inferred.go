@@ -32,12 +32,12 @@ import (
 // inferMembers adds the placeholders the source's new facts need to lookup d's
 // dimension (missing: inferred): it returns how many it added (d.snap is then the
 // dimension after the commit).
-func (fr *factRun) inferMembers(ctx context.Context, env *Env, f *flow, d *factDim, loaded bool, lastSrc int64) (int, error) {
+func (fr *factRun) inferMembers(ctx context.Context, env *Env, f *flow, d *factDim) (int, error) {
 	for attempt := 0; attempt < delta.DefaultIdentityAttempts; attempt++ {
 		if err := d.load(ctx, nil, nil); err != nil {
 			return 0, err
 		}
-		rec, err := fr.placeholderRows(ctx, f, d, loaded, lastSrc)
+		rec, err := fr.placeholderRows(ctx, f, d)
 		if err != nil || rec == nil {
 			return 0, err
 		}
@@ -59,11 +59,11 @@ func (fr *factRun) inferMembers(ctx context.Context, env *Env, f *flow, d *factD
 }
 
 // placeholderRows reads the business keys and times of the source's new facts (its
-// snapshot, or its change feed after lastSrc) and builds the placeholder rows (in the
+// snapshot, or the change feed the run read) and builds the placeholder rows (in the
 // dimension's schema, the surrogate key NULL) of the keys d has no version of, each
 // once, in the order first met; nil when there are none. A fact whose time is NULL or
 // before first_valid_from needs none (no placeholder would cover it).
-func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim, loaded bool, lastSrc int64) (arrow.RecordBatch, error) {
+func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim) (arrow.RecordBatch, error) {
 	what := "source " + f.srcDecl.Name
 	mb, err := d.newMemberBuilder()
 	if err != nil {
@@ -99,7 +99,7 @@ func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim, loa
 		}
 		return nil
 	}
-	if err := fr.eachNewFact(ctx, f, append(slices.Clone(d.factCols), d.lookup.At), loaded, lastSrc, func(rec arrow.RecordBatch, cols []int, r int) error {
+	if err := fr.eachNewFact(ctx, f, append(slices.Clone(d.factCols), d.lookup.At), func(rec arrow.RecordBatch, cols []int, r int) error {
 		return consider(rec, cols[:len(d.factCols)], rec.Column(cols[len(d.factCols)]), r)
 	}); err != nil {
 		return nil, err
@@ -111,10 +111,9 @@ func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim, loa
 }
 
 // eachNewFact calls fn with each of the run's new facts (row r of rec, whose columns
-// names are rec's cols): the facts its snapshot (or the files it gained) holds, or the
-// newest change of each fact in the feed that is not a delete, or, with
-// source_changes, the inserts and post-images of the change feed after lastSrc.
-func (fr *factRun) eachNewFact(ctx context.Context, f *flow, names []string, loaded bool, lastSrc int64, fn func(rec arrow.RecordBatch, cols []int, r int) error) error {
+// names are rec's cols): the newest change of each fact in the change feed the run
+// read that is not a delete, or the facts the snapshot (or the files it gained) holds.
+func (fr *factRun) eachNewFact(ctx context.Context, f *flow, names []string, fn func(rec arrow.RecordBatch, cols []int, r int) error) error {
 	what := "source " + f.srcDecl.Name
 	if fr.feed != nil {
 		colsOf := map[*arrow.Schema][]int{}
@@ -141,41 +140,24 @@ func (fr *factRun) eachNewFact(ctx context.Context, f *flow, names []string, loa
 		}
 		return nil
 	}
-	var rd interface {
-		Next() bool
-		RecordBatch() arrow.RecordBatch
-		Err() error
-		Release()
+	sc, err := fr.scanSource(ctx, f, delta.ScanOptions{Columns: names})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
 	}
-	if !fr.s.cfg.SourceChanges || !loaded {
-		sc, err := fr.scanSource(ctx, f, delta.ScanOptions{Columns: names})
-		if err != nil {
-			return fmt.Errorf("read %s: %w", what, err)
-		}
-		rd = sc
-	} else {
-		start, end := lastSrc+1, f.srcSnap.Version()
-		ch, err := f.src.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end, Columns: names,
-			Types: []string{delta.ChangeInsert, delta.ChangeUpdatePostimage}})
-		if err != nil {
-			return fmt.Errorf("read the change feed of %s: %w", what, err)
-		}
-		rd = ch
-	}
-	defer rd.Release()
+	defer sc.Release()
 	cols := make([]int, len(names))
 	for i := range cols {
 		cols[i] = i
 	}
-	for rd.Next() {
-		rec := rd.RecordBatch()
+	for sc.Next() {
+		rec := sc.RecordBatch()
 		for r := range int(rec.NumRows()) {
 			if err := fn(rec, cols, r); err != nil {
 				return err
 			}
 		}
 	}
-	if err := rd.Err(); err != nil {
+	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read %s: %w", what, err)
 	}
 	return nil

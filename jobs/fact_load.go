@@ -149,8 +149,13 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		return res, fmt.Errorf("fact table %s: %w", f.dstDecl.Name, err)
 	}
 	defer fr.release()
-	if srcNew && loaded && !s.cfg.SourceChanges {
+	switch {
+	case srcNew && loaded && !s.cfg.SourceChanges:
 		if err := fr.planIncremental(ctx, f, lastSrc, &res); err != nil {
+			return res, err
+		}
+	case srcNew && loaded: // (read first: the inferred members come from it too)
+		if fr.feed, err = fr.readFeed(ctx, f, lastSrc, false, 0); err != nil {
 			return res, err
 		}
 	}
@@ -176,7 +181,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 			}
 		}
 		if l := &s.cfg.Lookups[i]; l.Missing == MissingInferred && srcNew {
-			n, err := fr.inferMembers(ctx, env, f, d, loaded, lastSrc)
+			n, err := fr.inferMembers(ctx, env, f, d)
 			if err != nil {
 				return res, fmt.Errorf("lookups[%d]: %w", i, err)
 			}
@@ -209,15 +214,15 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	rekeying := rekey && (all || slices.ContainsFunc(ranges, func(m map[string][]dimInterval) bool { return len(m) > 0 }))
 	for i, d := range fr.dims {
-		// A run that only re-keys by one dimension looks up its changed keys only; an
-		// incremental run, its new facts' keys (and those), when no fact is re-keyed by
-		// another dimension's change.
+		// A run that only re-keys by one dimension looks up its changed keys only; a run
+		// reading a change feed or what a snapshot gained, its new facts' keys (and
+		// those), when no fact is re-keyed by another dimension's change.
 		var only map[string][]dimInterval
 		var need *keyindex.Index
 		switch {
 		case rekey && !srcNew && !all && len(fr.dims) == 1:
 			only = ranges[0]
-		case fr.incremental && !all && (len(fr.dims) == 1 || !rekeying) && d.loaded != d.snap:
+		case (fr.incremental || fr.feed != nil) && !all && (len(fr.dims) == 1 || !rekeying) && d.loaded != d.snap:
 			var changed map[string][]dimInterval
 			if rekey {
 				changed = ranges[i]
@@ -241,7 +246,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		defer keyed.HoldBudget(factKeySetBytes(n) + ingestWriterMemory + factBatchMemory)()
 	}
 	if srcNew {
-		if err := fr.readSource(ctx, f, loaded, lastSrc, &res); err != nil {
+		if err := fr.readSource(ctx, f, lastSrc, &res); err != nil {
 			return res, err
 		}
 	}
@@ -773,13 +778,14 @@ func (fr *factRun) readFeed(ctx context.Context, f *flow, lastSrc int64, tally b
 	return ff, nil
 }
 
-// readSource reads the source's new facts: its change feed after lastSrc, or (first run,
-// or a snapshot source) its snapshot (or what it gained: fact_incremental.go).
-func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc int64, res *Result) error {
+// readSource reads the source's new facts: the change feed after lastSrc the run read,
+// or (first run, or a snapshot source) its snapshot (or what it gained:
+// fact_incremental.go).
+func (fr *factRun) readSource(ctx context.Context, f *flow, lastSrc int64, res *Result) error {
 	srcName := "source " + f.srcDecl.Name
 	fr.quarantining = true
 	defer func() { fr.quarantining = false }()
-	if (!fr.s.cfg.SourceChanges && fr.feed == nil) || !loaded {
+	if fr.feed == nil {
 		n, ok := f.srcSnap.NumRecords()
 		switch {
 		case fr.w != nil:
@@ -807,14 +813,7 @@ func (fr *factRun) readSource(ctx context.Context, f *flow, loaded bool, lastSrc
 		return fr.checkSuspects(ctx, f.srcSnap, srcName)
 	}
 	res.ChangesRead = []ChangeRange{{Table: f.srcDecl.Name, After: lastSrc, Through: f.srcSnap.Version()}}
-	ff := fr.feed
-	if ff == nil {
-		var err error
-		if ff, err = fr.readFeed(ctx, f, lastSrc, false, 0); err != nil {
-			return err
-		}
-		fr.feed = ff
-	}
+	ff := fr.feed      // (read before the dimensions)
 	defer ff.release() // (emit copies the rows)
 	if fr.incremental {
 		res.Notes = append(res.Notes, fmt.Sprintf("%s changed since version %d: read its change feed (%d changes of %d facts)", f.srcDecl.Name, lastSrc, ff.rows, len(ff.order)))
