@@ -12,14 +12,20 @@ import (
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
-// inferredTables are the customer tables with the dimension's placeholder flag.
+// inferredTables are the customer tables with the dimension's placeholder flag, and a
+// fact_load of the sales' change feed.
 func inferredTables(t *testing.T) (staging, dim *Table, merge *SCD2Merge, load *FactLoad) {
+	return inferredTablesOf(t, true)
+}
+
+// inferredTablesOf is inferredTables with the fact_load's source_changes.
+func inferredTablesOf(t *testing.T, changes bool) (staging, dim *Table, merge *SCD2Merge, load *FactLoad) {
 	staging, dim = customerTables(t)
 	dim.Schema.Fields = append(dim.Schema.Fields, schemaOf(t, "is_inferred boolean").Fields...)
 	mc := scd2Config()
 	mc.Columns.Inferred = "is_inferred"
 	mc.FirstValidFrom = SCDTime{Text: "1900-01-01"}
-	fc := factConfig(true, MissingInferred)
+	fc := factConfig(changes, MissingInferred)
 	fc.Lookups[0].SetDimensionColumns(mc.Columns)
 	fc.Lookups[0].SetDimensionFirstValidFrom(mc.FirstValidFrom)
 	return staging, dim, NewSCD2Merge("customers", mc), NewFactLoad("sales", fc)
@@ -123,14 +129,7 @@ func TestFactLoadInferredMembers(t *testing.T) {
 // customer the dimension has not seen gets that customer's placeholder; a fact added
 // and deleted again within the feed needs none.
 func TestFactLoadInferredFromSnapshotFeed(t *testing.T) {
-	staging, dim, merge, _ := inferredTables(t)
-	mc := scd2Config()
-	mc.Columns.Inferred = "is_inferred"
-	mc.FirstValidFrom = SCDTime{Text: "1900-01-01"}
-	fc := factConfig(false, MissingInferred)
-	fc.Lookups[0].SetDimensionColumns(mc.Columns)
-	fc.Lookups[0].SetDimensionFirstValidFrom(mc.FirstValidFrom)
-	load := NewFactLoad("sales", fc)
+	staging, dim, merge, load := inferredTablesOf(t, false)
 	raw, facts := salesTables(t)
 	clock := &testClock{t: d1}
 	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
