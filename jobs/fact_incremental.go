@@ -141,14 +141,6 @@ func (s *FactLoad) digest(snap *delta.Snapshot) int64 {
 	return int64(h.Sum64() >> 1)
 }
 
-// scanSource scans the source's snapshot, or in an incremental run the files added.
-func (fr *factRun) scanSource(ctx context.Context, f *flow, opts delta.ScanOptions) (*delta.Scanner, error) {
-	if fr.incremental {
-		return f.srcSnap.ScanFiles(ctx, fr.added, opts)
-	}
-	return f.srcSnap.Scan(ctx, opts)
-}
-
 // checkLoaded fails an incremental run when a new fact's key is one the fact table
 // holds: the source then holds two facts with that key (one in a file added after
 // version lastSrc), as a snapshot read whole would find.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -72,15 +71,17 @@ func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim) (ar
 	defer mb.b.Release()
 	seen := map[string]bool{}
 	var buf []byte
-	// consider adds the placeholder row r of rec needs (its business key at keyCols, its
-	// time in at), if any.
-	consider := func(rec arrow.RecordBatch, keyCols []int, at arrow.Array, r int) error {
+	// A new fact needs a placeholder when its business key (at cols[:nk]) is one d has no
+	// version of, and its time (at cols[nk]) one a placeholder would cover.
+	nk := len(d.factCols)
+	if err := fr.eachNewFact(ctx, f, append(slices.Clone(d.factCols), d.lookup.At), func(rec arrow.RecordBatch, cols []int, r int) error {
+		keyCols := cols[:nk]
 		for _, c := range keyCols {
 			if rec.Column(c).IsNull(r) {
 				return nil
 			}
 		}
-		t, ok, err := timeMicros(at, r)
+		t, ok, err := timeMicros(rec.Column(cols[nk]), r)
 		if err != nil {
 			return fmt.Errorf("%s: lookups %s.at %s: %w", what, d.decl.Name, d.lookup.At, err)
 		}
@@ -98,9 +99,6 @@ func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim) (ar
 			return fmt.Errorf("dimension %s: placeholder of %s: %w", d.decl.Name, keyText(rec, keyCols, r), err)
 		}
 		return nil
-	}
-	if err := fr.eachNewFact(ctx, f, append(slices.Clone(d.factCols), d.lookup.At), func(rec arrow.RecordBatch, cols []int, r int) error {
-		return consider(rec, cols[:len(d.factCols)], rec.Column(cols[len(d.factCols)]), r)
 	}); err != nil {
 		return nil, err
 	}
@@ -108,59 +106,6 @@ func (fr *factRun) placeholderRows(ctx context.Context, f *flow, d *factDim) (ar
 		return nil, nil
 	}
 	return mb.b.NewRecordBatch(), nil
-}
-
-// eachNewFact calls fn with each of the run's new facts (row r of rec, whose columns
-// names are rec's cols): the newest change of each fact in the change feed the run
-// read that is not a delete, or the facts the snapshot (or the files it gained) holds.
-func (fr *factRun) eachNewFact(ctx context.Context, f *flow, names []string, fn func(rec arrow.RecordBatch, cols []int, r int) error) error {
-	what := "source " + f.srcDecl.Name
-	if fr.feed != nil {
-		colsOf := map[*arrow.Schema][]int{}
-		for _, key := range fr.feed.order {
-			row := fr.feed.newest[key]
-			if row.del {
-				continue
-			}
-			cols, ok := colsOf[row.rec.Schema()]
-			if !ok {
-				idx := nameIndex(row.rec.Schema())
-				for _, n := range names {
-					i, found := idx[strings.ToLower(n)]
-					if !found {
-						return fmt.Errorf("%s has no column %s", what, n)
-					}
-					cols = append(cols, i)
-				}
-				colsOf[row.rec.Schema()] = cols
-			}
-			if err := fn(row.rec, cols, row.r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	sc, err := fr.scanSource(ctx, f, delta.ScanOptions{Columns: names})
-	if err != nil {
-		return fmt.Errorf("read %s: %w", what, err)
-	}
-	defer sc.Release()
-	cols := make([]int, len(names))
-	for i := range cols {
-		cols[i] = i
-	}
-	for sc.Next() {
-		rec := sc.RecordBatch()
-		for r := range int(rec.NumRows()) {
-			if err := fn(rec, cols, r); err != nil {
-				return err
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read %s: %w", what, err)
-	}
-	return nil
 }
 
 // commitPlaceholders appends the placeholder rows to the dimension, with new surrogate

@@ -147,7 +147,7 @@ func TestFactLoadInferredFromSnapshotFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := runStage(t, load, env)
-	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "read its change feed") }) {
+	if !noted(res, "read its change feed") {
 		t.Errorf("notes %q: want the source's change feed read", res.Notes)
 	}
 	rows, sks := dimensionRows(t, env, dim)

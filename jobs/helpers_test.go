@@ -266,3 +266,8 @@ func crashAtEveryOperation(t *testing.T, stage Stage, setup func() (*faultstore.
 func rowsOf(t *testing.T, cols ...string) func(*Env, *Table) []string {
 	return func(env *Env, table *Table) []string { return tableRows(t, env, table, cols...) }
 }
+
+// noted reports whether one of a run's notes says part.
+func noted(res Result, part string) bool {
+	return slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, part) })
+}
