@@ -41,6 +41,10 @@ type ScanOptions struct {
 	// FilesOnly makes Filter prune whole files only: every row of a file that is read is
 	// returned, in file order, so Position names each row's place in its file.
 	FilesOnly bool
+	// RowGroups, with FilesOnly, lets Filter prune row groups by their Parquet stats
+	// too: every row of a row group that is read is returned, and Position still names
+	// each row's place in its file.
+	RowGroups bool
 	// ReadAhead decodes the next record on another goroutine while the caller works on
 	// the current one (one record more in memory). Worth it when the caller's work per
 	// record is about as heavy as decoding it. Release stops that goroutine; a scanner

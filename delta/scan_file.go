@@ -10,6 +10,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	dschema "github.com/orchestrator-io/orchestrator/delta/schema"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
@@ -19,14 +20,20 @@ import (
 // fileScan is the reading of one data file: its open columns and where it is.
 type fileScan struct {
 	add     *Add
-	cols    *pqfile.Columns   // nil: no data column is read (rows counts the rows)
-	closeFn func()            // closes the file
-	rows    int64             // rows left to emit when no data column is read
-	next    int64             // index in the file of the next row read
-	dv      *roaring64.Bitmap // rows its deletion vector deletes (nil: none)
-	sel     bool              // dv holds the rows to keep instead (change feed of a DV update)
-	kept    int64             // rows returned so far (the next row's logical index)
-	stats   ScanStats         // what reading the file added, not yet counted by the scan
+	cols    *pqfile.Columns // nil: no data column is read (rows counts the rows)
+	closeFn func()          // closes the file
+	// runs are the runs of consecutive row groups still to read after cols' (row
+	// groups pruned between them), each opened when the one before ends; open opens
+	// a run's columns.
+	runs  [][]int
+	open  func(rowGroups []int) (*pqfile.Columns, error)
+	fr    *pqarrow.FileReader
+	rows  int64             // rows left to emit when no data column is read
+	next  int64             // index in the file of the next row read
+	dv    *roaring64.Bitmap // rows its deletion vector deletes (nil: none)
+	sel   bool              // dv holds the rows to keep instead (change feed of a DV update)
+	kept  int64             // rows returned so far (the next row's logical index)
+	stats ScanStats         // what reading the file added, not yet counted by the scan
 	// want is, with column mapping, the field each column read holds (the file's
 	// columns are renamed to their names, nested ones too); logical is the schema they
 	// read as, made from the first record.
@@ -147,9 +154,7 @@ func (s *Scanner) open(ctx context.Context, f *fileScan) error {
 		return nil
 	}
 	var rowGroups []int
-	// Deletion vectors count rows from the start of the file, so a file with one is read
-	// whole.
-	if !s.opts.FilesOnly && f.dv == nil {
+	if !s.opts.FilesOnly || s.opts.RowGroups {
 		rowGroups, err = s.keptRowGroups(fr, fileSchema, a, &f.stats)
 	}
 	if err != nil {
@@ -161,13 +166,74 @@ func (s *Scanner) open(ctx context.Context, f *fileScan) error {
 		closeFn()
 		return nil
 	}
-	rr, err := pqfile.OpenColumns(ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, key)
-	if err != nil {
+	f.fr, f.closeFn = fr, closeFn
+	f.open = func(rowGroups []int) (*pqfile.Columns, error) {
+		rr, err := pqfile.OpenColumns(ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, key)
+		if err != nil {
+			return nil, err
+		}
+		rr.Serial = s.opts.ParallelFiles && len(s.files) > 1 // the files are the fan-out
+		return rr, nil
+	}
+	// A run of consecutive row groups is read as one; where groups were pruned between
+	// two, the next run starts at its own row of the file (deletion vectors and
+	// positions count rows from the start of the file).
+	f.runs = rowGroupRuns(rowGroups)
+	first := f.runs[0]
+	f.runs = f.runs[1:]
+	if err := f.startRun(first); err != nil {
 		closeFn()
+		f.closeFn = nil
 		return err
 	}
-	rr.Serial = s.opts.ParallelFiles && len(s.files) > 1 // the files are the fan-out
-	f.cols, f.closeFn = rr, closeFn
+	return nil
+}
+
+// rowGroupRuns splits ascending row groups into runs of consecutive ones (nil: one run
+// of every group, nil).
+func rowGroupRuns(rowGroups []int) [][]int {
+	if rowGroups == nil {
+		return [][]int{nil}
+	}
+	var runs [][]int
+	for i, rg := range rowGroups {
+		if i == 0 || rg != rowGroups[i-1]+1 {
+			runs = append(runs, nil)
+		}
+		runs[len(runs)-1] = append(runs[len(runs)-1], rg)
+	}
+	return runs
+}
+
+// startRun opens the columns of a run of row groups (nil: all) and sets the file's next
+// row, physical and logical, to the run's first.
+func (f *fileScan) startRun(rowGroups []int) error {
+	cols, err := f.open(rowGroups)
+	if err != nil {
+		return err
+	}
+	if f.cols != nil {
+		f.cols.Release()
+	}
+	f.cols = cols
+	if len(rowGroups) == 0 || rowGroups[0] == 0 {
+		return nil // (the file's first run: its first row)
+	}
+	md := f.fr.ParquetReader().MetaData()
+	var phys int64
+	for rg := range rowGroups[0] {
+		phys += md.RowGroup(rg).NumRows()
+	}
+	// The rows before the run: those the deletion vector keeps (selects) are counted.
+	f.next, f.kept = phys, phys
+	if f.dv != nil && phys > 0 {
+		n := int64(f.dv.Rank(uint64(phys - 1))) // rows of the bitmap below phys
+		if f.sel {
+			f.kept = n
+		} else {
+			f.kept = phys - n
+		}
+	}
 	return nil
 }
 
@@ -182,11 +248,18 @@ func (f *fileScan) nextRaw(batch int64) (arrow.RecordBatch, error) {
 		f.rows -= n
 		return array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, n), nil
 	}
-	if !f.cols.Next() {
+	for !f.cols.Next() {
 		if err := f.cols.Err(); err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
-		return nil, nil
+		if len(f.runs) == 0 {
+			return nil, nil
+		}
+		run := f.runs[0]
+		f.runs = f.runs[1:]
+		if err := f.startRun(run); err != nil {
+			return nil, err
+		}
 	}
 	rec := f.cols.RecordBatch()
 	rec.Retain()
