@@ -306,10 +306,13 @@ func (d *factDim) keyOf(k []byte, t int64) (int64, bool) {
 }
 
 // changedRanges reads the dimension's change feed over (after, its version] and returns,
-// per business key, the time ranges where the version valid may have changed: the
-// intervals of every row the feed shows (inserted, deleted, before and after an update).
-// A fact outside them keeps its key. ok is false when the feed cannot be read (off, or
-// its versions cleaned up): then every fact must be looked up again.
+// per business key, the time ranges where the version valid changed: where the
+// surrogate keys the versions the feed shows covered before it (their first change's
+// old state) differ from those they cover after it (their last change's new state).
+// Versions the feed does not show cover the same times before and after, so a fact
+// outside the ranges keeps its key (a change of a version's other columns, as the fill
+// of an inferred member, moves no fact). ok is false when the feed cannot be read (off,
+// or its versions cleaned up): then every fact must be looked up again.
 func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[string][]dimInterval, ok bool, err error) {
 	start, end := after+1, d.snap.Version()
 	if start > end {
@@ -318,20 +321,30 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 	if !d.snap.ChangeDataFeedEnabled() {
 		return nil, false, nil
 	}
-	ch, err := d.tbl.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end, Columns: append(slices.Clone(d.dimCols), d.from, d.to)})
+	ch, err := d.tbl.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end, Columns: append(slices.Clone(d.dimCols), d.from, d.to, d.sk)})
 	if err != nil {
 		return nil, false, nil // e.g. versions cleaned up or the feed off for a while
 	}
 	defer ch.Release()
-	ranges = map[string][]dimInterval{}
 	n := len(d.dimCols)
 	cols := make([]int, n)
 	for i := range cols {
 		cols[i] = i
 	}
+	// Per business key, per surrogate key: its state before the feed and after it.
+	type change struct {
+		version   int64
+		order     int // within a version: delete, preimage, postimage, insert
+		iv        dimInterval
+		exists    bool // the version exists in this state
+		firstSeen bool
+	}
+	type states struct{ old, new change }
+	keys := map[string]map[int64]*states{}
 	var buf []byte
 	for ch.Next() {
 		rec := ch.RecordBatch()
+		skCol, typCol, verCol := rec.Column(n+2), rec.Column(n+3).(*array.String), rec.Column(n+4).(*array.Int64)
 		for r := range int(rec.NumRows()) {
 			if isMemberRow(rec, cols, r) {
 				continue // the unknown member: no fact with a business key falls there
@@ -346,13 +359,105 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 			if !okf {
 				from = math.MinInt64
 			}
-			ranges[string(buf)] = append(ranges[string(buf)], dimInterval{from: from, to: to})
+			sk, okSK, err := timeMicros(skCol, r) // (an integer, read as is)
+			if err != nil || !okSK {
+				return nil, false, nil // a version without a surrogate key: look every fact up
+			}
+			c := change{version: verCol.Value(r), iv: dimInterval{from: from, to: to}}
+			// The state a change row shows: before the change (a delete's, a preimage's)
+			// or after it (an insert's, a postimage's).
+			var before bool
+			switch typCol.Value(r) {
+			case "delete":
+				c.order, before = 0, true
+			case "update_preimage":
+				c.order, before = 1, true
+			case "update_postimage":
+				c.order = 2
+			default: // insert
+				c.order = 3
+			}
+			byKey := keys[string(buf)]
+			if byKey == nil {
+				byKey = map[int64]*states{}
+				keys[string(buf)] = byKey
+			}
+			st := byKey[sk]
+			if st == nil {
+				st = &states{}
+				byKey[sk] = st
+			}
+			// Old state: from the earliest change (a version first inserted did not
+			// exist); new state: from the latest (one last deleted does not exist).
+			if !st.old.firstSeen || c.version < st.old.version || c.version == st.old.version && c.order < st.old.order {
+				st.old = c
+				st.old.firstSeen, st.old.exists = true, before
+			}
+			if !st.new.firstSeen || c.version > st.new.version || c.version == st.new.version && c.order > st.new.order {
+				st.new = c
+				st.new.firstSeen, st.new.exists = true, !before
+			}
 		}
 	}
 	if err := ch.Err(); err != nil {
 		return nil, false, nil
 	}
+	ranges = map[string][]dimInterval{}
+	for k, byKey := range keys {
+		var old, now []skInterval
+		for sk, st := range byKey {
+			if st.old.exists {
+				old = append(old, skInterval{st.old.iv, sk})
+			}
+			if st.new.exists {
+				now = append(now, skInterval{st.new.iv, sk})
+			}
+		}
+		if rs := coverageChanges(old, now); len(rs) > 0 {
+			ranges[k] = rs
+		}
+	}
 	return ranges, true, nil
+}
+
+// skInterval is a version's interval and surrogate key.
+type skInterval struct {
+	iv dimInterval
+	sk int64
+}
+
+// coverageChanges returns the ranges where the surrogate keys covering a time differ
+// between two sets of versions, in order, adjacent ones joined.
+func coverageChanges(old, now []skInterval) []dimInterval {
+	var bounds []int64
+	for _, v := range append(slices.Clone(old), now...) {
+		bounds = append(bounds, v.iv.from, v.iv.to)
+	}
+	slices.Sort(bounds)
+	bounds = slices.Compact(bounds)
+	covering := func(vs []skInterval, from, to int64) []int64 {
+		var sks []int64
+		for _, v := range vs {
+			if v.iv.from <= from && to <= v.iv.to {
+				sks = append(sks, v.sk)
+			}
+		}
+		slices.Sort(sks)
+		return sks
+	}
+	var out []dimInterval
+	for i := 0; i+1 < len(bounds); i++ {
+		lo, hi := bounds[i], bounds[i+1]
+		if slices.Equal(covering(old, lo, hi), covering(now, lo, hi)) {
+			continue
+		}
+		if len(out) > 0 && out[len(out)-1].to == lo {
+			out[len(out)-1].to = hi
+		} else {
+			out = append(out, dimInterval{from: lo, to: hi})
+		}
+	}
+	return out
 }
 
 // inRanges reports whether t falls in one of the ranges.

@@ -333,7 +333,7 @@ func (fr *factRun) appendIfEmpty(ctx context.Context, f *flow) error {
 	for _, a := range f.srcSnap.Files() {
 		sourceBytes += a.Size
 	}
-	opts := delta.WriteOptions{MaxMemory: ingestWriterMemory, StreamFiles: len(f.dstSnap.PartitionColumns()) == 0}
+	opts := delta.WriteOptions{MaxMemory: ingestWriterMemory, StreamFiles: len(f.dstSnap.PartitionColumns()) == 0, RowGroupSize: factRowGroupSize}
 	w, err := newParallelWriter(ctx, f.dstSnap, ingestLanes(sourceBytes), opts)
 	if err != nil {
 		return fmt.Errorf("fact table %s: %w", f.dstDecl.Name, err)
@@ -341,6 +341,14 @@ func (fr *factRun) appendIfEmpty(ctx context.Context, f *flow) error {
 	fr.w = w
 	return nil
 }
+
+// factFlushRows is how many facts a run emits as one record, and factRowGroupSize the
+// row group size of an append's files (0: the default); tests make both small, so that
+// a small fact table has row groups that re-keying can skip.
+var (
+	factFlushRows          = 32768
+	factRowGroupSize int64 = 0
+)
 
 // commitAppend commits the appended facts with the run's txns.
 func (fr *factRun) commitAppend(ctx context.Context, f *flow, lin *delta.Lineage, setTxns func(*delta.Transaction), res *Result) error {
@@ -626,7 +634,7 @@ func (fr *factRun) emit(rec arrow.RecordBatch, cols []int, r int, sks []int64, d
 		}
 		fr.origins = append(fr.origins, origin)
 	}
-	if fr.rows++; fr.rows%32768 == 0 {
+	if fr.rows++; fr.rows%factFlushRows == 0 {
 		return fr.flush()
 	}
 	return nil

@@ -54,9 +54,10 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dim
 	if !all && !slices.ContainsFunc(ranges, func(m map[string][]dimInterval) bool { return len(m) > 0 }) {
 		return nil
 	}
-	// FilesOnly: a file read is read whole, so each row's place in its file is known
-	// (the positions the MERGE updates the re-keyed facts at).
-	opts := delta.ScanOptions{FilesOnly: true}
+	// FilesOnly: a file's row groups that are read are read whole, so each row's place
+	// in its file is known (the positions the MERGE updates the re-keyed facts at);
+	// those outside the changed ranges' times are skipped by their stats (RowGroups).
+	opts := delta.ScanOptions{FilesOnly: true, RowGroups: true}
 	if !all {
 		opts.Filter = fr.rekeyFilter(ranges)
 	}
@@ -145,7 +146,11 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dim
 	}
 	st := sc.Stats()
 	res.FilesRead += int64(st.FilesRead)
-	res.Notes = append(res.Notes, fmt.Sprintf("re-keying read %d of the fact table's %d files", st.FilesRead, st.FilesTotal))
+	note := fmt.Sprintf("re-keying read %d of the fact table's %d files", st.FilesRead, st.FilesTotal)
+	if st.RowGroupsPruned > 0 {
+		note += fmt.Sprintf(" (%d row groups skipped by their stats)", st.RowGroupsPruned)
+	}
+	res.Notes = append(res.Notes, note)
 	return nil
 }
 

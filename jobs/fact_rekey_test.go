@@ -2,12 +2,18 @@ package jobs
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
 // markDiffering finds exactly the rows whose values differ as text (NULL-safe), for
@@ -64,4 +70,120 @@ func valueText(dt arrow.DataType, i int) string {
 		return fmt.Sprintf("%d.25", i)
 	}
 	return fmt.Sprint(i)
+}
+
+// Re-keying skips the row groups whose times lie outside the changed ranges, in a fact
+// table with deletion vectors: the second re-keying finds its facts by their places in
+// files whose vectors the first one wrote, and every fact ends keyed to the version
+// valid at its time.
+func TestFactLoadRekeySkipsRowGroups(t *testing.T) {
+	factFlushRows, factRowGroupSize = 8, 1 // (a row group of each 8 facts)
+	t.Cleanup(func() { factFlushRows, factRowGroupSize = 32768, 0 })
+	staging, dim := customerTables(t)
+	raw, facts := salesTables(t)
+	facts.Properties = map[string]string{"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"}
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+	merge := NewSCD2Merge("customers", scd2Config())
+	load := NewFactLoad("sales", factConfig(false, ""))
+	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)}, []any{"C2", "Bo", "Boise", day(1)}, []any{"C1", "Ada", "Portland", day(28)})
+	runStage(t, merge, env)
+	// The sales of 28 days in time order, a file a week: a record, so a row group, each.
+	for week := range 4 {
+		var rows [][]any
+		for d := 7*week + 1; d <= 7*week+7; d++ {
+			rows = append(rows, []any{fmt.Sprintf("S%02d", d), "C1", int64(d), day(d)}, []any{fmt.Sprintf("T%02d", d), "C2", int64(d), day(d)})
+		}
+		appendRows(t, env, raw, rows...)
+	}
+	runStage(t, load, env)
+	check := func(when string, cityOf func(d int) string) {
+		t.Helper()
+		sks := map[string]string{}
+		for _, r := range tableRows(t, env, dim, "customer_sk", "city") {
+			sk, city, _ := strings.Cut(r, "|")
+			sks[sk] = city
+		}
+		got, want := map[string]string{}, map[string]string{}
+		for _, r := range tableRows(t, env, facts, "sale_id", "customer_sk") {
+			id, sk, _ := strings.Cut(r, "|")
+			got[id] = sks[sk]
+		}
+		for d := 1; d <= 28; d++ {
+			want[fmt.Sprintf("S%02d", d)], want[fmt.Sprintf("T%02d", d)] = cityOf(d), "Boise"
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("%s: facts keyed to\n%v\nwant\n%v", when, got, want)
+		}
+	}
+	check("first load", func(d int) string { return map[bool]string{true: "Seattle", false: "Portland"}[d < 28] })
+	skipped := func(res Result) {
+		t.Helper()
+		if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "row groups skipped by their stats") }) {
+			t.Errorf("notes %q: want row groups skipped", res.Notes)
+		}
+	}
+	// Ada lived in Tacoma from day 10: the sales of days 10..27 move there.
+	appendRows(t, env, staging, []any{"C1", "Ada", "Tacoma", day(10)})
+	runStage(t, merge, env)
+	res := runStage(t, load, env)
+	skipped(res)
+	cityOf := func(d int) string {
+		switch {
+		case d < 10:
+			return "Seattle"
+		case d < 28:
+			return "Tacoma"
+		}
+		return "Portland"
+	}
+	check("after the first late event", cityOf)
+	// And in Olympia from day 20: days 20..27, whose facts the first re-keying wrote
+	// anew (their old rows deleted by vector).
+	appendRows(t, env, staging, []any{"C1", "Ada", "Olympia", day(20)})
+	runStage(t, merge, env)
+	res = runStage(t, load, env)
+	skipped(res)
+	cityOf2 := func(d int) string {
+		if d >= 20 && d < 28 {
+			return "Olympia"
+		}
+		return cityOf(d)
+	}
+	check("after the second late event", cityOf2)
+	// In Kent from day 5, and in Everett from day 12: days 5..9 (never re-keyed) and
+	// 12..19 (re-keyed once).
+	appendRows(t, env, staging, []any{"C1", "Ada", "Kent", day(5)}, []any{"C1", "Ada", "Everett", day(12)})
+	runStage(t, merge, env)
+	runStage(t, load, env)
+	check("after the third late event", func(d int) string {
+		switch {
+		case d >= 5 && d < 10:
+			return "Kent"
+		case d >= 12 && d < 20:
+			return "Everett"
+		}
+		return cityOf2(d)
+	})
+}
+
+// coverageChanges gives the times where the surrogate key covering a time changed.
+func TestCoverageChanges(t *testing.T) {
+	const open = math.MaxInt64
+	for _, tc := range []struct {
+		name     string
+		old, now []skInterval
+		want     []dimInterval
+	}{
+		{"a version split by a late event", []skInterval{{dimInterval{10, 20}, 1}}, []skInterval{{dimInterval{10, 15}, 1}, {dimInterval{15, 20}, 2}}, []dimInterval{{15, 20}}},
+		{"a type 1 change", []skInterval{{dimInterval{10, open}, 1}}, []skInterval{{dimInterval{10, open}, 1}}, nil},
+		{"a new key", nil, []skInterval{{dimInterval{5, open}, 3}}, []dimInterval{{5, open}}},
+		{"a version deleted", []skInterval{{dimInterval{1, 5}, 1}, {dimInterval{5, open}, 2}}, []skInterval{{dimInterval{1, open}, 1}}, []dimInterval{{5, open}}},
+		{"first version moved earlier", []skInterval{{dimInterval{10, 20}, 1}}, []skInterval{{dimInterval{math.MinInt64, 20}, 1}}, []dimInterval{{math.MinInt64, 10}}},
+		{"two splits, joined where adjacent", []skInterval{{dimInterval{0, 30}, 1}}, []skInterval{{dimInterval{0, 10}, 1}, {dimInterval{10, 20}, 2}, {dimInterval{20, 30}, 3}}, []dimInterval{{10, 30}}},
+	} {
+		if got := coverageChanges(tc.old, tc.now); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
