@@ -360,8 +360,11 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 				from = math.MinInt64
 			}
 			sk, okSK, err := timeMicros(skCol, r) // (an integer, read as is)
-			if err != nil || !okSK {
-				return nil, false, nil // a version without a surrogate key: look every fact up
+			if err != nil {
+				return nil, false, nil // not a surrogate key load reads: look every fact up
+			}
+			if !okSK {
+				continue // not a version facts can have (a tombstone without a key), as for load
 			}
 			c := change{version: verCol.Value(r), iv: dimInterval{from: from, to: to}}
 			// The state a change row shows: before the change (a delete's, a preimage's)
