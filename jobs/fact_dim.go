@@ -42,6 +42,17 @@ type factDim struct {
 	placeholders map[int64]bool
 	// loaded is the snapshot whose every version load read last (nil: none).
 	loaded *delta.Snapshot
+	// moved are, per business key with changed ranges (changedRanges), the versions the
+	// feed shows as they are now: every version valid at a changed time (loadMoved).
+	moved map[string][]movedVersion
+}
+
+// movedVersion is a version as the change feed shows it now.
+type movedVersion struct {
+	iv          dimInterval
+	fromOK      bool
+	sk          int64
+	placeholder bool
 }
 
 // dimInterval is a time range [from, to) of a business key.
@@ -232,6 +243,51 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval, need 
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read dimension %s: %w", d.decl.Name, err)
 	}
+	d.index(ids, from, to, sks)
+	if only == nil && need == nil {
+		d.loaded = d.snap
+	}
+	return nil
+}
+
+// loadMoved makes the versions changedRanges found moved the versions looked up: a
+// run that only re-keys looks up only times in the changed ranges, and in a dimension
+// whose versions of a key do not overlap (as scd2_merge writes it) the version valid
+// at such a time, if any, is one the feed shows (a version it does not show covers the
+// same times as before, where no shown one could, before or now). So the dimension is
+// not read.
+func (d *factDim) loadMoved() error {
+	d.loaded = nil
+	d.keys = keyindex.New(len(d.moved))
+	if d.inferred != "" {
+		d.placeholders = map[int64]bool{}
+	}
+	var ids []int32
+	var from, to, sks []int64
+	for k, vs := range d.moved {
+		id, _ := d.keys.Add([]byte(k))
+		for _, v := range vs {
+			if !v.fromOK {
+				text := k
+				if val, ok := decodeKeyValue(k); ok {
+					text = fmt.Sprint(val)
+				}
+				return fmt.Errorf("dimension %s: a version of key %s has no %s", d.decl.Name, text, d.from)
+			}
+			ids = append(ids, id)
+			from, to, sks = append(from, v.iv.from), append(to, v.iv.to), append(sks, v.sk)
+			if v.placeholder {
+				d.placeholders[v.sk] = true
+			}
+		}
+	}
+	d.index(ids, from, to, sks)
+	return nil
+}
+
+// index makes the versions (each with its key id, interval and surrogate key) the
+// versions looked up, by key id and within a key by from.
+func (d *factDim) index(ids []int32, from, to, sks []int64) {
 	// A counting sort by key id, then each key's few versions by from.
 	d.first = make([]int32, d.keys.Len()+1)
 	for _, id := range ids {
@@ -267,10 +323,6 @@ func (d *factDim) load(ctx context.Context, only map[string][]dimInterval, need 
 			}
 		}
 	}
-	if only == nil && need == nil {
-		d.loaded = d.snap
-	}
-	return nil
 }
 
 // isPlaceholder reports whether surrogate key sk is an inferred member's placeholder.
@@ -321,7 +373,11 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 	if !d.snap.ChangeDataFeedEnabled() {
 		return nil, false, nil
 	}
-	ch, err := d.tbl.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end, Columns: append(slices.Clone(d.dimCols), d.from, d.to, d.sk)})
+	columns := append(slices.Clone(d.dimCols), d.from, d.to, d.sk)
+	if d.inferred != "" {
+		columns = append(columns, d.inferred)
+	}
+	ch, err := d.tbl.Changes(ctx, delta.ChangesOptions{StartVersion: &start, EndVersion: &end, Columns: columns})
 	if err != nil {
 		return nil, false, nil // e.g. versions cleaned up or the feed off for a while
 	}
@@ -335,7 +391,7 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 	type change struct {
 		version   int64
 		order     int // within a version: delete, preimage, postimage, insert
-		iv        dimInterval
+		v         movedVersion
 		exists    bool // the version exists in this state
 		firstSeen bool
 	}
@@ -344,7 +400,16 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 	var buf []byte
 	for ch.Next() {
 		rec := ch.RecordBatch()
-		skCol, typCol, verCol := rec.Column(n+2), rec.Column(n+3).(*array.String), rec.Column(n+4).(*array.Int64)
+		skCol := rec.Column(n + 2)
+		var flags *array.Boolean
+		extra := n + 3
+		if d.inferred != "" {
+			if flags, ok = rec.Column(extra).(*array.Boolean); !ok {
+				return nil, false, nil // not a flag load reads: look every fact up
+			}
+			extra++
+		}
+		typCol, verCol := rec.Column(extra).(*array.String), rec.Column(extra+1).(*array.Int64)
 		for r := range int(rec.NumRows()) {
 			if isMemberRow(rec, cols, r) {
 				continue // the unknown member: no fact with a business key falls there
@@ -366,7 +431,8 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 			if !okSK {
 				continue // not a version facts can have (a tombstone without a key), as for load
 			}
-			c := change{version: verCol.Value(r), iv: dimInterval{from: from, to: to}}
+			c := change{version: verCol.Value(r), v: movedVersion{iv: dimInterval{from: from, to: to}, fromOK: okf, sk: sk,
+				placeholder: flags != nil && flags.IsValid(r) && flags.Value(r)}}
 			// The state a change row shows: before the change (a delete's, a preimage's)
 			// or after it (an insert's, a postimage's).
 			var before bool
@@ -405,19 +471,21 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 	if err := ch.Err(); err != nil {
 		return nil, false, nil
 	}
-	ranges = map[string][]dimInterval{}
+	ranges, d.moved = map[string][]dimInterval{}, map[string][]movedVersion{}
 	for k, byKey := range keys {
 		var old, now []skInterval
+		var vs []movedVersion
 		for sk, st := range byKey {
 			if st.old.exists {
-				old = append(old, skInterval{st.old.iv, sk})
+				old = append(old, skInterval{st.old.v.iv, sk})
 			}
 			if st.new.exists {
-				now = append(now, skInterval{st.new.iv, sk})
+				now = append(now, skInterval{st.new.v.iv, sk})
+				vs = append(vs, st.new.v)
 			}
 		}
 		if rs := coverageChanges(old, now); len(rs) > 0 {
-			ranges[k] = rs
+			ranges[k], d.moved[k] = rs, vs
 		}
 	}
 	return ranges, true, nil

@@ -213,12 +213,19 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	}
 	rekeying := rekey && (all || slices.ContainsFunc(ranges, func(m map[string][]dimInterval) bool { return len(m) > 0 }))
 	for i, d := range fr.dims {
-		// A run that only re-keys by one dimension looks up its changed keys only; a run
+		// A run that only re-keys by one dimension looks up changed times only: the
+		// versions its feed showed moved (else, its changed keys' versions); a run
 		// reading a change feed or what a snapshot gained, its new facts' keys (and
 		// those), when no fact is re-keyed by another dimension's change.
 		var only map[string][]dimInterval
 		var need *keyindex.Index
 		switch {
+		case rekey && !srcNew && !all && len(fr.dims) == 1 && d.moved != nil:
+			// (the versions valid at a changed time are those the feed showed moved)
+			if err := d.loadMoved(); err != nil {
+				return res, err
+			}
+			continue
 		case rekey && !srcNew && !all && len(fr.dims) == 1:
 			only = ranges[0]
 		case (fr.incremental || fr.feed != nil) && !all && (len(fr.dims) == 1 || !rekeying) && d.loaded != d.snap:
@@ -634,7 +641,7 @@ func (fr *factRun) emit(rec arrow.RecordBatch, cols []int, r int, sks []int64, d
 		}
 		fr.origins = append(fr.origins, origin)
 	}
-	if fr.rows++; fr.rows%factFlushRows == 0 {
+	if fr.rows++; fr.b.Field(0).Len() >= factFlushRows {
 		return fr.flush()
 	}
 	return nil
