@@ -68,11 +68,12 @@ func (s *Snapshot) ScanWithRowIDs(ctx context.Context, opts ScanOptions) (array.
 		}
 	}
 	// The scan reads the columns asked for, those the filter needs, and the two
-	// materialized ones last; the filter prunes files only, so that each row's place in
-	// its file is known (its default row id is the file's baseRowId plus that place).
+	// materialized ones last; the filter prunes files and row groups only, so that each
+	// row's place in its file is known (its default row id is the file's baseRowId plus
+	// that place).
 	cols = append(cols, rc.idCol, rc.verCol)
 	t := s.Table()
-	opts.Columns, opts.FilesOnly, opts.ReadAhead, opts.ParallelFiles = cols, true, false, false
+	opts.Columns, opts.FilesOnly, opts.RowGroups, opts.ReadAhead, opts.ParallelFiles = cols, true, true, false, false
 	if r.sc, err = Scan(ctx, t.Store(), t.Root(), rc.ext, s.PartitionColumns(), s.Files(), opts); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 // A filter prunes row groups of files with deletion vectors too, and with FilesOnly and
 // RowGroups a scan returns every row of the row groups it reads with its place in its
 // file: the index among the rows the vector keeps, as a scan of the whole file gives.
+// ScanWithRowIDs, which prunes so, gives a filter's rows the row ids a whole read does.
 func TestScanRowGroupsWithDeletionVectors(t *testing.T) {
 	ctx := context.Background()
 	sch, err := delta.ParseSchema(`{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},{"name":"s","type":"string","nullable":true,"metadata":{}}]}`)
@@ -27,7 +28,7 @@ func TestScanRowGroupsWithDeletionVectors(t *testing.T) {
 	asch, _ := delta.ArrowSchema(sch)
 	c := newTestClock()
 	tbl, err := delta.Create(ctx, mem.New(mem.Config{Now: c.Now}), "warehouse/t", delta.CreateOptions{
-		Schema: sch, Properties: map[string]string{delta.PropEnableDeletionVectors: "true"}, Name: "t",
+		Schema: sch, Properties: map[string]string{delta.PropEnableDeletionVectors: "true", delta.PropEnableRowTracking: "true"}, Name: "t",
 	}, testOptions(c))
 	if err != nil {
 		t.Fatal(err)
@@ -150,5 +151,35 @@ func TestScanRowGroupsWithDeletionVectors(t *testing.T) {
 	}
 	if st := sc.Stats(); got != want || st.RowGroupsPruned == 0 {
 		t.Fatalf("filtered scan: %d rows (want %d), %d row groups pruned", got, want, st.RowGroupsPruned)
+	}
+	// Row ids: the filtered read's are the whole read's.
+	rowIDs := func(where expr.Predicate) map[int64]int64 {
+		t.Helper()
+		rdr, err := snap.ScanWithRowIDs(ctx, delta.ScanOptions{Columns: []string{"id"}, Filter: where, BatchSize: 333})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdr.Release()
+		out := map[int64]int64{}
+		for rdr.Next() {
+			rec := rdr.RecordBatch()
+			ids, rid := rec.Column(0).(*array.Int64), rec.Column(1).(*array.Int64)
+			for i := range ids.Len() {
+				out[ids.Value(i)] = rid.Value(i)
+			}
+		}
+		if err := rdr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	all, some := rowIDs(nil), rowIDs(where)
+	if len(some) != want {
+		t.Fatalf("row ids of the filter's rows: %d rows, want %d", len(some), want)
+	}
+	for id, rid := range some {
+		if all[id] != rid {
+			t.Fatalf("id %d: row id %d filtered, %d read whole", id, rid, all[id])
+		}
 	}
 }
