@@ -187,17 +187,23 @@ func (fr *factRun) lookupBatch(d *factDim, rec arrow.RecordBatch, keyCols []int,
 // appendBusinessKeys resets b to the business keys (columns keyCols) of rec's rows; a
 // row with a NULL in them has none.
 func appendBusinessKeys(b *keyindex.Block, rec arrow.RecordBatch, keyCols []int) error {
+	return appendBusinessKeysWhere(b, rec, keyCols, nil)
+}
+
+// appendBusinessKeysWhere is appendBusinessKeys of the rows where keep holds (nil: all);
+// the others are skipped as rows with a NULL are.
+func appendBusinessKeysWhere(b *keyindex.Block, rec arrow.RecordBatch, keyCols []int, keep func(r int) bool) error {
 	b.Reset()
 	n := int(rec.NumRows())
 	nulls := false
 	for _, c := range keyCols {
 		nulls = nulls || rec.Column(c).NullN() > 0
 	}
-	if !nulls {
+	if !nulls && keep == nil {
 		return keyed.AppendKeys(b, rec, keyCols, 0, n)
 	}
 	for r := range n {
-		null := false
+		null := keep != nil && !keep(r)
 		for _, c := range keyCols {
 			null = null || rec.Column(c).IsNull(r)
 		}

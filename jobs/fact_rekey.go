@@ -57,7 +57,7 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dim
 	// FilesOnly: a file's row groups that are read are read whole, so each row's place
 	// in its file is known (the positions the MERGE updates the re-keyed facts at);
 	// those outside the changed ranges' times are skipped by their stats (RowGroups).
-	opts := delta.ScanOptions{FilesOnly: true, RowGroups: true}
+	opts := delta.ScanOptions{FilesOnly: true, RowGroups: true, ReadAhead: true}
 	if !all {
 		opts.Filter = fr.rekeyFilter(ranges)
 	}
@@ -155,17 +155,21 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dim
 }
 
 // changedKeys are one dimension's changed business keys (a key index) and, per key id,
-// its changed ranges.
+// its changed ranges; from and to bound them all.
 type changedKeys struct {
-	keys   *keyindex.Index
-	ranges [][]dimInterval
+	keys     *keyindex.Index
+	ranges   [][]dimInterval
+	from, to int64
 }
 
 func newChangedKeys(rs map[string][]dimInterval) *changedKeys {
-	c := &changedKeys{keys: keyindex.New(len(rs)), ranges: make([][]dimInterval, 0, len(rs))}
+	c := &changedKeys{keys: keyindex.New(len(rs)), ranges: make([][]dimInterval, 0, len(rs)), from: math.MaxInt64, to: math.MinInt64}
 	for k, r := range rs {
 		c.keys.Add([]byte(k))
 		c.ranges = append(c.ranges, r)
+		for _, iv := range r {
+			c.from, c.to = min(c.from, iv.from), max(c.to, iv.to)
+		}
 	}
 	return c
 }
@@ -191,7 +195,10 @@ func (fr *factRun) affectedRows(rec arrow.RecordBatch, all bool, changed []*chan
 		if fb.times, fb.tok, err = fillTimes(fb.times, fb.tok, rec.Column(lc.at[i]), n); err != nil {
 			return nil, err
 		}
-		if err := appendBusinessKeys(&fb.block, rec, lc.key[i]); err != nil {
+		// Only the keys of facts whose time is within the ranges' bounds are looked up.
+		if err := appendBusinessKeysWhere(&fb.block, rec, lc.key[i], func(r int) bool {
+			return fb.tok[r] && c.from <= fb.times[r] && fb.times[r] < c.to
+		}); err != nil {
 			return nil, err
 		}
 		c.keys.LookupBlock(&fb.block)
