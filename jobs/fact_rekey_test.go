@@ -77,7 +77,7 @@ func valueText(dt arrow.DataType, i int) string {
 // files whose vectors the first one wrote, and every fact ends keyed to the version
 // valid at its time.
 func TestFactLoadRekeySkipsRowGroups(t *testing.T) {
-	factFlushRows, factRowGroupSize = 8, 1 // (a row group of each 8 facts)
+	factFlushRows, factRowGroupSize = 8, 1 // (small row groups: a few days of sales each)
 	t.Cleanup(func() { factFlushRows, factRowGroupSize = 32768, 0 })
 	staging, dim := customerTables(t)
 	raw, facts := salesTables(t)
@@ -88,7 +88,7 @@ func TestFactLoadRekeySkipsRowGroups(t *testing.T) {
 	load := NewFactLoad("sales", factConfig(false, ""))
 	appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)}, []any{"C2", "Bo", "Boise", day(1)}, []any{"C1", "Ada", "Portland", day(28)})
 	runStage(t, merge, env)
-	// The sales of 28 days in time order, a file a week: a record, so a row group, each.
+	// The sales of 28 days in time order, a source file a week.
 	for week := range 4 {
 		var rows [][]any
 		for d := 7*week + 1; d <= 7*week+7; d++ {
