@@ -389,23 +389,25 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 	}
 	// Per business key, per surrogate key: its state before the feed and after it.
 	type change struct {
-		version   int64
-		order     int // within a version: delete, preimage, postimage, insert
-		v         movedVersion
-		exists    bool // the version exists in this state
-		firstSeen bool
+		version int64
+		order   int // within a version: delete, preimage, postimage, insert
+		v       movedVersion
+		exists  bool // the version exists in this state
 	}
 	type states struct{ old, new change }
 	keys := map[string]map[int64]*states{}
 	var buf []byte
 	for ch.Next() {
 		rec := ch.RecordBatch()
-		skCol := rec.Column(n + 2)
+		skCol, ok := rec.Column(n + 2).(*array.Int64)
+		if !ok {
+			return nil, false, fmt.Errorf("dimension %s: column %s is %s; expected bigint", d.decl.Name, d.sk, rec.Column(n+2).DataType())
+		}
 		var flags *array.Boolean
 		extra := n + 3
 		if d.inferred != "" {
 			if flags, ok = rec.Column(extra).(*array.Boolean); !ok {
-				return nil, false, nil // not a flag load reads: look every fact up
+				return nil, false, fmt.Errorf("dimension %s: column %s is %s; expected boolean", d.decl.Name, d.inferred, rec.Column(extra).DataType())
 			}
 			extra++
 		}
@@ -413,6 +415,9 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 		for r := range int(rec.NumRows()) {
 			if isMemberRow(rec, cols, r) {
 				continue // the unknown member: no fact with a business key falls there
+			}
+			if skCol.IsNull(r) {
+				continue // not a version facts can have (a tombstone without a key), as for load
 			}
 			if buf, err = keyed.AppendKey(buf[:0], rec, cols, r); err != nil {
 				return nil, false, err
@@ -424,13 +429,7 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 			if !okf {
 				from = math.MinInt64
 			}
-			sk, okSK, err := timeMicros(skCol, r) // (an integer, read as is)
-			if err != nil {
-				return nil, false, nil // not a surrogate key load reads: look every fact up
-			}
-			if !okSK {
-				continue // not a version facts can have (a tombstone without a key), as for load
-			}
+			sk := skCol.Value(r)
 			c := change{version: verCol.Value(r), v: movedVersion{iv: dimInterval{from: from, to: to}, fromOK: okf, sk: sk,
 				placeholder: flags != nil && flags.IsValid(r) && flags.Value(r)}}
 			// The state a change row shows: before the change (a delete's, a preimage's)
@@ -451,20 +450,20 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 				byKey = map[int64]*states{}
 				keys[string(buf)] = byKey
 			}
-			st := byKey[sk]
-			if st == nil {
-				st = &states{}
-				byKey[sk] = st
-			}
 			// Old state: from the earliest change (a version first inserted did not
 			// exist); new state: from the latest (one last deleted does not exist).
-			if !st.old.firstSeen || c.version < st.old.version || c.version == st.old.version && c.order < st.old.order {
-				st.old = c
-				st.old.firstSeen, st.old.exists = true, before
+			old, now := c, c
+			old.exists, now.exists = before, !before
+			st := byKey[sk]
+			if st == nil {
+				byKey[sk] = &states{old: old, new: now}
+				continue
 			}
-			if !st.new.firstSeen || c.version > st.new.version || c.version == st.new.version && c.order > st.new.order {
-				st.new = c
-				st.new.firstSeen, st.new.exists = true, !before
+			if c.version < st.old.version || c.version == st.old.version && c.order < st.old.order {
+				st.old = old
+			}
+			if c.version > st.new.version || c.version == st.new.version && c.order > st.new.order {
+				st.new = now
 			}
 		}
 	}
