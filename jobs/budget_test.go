@@ -185,7 +185,7 @@ func scd2FeedScenario(deletes string, seed uint64, dv, everyCommit bool) func(t 
 // rows, type 1 columns and each way of handling deletes, with deletion vectors too.
 func TestBudgetSCD2ChangeFeed(t *testing.T) {
 	for _, deletes := range []string{"ignore", "close", "tombstone"} {
-		for seed := range uint64(3) {
+		for seed := range propertySeeds(3) {
 			t.Run(fmt.Sprintf("%s/seed%d", deletes, seed), func(t *testing.T) {
 				twins(t, scd2FeedScenario(deletes, seed, false, false))
 			})
@@ -234,7 +234,7 @@ func scd2SnapshotScenario(deletes string, seed uint64) func(t *testing.T, budget
 
 func TestBudgetSCD2Snapshot(t *testing.T) {
 	for _, deletes := range []string{"ignore", "close", "tombstone"} {
-		for seed := range uint64(2) {
+		for seed := range propertySeeds(2) {
 			t.Run(fmt.Sprintf("%s/seed%d", deletes, seed), func(t *testing.T) {
 				twins(t, scd2SnapshotScenario(deletes, seed))
 			})
@@ -427,7 +427,7 @@ func scd1Scenario(changes bool, seed uint64) func(t *testing.T, budget ByteSize,
 
 func TestBudgetSCD1(t *testing.T) {
 	for _, changes := range []bool{true, false} {
-		for seed := range uint64(3) {
+		for seed := range propertySeeds(3) {
 			t.Run(fmt.Sprintf("changes=%v/seed%d", changes, seed), func(t *testing.T) {
 				twins(t, scd1Scenario(changes, seed))
 			})
@@ -495,7 +495,7 @@ func ingestScenario(mode string, seq bool, seed uint64) func(t *testing.T, budge
 func TestBudgetIngest(t *testing.T) {
 	for _, mode := range []string{"snapshot", "upsert"} {
 		for _, seq := range []bool{false, true} {
-			for seed := range uint64(3) {
+			for seed := range propertySeeds(3) {
 				t.Run(fmt.Sprintf("%s/sequence_by=%v/seed%d", mode, seq, seed), func(t *testing.T) {
 					twins(t, ingestScenario(mode, seq, seed))
 				})

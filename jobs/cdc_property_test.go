@@ -295,7 +295,7 @@ func TestCDCStreamsAnyOrderAnySplit(t *testing.T) {
 				if budget > 0 {
 					streams = max(1, cdcStreams/3) // the passes over spill files, on fewer streams
 				}
-				for seed := range uint64(streams) {
+				for seed := range propertySeeds(streams) {
 					rng := rand.New(rand.NewPCG(seed, 14))
 					stream := randomCDCStream(rng)
 					want := mode.reference(t, stream)

@@ -28,7 +28,7 @@ import (
 // deletes: close, keys missing from a snapshot closed and returning later.
 func TestSCD2StageMatchesFoldModel(t *testing.T) {
 	for _, deletes := range []string{"ignore", "close"} {
-		for seed := range uint64(10) {
+		for seed := range propertySeeds(10) {
 			t.Run(fmt.Sprintf("%s/seed%d", deletes, seed), func(t *testing.T) {
 				stageMatchesModel(t, deletes, seed)
 			})
@@ -147,7 +147,7 @@ func stamp(micros int64) string {
 // dimension one big batch gives, and rule 7 holds after every merge.
 func TestSCD2ChangeFeedSplitsMatchOneBatch(t *testing.T) {
 	for _, deletes := range []string{"ignore", "close", "tombstone"} {
-		for seed := range uint64(8) {
+		for seed := range propertySeeds(8) {
 			t.Run(fmt.Sprintf("%s/seed%d", deletes, seed), func(t *testing.T) {
 				changeFeedMatchesOneBatch(t, deletes, seed)
 			})

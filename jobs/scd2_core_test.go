@@ -296,7 +296,7 @@ func TestSCD2BatchSplitsAgree(t *testing.T) {
 		t.Run(deletes, func(t *testing.T) {
 			spec := testSCDSpec
 			spec.deletes = deletes
-			for seed := range uint64(300) {
+			for seed := range propertySeeds(300) {
 				rng := rand.New(rand.NewPCG(seed, 7))
 				stream := randomStream(rng)
 				whole := newMemDim()

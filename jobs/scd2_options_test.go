@@ -88,7 +88,7 @@ func TestSCD2OptionsAnyOrderAnySplit(t *testing.T) {
 					streams = max(1, cdcStreams/10)
 				}
 				spec := o.spec(t)
-				for seed := range uint64(streams) {
+				for seed := range propertySeeds(streams) {
 					rng := rand.New(rand.NewPCG(seed, 37))
 					stream := randomCDCStream(rng)
 					want, err := referenceFold(spec, cdcRefEvents(stream))

@@ -34,7 +34,7 @@ func TestLogRecordsMatchLoggedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seed := range uint64(26) {
+	for seed := range propertySeeds(26) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			b := newSCDBatch(l, true)

@@ -102,7 +102,7 @@ func TestSnapshotBacklogAnyRunsAnyBudget(t *testing.T) {
 					streams = max(1, cdcStreams/6)
 				}
 				spills := 0
-				for seed := range uint64(streams) {
+				for seed := range propertySeeds(streams) {
 					rng := rand.New(rand.NewPCG(seed, 37))
 					days := randomSnapshotDays(rng)
 					if c.byColumn {

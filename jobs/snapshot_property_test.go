@@ -119,7 +119,7 @@ func TestDailySnapshotsWithBusinessTime(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
 			mode, byName := cdcMode(strings.TrimSuffix(string(mode), "/file_name")), strings.HasSuffix(string(mode), "/file_name")
-			for seed := range uint64(cdcStreams) {
+			for seed := range propertySeeds(cdcStreams) {
 				rng := rand.New(rand.NewPCG(seed, 21))
 				days := randomSnapshotDays(rng)
 				want := mode.reference(t, snapshotEvents(days))
