@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -167,5 +168,51 @@ func TestFactLoadSnapshotSourceChangeFeed(t *testing.T) {
 	}
 	if !noted(res, "more changes than a quarter of its rows") || res.RowsRead != 4 {
 		t.Errorf("read %d rows, notes %q: want the whole snapshot's 4", res.RowsRead, res.Notes)
+	}
+}
+
+// A vacuum keeps a snapshot source's change feed for the fact_load that reads it (a
+// Snapshot consumer): after the source changed in place and was vacuumed with no
+// retention, the next run still reads the feed alone, and its facts are exact. Without
+// the consumer the same vacuum deletes the feed, and the run reads the whole snapshot.
+func TestVacuumKeepsSnapshotSourceFeedForFactLoad(t *testing.T) {
+	for _, declared := range []bool{true, false} {
+		t.Run(fmt.Sprintf("consumer=%v", declared), func(t *testing.T) {
+			staging, dim := customerTables(t)
+			raw, facts := salesTables(t)
+			clock := &testClock{t: d1}
+			env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, staging, dim, raw, facts)
+			appendRows(t, env, staging, []any{"C1", "Ada", "Seattle", day(1)}, []any{"C2", "Grace", "Boston", day(1)})
+			runStage(t, NewSCD2Merge("customers", scd2Config()), env)
+			load := NewFactLoad("sales", factConfig(false, ""))
+			writeRows(t, env, raw, true, []any{"S1", "C1", 10, day(5)}, []any{"S2", "C1", 20, day(6)}, []any{"S3", "C2", 30, day(6)})
+			runStage(t, load, env)
+			src, err := env.openTable(t.Context(), raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := src.Update(t.Context(), delta.UpdateOptions{Where: expr.Eq("sale_id", "S1"), Set: map[string]any{"customer_id": "C2", "amount": int64(11)}}); err != nil {
+				t.Fatal(err)
+			}
+			var consumers []Consumer
+			if declared {
+				consumers = []Consumer{{Pipeline: "sales", Stage: "sales", Source: raw, History: facts, AppID: load.AppID(), Snapshot: true}}
+			}
+			clock.t = clock.t.Add(time.Hour)
+			zero := Duration(0)
+			vac := NewVacuum("vacuum", &VacuumConfig{TableNames: []string{raw.Name}, Retain: &zero, Force: true}, consumers)
+			res := runStage(t, vac, env)
+			if kept := strings.Contains(strings.Join(res.Notes, "\n"), `still needs from version 1`); kept != declared {
+				t.Errorf("vacuum notes %q: want a file kept from version 1 (the one the stage last loaded) %v", res.Notes, declared)
+			}
+			res = runStage(t, load, env)
+			want := []string{"S1|11|2", "S2|20|1", "S3|30|2"}
+			if got := tableRows(t, env, facts, "sale_id", "amount", "customer_sk"); !slices.Equal(got, want) {
+				t.Fatalf("facts after the update and the vacuum:\n%s", diff(got, want))
+			}
+			if feed := noted(res, "read its change feed (2 changes of 1 facts)"); feed != declared || declared && res.RowsRead != 2 {
+				t.Errorf("read %d rows, notes %q: want the feed's 2 changes %v (else the whole snapshot)", res.RowsRead, res.Notes, declared)
+			}
+		})
 	}
 }

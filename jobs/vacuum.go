@@ -22,6 +22,11 @@ type Consumer struct {
 	// Rekeys marks a fact_load reading a lookup's dimension: it re-keys the facts where
 	// the dimension changed, so it reads every change (a rollback's reversal too).
 	Rekeys bool
+	// Snapshot marks a fact_load of a snapshot source: its facts follow the source's
+	// snapshot, which it compares with the version it last loaded (that version's log)
+	// and reads, when the source changed in place, by the change feed since (a rollback's
+	// reversal too). Without them it reads the whole snapshot: slower, not wrong.
+	Snapshot bool
 }
 
 func (c Consumer) String() string {
@@ -148,6 +153,9 @@ func KeepFrom(ctx context.Context, env *Env, consumers []Consumer, tbl *delta.Ta
 		if err != nil {
 			return 0, "", fmt.Errorf("find what %s still needs: %w", c, err)
 		}
+		if c.Snapshot && next > 0 {
+			next-- // (it opens the version it last loaded too: its log is kept)
+		}
 		if keep < 0 || next < keep {
 			keep = next
 		}
@@ -179,6 +187,9 @@ func (c Consumer) nextVersion(ctx context.Context, env *Env, src *delta.Table) (
 	latest, err := src.Snapshot(ctx)
 	if err != nil {
 		return 0, err
+	}
+	if c.Snapshot {
+		return latest.Version() + 1, nil // (its first run reads the snapshot it finds)
 	}
 	if !feedOn(latest) {
 		return latest.Version(), nil

@@ -78,38 +78,37 @@ func (s *Spec) TablesByName() map[string]*jobs.Table {
 
 // Consumers lists the pipeline's change feed consumers: its capture_history stages, its
 // scd1_merge / scd2_merge stages with source_changes, and its fact_load stages (of their
-// source with source_changes, and of each lookup's dimension with a change feed, which
-// re-keying reads). A vacuum keeps what they have yet to read.
+// source: with source_changes, or a snapshot source with a change feed, which a run
+// reads when the source changed in place; and of each lookup's dimension with a change
+// feed, which re-keying reads). A vacuum keeps what they have yet to read.
 func (s *Spec) Consumers() []jobs.Consumer {
 	var out []jobs.Consumer
-	add := func(st *Stage, source, target, appID string, starting *int64, rekeys bool) {
+	add := func(st *Stage, source, target, appID string, starting *int64, rekeys, snapshot bool) {
 		src, dst := s.Table(source), s.Table(target)
-		if src == nil || dst == nil {
+		if src == nil || dst == nil || snapshot && !src.ChangeDataFeed() {
 			return
 		}
 		out = append(out, jobs.Consumer{Pipeline: s.Name, Stage: st.Name, Source: src, History: dst,
-			AppID: appID, StartingVersion: starting, Rekeys: rekeys})
+			AppID: appID, StartingVersion: starting, Rekeys: rekeys, Snapshot: snapshot})
 	}
 	for _, st := range s.Stages {
 		switch c := st.Config.(type) {
 		case *jobs.CaptureHistoryConfig:
-			add(st, c.Source, c.Target, jobs.NewCaptureHistory(st.Name, c).AppID(), c.StartingVersion, false)
+			add(st, c.Source, c.Target, jobs.NewCaptureHistory(st.Name, c).AppID(), c.StartingVersion, false, false)
 		case *jobs.SCD2Config:
 			if c.SourceChanges {
-				add(st, c.Source, c.Target, jobs.NewSCD2Merge(st.Name, c).AppID(), nil, false)
+				add(st, c.Source, c.Target, jobs.NewSCD2Merge(st.Name, c).AppID(), nil, false, false)
 			}
 		case *jobs.SCD1Config:
 			if c.SourceChanges {
-				add(st, c.Source, c.Target, jobs.NewSCD1Merge(st.Name, c).AppID(), nil, false)
+				add(st, c.Source, c.Target, jobs.NewSCD1Merge(st.Name, c).AppID(), nil, false, false)
 			}
 		case *jobs.FactLoadConfig:
 			fl := jobs.NewFactLoad(st.Name, c)
-			if c.SourceChanges {
-				add(st, c.Source, c.Target, fl.AppID(), nil, false)
-			}
+			add(st, c.Source, c.Target, fl.AppID(), nil, false, !c.SourceChanges)
 			for _, l := range c.Lookups {
 				if dim := s.Table(l.Dimension); dim != nil && dim.ChangeDataFeed() {
-					add(st, l.Dimension, c.Target, fl.DimensionAppID(l.Dimension), nil, true)
+					add(st, l.Dimension, c.Target, fl.DimensionAppID(l.Dimension), nil, true, false)
 				}
 			}
 		}

@@ -164,4 +164,23 @@ func TestConsumersIncludeFactLoads(t *testing.T) {
 			t.Errorf("a consumer of sales.customer without its change feed: %+v", c)
 		}
 	}
+	// Of a snapshot source it reads the feed when the source changed in place (and
+	// the version it last loaded): a Snapshot consumer, while the source has its feed.
+	cfg := spec.Stage("sales_facts").Config.(*jobs.FactLoadConfig)
+	cfg.SourceChanges = false
+	var snapshot []jobs.Consumer
+	for _, c := range spec.Consumers() {
+		if c.Source.Name == "bronze.sales" {
+			snapshot = append(snapshot, c)
+		}
+	}
+	if len(snapshot) != 1 || !snapshot[0].Snapshot || snapshot[0].Rekeys || snapshot[0].AppID != "fact_load:sales.sales:bronze.sales" {
+		t.Errorf("consumers of a snapshot source: %+v, want one Snapshot consumer", snapshot)
+	}
+	spec.Table("bronze.sales").Properties = nil
+	for _, c := range spec.Consumers() {
+		if c.Source.Name == "bronze.sales" {
+			t.Errorf("a consumer of a snapshot source without its change feed: %+v", c)
+		}
+	}
 }

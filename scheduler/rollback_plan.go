@@ -40,6 +40,9 @@ import (
 //   - A fact_load reading a restored dimension's change feed (to re-key its facts) is
 //     left as it is: it reads the run's changes and their reversal at its next run, and
 //     re-keys the facts whose time falls in them by the restored versions.
+//   - A fact_load of a restored snapshot source is left as it is too: its facts follow
+//     the source's snapshot, so its next run reads the run's changes and their reversal
+//     (or the whole snapshot) and its facts end as the restored source's.
 
 // Rollback actions of a table.
 const (
@@ -55,6 +58,7 @@ const (
 	ReaderSkips           = "skips the run"        // a merge that had not read the run's versions
 	ReaderNotExact        = "not exact"            // a merge the rollback cannot keep exact
 	ReaderRekeys          = "re-keys"              // a fact_load's dimension: re-keys from the RESTORE's net changes
+	ReaderFollows         = "follows"              // a fact_load of a snapshot source: its facts follow the restored snapshot
 )
 
 // RollbackTable is one table a rollback touches.

@@ -70,6 +70,12 @@ func (p *planner) reader(ctx context.Context, src RollbackTable, rd readerRef) e
 		p.plan.Readers = append(p.plan.Readers, out)
 		return nil
 	}
+	if c.Snapshot {
+		out.Action = ReaderFollows
+		out.Detail = fmt.Sprintf("it %s; its facts follow %s's snapshot: at its next run it reads the run's changes and their reversal (the RESTORE's net changes), or the whole snapshot, and its facts end as the restored source's", through, c.Source.Name)
+		p.plan.Readers = append(p.plan.Readers, out)
+		return nil
+	}
 	if rd.kind == jobs.KindCaptureHistory {
 		out.Action = ReaderRecordsReversal
 		if read != nil && *read >= src.First {

@@ -373,18 +373,36 @@ func (s *Server) consumers(ctx context.Context, ref *tableRef, t *delta.Table, h
 				continue
 			}
 			cv.NextVersion, cv.Behind = next, max(h.Latest+1-next, 0)
-			switch {
-			case next <= h.Latest && next < h.Earliest:
-				cv.AtRisk = fmt.Sprintf("broken: it has yet to read version %d, which is no longer in the log (it starts at %d)", next, h.Earliest)
-			case next <= h.Latest && next < h.LogVersion:
-				cv.AtRisk = fmt.Sprintf("a log cleanup now (after the next checkpoint) would remove versions %d to %d, which it has yet to read", next, h.LogVersion-1)
-			case next <= h.Latest && next < h.VacuumVersion:
-				cv.AtRisk = fmt.Sprintf("a vacuum now by another engine, or forced, would delete the changes of versions %d to %d, which it has yet to read (orchestrator's vacuums keep them for it)", next, min(h.VacuumVersion-1, h.Latest))
-			}
+			cv.AtRisk = atRisk(c, next, h)
 			out = append(out, cv)
 		}
 	}
 	return out
+}
+
+// atRisk says what a vacuum or log cleanup would do to a reader whose next run starts
+// at version next ("": nothing).
+func atRisk(c jobs.Consumer, next int64, h *delta.Horizons) string {
+	switch {
+	case c.Snapshot:
+		// A fact_load of a snapshot source opens the version it last loaded too;
+		// without it, or the feed since, it reads the whole snapshot: slower.
+		switch {
+		case next <= h.Latest && next-1 < h.Earliest:
+			return fmt.Sprintf("slower: version %d, which it last loaded, is no longer in the log (it starts at %d): its next run reads the whole snapshot", next-1, h.Earliest)
+		case next <= h.Latest && next-1 < h.LogVersion:
+			return fmt.Sprintf("a log cleanup now (after the next checkpoint) would remove versions %d to %d: its next run would read the whole snapshot", next-1, h.LogVersion-1)
+		case next <= h.Latest && next < h.VacuumVersion:
+			return fmt.Sprintf("a vacuum now by another engine, or forced, would delete the changes of versions %d to %d: its next run would read the whole snapshot (orchestrator's vacuums keep them for it)", next, min(h.VacuumVersion-1, h.Latest))
+		}
+	case next <= h.Latest && next < h.Earliest:
+		return fmt.Sprintf("broken: it has yet to read version %d, which is no longer in the log (it starts at %d)", next, h.Earliest)
+	case next <= h.Latest && next < h.LogVersion:
+		return fmt.Sprintf("a log cleanup now (after the next checkpoint) would remove versions %d to %d, which it has yet to read", next, h.LogVersion-1)
+	case next <= h.Latest && next < h.VacuumVersion:
+		return fmt.Sprintf("a vacuum now by another engine, or forced, would delete the changes of versions %d to %d, which it has yet to read (orchestrator's vacuums keep them for it)", next, min(h.VacuumVersion-1, h.Latest))
+	}
+	return ""
 }
 
 // durationText renders a retention as Delta writes intervals: "7 days", "36 hours".

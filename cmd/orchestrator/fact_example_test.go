@@ -172,3 +172,66 @@ func rows2(t *testing.T, text string) [][]string {
 	}
 	return recs[1:]
 }
+
+// TestRollbackSnapshotSourceFacts: the sales-facts example with its sales read as a
+// snapshot (source_changes: false). A run of the sales ingest alone brings a bad file
+// (T-6), the next full run loads it as a fact; rolling the ingest run back restores
+// bronze.sales, and the plan says that the fact_load follows the source's snapshot (it
+// is neither rolled back nor made to skip the RESTORE); with the bad file gone from the
+// landing directory, the next run reads the RESTORE's net changes from the source's
+// feed and deletes T-6, so the facts are the first run's again.
+func TestRollbackSnapshotSourceFacts(t *testing.T) {
+	ex := newSalesFacts(t)
+	yaml := filepath.Join(ex.dir, "pipeline.yaml")
+	b, err := os.ReadFile(yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := strings.Replace(string(b), "    source: bronze.sales\n    source_changes: true\n", "    source: bronze.sales\n", 1)
+	if snapshot == string(b) {
+		t.Fatal("the example's sales_facts stage no longer reads bronze.sales with source_changes: true")
+	}
+	if err := os.WriteFile(yaml, []byte(snapshot), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]string{"T-1": "Seattle", "T-2": "Seattle", "T-3": "Seattle", "T-4": "Portland", "T-5": "unknown"}
+	ex.orch("run", "pipeline.yaml")
+	bad := filepath.Join(ex.dir, "landing", "sales", "2026-02-01.csv")
+	if err := os.WriteFile(bad, []byte("sale_id,customer_id,amount,sold_at\nT-6,C-1,99.00,2026-02-01T12:00:00Z\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ex.orch("run", "pipeline.yaml", "--stage", "load_sales")
+	m := runIDRE.FindStringSubmatch(ex.stderr)
+	if m == nil {
+		t.Fatalf("no run id in:\n%s", ex.stderr)
+	}
+	salesRun := m[1]
+	ex.orch("run", "pipeline.yaml")
+	if got := ex.cityOfSale(); got["T-6"] != "Portland" || len(got) != 6 {
+		t.Fatalf("after the bad file: got %v, want T-6 (Portland) besides the first five", got)
+	}
+	plan := ex.orch("runs", "rollback", salesRun, "--pipeline", "pipeline.yaml", "--dry-run")
+	var reader string
+	for _, line := range strings.Split(plan, "\n") {
+		if strings.Contains(line, "sales_facts (fact_load") {
+			reader += line + "\n"
+		}
+	}
+	if !strings.Contains(reader, "bronze.sales") || !strings.Contains(reader, "follows") || strings.Count(reader, "\n") != 1 {
+		t.Errorf("rollback plan:\n%s\nwant one reader line: sales_facts reads bronze.sales and follows it", plan)
+	}
+	ex.orch("runs", "rollback", salesRun, "--pipeline", "pipeline.yaml")
+	if err := os.Remove(bad); err != nil {
+		t.Fatal(err)
+	}
+	out := ex.orch("run", "pipeline.yaml")
+	if got := ex.cityOfSale(); !maps.Equal(got, first) {
+		t.Errorf("after the rollback and the next run: got %v, want the first run's %v", got, first)
+	}
+	// It read the one net change (T-6 deleted), not the whole snapshot's five sales.
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 5 && f[0] == "sales_facts" && f[len(f)-3] != "1" {
+			t.Errorf("the run after the rollback read %s rows of bronze.sales, want its feed's 1 change:\n%s", f[len(f)-3], out)
+		}
+	}
+}
