@@ -367,10 +367,12 @@ func (b *scdBatch) againstCurrent(id int32, rec arrow.RecordBatch, d *dimColumns
 	}
 	ev := b.head[id]
 	from, ok := seqValue(d.from, i)
-	if b.evDel[ev] || !ok || b.evSeq[ev] < from {
+	l := b.l
+	if b.evDel[ev] || !ok || b.evSeq[ev] < from || l.spec.hasFirstFrom && from == l.spec.firstFrom {
+		// (A first version at first_valid_from hides where the key's events start: an
+		// event before its first sequence may be late, which only the fold tells.)
 		return false, false
 	}
-	l := b.l
 	if l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i) {
 		return false, false
 	}

@@ -32,6 +32,9 @@ func (s *SCD2Merge) foldChanges(ctx context.Context, batch *scdBatch, work *scdW
 			if v.From >= first || v.To != l.spec.end && v.To >= first {
 				return true
 			}
+			if !hasWatermark && l.spec.hasFirstFrom && v.From == l.spec.firstFrom {
+				return true // (where the key's events start, only its log tells)
+			}
 		}
 		// A current version whose non-key columns are all NULL, right after a value
 		// version, is a tombstone or an upsert of NULLs: a delete or a NULL upsert after

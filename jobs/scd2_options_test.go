@@ -175,6 +175,42 @@ func TestSCD2FirstValidFromLateEvent(t *testing.T) {
 	}
 }
 
+// first_valid_from, a late repeat: the key's first version starts at the constant, so
+// the dimension no longer shows where its events start (here after a delete that came
+// with them and changed nothing then). A late event with the first version's values,
+// before that delete, is no repeat of it: the key's first version now runs from the
+// constant to the delete, and the upsert after the delete starts a version of its own.
+// (The dimension's scan took such an event for a repeat of the current version.)
+func TestSCD2FirstValidFromLateRepeat(t *testing.T) {
+	o := scd2Options{openEnd: SCDTime{Null: true}, firstFrom: SCDTime{Text: "1900-01-01"}}
+	p := newOptionsPipeline(t, mem.New(mem.Config{}), o)
+	first := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	if err := p.run(t, [][]cdcEvent{{{id: "K1", op: "D", at: 120}, {id: "K1", city: "Austin", name: "Ada", op: "U", at: 180}}}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("[K1 Ada Austin] [%d,%d) current=true tomb=false", first, int64(math.MaxInt64))
+	if got := p.dimension(t); got != want {
+		t.Fatalf("after the delete and the first upsert:\n%s\nwant:\n%s", got, want)
+	}
+	if err := p.run(t, [][]cdcEvent{{{id: "K1", city: "Austin", name: "Ada", op: "U", at: 60}}}); err != nil {
+		t.Fatal(err)
+	}
+	want = strings.Join([]string{
+		fmt.Sprintf("[K1 Ada Austin] [%d,%d) current=false tomb=false", first, cdcAt(120)),
+		fmt.Sprintf("[K1 Ada Austin] [%d,%d) current=true tomb=false", cdcAt(180), int64(math.MaxInt64)),
+	}, "\n")
+	if got := p.dimension(t); got != want {
+		t.Fatalf("after the late repeat:\n%s\nwant:\n%s", got, want)
+	}
+	// A repeat after the key's events start is one: nothing changes.
+	if err := p.run(t, [][]cdcEvent{{{id: "K1", city: "Austin", name: "Ada", op: "U", at: 240}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.dimension(t); got != want {
+		t.Fatalf("after a repeat of the current version:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 // Bad option values and combinations are refused by the config's validation, naming
 // the field.
 func TestSCD2OptionsValidation(t *testing.T) {

@@ -413,7 +413,11 @@ func checkFacts(t *testing.T, run int, wh objectstore.Store, spec *Spec, events 
 	slices.Sort(want)
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
-		t.Fatalf("after run %d (events %v):\ngot  %v\nwant %v", run, events, got, want)
+		var dim []string
+		for _, r := range dimRows {
+			dim = append(dim, strings.Join(r, "|"))
+		}
+		t.Fatalf("after run %d (events %v):\ngot  %v\nwant %v\ndimension:\n  %s", run, events, got, want, strings.Join(dim, "\n  "))
 	}
 }
 
