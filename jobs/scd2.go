@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 
@@ -303,6 +304,8 @@ func (s *SCD2Merge) pass(ctx context.Context, p *keyed.Pass, l *scdLayout, log *
 		}
 	}
 	defer b.Release()
+	w, hasW := dstSnap.TxnVersion(s.watermarkID())
+	b.lateUpTo = lateUpTo(log, w, hasW)
 	g, gctx := errgroup.WithContext(ctx)
 	if app != nil {
 		g.Go(func() error { return app.addBatch(gctx, b, p.Lo, p.Hi) })
@@ -325,6 +328,19 @@ func (s *SCD2Merge) pass(ctx context.Context, p *keyed.Pass, l *scdLayout, log *
 		return sink.Flush(gctx)
 	})
 	return g.Wait()
+}
+
+// lateUpTo is the highest sequence at which an event may be late, given the merge's
+// event log and recorded watermark: none without a log (a snapshot source places late
+// events by the stored versions), any without a watermark.
+func lateUpTo(log *eventLog, watermark int64, has bool) int64 {
+	if log == nil {
+		return math.MinInt64
+	}
+	if w, ok, _ := log.derivedWatermark(watermark, has); ok {
+		return w
+	}
+	return math.MaxInt64
 }
 
 // dimensionAhead says whether a batch of about n events (each costing cost besides its

@@ -29,6 +29,9 @@ import (
 type scdBatch struct {
 	l          *scdLayout
 	changeFeed bool // the events carry source versions and physical deletes
+	// lateUpTo is the highest sequence at which an event may be late (the watermark of
+	// what was merged before: see foldChanges); set before the dimension is scanned.
+	lateUpTo int64
 	// cost is what an event costs besides its record, whose bytes count byteFactor
 	// times (what a pass builds of it).
 	cost, byteFactor int64

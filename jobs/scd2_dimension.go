@@ -368,9 +368,9 @@ func (b *scdBatch) againstCurrent(id int32, rec arrow.RecordBatch, d *dimColumns
 	ev := b.head[id]
 	from, ok := seqValue(d.from, i)
 	l := b.l
-	if b.evDel[ev] || !ok || b.evSeq[ev] < from || l.spec.hasFirstFrom && from == l.spec.firstFrom {
+	if b.evDel[ev] || !ok || b.evSeq[ev] < from || l.spec.hasFirstFrom && from == l.spec.firstFrom && b.evSeq[ev] <= b.lateUpTo {
 		// (A first version at first_valid_from hides where the key's events start: an
-		// event before its first sequence may be late, which only the fold tells.)
+		// event that may be late may come before them, which only the fold tells.)
 		return false, false
 	}
 	if l.spec.deletes == "tombstone" && l.tombstoneAt(rec, d, i) {
