@@ -21,7 +21,7 @@ import (
 func TestMergeMatchesModel(t *testing.T) {
 	ctx := context.Background()
 	parts := []string{"a", "b", "c"}
-	for seed := uint64(1); seed <= 25; seed++ {
+	for seed := delta.PropertySeedBase() + 1; seed <= delta.PropertySeedBase()+25; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			tbl := cdfTable(t)

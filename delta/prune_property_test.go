@@ -301,7 +301,7 @@ func TestPruningMatchesReference(t *testing.T) {
 	}
 	var scans, pruned, dmls int
 	for ti := range tables {
-		r := rand.New(rand.NewPCG(uint64(ti), 0x9e3779b97f4a7c15))
+		r := rand.New(rand.NewPCG(propertySeedBase()+uint64(ti), 0x9e3779b97f4a7c15))
 		st, rows := skipPropTable(t, r)
 		for pi := range predsPerTable {
 			gp := genPrunePred(r, 2)
