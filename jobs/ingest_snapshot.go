@@ -397,6 +397,9 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	if err := s.checkDeleteShare(decl, files, absent, tableKeys); err != nil {
 		return err
 	}
+	if err := s.checkDated(snap, files, absent, hasTop); err != nil {
+		return err
+	}
 	if err := s.quarantine(ctx, env, files, bad, loadTime, res); err != nil {
 		return err
 	}

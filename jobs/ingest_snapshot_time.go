@@ -136,6 +136,19 @@ func (s *Ingest) checkDeleteShare(decl *Table, files []*sourceFile, absent, tabl
 		strings.Join(fileNames(files), ", "), thousands(absent), thousands(tableKeys), decl.Name, 100*float64(absent)/float64(tableKeys), limit)
 }
 
+// checkDated refuses a snapshot that deletes keys without a time to date it by: its
+// time comes from its rows' sequence_by (no snapshot_time, no backlog date) and it has
+// no rows (a header-only extract, loaded with max_delete_fraction raised). Dated by the
+// load's wall-clock time instead, its deletes would land anywhere in the history.
+func (s *Ingest) checkDated(snap *delta.Snapshot, files []*sourceFile, absent int64, hasTop bool) error {
+	if hasTop || absent == 0 || s.cfg.SnapshotTime != "" || s.cfg.SequenceBy == "" || !s.timeSequence(snap) || len(files) > 0 && files[0].dated != nil {
+		return nil
+	}
+	return fmt.Errorf("%s: this snapshot has no rows, so no %s to date it by: the %s keys it lacks would be closed at no time of theirs; nothing was written. "+
+		"To load an empty snapshot, date it with snapshot_time (file_name, or a time such as ${run.slot})",
+		strings.Join(fileNames(files), ", "), s.cfg.SequenceBy, thousands(absent))
+}
+
 // thousands writes n with thousands separators.
 func thousands(n int64) string {
 	s := fmt.Sprint(n)

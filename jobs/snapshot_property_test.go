@@ -3,6 +3,7 @@ package jobs
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,11 +41,29 @@ var snapBase = time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 
 func snapDate(d int) time.Time { return snapBase.AddDate(0, 0, d) }
 
+// datableDays are the days an ingest dating its snapshots by their rows' as_of loads:
+// an empty extract after a non-empty one (keys to close, no time to close them at) is
+// refused, nil here.
+func datableDays(days []snapDay) []snapDay {
+	out := make([]snapDay, len(days))
+	held := false // the table has keys
+	for d, day := range days {
+		if len(day) == 0 && held {
+			continue
+		}
+		out[d], held = day, len(day) > 0
+	}
+	return out
+}
+
 // snapshotEvents are the events the extracts mean, over the dimension's data columns
-// (customer_id, name, city).
+// (customer_id, name, city); a nil day was not loaded.
 func snapshotEvents(days []snapDay) []cdcEvent {
 	var out []cdcEvent
 	for d, day := range days {
+		if day == nil {
+			continue
+		}
 		at := int64(snapDate(d).Sub(cdcBase) / time.Minute)
 		for _, k := range []string{"A", "B", "C", "D", "E"} {
 			if city, ok := day[k]; ok {
@@ -93,8 +112,9 @@ func newSnapshotPipeline(t *testing.T, mode cdcMode, byFileName bool) *snapPipel
 	return &snapPipeline{cdcPipeline: p}
 }
 
-// load delivers the next day's extract (rows in a random order) and runs the ingest.
-func (p *snapPipeline) load(t *testing.T, rng *rand.Rand, day snapDay) {
+// load delivers the next day's extract (rows in a random order) and runs the ingest
+// (which refuses an undatable one: see datableDays).
+func (p *snapPipeline) load(t *testing.T, rng *rand.Rand, day snapDay, undatable bool) {
 	t.Helper()
 	lines := []string{}
 	for k, city := range day {
@@ -107,7 +127,14 @@ func (p *snapPipeline) load(t *testing.T, rng *rand.Rand, day snapDay) {
 	}
 	p.day++
 	p.clock.Advance(time.Minute)
-	runStage(t, p.ingest, p.env)
+	if undatable {
+		// No rows to take the snapshot's time from, and keys to close: refused.
+		if _, err := p.ingest.Run(t.Context(), p.env); err == nil || !strings.Contains(err.Error(), "this snapshot has no rows, so no as_of to date it by") {
+			t.Fatalf("an empty extract dated by as_of after a non-empty one: %v, want it refused", err)
+		}
+	} else {
+		runStage(t, p.ingest, p.env)
+	}
 	// The extract is consumed: the next run sees only the next day's file.
 	if err := p.landing.Delete(t.Context(), fmt.Sprintf("extracts/%s.csv", snapDate(p.day-1).Format(time.DateOnly))); err != nil {
 		t.Fatal(err)
@@ -122,11 +149,15 @@ func TestDailySnapshotsWithBusinessTime(t *testing.T) {
 			for seed := range propertySeeds(cdcStreams) {
 				rng := rand.New(rand.NewPCG(seed, 21))
 				days := randomSnapshotDays(rng)
-				want := mode.reference(t, snapshotEvents(days))
+				loaded := days
+				if !byName {
+					loaded = datableDays(days)
+				}
+				want := mode.reference(t, snapshotEvents(loaded))
 				for split := range 4 { // merged after every load, then three random groupings
 					p := newSnapshotPipeline(t, mode, byName)
 					for d, day := range days {
-						p.load(t, rng, day)
+						p.load(t, rng, day, loaded[d] == nil)
 						if split == 0 || rng.IntN(3) == 0 || d == len(days)-1 {
 							p.clock.Advance(time.Minute)
 							runStage(t, p.merge, p.env)
@@ -147,11 +178,40 @@ func TestSnapshotOutOfOrderRefused(t *testing.T) {
 	p := newSnapshotPipeline(t, cdcSCD2, false)
 	rng := rand.New(rand.NewPCG(1, 2))
 	p.day = 3
-	p.load(t, rng, snapDay{"A": "Oslo"})
+	p.load(t, rng, snapDay{"A": "Oslo"}, false)
 	p.day = 1
 	putFile(t, p.landing, "extracts/2026-02-02.csv", "customer_id,name,city,as_of\nA,n,Rome,2026-02-02\n")
 	_, err := p.ingest.Run(t.Context(), p.env)
 	if err == nil || !strings.Contains(err.Error(), "older than the one the table holds") {
 		t.Fatalf("an older extract: %v, want it refused", err)
+	}
+}
+
+// A header-only extract of a table whose snapshots are dated by their rows' as_of
+// (max_delete_fraction raised, so that it may empty the table) has no time to close
+// the keys it lacks at: it is refused naming the file, and nothing is written. Dated by
+// its file name, the same extract closes every key at its date.
+func TestSnapshotEmptyExtractNeedsItsTime(t *testing.T) {
+	for _, byName := range []bool{false, true} {
+		t.Run(fmt.Sprintf("file_name=%v", byName), func(t *testing.T) {
+			p := newSnapshotPipeline(t, cdcSCD2, byName)
+			rng := rand.New(rand.NewPCG(1, 2))
+			p.load(t, rng, snapDay{"A": "Oslo", "B": "Rome"}, false)
+			before := tableVersion(t, p.env, p.env.Tables["staging.customers"])
+			p.load(t, rng, snapDay{}, !byName)
+			after := tableVersion(t, p.env, p.env.Tables["staging.customers"])
+			if !byName {
+				if after != before {
+					t.Fatalf("the refused extract committed version %d", after)
+				}
+				return
+			}
+			runStage(t, p.merge, p.env)
+			rows := tableRows(t, p.env, p.dim, "customer_id", "valid_to", "is_current")
+			want := []string{"A|2026-02-02T00:00:00Z|false", "B|2026-02-02T00:00:00Z|false"}
+			if !slices.Equal(rows, want) {
+				t.Fatalf("dimension after the empty extract dated by its name: %q, want both keys closed on its date %q", rows, want)
+			}
+		})
 	}
 }
