@@ -249,7 +249,7 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 		// writers' buffers: the collector keeps the heap near that, rather than letting
 		// it grow to twice the live data.
 		n, _ := f.srcSnap.NumRecords()
-		defer keyed.HoldBudget(factKeySetBytes(n) + factWriterMemory + factBatchMemory)()
+		defer keyed.HoldBudget(factKeySetBytes(n) + ingestWriterMemory + factBatchMemory)()
 	}
 	if srcNew {
 		if err := fr.readSource(ctx, f, lastSrc, &res); err != nil {
@@ -340,7 +340,7 @@ func (fr *factRun) appendIfEmpty(ctx context.Context, f *flow) error {
 	for _, a := range f.srcSnap.Files() {
 		sourceBytes += a.Size
 	}
-	opts := delta.WriteOptions{MaxMemory: factWriterMemory, StreamFiles: len(f.dstSnap.PartitionColumns()) == 0, RowGroupSize: factRowGroupSize}
+	opts := delta.WriteOptions{MaxMemory: ingestWriterMemory, StreamFiles: len(f.dstSnap.PartitionColumns()) == 0, RowGroupSize: factRowGroupSize}
 	w, err := newParallelWriter(ctx, f.dstSnap, ingestLanes(sourceBytes), opts)
 	if err != nil {
 		return fmt.Errorf("fact table %s: %w", f.dstDecl.Name, err)
@@ -354,11 +354,8 @@ func (fr *factRun) appendIfEmpty(ctx context.Context, f *flow) error {
 // a small fact table has row groups that re-keying can skip.
 var (
 	factFlushRows          = 32768
-	factRowGroupSize int64 = 16 << 20
+	factRowGroupSize int64 = 0
 )
-
-// factWriterMemory bounds what an append's writers buffer: their open row groups.
-const factWriterMemory = 32 << 20
 
 // commitAppend commits the appended facts with the run's txns.
 func (fr *factRun) commitAppend(ctx context.Context, f *flow, lin *delta.Lineage, setTxns func(*delta.Transaction), res *Result) error {

@@ -77,8 +77,8 @@ func valueText(dt arrow.DataType, i int) string {
 // files whose vectors the first one wrote, and every fact ends keyed to the version
 // valid at its time.
 func TestFactLoadRekeySkipsRowGroups(t *testing.T) {
-	defer func(f int, g int64) { factFlushRows, factRowGroupSize = f, g }(factFlushRows, factRowGroupSize)
 	factFlushRows, factRowGroupSize = 8, 1 // (small row groups: a few days of sales each)
+	t.Cleanup(func() { factFlushRows, factRowGroupSize = 32768, 0 })
 	staging, dim := customerTables(t)
 	raw, facts := salesTables(t)
 	facts.Properties = map[string]string{"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"}
