@@ -13,6 +13,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
 )
 
 // Random upserts (with and without a not-matched-by-source delete) against a plain map:
@@ -21,7 +22,7 @@ import (
 func TestMergeMatchesModel(t *testing.T) {
 	ctx := context.Background()
 	parts := []string{"a", "b", "c"}
-	for seed := delta.PropertySeedBase() + 1; seed <= delta.PropertySeedBase()+25; seed++ {
+	for seed := testenv.PropertySeed(1); seed <= testenv.PropertySeed(25); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			tbl := cdfTable(t)

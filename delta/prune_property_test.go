@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -301,7 +302,7 @@ func TestPruningMatchesReference(t *testing.T) {
 	}
 	var scans, pruned, dmls int
 	for ti := range tables {
-		r := rand.New(rand.NewPCG(propertySeedBase()+uint64(ti), 0x9e3779b97f4a7c15))
+		r := rand.New(rand.NewPCG(testenv.PropertySeed(uint64(ti)), 0x9e3779b97f4a7c15))
 		st, rows := skipPropTable(t, r)
 		for pi := range predsPerTable {
 			gp := genPrunePred(r, 2)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/orchestrator-io/orchestrator/dag"
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
+	"github.com/orchestrator-io/orchestrator/internal/testenv"
 	"github.com/orchestrator-io/orchestrator/objectstore"
 	"github.com/orchestrator-io/orchestrator/objectstore/fs"
 )
@@ -120,7 +120,7 @@ func TestFactLoadProperty(t *testing.T) {
 	}
 	for _, changes := range []bool{true, false} {
 		for trial := range trials {
-			t.Run(fmt.Sprintf("source_changes=%v/%d", changes, trial), func(t *testing.T) { factProperty(t, factSeed(trial), changes, factDimDefault) })
+			t.Run(fmt.Sprintf("source_changes=%v/%d", changes, trial), func(t *testing.T) { factProperty(t, testenv.PropertySeed(uint64(trial)), changes, factDimDefault) })
 		}
 	}
 	for _, o := range []factDimOptions{
@@ -139,17 +139,9 @@ func TestFactLoadProperty(t *testing.T) {
 			}
 			// (missing: inferred from the sales' snapshot too, every other trial)
 			changes := !o.inferred || trial%2 == 0
-			t.Run(fmt.Sprintf("%s,source_changes=%v/%d", name, changes, trial), func(t *testing.T) { factProperty(t, factSeed(trial), changes, o) })
+			t.Run(fmt.Sprintf("%s,source_changes=%v/%d", name, changes, trial), func(t *testing.T) { factProperty(t, testenv.PropertySeed(uint64(trial)), changes, o) })
 		}
 	}
-}
-
-// factSeed is trial's seed: the trial, or with ORCH_PROPERTY_SEED=base, base+trial (to
-// sweep other streams than CI's by hand; a base that is a multiple of 4 keeps each
-// trial's variant: seed%4 picks the source's feed and the fact table's deletion vectors).
-func factSeed(trial int) uint64 {
-	base, _ := strconv.ParseUint(os.Getenv("ORCH_PROPERTY_SEED"), 10, 64)
-	return base + uint64(trial)
 }
 
 // factDimOptions are the dimension merge's options of a fact property run: yaml goes

@@ -13,7 +13,8 @@
 // Fault tests get a MinIO of their own that they may stop and start again (StartMinIO;
 // the shared one is never stopped), a loopback TCP proxy whose faults they set
 // (NewProxy: latency, resets, hung requests, responses cut or stalled midway), and fuzz
-// targets a bound on what one input may allocate (MaxAlloc).
+// targets a bound on what one input may allocate (MaxAlloc). Random property tests take
+// their seeds from PropertySeed, which ORCH_PROPERTY_SEED moves to other cases.
 //
 // With no endpoint a test that needs S3 is skipped, with a message saying to run
 // scripts/test.sh, unless CI=true: then it fails, so CI can never pass by skipping the
