@@ -1,11 +1,13 @@
 package delta
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,6 +93,38 @@ func genPruneRows(r *rand.Rand, nextID *int64) []pruneRow {
 		rows[i] = row
 	}
 	return rows
+}
+
+// sortedPruneRows is a copy of rows in the order of a random column (nulls first).
+func sortedPruneRows(r *rand.Rand, rows []pruneRow) []pruneRow {
+	out := slices.Clone(rows)
+	col := r.IntN(5)
+	slices.SortStableFunc(out, func(a, b pruneRow) int {
+		switch col {
+		case 0:
+			return cmpPtr(a.f, b.f)
+		case 1:
+			return cmpPtr(a.d, b.d)
+		case 2:
+			return cmpPtr(a.dec, b.dec)
+		case 3:
+			return cmpPtr(a.ts, b.ts)
+		}
+		return cmpPtr(a.s, b.s)
+	})
+	return out
+}
+
+func cmpPtr[T cmp.Ordered](a, b *T) int {
+	switch {
+	case a == nil && b == nil:
+		return 0
+	case a == nil:
+		return -1
+	case b == nil:
+		return 1
+	}
+	return cmp.Compare(*a, *b)
 }
 
 func pruneRecord(t testing.TB, asch *arrow.Schema, rows []pruneRow) arrow.RecordBatch {
@@ -198,8 +232,24 @@ func skipPropTable(t testing.TB, r *rand.Rand) (objectstore.Store, []pruneRow) {
 	for range 3 + r.IntN(4) {
 		rows := genPruneRows(r, &nextID)
 		all = append(all, rows...)
+		if r.IntN(2) == 0 {
+			// In the order of one column (ids stay as drawn), so that a file's row
+			// groups hold ranges apart, as a table laid out by that column does.
+			rows = sortedPruneRows(r, rows)
+		}
 		rec := pruneRecord(t, asch, rows)
-		adds, err := WriteRecords(ctx, st, "t", sch, nil, []arrow.RecordBatch{rec}, WriteOptions{RowGroupSize: 1 << 9})
+		// Written as records of a few rows each: a row group ends at a record once it
+		// holds 512 bytes, so a file has several, each with its own statistics.
+		var recs []arrow.RecordBatch
+		for lo := int64(0); lo < rec.NumRows(); {
+			hi := min(rec.NumRows(), lo+1+int64(r.IntN(8)))
+			recs = append(recs, rec.NewSlice(lo, hi))
+			lo = hi
+		}
+		adds, err := WriteRecords(ctx, st, "t", sch, nil, recs, WriteOptions{RowGroupSize: 1 << 9})
+		for _, s := range recs {
+			s.Release()
+		}
 		rec.Release()
 		if err != nil {
 			t.Fatal(err)

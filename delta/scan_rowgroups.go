@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
@@ -15,10 +16,13 @@ import (
 
 // keptRowGroups returns the row groups of an open file that may hold a row matching the
 // filter (counting the others in st), judged from the Parquet footer's column chunk statistics the way file stats
-// are: nil means all of them. Only top-level integer, date, microsecond-timestamp and
-// integer-backed decimal columns are used; their Parquet min/max are exact. Strings
-// (whose statistics older writers ordered as signed bytes), floats (NaN) and everything
-// else never prune.
+// are: nil means all of them. Only top-level integer, date, microsecond-timestamp,
+// integer-backed decimal and string columns are used. A string column's statistics are
+// used only from a file that declares its columns' type-defined order (its min_value and
+// max_value, which compare as unsigned bytes, as strings do here; older writers ordered
+// the deprecated min and max as signed bytes) and only when both are valid UTF-8; a
+// writer may have cut them (a shorter min, a max cut and raised), which keeps them
+// bounds. Floats (NaN) and everything else never prune.
 func (s *Scanner) keptRowGroups(fr *pqarrow.FileReader, fileSchema *arrow.Schema, a *Add, st *ScanStats) ([]int, error) {
 	if s.filter == nil {
 		return nil, nil
@@ -61,7 +65,7 @@ type statsColumn struct {
 
 // statsColumns lists the filter's data columns that are top-level leaves of the file
 // with statistics that can prune: integers, dates, microsecond timestamps, decimals
-// stored as integers.
+// stored as integers, strings in type-defined order.
 func (s *Scanner) statsColumns(fr *pqarrow.FileReader, fileSchema *arrow.Schema) []statsColumn {
 	md := fr.ParquetReader().MetaData()
 	var cols []statsColumn
@@ -87,6 +91,9 @@ func (s *Scanner) statsColumns(fr *pqarrow.FileReader, fileSchema *arrow.Schema)
 				c.isDec, c.scale = true, t.Scale
 				phys := md.Schema.Column(c.leaf).PhysicalType()
 				usable = phys == parquet.Types.Int32 || phys == parquet.Types.Int64
+			case *arrow.StringType, *arrow.LargeStringType:
+				col := md.Schema.Column(c.leaf)
+				usable = col.PhysicalType() == parquet.Types.ByteArray && col.ColumnOrder() == parquet.ColumnOrders.TypeDefinedOrder
 			}
 			if usable {
 				cols = append(cols, c)
@@ -121,6 +128,16 @@ func (s *Scanner) rowGroupStats(rgmd *metadata.RowGroupMetaData, cols []statsCol
 		}
 		var lo, hi int64
 		switch ts := st.(type) {
+		case *metadata.ByteArrayStatistics:
+			mn, mx := ts.Min(), ts.Max()
+			if !utf8.Valid(mn) || !utf8.Valid(mx) {
+				continue
+			}
+			jmn, _ := json.Marshal(string(mn))
+			jmx, _ := json.Marshal(string(mx))
+			appendJSONField(&mins, key, string(jmn))
+			appendJSONField(&maxs, key, string(jmx))
+			continue
 		case *metadata.Int32Statistics:
 			lo, hi = int64(ts.Min()), int64(ts.Max())
 		case *metadata.Int64Statistics:
