@@ -119,6 +119,9 @@ func (c *stageCheck) scd2(cfg *jobs.SCD2Config) {
 	if !cfg.SourceChanges {
 		c.backlogSource(cfg.Source)
 	}
+	if cfg.SequenceBy != "" {
+		c.undatedSnapshotSource(cfg)
+	}
 
 	cols := cfg.Columns.WithDefaults()
 	c.needColumn("columns.valid_from", dst, cols.ValidFrom, "timestamp")
@@ -141,6 +144,24 @@ func (c *stageCheck) backlogSource(source string) {
 		}
 		c.ps.at(lookup(c.sn, "source"), "stage %s: source %s is loaded by stage %s with snapshot_date, one commit per dated extract; set source_changes: true to merge every extract in date order (a merge of its snapshot would see only the newest extract of a run)",
 			c.st.Name, source, st.Name)
+		return
+	}
+}
+
+// undatedSnapshotSource warns about an scd2_merge that orders by its sequence_by (a
+// business time) a table that a snapshot ingest loads with no time of its own (no
+// sequence_by, snapshot_time or snapshot_date): that ingest dates each extract at the
+// load's wall-clock time, so a key an extract lacks is closed at the time it was loaded,
+// not at the extract's time (loading a week of extracts in an afternoon puts every
+// close in that afternoon).
+func (c *stageCheck) undatedSnapshotSource(cfg *jobs.SCD2Config) {
+	for _, st := range c.spec.Stages {
+		in, ok := st.Config.(*jobs.IngestConfig)
+		if !ok || in.Mode != "snapshot" || in.Target != cfg.Source || in.SequenceBy != "" || in.SnapshotTime != "" || in.SnapshotDate != nil {
+			continue
+		}
+		c.ws.at(lookup(c.sn, "sequence_by"), "warning: stage %s: versions start at their %s, but stage %s loads %s as snapshots with no time of their own (no sequence_by, snapshot_time or snapshot_date): a key an extract lacks is closed at the time the extract was loaded; date the extracts on %s with snapshot_time (file_name, or ${run.slot}) or sequence_by",
+			c.st.Name, cfg.SequenceBy, st.Name, cfg.Source, st.Name)
 		return
 	}
 }

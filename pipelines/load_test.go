@@ -241,6 +241,61 @@ stages:
 	}
 }
 
+// An scd2_merge ordering by a business time a table that snapshot loads date at the
+// load's wall-clock time is warned about, at its sequence_by; dated snapshots are not.
+func TestUndatedSnapshotSourceWarns(t *testing.T) {
+	src := `pipeline: p
+tables:
+  staging.customers:
+    columns:
+      - {name: customer_id, type: string, nullable: false}
+      - {name: city, type: string}
+      - {name: as_of, type: timestamp}
+      - {name: source_file, type: string}
+      - {name: load_timestamp, type: timestamp}
+    properties: {delta.enableChangeDataFeed: true}
+  dim.customer:
+    columns:
+      - {name: customer_id, type: string, nullable: false}
+      - {name: city, type: string}
+      - {name: valid_from, type: timestamp}
+      - {name: valid_to, type: timestamp}
+      - {name: is_current, type: boolean}
+stages:
+  - name: merge
+    kind: scd2_merge
+    source: staging.customers
+    source_changes: true
+    target: dim.customer
+    keys: [customer_id]
+    track: [city]
+    sequence_by: as_of
+    depends_on: [load]
+  - name: load
+    kind: ingest
+    source: extracts/*.csv
+    target: staging.customers
+    mode: snapshot
+    keys: [customer_id]
+`
+	spec, err := Parse("p.yaml", []byte(src), Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Warnings) != 1 || spec.Warnings[0].Line != 26 || !strings.Contains(spec.Warnings[0].Msg, "stage load loads staging.customers as snapshots with no time of their own") {
+		t.Fatalf("warnings %v, want one at line 26 naming the snapshot stage", spec.Warnings)
+	}
+	for _, dated := range []string{"    snapshot_time: file_name\n", "    sequence_by: as_of\n"} {
+		spec, err = Parse("p.yaml", []byte(src+dated), Options{LookupEnv: noEnv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(spec.Warnings) != 0 {
+			t.Fatalf("with %q: warnings %v, want none", dated, spec.Warnings)
+		}
+	}
+}
+
 // ${VAR} set to the empty string is the empty string, as in the shell (${VAR:-d} takes
 // d); only an unset one is a problem. A load for the tables only leaves an unset
 // variable in a stage value as written.
