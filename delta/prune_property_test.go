@@ -335,6 +335,17 @@ func TestPruningMatchesReference(t *testing.T) {
 			if got, _ := tableIDs(t, del, nil); !slices.Equal(got, keepWant) {
 				t.Fatalf("table %d: DELETE WHERE %s left ids %v, want %v", ti, gp.text, got, keepWant)
 			}
+			// The rows left, read through another predicate (pruning files and row
+			// groups of files the DELETE may have marked rows in).
+			gp2 := genPrunePred(r, 2)
+			p2, err := expr.Parse(gp2.text)
+			if err != nil {
+				t.Fatalf("%q: %v", gp2.text, err)
+			}
+			want2 := idsWhere(rows, func(row pruneRow) bool { return gp.eval(row) != expr.True && gp2.eval(row) == expr.True })
+			if got, _, _ := tableScan(t, del, p2); !slices.Equal(got, want2) {
+				t.Fatalf("table %d: after DELETE WHERE %s, --where %s returned ids %v, want %v", ti, gp.text, gp2.text, got, want2)
+			}
 
 			upd := copyStore(t, st)
 			if tbl, err = Open(ctx, upd, "t", quiet); err != nil {
@@ -345,6 +356,9 @@ func TestPruningMatchesReference(t *testing.T) {
 			}
 			if got, marked := tableIDs(t, upd, nil); !slices.Equal(got, allIDs) || !slices.Equal(marked, want) {
 				t.Fatalf("table %d: UPDATE SET mark = 1 WHERE %s marked %v (rows %v), want %v", ti, gp.text, marked, got, want)
+			}
+			if got, _, _ := tableScan(t, upd, p2); !slices.Equal(got, idsWhere(rows, func(row pruneRow) bool { return gp2.eval(row) == expr.True })) {
+				t.Fatalf("table %d: after UPDATE WHERE %s, --where %s returned ids %v", ti, gp.text, gp2.text, got)
 			}
 
 			// MERGE ... WHEN MATCHED AND target.<cond> THEN DELETE, every row matched.
