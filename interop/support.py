@@ -203,7 +203,7 @@ class DeltaTool:
 
     def read_where(self, table: str, where: str, *, version: int | None = None) -> tuple[pa.Table, dict]:
         """The rows where a predicate holds, and the scan's file counts
-        ({filesTotal, filesPruned, filesRead})."""
+        ({filesTotal, filesPruned, filesRead, rowGroupsPruned})."""
         out = self._tmp(".arrow")
         args = ["read", "--table", table, "--out", str(out), "--where", where]
         if version is not None:

@@ -48,7 +48,8 @@
 // alter adds nullable columns, widens types, renames columns and turns column mapping
 // on in one schema evolution (delta.PlanEvolution, Table.Evolve: one metadata-only
 // commit), then drops columns (Table.DropColumns) in another; read --where filters the
-// scan and prints its file counts ({filesTotal, filesPruned, filesRead}) as JSON.
+// scan and prints its file and row group counts ({filesTotal, filesPruned, filesRead,
+// rowGroupsPruned}) as JSON.
 // Every other command prints the version it committed.
 //
 // It is a test helper, not the product's CLI (cmd/orchestrator): it exposes the library

@@ -238,7 +238,7 @@ func (c *readCmd) run(ctx context.Context, e *env) error {
 	}
 	if c.where != "" {
 		st := sc.Stats()
-		return json.NewEncoder(e.stdout).Encode(map[string]int{"filesTotal": st.FilesTotal, "filesPruned": st.FilesPruned, "filesRead": st.FilesRead})
+		return json.NewEncoder(e.stdout).Encode(map[string]int{"filesTotal": st.FilesTotal, "filesPruned": st.FilesPruned, "filesRead": st.FilesRead, "rowGroupsPruned": st.RowGroupsPruned})
 	}
 	return nil
 }
