@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -134,6 +135,13 @@ func (s *FactLoad) run(ctx context.Context, env *Env) (Result, error) {
 	var res Result
 	f, err := env.openFlow(ctx, s.cfg.Source, s.cfg.Target)
 	if err != nil {
+		return res, err
+	}
+	keys := slices.Clone(s.cfg.Keys)
+	for _, l := range s.cfg.Lookups {
+		keys = append(keys, slices.Sorted(maps.Keys(l.On))...)
+	}
+	if err := f.byteKeys(keys); err != nil {
 		return res, err
 	}
 	if err := env.startRowChecks(s.name, f.dstDecl.Name); err != nil {

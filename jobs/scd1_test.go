@@ -149,3 +149,26 @@ func TestSCD1ConcurrentRunsMergeOnce(t *testing.T) {
 		t.Errorf("change feed of the merge:\n%s", strings.Join(feed, "\n"))
 	}
 }
+
+// TestCollatedKeyRefused: a source whose key column has a collation other than the byte
+// order (Spark's UTF8_LCASE, where 'A1' and 'a1' are one key) is refused by the merges,
+// naming the column and the collation, before anything is written.
+func TestCollatedKeyRefused(t *testing.T) {
+	src, dst := scd1Tables(t)
+	src.Schema.Fields[0].Metadata = map[string]any{"__COLLATIONS": map[string]any{"id": "spark.UTF8_LCASE"}}
+	clock := &testClock{t: d1}
+	env := newTestEnv(mem.New(mem.Config{Now: clock.Now}), clock, src, dst)
+	appendRows(t, env, src, []any{"A1", "ann", d1}, []any{"a1", "bob", d1})
+	for _, stage := range []Stage{
+		NewSCD1Merge("accounts", &SCD1Config{Source: src.Name, SourceChanges: true, Target: dst.Name, Keys: []string{"id"}, SequenceBy: "updated_at"}),
+		NewSCD2Merge("accounts", &SCD2Config{Source: src.Name, SourceChanges: true, Target: dst.Name, Keys: []string{"id"}, SequenceBy: "updated_at"}),
+	} {
+		_, err := stage.Run(context.Background(), env)
+		if err == nil || !strings.Contains(err.Error(), "key column id has collation spark.UTF8_LCASE") {
+			t.Fatalf("%s: error %v, want a refusal naming the key column and its collation", stage.Kind(), err)
+		}
+		if v := tableVersion(t, env, dst); v > 0 {
+			t.Fatalf("%s: the target moved to version %d", stage.Kind(), v)
+		}
+	}
+}

@@ -164,6 +164,9 @@ func (s *SCD2Merge) run(ctx context.Context, env *Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if err := f.byteKeys(s.cfg.Keys); err != nil {
+		return res, err
+	}
 	if err := env.startRowChecks(s.name, f.dstDecl.Name); err != nil {
 		return res, err
 	}

@@ -149,3 +149,18 @@ func (e *Env) openFlow(ctx context.Context, source, target string) (*flow, error
 	}
 	return f, nil
 }
+
+// byteKeys refuses key columns of the source whose strings compare by a collation other
+// than the byte order (Delta's collations feature, written by Spark): a stage matches keys
+// by their bytes, where Spark matches 'ABC' with 'abc' under UTF8_LCASE.
+func (f *flow) byteKeys(keys []string) error {
+	sch := f.srcSnap.Schema()
+	for _, k := range keys {
+		if fld := sch.Field(k); fld != nil {
+			if c := fld.Collation(); c != "" {
+				return fmt.Errorf("source %s: key column %s has collation %s: stages match keys by their bytes, where Spark matches them by the collation; key on a column without one", f.srcDecl.Name, fld.Name, c)
+			}
+		}
+	}
+	return nil
+}

@@ -24,9 +24,11 @@ type Bound struct {
 	// files' statistics do not compare with its values: never skip by them.
 	noStats bool
 	typ     dschema.DataType // the column's type
-	op      Op
-	vals    []Value
-	not     bool
+	// collation: the column's collation, when not the byte order (filters refuse it).
+	collation string
+	op        Op
+	vals      []Value
+	not       bool
 	// For IN lists of strings or integers, the values as a set, so that testing a row
 	// costs one lookup instead of a pass over the list (a merge filters by thousands of keys).
 	inStrings map[string]struct{}
@@ -120,6 +122,9 @@ func Bind(p Predicate, schema *dschema.StructType, info FieldInfo) (*Bound, erro
 		default:
 			return nil, fmt.Errorf("unknown operator %q", x.Op)
 		}
+		if err := b.byteOrder(x.Column); err != nil {
+			return nil, err
+		}
 		b.kind, b.op = bCmp, x.Op
 		v, err := literalValue(b.typ, x.Value)
 		if err != nil {
@@ -130,6 +135,9 @@ func Bind(p Predicate, schema *dschema.StructType, info FieldInfo) (*Bound, erro
 	case *InList:
 		b, err := bindColumn(x.Column, schema, info)
 		if err != nil {
+			return nil, err
+		}
+		if err := b.byteOrder(x.Column); err != nil {
 			return nil, err
 		}
 		b.kind = bIn
@@ -177,6 +185,7 @@ func bindColumn(name string, schema *dschema.StructType, info FieldInfo) (*Bound
 		}
 		b.phys = append(b.phys, phys)
 		b.typ = f.Type
+		b.collation = f.Collation()
 		b.noStats = !comparable
 		st, _ = f.Type.(*dschema.StructType)
 	}
@@ -185,6 +194,16 @@ func bindColumn(name string, schema *dschema.StructType, info FieldInfo) (*Bound
 		return nil, fmt.Errorf("column %s has type %s, which predicates cannot compare", name, b.typ)
 	}
 	return b, nil
+}
+
+// byteOrder refuses a comparison with a column of a collation other than the byte order:
+// Spark compares its values by the collation ('ABC' = 'abc' under UTF8_LCASE), which
+// this evaluation (by bytes, as are the statistics that skip files) does not.
+func (b *Bound) byteOrder(column string) error {
+	if b.collation == "" {
+		return nil
+	}
+	return fmt.Errorf("column %s has collation %s: comparisons with it are not supported (they would compare bytes, where Spark compares by the collation); filter on another column, or test it for NULL", column, b.collation)
 }
 
 // Columns lists the top-level columns the predicate reads.

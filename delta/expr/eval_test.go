@@ -3,6 +3,7 @@ package expr
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -119,3 +120,39 @@ func TestMayMatchFile(t *testing.T) {
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+// TestCollatedColumnsRefused: a comparison or IN list on a string column of a collation
+// other than the byte order (Delta's collations feature, as Spark writes the schema) is
+// refused, naming the column and its collation; IS NULL on it and filters on a column
+// in UTF8_BINARY bind.
+func TestCollatedColumnsRefused(t *testing.T) {
+	sch, err := dschema.Parse(`{"type":"struct","fields":[
+ {"name":"id","type":"long","nullable":true,"metadata":{}},
+ {"name":"name","type":"string","nullable":true,"metadata":{"__COLLATIONS":{"name":"spark.UTF8_LCASE"}}},
+ {"name":"code","type":"string","nullable":true,"metadata":{"__COLLATIONS":{"code":"spark.UTF8_BINARY"}}},
+ {"name":"addr","type":{"type":"struct","fields":[
+   {"name":"city","type":"string","nullable":true,"metadata":{"__COLLATIONS":{"city":"icu.de_CI"}}}]},"nullable":true,"metadata":{}}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, want := range map[string]string{
+		"name = 'alice'":                  "column name has collation spark.UTF8_LCASE",
+		"id = 1 OR name IN ('a', 'b')":    "column name has collation spark.UTF8_LCASE",
+		"addr.city < 'M'":                 "column addr.city has collation icu.de_CI",
+		"name IS NULL AND code = 'X1'":    "",
+		"code IN ('a') AND id > 3":        "",
+		"addr.city IS NOT NULL OR id = 2": "",
+	} {
+		p, err := Parse(where)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Bind(p, sch, nil)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v, want it bound", where, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: error %v, want one containing %q", where, err, want)
+		}
+	}
+}

@@ -66,6 +66,27 @@ type StructField struct {
 	Metadata map[string]any
 }
 
+// collationsKey is the field metadata key under which Delta's collations feature (a
+// writer feature) records a string field's collation: {"<name>": "spark.UTF8_LCASE"}, with
+// paths such as "<name>.element" for strings inside arrays and maps.
+const collationsKey = "__COLLATIONS"
+
+// Collation returns the collation of a string field when it is not the default byte
+// order (UTF8_BINARY), as its metadata names it ("spark.UTF8_LCASE", "icu.en_US"), else
+// "". Values of such a field compare equal or ordered by the collation in Spark (with
+// UTF8_LCASE, 'ABC' = 'abc'), not by their bytes.
+func (f *StructField) Collation() string {
+	m, ok := f.Metadata[collationsKey].(map[string]any)
+	if !ok {
+		return ""
+	}
+	c, _ := m[f.Name].(string)
+	if _, name, ok := strings.Cut(c, "."); ok && strings.EqualFold(name, "UTF8_BINARY") || strings.EqualFold(c, "UTF8_BINARY") {
+		return ""
+	}
+	return c
+}
+
 // StructType is an ordered list of fields; a table schema is a StructType.
 type StructType struct{ Fields []*StructField }
 
