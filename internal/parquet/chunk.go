@@ -389,12 +389,20 @@ func appendPlain[T int32 | int64](b []byte, vals []T) []byte {
 // littleEndian: the machine's integers are laid out as PLAIN lays them out.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
+// noBytes is a zero-length, non-nil value buffer.
+var noBytes = []byte{}
+
 // putBytes appends the valid values of rows lo..hi (each after its 4-byte length), or
 // their dictionary indices, and folds their min and max (bytewise) into the page
 // statistics.
 func (c *chunkWriter) putBytes(col binaryValues, lo, hi, nulls int, bits []byte, off int) {
 	offs := col.ValueOffsets()
 	data := col.ValueBytes()
+	if data == nil {
+		// Only empty strings (a gather of them leaves no value buffer): each value is a
+		// zero-length slice, never nil, which arrow-go's statistics take for no value.
+		data = noBytes
+	}
 	base := offs[0]
 	if c.usingDict && nulls == 0 {
 		// A step of one value repeated (a file name, a load time): one lookup.
