@@ -251,8 +251,8 @@ func TestAddedSince(t *testing.T) {
 
 // TestEmptyStringsKeepTheirStatistics: a file whose names are all the empty string reads
 // back as a string column with no value bytes at all; a DELETE that rewrites it with
-// another file into one keeps "" in the new file's statistics, so a filter on name = ''
-// finds those rows, and a DELETE by it removes them.
+// another file into one keeps "" in the new file's statistics, so a filter on the empty
+// name finds those rows, and a DELETE by it removes them.
 func TestEmptyStringsKeepTheirStatistics(t *testing.T) {
 	ctx := context.Background()
 	tbl := cdfTable(t, []row{{1, "ann", "a"}, {4, "bo", "a"}}, []row{{2, "", "a"}, {3, "", "a"}, {5, "", "a"}})
