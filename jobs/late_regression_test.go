@@ -37,6 +37,10 @@ func TestLateEventsOverRuns(t *testing.T) {
 		{"tombstone/all-null-first", cdcTombstone, [][]cdcEvent{{nulls(11)}, {up("B", 13)}, {up("C", 15)}}, ""},
 		{"tombstone/null-then-delete", cdcTombstone, [][]cdcEvent{{up("A", 1)}, {nulls(5)}, {del(8)}, {up("C", 3)}}, ""},
 		{"tombstone/delete-then-null", cdcTombstone, [][]cdcEvent{{up("A", 1)}, {del(5)}, {nulls(8)}, {del(9)}}, ""},
+		// After a late upsert of NULLs right before a delete, the dimension held two
+		// all-NULL versions in a row; a later upsert of NULLs was taken for a repeat of
+		// the second (read as an upsert of NULLs), where it follows a delete.
+		{"tombstone/nulls-after-late-nulls", cdcTombstone, [][]cdcEvent{{up("P", 25), del(39)}, {nulls(27)}, {nulls(42)}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newCDCModePipeline(t, mem.New(mem.Config{}), tc.mode)

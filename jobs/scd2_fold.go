@@ -36,9 +36,11 @@ func (s *SCD2Merge) foldChanges(ctx context.Context, batch *scdBatch, work *scdW
 				return true // (where the key's events start, only its log tells)
 			}
 		}
-		// A current version whose non-key columns are all NULL, right after a value
-		// version, is a tombstone or an upsert of NULLs: a delete or a NULL upsert after
-		// it does different things to each, and only the log tells them apart.
+		// A current version whose non-key columns are all NULL, right after another
+		// version, is a tombstone or an upsert of NULLs (after a value, or after an upsert
+		// of NULLs or a tombstone, whose stored rows look the same): a delete or a NULL
+		// upsert after it does different things to each, and only the log tells them
+		// apart.
 		return l.spec.deletes == "tombstone" && ambiguousTombstone(versions)
 	}
 	late := make([]bool, work.len())
@@ -83,8 +85,9 @@ func sortByKeyHash(vs []scdVersion, keys []int) {
 }
 
 // ambiguousTombstone reports whether a key's current stored version has all non-key
-// columns NULL and directly follows another version that does not: it may be the
-// tombstone of a delete or an upsert of NULLs.
+// columns NULL and directly follows another version: it may be the tombstone of a delete
+// or an upsert of NULLs (after a value; and after an all-NULL version, which may itself
+// be either).
 func ambiguousTombstone(versions []scdVersion) bool {
 	var cur *scdVersion
 	for i := range versions {
@@ -96,7 +99,7 @@ func ambiguousTombstone(versions []scdVersion) bool {
 		return false
 	}
 	for i := range versions {
-		if v := &versions[i]; v.To == cur.From && !v.Tombstone {
+		if v := &versions[i]; v.To == cur.From {
 			return true
 		}
 	}
