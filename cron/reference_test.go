@@ -205,7 +205,10 @@ func refSlots(e *refExpr, loc *time.Location, from, to time.Time, step time.Dura
 }
 
 func TestNextMatchesReference(t *testing.T) {
-	const cases = 1500
+	cases := 1500
+	if raceEnabled {
+		cases = 300
+	}
 	r := rand.New(rand.NewPCG(testenv.PropertySeed(7), 0x5ced))
 	var slots, fixed, seconds int
 	for i := range cases {
