@@ -407,7 +407,7 @@ run_properties() {
     log "property suite not run: go test arguments were given (run without arguments for it)"
     return 0
   fi
-  local tests='TestCDCStreamsAnyOrderAnySplit|TestSCD1SnapshotSourceProperty|TestSCD2OptionsAnyOrderAnySplit|TestDailySnapshotsWithBusinessTime|TestSnapshotBacklogAnyRunsAnyBudget|TestCaptureHistoryProperty|TestUpsertIngestProperty|TestAppendIngestProperty|TestVacuumProperty'
+  local tests='TestCDCStreamsAnyOrderAnySplit|TestSCD1SnapshotSourceProperty|TestSCD2SnapshotSourceProperty|TestSCD2OptionsAnyOrderAnySplit|TestDailySnapshotsWithBusinessTime|TestSnapshotBacklogAnyRunsAnyBudget|TestCaptureHistoryProperty|TestUpsertIngestProperty|TestAppendIngestProperty|TestVacuumProperty'
   log "go test -count=1 -run '$tests' ./jobs (in full, without -race)"
   local status=0
   run_in_group go test -count=1 -timeout 30m -run "$tests" ./jobs || status=$?
