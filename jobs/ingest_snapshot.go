@@ -100,7 +100,7 @@ func (f *snapForm) toSpill(_ context.Context, rec arrow.RecordBatch) (arrow.Reco
 	if err := f.h.hash(rec, f.keyCols, f.hashCols, nil); err != nil {
 		return nil, err
 	}
-	cols := append(slices.Clone(rec.Columns()), f.h.arrays(nil)...)
+	cols := append(slices.Clone(rec.Columns()), f.h.arrays()...)
 	var nulls []arrow.Array
 	for _, c := range f.linCols {
 		cols[c] = array.NewNull(int(rec.NumRows()))

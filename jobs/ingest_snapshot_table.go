@@ -75,28 +75,15 @@ func (s *Ingest) snapshotTarget(snap *delta.Snapshot, data []string) *keyed.Targ
 			if err := h.hash(rec, columnsByName(rec.Schema(), s.cfg.Keys), s.hashedColumns(rec.Schema(), data), nil); err != nil {
 				return nil, err
 			}
-			return h.arrays(keep), nil // (every row is kept)
+			return h.arrays(), nil // (every row is kept)
 		},
 	})
 }
 
-// arrays are the key, lo and hi arrays of rows keep (nil: all) of the record h hashed.
-func (h *rowHashes) arrays(keep []int32) []arrow.Array {
-	mem := memory.DefaultAllocator
-	kb, lb, hb := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary), array.NewInt64Builder(mem), array.NewInt64Builder(mem)
-	defer kb.Release()
-	defer lb.Release()
-	defer hb.Release()
-	kb.ReserveData(len(h.Buf))
-	kb.Reserve(h.Len())
-	h.Each(func(_ int, key []byte) { kb.Append(key) })
-	lb.Reserve(len(h.lo)) // (made at once, not grown by copying)
-	hb.Reserve(len(h.hi))
-	for i := range h.lo {
-		lb.Append(int64(h.lo[i]))
-		hb.Append(int64(h.hi[i]))
-	}
-	return []arrow.Array{kb.NewArray(), lb.NewArray(), hb.NewArray()}
+// arrays are the key, lo and hi arrays of the record h hashed.
+func (h *rowHashes) arrays() []arrow.Array {
+	asInt64 := func(v []uint64) []int64 { return arrow.Int64Traits.CastFromBytes(arrow.Uint64Traits.CastToBytes(v)) }
+	return []arrow.Array{keyed.KeyArray(&h.Block), keyed.Int64s(asInt64(h.lo)), keyed.Int64s(asInt64(h.hi))}
 }
 
 // tablePass is pass 1 in memory, running on goroutines of its own.

@@ -140,6 +140,9 @@ func (b *Block) End() { b.ends = append(b.ends, len(b.Buf)) }
 // Skip adds a row without a key.
 func (b *Block) Skip() { b.ends = append(b.ends, -1) }
 
+// Keyed reports whether row i has a key.
+func (b *Block) Keyed(i int) bool { return b.ends[i] >= 0 }
+
 // Len is the number of rows.
 func (b *Block) Len() int { return len(b.ends) }
 
@@ -159,6 +162,22 @@ func (b *Block) Append(o *Block) {
 		}
 		b.ends = append(b.ends, e)
 	}
+}
+
+// Offsets appends to dst where each row's key starts in Buf, then where the last ends
+// (the offsets of a binary array over Buf: a row without a key is an empty one), and
+// reports whether every row has a key.
+func (b *Block) Offsets(dst []int32) (offs []int32, allKeyed bool) {
+	allKeyed, start := true, 0
+	for _, e := range b.ends {
+		dst = append(dst, int32(start))
+		if e < 0 {
+			allKeyed = false
+			continue
+		}
+		start = e
+	}
+	return append(dst, int32(start)), allKeyed
 }
 
 // Each calls fn with each row's key (nil for a row without one), in order.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
@@ -125,6 +127,41 @@ func AppendKeys(block *keyindex.Block, rec arrow.RecordBatch, cols []int, from, 
 		block.End()
 	}
 	return nil
+}
+
+// KeyArray is the keys of a block as a binary array (a row without a key: null), made
+// at once from the block's bytes.
+func KeyArray(b *keyindex.Block) arrow.Array {
+	mem := memory.DefaultAllocator
+	n := b.Len()
+	offs, allKeyed := b.Offsets(make([]int32, 0, n+1))
+	copied := func(v []byte) *memory.Buffer {
+		buf := memory.NewResizableBuffer(mem)
+		buf.Resize(len(v))
+		copy(buf.Bytes(), v)
+		return buf
+	}
+	bufs := []*memory.Buffer{nil, copied(arrow.Int32Traits.CastToBytes(offs)), copied(b.Buf[:offs[n]])}
+	nulls := 0
+	if !allKeyed {
+		bits := make([]byte, bitutil.BytesForBits(int64(n)))
+		for i := range n {
+			if b.Keyed(i) {
+				bitutil.SetBit(bits, i)
+			} else {
+				nulls++
+			}
+		}
+		bufs[0] = copied(bits)
+	}
+	d := array.NewData(arrow.BinaryTypes.Binary, n, bufs, nil, nulls, 0)
+	for _, buf := range bufs {
+		if buf != nil {
+			buf.Release()
+		}
+	}
+	defer d.Release()
+	return array.MakeFromData(d)
 }
 
 // AppendRowKey encodes the values of row at cols as AppendKey does.

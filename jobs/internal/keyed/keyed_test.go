@@ -15,6 +15,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
+	"github.com/orchestrator-io/orchestrator/internal/keyindex"
 	"github.com/orchestrator-io/orchestrator/internal/spilldir"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
@@ -112,6 +113,44 @@ func TestKeyEncodingNormalisesValues(t *testing.T) {
 		if h := Hash([]byte(k)); h < lo || h > hi {
 			t.Errorf("key %s: hash %d outside its range's bounds [%d, %d]", k, h, lo, hi)
 		}
+	}
+}
+
+// KeyArray holds each row's key of a block as it was appended, a row without a key as
+// null, whatever the block held before a Reset.
+func TestKeyArray(t *testing.T) {
+	var b keyindex.Block
+	b.Buf = append(b.Buf, "left over"...)
+	b.Reset()
+	want := []any{"k1", nil, "", "key-two", nil}
+	for _, k := range want {
+		if k == nil {
+			b.Skip()
+			continue
+		}
+		b.Buf = append(b.Buf, k.(string)...)
+		b.End()
+	}
+	a := KeyArray(&b).(*array.Binary)
+	defer a.Release()
+	if a.Len() != len(want) || a.NullN() != 2 {
+		t.Fatalf("%d rows, %d nulls; want %d rows, 2 nulls", a.Len(), a.NullN(), len(want))
+	}
+	for i, k := range want {
+		switch {
+		case k == nil && a.IsValid(i):
+			t.Errorf("row %d: %q, want null", i, a.Value(i))
+		case k != nil && (a.IsNull(i) || string(a.Value(i)) != k.(string)):
+			t.Errorf("row %d: %q (null %v), want %q", i, a.Value(i), a.IsNull(i), k)
+		}
+	}
+	b.Reset()
+	b.Buf = append(b.Buf, "x"...)
+	b.End()
+	one := KeyArray(&b).(*array.Binary)
+	defer one.Release()
+	if one.NullN() != 0 || one.NullBitmapBytes() != nil || string(one.Value(0)) != "x" {
+		t.Errorf("a block whose rows all have keys: %v, %d nulls", one, one.NullN())
 	}
 }
 
