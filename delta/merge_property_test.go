@@ -18,14 +18,22 @@ import (
 
 // Random upserts (with and without a not-matched-by-source delete) against a plain map:
 // after every merge the table holds the model's rows and the version's change feed is the
-// model's difference.
+// model's difference; on a table with deletion vectors, row tracking, both or neither,
+// its rows in one file or several, the source in one record or several.
 func TestMergeMatchesModel(t *testing.T) {
 	ctx := context.Background()
 	parts := []string{"a", "b", "c"}
 	for seed := testenv.PropertySeed(1); seed <= testenv.PropertySeed(25); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
-			tbl := cdfTable(t)
+			props := map[string]string{delta.PropEnableChangeDataFeed: "true"}
+			if rng.IntN(2) == 0 {
+				props[delta.PropEnableDeletionVectors] = "true"
+			}
+			if rng.IntN(2) == 0 {
+				props[delta.PropEnableRowTracking] = "true"
+			}
+			tbl, _, _ := newTestTable(t, props)
 			cur := model{}
 			var initial []row
 			for id := int64(0); id < 30; id++ {
@@ -35,8 +43,13 @@ func TestMergeMatchesModel(t *testing.T) {
 					cur[id] = r
 				}
 			}
-			if len(initial) > 0 {
-				commitChange(t, tbl, "WRITE", nil, initial, nil, nil)
+			for len(initial) > 0 { // in one commit or several (more files a partition)
+				n := len(initial)
+				if rng.IntN(2) == 0 {
+					n = rng.IntN(n) + 1
+				}
+				commitChange(t, tbl, "WRITE", nil, initial[:n], nil, nil)
+				initial = initial[n:]
 			}
 			for round := 1; round <= 4; round++ {
 				var rows []row
@@ -56,6 +69,12 @@ func TestMergeMatchesModel(t *testing.T) {
 				}
 				src := sourceRecord(rows, ops)
 				opts := upsertOptions(src)
+				if cut := rng.IntN(len(rows) + 1); cut > 0 && cut < len(rows) && rng.IntN(2) == 0 {
+					a, b := src.NewSlice(0, int64(cut)), src.NewSlice(int64(cut), int64(len(rows)))
+					defer a.Release()
+					defer b.Release()
+					opts.Source = []arrow.RecordBatch{a, b}
+				}
 				bySource := rng.IntN(2) == 0
 				if bySource {
 					opts.WhenNotMatchedBySource = []delta.MergeClause{{Cond: expr.Eq("part", "b"), Action: delta.MergeDelete}}
@@ -75,7 +94,7 @@ func TestMergeMatchesModel(t *testing.T) {
 					t.Fatalf("round %d: %v", round, err)
 				}
 				if got := latestRows(t, tbl); !slices.Equal(got, next.rows()) {
-					t.Fatalf("round %d (by source %v): rows\ngot  %v\nwant %v\nsource %v %v", round, bySource, got, next.rows(), rows, ops)
+					t.Fatalf("round %d (by source %v, table %v): rows\ngot  %v\nwant %v\nsource %v %v", round, bySource, props, got, next.rows(), rows, ops)
 				}
 				if res.Committed {
 					want := cur.diff(next, res.Version)
