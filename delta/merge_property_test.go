@@ -51,6 +51,18 @@ func TestMergeMatchesModel(t *testing.T) {
 				commitChange(t, tbl, "WRITE", nil, initial[:n], nil, nil)
 				initial = initial[n:]
 			}
+			// With row tracking, each row's id and commit version are checked too: an
+			// updated row keeps its id at the merge's version, an untouched one keeps
+			// both, an inserted one gets an id never given before.
+			tracked := props[delta.PropEnableRowTracking] == "true"
+			var ids map[int64]delta.RowTracking
+			given := map[int64]bool{}
+			if tracked {
+				ids = rowTracking(t, tbl)
+				for _, r := range ids {
+					given[r.RowID] = true
+				}
+			}
 			for round := 1; round <= 4; round++ {
 				var rows []row
 				var ops []string
@@ -104,6 +116,35 @@ func TestMergeMatchesModel(t *testing.T) {
 					}
 				} else if !maps.Equal(cur, next) {
 					t.Fatalf("round %d: nothing committed but the model changed", round)
+				}
+				if tracked {
+					updated := map[int64]bool{}
+					for i, r := range rows {
+						if _, ok := cur[r.id]; ok && ops[i] != "D" {
+							updated[r.id] = true
+						}
+					}
+					got := rowTracking(t, tbl)
+					unique := map[int64]int64{}
+					for id, r := range got {
+						if other, dup := unique[r.RowID]; dup {
+							t.Fatalf("round %d: rows %d and %d have one row id %d", round, id, other, r.RowID)
+						}
+						unique[r.RowID] = id
+						before, had := ids[id]
+						switch {
+						case !had && (given[r.RowID] || r.RowCommitVersion != res.Version):
+							t.Fatalf("round %d: inserted row %d: %+v, want a new row id at version %d", round, id, r, res.Version)
+						case had && updated[id] && (r.RowID != before.RowID || r.RowCommitVersion != res.Version):
+							t.Fatalf("round %d: updated row %d: %+v, want row id %d at version %d", round, id, r, before.RowID, res.Version)
+						case had && !updated[id] && r != before:
+							t.Fatalf("round %d: untouched row %d: %+v, was %+v", round, id, r, before)
+						}
+					}
+					for _, r := range got {
+						given[r.RowID] = true
+					}
+					ids = got
 				}
 				cur = next
 			}
