@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -16,11 +17,12 @@ import (
 	"github.com/orchestrator-io/orchestrator/internal/testenv"
 )
 
-// Random upserts (with and without a not-matched-by-source delete) against a plain map:
-// after every merge the table holds the model's rows and the version's change feed is the
+// Random upserts (with and without a not-matched-by-source delete), DELETEs and UPDATEs
+// (of ids, of a partition, moving rows between partitions) against a plain map: after
+// every one the table holds the model's rows and the version's change feed is the
 // model's difference; on a table with deletion vectors, row tracking, both or neither,
 // its rows in one file or several, the source in one record or several.
-func TestMergeMatchesModel(t *testing.T) {
+func TestDMLMatchesModel(t *testing.T) {
 	ctx := context.Background()
 	parts := []string{"a", "b", "c"}
 	for seed := testenv.PropertySeed(1); seed <= testenv.PropertySeed(25); seed++ {
@@ -52,7 +54,7 @@ func TestMergeMatchesModel(t *testing.T) {
 				initial = initial[n:]
 			}
 			// With row tracking, each row's id and commit version are checked too: an
-			// updated row keeps its id at the merge's version, an untouched one keeps
+			// updated row keeps its id at the round's version, an untouched one keeps
 			// both, an inserted one gets an id never given before.
 			tracked := props[delta.PropEnableRowTracking] == "true"
 			var ids map[int64]delta.RowTracking
@@ -63,67 +65,109 @@ func TestMergeMatchesModel(t *testing.T) {
 					given[r.RowID] = true
 				}
 			}
-			for round := 1; round <= 4; round++ {
+			for round := 1; round <= 6; round++ {
 				var rows []row
 				var ops []string
 				next := maps.Clone(cur)
-				for _, id := range rng.Perm(40)[:rng.IntN(15)+1] {
-					r := row{int64(id), fmt.Sprintf("v%d-%d", round, id), parts[rng.IntN(3)]}
-					op := []string{"U", "D", "I"}[rng.IntN(3)]
-					rows, ops = append(rows, r), append(ops, op)
-					_, exists := cur[r.id]
-					switch {
-					case exists && op == "D":
-						delete(next, r.id)
-					case op != "D":
-						next[r.id] = r
-					}
-				}
-				src := sourceRecord(rows, ops)
-				opts := upsertOptions(src)
-				if cut := rng.IntN(len(rows) + 1); cut > 0 && cut < len(rows) && rng.IntN(2) == 0 {
-					a, b := src.NewSlice(0, int64(cut)), src.NewSlice(int64(cut), int64(len(rows)))
-					defer a.Release()
-					defer b.Release()
-					opts.Source = []arrow.RecordBatch{a, b}
-				}
-				bySource := rng.IntN(2) == 0
-				if bySource {
-					opts.WhenNotMatchedBySource = []delta.MergeClause{{Cond: expr.Eq("part", "b"), Action: delta.MergeDelete}}
-					keys := map[int64]bool{}
-					for _, r := range rows {
-						keys[r.id] = true
-					}
-					for id, r := range cur {
-						if !keys[id] && r.part == "b" {
-							delete(next, id)
+				updated := map[int64]bool{} // rows of cur that the round changes in place
+				var version int64
+				var committed bool
+				kind := []string{"merge", "merge", "merge", "delete", "update"}[rng.IntN(5)]
+				switch kind {
+				case "merge":
+					for _, id := range rng.Perm(40)[:rng.IntN(15)+1] {
+						r := row{int64(id), fmt.Sprintf("v%d-%d", round, id), parts[rng.IntN(3)]}
+						op := []string{"U", "D", "I"}[rng.IntN(3)]
+						rows, ops = append(rows, r), append(ops, op)
+						_, exists := cur[r.id]
+						switch {
+						case exists && op == "D":
+							delete(next, r.id)
+						case op != "D":
+							next[r.id] = r
+							updated[r.id] = exists
 						}
 					}
-				}
-				res, err := tbl.Merge(ctx, opts)
-				src.Release()
-				if err != nil {
-					t.Fatalf("round %d: %v", round, err)
+					src := sourceRecord(rows, ops)
+					opts := upsertOptions(src)
+					if cut := rng.IntN(len(rows) + 1); cut > 0 && cut < len(rows) && rng.IntN(2) == 0 {
+						a, b := src.NewSlice(0, int64(cut)), src.NewSlice(int64(cut), int64(len(rows)))
+						defer a.Release()
+						defer b.Release()
+						opts.Source = []arrow.RecordBatch{a, b}
+					}
+					if rng.IntN(2) == 0 { // and a not-matched-by-source delete
+						opts.WhenNotMatchedBySource = []delta.MergeClause{{Cond: expr.Eq("part", "b"), Action: delta.MergeDelete}}
+						kind += " by source"
+						keys := map[int64]bool{}
+						for _, r := range rows {
+							keys[r.id] = true
+						}
+						for id, r := range cur {
+							if !keys[id] && r.part == "b" {
+								delete(next, id)
+							}
+						}
+					}
+					res, err := tbl.Merge(ctx, opts)
+					src.Release()
+					if err != nil {
+						t.Fatalf("round %d: %v", round, err)
+					}
+					version, committed = res.Version, res.Committed
+				default:
+					// A DELETE or an UPDATE of some ids, or of a partition, or both.
+					in := rng.Perm(40)[:rng.IntN(10)+1]
+					part := parts[rng.IntN(3)]
+					text := fmt.Sprintf("id IN (%s)", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(in)), ", "), "[]"))
+					switch rng.IntN(3) {
+					case 1:
+						text = "part = '" + part + "'"
+					case 2:
+						text += " OR part = '" + part + "'"
+					}
+					kind += " where " + text
+					where, err := expr.Parse(text)
+					if err != nil {
+						t.Fatal(err)
+					}
+					hit := func(r row) bool {
+						return slices.Contains(in, int(r.id)) && !strings.HasPrefix(text, "part") || strings.Contains(text, "part = '"+r.part+"'")
+					}
+					name, to := fmt.Sprintf("u%d", round), parts[rng.IntN(3)]
+					for id, r := range cur {
+						switch {
+						case !hit(r):
+						case kind[0] == 'd':
+							delete(next, id)
+						default:
+							next[id], updated[id] = row{id, name, to}, true
+						}
+					}
+					var res *delta.DMLResult
+					if kind[0] == 'd' {
+						res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: where})
+					} else {
+						res, err = tbl.Update(ctx, delta.UpdateOptions{Where: where, Set: map[string]any{"name": name, "part": to}})
+					}
+					if err != nil {
+						t.Fatalf("round %d (%s): %v", round, kind, err)
+					}
+					version, committed = res.Version, res.Committed
 				}
 				if got := latestRows(t, tbl); !slices.Equal(got, next.rows()) {
-					t.Fatalf("round %d (by source %v, table %v): rows\ngot  %v\nwant %v\nsource %v %v", round, bySource, props, got, next.rows(), rows, ops)
+					t.Fatalf("round %d (%s, table %v): rows\ngot  %v\nwant %v\nsource %v %v", round, kind, props, got, next.rows(), rows, ops)
 				}
-				if res.Committed {
-					want := cur.diff(next, res.Version)
+				if committed {
+					want := cur.diff(next, version)
 					slices.Sort(want)
-					if got := versionChanges(t, tbl, res.Version); !slices.Equal(got, want) {
-						t.Fatalf("round %d: feed\ngot  %v\nwant %v", round, got, want)
+					if got := versionChanges(t, tbl, version); !slices.Equal(got, want) {
+						t.Fatalf("round %d (%s): feed\ngot  %v\nwant %v", round, kind, got, want)
 					}
 				} else if !maps.Equal(cur, next) {
 					t.Fatalf("round %d: nothing committed but the model changed", round)
 				}
 				if tracked {
-					updated := map[int64]bool{}
-					for i, r := range rows {
-						if _, ok := cur[r.id]; ok && ops[i] != "D" {
-							updated[r.id] = true
-						}
-					}
 					got := rowTracking(t, tbl)
 					unique := map[int64]int64{}
 					for id, r := range got {
@@ -133,10 +177,10 @@ func TestMergeMatchesModel(t *testing.T) {
 						unique[r.RowID] = id
 						before, had := ids[id]
 						switch {
-						case !had && (given[r.RowID] || r.RowCommitVersion != res.Version):
-							t.Fatalf("round %d: inserted row %d: %+v, want a new row id at version %d", round, id, r, res.Version)
-						case had && updated[id] && (r.RowID != before.RowID || r.RowCommitVersion != res.Version):
-							t.Fatalf("round %d: updated row %d: %+v, want row id %d at version %d", round, id, r, before.RowID, res.Version)
+						case !had && (given[r.RowID] || r.RowCommitVersion != version):
+							t.Fatalf("round %d: inserted row %d: %+v, want a new row id at version %d", round, id, r, version)
+						case had && updated[id] && (r.RowID != before.RowID || r.RowCommitVersion != version):
+							t.Fatalf("round %d: updated row %d: %+v, want row id %d at version %d", round, id, r, before.RowID, version)
 						case had && !updated[id] && r != before:
 							t.Fatalf("round %d: untouched row %d: %+v, was %+v", round, id, r, before)
 						}
