@@ -21,6 +21,7 @@ import (
 // (of ids, of a partition, moving rows between partitions) against a plain map: after
 // every one the table holds the model's rows and the version's change feed is the
 // model's difference; on a table with deletion vectors, row tracking, both or neither,
+// column mapping by name, id or none,
 // its rows in one file or several, the source in one record or several.
 func TestDMLMatchesModel(t *testing.T) {
 	ctx := context.Background()
@@ -34,6 +35,9 @@ func TestDMLMatchesModel(t *testing.T) {
 			}
 			if rng.IntN(2) == 0 {
 				props[delta.PropEnableRowTracking] = "true"
+			}
+			if m := []string{"none", "name", "id"}[rng.IntN(3)]; m != "none" {
+				props[delta.PropColumnMappingMode] = m
 			}
 			tbl, _, _ := newTestTable(t, props)
 			cur := model{}
