@@ -21,7 +21,8 @@ import (
 // (of ids, of a partition, moving rows between partitions) against a plain map: after
 // every one the table holds the model's rows and the version's change feed is the
 // model's difference; on a table with deletion vectors, row tracking, both or neither,
-// column mapping by name, id or none,
+// column mapping by name, id or none, checkpointed and opened again at random, read as
+// of earlier versions,
 // its rows in one file or several, the source in one record or several.
 func TestDMLMatchesModel(t *testing.T) {
 	ctx := context.Background()
@@ -39,7 +40,7 @@ func TestDMLMatchesModel(t *testing.T) {
 			if m := []string{"none", "name", "id"}[rng.IntN(3)]; m != "none" {
 				props[delta.PropColumnMappingMode] = m
 			}
-			tbl, _, _ := newTestTable(t, props)
+			tbl, st, clock := newTestTable(t, props)
 			cur := model{}
 			var initial []row
 			for id := int64(0); id < 30; id++ {
@@ -57,6 +58,11 @@ func TestDMLMatchesModel(t *testing.T) {
 				commitChange(t, tbl, "WRITE", nil, initial[:n], nil, nil)
 				initial = initial[n:]
 			}
+			head, err := tbl.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byVersion := map[int64]model{head.Version(): maps.Clone(cur)} // the rows of each version
 			// With row tracking, each row's id and commit version are checked too: an
 			// updated row keeps its id at the round's version, an untouched one keeps
 			// both, an inserted one gets an id never given before.
@@ -195,6 +201,36 @@ func TestDMLMatchesModel(t *testing.T) {
 					ids = got
 				}
 				cur = next
+				if committed {
+					byVersion[version] = maps.Clone(cur)
+				}
+				if rng.IntN(4) == 0 {
+					// A checkpoint of the latest version, and the table opened again: what
+					// follows reads its state from the checkpoint.
+					snap, err := tbl.Snapshot(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := tbl.Checkpoint(ctx, snap); err != nil {
+						t.Fatalf("round %d: %v", round, err)
+					}
+					if tbl, err = delta.Open(ctx, st, tbl.Root(), testOptions(clock)); err != nil {
+						t.Fatal(err)
+					}
+					if got := latestRows(t, tbl); !slices.Equal(got, cur.rows()) {
+						t.Fatalf("round %d: rows after a checkpoint\ngot  %v\nwant %v", round, got, cur.rows())
+					}
+				}
+				// Time travel to a version of an earlier round.
+				vs := slices.Sorted(maps.Keys(byVersion))
+				v := vs[rng.IntN(len(vs))]
+				old, err := tbl.SnapshotAt(ctx, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := tableRows(t, old), byVersion[v].rows(); !slices.Equal(got, want) {
+					t.Fatalf("round %d: rows as of version %d\ngot  %v\nwant %v", round, v, got, want)
+				}
 			}
 		})
 	}
