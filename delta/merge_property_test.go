@@ -63,6 +63,7 @@ func TestDMLMatchesModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			byVersion := map[int64]model{head.Version(): maps.Clone(cur)} // the rows of each version
+			var feed []string                                             // the rounds' changes
 			// With row tracking, each row's id and commit version are checked too: an
 			// updated row keeps its id at the round's version, an untouched one keeps
 			// both, an inserted one gets an id never given before.
@@ -174,6 +175,7 @@ func TestDMLMatchesModel(t *testing.T) {
 					if got := versionChanges(t, tbl, version); !slices.Equal(got, want) {
 						t.Fatalf("round %d (%s): feed\ngot  %v\nwant %v", round, kind, got, want)
 					}
+					feed = append(feed, want...)
 				} else if !maps.Equal(cur, next) {
 					t.Fatalf("round %d: nothing committed but the model changed", round)
 				}
@@ -231,6 +233,16 @@ func TestDMLMatchesModel(t *testing.T) {
 				if got, want := tableRows(t, old), byVersion[v].rows(); !slices.Equal(got, want) {
 					t.Fatalf("round %d: rows as of version %d\ngot  %v\nwant %v", round, v, got, want)
 				}
+			}
+			// The feed of all the rounds' versions in one read is each version's.
+			r, err := tbl.Changes(ctx, delta.ChangesOptions{StartVersion: ptr(head.Version() + 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ownChangeRows(t, r)
+			slices.Sort(feed)
+			if !slices.Equal(got, feed) {
+				t.Fatalf("the feed from version %d\ngot  %v\nwant %v", head.Version()+1, got, feed)
 			}
 		})
 	}
