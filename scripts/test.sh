@@ -420,10 +420,10 @@ run_properties() {
   log "go test -count=1 -run TestBudgetHeapStaysUnderBudget ./jobs (alone, without -race)"
   run_in_group go test -count=1 -timeout 10m -run 'TestBudgetHeapStaysUnderBudget$' ./jobs || status=$?
   # The scheduler's planner in full (a fifth of its expressions under -race), and data
-  # skipping from other seeds.
-  log "go test -count=1 -run TestNextMatchesReference ./cron, and ORCH_PROPERTY_SEED=1000 -run TestPruningMatchesReference ./delta"
+  # skipping and table DML from other seeds.
+  log "go test -count=1 -run TestNextMatchesReference ./cron, and ORCH_PROPERTY_SEED=1000 -run 'TestPruningMatchesReference|TestDMLMatchesModel' ./delta"
   run_in_group go test -count=1 -timeout 10m -run 'TestNextMatchesReference$' ./cron || status=$?
-  run_in_group env ORCH_PROPERTY_SEED=1000 go test -count=1 -timeout 10m -run 'TestPruningMatchesReference$' ./delta || status=$?
+  run_in_group env ORCH_PROPERTY_SEED=1000 go test -count=1 -timeout 10m -run 'TestPruningMatchesReference$|TestDMLMatchesModel$' ./delta || status=$?
   log "ORCH_EVOLVE_SEEDS=256 go test -count=1 -run TestEvolutionProperty ./delta (schema evolution, without -race)"
   run_in_group env ORCH_EVOLVE_SEEDS=256 go test -count=1 -timeout 30m -run 'TestEvolutionProperty$' ./delta || status=$?
   return "$status"
