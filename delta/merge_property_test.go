@@ -130,33 +130,39 @@ func TestDMLMatchesModel(t *testing.T) {
 					// A DELETE or an UPDATE of some ids, or of a partition, or both.
 					in := rng.Perm(40)[:rng.IntN(10)+1]
 					part := parts[rng.IntN(3)]
-					text := fmt.Sprintf("id IN (%s)", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(in)), ", "), "[]"))
+					byIDs, byPart := true, false
 					switch rng.IntN(3) {
 					case 1:
-						text = "part = '" + part + "'"
+						byIDs, byPart = false, true
 					case 2:
-						text += " OR part = '" + part + "'"
+						byPart = true
 					}
-					kind += " where " + text
+					var terms []string
+					if byIDs {
+						terms = append(terms, fmt.Sprintf("id IN (%s)", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(in)), ", "), "[]")))
+					}
+					if byPart {
+						terms = append(terms, "part = '"+part+"'")
+					}
+					text := strings.Join(terms, " OR ")
 					where, err := expr.Parse(text)
 					if err != nil {
 						t.Fatal(err)
 					}
-					hit := func(r row) bool {
-						return slices.Contains(in, int(r.id)) && !strings.HasPrefix(text, "part") || strings.Contains(text, "part = '"+r.part+"'")
-					}
+					del := kind == "delete"
+					kind += " where " + text
 					name, to := fmt.Sprintf("u%d", round), parts[rng.IntN(3)]
 					for id, r := range cur {
 						switch {
-						case !hit(r):
-						case kind[0] == 'd':
+						case !(byIDs && slices.Contains(in, int(id)) || byPart && r.part == part):
+						case del:
 							delete(next, id)
 						default:
 							next[id], updated[id] = row{id, name, to}, true
 						}
 					}
 					var res *delta.DMLResult
-					if kind[0] == 'd' {
+					if del {
 						res, err = tbl.Delete(ctx, delta.DeleteOptions{Where: where})
 					} else {
 						res, err = tbl.Update(ctx, delta.UpdateOptions{Where: where, Set: map[string]any{"name": name, "part": to}})
