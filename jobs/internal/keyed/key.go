@@ -134,14 +134,19 @@ func AppendKeys(block *keyindex.Block, rec arrow.RecordBatch, cols []int, from, 
 func KeyArray(b *keyindex.Block) arrow.Array {
 	mem := memory.DefaultAllocator
 	n := b.Len()
-	offs, allKeyed := b.Offsets(make([]int32, 0, n+1))
-	copied := func(v []byte) *memory.Buffer {
+	sized := func(size int) *memory.Buffer {
 		buf := memory.NewResizableBuffer(mem)
-		buf.Resize(len(v))
+		buf.Resize(size)
+		return buf
+	}
+	copied := func(v []byte) *memory.Buffer {
+		buf := sized(len(v))
 		copy(buf.Bytes(), v)
 		return buf
 	}
-	bufs := []*memory.Buffer{nil, copied(arrow.Int32Traits.CastToBytes(offs)), copied(b.Buf[:offs[n]])}
+	ob := sized(arrow.Int32SizeBytes * (n + 1)) // (the offsets are written in place)
+	offs, allKeyed := b.Offsets(arrow.Int32Traits.CastFromBytes(ob.Bytes())[:0])
+	bufs := []*memory.Buffer{nil, ob, copied(b.Buf[:offs[n]])}
 	nulls := 0
 	if !allKeyed {
 		bits := make([]byte, bitutil.BytesForBits(int64(n)))
