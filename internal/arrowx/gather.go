@@ -247,6 +247,24 @@ func Take(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, rows
 	return array.NewRecordBatch(rec.Schema(), cols, int64(len(rows))), nil
 }
 
+// GatherColumn gathers the given rows of one array of any type: GatherArray where it
+// copies the type, compute.Take otherwise.
+func GatherColumn(ctx context.Context, mem memory.Allocator, arr arrow.Array, rows []int32) (arrow.Array, error) {
+	if g := GatherArray(mem, arr, rows); g != nil {
+		return g, nil
+	}
+	ib := array.NewInt32Builder(mem)
+	ib.AppendValues(rows, nil)
+	idx := ib.NewArray()
+	ib.Release()
+	defer idx.Release()
+	c, err := compute.TakeArray(compute.WithAllocator(ctx, mem), arr, idx)
+	if err != nil {
+		return nil, fmt.Errorf("gather rows: %w", err)
+	}
+	return c, nil
+}
+
 // GatherRows is Gather with the default allocator.
 func GatherRows(ctx context.Context, rec arrow.RecordBatch, rows []int32) (arrow.RecordBatch, error) {
 	return Gather(ctx, memory.DefaultAllocator, rec, rows)

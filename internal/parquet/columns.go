@@ -20,6 +20,17 @@ import (
 // byteArrayReader, flat INT96 columns by an Int96Reader (as microseconds), every other
 // column by pqarrow.
 func OpenColumns(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string) (*Columns, error) {
+	return openColumns(ctx, fr, mem, fields, rowGroups, batchSize, what, false)
+}
+
+// OpenColumnsToPick is OpenColumns for reading column by column, each at chosen rows
+// of a batch (Begin, ReadColumn); its fixed-width columns too are decoded by our
+// reader, which copies out only the values of those rows.
+func OpenColumnsToPick(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string) (*Columns, error) {
+	return openColumns(ctx, fr, mem, fields, rowGroups, batchSize, what, true)
+}
+
+func openColumns(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string, pick bool) (*Columns, error) {
 	md := fr.ParquetReader().MetaData()
 	if rowGroups == nil {
 		rowGroups = allRowGroups(fr)
@@ -37,6 +48,10 @@ func OpenColumns(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocat
 		out[j] = *fr.Manifest.Fields[i].Field
 		if plainStrings && plainStringField(fr, i, rowGroups) {
 			c.cols[j].str = newByteArrayReader(fr, i, rowGroups, what+" column "+out[j].Name)
+			continue
+		}
+		if w := fixedWidthField(fr, i, rowGroups); pick && w > 0 {
+			c.cols[j].str = newFixedReader(fr, i, rowGroups, what+" column "+out[j].Name, w)
 			continue
 		}
 		if IsInt96(fr, i) {
@@ -78,10 +93,13 @@ type Columns struct {
 	left   int64 // rows not read yet
 	cur    arrow.RecordBatch
 	err    error
+	// A batch read column by column (Begin): its rows, and which columns were read.
+	picking int64
+	picked  []bool
 }
 
 type columnSource struct {
-	str *byteArrayReader      // a plain string column
+	str *byteArrayReader      // a plain string column (or, to pick, a fixed-width one)
 	i96 *Int96Reader          // an INT96 timestamp column
 	pq  *pqarrow.ColumnReader // anything else
 }
@@ -159,6 +177,67 @@ func (s *columnSource) read(n int64, mem memory.Allocator) (arrow.Array, error) 
 	return array.Concatenate(ch.Chunks(), mem)
 }
 
+// Begin starts the next batch of a read column by column and returns its rows (0 at the
+// end or on an error, Err). Each column of the batch is then read at most once, with
+// ReadColumn; the next Begin skips those that were not.
+func (c *Columns) Begin() int64 {
+	if c.picking > 0 {
+		for j, done := range c.picked {
+			if !done {
+				a, err := c.ReadColumn(j, []int32{})
+				if err != nil {
+					return 0
+				}
+				a.Release()
+			}
+		}
+	}
+	c.picking = 0
+	if c.err != nil || c.left == 0 {
+		return 0
+	}
+	c.picking = min(c.batch, c.left)
+	c.left -= c.picking
+	c.picked = make([]bool, len(c.cols))
+	return c.picking
+}
+
+// ReadColumn reads column j of the batch Begin started, at rows (ascending indexes in
+// the batch; nil: every row), as an array of len(rows) rows.
+func (c *Columns) ReadColumn(j int, rows []int32) (a arrow.Array, err error) {
+	if c.picking == 0 || c.picked[j] {
+		return nil, fmt.Errorf("%s column %s: read twice in a batch, or outside one", c.what, c.schema.Field(j).Name)
+	}
+	c.picked[j] = true
+	defer func() {
+		if p := recover(); p != nil {
+			a, err = nil, fmt.Errorf("%s column %s: corrupt data file: %v", c.what, c.schema.Field(j).Name, p)
+		}
+		if err != nil && c.err == nil {
+			c.err = err
+		}
+	}()
+	n := int(c.picking)
+	s := &c.cols[j]
+	if s.str != nil {
+		return s.str.pick(n, rows, c.mem)
+	}
+	whole, err := s.read(int64(n), c.mem)
+	if err == nil && (whole == nil || whole.Len() != n) {
+		got := 0
+		if whole != nil {
+			got = whole.Len()
+			whole.Release()
+		}
+		return nil, fmt.Errorf("column %s: %d rows where the row groups have %d", c.schema.Field(j).Name, got, n)
+	}
+	if err != nil || rows == nil {
+		return whole, err
+	}
+	defer whole.Release()
+	return arrowx.GatherColumn(context.Background(), c.mem, whole, rows)
+}
+
 // RecordBatch is the batch Next read, valid until the next call of Next or Release.
 func (c *Columns) RecordBatch() arrow.RecordBatch { return c.cur }
 
@@ -184,6 +263,9 @@ func (c *Columns) Release() {
 	}
 	c.cols = nil
 }
+
+// AllRowGroups lists every row group of fr.
+func AllRowGroups(fr *pqarrow.FileReader) []int { return allRowGroups(fr) }
 
 // allRowGroups lists every row group of fr.
 func allRowGroups(fr *pqarrow.FileReader) []int {

@@ -34,13 +34,20 @@ func plainStringField(fr *pqarrow.FileReader, i int, rowGroups []int) bool {
 	if id := f.Field.Type.ID(); id != arrow.STRING && id != arrow.BINARY {
 		return false
 	}
-	md := fr.ParquetReader().MetaData()
-	col := md.Schema.Column(f.ColIndex)
+	col := fr.ParquetReader().MetaData().Schema.Column(f.ColIndex)
 	if col.PhysicalType() != pq.Types.ByteArray || col.MaxRepetitionLevel() != 0 || col.MaxDefinitionLevel() > 1 {
 		return false
 	}
+	return pageEncodingsRead(fr, f.ColIndex, rowGroups)
+}
+
+// pageEncodingsRead reports whether leaf column col of fr is, in every row group of
+// rowGroups, in encodings byteArrayReader reads (PLAIN and dictionary pages, RLE levels)
+// and not encrypted.
+func pageEncodingsRead(fr *pqarrow.FileReader, col int, rowGroups []int) bool {
+	md := fr.ParquetReader().MetaData()
 	for _, rg := range rowGroups {
-		cc, err := md.RowGroup(rg).ColumnChunk(f.ColIndex)
+		cc, err := md.RowGroup(rg).ColumnChunk(col)
 		if err != nil || cc.CryptoMetadata() != nil {
 			return false
 		}
@@ -56,11 +63,13 @@ func plainStringField(fr *pqarrow.FileReader, i int, rowGroups []int) bool {
 }
 
 // byteArrayReader decodes one flat BYTE_ARRAY column over a list of row groups into
-// Arrow string (or binary) arrays of a requested number of rows.
+// Arrow string (or binary) arrays of a requested number of rows. With width set it
+// reads a fixed-width column (fixedWidthField) instead, by pick only.
 type byteArrayReader struct {
 	pf        *file.Reader
 	col       int
 	typ       arrow.DataType
+	width     int // bytes of a fixed-width value; 0: byte arrays
 	maxDef    int16
 	rowGroups []int
 	nextRG    int // index into rowGroups of the next row group to open
@@ -492,6 +501,17 @@ func (r *byteArrayReader) loadDictionary(data []byte, n int, enc pq.Encoding) er
 	if enc != pq.Encodings.Plain && enc != pq.Encodings.PlainDict {
 		return r.corrupt("dictionary in %s", enc)
 	}
+	if r.width > 0 {
+		if n < 0 || n > len(data)/r.width {
+			return r.corrupt("dictionary of %d values in %d bytes", n, len(data))
+		}
+		off := make([]int32, n+1)
+		for j := range off {
+			off[j] = int32(j * r.width)
+		}
+		r.dictOff, r.dictBuf = off, bytes.Clone(data[:n*r.width])
+		return nil
+	}
 	if n < 0 || n > len(data)/4 {
 		return r.corrupt("dictionary of %d values in %d bytes", n, len(data))
 	}
@@ -522,6 +542,30 @@ type rleDecoder struct {
 
 func (d *rleDecoder) reset(buf []byte, bw uint) {
 	*d = rleDecoder{buf: buf, bw: bw}
+}
+
+// skip moves past n values without decoding them.
+func (d *rleDecoder) skip(n int) error {
+	for n > 0 {
+		switch {
+		case d.run > 0:
+			k := min(d.run, n)
+			d.run -= k
+			n -= k
+		case d.packed > 0:
+			k := min(d.packed, n)
+			d.pos += uint(k) * d.bw
+			d.packed -= k
+			n -= k
+		default:
+			var one [1]uint32 // (reads the next run's header, and its first value)
+			if err := d.read(one[:]); err != nil {
+				return err
+			}
+			n--
+		}
+	}
+	return nil
 }
 
 // read fills dst.
