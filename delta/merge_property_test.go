@@ -229,6 +229,7 @@ func TestDMLMatchesModel(t *testing.T) {
 						t.Fatalf("round %d: rows after a checkpoint\ngot  %v\nwant %v", round, got, cur.rows())
 					}
 				}
+				checkPickedScan(t, tbl, rng)
 				// Time travel to a version of an earlier round.
 				vs := slices.Sorted(maps.Keys(byVersion))
 				v := vs[rng.IntN(len(vs))]

@@ -55,6 +55,26 @@ type ScanOptions struct {
 	// same positions and stats. Worth it for scans of many files that the caller does
 	// little with (a change feed read). Release stops the goroutines, as for ReadAhead.
 	ParallelFiles bool
+	// Pick, with FilesOnly, reads each batch's columns in steps: a step's columns are
+	// decoded only at the rows the steps before it kept, and the columns no step names
+	// only at the rows the last step kept (late materialization: the values of other
+	// rows are not copied out of their pages). A record then holds the kept rows, and
+	// Rows names each one's place in its file. A file's row groups are read on up to
+	// GOMAXPROCS goroutines, each keeping what it picked until its turn: worth it when
+	// the steps keep few rows.
+	Pick []PickStep
+}
+
+// PickStep is one step of a scan's Pick.
+type PickStep struct {
+	// Columns the step reads: returned columns (ScanOptions.Columns) or, when it is
+	// empty, the table's.
+	Columns []string
+	// Keep returns the rows of rec to keep (ascending indexes). rec holds this step's
+	// columns and those of the steps before it, at the rows they kept, as the scan
+	// returns them. It runs on the goroutines that read: with ParallelFiles, several
+	// calls at once.
+	Keep func(rec arrow.RecordBatch) ([]int32, error)
 }
 
 // ScanStats counts what a scan did; pruning tests and metrics read it.
@@ -84,6 +104,7 @@ type Scanner struct {
 	work      []*StructField // out's fields plus filter-only columns
 	workArrow *arrow.Schema  // Arrow form of work
 	filter    *expr.Bound    // nil: keep all rows
+	pick      [][]int        // per step of opts.Pick, its columns' indexes in work
 	files     []*Add
 
 	next  int       // index into files
@@ -112,11 +133,18 @@ type scanned struct {
 	stats ScanStats
 }
 
-// position is where a record's first row is: its file and its index there.
+// position is where a record's first row is: its file and its index there; with Pick,
+// rows holds every row's index.
 type position struct {
 	file  *Add
 	first int64
+	rows  []int64
 }
+
+// Rows returns, for a scan with Pick, the index in its file of each row of the current
+// record (counting the rows its deletion vector keeps, as Position does); valid until
+// the next call of Next.
+func (s *Scanner) Rows() []int64 { return s.at.rows }
 
 // Position returns the data file of the current record and the index in that file of
 // the record's first row. Without a Filter, or with FilesOnly, a record's rows are
@@ -189,6 +217,9 @@ func Scan(ctx context.Context, store objectstore.Store, root string, schema *Str
 	}
 	if s.workArrow, err = ArrowSchema(&StructType{Fields: s.work}); err != nil {
 		return nil, fmt.Errorf("scan: %w", err)
+	}
+	if err := s.bindPick(); err != nil {
+		return nil, err
 	}
 	s.stats.FilesTotal = len(files)
 	for _, a := range files {

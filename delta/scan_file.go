@@ -39,11 +39,24 @@ type fileScan struct {
 	// read as, made from the first record.
 	want    []*StructField
 	logical *arrow.Schema
+	// colOf maps, with Pick, each work column to its index in the file's columns read
+	// (-1: not in the file, or a partition column); rgs are the row groups to read, and
+	// fan reads them.
+	colOf []int
+	rgs   []int
+	fan   *rowGroupFanOut
 }
 
 // read returns the file's next non-empty record and its position, or nil at its end.
 // What it read is counted in f.stats.
 func (f *fileScan) read(ctx context.Context, s *Scanner) (arrow.RecordBatch, position, error) {
+	if s.pick != nil {
+		return f.readPicked(ctx, s)
+	}
+	return f.readWhole(ctx, s)
+}
+
+func (f *fileScan) readWhole(ctx context.Context, s *Scanner) (arrow.RecordBatch, position, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, position{}, err
@@ -71,7 +84,7 @@ func (f *fileScan) read(ctx context.Context, s *Scanner) (arrow.RecordBatch, pos
 				raw = kept
 			}
 		}
-		at := position{f.add, f.kept}
+		at := position{file: f.add, first: f.kept}
 		f.kept += raw.NumRows()
 		rec, err := s.finishBatch(ctx, raw, f.add)
 		raw.Release()
@@ -125,11 +138,20 @@ func (s *Scanner) open(ctx context.Context, f *fileScan) error {
 		return err
 	}
 	var fields []int // top-level fields of the file to read
-	for _, wf := range s.work {
+	if s.pick != nil {
+		f.colOf = make([]int, len(s.work))
+	}
+	for k, wf := range s.work {
+		if f.colOf != nil {
+			f.colOf[k] = -1
+		}
 		if s.isPart[strings.ToLower(wf.Name)] {
 			continue
 		}
 		if i := fileField(fileSchema.Fields(), wf); i >= 0 {
+			if f.colOf != nil {
+				f.colOf[k] = len(fields)
+			}
 			fields = append(fields, i)
 			if s.mapped {
 				f.want = append(f.want, wf)
@@ -168,12 +190,24 @@ func (s *Scanner) open(ctx context.Context, f *fileScan) error {
 	}
 	f.fr, f.closeFn = fr, closeFn
 	f.open = func(rowGroups []int) (*pqfile.Columns, error) {
-		rr, err := pqfile.OpenColumns(ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, key)
+		open := pqfile.OpenColumns
+		if s.pick != nil {
+			open = pqfile.OpenColumnsToPick
+		}
+		rr, err := open(ctx, fr, s.mem, fields, rowGroups, s.opts.BatchSize, key)
 		if err != nil {
 			return nil, err
 		}
 		rr.Serial = s.opts.ParallelFiles && len(s.files) > 1 // the files are the fan-out
 		return rr, nil
+	}
+	if s.pick != nil {
+		// Picked: the row groups are read on several goroutines (pickRowGroups).
+		if rowGroups == nil {
+			rowGroups = pqfile.AllRowGroups(fr)
+		}
+		f.rgs = rowGroups
+		return nil
 	}
 	// A run of consecutive row groups is read as one; where groups were pruned between
 	// two, the next run starts at its own row of the file (deletion vectors and
@@ -267,6 +301,10 @@ func (f *fileScan) nextRaw(batch int64) (arrow.RecordBatch, error) {
 }
 
 func (f *fileScan) close() {
+	if f.fan != nil {
+		f.fan.stop()
+		f.fan = nil
+	}
 	if f.cols != nil {
 		f.cols.Release()
 		f.cols = nil

@@ -52,6 +52,22 @@ func TestScanReadAheadStops(t *testing.T) {
 	checkScanStops(t, st, sch, adds, ScanOptions{BatchSize: 10, ReadAhead: true})
 }
 
+// Releasing a picking scan (its row groups read on several goroutines) stops them too.
+func TestScanPickStops(t *testing.T) {
+	st, sch, adds, _ := pruneTable(t)
+	all := func(rec arrow.RecordBatch) ([]int32, error) {
+		rows := make([]int32, rec.NumRows())
+		for r := range rows {
+			rows[r] = int32(r)
+		}
+		return rows, nil
+	}
+	for _, ahead := range []bool{false, true} {
+		checkScanStops(t, st, sch, adds, ScanOptions{BatchSize: 10, ReadAhead: ahead, FilesOnly: true,
+			Pick: []PickStep{{Columns: []string{"id"}, Keep: all}}})
+	}
+}
+
 // checkScanStops checks that releasing 20 scans made with opts leaves no goroutine
 // behind, and that a cancelled context ends a scan with the context's error.
 func checkScanStops(t *testing.T, st objectstore.Store, sch *StructType, adds []*Add, opts ScanOptions) {

@@ -124,6 +124,64 @@ func TestScanRowGroupsWithDeletionVectors(t *testing.T) {
 		}
 	}
 
+	// Picked, the row groups read on several goroutines: the rows the steps keep of
+	// those a whole read returns, each at its place, in file order.
+	keepBy := func(col string, keep func(arrow.Array, int) bool) delta.PickStep {
+		return delta.PickStep{Columns: []string{col}, Keep: func(rec arrow.RecordBatch) ([]int32, error) {
+			c := rec.Column(rec.Schema().FieldIndices(col)[0])
+			var rows []int32
+			for r := range c.Len() {
+				if keep(c, r) {
+					rows = append(rows, int32(r))
+				}
+			}
+			return rows, nil
+		}}
+	}
+	byID := func(c arrow.Array, r int) bool { return c.(*array.Int64).Value(r)%3 != 0 }
+	byS := func(c arrow.Array, r int) bool { v := c.(*array.String).Value(r); return v[len(v)-1] != '7' }
+	for _, filter := range []expr.Predicate{nil, where} {
+		for _, ahead := range []bool{false, true} {
+			var want []int64
+			opts := delta.ScanOptions{Filter: filter, FilesOnly: true, RowGroups: true, BatchSize: 333, ReadAhead: ahead}
+			sc, err := snap.Scan(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for sc.Next() {
+				r := sc.RecordBatch()
+				for i := range int(r.NumRows()) {
+					if byID(r.Column(0), i) && byS(r.Column(1), i) {
+						want = append(want, r.Column(0).(*array.Int64).Value(i))
+					}
+				}
+			}
+			sc.Release()
+			opts.Pick = []delta.PickStep{keepBy("id", byID), keepBy("s", byS)}
+			if sc, err = snap.Scan(ctx, opts); err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for sc.Next() {
+				r, rows := sc.RecordBatch(), sc.Rows()
+				for i := range int(r.NumRows()) {
+					id := r.Column(0).(*array.Int64).Value(i)
+					if rows[i] != place[id] || r.Column(1).(*array.String).Value(i) != fmt.Sprint("row ", id) {
+						t.Fatalf("picked id %d (%s) at place %d, want %d", id, r.Column(1).(*array.String).Value(i), rows[i], place[id])
+					}
+					got = append(got, id)
+				}
+			}
+			if err := sc.Err(); err != nil {
+				t.Fatal(err)
+			}
+			sc.Release()
+			if len(got) == 0 || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("filter %v, read ahead %v: picked %d ids, want %d", filter != nil, ahead, len(got), len(want))
+			}
+		}
+	}
+
 	// Without FilesOnly the filter's rows exactly, the vector's rows left out.
 	sc, err := snap.Scan(ctx, delta.ScanOptions{Filter: where, BatchSize: 333})
 	if err != nil {
