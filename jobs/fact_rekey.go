@@ -3,9 +3,12 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -57,24 +60,20 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dim
 	// FilesOnly: a file's row groups that are read are read whole, so each row's place
 	// in its file is known (the positions the MERGE updates the re-keyed facts at);
 	// those outside the changed ranges' times are skipped by their stats (RowGroups).
+	// Of the rows read, the scan keeps (Pick) those in a changed range by their times,
+	// then by their keys, and decodes their other columns for those rows alone.
 	opts := delta.ScanOptions{FilesOnly: true, RowGroups: true, ReadAhead: true}
 	if !all {
 		opts.Filter = fr.rekeyFilter(ranges)
+		opts.Pick = newRekeyPicker(fr.dims, ranges).steps()
 	}
 	sc, err := f.dstSnap.Scan(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("read fact table %s: %w", f.dstDecl.Name, err)
 	}
 	defer sc.Release()
-	changed := make([]*changedKeys, len(fr.dims))
-	for i, rs := range ranges {
-		if rs != nil {
-			changed[i] = newChangedKeys(rs)
-		}
-	}
 	keepRows := fr.pos != nil && f.dstSnap.DeletionVectorsEnabled()
 	what := "fact table " + f.dstDecl.Name
-	var affected []bool
 	var rows []int32
 	for sc.Next() {
 		rec := sc.RecordBatch()
@@ -83,9 +82,7 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dim
 		if !posOK {
 			fr.pos = nil
 		}
-		if affected, err = fr.affectedRows(rec, all, changed, affected); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
+		places := sc.Rows() // (with Pick: each row's place in its file)
 		names := nameIndex(rec.Schema())
 		cols := make([]int, len(fr.keyOf))
 		for j := range cols {
@@ -93,9 +90,6 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dim
 		}
 		rows = rows[:0]
 		for r := range n {
-			if !affected[r] {
-				continue
-			}
 			key, kc, err := fr.factKey(rec, cols, r)
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, err)
@@ -123,7 +117,11 @@ func (fr *factRun) rekey(ctx context.Context, f *flow, ranges []map[string][]dim
 					fm = &delta.FileMatches{}
 					fr.pos.Files[file.Path] = fm
 				}
-				fm.Target = append(fm.Target, first+int64(r))
+				at := first + int64(r)
+				if places != nil {
+					at = places[r]
+				}
+				fm.Target = append(fm.Target, at)
 				fm.Source = append(fm.Source, int32(fr.rows))
 				rows = append(rows, int32(r))
 			}
@@ -160,55 +158,171 @@ type changedKeys struct {
 	keys     *keyindex.Index
 	ranges   [][]dimInterval
 	from, to int64
+	// bits has, for keys of one string or integer column, a bit set per key's value
+	// hash (valueBit): a fact whose value's bit is clear has no changed key, and is
+	// not looked up (nil: every fact in the bounds is).
+	bits []uint64
 }
 
 func newChangedKeys(rs map[string][]dimInterval) *changedKeys {
 	c := &changedKeys{keys: keyindex.New(len(rs)), ranges: make([][]dimInterval, 0, len(rs)), from: math.MaxInt64, to: math.MinInt64}
+	c.bits = make([]uint64, changedBitWords(len(rs)))
 	for k, r := range rs {
 		c.keys.Add([]byte(k))
 		c.ranges = append(c.ranges, r)
 		for _, iv := range r {
 			c.from, c.to = min(c.from, iv.from), max(c.to, iv.to)
 		}
+		switch v, _ := decodeKeyValue(k); v := v.(type) {
+		case string:
+			c.setBit(maphash.String(changedSeed, v))
+		case int64:
+			c.setBit(intHash(v))
+		default:
+			c.bits = nil
+		}
 	}
 	return c
 }
 
-// affectedRows marks the rows of a fact batch whose business key and time fall in a
-// changed range of one of the dimensions (all: every row).
-func (fr *factRun) affectedRows(rec arrow.RecordBatch, all bool, changed []*changedKeys, out []bool) ([]bool, error) {
+// changedSeed seeds the hashes of changedKeys.bits.
+var changedSeed = maphash.MakeSeed()
+
+// changedBitWords sizes changedKeys.bits: about 64 bits a key (few false hits), a power
+// of two of words.
+func changedBitWords(keys int) int {
+	return bitutil.NextPowerOf2(max(keys, 1))
+}
+
+func (c *changedKeys) setBit(h uint64) {
+	if c.bits != nil {
+		i := h & uint64(len(c.bits)*64-1)
+		c.bits[i/64] |= 1 << (i % 64)
+	}
+}
+
+// mayHold reports whether row r of a fact's one key column may hold a changed key
+// (false: it does not).
+func (c *changedKeys) mayHold(col arrow.Array, r int) bool {
+	var h uint64
+	switch a := col.(type) {
+	case *array.String:
+		h = maphash.String(changedSeed, a.Value(r))
+	case *array.Int64:
+		h = intHash(a.Value(r))
+	case *array.Int32:
+		h = intHash(int64(a.Value(r)))
+	default:
+		return true
+	}
+	i := h & uint64(len(c.bits)*64-1)
+	return c.bits[i/64]&(1<<(i%64)) != 0
+}
+
+// intHash mixes an integer key's bits (Fibonacci hashing).
+func intHash(v int64) uint64 { return uint64(v) * 0x9e3779b97f4a7c15 }
+
+// rekeyPicker keeps the facts of a batch that fall in a changed range of one of the
+// dimensions: first by their times (the changed ranges' bounds), then by their
+// business keys and times. The scan calls it on its own goroutines, several at once:
+// each call takes buffers of its own, and only it looks the changed keys up.
+type rekeyPicker struct {
+	dims    []*factDim
+	changed []*changedKeys // per lookup (nil: not changed)
+	bufs    sync.Pool      // of *pickBuffers
+}
+
+type pickBuffers struct {
+	times []int64
+	tok   []bool
+	block keyindex.Block
+	in    []bool
+}
+
+func newRekeyPicker(dims []*factDim, ranges []map[string][]dimInterval) *rekeyPicker {
+	p := &rekeyPicker{dims: dims, changed: make([]*changedKeys, len(dims))}
+	p.bufs.New = func() any { return &pickBuffers{} }
+	for i, rs := range ranges {
+		if rs != nil {
+			p.changed[i] = newChangedKeys(rs)
+		}
+	}
+	return p
+}
+
+// steps are the scan's Pick: the times' columns, then the business keys'.
+func (p *rekeyPicker) steps() []delta.PickStep {
+	var at, keys []string
+	for i, c := range p.changed {
+		if c != nil {
+			at = append(at, p.dims[i].lookup.At)
+			keys = append(keys, p.dims[i].factCols...)
+		}
+	}
+	return []delta.PickStep{{Columns: at, Keep: p.byTime}, {Columns: keys, Keep: p.byKey}}
+}
+
+// byTime keeps the rows whose time is within a changed lookup's ranges' bounds.
+func (p *rekeyPicker) byTime(rec arrow.RecordBatch) ([]int32, error) {
+	return p.keep(rec, false)
+}
+
+// byKey keeps the rows whose business key and time fall in one of its changed ranges.
+func (p *rekeyPicker) byKey(rec arrow.RecordBatch) ([]int32, error) {
+	return p.keep(rec, true)
+}
+
+func (p *rekeyPicker) keep(rec arrow.RecordBatch, byKey bool) ([]int32, error) {
 	n := int(rec.NumRows())
-	out = resize(out, n)
-	for r := range out {
-		out[r] = all
-	}
-	if all {
-		return out, nil
-	}
-	lc := fr.lookupColsOf(rec.Schema())
-	fb := &fr.batch
-	for i, c := range changed {
+	b := p.bufs.Get().(*pickBuffers)
+	defer p.bufs.Put(b)
+	b.in = resize(b.in, n)
+	clear(b.in)
+	names := nameIndex(rec.Schema())
+	for i, c := range p.changed {
 		if c == nil {
 			continue
 		}
+		d := p.dims[i]
 		var err error
-		if fb.times, fb.tok, err = fillTimes(fb.times, fb.tok, rec.Column(lc.at[i]), n); err != nil {
+		if b.times, b.tok, err = fillTimes(b.times, b.tok, rec.Column(names[strings.ToLower(d.lookup.At)]), n); err != nil {
+			return nil, fmt.Errorf("lookups[%d].at %s: %w", i, d.lookup.At, err)
+		}
+		inBounds := func(r int) bool { return b.tok[r] && c.from <= b.times[r] && b.times[r] < c.to }
+		if !byKey {
+			for r := range n {
+				b.in[r] = b.in[r] || inBounds(r)
+			}
+			continue
+		}
+		cols := make([]int, len(d.factCols))
+		for j, k := range d.factCols {
+			cols[j] = names[strings.ToLower(k)]
+		}
+		// Only the keys of facts whose time is within the ranges' bounds, and whose
+		// value may be a changed key's, are looked up.
+		lookUp := inBounds
+		if c.bits != nil && len(cols) == 1 {
+			col := rec.Column(cols[0])
+			lookUp = func(r int) bool { return inBounds(r) && c.mayHold(col, r) }
+		}
+		if err := appendBusinessKeysWhere(&b.block, rec, cols, lookUp); err != nil {
 			return nil, err
 		}
-		// Only the keys of facts whose time is within the ranges' bounds are looked up.
-		if err := appendBusinessKeysWhere(&fb.block, rec, lc.key[i], func(r int) bool {
-			return fb.tok[r] && c.from <= fb.times[r] && fb.times[r] < c.to
-		}); err != nil {
-			return nil, err
-		}
-		c.keys.LookupBlock(&fb.block)
-		for r, id := range fb.block.IDs {
-			if id >= 0 && fb.tok[r] && inRanges(c.ranges[id], fb.times[r]) {
-				out[r] = true
+		c.keys.LookupBlock(&b.block)
+		for r, id := range b.block.IDs {
+			if id >= 0 && b.tok[r] && inRanges(c.ranges[id], b.times[r]) {
+				b.in[r] = true
 			}
 		}
 	}
-	return out, nil
+	var keep []int32
+	for r, in := range b.in {
+		if in {
+			keep = append(keep, int32(r))
+		}
+	}
+	return keep, nil
 }
 
 // rekeyFilter is a scan filter keeping the facts of the changed business keys (nil, no

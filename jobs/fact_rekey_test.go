@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -185,5 +186,55 @@ func TestCoverageChanges(t *testing.T) {
 		if got := coverageChanges(tc.old, tc.now); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// The changed keys' bits let every changed key's value through, from a string, a long
+// or an int column, and keep most other values out.
+func TestChangedKeysBits(t *testing.T) {
+	for _, dt := range []arrow.DataType{arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Int32} {
+		b := array.NewBuilder(memory.DefaultAllocator, dt)
+		for i := range 20000 {
+			switch b := b.(type) {
+			case *array.StringBuilder:
+				b.Append(fmt.Sprintf("C%07d", i))
+			case *array.Int64Builder:
+				b.Append(int64(i) - 10000)
+			case *array.Int32Builder:
+				b.Append(int32(i) - 10000)
+			}
+		}
+		col := b.NewArray()
+		b.Release()
+		rec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "k", Type: dt}}, nil), []arrow.Array{col}, int64(col.Len()))
+		changed := map[string][]dimInterval{}
+		isChanged := map[int]bool{}
+		for i := 0; i < col.Len(); i += 50 { // 400 changed keys
+			k, err := keyed.AppendKey(nil, rec, []int{0}, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			changed[string(k)] = []dimInterval{{from: 0, to: 1}}
+			isChanged[i] = true
+		}
+		c := newChangedKeys(changed)
+		if c.bits == nil {
+			t.Fatalf("%s: no bits for keys of one %s column", dt, dt)
+		}
+		passed := 0
+		for r := range col.Len() {
+			ok := c.mayHold(col, r)
+			if isChanged[r] && !ok {
+				t.Fatalf("%s: changed key at row %d kept out", dt, r)
+			}
+			if ok && !isChanged[r] {
+				passed++
+			}
+		}
+		if passed > col.Len()/20 {
+			t.Errorf("%s: %d of %d other values let through", dt, passed, col.Len()-len(isChanged))
+		}
+		rec.Release()
+		col.Release()
 	}
 }
