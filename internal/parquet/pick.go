@@ -90,21 +90,8 @@ func (r *byteArrayReader) pick(n int, rows []int32, mem memory.Allocator) (arrow
 			mem.Free(o.vals)
 		}
 	}
-	got := 0 // rows walked so far
 	var sel, vix []int32
-	for got < n {
-		if r.left == 0 {
-			more, err := r.nextPage()
-			if err != nil {
-				free()
-				return nil, err
-			}
-			if !more {
-				break
-			}
-			continue
-		}
-		k := min(n-got, r.left)
+	got, err := r.walk(n, func(got, k int) error {
 		// The rows picked in this chunk (sel, from its start).
 		sel = sel[:0]
 		if rows == nil {
@@ -114,18 +101,16 @@ func (r *byteArrayReader) pick(n int, rows []int32, mem memory.Allocator) (arrow
 		} else {
 			for i := o.n; i < m && int(rows[i]) < got+k; i++ {
 				if int(rows[i]) < got || i > o.n && rows[i] <= rows[i-1] {
-					free()
-					return nil, fmt.Errorf("column %s: rows to pick out of order", r.what)
+					return fmt.Errorf("column %s: rows to pick out of order", r.what)
 				}
 				sel = append(sel, rows[i]-int32(got))
 			}
 		}
-		if err := r.pickChunk(k, sel, &vix, &o); err != nil {
-			free()
-			return nil, err
-		}
-		r.left -= k
-		got += k
+		return r.pickChunk(k, sel, &vix, &o)
+	})
+	if err != nil {
+		free()
+		return nil, err
 	}
 	if got < n || o.n < m {
 		free()

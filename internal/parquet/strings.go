@@ -142,26 +142,13 @@ func (r *byteArrayReader) next(n int, mem memory.Allocator) (arrow.Array, error)
 		}
 	}
 	r.runVal, r.runRows = nil, 0
-	pos, nulls, got := 0, 0, 0
-	for got < n {
-		if r.left == 0 {
-			more, err := r.nextPage()
-			if err != nil {
-				free()
-				return nil, err
-			}
-			if !more {
-				break
-			}
-			continue
-		}
-		k := min(n-got, r.left)
-		if err := r.chunk(k, mem, &data, &valid, offsets, &pos, &nulls, got, n); err != nil {
-			free()
-			return nil, err
-		}
-		r.left -= k
-		got += k
+	pos, nulls := 0, 0
+	got, err := r.walk(n, func(got, k int) error {
+		return r.chunk(k, mem, &data, &valid, offsets, &pos, &nulls, got, n)
+	})
+	if err != nil {
+		free()
+		return nil, err
 	}
 	if got == 0 {
 		free()
@@ -188,6 +175,32 @@ func (r *byteArrayReader) next(n int, mem memory.Allocator) (arrow.Array, error)
 		}
 	}
 	return array.MakeFromData(ad), nil
+}
+
+// walk moves over the next n rows (fewer at the column's end) page by page: fn gets each
+// chunk of a page's rows, its first row counted from the walk's start (got) and its rows
+// (k), and moves past them. It returns the rows walked.
+func (r *byteArrayReader) walk(n int, fn func(got, k int) error) (int, error) {
+	got := 0
+	for got < n {
+		if r.left == 0 {
+			more, err := r.nextPage()
+			if err != nil {
+				return got, err
+			}
+			if !more {
+				break
+			}
+			continue
+		}
+		k := min(n-got, r.left)
+		if err := fn(got, k); err != nil {
+			return got, err
+		}
+		r.left -= k
+		got += k
+	}
+	return got, nil
 }
 
 // chunk decodes the next k rows of the current page, rows got.. of a batch of n: it
