@@ -109,7 +109,6 @@ func (f *fileScan) pickRowGroups(ctx context.Context, s *Scanner) *rowGroupFanOu
 	for k := range p.out {
 		p.out[k] = make(chan pickedGroup, 1)
 	}
-	md := f.fr.ParquetReader().MetaData()
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -122,7 +121,7 @@ func (f *fileScan) pickRowGroups(ctx context.Context, s *Scanner) *rowGroupFanOu
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
-				g := f.pickRowGroup(ctx, s, rg, md.RowGroup(rg).NumRows())
+				g := f.pickRowGroup(ctx, s, rg)
 				select {
 				case p.out[k] <- g:
 				case <-ctx.Done():
@@ -180,8 +179,8 @@ func (g *pickedGroup) release() {
 	g.recs, g.rows = nil, nil
 }
 
-// pickRowGroup reads row group rg (of n rows) batch by batch, step by step.
-func (f *fileScan) pickRowGroup(ctx context.Context, s *Scanner, rg int, n int64) (g pickedGroup) {
+// pickRowGroup reads row group rg batch by batch, step by step.
+func (f *fileScan) pickRowGroup(ctx context.Context, s *Scanner, rg int) (g pickedGroup) {
 	cols, err := f.open([]int{rg})
 	if err != nil {
 		g.err = fmt.Errorf("scan %s: %w", f.add.Path, err)

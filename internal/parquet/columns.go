@@ -33,7 +33,7 @@ func OpenColumnsToPick(ctx context.Context, fr *pqarrow.FileReader, mem memory.A
 func openColumns(ctx context.Context, fr *pqarrow.FileReader, mem memory.Allocator, fields, rowGroups []int, batchSize int64, what string, pick bool) (*Columns, error) {
 	md := fr.ParquetReader().MetaData()
 	if rowGroups == nil {
-		rowGroups = allRowGroups(fr)
+		rowGroups = AllRowGroups(fr)
 	}
 	var rows int64
 	for _, rg := range rowGroups {
@@ -265,10 +265,7 @@ func (c *Columns) Release() {
 }
 
 // AllRowGroups lists every row group of fr.
-func AllRowGroups(fr *pqarrow.FileReader) []int { return allRowGroups(fr) }
-
-// allRowGroups lists every row group of fr.
-func allRowGroups(fr *pqarrow.FileReader) []int {
+func AllRowGroups(fr *pqarrow.FileReader) []int {
 	rgs := make([]int, fr.ParquetReader().NumRowGroups())
 	for k := range rgs {
 		rgs[k] = k

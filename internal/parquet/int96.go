@@ -61,7 +61,7 @@ func Int96Type() arrow.DataType { return int96Type }
 // all); what names the column in errors.
 func NewInt96Reader(fr *pqarrow.FileReader, i int, rowGroups []int, what string) *Int96Reader {
 	if rowGroups == nil {
-		rowGroups = allRowGroups(fr)
+		rowGroups = AllRowGroups(fr)
 	}
 	col := fr.Manifest.Fields[i].ColIndex
 	return &Int96Reader{fr: fr, col: col, rgs: rowGroups, what: what,

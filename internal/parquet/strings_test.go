@@ -40,7 +40,7 @@ func TestColumnsPlainStringsMatchPqarrow(t *testing.T) {
 			// The fast path is taken for the string columns, unless the encoding is
 			// one it leaves to pqarrow.
 			fr, closeFile := openFile(t, data, memory.DefaultAllocator)
-			all := allRowGroups(fr)
+			all := AllRowGroups(fr)
 			for i, name := range []string{"id", "s", "r", "b"} {
 				if got, want := plainStringField(fr, i, all), name != "id" && !c.pqOnly; got != want {
 					t.Errorf("plainStringField(%s) = %v, want %v", name, got, want)
