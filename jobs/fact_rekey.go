@@ -3,9 +3,9 @@ package jobs
 import (
 	"context"
 	"fmt"
-	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
@@ -159,14 +160,16 @@ type changedKeys struct {
 	ranges   [][]dimInterval
 	from, to int64
 	// bits has, for keys of one string or integer column, a bit set per key's value
-	// hash (valueBit): a fact whose value's bit is clear has no changed key, and is
-	// not looked up (nil: every fact in the bounds is).
-	bits []uint64
+	// hash (setBit; the hash's top shift bits pick it): a fact whose value's bit is
+	// clear has no changed key, and is not looked up (nil: every fact in the bounds is).
+	bits  []uint64
+	shift uint
 }
 
 func newChangedKeys(rs map[string][]dimInterval) *changedKeys {
 	c := &changedKeys{keys: keyindex.New(len(rs)), ranges: make([][]dimInterval, 0, len(rs)), from: math.MaxInt64, to: math.MinInt64}
 	c.bits = make([]uint64, changedBitWords(len(rs)))
+	c.shift = uint(64 - bits.TrailingZeros(uint(len(c.bits)*64)))
 	for k, r := range rs {
 		c.keys.Add([]byte(k))
 		c.ranges = append(c.ranges, r)
@@ -196,7 +199,7 @@ func changedBitWords(keys int) int {
 
 func (c *changedKeys) setBit(h uint64) {
 	if c.bits != nil {
-		i := h & uint64(len(c.bits)*64-1)
+		i := h >> c.shift
 		c.bits[i/64] |= 1 << (i % 64)
 	}
 }
@@ -215,11 +218,11 @@ func (c *changedKeys) mayHold(col arrow.Array, r int) bool {
 	default:
 		return true
 	}
-	i := h & uint64(len(c.bits)*64-1)
+	i := h >> c.shift
 	return c.bits[i/64]&(1<<(i%64)) != 0
 }
 
-// intHash mixes an integer key's bits (Fibonacci hashing).
+// intHash mixes an integer key's bits (Fibonacci hashing: the top bits are the mixed ones).
 func intHash(v int64) uint64 { return uint64(v) * 0x9e3779b97f4a7c15 }
 
 // rekeyPicker keeps the facts of a batch that fall in a changed range of one of the
