@@ -76,6 +76,7 @@ func loadSource(ctx context.Context, snap *Snapshot, opts MergeOptions, plan *me
 		return nil, err
 	}
 	defer arrowx.ReleaseArrays(cols)
+	arrowx.SettleNullCounts(cols) // (the files are merged on several goroutines)
 	var n int64
 	if len(cols) > 0 {
 		n = int64(cols[0].Len())

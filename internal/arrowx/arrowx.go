@@ -15,6 +15,28 @@ func ReleaseArrays(arrs []arrow.Array) {
 	}
 }
 
+// SettleNullCounts counts the nulls that arrays (their children too) have left unknown
+// (a slice's), so that arrays shared by goroutines are only read: arrow-go counts them
+// on the first NullN, writing the count into the data every array over it shares.
+func SettleNullCounts(arrs []arrow.Array) {
+	var settle func(d arrow.ArrayData)
+	settle = func(d arrow.ArrayData) {
+		if d.NullN() == array.UnknownNullCount {
+			a := array.MakeFromData(d)
+			a.NullN()
+			a.Release()
+		}
+		for _, c := range d.Children() {
+			settle(c)
+		}
+	}
+	for _, a := range arrs {
+		if a != nil {
+			settle(a.Data())
+		}
+	}
+}
+
 // ReleaseRecords releases each record that is not nil.
 func ReleaseRecords(recs []arrow.RecordBatch) {
 	for _, r := range recs {
