@@ -80,6 +80,7 @@ func (h *rowHashes) hash(rec arrow.RecordBatch, keyCols, dataCols []int, in *key
 	var errOther error
 	var wg sync.WaitGroup
 	if half < n {
+		arrowx.SettleNullCounts(rec.Columns()) // (both halves ask the columns for them)
 		wg.Go(func() { errOther = h.part(&h.other, &h.halves[1], rec, keyCols, dataCols, half, n, in) })
 	}
 	err := h.part(&h.Block, &h.halves[0], rec, keyCols, dataCols, 0, half, in)

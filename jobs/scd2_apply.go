@@ -191,6 +191,9 @@ func (s *SCD2Merge) emit(ctx context.Context, sink *keyed.Sink, b *scdBatch, l *
 	schema := sink.Source()
 	var recs [2]arrow.RecordBatch
 	var errs [2]error
+	for _, r := range b.recs { // (both gathers ask the batch's columns for them)
+		arrowx.SettleNullCounts(r.Columns())
+	}
 	var wg sync.WaitGroup
 	for k, part := range [][]scdChange{matched, inserts} {
 		wg.Go(func() { recs[k], errs[k] = scdSourceRecord(schema, l, b, part) })
