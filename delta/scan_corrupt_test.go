@@ -85,6 +85,12 @@ func parquetBytes(t *testing.T, rec arrow.RecordBatch, rowGroup int64, props ...
 // and returns the scan's error.
 func scanBytes(t *testing.T, data []byte, sch *StructType) error {
 	t.Helper()
+	return scanBytesWith(t, data, sch, ScanOptions{})
+}
+
+// scanBytesWith is scanBytes with opts.
+func scanBytesWith(t *testing.T, data []byte, sch *StructType, opts ScanOptions) error {
+	t.Helper()
 	ctx := context.Background()
 	st := mem.New(mem.Config{})
 	if err := st.Put(ctx, "t/f.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
@@ -94,7 +100,7 @@ func scanBytes(t *testing.T, data []byte, sch *StructType) error {
 	if sch == nil {
 		sch = mustSchema(t, stringsTestSchema)
 	}
-	sc, err := Scan(ctx, st, "t", sch, nil, adds, ScanOptions{})
+	sc, err := Scan(ctx, st, "t", sch, nil, adds, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,12 +139,23 @@ func TestScanPlainStringsCorruptPage(t *testing.T) {
 }
 
 // TestScanCorruptFilesNeverPanic flips random bytes anywhere in data files (pages,
-// headers, footer) of each layout: every scan returns rows or an error naming the file,
-// never a panic.
+// headers, footer) of each layout: every scan, whole or picking (its row groups read on
+// goroutines of its own), returns rows or an error naming the file, never a panic.
 func TestScanCorruptFilesNeverPanic(t *testing.T) {
 	rec := stringsTestRecord(t, 3000, 5)
 	defer rec.Release()
 	rnd := rand.New(rand.NewPCG(9, 9))
+	evenIDs := PickStep{Columns: []string{"id"}, Keep: func(r arrow.RecordBatch) ([]int32, error) {
+		var keep []int32
+		ids := r.Column(r.Schema().FieldIndices("id")[0]).(*array.Int64)
+		for i := range ids.Len() {
+			if ids.Value(i)%2 == 0 {
+				keep = append(keep, int32(i))
+			}
+		}
+		return keep, nil
+	}}
+	picking := ScanOptions{FilesOnly: true, Pick: []PickStep{evenIDs}}
 	for _, layout := range []parquet.WriterProperty{
 		parquet.WithCompression(compress.Codecs.Snappy),
 		parquet.WithDictionaryDefault(false),
@@ -156,6 +173,9 @@ func TestScanCorruptFilesNeverPanic(t *testing.T) {
 				if !strings.Contains(err.Error(), "f.parquet") {
 					t.Errorf("error %q does not name the file", err)
 				}
+			}
+			if err := scanBytesWith(t, data, nil, picking); err != nil && !strings.Contains(err.Error(), "f.parquet") {
+				t.Errorf("picking: error %q does not name the file", err)
 			}
 		}
 		if failed == 0 {

@@ -220,7 +220,18 @@ func (c *Columns) ReadColumn(j int, rows []int32) (a arrow.Array, err error) {
 	n := int(c.picking)
 	s := &c.cols[j]
 	if s.str != nil {
-		return s.str.pick(n, rows, c.mem)
+		want := n
+		if rows != nil {
+			want = len(rows)
+		}
+		a, err := s.str.pick(n, rows, c.mem)
+		if err == nil && (a == nil || a.Len() != want) { // (a column that ends early)
+			if a != nil {
+				a.Release()
+			}
+			return nil, fmt.Errorf("column %s: fewer rows than the row groups have", c.schema.Field(j).Name)
+		}
+		return a, err
 	}
 	whole, err := s.read(int64(n), c.mem)
 	if err == nil && (whole == nil || whole.Len() != n) {
