@@ -181,21 +181,9 @@ func (o *picked) putNull() {
 // pickChunk moves past the next k rows of the current page and copies out the rows sel
 // (ascending, from the chunk's start). *vix is scratch.
 func (r *byteArrayReader) pickChunk(k int, sel []int32, vix *[]int32, o *picked) error {
-	present := k
-	var lvl []uint32
-	if r.maxDef > 0 {
-		lvl = grow(&r.lvl, k)
-		if err := r.defs.read(lvl); err != nil {
-			return r.corrupt("definition levels: %v", err)
-		}
-		present = 0
-		for _, l := range lvl {
-			if l == uint32(r.maxDef) {
-				present++
-			} else if l > uint32(r.maxDef) {
-				return r.corrupt("definition level %d above %d", l, r.maxDef)
-			}
-		}
+	lvl, present, err := r.levels(k)
+	if err != nil {
+		return err
 	}
 	// Each picked row's value index (the non-null rows before it), -1 for a null.
 	ix := *vix

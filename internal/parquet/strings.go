@@ -203,26 +203,36 @@ func (r *byteArrayReader) walk(n int, fn func(got, k int) error) (int, error) {
 	return got, nil
 }
 
+// levels reads the definition levels of the next k rows (nil: the column has none, every
+// row holds a value) and counts the rows that hold a value.
+func (r *byteArrayReader) levels(k int) (lvl []uint32, present int, err error) {
+	if r.maxDef == 0 {
+		return nil, k, nil
+	}
+	lvl = grow(&r.lvl, k)
+	if err := r.defs.read(lvl); err != nil {
+		return nil, 0, r.corrupt("definition levels: %v", err)
+	}
+	for _, l := range lvl {
+		if l == uint32(r.maxDef) {
+			present++
+		} else if l > uint32(r.maxDef) {
+			return nil, 0, r.corrupt("definition level %d above %d", l, r.maxDef)
+		}
+	}
+	return lvl, present, nil
+}
+
 // chunk decodes the next k rows of the current page, rows got.. of a batch of n: it
 // sets their offsets (offsets[j] is where row got+j ends), appends their bytes to *data
 // at *pos (growing it from mem), and marks nulls in *valid (made on the first null).
 func (r *byteArrayReader) chunk(k int, mem memory.Allocator, data, valid *[]byte, all []int32, pos, nulls *int, got, n int) error {
 	offsets := all[got+1 : got+1+k]
-	present := k
-	var lvl []uint32
-	if r.maxDef > 0 {
-		lvl = grow(&r.lvl, k)
-		if err := r.defs.read(lvl); err != nil {
-			return r.corrupt("definition levels: %v", err)
-		}
-		present = 0
-		for _, l := range lvl {
-			if l == uint32(r.maxDef) {
-				present++
-			} else if l > uint32(r.maxDef) {
-				return r.corrupt("definition level %d above %d", l, r.maxDef)
-			}
-		}
+	lvl, present, err := r.levels(k)
+	if err != nil {
+		return err
+	}
+	if lvl != nil {
 		if present < k && *valid == nil {
 			*valid = mem.Allocate(int(bitutil.BytesForBits(int64(n))))
 			bitutil.SetBitsTo(*valid, 0, int64(got), true)
