@@ -16,15 +16,17 @@ import (
 	"github.com/orchestrator-io/orchestrator/delta/expr"
 )
 
+// sourceSchema is sourceRecord's.
+var sourceSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "part", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "op", Type: arrow.BinaryTypes.String},
+}, nil)
+
 // sourceRecord builds a merge source: id, name, part and op (the change kind).
 func sourceRecord(rows []row, ops []string) arrow.RecordBatch {
-	sch := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "part", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "op", Type: arrow.BinaryTypes.String},
-	}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sourceSchema)
 	defer b.Release()
 	for i, r := range rows {
 		b.Field(0).(*array.Int64Builder).Append(r.id)
@@ -192,13 +194,7 @@ func TestMergeSourceReaderAndNullSafe(t *testing.T) {
 func TestMergeSourceSlicesSharedByFiles(t *testing.T) {
 	ctx := context.Background()
 	tbl := cdfTable(t, []row{{1, "ann", "a"}, {2, "bob", "a"}}, []row{{3, "cy", "b"}, {4, "dee", "b"}}, []row{{5, "eve", "c"}, {6, "fay", "c"}})
-	sch := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "part", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: "op", Type: arrow.BinaryTypes.String},
-	}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sch)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sourceSchema)
 	for _, id := range []int64{0, 1, 3, 5, 6} {
 		b.Field(0).(*array.Int64Builder).Append(id)
 		if id%2 == 1 {
