@@ -40,3 +40,39 @@ func TestConcatAndIntGetter(t *testing.T) {
 		t.Fatal("IntGetter of a null array")
 	}
 }
+
+// SettleNullCounts leaves no count unknown in a slice of a column with nulls, nor in a
+// struct's field that is one, and the counts are the nulls there are: later NullN calls,
+// from any goroutine, only read.
+func TestSettleNullCounts(t *testing.T) {
+	ib := array.NewInt64Builder(memory.DefaultAllocator)
+	defer ib.Release()
+	for i := range 100 {
+		if i%3 == 0 {
+			ib.AppendNull()
+		} else {
+			ib.Append(int64(i))
+		}
+	}
+	whole := ib.NewArray()
+	defer whole.Release()
+	slice, field := array.NewSlice(whole, 10, 40), array.NewSlice(whole, 10, 40)
+	defer slice.Release()
+	defer field.Release()
+	st, err := array.NewStructArray([]arrow.Array{field}, []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Release()
+	if slice.Data().NullN() != array.UnknownNullCount || st.Data().Children()[0].NullN() != array.UnknownNullCount {
+		t.Fatal("the slices' null counts are known already: the test shows nothing")
+	}
+	SettleNullCounts([]arrow.Array{slice, st, nil})
+	// Rows 10..39: the multiples of 3 among them, 12 to 39, are null.
+	if got := slice.Data().NullN(); got != 10 {
+		t.Errorf("the slice's null count is %d, want 10", got)
+	}
+	if got := st.Data().Children()[0].NullN(); got != 10 {
+		t.Errorf("the struct field's null count is %d, want 10", got)
+	}
+}
