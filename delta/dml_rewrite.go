@@ -114,27 +114,12 @@ func (w *rewriter) writeData(ctx context.Context, rec arrow.RecordBatch) error {
 			w.dataDone <- err
 		}()
 	}
-	for _, c := range rec.Columns() {
-		settleNullCounts(c)
-	}
+	// (the writers of data and of change rows, each on a goroutine of its own, may be
+	// given the same arrays)
+	arrowx.SettleNullCounts(rec.Columns())
 	rec.Retain()
 	w.dataQ <- rec
 	return nil
-}
-
-// settleNullCounts has arrow-go count an array's nulls (and its children's) now: it counts
-// them at the first NullN and stores the count, so the writers of data and of change rows,
-// each on a goroutine of its own and given the same arrays, would both store it.
-func settleNullCounts(arr arrow.Array) {
-	arr.NullN()
-	switch a := arr.(type) {
-	case *array.Struct:
-		for i := range a.NumField() {
-			settleNullCounts(a.Field(i))
-		}
-	case array.ListLike:
-		settleNullCounts(a.ListValues())
-	}
 }
 
 // stopData waits for the queued data rows to be written and returns the first error.

@@ -219,6 +219,7 @@ func (f *partFile) write(rec arrow.RecordBatch) error {
 	// A large record's stats are folded while its columns are encoded.
 	var wg sync.WaitGroup
 	if rec.NumRows() >= 4096 {
+		arrowx.SettleNullCounts(rec.Columns()) // (both ask the columns for their nulls)
 		wg.Go(func() { f.stats.update(rec) })
 	} else {
 		f.stats.update(rec)

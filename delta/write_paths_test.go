@@ -440,3 +440,48 @@ func TestWriteSplitsBigRecord(t *testing.T) {
 	got, _ := scanAll(t, st, "", sch, nil, adds, ScanOptions{})
 	diffRows(t, rowSet(t, got), rowSet(t, []arrow.RecordBatch{rec}))
 }
+
+// A large record whose column is a slice with its null count unknown is written while
+// its statistics are folded on another goroutine (with -race: neither writes the count
+// the other reads), and its file's rows and null count are the record's.
+func TestWriteSlicedColumnWithNulls(t *testing.T) {
+	ctx := context.Background()
+	sch := mustSchema(t, `{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}`)
+	asch, _ := ArrowSchema(sch)
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	for i := range 20000 {
+		if i%3 == 0 {
+			b.AppendNull()
+		} else {
+			b.Append(int64(i))
+		}
+	}
+	whole := b.NewArray()
+	defer whole.Release()
+	st := mem.New(mem.Config{})
+	// (rounds: the race detector sees a race of two goroutines only when their
+	// accesses fall close enough in time)
+	for round := range 20 {
+		col := array.NewSlice(whole, int64(round), int64(whole.Len()))
+		rec := array.NewRecordBatch(asch, []arrow.Array{col}, int64(col.Len()))
+		w, err := NewDataWriter(st, "t", sch, nil, WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		adds, err := w.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := scanAll(t, st, "t", sch, nil, adds, ScanOptions{})
+		diffRows(t, rowSet(t, got), rowSet(t, []arrow.RecordBatch{rec}))
+		if len(adds) != 1 || !strings.Contains(adds[0].Stats, fmt.Sprintf(`"nullCount":{"id":%d}`, col.NullN())) {
+			t.Errorf("round %d: files %d, stats %s; want one file with %d nulls", round, len(adds), adds[0].Stats, col.NullN())
+		}
+		rec.Release()
+		col.Release()
+	}
+}

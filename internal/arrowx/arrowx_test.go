@@ -1,6 +1,8 @@
 package arrowx
 
 import (
+	"context"
+	"strconv"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -74,5 +76,49 @@ func TestSettleNullCounts(t *testing.T) {
 	}
 	if got := st.Data().Children()[0].NullN(); got != 10 {
 		t.Errorf("the struct field's null count is %d, want 10", got)
+	}
+}
+
+// A large gather of a record that holds one array in two columns, a slice whose null
+// count is unknown, copies its columns on several goroutines (with -race: no goroutine
+// writes the count another reads) and gathers the same rows into both.
+func TestGatherOneArrayInTwoColumns(t *testing.T) {
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	defer b.Release()
+	n := 2*parallelGatherRows + 20
+	for i := range n {
+		if i%5 == 0 {
+			b.AppendNull()
+		} else {
+			b.Append(strconv.Itoa(i))
+		}
+	}
+	whole := b.NewArray()
+	defer whole.Release()
+	sc := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.BinaryTypes.String, Nullable: true}, {Name: "b", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	// (rounds: the race detector sees a race of two goroutines only when their
+	// accesses fall close enough in time; one round shows it one time in five)
+	for round := range 20 {
+		col := array.NewSlice(whole, int64(1+round), int64(n))
+		rec := array.NewRecordBatch(sc, []arrow.Array{col, col}, int64(col.Len()))
+		rows := make([]int32, 0, col.Len()/2)
+		for i := col.Len() - 1; i >= 0; i -= 2 {
+			rows = append(rows, int32(i))
+		}
+		got, err := Gather(context.Background(), memory.DefaultAllocator, rec, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c := range 2 {
+			g := got.Column(c).(*array.String)
+			for j, r := range rows {
+				if g.IsNull(j) != col.IsNull(int(r)) || g.IsValid(j) && g.Value(j) != col.(*array.String).Value(int(r)) {
+					t.Fatalf("round %d: column %d row %d: %v, want row %d of the source", round, c, j, g.ValueStr(j), r)
+				}
+			}
+		}
+		got.Release()
+		rec.Release()
+		col.Release()
 	}
 }

@@ -28,7 +28,9 @@ func Gather(ctx context.Context, mem memory.Allocator, rec arrow.RecordBatch, ro
 	cols := make([]arrow.Array, rec.NumCols())
 	defer ReleaseArrays(cols)
 	if n >= parallelGatherRows && rec.NumCols() > 1 {
-		// A large gather's columns are copied on every core.
+		// A large gather's columns are copied on every core (a record may hold one
+		// array in two columns).
+		SettleNullCounts(rec.Columns())
 		var g errgroup.Group
 		g.SetLimit(runtime.GOMAXPROCS(0))
 		for i, c := range rec.Columns() {

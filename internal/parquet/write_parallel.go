@@ -7,6 +7,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // encodingBatches counts the batches being encoded by FlatWriters across the process:
@@ -20,6 +22,8 @@ const minParallelRows = 4096
 
 // writeColumns encodes each column of rec into its column chunk of the open row group.
 func (fw *FlatWriter) writeColumns(rec arrow.RecordBatch) error {
+	// (columns written at once may share arrays: one array in two columns)
+	arrowx.SettleNullCounts(rec.Columns())
 	return fw.forColumns(rec.NumRows(), func(i int) error { return fw.writeColumn(i, rec.Column(i)) })
 }
 
