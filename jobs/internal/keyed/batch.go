@@ -42,6 +42,7 @@ type Batch struct {
 	schema *arrow.Schema
 	buf    []byte
 	ranges []uint16
+	hashes []uint64 // (the keys' xxhashes, for the filter)
 	rows   int64
 }
 
@@ -164,6 +165,7 @@ func (b *Batch) Spill(ctx context.Context, rec arrow.RecordBatch) error {
 		b.groups[g] = gr
 	}
 	b.ranges = slices.Grow(b.ranges[:0], n)[:n]
+	b.hashes = slices.Grow(b.hashes[:0], n)[:n]
 	var coded *array.Binary
 	if b.coded {
 		coded = rec.Column(b.keys[0]).(*array.Binary)
@@ -177,10 +179,11 @@ func (b *Batch) Spill(ctx context.Context, rec arrow.RecordBatch) error {
 		} else {
 			key = b.buf
 		}
-		b.ranges[i] = Range(key)
-		if gr.filter != nil {
-			gr.filter.Add(key)
-		}
+		b.hashes[i] = uint64(Hash(key))
+		b.ranges[i] = rangeOf(b.hashes[i])
+	}
+	if gr.filter != nil {
+		gr.filter.addHashes(b.hashes)
 	}
 	return gr.out.Write(ctx, rec, b.ranges)
 }

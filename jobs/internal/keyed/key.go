@@ -217,9 +217,10 @@ func Hash(key []byte) int64 { return int64(xxhash.Sum64(key)) }
 
 // Range is the key hash range of an encoded key: its Hash (a signed int64) cut in
 // Ranges equal ranges, numbered in that order.
-func Range(key []byte) uint16 {
-	return uint16((uint64(Hash(key)) ^ 1<<63) >> 56)
-}
+func Range(key []byte) uint16 { return rangeOf(xxhash.Sum64(key)) }
+
+// rangeOf is the Range of a key whose xxhash is h.
+func rangeOf(h uint64) uint16 { return uint16((h ^ 1<<63) >> 56) }
 
 // HashBounds are the smallest and largest Hash of the ranges [lo, hi).
 func HashBounds(lo, hi int) (int64, int64) {
@@ -244,20 +245,43 @@ func NewFilter(limit int64) Filter {
 	return make(Filter, bits/64)
 }
 
-func (f Filter) bit(key []byte) uint64 { return xxhash.Sum64(key) & (uint64(len(f))*64 - 1) }
+// A key's bit is the low bits of its xxhash (Range takes the high ones). A filter is
+// far larger than the processor's caches: its bits are set and tested for a record's
+// keys at once, in loops of their own whose loads do not wait on one another, so that
+// the processor waits on many cache misses at a time (one per key, in the loop over the
+// keys, had the filter cost as much as the rest of setting the keys aside).
 
 // Add records key.
-func (f Filter) Add(key []byte) {
-	b := f.bit(key)
-	f[b/64] |= 1 << (b % 64)
+func (f Filter) Add(key []byte) { f.addHashes([]uint64{xxhash.Sum64(key)}) }
+
+// addHashes records the keys whose xxhashes are hs.
+func (f Filter) addHashes(hs []uint64) {
+	mask := uint64(len(f))*64 - 1
+	for _, h := range hs {
+		b := h & mask
+		f[b/64] |= 1 << (b % 64)
+	}
 }
 
 // MayHave reports whether key may have been added (false: surely not; a nil filter
 // may have every key).
 func (f Filter) MayHave(key []byte) bool {
+	return f.mayHaveHashes([]uint64{xxhash.Sum64(key)}, nil)[0]
+}
+
+// mayHaveHashes appends to may, for each of the xxhashes hs, whether its key may have
+// been added.
+func (f Filter) mayHaveHashes(hs []uint64, may []bool) []bool {
 	if f == nil {
-		return true
+		for range hs {
+			may = append(may, true)
+		}
+		return may
 	}
-	b := f.bit(key)
-	return f[b/64]&(1<<(b%64)) != 0
+	mask := uint64(len(f))*64 - 1
+	for _, h := range hs {
+		b := h & mask
+		may = append(may, f[b/64]&(1<<(b%64)) != 0)
+	}
+	return may
 }

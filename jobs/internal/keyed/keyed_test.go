@@ -611,3 +611,42 @@ func TestFanoutJoins(t *testing.T) {
 		dir.Remove()
 	}
 }
+
+// A filter has every key added (tested one at a time or a record's at once), turns
+// away most keys it was not given, and a nil filter may have every key.
+func TestFilter(t *testing.T) {
+	f := NewFilter(1 << 20)
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%d", i)) }
+	var hs []uint64
+	for i := range 1000 {
+		if i%2 == 0 {
+			f.Add(key(i))
+		} else {
+			hs = append(hs, uint64(Hash(key(i))))
+		}
+	}
+	f.addHashes(hs)
+	var all []uint64
+	for i := range 11000 {
+		all = append(all, uint64(Hash(key(i))))
+	}
+	may := f.mayHaveHashes(all, nil)
+	others := 0
+	for i, m := range may {
+		if m != f.MayHave(key(i)) {
+			t.Fatalf("key %d: %v tested with the record's keys, %v alone", i, m, !m)
+		}
+		if i < 1000 && !m {
+			t.Fatalf("the filter lacks key %d", i)
+		}
+		if i >= 1000 && m {
+			others++
+		}
+	}
+	if others > 500 {
+		t.Errorf("%d of 10000 keys not added pass the filter, want under 5%%", others)
+	}
+	if may := Filter(nil).mayHaveHashes(all[:3], nil); len(may) != 3 || !may[0] || !may[1] || !may[2] || !Filter(nil).MayHave(key(1)) {
+		t.Errorf("a nil filter: %v, want every key", may)
+	}
+}

@@ -94,6 +94,8 @@ func (t *Target) Spill(ctx context.Context, dir *Dir, limit int64, filter Filter
 	var ranges []uint16
 	var buf []byte
 	var files, rows []int64
+	var hashes []uint64
+	var may []bool
 	for sc.Next() {
 		rec := sc.RecordBatch()
 		file, first, ok := sc.Position()
@@ -104,16 +106,23 @@ func (t *Target) Spill(ctx context.Context, dir *Dir, limit int64, filter Filter
 		if err != nil {
 			return err
 		}
-		keep, ranges, files, rows = keep[:0], ranges[:0], files[:0], rows[:0]
+		keep, ranges, files, rows, hashes = keep[:0], ranges[:0], files[:0], rows[:0], hashes[:0]
 		fi := int64(t.fileIdx[file.Path])
 		for i := range int(rec.NumRows()) {
 			if buf, err = AppendKey(buf[:0], rec, keys, i); err != nil {
 				return err
 			}
-			if !t.spec.All && (filter == nil || !filter.MayHave(buf)) && (keepAll == nil || !keepAll(i)) {
+			hashes = append(hashes, uint64(Hash(buf)))
+		}
+		may = may[:0]
+		if !t.spec.All {
+			may = filter.mayHaveHashes(hashes, may)
+		}
+		for i, h := range hashes {
+			if !t.spec.All && !may[i] && (keepAll == nil || !keepAll(i)) {
 				continue
 			}
-			keep, ranges = append(keep, int32(i)), append(ranges, Range(buf))
+			keep, ranges = append(keep, int32(i)), append(ranges, rangeOf(h))
 			files, rows = append(files, fi), append(rows, first+int64(i))
 		}
 		if len(keep) == 0 {
