@@ -246,19 +246,19 @@ func NewFilter(limit int64) Filter {
 }
 
 // A key's bit is the low bits of its xxhash (Range takes the high ones). A filter is
-// far larger than the processor's caches: its bits are set and tested for a record's
-// keys at once, in loops of their own whose loads do not wait on one another, so that
-// the processor waits on many cache misses at a time (one per key, in the loop over the
-// keys, had the filter cost as much as the rest of setting the keys aside).
+// far larger than the processor's caches: a record's keys have their bits set or tested
+// at once, in a loop of its own whose loads do not wait on one another, so that the
+// processor waits on many cache misses at a time (one at a time, in the loop that
+// encodes the keys, the filter cost as much as the rest of setting the keys aside).
+func (f Filter) bit(h uint64) uint64 { return h & (uint64(len(f))*64 - 1) }
 
 // Add records key.
 func (f Filter) Add(key []byte) { f.addHashes([]uint64{xxhash.Sum64(key)}) }
 
 // addHashes records the keys whose xxhashes are hs.
 func (f Filter) addHashes(hs []uint64) {
-	mask := uint64(len(f))*64 - 1
 	for _, h := range hs {
-		b := h & mask
+		b := f.bit(h)
 		f[b/64] |= 1 << (b % 64)
 	}
 }
@@ -278,9 +278,8 @@ func (f Filter) mayHaveHashes(hs []uint64, may []bool) []bool {
 		}
 		return may
 	}
-	mask := uint64(len(f))*64 - 1
 	for _, h := range hs {
-		b := h & mask
+		b := f.bit(h)
 		may = append(may, f[b/64]&(1<<(b%64)) != 0)
 	}
 	return may
