@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 )
 
 // changeLane writes a merger's change rows on a goroutine of its own, so that encoding
@@ -55,6 +57,8 @@ func (l *changeLane) send(rec arrow.RecordBatch, typ string) error {
 	if err := l.failed(); err != nil {
 		return err
 	}
+	// (the lane's goroutine and the data writer's may be given the same arrays)
+	arrowx.SettleNullCounts(rec.Columns())
 	rec.Retain()
 	l.ch <- changeBatch{rec, typ}
 	return nil
