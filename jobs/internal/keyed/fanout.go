@@ -25,7 +25,6 @@ type Fanout struct {
 	dir    *Dir
 	schema *arrow.Schema
 	files  []*File
-	perm   []int32
 	starts []int
 	join   bool
 	held   []arrow.RecordBatch // (join) records written, not yet set aside
@@ -97,13 +96,7 @@ func (f *Fanout) write(ctx context.Context, rec arrow.RecordBatch, ranges []uint
 	for p := 1; p < len(f.starts); p++ {
 		f.starts[p] += f.starts[p-1]
 	}
-	f.perm = append(f.perm[:0], make([]int32, n)...)
-	next := append([]int(nil), f.starts[:len(f.starts)-1]...)
-	for i, p := range ranges {
-		f.perm[next[p]] = int32(i)
-		next[p]++
-	}
-	sorted, err := arrowx.GatherRows(ctx, rec, f.perm)
+	sorted, err := arrowx.Partition(ctx, memory.DefaultAllocator, rec, ranges[:n], f.starts)
 	if err != nil {
 		return err
 	}
