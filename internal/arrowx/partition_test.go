@@ -14,9 +14,9 @@ import (
 
 // Partition gives what Gather gives of the rows sorted by part (stable), for every
 // column type it writes itself and those it gathers, with and without nulls, of
-// records that are slices of larger ones, over few and many parts (some empty), small
-// records and records large enough to be worked column by column at once; and it
-// leaks nothing.
+// records that are slices of larger ones, given as one record or cut in several (some
+// without rows), over few and many parts (some empty), small records and records large
+// enough to be worked column by column at once; and it leaks nothing.
 func TestPartitionMatchesGather(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
@@ -91,7 +91,20 @@ func TestPartitionMatchesGather(t *testing.T) {
 		for p := 1; p <= np; p++ {
 			starts[p] += starts[p-1]
 		}
-		got, err := Partition(context.Background(), mem, rec, parts, starts)
+		// (the rows in one record, or cut in several, some without rows)
+		var pieces []arrow.RecordBatch
+		for lo := 0; lo < n || len(pieces) == 0; {
+			hi := lo
+			if round%3 != 0 {
+				hi = min(n, lo+rng.IntN(n/2+2))
+			} else {
+				hi = n
+			}
+			pieces = append(pieces, rec.NewSlice(int64(lo), int64(hi)))
+			lo = hi
+		}
+		got, err := Partition(context.Background(), mem, pieces, parts, starts)
+		ReleaseRecords(pieces)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +135,7 @@ func TestPartitionWrongStarts(t *testing.T) {
 	rec := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}}, nil), []arrow.Array{a}, 3)
 	a.Release()
 	defer rec.Release()
-	if _, err := Partition(context.Background(), memory.DefaultAllocator, rec, []uint16{0, 1, 1}, []int{0, 1, 2}); err == nil {
+	if _, err := Partition(context.Background(), memory.DefaultAllocator, []arrow.RecordBatch{rec}, []uint16{0, 1, 1}, []int{0, 1, 2}); err == nil {
 		t.Error("no error for parts summing to 2 of 3 rows")
 	}
 }

@@ -49,7 +49,7 @@ func (f *Fanout) Join() *Fanout {
 // Write sends row i of rec (of the fanout's schema) to range ranges[i].
 func (f *Fanout) Write(ctx context.Context, rec arrow.RecordBatch, ranges []uint16) error {
 	if !f.join || rec.NumRows() == 0 {
-		return f.write(ctx, rec, ranges)
+		return f.write(ctx, []arrow.RecordBatch{rec}, ranges)
 	}
 	rec.Retain()
 	f.held = append(f.held, rec)
@@ -69,26 +69,21 @@ func (f *Fanout) flush(ctx context.Context) error {
 	held := f.held
 	f.held, f.bytes = nil, 0
 	defer arrowx.ReleaseRecords(held)
-	rec := held[0]
-	if len(held) > 1 {
-		all, err := arrowx.Concat(memory.DefaultAllocator, held)
-		if err != nil {
-			return err
-		}
-		defer all.Release()
-		rec = all
-	}
-	err := f.write(ctx, rec, f.ranges)
+	err := f.write(ctx, held, f.ranges)
 	f.ranges = f.ranges[:0]
 	return err
 }
 
-// write sets aside rec's rows by their ranges.
-func (f *Fanout) write(ctx context.Context, rec arrow.RecordBatch, ranges []uint16) error {
-	n := int(rec.NumRows())
+// write sets aside the rows of recs (one after another) by their ranges.
+func (f *Fanout) write(ctx context.Context, recs []arrow.RecordBatch, ranges []uint16) error {
+	n, bytes := 0, int64(0)
+	for _, r := range recs {
+		n, bytes = n+int(r.NumRows()), bytes+RecordBytes(r)
+	}
 	if n == 0 {
 		return nil
 	}
+	ranges = ranges[:n]
 	clear(f.starts)
 	for _, p := range ranges {
 		f.starts[p+1]++
@@ -96,12 +91,12 @@ func (f *Fanout) write(ctx context.Context, rec arrow.RecordBatch, ranges []uint
 	for p := 1; p < len(f.starts); p++ {
 		f.starts[p] += f.starts[p-1]
 	}
-	sorted, err := arrowx.Partition(ctx, memory.DefaultAllocator, rec, ranges[:n], f.starts)
+	sorted, err := arrowx.Partition(ctx, memory.DefaultAllocator, recs, ranges, f.starts)
 	if err != nil {
 		return err
 	}
 	defer sorted.Release()
-	per := float64(RecordBytes(rec)) / float64(n)
+	per := float64(bytes) / float64(n)
 	for p := range len(f.files) {
 		lo, hi := f.starts[p], f.starts[p+1]
 		if lo == hi {
