@@ -30,6 +30,16 @@ func Partition(ctx context.Context, mem memory.Allocator, recs []arrow.RecordBat
 		return nil, fmt.Errorf("internal error: partition of %d rows in %d records by %d parts summing to %d", rows, len(recs), n, starts[len(starts)-1])
 	}
 	ncols := int(recs[0].NumCols())
+	for _, r := range recs[1:] {
+		if int(r.NumCols()) != ncols {
+			return nil, fmt.Errorf("internal error: partition of records of %d and %d columns", ncols, r.NumCols())
+		}
+		for c := range ncols {
+			if !arrow.TypeEqual(r.Column(c).DataType(), recs[0].Column(c).DataType()) {
+				return nil, fmt.Errorf("internal error: partition of records whose column %s is of types %s and %s", recs[0].ColumnName(c), recs[0].Column(c).DataType(), r.Column(c).DataType())
+			}
+		}
+	}
 	column := func(c int) []arrow.Array {
 		col := make([]arrow.Array, len(recs))
 		for k, r := range recs {

@@ -126,7 +126,8 @@ func TestPartitionMatchesGather(t *testing.T) {
 	}
 }
 
-// A partition whose parts do not sum to the record's rows is an error, not a panic.
+// A partition whose parts do not sum to the record's rows, or of records whose column
+// types differ, is an error, not a panic or a column read as another type.
 func TestPartitionWrongStarts(t *testing.T) {
 	b := array.NewInt64Builder(memory.DefaultAllocator)
 	b.AppendValues([]int64{1, 2, 3}, nil)
@@ -137,5 +138,15 @@ func TestPartitionWrongStarts(t *testing.T) {
 	defer rec.Release()
 	if _, err := Partition(context.Background(), memory.DefaultAllocator, []arrow.RecordBatch{rec}, []uint16{0, 1, 1}, []int{0, 1, 2}); err == nil {
 		t.Error("no error for parts summing to 2 of 3 rows")
+	}
+	ib := array.NewInt32Builder(memory.DefaultAllocator)
+	ib.AppendValues([]int32{1, 2, 3}, nil)
+	i32 := ib.NewArray()
+	ib.Release()
+	other := array.NewRecordBatch(arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int32}}, nil), []arrow.Array{i32}, 3)
+	i32.Release()
+	defer other.Release()
+	if _, err := Partition(context.Background(), memory.DefaultAllocator, []arrow.RecordBatch{rec, other}, make([]uint16, 6), []int{0, 6}); err == nil {
+		t.Error("no error for an int64 column and an int32 column partitioned as one")
 	}
 }
