@@ -142,14 +142,19 @@ func GatherArray(mem memory.Allocator, arr arrow.Array, rows []int32) arrow.Arra
 		}
 		buffers[0] = valid
 	}
-	out := array.NewData(arr.DataType(), n, buffers, nil, nulls, 0)
+	return arrayOf(arr.DataType(), n, buffers, nulls)
+}
+
+// arrayOf is an array of type typ and n rows made of buffers (which it releases).
+func arrayOf(typ arrow.DataType, n int, buffers []*memory.Buffer, nulls int) arrow.Array {
+	d := array.NewData(typ, n, buffers, nil, nulls, 0)
 	for _, b := range buffers {
 		if b != nil {
 			b.Release()
 		}
 	}
-	defer out.Release()
-	return array.MakeFromData(out)
+	defer d.Release()
+	return array.MakeFromData(d)
 }
 
 // plainFixedWidth are the types whose values are one buffer of fixed-width bytes.

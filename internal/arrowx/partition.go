@@ -190,14 +190,7 @@ func partitionArray(mem memory.Allocator, col []arrow.Array, parts []uint16, sta
 		})
 		buffers[0] = valid
 	}
-	out := array.NewData(arr.DataType(), n, buffers, nil, nulls, 0)
-	for _, b := range buffers {
-		if b != nil {
-			b.Release()
-		}
-	}
-	defer out.Release()
-	return array.MakeFromData(out)
+	return arrayOf(arr.DataType(), n, buffers, nulls)
 }
 
 // scatter writes src[i] to dst at its part's next place.
