@@ -302,18 +302,31 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	target := s.snapshotTarget(snap, data)
 	live := &snapHolder{f: form, files: files, target: target, run: kr}
 	batch := kr.NewBatch(live, keyed.BatchOptions{Keys: []int{form.keyCol}, EncodedKey: true, Form: form.toSpill, NoFilter: true, Join: true})
+	waitTarget := func() error { return nil } // the table set aside
 	if n, ok := snap.NumRecords(); ok && n*snapKeyCost > kr.Limit {
-		// The table's keys alone do not fit: they are set aside, and the files' rows too.
+		// The table's keys alone do not fit: they are set aside, and the files' rows too,
+		// the table on a goroutine of its own while the files are decoded (the passes
+		// wait for it).
 		dir, err := kr.Dir()
 		if err != nil {
-			return err
-		}
-		if err := target.Spill(ctx, dir, kr.Limit, nil); err != nil {
 			return err
 		}
 		if err := batch.HandOver(ctx); err != nil {
 			return err
 		}
+		sctx, cancel := context.WithCancel(ctx)
+		spilled := make(chan error, 1)
+		go func() { spilled <- target.Spill(sctx, dir, kr.Limit, nil) }()
+		waitTarget = func() error {
+			if spilled == nil {
+				return nil
+			}
+			err := <-spilled
+			spilled = nil
+			return err
+		}
+		defer waitTarget() // (before the run's spill files are removed)
+		defer cancel()     // (a run that fails stops the table's scan)
 	} else {
 		// Pass 2 starts decoding the files while pass 1 still scans the table; its first
 		// record waits for pass 1's index.
@@ -325,6 +338,9 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 		return err
 	}
 	if err := batch.Finish(); err != nil {
+		return err
+	}
+	if err := waitTarget(); err != nil {
 		return err
 	}
 	noteHeld("snapshot", batch)
