@@ -11,8 +11,7 @@ import (
 )
 
 // Fanout spreads records over spill files by key hash range, keeping the order of the
-// rows within each range: one stream per range that gets rows, all of them spans of one
-// file on disk.
+// rows within each range: one file per range that gets rows.
 //
 // A joining fanout (Join) holds the records written until they come to the directory's
 // join size, then sets them aside together: a range's rows of several records are one
@@ -25,7 +24,6 @@ import (
 type Fanout struct {
 	dir    *Dir
 	schema *arrow.Schema
-	sh     *sharedFile
 	files  []*File
 	starts []int
 	join   bool
@@ -104,13 +102,10 @@ func (f *Fanout) write(ctx context.Context, recs []arrow.RecordBatch, ranges []u
 		if lo == hi {
 			continue
 		}
-		if f.sh == nil {
-			if f.sh, err = f.dir.createShared(); err != nil {
+		if f.files[p] == nil {
+			if f.files[p], err = f.dir.Create(f.schema); err != nil {
 				return err
 			}
-		}
-		if f.files[p] == nil {
-			f.files[p] = f.sh.stream(f.schema)
 		}
 		part := sorted.NewSlice(int64(lo), int64(hi))
 		err := f.files[p].Write(part, int64(per*float64(hi-lo)))
@@ -132,7 +127,7 @@ func (f *Fanout) Finish() error {
 	for _, s := range f.files {
 		errs = append(errs, s.Finish())
 	}
-	return errors.Join(append(errs, f.sh.finish())...)
+	return errors.Join(errs...)
 }
 
 // Release lets go of what a joining fanout holds (a run ended before Finish).

@@ -556,9 +556,8 @@ func TestGatherOne(t *testing.T) {
 
 // A joining fanout sets aside a range's rows of several records as one spill record,
 // in the order they were written; a plain one writes a spill record per record.
-// A fanout's ranges keep their rows in order, joined or not, and are read any number
-// of times in any order; they are streams of one file on disk, whose buffer records
-// larger than it go through too.
+// A fanout's ranges keep their rows in order, joined or not, records larger than a
+// file's buffer too, and are read any number of times in any order.
 func TestFanoutJoins(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -594,9 +593,6 @@ func TestFanoutJoins(t *testing.T) {
 		}
 		if err := f.Finish(); err != nil {
 			t.Fatal(err)
-		}
-		if spills, err := filepath.Glob(filepath.Join(dir.path, "*.arrows")); err != nil || len(spills) != 1 {
-			t.Errorf("join %v: spill files %v (%v), want 1", join, spills, err)
 		}
 		for _, p := range []int{2, 0, 1, 2} {
 			var got []string

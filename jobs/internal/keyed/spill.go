@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -34,9 +33,6 @@ type Dir struct {
 	n    atomic.Int64
 	buf  int   // write buffer of each file
 	join int64 // what a joining fanout holds before it sets it aside
-
-	mu   sync.Mutex
-	open []*os.File // shared files, kept open for reading until Remove
 }
 
 // NewDir creates the directory under base (default os.TempDir()), for a run whose
@@ -56,21 +52,9 @@ func NewDir(base string, limit int64) (*Dir, error) {
 
 // Remove deletes the directory and its files (open ones too, on Unix); nil: nothing.
 func (d *Dir) Remove() {
-	if d == nil {
-		return
+	if d != nil {
+		os.RemoveAll(d.path)
 	}
-	d.mu.Lock()
-	for _, f := range d.open {
-		f.Close()
-	}
-	d.open = nil
-	d.mu.Unlock()
-	os.RemoveAll(d.path)
-}
-
-// name is the path of the directory's next file.
-func (d *Dir) name() string {
-	return filepath.Join(d.path, fmt.Sprintf("%05d.arrows", d.n.Add(1)))
 }
 
 // ScanOptions are the options of a scan by a run whose passes hold limit bytes: a small
@@ -82,92 +66,26 @@ func ScanOptions(limit int64, o delta.ScanOptions) delta.ScanOptions {
 }
 
 // File is one Arrow IPC stream on local disk: written, finished, then read any number
-// of times. It is a file of its own, or spans of a file shared with other streams (a
-// Fanout's ranges: one file on disk, not one per range, so a fanout opens one file and
-// holds one write buffer).
+// of times.
 type File struct {
 	path   string
 	schema *arrow.Schema
-	f      *os.File // (a file of its own)
+	f      *os.File
 	bw     *bufio.Writer
-	sh     *sharedFile // (spans of a shared file)
-	spans  []span
 	w      *ipc.Writer
 	rows   int64
 	bytes  int64 // Arrow bytes of the rows written (an estimate of what reading them holds)
 }
 
-// A span is a stretch of a shared file: its offset and length.
-type span struct{ off, n int64 }
-
-// sharedFile is a spill file that several streams append their bytes to. It stays open
-// (for reading, once finished) until its directory is removed.
-type sharedFile struct {
-	path string
-	f    *os.File
-	bw   *bufio.Writer
-	size int64
-}
-
 // Create starts a spill file of records of schema.
 func (d *Dir) Create(schema *arrow.Schema) (*File, error) {
-	p := d.name()
+	p := filepath.Join(d.path, fmt.Sprintf("%05d.arrows", d.n.Add(1)))
 	f, err := os.Create(p)
 	if err != nil {
 		return nil, fmt.Errorf("spill file: %w", err)
 	}
 	bw := bufio.NewWriterSize(f, d.buf)
 	return &File{path: p, schema: schema, f: f, bw: bw, w: ipc.NewWriter(bw, ipc.WithSchema(schema))}, nil
-}
-
-// createShared starts a file that streams (stream) share.
-func (d *Dir) createShared() (*sharedFile, error) {
-	p := d.name()
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("spill file: %w", err)
-	}
-	d.mu.Lock()
-	d.open = append(d.open, f)
-	d.mu.Unlock()
-	// One buffer for every stream: a larger one than a file of its own has.
-	return &sharedFile{path: p, f: f, bw: bufio.NewWriterSize(f, 16*d.buf)}, nil
-}
-
-// stream starts a stream of records of schema in the shared file.
-func (sh *sharedFile) stream(schema *arrow.Schema) *File {
-	s := &File{path: sh.path, schema: schema, sh: sh}
-	s.w = ipc.NewWriter(spanWriter{s}, ipc.WithSchema(schema))
-	return s
-}
-
-// finish writes out what the shared file's buffer holds (its streams finished first).
-func (sh *sharedFile) finish() error {
-	if sh == nil || sh.bw == nil {
-		return nil
-	}
-	err := sh.bw.Flush()
-	sh.bw = nil
-	if err != nil {
-		return fmt.Errorf("spill file %s: %w", sh.path, err)
-	}
-	return nil
-}
-
-// spanWriter appends a stream's bytes to its shared file, as spans of it.
-type spanWriter struct{ s *File }
-
-func (w spanWriter) Write(p []byte) (int, error) {
-	sh := w.s.sh
-	off := sh.size
-	n, err := sh.bw.Write(p)
-	sh.size += int64(n)
-	if k := len(w.s.spans); k > 0 && w.s.spans[k-1].off+w.s.spans[k-1].n == off {
-		w.s.spans[k-1].n += int64(n)
-	} else if n > 0 {
-		w.s.spans = append(w.s.spans, span{off, int64(n)})
-	}
-	return n, err
 }
 
 // Write appends rec (of the file's schema); bytes is what its rows count for.
@@ -198,23 +116,19 @@ func (s *File) Bytes() int64 {
 	return s.bytes
 }
 
-// Finish ends the stream and closes the file (again: nothing). A stream of a shared
-// file is readable once the shared file is finished too.
+// Finish ends the stream and closes the file (again: nothing).
 func (s *File) Finish() error {
-	if s == nil || s.w == nil {
+	if s == nil || s.f == nil {
 		return nil
 	}
 	err := s.w.Close()
-	s.w = nil
-	if s.sh == nil {
-		if ferr := s.bw.Flush(); err == nil {
-			err = ferr
-		}
-		if cerr := s.f.Close(); err == nil {
-			err = cerr
-		}
-		s.f, s.bw = nil, nil // (their buffers)
+	if ferr := s.bw.Flush(); err == nil {
+		err = ferr
 	}
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	s.f, s.bw, s.w = nil, nil, nil // (their buffers)
 	if err != nil {
 		return fmt.Errorf("spill file %s: %w", s.path, err)
 	}
@@ -223,11 +137,10 @@ func (s *File) Finish() error {
 
 // Reader reads a finished spill file record by record.
 type Reader struct {
-	name string
-	f    *os.File // (a file of its own: closed with the reader)
-	r    *ipc.Reader
-	rec  arrow.RecordBatch
-	err  error
+	f   *os.File
+	r   *ipc.Reader
+	rec arrow.RecordBatch
+	err error
 }
 
 // Open starts reading a finished spill file (nil: a file never created, read as empty).
@@ -235,29 +148,16 @@ func (s *File) Open() (*Reader, error) {
 	if s == nil {
 		return &Reader{}, nil
 	}
-	var in io.Reader
-	var f *os.File
-	if s.sh != nil {
-		parts := make([]io.Reader, len(s.spans))
-		for i, sp := range s.spans {
-			parts[i] = io.NewSectionReader(s.sh.f, sp.off, sp.n)
-		}
-		in = io.MultiReader(parts...)
-	} else {
-		var err error
-		if f, err = os.Open(s.path); err != nil {
-			return nil, fmt.Errorf("spill file: %w", err)
-		}
-		in = f
-	}
-	r, err := ipc.NewReader(bufio.NewReaderSize(in, 64<<10), ipc.WithSchema(s.schema), ipc.WithAllocator(memory.DefaultAllocator))
+	f, err := os.Open(s.path)
 	if err != nil {
-		if f != nil {
-			f.Close()
-		}
+		return nil, fmt.Errorf("spill file: %w", err)
+	}
+	r, err := ipc.NewReader(bufio.NewReaderSize(f, 64<<10), ipc.WithSchema(s.schema), ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("spill file %s: %w", s.path, err)
 	}
-	return &Reader{name: s.path, f: f, r: r}, nil
+	return &Reader{f: f, r: r}, nil
 }
 
 // Next moves to the next record, which the caller owns (and releases) from then on.
@@ -268,7 +168,7 @@ func (r *Reader) Next() bool {
 	}
 	if !r.r.Next() {
 		if err := r.r.Err(); err != nil && !errors.Is(err, io.EOF) {
-			r.err = fmt.Errorf("spill file %s: %w", r.name, err)
+			r.err = fmt.Errorf("spill file %s: %w", r.f.Name(), err)
 		}
 		return false
 	}
@@ -287,9 +187,7 @@ func (r *Reader) Err() error { return r.err }
 func (r *Reader) Close() {
 	if r.r != nil {
 		r.r.Release()
-		if r.f != nil {
-			r.f.Close()
-		}
+		r.f.Close()
 		r.r = nil
 	}
 }
