@@ -104,3 +104,40 @@ func TestSnapshotHandOverMidWeigh(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A snapshot run whose table's keys do not fit its budget sets the table aside while it
+// decodes the files: when a data file of the table cannot be read, the run fails with
+// that file's error (not the decode's stop that follows it), commits nothing and leaves
+// no spill file.
+func TestSnapshotTableUnreadableOverBudget(t *testing.T) {
+	tbl := eventsTable(t)
+	warehouse := mem.New(mem.Config{})
+	env, landing := ingestEnv(t, warehouse, tbl)
+	stage := NewIngest("ingest", &IngestConfig{Source: "/landing/c/*.csv", Target: tbl.Name, Mode: "snapshot", Keys: []string{"id"}, MaxDeleteFraction: ptrTo(1.0)})
+	var lines []string
+	for k := range 2000 {
+		lines = append(lines, fmt.Sprintf("C%04d,Seattle,U,2026-01-14T01:00:00Z", k))
+	}
+	putFile(t, landing, "c/001.csv", "id,city,op,updated_at\n"+strings.Join(lines, "\n")+"\n")
+	runStage(t, stage, env)
+	_, snap := latest(t, env, tbl)
+	bad := snap.Files()[0].Path
+	putFile(t, warehouse, tbl.Path+"/"+bad, "not a parquet file")
+	for k := range lines {
+		lines[k] = strings.Replace(lines[k], "Seattle", "Portland", 1)
+	}
+	for f := range 20 { // (many files: the decode is stopped, not run to its end)
+		putFile(t, landing, fmt.Sprintf("c/%03d.csv", f+2), "id,city,op,updated_at\n"+strings.Join(lines, "\n")+"\n")
+	}
+	env.MemoryBudget, env.SpillDir = ByteSize(2000*snapKeyCost/2), t.TempDir()
+	_, err := stage.Run(t.Context(), env)
+	if err == nil || !strings.Contains(err.Error(), bad) || strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("error %v, want the unreadable data file %s named", err, bad)
+	}
+	if _, after := latest(t, env, tbl); after.Version() != snap.Version() {
+		t.Errorf("version %d after the failed run, want %d", after.Version(), snap.Version())
+	}
+	if n := spillFiles(t, env.SpillDir); n != 0 {
+		t.Errorf("%d spill files left", n)
+	}
+}

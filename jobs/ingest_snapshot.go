@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/delta/expr"
@@ -302,6 +303,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	target := s.snapshotTarget(snap, data)
 	live := &snapHolder{f: form, files: files, target: target, run: kr}
 	batch := kr.NewBatch(live, keyed.BatchOptions{Keys: []int{form.keyCol}, EncodedKey: true, Form: form.toSpill, NoFilter: true, Join: true})
+	readCtx := ctx                            // the decode's: stopped when setting the table aside fails
 	waitTarget := func() error { return nil } // the table set aside
 	if n, ok := snap.NumRecords(); ok && n*snapKeyCost > kr.Limit {
 		// The table's keys alone do not fit: they are set aside, and the files' rows too,
@@ -315,32 +317,28 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 			return err
 		}
 		sctx, cancel := context.WithCancel(ctx)
-		spilled := make(chan error, 1)
-		go func() { spilled <- target.Spill(sctx, dir, kr.Limit, nil) }()
-		waitTarget = func() error {
-			if spilled == nil {
-				return nil
-			}
-			err := <-spilled
-			spilled = nil
-			return err
-		}
-		defer waitTarget() // (before the run's spill files are removed)
-		defer cancel()     // (a run that fails stops the table's scan)
+		g, gctx := errgroup.WithContext(sctx)
+		g.Go(func() error { return target.Spill(gctx, dir, kr.Limit, nil) })
+		readCtx, waitTarget = gctx, g.Wait
+		defer g.Wait() // (before the run's spill files are removed)
+		defer cancel() // (a run that fails stops the table's scan)
 	} else {
 		// Pass 2 starts decoding the files while pass 1 still scans the table; its first
 		// record waits for pass 1's index.
 		live.pass1 = s.startTable(ctx, target, data)
 		defer live.pass1.cancel()
 	}
-	bad, err := s.readSnapshot(ctx, env, snap, form, files, batch, live.pass1, loadTime, res)
+	bad, err := s.readSnapshot(readCtx, env, snap, form, files, batch, live.pass1, loadTime, res)
+	if err == nil {
+		err = batch.Finish()
+	}
+	if err != nil && (readCtx.Err() == nil || ctx.Err() != nil) {
+		return err // (its own error: the table's scan is stopped on the way out)
+	}
+	if terr := waitTarget(); terr != nil {
+		return terr // (the decode stopped because the table could not be set aside: that is the error)
+	}
 	if err != nil {
-		return err
-	}
-	if err := batch.Finish(); err != nil {
-		return err
-	}
-	if err := waitTarget(); err != nil {
 		return err
 	}
 	noteHeld("snapshot", batch)
