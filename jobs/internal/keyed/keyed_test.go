@@ -555,9 +555,9 @@ func TestGatherOne(t *testing.T) {
 }
 
 // A joining fanout sets aside a range's rows of several records as one spill record,
-// in the order they were written; a plain one writes a spill record per record.
-// A fanout's ranges keep their rows in order, joined or not, records larger than a
-// file's buffer too, and are read any number of times in any order.
+// in the order they were written; a plain one writes a spill record per record. Either
+// way a range keeps its rows in order (records larger than a file's buffer too) and is
+// read any number of times, in any order.
 func TestFanoutJoins(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
