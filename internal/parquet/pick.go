@@ -207,7 +207,7 @@ func (r *byteArrayReader) pickChunk(k int, sel []int32, vix *[]int32, o *picked)
 	}
 	*vix = ix
 	switch {
-	case r.dict && len(ix) == k && lvl == nil && r.width == 8:
+	case r.dict && len(ix) == k && present == k && r.width == 8:
 		// Every row, none null, 8 bytes wide (timestamps, longs): gathered as words.
 		ids := grow(&r.ix, k)
 		if err := r.ids.read(ids); err != nil {
@@ -251,7 +251,7 @@ func (r *byteArrayReader) pickChunk(k int, sel []int32, vix *[]int32, o *picked)
 		if len(p) < present*w {
 			return r.corrupt("PLAIN value ends early")
 		}
-		if len(ix) == k && lvl == nil { // every row, none null: one copy
+		if len(ix) == k && present == k { // every row, none null: one copy
 			copy(o.vals[o.n*w:], p[:k*w])
 			o.n += k
 		} else {

@@ -122,3 +122,51 @@ func mustOptionalInt32Schema(t *testing.T) *schema.GroupNode {
 	}
 	return root
 }
+
+// The decoder reads what the encoder wrote, in random chunks each taken either by
+// repeats (when it says the chunk is one run of that value) or by read.
+func TestRLEDecoderRepeats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 300 {
+		var levels []uint32
+		for len(levels) < 2000 {
+			v := uint32(rng.IntN(2))
+			for range 1 + rng.IntN([]int{2, 9, 40, 700}[rng.IntN(4)]) {
+				levels = append(levels, v)
+			}
+		}
+		var e rleEncoder
+		e.reset(nil, 1)
+		for _, v := range levels {
+			e.put(uint64(v))
+		}
+		var d rleDecoder
+		d.reset(e.flush(), 1)
+		for at := 0; at < len(levels); {
+			k := min(1+rng.IntN(60), len(levels)-at)
+			v := uint32(rng.IntN(2))
+			all, err := d.repeats(k, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if all {
+				for j, l := range levels[at : at+k] {
+					if l != v {
+						t.Fatalf("repeats(%d, %d) at %d: level %d is %d", k, v, at, at+j, l)
+					}
+				}
+			} else {
+				got := make([]uint32, k)
+				if err := d.read(got); err != nil {
+					t.Fatal(err)
+				}
+				for j, l := range levels[at : at+k] {
+					if got[j] != l {
+						t.Fatalf("read at %d: %d, want %d", at+j, got[j], l)
+					}
+				}
+			}
+			at += k
+		}
+	}
+}

@@ -209,6 +209,12 @@ func (r *byteArrayReader) levels(k int) (lvl []uint32, present int, err error) {
 	if r.maxDef == 0 {
 		return nil, k, nil
 	}
+	// (a column with no null: its levels are long runs of maxDef)
+	if all, err := r.defs.repeats(k, uint32(r.maxDef)); err != nil {
+		return nil, 0, r.corrupt("definition levels: %v", err)
+	} else if all {
+		return nil, k, nil
+	}
 	lvl = grow(&r.lvl, k)
 	if err := r.defs.read(lvl); err != nil {
 		return nil, 0, r.corrupt("definition levels: %v", err)
@@ -591,6 +597,21 @@ func (d *rleDecoder) skip(n int) error {
 	return nil
 }
 
+// repeats moves past the next n values if they are all v in one RLE run, and reports
+// whether they were.
+func (d *rleDecoder) repeats(n int, v uint32) (bool, error) {
+	if d.run == 0 && d.packed == 0 {
+		if err := d.nextRun(); err != nil {
+			return false, err
+		}
+	}
+	if d.run < n || d.val != v {
+		return false, nil
+	}
+	d.run -= n
+	return true, nil
+}
+
 // read fills dst.
 func (d *rleDecoder) read(dst []uint32) error {
 	mask := uint64(1)<<d.bw - 1
@@ -621,33 +642,41 @@ func (d *rleDecoder) read(dst []uint32) error {
 			d.packed -= k
 			dst = dst[k:]
 		default:
-			h, n := binary.Uvarint(d.buf)
-			if n <= 0 {
-				return errors.New("run header missing or malformed")
+			if err := d.nextRun(); err != nil {
+				return err
 			}
-			d.buf = d.buf[n:]
-			if h&1 == 1 {
-				groups := h >> 1
-				size := groups * uint64(d.bw) // bytes: 8 values of bw bits per group
-				if groups == 0 || size > uint64(len(d.buf)) {
-					return fmt.Errorf("bit-packed run of %d groups in %d bytes", groups, len(d.buf))
-				}
-				d.bits, d.pos, d.packed = d.buf[:size], 0, int(groups*8)
-				d.buf = d.buf[size:]
-				continue
-			}
-			count := h >> 1
-			w := int(d.bw+7) / 8
-			if count == 0 || count > 1<<31 || w > len(d.buf) {
-				return fmt.Errorf("RLE run of %d values, %d bytes left", count, len(d.buf))
-			}
-			var v uint32
-			for s := range w {
-				v |= uint32(d.buf[s]) << (8 * s)
-			}
-			d.run, d.val = int(count), v
-			d.buf = d.buf[w:]
 		}
 	}
+	return nil
+}
+
+// nextRun reads the next run's header.
+func (d *rleDecoder) nextRun() error {
+	h, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		return errors.New("run header missing or malformed")
+	}
+	d.buf = d.buf[n:]
+	if h&1 == 1 {
+		groups := h >> 1
+		size := groups * uint64(d.bw) // bytes: 8 values of bw bits per group
+		if groups == 0 || size > uint64(len(d.buf)) {
+			return fmt.Errorf("bit-packed run of %d groups in %d bytes", groups, len(d.buf))
+		}
+		d.bits, d.pos, d.packed = d.buf[:size], 0, int(groups*8)
+		d.buf = d.buf[size:]
+		return nil
+	}
+	count := h >> 1
+	w := int(d.bw+7) / 8
+	if count == 0 || count > 1<<31 || w > len(d.buf) {
+		return fmt.Errorf("RLE run of %d values, %d bytes left", count, len(d.buf))
+	}
+	var v uint32
+	for s := range w {
+		v |= uint32(d.buf[s]) << (8 * s)
+	}
+	d.run, d.val = int(count), v
+	d.buf = d.buf[w:]
 	return nil
 }
