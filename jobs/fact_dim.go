@@ -45,6 +45,11 @@ type factDim struct {
 	// moved are, per business key with changed ranges (changedRanges), the versions the
 	// feed shows as they are now: every version valid at a changed time (loadMoved).
 	moved map[string][]movedVersion
+	// before are the surrogate keys of the versions of those business keys before the
+	// feed (changedRanges): a fact in a changed range was keyed to one of them, or to the
+	// unknown key (no version was valid at its time), as the versions of a key do not
+	// overlap.
+	before []int64
 }
 
 // movedVersion is a version as the change feed shows it now.
@@ -470,7 +475,7 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 	if err := ch.Err(); err != nil {
 		return nil, false, nil
 	}
-	ranges, d.moved = map[string][]dimInterval{}, map[string][]movedVersion{}
+	ranges, d.moved, d.before = map[string][]dimInterval{}, map[string][]movedVersion{}, nil
 	for k, byKey := range keys {
 		var old, now []skInterval
 		var vs []movedVersion
@@ -485,6 +490,9 @@ func (d *factDim) changedRanges(ctx context.Context, after int64) (ranges map[st
 		}
 		if rs := coverageChanges(old, now); len(rs) > 0 {
 			ranges[k], d.moved[k] = rs, vs
+			for _, v := range old {
+				d.before = append(d.before, v.sk)
+			}
 		}
 	}
 	return ranges, true, nil

@@ -159,17 +159,18 @@ type changedKeys struct {
 	keys     *keyindex.Index
 	ranges   [][]dimInterval
 	from, to int64
-	// bits has, for keys of one string or integer column, a bit set per key's value
-	// hash (setBit; the hash's top shift bits pick it): a fact whose value's bit is
-	// clear has no changed key, and is not looked up (nil: every fact in the bounds is).
-	bits  []uint64
-	shift uint
+	// bits has, for keys of one string or integer column, a bit per key's value hash:
+	// a fact whose value's bit is clear has no changed key, and is not looked up (no
+	// words: every fact in the bounds is).
+	bits hashBits
+	// before are the surrogate keys a fact in a changed range may hold (factDim.before,
+	// and the lookup's unknown key).
+	before skSet
 }
 
-func newChangedKeys(rs map[string][]dimInterval) *changedKeys {
-	c := &changedKeys{keys: keyindex.New(len(rs)), ranges: make([][]dimInterval, 0, len(rs)), from: math.MaxInt64, to: math.MinInt64}
-	c.bits = make([]uint64, changedBitWords(len(rs)))
-	c.shift = uint(64 - bits.TrailingZeros(uint(len(c.bits)*64)))
+func newChangedKeys(d *factDim, rs map[string][]dimInterval) *changedKeys {
+	c := &changedKeys{keys: keyindex.New(len(rs)), ranges: make([][]dimInterval, 0, len(rs)), from: math.MaxInt64, to: math.MinInt64,
+		bits: newHashBits(len(rs)), before: newSKSet(append(slices.Clone(d.before), d.lookup.unknownKey()))}
 	for k, r := range rs {
 		c.keys.Add([]byte(k))
 		c.ranges = append(c.ranges, r)
@@ -178,11 +179,11 @@ func newChangedKeys(rs map[string][]dimInterval) *changedKeys {
 		}
 		switch v, _ := decodeKeyValue(k); v := v.(type) {
 		case string:
-			c.setBit(maphash.String(changedSeed, v))
+			c.bits.set(maphash.String(changedSeed, v))
 		case int64:
-			c.setBit(intHash(v))
+			c.bits.set(intHash(v))
 		default:
-			c.bits = nil
+			c.bits.words = nil
 		}
 	}
 	return c
@@ -191,17 +192,28 @@ func newChangedKeys(rs map[string][]dimInterval) *changedKeys {
 // changedSeed seeds the hashes of changedKeys.bits.
 var changedSeed = maphash.MakeSeed()
 
-// changedBitWords sizes changedKeys.bits: about 64 bits a key (few false hits), a power
-// of two of words.
-func changedBitWords(keys int) int {
-	return bitutil.NextPowerOf2(max(keys, 1))
+// hashBits is a set's bit per value hash (the hash's top bits pick it), about 64 bits a
+// value in a power of two of words: a value whose bit is clear is not in the set.
+type hashBits struct {
+	words []uint64
+	shift uint
 }
 
-func (c *changedKeys) setBit(h uint64) {
-	if c.bits != nil {
-		i := h >> c.shift
-		c.bits[i/64] |= 1 << (i % 64)
+func newHashBits(values int) hashBits {
+	n := bitutil.NextPowerOf2(max(values, 1))
+	return hashBits{words: make([]uint64, n), shift: uint(64 - bits.TrailingZeros(uint(n*64)))}
+}
+
+func (b hashBits) set(h uint64) {
+	if b.words != nil {
+		i := h >> b.shift
+		b.words[i/64] |= 1 << (i % 64)
 	}
+}
+
+func (b hashBits) has(h uint64) bool {
+	i := h >> b.shift
+	return b.words[i/64]&(1<<(i%64)) != 0
 }
 
 // mayHold reports whether row r of a fact's one key column may hold a changed key
@@ -218,17 +230,41 @@ func (c *changedKeys) mayHold(col arrow.Array, r int) bool {
 	default:
 		return true
 	}
-	i := h >> c.shift
-	return c.bits[i/64]&(1<<(i%64)) != 0
+	return c.bits.has(h)
+}
+
+// skSet is a set of surrogate keys: their hash bits in front of a map (the bits keep
+// out nearly every key not in it, at a bit test each).
+type skSet struct {
+	bits hashBits
+	keys map[int64]struct{}
+}
+
+func newSKSet(sks []int64) skSet {
+	s := skSet{bits: newHashBits(len(sks)), keys: make(map[int64]struct{}, len(sks))}
+	for _, k := range sks {
+		s.bits.set(intHash(k))
+		s.keys[k] = struct{}{}
+	}
+	return s
+}
+
+func (s skSet) has(k int64) bool {
+	if !s.bits.has(intHash(k)) {
+		return false
+	}
+	_, ok := s.keys[k]
+	return ok
 }
 
 // intHash mixes an integer key's bits (Fibonacci hashing: the top bits are the mixed ones).
 func intHash(v int64) uint64 { return uint64(v) * 0x9e3779b97f4a7c15 }
 
 // rekeyPicker keeps the facts of a batch that fall in a changed range of one of the
-// dimensions: first by their times (the changed ranges' bounds), then by their
-// business keys and times. The scan calls it on its own goroutines, several at once:
-// each call takes buffers of its own, and only it looks the changed keys up.
+// dimensions: first by their surrogate keys (those a fact in a changed range may hold),
+// then by their times (the changed ranges' bounds), then by their business keys and
+// times. The scan calls it on its own goroutines, several at once: each call takes
+// buffers of its own, and only it looks the changed keys up.
 type rekeyPicker struct {
 	dims    []*factDim
 	changed []*changedKeys // per lookup (nil: not changed)
@@ -247,22 +283,63 @@ func newRekeyPicker(dims []*factDim, ranges []map[string][]dimInterval) *rekeyPi
 	p.bufs.New = func() any { return &pickBuffers{} }
 	for i, rs := range ranges {
 		if rs != nil {
-			p.changed[i] = newChangedKeys(rs)
+			p.changed[i] = newChangedKeys(dims[i], rs)
 		}
 	}
 	return p
 }
 
-// steps are the scan's Pick: the times' columns, then the business keys'.
+// steps are the scan's Pick: the surrogate keys' columns, the times', then the
+// business keys'.
 func (p *rekeyPicker) steps() []delta.PickStep {
-	var at, keys []string
+	var sks, at, keys []string
 	for i, c := range p.changed {
 		if c != nil {
+			sks = append(sks, p.dims[i].lookup.Key)
 			at = append(at, p.dims[i].lookup.At)
 			keys = append(keys, p.dims[i].factCols...)
 		}
 	}
-	return []delta.PickStep{{Columns: at, Keep: p.byTime}, {Columns: keys, Keep: p.byKey}}
+	return []delta.PickStep{{Columns: sks, Keep: p.bySK}, {Columns: at, Keep: p.byTime}, {Columns: keys, Keep: p.byKey}}
+}
+
+// bySK keeps the rows whose surrogate key of a changed lookup is one a fact in its
+// changed ranges may hold, or NULL.
+func (p *rekeyPicker) bySK(rec arrow.RecordBatch) ([]int32, error) {
+	n := int(rec.NumRows())
+	b := p.bufs.Get().(*pickBuffers)
+	defer p.bufs.Put(b)
+	b.in = resize(b.in, n)
+	clear(b.in)
+	names := nameIndex(rec.Schema())
+	for i, c := range p.changed {
+		if c == nil {
+			continue
+		}
+		key := p.dims[i].lookup.Key
+		col, ok := rec.Column(names[strings.ToLower(key)]).(*array.Int64)
+		if !ok {
+			return nil, fmt.Errorf("lookups[%d].key %s is %s; expected bigint", i, key, rec.Column(names[strings.ToLower(key)]).DataType())
+		}
+		if col.NullN() == 0 {
+			for r, v := range col.Int64Values() {
+				if c.before.has(v) {
+					b.in[r] = true
+				}
+			}
+			continue
+		}
+		for r, v := range col.Int64Values() {
+			b.in[r] = b.in[r] || col.IsNull(r) || c.before.has(v)
+		}
+	}
+	var keep []int32
+	for r, in := range b.in {
+		if in {
+			keep = append(keep, int32(r))
+		}
+	}
+	return keep, nil
 }
 
 // byTime keeps the rows whose time is within a changed lookup's ranges' bounds.
@@ -305,7 +382,7 @@ func (p *rekeyPicker) keep(rec arrow.RecordBatch, byKey bool) ([]int32, error) {
 		// Only the keys of facts whose time is within the ranges' bounds, and whose
 		// value may be a changed key's, are looked up.
 		lookUp := inBounds
-		if c.bits != nil && len(cols) == 1 {
+		if c.bits.words != nil && len(cols) == 1 {
 			col := rec.Column(cols[0])
 			lookUp = func(r int) bool { return inBounds(r) && c.mayHold(col, r) }
 		}

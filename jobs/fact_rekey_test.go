@@ -217,8 +217,8 @@ func TestChangedKeysBits(t *testing.T) {
 			changed[string(k)] = []dimInterval{{from: 0, to: 1}}
 			isChanged[i] = true
 		}
-		c := newChangedKeys(changed)
-		if c.bits == nil {
+		c := newChangedKeys(&factDim{lookup: &FactLookup{}}, changed)
+		if c.bits.words == nil {
 			t.Fatalf("%s: no bits for keys of one %s column", dt, dt)
 		}
 		passed := 0
@@ -236,5 +236,29 @@ func TestChangedKeysBits(t *testing.T) {
 		}
 		rec.Release()
 		col.Release()
+	}
+}
+
+// A set of surrogate keys holds exactly its keys, the unknown key's too.
+func TestSKSetExact(t *testing.T) {
+	var sks []int64
+	for k := int64(-3); k < 30000; k += 7 {
+		sks = append(sks, k)
+	}
+	s := newSKSet(sks)
+	for k := int64(-100); k < 40000; k++ {
+		want := k >= -3 && k < 30000 && (k+3)%7 == 0
+		if s.has(k) != want {
+			t.Fatalf("has(%d) = %v, want %v", k, s.has(k), want)
+		}
+	}
+	if newSKSet(nil).has(0) {
+		t.Fatal("the empty set holds 0")
+	}
+	wide := []int64{math.MinInt64, -1, 0, math.MaxInt64}
+	for _, k := range wide {
+		if !newSKSet(wide).has(k) {
+			t.Fatalf("has(%d) = false", k)
+		}
 	}
 }
