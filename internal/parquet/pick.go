@@ -95,9 +95,7 @@ func (r *byteArrayReader) pick(n int, rows []int32, mem memory.Allocator) (arrow
 		// The rows picked in this chunk (sel, from its start).
 		sel = sel[:0]
 		if rows == nil {
-			for j := range int32(k) {
-				sel = append(sel, j)
-			}
+			sel = r.identity(k)
 		} else {
 			for i := o.n; i < m && int(rows[i]) < got+k; i++ {
 				if int(rows[i]) < got || i > o.n && rows[i] <= rows[i-1] {
@@ -137,6 +135,14 @@ func (r *byteArrayReader) pick(n int, rows []int32, mem memory.Allocator) (arrow
 		}
 	}
 	return array.MakeFromData(ad), nil
+}
+
+// identity returns 0, 1, ..., k-1 (the reader's: not to be changed).
+func (r *byteArrayReader) identity(k int) []int32 {
+	for j := len(r.iota); j < k; j++ {
+		r.iota = append(r.iota, int32(j))
+	}
+	return r.iota[:k]
 }
 
 // picked is what pick has copied out so far.
@@ -186,11 +192,11 @@ func (r *byteArrayReader) pickChunk(k int, sel []int32, vix *[]int32, o *picked)
 		return err
 	}
 	// Each picked row's value index (the non-null rows before it), -1 for a null.
-	ix := *vix
-	ix = ix[:0]
+	var ix []int32
 	if lvl == nil || present == k {
-		ix = append(ix, sel...)
+		ix = sel
 	} else {
+		ix = (*vix)[:0]
 		v, j := int32(0), 0
 		for _, s := range sel {
 			for ; j < int(s); j++ {
@@ -204,8 +210,8 @@ func (r *byteArrayReader) pickChunk(k int, sel []int32, vix *[]int32, o *picked)
 				ix = append(ix, -1)
 			}
 		}
+		*vix = ix
 	}
-	*vix = ix
 	switch {
 	case r.dict && len(ix) == k && present == k && r.width == 8:
 		// Every row, none null, 8 bytes wide (timestamps, longs): gathered as words.

@@ -86,6 +86,7 @@ type byteArrayReader struct {
 	ids   rleDecoder
 
 	lvl, ix []uint32 // scratch
+	iota    []int32  // 0, 1, 2, ... (identity)
 
 	// A batch whose rows all hold one dictionary value (a load's file name in every
 	// row) is not copied a row at a time: its rows are counted (runRows of runVal)
