@@ -306,20 +306,12 @@ func (p *rekeyPicker) steps() []delta.PickStep {
 // bySK keeps the rows whose surrogate key of a changed lookup is one a fact in its
 // changed ranges may hold, or NULL.
 func (p *rekeyPicker) bySK(rec arrow.RecordBatch) ([]int32, error) {
-	n := int(rec.NumRows())
-	b := p.bufs.Get().(*pickBuffers)
-	defer p.bufs.Put(b)
-	b.in = resize(b.in, n)
-	clear(b.in)
-	names := nameIndex(rec.Schema())
-	for i, c := range p.changed {
-		if c == nil {
-			continue
-		}
+	return p.mark(rec, func(b *pickBuffers, names map[string]int, i int, c *changedKeys) error {
 		key := p.dims[i].lookup.Key
-		col, ok := rec.Column(names[strings.ToLower(key)]).(*array.Int64)
+		a := rec.Column(names[strings.ToLower(key)])
+		col, ok := a.(*array.Int64)
 		if !ok {
-			return nil, fmt.Errorf("lookups[%d].key %s is %s; expected bigint", i, key, rec.Column(names[strings.ToLower(key)]).DataType())
+			return fmt.Errorf("lookups[%d].key %s is %s; expected bigint", i, key, a.DataType())
 		}
 		if col.NullN() == 0 {
 			for r, v := range col.Int64Values() {
@@ -327,54 +319,37 @@ func (p *rekeyPicker) bySK(rec arrow.RecordBatch) ([]int32, error) {
 					b.in[r] = true
 				}
 			}
-			continue
+			return nil
 		}
 		for r, v := range col.Int64Values() {
 			b.in[r] = b.in[r] || col.IsNull(r) || c.before.has(v)
 		}
-	}
-	var keep []int32
-	for r, in := range b.in {
-		if in {
-			keep = append(keep, int32(r))
-		}
-	}
-	return keep, nil
+		return nil
+	})
 }
 
 // byTime keeps the rows whose time is within a changed lookup's ranges' bounds.
 func (p *rekeyPicker) byTime(rec arrow.RecordBatch) ([]int32, error) {
-	return p.keep(rec, false)
+	return p.mark(rec, func(b *pickBuffers, names map[string]int, i int, c *changedKeys) error {
+		inBounds, err := p.inBounds(rec, b, names, i, c)
+		if err != nil {
+			return err
+		}
+		for r := range b.in {
+			b.in[r] = b.in[r] || inBounds(r)
+		}
+		return nil
+	})
 }
 
 // byKey keeps the rows whose business key and time fall in one of its changed ranges.
 func (p *rekeyPicker) byKey(rec arrow.RecordBatch) ([]int32, error) {
-	return p.keep(rec, true)
-}
-
-func (p *rekeyPicker) keep(rec arrow.RecordBatch, byKey bool) ([]int32, error) {
-	n := int(rec.NumRows())
-	b := p.bufs.Get().(*pickBuffers)
-	defer p.bufs.Put(b)
-	b.in = resize(b.in, n)
-	clear(b.in)
-	names := nameIndex(rec.Schema())
-	for i, c := range p.changed {
-		if c == nil {
-			continue
+	return p.mark(rec, func(b *pickBuffers, names map[string]int, i int, c *changedKeys) error {
+		inBounds, err := p.inBounds(rec, b, names, i, c)
+		if err != nil {
+			return err
 		}
 		d := p.dims[i]
-		var err error
-		if b.times, b.tok, err = fillTimes(b.times, b.tok, rec.Column(names[strings.ToLower(d.lookup.At)]), n); err != nil {
-			return nil, fmt.Errorf("lookups[%d].at %s: %w", i, d.lookup.At, err)
-		}
-		inBounds := func(r int) bool { return b.tok[r] && c.from <= b.times[r] && b.times[r] < c.to }
-		if !byKey {
-			for r := range n {
-				b.in[r] = b.in[r] || inBounds(r)
-			}
-			continue
-		}
 		cols := make([]int, len(d.factCols))
 		for j, k := range d.factCols {
 			cols[j] = names[strings.ToLower(k)]
@@ -387,13 +362,32 @@ func (p *rekeyPicker) keep(rec arrow.RecordBatch, byKey bool) ([]int32, error) {
 			lookUp = func(r int) bool { return inBounds(r) && c.mayHold(col, r) }
 		}
 		if err := appendBusinessKeysWhere(&b.block, rec, cols, lookUp); err != nil {
-			return nil, err
+			return err
 		}
 		c.keys.LookupBlock(&b.block)
 		for r, id := range b.block.IDs {
 			if id >= 0 && b.tok[r] && inRanges(c.ranges[id], b.times[r]) {
 				b.in[r] = true
 			}
+		}
+		return nil
+	})
+}
+
+// mark runs fn for each changed lookup i over rec, with buffers of its own (b.in
+// cleared, a row of rec each), and returns the rows fn marked in b.in.
+func (p *rekeyPicker) mark(rec arrow.RecordBatch, fn func(b *pickBuffers, names map[string]int, i int, c *changedKeys) error) ([]int32, error) {
+	b := p.bufs.Get().(*pickBuffers)
+	defer p.bufs.Put(b)
+	b.in = resize(b.in, int(rec.NumRows()))
+	clear(b.in)
+	names := nameIndex(rec.Schema())
+	for i, c := range p.changed {
+		if c == nil {
+			continue
+		}
+		if err := fn(b, names, i, c); err != nil {
+			return nil, err
 		}
 	}
 	var keep []int32
@@ -403,6 +397,17 @@ func (p *rekeyPicker) keep(rec arrow.RecordBatch, byKey bool) ([]int32, error) {
 		}
 	}
 	return keep, nil
+}
+
+// inBounds reads lookup i's times of rec into b and returns whether row r's is within
+// its changed ranges' bounds.
+func (p *rekeyPicker) inBounds(rec arrow.RecordBatch, b *pickBuffers, names map[string]int, i int, c *changedKeys) (func(r int) bool, error) {
+	at := p.dims[i].lookup.At
+	var err error
+	if b.times, b.tok, err = fillTimes(b.times, b.tok, rec.Column(names[strings.ToLower(at)]), int(rec.NumRows())); err != nil {
+		return nil, fmt.Errorf("lookups[%d].at %s: %w", i, at, err)
+	}
+	return func(r int) bool { return b.tok[r] && c.from <= b.times[r] && b.times[r] < c.to }, nil
 }
 
 // rekeyFilter is a scan filter keeping the facts of the changed business keys (nil, no
