@@ -92,17 +92,16 @@ func (r *byteArrayReader) pick(n int, rows []int32, mem memory.Allocator) (arrow
 	}
 	var sel, vix []int32
 	got, err := r.walk(n, func(got, k int) error {
+		if rows == nil {
+			return r.pickChunk(k, r.identity(k), &vix, &o)
+		}
 		// The rows picked in this chunk (sel, from its start).
 		sel = sel[:0]
-		if rows == nil {
-			sel = r.identity(k)
-		} else {
-			for i := o.n; i < m && int(rows[i]) < got+k; i++ {
-				if int(rows[i]) < got || i > o.n && rows[i] <= rows[i-1] {
-					return fmt.Errorf("column %s: rows to pick out of order", r.what)
-				}
-				sel = append(sel, rows[i]-int32(got))
+		for i := o.n; i < m && int(rows[i]) < got+k; i++ {
+			if int(rows[i]) < got || i > o.n && rows[i] <= rows[i-1] {
+				return fmt.Errorf("column %s: rows to pick out of order", r.what)
 			}
+			sel = append(sel, rows[i]-int32(got))
 		}
 		return r.pickChunk(k, sel, &vix, &o)
 	})
