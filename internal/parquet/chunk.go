@@ -68,8 +68,10 @@ type chunkWriter struct {
 	fileMin, fileMax []byte
 	fileHas          bool
 	pages            []heldPage
-	arena            []byte // the held pages' bytes
-	rows             int64  // rows in held pages
+	// blocks hold the held pages' bytes, the last one filling; a row group's pages take
+	// more blocks as they come (each at least twice the last), none copied.
+	blocks [][]byte
+	rows   int64 // rows in held pages
 
 	// The open page.
 	levels  rleEncoder
@@ -95,7 +97,7 @@ const (
 
 // heldPage is a data page written when its row group closes.
 type heldPage struct {
-	start, end   int // its bytes in the arena
+	data         []byte // its bytes, in a block
 	num          int32
 	uncompressed int32
 	enc          pq.Encoding
@@ -192,7 +194,7 @@ func timeUnit(u arrow.TimeUnit) schema.TimeUnitType {
 // startRowGroup readies the chunk of a new row group, with buffers from the pool.
 func (c *chunkWriter) startRowGroup(meta *metadata.ColumnChunkMetaDataBuilder) {
 	c.meta = meta
-	c.pages, c.arena, c.rows = c.pages[:0], getBytes(), 0
+	c.pages, c.rows = c.pages[:0], 0
 	c.values, c.page, c.levels.out = getBytes(), getBytes(), getBytes()
 	c.idx = getInt32s()
 	c.pageStats, c.chunkStats = nil, nil
@@ -520,26 +522,55 @@ func (c *chunkWriter) flushPage() error {
 		c.chunkStats.Merge(c.pageStats)
 		c.pageStats.Reset()
 	}
-	at := len(c.arena)
+	var data []byte
 	if c.codec == nil {
-		c.arena = append(c.arena, c.page...)
+		blk := c.room(len(c.page))
+		at := len(*blk)
+		*blk = append(*blk, c.page...)
+		data = (*blk)[at:]
 	} else {
 		// As arrow-go's page writer compresses: into an empty buffer of room enough,
-		// here the arena's end.
-		c.arena = slices.Grow(c.arena, int(c.codec.CompressBound(int64(len(c.page)))))
-		out := c.codec.EncodeLevel(c.arena[at:at], c.page, c.level)
-		if len(out) > 0 && unsafe.SliceData(out) != unsafe.SliceData(c.arena[at:cap(c.arena)]) {
-			c.arena = append(c.arena, out...) // the codec wanted more room
+		// here a block's end.
+		blk := c.room(int(c.codec.CompressBound(int64(len(c.page)))))
+		at := len(*blk)
+		out := c.codec.EncodeLevel((*blk)[at:at], c.page, c.level)
+		if len(out) > 0 && unsafe.SliceData(out) != unsafe.SliceData((*blk)[at:cap(*blk)]) {
+			blk = c.room(len(out)) // the codec wanted more room
+			at = len(*blk)
+			*blk = append(*blk, out...)
 		} else {
-			c.arena = c.arena[:at+len(out)]
+			*blk = (*blk)[:at+len(out)]
 		}
+		data = (*blk)[at:]
 	}
-	c.pages = append(c.pages, heldPage{start: at, end: len(c.arena), num: int32(c.nlevels),
+	c.pages = append(c.pages, heldPage{data: data, num: int32(c.nlevels),
 		uncompressed: int32(len(c.page)), enc: enc, stats: st, firstRow: c.rows})
 	c.rows += c.nlevels
 	c.startPage()
 	return nil
 }
+
+// room is the block the next n bytes of held pages go to: the last one, or a new one
+// when they do not fit there. Blocks come from PageBuffers (not zeroed: every byte of a
+// page is written before it is read), and go back when the row group is written.
+func (c *chunkWriter) room(n int) *[]byte {
+	if k := len(c.blocks); k > 0 && cap(c.blocks[k-1])-len(c.blocks[k-1]) >= n {
+		return &c.blocks[k-1]
+	}
+	size := minBlock
+	if k := len(c.blocks); k > 0 {
+		size = min(2*cap(c.blocks[k-1]), maxBlock)
+	}
+	c.blocks = append(c.blocks, PageBuffers.Allocate(max(size, n))[:0])
+	return &c.blocks[len(c.blocks)-1]
+}
+
+// A column chunk's first block, and the most a later one takes (unless a page needs
+// more).
+const (
+	minBlock = 64 << 10
+	maxBlock = 8 << 20
+)
 
 // dictWidth is the bit width of indices into a dictionary of n entries, as arrow-go's
 // dictionary encoder takes it when it writes a page.
@@ -576,7 +607,7 @@ func (c *chunkWriter) writeChunk(pager file.PageWriter) error {
 		dictWritten = true
 	}
 	for _, p := range c.pages {
-		page := file.NewDataPageV1WithConfig(memory.NewBufferBytes(c.arena[p.start:p.end]), pq.Encodings.RLE, pq.Encodings.RLE,
+		page := file.NewDataPageV1WithConfig(memory.NewBufferBytes(p.data), pq.Encodings.RLE, pq.Encodings.RLE,
 			file.DataPageConfig{Num: p.num, Encoding: p.enc, UncompressedSize: p.uncompressed, Stats: p.stats, FirstRowIndex: p.firstRow})
 		_, err := pager.WriteDataPage(page)
 		page.Release()
@@ -612,13 +643,19 @@ func (c *chunkWriter) writeChunk(pager file.PageWriter) error {
 // releaseBuffers gives the row group's buffers back to the pool: a writer between row
 // groups (one of many partitions' files) holds none.
 func (c *chunkWriter) releaseBuffers() {
-	for _, b := range []*[]byte{&c.arena, &c.values, &c.page, &c.levels.out, &c.scratch} {
+	for _, b := range []*[]byte{&c.values, &c.page, &c.levels.out, &c.scratch} {
 		putBytes(*b)
 		*b = nil
 	}
+	for i, b := range c.blocks {
+		PageBuffers.Free(b)
+		c.blocks[i] = nil
+	}
+	c.blocks = c.blocks[:0]
 	c.ids.out = nil // c.page's array
 	putInt32s(c.idx)
 	c.idx, c.lows = nil, nil
+	clear(c.pages) // (their blocks' bytes)
 	c.pages, c.dict = c.pages[:0], nil
 }
 

@@ -169,6 +169,7 @@ func writeBoth(t *testing.T, batches []arrow.RecordBatch, rowGroup int, props *p
 // dictionaries: kept, outgrowing their limit before or after a page was cut, of one
 // value, of a page of nulls.
 func TestChunkWritersMatchPqarrow(t *testing.T) {
+	defer PoisonPageBuffers()() // (a page's block given back while still in use shows)
 	for _, tc := range []struct {
 		name     string
 		codec    compress.Compression
@@ -307,5 +308,41 @@ func TestChunkWritersChosen(t *testing.T) {
 		if strings.Join(got, " ") != tc.want {
 			t.Errorf("dictionary %v, %s: chunk writers for %q, want %q", tc.dict, tc.codec, got, tc.want)
 		}
+	}
+}
+
+// TestChunkBlocks fills a chunk writer's blocks: a page that does not fit the last one
+// starts a new one at least twice its size, and the pages held before keep their bytes
+// (nothing is copied); the blocks go back to PageBuffers with the row group.
+func TestChunkBlocks(t *testing.T) {
+	defer PoisonPageBuffers()()
+	var c chunkWriter
+	var pages [][]byte
+	for i, n := range []int{100, 60 << 10, 5000, 200 << 10, 1, 300 << 10} {
+		blk := c.room(n)
+		at := len(*blk)
+		for range n {
+			*blk = append(*blk, byte(i+1))
+		}
+		pages = append(pages, (*blk)[at:])
+	}
+	if len(c.blocks) != 4 {
+		t.Errorf("%d blocks, want 4 (64 KiB, 128 KiB, 256 KiB, 512 KiB)", len(c.blocks))
+	}
+	for k := 1; k < len(c.blocks); k++ {
+		if cap(c.blocks[k]) < 2*cap(c.blocks[k-1]) {
+			t.Errorf("block %d of %d bytes after one of %d", k, cap(c.blocks[k]), cap(c.blocks[k-1]))
+		}
+	}
+	for i, p := range pages {
+		for _, b := range p {
+			if b != byte(i+1) {
+				t.Fatalf("page %d changed after later pages were added", i)
+			}
+		}
+	}
+	c.releaseBuffers()
+	if len(c.blocks) != 0 {
+		t.Errorf("%d blocks held after the row group", len(c.blocks))
 	}
 }
