@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -302,7 +303,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	}
 	target := s.snapshotTarget(snap, data)
 	live := &snapHolder{f: form, files: files, target: target, run: kr}
-	batch := kr.NewBatch(live, keyed.BatchOptions{Keys: []int{form.keyCol}, EncodedKey: true, Form: form.toSpill, NoFilter: true, Join: true})
+	batch := kr.NewBatch(live, keyed.BatchOptions{Keys: []int{form.keyCol}, EncodedKey: true, Form: form.toSpill, NoFilter: true, Join: true, TwoAtOnce: true})
 	readCtx := ctx                            // the decode's: stopped when setting the table aside fails
 	waitTarget := func() error { return nil } // the table set aside
 	if n, ok := snap.NumRecords(); ok && n*snapKeyCost > kr.Limit {
@@ -368,6 +369,7 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 	var problem error // the earliest row's problem of all passes
 	var problemOrd, absent, tableKeys, top int64
 	hasTop := false
+	var mu sync.Mutex // (two passes at once)
 	// A pass holds the table's keys of its ranges (their index, hashes and places), and
 	// of the files' rows only those that change, with their new keys' state; the rest
 	// it reads and lets go. The share that changes is twice what the rows weighed
@@ -389,6 +391,8 @@ func (s *Ingest) loadSnapshot(ctx context.Context, env *Env, decl *Table, tbl *d
 			if err != nil {
 				return err
 			}
+			mu.Lock()
+			defer mu.Unlock()
 			if st.firstErr != nil && (problem == nil || st.firstOrd < problemOrd) {
 				problem, problemOrd = st.firstErr, st.firstOrd
 			}

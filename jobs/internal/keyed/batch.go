@@ -29,21 +29,22 @@ type Holder interface {
 // twice. A batch may have groups (an upsert's files, each merged in a commit of its
 // own): its records come group after group, each group with its own ranges.
 type Batch struct {
-	run    *Run
-	live   Holder // nil once handed over
-	keys   []int  // key columns of the batch records
-	coded  bool   // keys[0] holds the encoded keys
-	filter bool   // a filter of each group's keys is kept
-	join   bool
-	form   func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
-	group  func(rec arrow.RecordBatch) int
-	groups []*batchGroup // once spilled, by group
-	cur    int           // the group being written
-	schema *arrow.Schema
-	buf    []byte
-	ranges []uint16
-	hashes []uint64 // (the keys' xxhashes, for the filter)
-	rows   int64
+	run       *Run
+	live      Holder // nil once handed over
+	keys      []int  // key columns of the batch records
+	coded     bool   // keys[0] holds the encoded keys
+	filter    bool   // a filter of each group's keys is kept
+	join      bool
+	twoAtOnce bool
+	form      func(ctx context.Context, rec arrow.RecordBatch) (arrow.RecordBatch, error)
+	group     func(rec arrow.RecordBatch) int
+	groups    []*batchGroup // once spilled, by group
+	cur       int           // the group being written
+	schema    *arrow.Schema
+	buf       []byte
+	ranges    []uint16
+	hashes    []uint64 // (the keys' xxhashes, for the filter)
+	rows      int64
 }
 
 // batchGroup is a group's rows set aside and a filter of their keys.
@@ -72,11 +73,15 @@ type BatchOptions struct {
 	// for a stage whose batch form carries all it needs in each row (not, say, its
 	// source file as a fact of the record).
 	Join bool
+	// TwoAtOnce: passes over spill files run two at a time (each planned at half the
+	// budget), for a stage whose pass body may run beside itself; its results must not
+	// depend on the order the passes end in.
+	TwoAtOnce bool
 }
 
 // NewBatch starts a batch whose records go to live while they fit.
 func (r *Run) NewBatch(live Holder, o BatchOptions) *Batch {
-	return &Batch{run: r, live: live, keys: o.Keys, coded: o.EncodedKey, filter: !o.NoFilter, join: o.Join, form: o.Form, group: o.Group, groups: make([]*batchGroup, max(o.Groups, 1))}
+	return &Batch{run: r, live: live, keys: o.Keys, coded: o.EncodedKey, filter: !o.NoFilter, join: o.Join, twoAtOnce: o.TwoAtOnce, form: o.Form, group: o.Group, groups: make([]*batchGroup, max(o.Groups, 1))}
 }
 
 // Spilled reports whether the batch went to spill files.

@@ -11,7 +11,8 @@
 // what it holds to spill files (Holder.HandOver) and carries on: every later record goes
 // there, by the key hash range of each row; the target is then set aside once by range
 // (the rows of the keys the batch may have, a Filter), and each pass takes as many
-// consecutive ranges as fit, with a parted sink that sets each pass's MERGE source aside
+// consecutive ranges as fit (two passes at once, each at half the budget, for a stage
+// whose pass body allows it: BatchOptions.TwoAtOnce), with a parted sink that sets each pass's MERGE source aside
 // and merges it in parts at the end (matched rows file by file, then the inserts in
 // their order) as ONE commit (delta.MergeInParts).
 //

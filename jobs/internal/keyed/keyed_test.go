@@ -2,12 +2,16 @@ package keyed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -658,5 +662,169 @@ func TestFilter(t *testing.T) {
 	}
 	if may := Filter(nil).mayHaveHashes(all[:3], nil); len(may) != 3 || !may[0] || !may[1] || !may[2] || !Filter(nil).MayHave(key(1)) {
 		t.Errorf("a nil filter: %v, want every key", may)
+	}
+}
+
+// Each reads its files ahead of fn, in order: every record once, file after file; an
+// error of fn stops the reading and is what Each returns (fn is not called again), and
+// a file that cannot be read fails Each after fn had the records of the files before.
+func TestEachReadsAheadInOrder(t *testing.T) {
+	ctx := context.Background()
+	dir, err := NewDir(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Remove()
+	var files []*File
+	var want []string
+	for k := range 3 {
+		f, err := dir.Create(testSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := range 20 {
+			rec := testRecord(int64(k*100+r), [2]any{fmt.Sprintf("f%d-r%d", k, r), r})
+			want = append(want, rowsOf(rec)...)
+			if err := f.Write(rec, 1); err != nil {
+				t.Fatal(err)
+			}
+			rec.Release()
+		}
+		if err := f.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	var got []string
+	if err := Each(ctx, files, func(rec arrow.RecordBatch) error {
+		got = append(got, rowsOf(rec)...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("read %d rows %.3v, want %d %.3v", len(got), got, len(want), want)
+	}
+
+	stop := errors.New("stop")
+	calls := 0
+	err = Each(ctx, files, func(rec arrow.RecordBatch) error {
+		if calls++; calls == 5 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || calls != 5 {
+		t.Errorf("fn failing on its 5th record: Each returned %v after %d calls, want stop after 5", err, calls)
+	}
+
+	if err := os.Remove(files[2].path); err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	err = Each(ctx, files, func(rec arrow.RecordBatch) error {
+		got = append(got, rowsOf(rec)...)
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "spill file") {
+		t.Errorf("a file gone: Each returned %v, want its spill file error", err)
+	}
+	if !slices.Equal(got, want[:40]) {
+		t.Errorf("a file gone: fn had %d rows before the error, want the 40 of the files before it", len(got))
+	}
+}
+
+// A batch whose passes may run two at once plans them at half the budget and runs two
+// at a time: every range in exactly one pass, every row read back once; a pass that
+// fails fails the run with its error, and no pass starts after it.
+func TestPassesTwoAtOnce(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	ctx := context.Background()
+	spilled := func(t *testing.T) (*Run, *Batch, []string) {
+		r := &Run{Limit: 2000, SpillDir: t.TempDir()} // 20 rows a pass, 10 two at once
+		b := r.NewBatch(&holder{}, BatchOptions{Keys: []int{0}, TwoAtOnce: true})
+		if err := b.HandOver(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var rows [][2]any
+		for i := range 200 {
+			rows = append(rows, [2]any{fmt.Sprintf("K%d", i), i})
+		}
+		x := testRecord(0, rows...)
+		defer x.Release()
+		if err := b.Add(ctx, x); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		return r, b, rowsOf(x)
+	}
+	r, b, want := spilled(t)
+	defer r.Close()
+	cost := func(bb, br, _, _ int64) int64 { return br * 100 }
+	var mu sync.Mutex
+	var got []string
+	covered := make([]int, Ranges)
+	running, most := 0, 0
+	n, err := b.Passes(ctx, 0, nil, cost, func(ctx context.Context, p *Pass) error {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		for rg := p.Lo; rg < p.Hi; rg++ {
+			covered[rg]++
+		}
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond) // (long enough for the other pass to start)
+		err := p.EachBatch(ctx, func(_ context.Context, rec arrow.RecordBatch) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, rowsOf(rec)...)
+			return nil
+		})
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantN := len(Plan(func(p int) int64 { return b.groups[0].out.PartRows(p) * 100 }, r.Limit/2)); n != wantN || n < 10 {
+		t.Errorf("%d passes, want %d (planned at half the budget: 10 rows each)", n, wantN)
+	}
+	if most != 2 {
+		t.Errorf("at most %d passes ran at once, want 2", most)
+	}
+	for rg, c := range covered {
+		if c != 1 {
+			t.Fatalf("range %d in %d passes", rg, c)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("rows read back: %d, want %d", len(got), len(want))
+	}
+
+	r2, b2, _ := spilled(t)
+	defer r2.Close()
+	boom := errors.New("boom")
+	started := 0
+	_, err = b2.Passes(ctx, 0, nil, cost, func(ctx context.Context, p *Pass) error {
+		mu.Lock()
+		started++
+		mu.Unlock()
+		if p.N == 3 {
+			return boom
+		}
+		time.Sleep(20 * time.Millisecond) // (the failure comes while the pass beside it works)
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("pass 3 failing: Passes returned %v, want its error", err)
+	}
+	if started > 4 {
+		t.Errorf("%d passes started, want none after the one that failed and the one beside it", started)
 	}
 }

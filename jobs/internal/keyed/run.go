@@ -3,8 +3,10 @@ package keyed
 import (
 	"context"
 	"errors"
+	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
 )
 
 // Run is one run of a keyed stage: its budget (Limit, the bytes a pass may hold), its
@@ -121,18 +123,39 @@ func (b *Batch) Passes(ctx context.Context, g int, target *Target, cost Cost, bo
 	if target != nil {
 		tout = target.out
 	}
+	// Two passes at once (a stage that allows it, with two cores) each hold half the
+	// budget: the second core works one pass's ranges while the first works another's,
+	// where one pass at a time leaves it idle most of the time.
+	at := 1
+	if b.twoAtOnce {
+		at = min(2, runtime.GOMAXPROCS(0))
+	}
 	runs := Plan(func(p int) int64 {
 		bb, br := part(gr.out, p)
 		tb, tr := part(tout, p)
 		return cost(bb, br, tb, tr)
-	}, b.run.Limit)
+	}, b.run.Limit/int64(at))
+	eg, gctx := errgroup.WithContext(ctx)
+	eg.SetLimit(at)
 	for i, r := range runs {
+		if gctx.Err() != nil {
+			break
+		}
 		if b.run.OnPass != nil {
 			b.run.OnPass(i+1, len(runs))
 		}
-		if err := body(ctx, &Pass{Lo: r[0], Hi: r[1], group: gr, target: target, N: i + 1, Of: len(runs)}); err != nil {
-			return 0, err
-		}
+		eg.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err // (a pass before it failed while this one waited)
+			}
+			return body(gctx, &Pass{Lo: r[0], Hi: r[1], group: gr, target: target, N: i + 1, Of: len(runs)})
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
 	}
 	return len(runs), nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -42,6 +43,7 @@ type Sink struct {
 	table  *arrow.Schema // target rows kept (nil: none)
 	parted *parted       // nil: direct
 	onPart func(int)
+	mu     sync.Mutex // Matched and Inserts (passes run two at once)
 
 	// direct: the source so far (matched rows, then inserts at Commit), the matches by
 	// file, and the inserts with their order.
@@ -102,6 +104,8 @@ func (s *Sink) Matched(ctx context.Context, src arrow.RecordBatch, rows Rows, pl
 	if len(places) == 0 {
 		return nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.parted != nil {
 		return s.parted.addMatched(ctx, src, rows, places)
 	}
@@ -145,6 +149,8 @@ func (s *Sink) Inserts(ctx context.Context, src arrow.RecordBatch, ord, ord2 []i
 	if ord2 == nil {
 		ord2 = make([]int64, len(ord))
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.parted != nil {
 		return s.parted.addInserts(ctx, src, ord, ord2)
 	}

@@ -193,20 +193,61 @@ func (r *Reader) Close() {
 }
 
 // Each reads every record of the given spill files in order, calling fn with each
-// (released after it returns).
+// (released after it returns). The files are read on a goroutine of their own, up to
+// eachAhead records ahead of fn: reading a record back (its bytes copied out of the
+// page cache into fresh buffers) takes the other core while fn works on the one before.
 func Each(ctx context.Context, files []*File, fn func(rec arrow.RecordBatch) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	recs := make(chan arrow.RecordBatch, eachAhead)
+	var readErr error
+	go func() {
+		defer close(recs)
+		readErr = readEach(ctx, files, func(rec arrow.RecordBatch) error {
+			select {
+			case recs <- rec:
+				return nil
+			case <-ctx.Done():
+				rec.Release()
+				return ctx.Err()
+			}
+		})
+	}()
+	var err error
+	for rec := range recs {
+		if err == nil {
+			if err = ctx.Err(); err == nil {
+				err = fn(rec)
+			}
+			if err != nil {
+				cancel() // (the reader stops; what it read is drained and released)
+			}
+		}
+		rec.Release()
+	}
+	if err != nil {
+		return err
+	}
+	return readErr // (set before recs was closed)
+}
+
+// eachAhead is how many records Each reads ahead of its fn.
+const eachAhead = 2
+
+// readEach reads every record of files in order, handing each to take (which owns it).
+func readEach(ctx context.Context, files []*File, take func(rec arrow.RecordBatch) error) error {
 	for _, s := range files {
 		r, err := s.Open()
 		if err != nil {
 			return err
 		}
 		for r.Next() {
-			rec := r.RecordBatch()
 			err := ctx.Err()
 			if err == nil {
-				err = fn(rec)
+				err = take(r.RecordBatch())
+			} else {
+				r.RecordBatch().Release()
 			}
-			rec.Release()
 			if err != nil {
 				r.Close()
 				return err
