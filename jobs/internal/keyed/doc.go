@@ -12,9 +12,9 @@
 // there, by the key hash range of each row; the target is then set aside once by range
 // (the rows of the keys the batch may have, a Filter), and each pass takes as many
 // consecutive ranges as fit (two passes at once, each at half the budget, for a stage
-// whose pass body allows it: BatchOptions.TwoAtOnce), with a parted sink that sets each pass's MERGE source aside
-// and merges it in parts at the end (matched rows file by file, then the inserts in
-// their order) as ONE commit (delta.MergeInParts).
+// whose pass body allows it: BatchOptions.TwoAtOnce), with a parted sink that sets each
+// pass's MERGE source aside and merges it in parts at the end (matched rows file by
+// file, then the inserts in their order) as ONE commit (delta.MergeInParts).
 //
 // It owns key encoding (AppendKey: null-safe, values normalised as Value reads them, so
 // an int32 key matches an int64 key), the key hash (Hash) and its ranges (Range,
