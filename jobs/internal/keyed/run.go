@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"golang.org/x/sync/errgroup"
 )
 
 // Run is one run of a keyed stage: its budget (Limit, the bytes a pass may hold), its
@@ -135,26 +135,32 @@ func (b *Batch) Passes(ctx context.Context, g int, target *Target, cost Cost, bo
 		tb, tr := part(tout, p)
 		return cost(bb, br, tb, tr)
 	}, b.run.Limit/int64(at))
-	eg, gctx := errgroup.WithContext(ctx)
-	eg.SetLimit(at)
+	// A pass that fails cancels the others with its error (the first one's is the
+	// cause) before it gives its slot back: no pass begins after it.
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	slots := make(chan struct{}, at) // (a pass is told begun when it has one)
+	var wg sync.WaitGroup
 	for i, r := range runs {
-		if gctx.Err() != nil {
+		select {
+		case slots <- struct{}{}:
+		case <-pctx.Done():
+		}
+		if pctx.Err() != nil {
 			break
 		}
 		if b.run.OnPass != nil {
 			b.run.OnPass(i+1, len(runs))
 		}
-		eg.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err // (a pass before it failed while this one waited)
+		wg.Go(func() {
+			if err := body(pctx, &Pass{Lo: r[0], Hi: r[1], group: gr, target: target, N: i + 1, Of: len(runs)}); err != nil {
+				cancel(err)
 			}
-			return body(gctx, &Pass{Lo: r[0], Hi: r[1], group: gr, target: target, N: i + 1, Of: len(runs)})
+			<-slots
 		})
 	}
-	if err := eg.Wait(); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
+	wg.Wait()
+	if err := context.Cause(pctx); err != nil {
 		return 0, err
 	}
 	return len(runs), nil
