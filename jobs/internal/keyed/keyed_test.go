@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/arrowx"
 	"github.com/orchestrator-io/orchestrator/internal/keyindex"
-	"github.com/orchestrator-io/orchestrator/internal/spilldir"
 	"github.com/orchestrator-io/orchestrator/objectstore/mem"
 )
 
@@ -458,174 +456,6 @@ func TestTargetSpill(t *testing.T) {
 	}
 }
 
-// Own copies a slice of a larger record into buffers of its own, and takes a record
-// that owns its buffers as it is.
-func TestOwn(t *testing.T) {
-	var rows [][2]any
-	for i := range 1000 {
-		rows = append(rows, [2]any{fmt.Sprintf("key-%04d", i), i})
-	}
-	whole := testRecord(0, rows...)
-	defer whole.Release()
-	slice := whole.NewSlice(10, 20)
-	defer slice.Release()
-	own, err := Own(slice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer own.Release()
-	if got, want := rowsOf(own), rowsOf(slice); !slices.Equal(got, want) {
-		t.Fatalf("owned rows %v, want %v", got, want)
-	}
-	for i, c := range own.Columns() {
-		if c.Data().Offset() != 0 {
-			t.Errorf("column %d still has offset %d", i, c.Data().Offset())
-		}
-		if n, whole := c.Data().(*array.Data).SizeInBytes(), whole.Column(i).Data().(*array.Data).SizeInBytes(); n*10 > whole {
-			t.Errorf("column %d holds %d bytes of the whole record's %d", i, n, whole)
-		}
-	}
-	same, err := Own(whole)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer same.Release()
-	if same != whole {
-		t.Error("a record owning its buffers was copied")
-	}
-}
-
-// A run's spill directory names its owner: a sweep leaves it while this process runs.
-func TestDirHasAnOwner(t *testing.T) {
-	base := t.TempDir()
-	d, err := NewDir(base, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Remove()
-	if !strings.HasPrefix(filepath.Base(d.path), spilldir.Prefix) {
-		t.Errorf("spill directory %s", d.path)
-	}
-	removed, err := spilldir.Sweep(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(removed) > 0 {
-		t.Fatalf("a sweep removed the live run's spill directory: %v", removed)
-	}
-	if _, err := os.Stat(d.path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// GatherOne gives the rows refs name, in their order, whether they come in long runs
-// of one record (a gather per run) or hop from record to record (one gather from the
-// records concatenated).
-func TestGatherOne(t *testing.T) {
-	var recs []arrow.RecordBatch
-	var all []string
-	for r := range 4 {
-		var rows [][2]any
-		for i := range 100 {
-			rows = append(rows, [2]any{fmt.Sprintf("k%d-%03d", r, i), r*1000 + i})
-		}
-		rec := testRecord(int64(r*100), rows...)
-		defer rec.Release()
-		recs = append(recs, rec)
-		all = append(all, rowsOf(rec)...)
-	}
-	runs := []Ref{{2, 5}, {2, 6}, {2, 7}, {0, 99}, {3, 0}, {3, 1}}
-	var hops []Ref
-	for i := range 100 {
-		hops = append(hops, Ref{Rec: int32(i % 4), Row: int32(99 - i)})
-	}
-	for name, refs := range map[string][]Ref{"runs": runs, "hops": hops} {
-		got, err := GatherOne(context.Background(), recs, refs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want []string
-		for _, r := range refs {
-			want = append(want, all[int(r.Rec)*100+int(r.Row)])
-		}
-		if g := rowsOf(got); !slices.Equal(g, want) {
-			t.Errorf("%s: got %v, want %v", name, g, want)
-		}
-		got.Release()
-	}
-	if got, err := GatherOne(context.Background(), recs, nil); got != nil || err != nil {
-		t.Errorf("no refs: got %v, %v", got, err)
-	}
-}
-
-// A joining fanout sets aside a range's rows of several records as one spill record,
-// in the order they were written; a plain one writes a spill record per record. Either
-// way a range keeps its rows in order (records larger than a file's buffer too) and is
-// read any number of times, in any order.
-func TestFanoutJoins(t *testing.T) {
-	ctx := context.Background()
-	for _, c := range []struct {
-		join bool
-		rows int
-	}{{false, 100}, {true, 100}, {false, 5000}, {true, 5000}} {
-		join := c.join
-		dir, err := NewDir(t.TempDir(), 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := NewFanout(dir, testSchema)
-		if join {
-			f.Join()
-		}
-		want := make([][]string, 3)
-		for r := range 10 {
-			var rows [][2]any
-			var ranges []uint16
-			for i := range c.rows {
-				rows = append(rows, [2]any{fmt.Sprintf("k%d", r*c.rows+i), r})
-				ranges = append(ranges, uint16((r+i)%3))
-			}
-			rec := testRecord(int64(r*c.rows), rows...)
-			got := rowsOf(rec)
-			for i, p := range ranges {
-				want[p] = append(want[p], got[i])
-			}
-			if err := f.Write(ctx, rec, ranges); err != nil {
-				t.Fatal(err)
-			}
-			rec.Release()
-		}
-		if err := f.Finish(); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range []int{2, 0, 1, 2} {
-			var got []string
-			recs := 0
-			if err := Each(ctx, f.Files(p, p+1), func(rec arrow.RecordBatch) error {
-				recs++
-				got = append(got, rowsOf(rec)...)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, want[p]) {
-				t.Errorf("join %v, %d rows a record, range %d: %d rows %.3v, want %d %.3v", join, c.rows, p, len(got), got, len(want[p]), want[p])
-			}
-			wantRecs := map[bool]int{false: 10, true: 1}[join]
-			if join && c.rows > 100 {
-				wantRecs = 5 // (two records come to the join size)
-			}
-			if recs != wantRecs {
-				t.Errorf("join %v, %d rows a record, range %d: %d spill records, want %d", join, c.rows, p, recs, wantRecs)
-			}
-			if f.PartRows(p) != int64(len(want[p])) {
-				t.Errorf("join %v, range %d: %d rows counted, want %d", join, p, f.PartRows(p), len(want[p]))
-			}
-		}
-		dir.Remove()
-	}
-}
-
 // A filter has every key added (tested one at a time or a record's at once), turns
 // away most keys it was not given, and a nil filter may have every key.
 func TestFilter(t *testing.T) {
@@ -662,75 +492,6 @@ func TestFilter(t *testing.T) {
 	}
 	if may := Filter(nil).mayHaveHashes(all[:3], nil); len(may) != 3 || !may[0] || !may[1] || !may[2] || !Filter(nil).MayHave(key(1)) {
 		t.Errorf("a nil filter: %v, want every key", may)
-	}
-}
-
-// Each reads its files ahead of fn, in order: every record once, file after file; an
-// error of fn stops the reading and is what Each returns (fn is not called again), and
-// a file that cannot be read fails Each after fn had the records of the files before.
-func TestEachReadsAheadInOrder(t *testing.T) {
-	ctx := context.Background()
-	dir, err := NewDir(t.TempDir(), 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Remove()
-	var files []*File
-	var want []string
-	for k := range 3 {
-		f, err := dir.Create(testSchema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for r := range 20 {
-			rec := testRecord(int64(k*100+r), [2]any{fmt.Sprintf("f%d-r%d", k, r), r})
-			want = append(want, rowsOf(rec)...)
-			if err := f.Write(rec, 1); err != nil {
-				t.Fatal(err)
-			}
-			rec.Release()
-		}
-		if err := f.Finish(); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	var got []string
-	if err := Each(ctx, files, func(rec arrow.RecordBatch) error {
-		got = append(got, rowsOf(rec)...)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("read %d rows %.3v, want %d %.3v", len(got), got, len(want), want)
-	}
-
-	stop := errors.New("stop")
-	calls := 0
-	err = Each(ctx, files, func(rec arrow.RecordBatch) error {
-		if calls++; calls == 5 {
-			return stop
-		}
-		return nil
-	})
-	if !errors.Is(err, stop) || calls != 5 {
-		t.Errorf("fn failing on its 5th record: Each returned %v after %d calls, want stop after 5", err, calls)
-	}
-
-	if err := os.Remove(files[2].path); err != nil {
-		t.Fatal(err)
-	}
-	got = got[:0]
-	err = Each(ctx, files, func(rec arrow.RecordBatch) error {
-		got = append(got, rowsOf(rec)...)
-		return nil
-	})
-	if err == nil || !strings.Contains(err.Error(), "spill file") {
-		t.Errorf("a file gone: Each returned %v, want its spill file error", err)
-	}
-	if !slices.Equal(got, want[:40]) {
-		t.Errorf("a file gone: fn had %d rows before the error, want the 40 of the files before it", len(got))
 	}
 }
 
