@@ -1,10 +1,12 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/orchestrator-io/orchestrator/delta"
 	"github.com/orchestrator-io/orchestrator/internal/rowtext"
+	"github.com/orchestrator-io/orchestrator/jobs/internal/keyed"
 )
 
 // The log records a pass writes straight from its batch (logRecords) are the events the
@@ -133,4 +136,73 @@ func recordRows(t *testing.T, rec arrow.RecordBatch) []string {
 		}
 	}
 	return out
+}
+
+// appendType1 writes strings and longs straight from their arrays: the bytes are those
+// of the general encoding (each value read by keyed.Value, then appendValues), for every
+// type, with nulls, after what dst held.
+func TestAppendType1MatchesValues(t *testing.T) {
+	col := func(name, typ string) *delta.StructField {
+		return &delta.StructField{Name: name, Type: &delta.PrimitiveType{Name: typ}, Nullable: true}
+	}
+	dim := &delta.StructType{Fields: []*delta.StructField{col("id", delta.TypeLong), col("s", delta.TypeString),
+		col("n", delta.TypeLong), col("i", delta.TypeInteger), col("f", delta.TypeDouble), col("ts", delta.TypeTimestamp),
+		col("valid_from", delta.TypeTimestamp), col("valid_to", delta.TypeTimestamp), col("is_current", delta.TypeBoolean)}}
+	s := NewSCD2Merge("dim", &SCD2Config{Keys: []string{"id"}, Type1: []string{"s", "n", "i", "f", "ts"}})
+	l, err := s.layout(dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}, {Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "i", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, {Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "ts", Type: arrow.FixedWidthTypes.Timestamp_us, Nullable: true}}, nil)
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer rb.Release()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for r := range 200 {
+		rb.Field(0).(*array.Int64Builder).Append(int64(r))
+		for c := 1; c < 6; c++ {
+			if rng.IntN(4) == 0 {
+				rb.Field(c).AppendNull()
+				continue
+			}
+			switch b := rb.Field(c).(type) {
+			case *array.StringBuilder:
+				b.Append(strings.Repeat("é", rng.IntN(200)))
+			case *array.Int64Builder:
+				b.Append(rng.Int64() - rng.Int64())
+			case *array.Int32Builder:
+				b.Append(rng.Int32() - rng.Int32())
+			case *array.Float64Builder:
+				b.Append(rng.NormFloat64())
+			case *array.TimestampBuilder:
+				b.Append(arrow.Timestamp(rng.Int64N(1 << 50)))
+			}
+		}
+	}
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	cols, err := sourceColumns(schema, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]any, len(l.spec.type1))
+	for r := range int(rec.NumRows()) {
+		got, err := appendType1([]byte("before"), vals, l, rec, cols, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []any
+		for _, c := range l.spec.type1 {
+			v, err := keyed.Value(rec.Column(cols[c]), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, v)
+		}
+		if w := appendValues([]byte("before"), want); !bytes.Equal(got, w) {
+			t.Fatalf("row %d: %x, want %x", r, got, w)
+		}
+	}
 }

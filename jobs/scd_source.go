@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -349,14 +350,30 @@ func appendType1(dst []byte, vals []any, l *scdLayout, rec arrow.RecordBatch, co
 	if len(l.spec.type1) == 0 {
 		return dst, nil
 	}
-	for j, c := range l.spec.type1 {
+	start := len(dst)
+	for _, c := range l.spec.type1 {
+		// (strings and longs straight from their arrays, as appendValues encodes them)
+		switch a := rec.Column(cols[c]).(type) {
+		case *array.String:
+			if a.IsValid(i) {
+				v := a.Value(i)
+				dst = append(binary.AppendUvarint(append(dst, 1), uint64(len(v))), v...)
+				continue
+			}
+		case *array.Int64:
+			if a.IsValid(i) {
+				dst = binary.AppendVarint(append(dst, 2), a.Value(i))
+				continue
+			}
+		}
 		v, err := keyed.Value(rec.Column(cols[c]), i)
 		if err != nil {
-			return dst, err
+			return dst[:start], err
 		}
-		vals[j] = v
+		vals[0] = v
+		dst = appendValues(dst, vals[:1])
 	}
-	return appendValues(dst, vals), nil
+	return dst, nil
 }
 
 func allColumns(n int) []int {
