@@ -60,7 +60,7 @@ func (p *Pass) EachBatch(ctx context.Context, fn func(ctx context.Context, rec a
 	if p.Live != nil {
 		return nil
 	}
-	return Each(ctx, p.group.out.Files(p.Lo, p.Hi), func(rec arrow.RecordBatch) error { return fn(ctx, rec) })
+	return Each(ctx, p.group.out.Parts(p.Lo, p.Hi), func(rec arrow.RecordBatch) error { return fn(ctx, rec) })
 }
 
 // EachTarget calls fn with the target side's records of the pass's ranges: the live

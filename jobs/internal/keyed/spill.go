@@ -2,10 +2,12 @@ package keyed
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -135,7 +137,112 @@ func (s *File) Finish() error {
 	return nil
 }
 
-// Reader reads a finished spill file record by record.
+// sharedFile is a fanout's one spill file: an IPC stream written record by record, the
+// messages of each record a segment of it.
+type sharedFile struct {
+	path string
+	f    *os.File
+	bw   *bufio.Writer
+	cw   countingWriter
+	w    *ipc.Writer
+	head []byte // the stream's schema message (its first bytes)
+}
+
+// createShared starts a fanout's spill file of records of schema.
+func (d *Dir) createShared(schema *arrow.Schema) (*sharedFile, error) {
+	var hb bytes.Buffer
+	if err := ipc.NewWriter(&hb, ipc.WithSchema(schema)).Close(); err != nil {
+		return nil, fmt.Errorf("spill file: %w", err)
+	}
+	head := hb.Bytes()[:hb.Len()-len(endOfStream)]
+	p := filepath.Join(d.path, fmt.Sprintf("%05d.arrows", d.n.Add(1)))
+	f, err := os.Create(p)
+	if err != nil {
+		return nil, fmt.Errorf("spill file: %w", err)
+	}
+	s := &sharedFile{path: p, f: f, bw: bufio.NewWriterSize(f, d.buf), head: head}
+	s.cw = countingWriter{w: s.bw, keep: len(head)}
+	s.w = ipc.NewWriter(&s.cw, ipc.WithSchema(schema))
+	return s, nil
+}
+
+// write appends rec: its messages are the segment returned.
+func (s *sharedFile) write(rec arrow.RecordBatch) (segment, error) {
+	start := s.cw.n
+	if err := s.w.Write(rec); err != nil {
+		return segment{}, fmt.Errorf("spill file %s: %w", s.path, err)
+	}
+	if start == 0 { // (the stream began with its schema message: the head)
+		if !bytes.Equal(s.cw.first, s.head) {
+			return segment{}, fmt.Errorf("internal error: spill file %s does not begin with its schema message", s.path)
+		}
+		start = int64(len(s.head))
+	}
+	return segment{start, s.cw.n - start}, nil
+}
+
+// finish ends the stream and closes the file (nil: nothing).
+func (s *sharedFile) finish() error {
+	if s == nil || s.f == nil {
+		return nil
+	}
+	err := s.w.Close()
+	if ferr := s.bw.Flush(); err == nil {
+		err = ferr
+	}
+	if cerr := s.f.Close(); err == nil {
+		err = cerr
+	}
+	s.f, s.bw, s.w = nil, nil, nil
+	if err != nil {
+		return fmt.Errorf("spill file %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// countingWriter counts the bytes written through it, keeping the first keep of them.
+type countingWriter struct {
+	w     io.Writer
+	n     int64
+	keep  int
+	first []byte
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if k := c.keep - len(c.first); k > 0 {
+		c.first = append(c.first, p[:min(k, len(p))]...)
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Part is records set aside to read back: the IPC stream made of head (the schema
+// message; nil when the segments are whole streams), the segments of the file at path,
+// one after another, and (with a head) the end-of-stream marker. A fanout's ranges are
+// parts of its one file; a spill file is one part.
+type Part struct {
+	path   string
+	schema *arrow.Schema
+	head   []byte
+	segs   []segment
+}
+
+// segment is a byte range of a spill file (n < 0: to its end).
+type segment struct{ off, n int64 }
+
+// endOfStream is the IPC end-of-stream marker.
+var endOfStream = []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
+
+// Part is the file's records, once it is finished.
+func (s *File) Part() *Part {
+	if s == nil {
+		return nil
+	}
+	return &Part{path: s.path, schema: s.schema, segs: []segment{{0, -1}}}
+}
+
+// Reader reads a part record by record.
 type Reader struct {
 	f   *os.File
 	r   *ipc.Reader
@@ -143,22 +250,39 @@ type Reader struct {
 	err error
 }
 
-// Open starts reading a finished spill file (nil: a file never created, read as empty).
-func (s *File) Open() (*Reader, error) {
-	if s == nil {
+// Open starts reading a part (nil: a range without rows, read as empty).
+func (pt *Part) Open() (*Reader, error) {
+	if pt == nil || len(pt.segs) == 0 {
 		return &Reader{}, nil
 	}
-	f, err := os.Open(s.path)
+	f, err := os.Open(pt.path)
 	if err != nil {
 		return nil, fmt.Errorf("spill file: %w", err)
 	}
-	r, err := ipc.NewReader(bufio.NewReaderSize(f, 64<<10), ipc.WithSchema(s.schema), ipc.WithAllocator(memory.DefaultAllocator))
+	parts := make([]io.Reader, 0, len(pt.segs)+2)
+	if pt.head != nil {
+		parts = append(parts, bytes.NewReader(pt.head))
+	}
+	for _, sg := range pt.segs {
+		n := sg.n
+		if n < 0 {
+			n = math.MaxInt64 - sg.off
+		}
+		parts = append(parts, io.NewSectionReader(f, sg.off, n))
+	}
+	if pt.head != nil {
+		parts = append(parts, bytes.NewReader(endOfStream))
+	}
+	r, err := ipc.NewReader(bufio.NewReaderSize(io.MultiReader(parts...), 64<<10), ipc.WithSchema(pt.schema), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("spill file %s: %w", s.path, err)
+		return nil, fmt.Errorf("spill file %s: %w", pt.path, err)
 	}
 	return &Reader{f: f, r: r}, nil
 }
+
+// Open starts reading a finished spill file (nil: a file never created, read as empty).
+func (s *File) Open() (*Reader, error) { return s.Part().Open() }
 
 // Next moves to the next record, which the caller owns (and releases) from then on.
 func (r *Reader) Next() bool {
@@ -192,18 +316,18 @@ func (r *Reader) Close() {
 	}
 }
 
-// Each reads every record of the given spill files in order, calling fn with each
+// Each reads every record of the given parts in order, calling fn with each
 // (released after it returns). The files are read on a goroutine of their own, up to
 // eachAhead records ahead of fn: reading a record back (its bytes copied out of the
 // page cache into fresh buffers) takes the other core while fn works on the one before.
-func Each(ctx context.Context, files []*File, fn func(rec arrow.RecordBatch) error) error {
+func Each(ctx context.Context, parts []*Part, fn func(rec arrow.RecordBatch) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	recs := make(chan arrow.RecordBatch, eachAhead)
 	var readErr error
 	go func() {
 		defer close(recs)
-		readErr = readEach(ctx, files, func(rec arrow.RecordBatch) error {
+		readErr = readEach(ctx, parts, func(rec arrow.RecordBatch) error {
 			select {
 			case recs <- rec:
 				return nil
@@ -234,9 +358,9 @@ func Each(ctx context.Context, files []*File, fn func(rec arrow.RecordBatch) err
 // eachAhead is how many records Each reads ahead of its fn.
 const eachAhead = 2
 
-// readEach reads every record of files in order, handing each to take (which owns it).
-func readEach(ctx context.Context, files []*File, take func(rec arrow.RecordBatch) error) error {
-	for _, s := range files {
+// readEach reads every record of parts in order, handing each to take (which owns it).
+func readEach(ctx context.Context, parts []*Part, take func(rec arrow.RecordBatch) error) error {
+	for _, s := range parts {
 		r, err := s.Open()
 		if err != nil {
 			return err

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/orchestrator-io/orchestrator/internal/spilldir"
 )
@@ -81,7 +83,7 @@ func TestFanoutJoins(t *testing.T) {
 		for _, p := range []int{2, 0, 1, 2} {
 			var got []string
 			recs := 0
-			if err := Each(ctx, f.Files(p, p+1), func(rec arrow.RecordBatch) error {
+			if err := Each(ctx, f.Parts(p, p+1), func(rec arrow.RecordBatch) error {
 				recs++
 				got = append(got, rowsOf(rec)...)
 				return nil
@@ -136,8 +138,12 @@ func TestEachReadsAheadInOrder(t *testing.T) {
 		}
 		files = append(files, f)
 	}
+	var parts []*Part
+	for _, f := range files {
+		parts = append(parts, f.Part())
+	}
 	var got []string
-	if err := Each(ctx, files, func(rec arrow.RecordBatch) error {
+	if err := Each(ctx, parts, func(rec arrow.RecordBatch) error {
 		got = append(got, rowsOf(rec)...)
 		return nil
 	}); err != nil {
@@ -149,7 +155,7 @@ func TestEachReadsAheadInOrder(t *testing.T) {
 
 	stop := errors.New("stop")
 	calls := 0
-	err = Each(ctx, files, func(rec arrow.RecordBatch) error {
+	err = Each(ctx, parts, func(rec arrow.RecordBatch) error {
 		if calls++; calls == 5 {
 			return stop
 		}
@@ -163,7 +169,7 @@ func TestEachReadsAheadInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = got[:0]
-	err = Each(ctx, files, func(rec arrow.RecordBatch) error {
+	err = Each(ctx, parts, func(rec arrow.RecordBatch) error {
 		got = append(got, rowsOf(rec)...)
 		return nil
 	})
@@ -172,5 +178,96 @@ func TestEachReadsAheadInOrder(t *testing.T) {
 	}
 	if !slices.Equal(got, want[:40]) {
 		t.Errorf("a file gone: fn had %d rows before the error, want the 40 of the files before it", len(got))
+	}
+}
+
+// A fanout's ranges share one file on disk (its creation is the only one, however many
+// ranges get rows), each range read back as its own rows in order; a schema with a
+// dictionary column gets a file per range, read back alike.
+func TestFanoutOneFile(t *testing.T) {
+	ctx := context.Background()
+	dictSchema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}},
+	}, nil)
+	for _, dict := range []bool{false, true} {
+		dir, err := NewDir(t.TempDir(), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schema := testSchema
+		if dict {
+			schema = dictSchema
+		}
+		f := NewFanout(dir, schema)
+		want := make([][]string, Ranges)
+		for r := range 3 {
+			var rec arrow.RecordBatch
+			var ids []string
+			for i := range 2 * Ranges {
+				ids = append(ids, fmt.Sprintf("k%d-%d", r, i))
+			}
+			if dict {
+				b := array.NewDictionaryBuilder(memory.DefaultAllocator, dictSchema.Field(0).Type.(*arrow.DictionaryType)).(*array.BinaryDictionaryBuilder)
+				for _, id := range ids {
+					if err := b.AppendString(id); err != nil {
+						t.Fatal(err)
+					}
+				}
+				arr := b.NewArray()
+				b.Release()
+				rec = array.NewRecordBatch(dictSchema, []arrow.Array{arr}, int64(len(ids)))
+				arr.Release()
+			} else {
+				var rows [][2]any
+				for i, id := range ids {
+					rows = append(rows, [2]any{id, i})
+				}
+				rec = testRecord(int64(r*1000), rows...)
+			}
+			ranges := make([]uint16, len(ids))
+			for i, id := range ids {
+				ranges[i] = uint16(i % Ranges)
+				want[i%Ranges] = append(want[i%Ranges], id)
+			}
+			if err := f.Write(ctx, rec, ranges); err != nil {
+				t.Fatal(err)
+			}
+			rec.Release()
+		}
+		if err := f.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir.path, "*.arrows"))
+		if wantFiles := map[bool]int{false: 1, true: Ranges}[dict]; len(files) != wantFiles {
+			t.Errorf("dictionary %v: %d spill files for %d ranges, want %d", dict, len(files), Ranges, wantFiles)
+		}
+		read := func(lo, hi int) []string {
+			var got []string
+			if err := Each(ctx, f.Parts(lo, hi), func(rec arrow.RecordBatch) error {
+				for i := range int(rec.NumRows()) {
+					got = append(got, rec.Column(0).ValueStr(i))
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		for _, p := range []int{Ranges - 1, 0, 77, 0} {
+			if got := read(p, p+1); !slices.Equal(got, want[p]) {
+				t.Errorf("dictionary %v, range %d: read %v, want %v", dict, p, got, want[p])
+			}
+			if f.PartRows(p) != int64(len(want[p])) {
+				t.Errorf("dictionary %v, range %d: %d rows counted, want %d", dict, p, f.PartRows(p), len(want[p]))
+			}
+		}
+		// Several ranges at once: range after range (in the shared file, one part).
+		if parts := f.Parts(3, 77); dict && len(parts) != 74 || !dict && len(parts) != 1 {
+			t.Errorf("dictionary %v: %d parts for 74 ranges", dict, len(parts))
+		}
+		if got, all := read(3, 77), slices.Concat(want[3:77]...); !slices.Equal(got, all) {
+			t.Errorf("dictionary %v, ranges [3, 77): read %d rows, want %d in range order", dict, len(got), len(all))
+		}
+		dir.Remove()
 	}
 }

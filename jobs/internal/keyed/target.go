@@ -259,7 +259,7 @@ func (t *Target) Each(ctx context.Context, lo, hi int, fn func(TargetRecord) err
 }
 
 func (t *Target) eachSpilled(ctx context.Context, lo, hi int, fn func(TargetRecord) error) error {
-	return Each(ctx, t.out.Files(lo, hi), func(rec arrow.RecordBatch) error {
+	return Each(ctx, t.out.Parts(lo, hi), func(rec arrow.RecordBatch) error {
 		n := int(rec.NumCols())
 		nkeep := n - 2 - len(t.spec.ExtraFields)
 		kept := array.NewRecordBatch(arrow.NewSchema(rec.Schema().Fields()[:nkeep], nil), rec.Columns()[:nkeep], rec.NumRows())
