@@ -76,22 +76,24 @@ func (a *logAppender) chunkRows() int {
 // column by column from the event arrays (each loop's loads independent of one
 // another, so the processor waits on many cache misses at once).
 func (b *scdBatch) logRecords(chunk, gatherAhead int, skip func(commit int64) bool, write func(arrow.RecordBatch) error) error {
-	digests, t1 := b.eventDigests()
+	hashes, t1, t1at := b.eventDigests()
 	order := b.keysByHash(skip)
 	var rows []logRow
 	var extra []loggedEvent // the events of keys with several, in the log's order
 	var evs []int32
 	var many []loggedEvent
 	fact := func(ev int32) eventFact {
-		d := &digests[ev]
-		f := eventFact{seq: d.seq, del: d.del, commit: d.commit, phys: d.phys, rowSeq: d.rowSeq}
+		f := eventFact{seq: b.evSeq[ev], del: b.evDel[ev]}
+		if b.evCommit != nil {
+			f.commit, f.phys, f.rowSeq = b.evCommit[ev], b.evPhys[ev], b.evRowSeq[ev]
+		}
 		if !f.del {
-			f.hash = d.hash
-			f.type1 = string(t1[d.t1:d.t1End])
+			f.hash = hashes[ev]
+			f.type1 = string(t1[t1at[ev]:t1at[ev+1]])
 		}
 		return f
 	}
-	g := logGather{b: b, digests: digests, t1: t1}
+	g := logGather{b: b, hashes: hashes, t1: t1, t1at: t1at}
 	ahead := &logChunks{g: &g, write: write, ahead: gatherAhead}
 	defer ahead.flush(0) // (after an error: the records still gathered released)
 	rows = make([]logRow, 0, min(chunk, len(order)))
@@ -243,73 +245,112 @@ type logRow struct {
 
 // logGather builds log records from logRows.
 type logGather struct {
-	b       *scdBatch
-	digests []eventDigest
-	t1      []byte
+	b      *scdBatch
+	hashes []uint64
+	t1     []byte
+	t1at   []int32
 }
 
-// record is the rows as one log record (loggedRecord's columns), gathered row by row
-// into Go slices that the record's arrays use as they are. A row's event is one
-// eventDigest, its key one span of the key index and its type 1 values one span of
-// t1: a few cache lines, whose misses the processor overlaps across rows.
+// record is the rows as one log record (loggedRecord's columns), gathered column by
+// column into Go slices that the record's arrays use as they are.
 func (g *logGather) record(rows []logRow, extra []loggedEvent) arrow.RecordBatch {
 	b := g.b
 	n := len(rows)
 	hash, seq, rowHash, commit, rowSeq := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	del, phys, rowHashOK, type1OK := make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
 	keyEnd, type1End := make([]int32, n+1), make([]int32, n+1)
-	// (room for the rows' keys and type 1 values by the batch's mean sizes)
-	key := make([]byte, 0, n*(b.keys.KeyBytes()/max(1, b.keys.Len())+1))
-	type1 := make([]byte, 0, n*(len(g.t1)/max(1, len(g.digests))+1))
+	ex := func(r logRow) *loggedEvent { return &extra[-1-r.ev] }
 	for i, r := range rows {
 		hash[i] = r.h
 		if r.ev >= 0 {
-			d := &g.digests[r.ev]
-			seq[i], del[i], rowHash[i], commit[i], phys[i], rowSeq[i] = d.seq, d.del, int64(d.hash), d.commit, d.phys, d.rowSeq
-			if !d.del && d.t1End > d.t1 {
-				type1 = append(type1, g.t1[d.t1:d.t1End]...)
-				type1OK[i] = true
-			}
+			seq[i] = b.evSeq[r.ev]
 		} else {
-			e := &extra[-1-r.ev]
-			seq[i], del[i], rowHash[i], commit[i], phys[i], rowSeq[i] = e.seq, e.del, int64(e.hash), e.commit, e.phys, e.rowSeq
-			if !e.del && len(e.type1) > 0 {
-				type1 = append(type1, e.type1...)
-				type1OK[i] = true
-			}
+			seq[i] = ex(r).seq
+		}
+	}
+	for i, r := range rows {
+		if r.ev >= 0 {
+			del[i] = b.evDel[r.ev]
+		} else {
+			del[i] = ex(r).del
 		}
 		rowHashOK[i] = !del[i]
-		type1End[i+1] = int32(len(type1))
+	}
+	for i, r := range rows {
+		if r.ev >= 0 {
+			rowHash[i] = int64(g.hashes[r.ev])
+		} else {
+			rowHash[i] = int64(ex(r).hash)
+		}
+	}
+	if b.evCommit != nil {
+		for i, r := range rows {
+			if r.ev >= 0 {
+				commit[i], phys[i], rowSeq[i] = b.evCommit[r.ev], b.evPhys[r.ev], b.evRowSeq[r.ev]
+			} else {
+				e := ex(r)
+				commit[i], phys[i], rowSeq[i] = e.commit, e.phys, e.rowSeq
+			}
+		}
+	} else {
+		for i, r := range rows {
+			if r.ev < 0 {
+				e := ex(r)
+				commit[i], phys[i], rowSeq[i] = e.commit, e.phys, e.rowSeq
+			}
+		}
+	}
+	// Key bytes: their lengths first, then the bytes.
+	for i, r := range rows {
+		keyEnd[i+1] = keyEnd[i] + int32(len(b.keys.Key(r.id)))
+	}
+	key := make([]byte, 0, keyEnd[n])
+	for _, r := range rows {
 		key = append(key, b.keys.Key(r.id)...)
-		keyEnd[i+1] = int32(len(key))
+	}
+	// Type 1 values (of upserts only).
+	for i, r := range rows {
+		l := int32(0)
+		if !del[i] {
+			if r.ev >= 0 {
+				l = g.t1at[r.ev+1] - g.t1at[r.ev]
+			} else {
+				l = int32(len(ex(r).type1))
+			}
+		}
+		type1OK[i] = l > 0
+		type1End[i+1] = type1End[i] + l
+	}
+	type1 := make([]byte, 0, type1End[n])
+	for i, r := range rows {
+		if !type1OK[i] {
+			continue
+		}
+		if r.ev >= 0 {
+			type1 = append(type1, g.t1[g.t1at[r.ev]:g.t1at[r.ev+1]]...)
+		} else {
+			type1 = append(type1, ex(r).type1...)
+		}
 	}
 	return logRecord(n, hash, key, keyEnd, seq, del, phys, rowHash, rowHashOK, commit, rowSeq, phys, type1, type1End, type1OK)
 }
 
-// eventDigest is what the log keeps of an event: its facts, the hash of its data
-// columns (rowHash) and where its type 1 values (recordType1) are in the batch's t1.
-type eventDigest struct {
-	seq, commit, rowSeq int64
-	hash                uint64
-	t1, t1End           int32
-	del, phys           bool
-}
-
-// eventDigests reads, in the order of the records, what the log keeps of each event,
-// with the type 1 values of the upserts back to back in t1. A large batch is read in
-// parts, one per core.
-func (b *scdBatch) eventDigests() (digests []eventDigest, t1 []byte) {
+// eventDigests reads, in the order of the records, what the log keeps of each upsert's
+// row: the hash of its data columns (rowHash) and its type 1 values (recordType1), the
+// latter back to back in t1 (event ev's at t1[at[ev]:at[ev+1]]). A large batch is read
+// in parts, one per core.
+func (b *scdBatch) eventDigests() (hashes []uint64, t1 []byte, at []int32) {
 	n := len(b.evSeq)
-	digests = make([]eventDigest, n)
+	hashes, at = make([]uint64, n), make([]int32, n+1)
 	parts := min(runtime.GOMAXPROCS(0), max(1, n/digestPartEvents))
 	t1s := make([][]byte, parts)
 	var wg sync.WaitGroup
 	for p := range parts {
-		wg.Go(func() { t1s[p] = b.digestEvents(p*n/parts, (p+1)*n/parts, digests) })
+		wg.Go(func() { t1s[p] = b.digestEvents(p*n/parts, (p+1)*n/parts, hashes, at) })
 	}
 	wg.Wait()
 	if parts == 1 {
-		return digests, t1s[0]
+		return hashes, t1s[0], at
 	}
 	// Each part's type 1 values start at 0 in its own buffer: put them back to back.
 	size := 0
@@ -320,38 +361,32 @@ func (b *scdBatch) eventDigests() (digests []eventDigest, t1 []byte) {
 	for p, t := range t1s {
 		lo, hi := p*n/parts, (p+1)*n/parts
 		if base := int32(len(t1)); base > 0 {
-			for ev := lo; ev < hi; ev++ {
-				digests[ev].t1 += base
-				digests[ev].t1End += base
+			for ev := lo + 1; ev <= hi; ev++ {
+				at[ev] += base
 			}
 		}
 		t1 = append(t1, t...)
 	}
-	return digests, t1
+	return hashes, t1, at
 }
 
 // digestPartEvents is the fewest events of each part of eventDigests (a test lowers it).
 var digestPartEvents = 64 << 10
 
-// digestEvents is eventDigests' work on the events [lo, hi), their type 1 values in a
-// buffer of the part's own (the digests' offsets relative to its start).
-func (b *scdBatch) digestEvents(lo, hi int, digests []eventDigest) (t1 []byte) {
+// digestEvents is eventDigests' work on the events [lo, hi): their hashes, and their
+// type 1 values in a buffer of the part's own (at[ev+1] relative to its start).
+func (b *scdBatch) digestEvents(lo, hi int, hashes []uint64, at []int32) (t1 []byte) {
 	var buf []byte
 	vals := make([]any, len(b.l.spec.type1))
 	for ev := lo; ev < hi; ev++ {
-		d := &digests[ev]
-		d.seq, d.del = b.evSeq[ev], b.evDel[ev]
-		if b.evCommit != nil {
-			d.commit, d.phys, d.rowSeq = b.evCommit[ev], b.evPhys[ev], b.evRowSeq[ev]
-		}
-		d.t1, d.t1End = int32(len(t1)), int32(len(t1))
-		if d.del {
+		at[ev+1] = int32(len(t1))
+		if b.evDel[ev] {
 			continue
 		}
 		r, row := b.evRec[ev], int(b.evRow[ev])
 		var err error
 		if buf, err = keyed.AppendKey(buf[:0], b.recs[r], b.cols[r], row); err == nil {
-			d.hash = xxhash.Sum64(buf)
+			hashes[ev] = xxhash.Sum64(buf)
 		}
 		if t1 == nil && len(b.l.spec.type1) > 0 {
 			// (room for every event's, by the first event's)
@@ -360,7 +395,7 @@ func (b *scdBatch) digestEvents(lo, hi int, digests []eventDigest) (t1 []byte) {
 			}
 		}
 		t1, _ = appendType1(t1, vals, b.l, b.recs[r], b.cols[r], row)
-		d.t1End = int32(len(t1))
+		at[ev+1] = int32(len(t1))
 	}
 	return t1
 }

@@ -58,9 +58,6 @@ func (x *Index) Bytes() int64 {
 // Len is the number of keys.
 func (x *Index) Len() int { return len(x.ends) }
 
-// KeyBytes is the length of the keys, all together.
-func (x *Index) KeyBytes() int { return len(x.arena) }
-
 // Key returns key id's bytes (valid until the next Add).
 func (x *Index) Key(id int32) []byte {
 	start := 0

@@ -19,6 +19,7 @@
 // It owns key encoding (AppendKey: null-safe, values normalised as Value reads them, so
 // an int32 key matches an int64 key), the key hash (Hash) and its ranges (Range,
 // HashBounds), spill files (Dir, File, Fanout: Arrow IPC streams on local disk; a
+// Fanout's ranges share one file, a pass's ranges read back from it as one stream; a
 // joining Fanout writes a range's rows of several records as one spill record), the
 // target spiller, the gather of rows by place (Gather), the sink and the budget
 // (WorkingSet, HoldBudget: the process's soft memory limit while runs with budgets run).
