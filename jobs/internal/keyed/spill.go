@@ -123,16 +123,23 @@ func (s *File) Finish() error {
 	if s == nil || s.f == nil {
 		return nil
 	}
-	err := s.w.Close()
-	if ferr := s.bw.Flush(); err == nil {
+	err := endStream(s.path, s.w, s.bw, s.f)
+	s.f, s.bw, s.w = nil, nil, nil // (their buffers)
+	return err
+}
+
+// endStream ends the IPC stream w of the spill file at path, flushes its buffer and
+// closes the file.
+func endStream(path string, w *ipc.Writer, bw *bufio.Writer, f *os.File) error {
+	err := w.Close()
+	if ferr := bw.Flush(); err == nil {
 		err = ferr
 	}
-	if cerr := s.f.Close(); err == nil {
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	s.f, s.bw, s.w = nil, nil, nil // (their buffers)
 	if err != nil {
-		return fmt.Errorf("spill file %s: %w", s.path, err)
+		return fmt.Errorf("spill file %s: %w", path, err)
 	}
 	return nil
 }
@@ -186,18 +193,9 @@ func (s *sharedFile) finish() error {
 	if s == nil || s.f == nil {
 		return nil
 	}
-	err := s.w.Close()
-	if ferr := s.bw.Flush(); err == nil {
-		err = ferr
-	}
-	if cerr := s.f.Close(); err == nil {
-		err = cerr
-	}
+	err := endStream(s.path, s.w, s.bw, s.f)
 	s.f, s.bw, s.w = nil, nil, nil
-	if err != nil {
-		return fmt.Errorf("spill file %s: %w", s.path, err)
-	}
-	return nil
+	return err
 }
 
 // countingWriter counts the bytes written through it, keeping the first keep of them.
