@@ -106,7 +106,7 @@ func (s *Ingest) loadKeyed(ctx context.Context, env *Env, decl *Table, tbl *delt
 	}
 	grouped := s.cfg.SequenceBy == ""
 	live := &recordHolder{perRow: keyedRowCost, byteFactor: 3}
-	opts := keyed.BatchOptions{Keys: run.keyCols}
+	opts := keyed.BatchOptions{Keys: run.keyCols, TwoAtOnce: true}
 	if grouped {
 		opts.Groups, opts.Group = len(files), func(rec arrow.RecordBatch) int { return int(fileOf(rec, run)) }
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -103,6 +104,7 @@ func upsertCost(bb, br, _, tr int64) int64 { return 3*bb + (br+tr)*keyedRowCost 
 // row's problem.
 func (s *Ingest) checkKeyed(ctx context.Context, batch *keyed.Batch, g int, run *keyedRun, live *recordHolder) error {
 	var problem *rowProblem
+	var mu sync.Mutex // (two passes at once)
 	_, err := batch.Passes(ctx, g, nil, upsertCost, func(ctx context.Context, p *keyed.Pass) error {
 		recs, err := passRecords(ctx, p, g, true, run)
 		if err != nil {
@@ -111,6 +113,8 @@ func (s *Ingest) checkKeyed(ctx context.Context, batch *keyed.Batch, g int, run 
 		defer arrowx.ReleaseRecords(recs)
 		_, _, err = run.fold(recs, nil)
 		if pr, ok := err.(*rowProblem); ok {
+			mu.Lock()
+			defer mu.Unlock()
 			if pr.before(problem) {
 				problem = pr
 			}
@@ -155,8 +159,11 @@ func (s *Ingest) mergeKeyed(ctx context.Context, env *Env, decl *Table, tbl *del
 		spec.Filter = run.keyFilter(live.records(g, s.cfg.SequenceBy == "", run), s.cfg.Keys)
 	}
 	var problem *rowProblem
+	var mu sync.Mutex // (two passes at once)
 	passes, err := batch.Passes(ctx, g, keyed.NewTarget(snap, spec), upsertCost, func(ctx context.Context, p *keyed.Pass) error {
 		pr, err := run.pass(ctx, p, g, s.cfg.SequenceBy == "", s.cfg.Keys, seqText, sink)
+		mu.Lock()
+		defer mu.Unlock()
 		if pr != nil && pr.before(problem) {
 			problem = pr
 		}
